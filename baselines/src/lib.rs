@@ -1,0 +1,1 @@
+//! Baselines Skein is measured against (work in progress: see issue 4).

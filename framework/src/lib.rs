@@ -1,0 +1,1 @@
+//! Skein's delegation runtime (work in progress: see issue 3).

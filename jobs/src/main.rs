@@ -1,0 +1,51 @@
+//! `skein`: the command line of the Skein graph analytics framework.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Skein: graph analytics on delegation.
+#[derive(Debug, Parser)]
+#[command(name = "skein", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate a Graph500 Kronecker graph and write it to a file.
+    Generate(cmd::generate::Args),
+    /// Print facts about a graph file: vertices, edges, self-loops, degrees, checksum.
+    Info(cmd::info::Args),
+    /// Single-source shortest paths from Graph500 roots, with statistics.
+    Sssp(cmd::kernel::Args),
+    /// Breadth-first search from Graph500 roots, with statistics.
+    Bfs(cmd::kernel::Args),
+    /// Run a job file: build the graph, run the kernel, validate, report.
+    Run(cmd::run::Args),
+    /// Run a job file's kernel on every available engine and compare them.
+    Compare(cmd::run::CompareArgs),
+    /// Microbenchmarks of the delegation runtime.
+    Bench(cmd::bench::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(a) => cmd::generate::run(a),
+        Command::Info(a) => cmd::info::run(a),
+        Command::Sssp(a) => cmd::kernel::run(cmd::kernel::Kernel::Sssp, a),
+        Command::Bfs(a) => cmd::kernel::run(cmd::kernel::Kernel::Bfs, a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Compare(a) => cmd::run::compare(a),
+        Command::Bench(a) => cmd::bench::run(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
