@@ -6,9 +6,22 @@
 //!
 //! - [`graph`]: the edge list ([`EdgeList`]) and compressed sparse row adjacency ([`Csr`]).
 //! - [`result`]: the common result types of BFS and SSSP kernels ([`BfsResult`], [`SsspResult`]).
+//! - [`kronecker`]: the Graph500 Kronecker generator, bit-compatible with the reference 3.0.1.
+//! - [`build`]: parallel CSR construction.
+//! - [`validate`]: Graph500 validation of BFS and SSSP results.
+//! - [`formats`]: graph files (`.el`, `.wel`, `.mtx`, Skein binary).
+//! - [`interop`]: conversion to and from `petgraph`.
 
+pub mod build;
+pub mod checksum;
+pub mod formats;
 pub mod graph;
+mod hugepage;
+pub mod interop;
+pub mod kronecker;
+mod prng;
 pub mod result;
+pub mod validate;
 
 pub use graph::{Csr, EdgeList, VertexId};
 pub use result::{BfsResult, SsspResult, NO_PARENT, UNREACHED_LEVEL};

@@ -1,8 +1,13 @@
+#![allow(dead_code)] // modules fill in while the CLI grows
 //! `skein`: the command line of the Skein graph analytics framework.
 
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod graph_source;
+mod job;
+mod progress;
+mod report;
 
 /// Skein: graph analytics on delegation.
 #[derive(Debug, Parser)]
