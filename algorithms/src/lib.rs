@@ -1,6 +1,13 @@
-//! Graph kernels on Skein's delegation runtime (work in progress: see issue 5).
+//! Graph kernels on Skein's delegation runtime.
+//!
+//! - [`Partitioning`]: which trustee owns which vertex (contiguous blocks of global ids).
+//! - [`Engine`]: SSSP (bucketed delta-stepping, asynchronous within a bucket) and BFS
+//!   (level-synchronous) where every partition is a property entrusted to one worker,
+//!   and remote updates are delegated with `apply_then`.
 
+pub mod engine;
 pub mod partition;
 mod state;
 
+pub use engine::{Engine, EngineError, EngineOptions, SearchStats, DEFAULT_DELTA};
 pub use partition::Partitioning;

@@ -81,17 +81,6 @@ impl SsspPart {
         }
     }
 
-    /// Forgets the previous search.
-    pub(crate) fn reset(&mut self) {
-        self.dist.fill(f32::INFINITY);
-        self.parent.fill(NO_PARENT);
-        self.done.fill(f32::INFINITY);
-        self.sent.fill(f32::INFINITY);
-        self.buckets.iter_mut().for_each(Vec::clear);
-        self.relaxed_arcs = 0;
-        self.sent_msgs = 0;
-    }
-
     #[inline]
     fn bucket_of(&self, d: f32) -> usize {
         (d / self.delta) as usize
@@ -120,9 +109,10 @@ impl SsspPart {
         (from..self.buckets.len()).find(|&b| !self.buckets[b].is_empty())
     }
 
-    /// Relaxes the arcs of every pending vertex of bucket `b` until the bucket stays
-    /// empty locally. Remote relaxations go to `send(part, local, dist, parent)`.
-    /// Returns how many vertices were processed.
+    /// Relaxes the arcs of pending vertices of bucket `b`, taking at most `limit`
+    /// entries; relaxations that land in bucket `b` itself are taken in the same call
+    /// (bucket fusion). Remote relaxations go to `send(part, local, dist, parent)`.
+    /// Returns the number of entries taken: 0 means the bucket is empty here.
     pub(crate) fn process_bucket(
         &mut self,
         b: usize,
@@ -131,42 +121,34 @@ impl SsspPart {
     ) -> usize {
         let shared = Arc::clone(&self.shared);
         let (graph, parts) = (&*shared.graph, &shared.parts);
-        let mut processed = 0;
-        while processed < limit && b < self.buckets.len() && !self.buckets[b].is_empty() {
-            let batch = std::mem::take(&mut self.buckets[b]);
-            for &u in &batch {
-                let du = self.dist[u as usize];
-                if du >= self.done[u as usize] {
-                    continue; // stale entry: already relaxed at this distance
-                }
-                self.done[u as usize] = du;
-                processed += 1;
-                let gu = self.first + u as u64;
-                let (targets, weights) = (graph.neighbors(gu), graph.neighbor_weights(gu));
-                self.relaxed_arcs += targets.len() as u64;
-                for (&v, &w) in targets.iter().zip(weights) {
-                    let nd = du + w;
-                    let (owner, lv) = parts.locate(v);
-                    if owner == self.part {
-                        self.relax(lv, nd, gu);
-                    } else if nd < self.sent[v as usize] {
-                        self.sent[v as usize] = nd;
-                        self.sent_msgs += 1;
-                        send(owner, lv, nd, gu);
-                    }
-                }
+        let mut taken = 0;
+        while taken < limit {
+            let Some(u) = self.buckets.get_mut(b).and_then(Vec::pop) else { break };
+            taken += 1;
+            let du = self.dist[u as usize];
+            if du >= self.done[u as usize] {
+                continue; // stale entry: already relaxed at this distance
             }
-            // Keep the allocation: the bucket is refilled often.
-            let mut batch = batch;
-            batch.clear();
-            if self.buckets[b].is_empty() {
-                self.buckets[b] = batch;
+            self.done[u as usize] = du;
+            let gu = self.first + u as u64;
+            let (targets, weights) = (graph.neighbors(gu), graph.neighbor_weights(gu));
+            self.relaxed_arcs += targets.len() as u64;
+            for (&v, &w) in targets.iter().zip(weights) {
+                let nd = du + w;
+                let (owner, lv) = parts.locate(v);
+                if owner == self.part {
+                    self.relax(lv, nd, gu);
+                } else if nd < self.sent[v as usize] {
+                    self.sent[v as usize] = nd;
+                    self.sent_msgs += 1;
+                    send(owner, lv, nd, gu);
+                }
             }
         }
-        processed
+        taken
     }
 
-    /// Distance of local vertex `local` (tests).
+    /// First global id of the partition.
     #[cfg(test)]
     pub(crate) fn first(&self) -> u64 {
         self.first
@@ -207,15 +189,6 @@ impl BfsPart {
         }
     }
 
-    pub(crate) fn reset(&mut self) {
-        self.level.fill(UNREACHED_LEVEL);
-        self.parent.fill(NO_PARENT);
-        self.frontier.clear();
-        self.next.clear();
-        self.sent.fill(0);
-        self.sent_msgs = 0;
-    }
-
     /// Visits local vertex `local` at `level` from `parent` (first visit wins).
     #[inline]
     pub(crate) fn visit(&mut self, local: u32, level: u32, parent: u64) {
@@ -234,12 +207,18 @@ impl BfsPart {
         self.frontier.len()
     }
 
-    /// Expands the frontier (level `level`): neighbours get level `level + 1`.
-    pub(crate) fn expand(&mut self, level: u32, send: &mut impl FnMut(usize, u32, u32, u64)) {
+    /// Expands up to `limit` vertices of the frontier (level `level`): their
+    /// neighbours get level `level + 1`. Returns true while frontier vertices remain.
+    pub(crate) fn expand(
+        &mut self,
+        level: u32,
+        limit: usize,
+        send: &mut impl FnMut(usize, u32, u32, u64),
+    ) -> bool {
         let shared = Arc::clone(&self.shared);
         let (graph, parts) = (&*shared.graph, &shared.parts);
-        let frontier = std::mem::take(&mut self.frontier);
-        for &u in &frontier {
+        for _ in 0..limit {
+            let Some(u) = self.frontier.pop() else { return false };
             let gu = self.first + u as u64;
             for &v in graph.neighbors(gu) {
                 let (owner, lv) = parts.locate(v);
@@ -255,8 +234,7 @@ impl BfsPart {
                 }
             }
         }
-        self.frontier = frontier;
-        self.frontier.clear();
+        !self.frontier.is_empty()
     }
 }
 
@@ -284,7 +262,7 @@ mod tests {
         loop {
             let mut msgs = Vec::new();
             for part in parts.iter_mut() {
-                part.process_bucket(b, usize::MAX, &mut |o, l, d, p| msgs.push((o, l, d, p)));
+                while part.process_bucket(b, 5, &mut |o, l, d, p| msgs.push((o, l, d, p))) > 0 {}
             }
             msgs.reverse();
             for (o, l, d, p) in msgs {
@@ -360,7 +338,7 @@ mod tests {
                 }
                 let mut msgs = Vec::new();
                 for p in ps.iter_mut() {
-                    p.expand(level, &mut |o, l, lv, par| msgs.push((o, l, lv, par)));
+                    while p.expand(level, 7, &mut |o, l, lv, par| msgs.push((o, l, lv, par))) {}
                 }
                 for (o, l, lv, par) in msgs {
                     ps[o].visit(l, lv, par);

@@ -1,0 +1,313 @@
+//! SSSP and BFS on the delegation runtime.
+//!
+//! The graph's vertices are split over all workers ([`Partitioning`]); each worker is the
+//! trustee of one partition (its vertices' distances or levels, parents and work
+//! queue) and reads the out-arcs of its own vertices from the shared read-only CSR.
+//!
+//! Both kernels run in rounds driven by the main fiber:
+//!
+//! 1. every worker runs a *driver* fiber that works through its own partition (an
+//!    inline delegated call, since the partition's trustee is the driver's worker) in
+//!    chunks of [`EngineOptions::chunk`] vertices, yielding between chunks so that its
+//!    worker serves incoming requests and flushes its outgoing batches;
+//! 2. a relaxation (SSSP) or visit (BFS) of a vertex owned elsewhere is an
+//!    [`skein::Trust::apply_then`] to the owner's partition, batched by the runtime;
+//! 3. the main fiber joins the drivers and calls [`skein::wait_quiescent`], the
+//!    framework's termination detector: when it returns, every request of the round has
+//!    been applied. Then it asks each partition where the next round starts.
+//!
+//! No round ever ends on a timeout. SSSP rounds follow delta-stepping buckets (a bucket
+//! is repeated while relaxations arriving from other partitions refill it); BFS rounds
+//! are levels. Distances and levels do not depend on the number of workers: see
+//! [`crate::state`] for why.
+//!
+//! Communication volume per partition and search: at most one message per remote
+//! (vertex, improvement) pair for SSSP, filtered by the best distance already sent; at
+//! most one message per remote vertex for BFS.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use skein::{Runtime, Trust};
+use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
+
+use crate::partition::Partitioning;
+use crate::state::{BfsPart, Shared, SsspPart};
+
+/// Default bucket width for SSSP on Graph500 weights (uniform in `[0, 1)`).
+///
+/// Measured on SCALE 20 Kronecker graphs with 2 workers; see the crate README.
+pub const DEFAULT_DELTA: f32 = 0.05;
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Worker threads (each one trustee of one partition).
+    pub workers: usize,
+    /// Fibers per worker the runtime keeps stacks for.
+    pub fibers: usize,
+    /// Pin workers to cores.
+    pub pin: bool,
+    /// SSSP bucket width.
+    pub delta: f32,
+    /// Vertices a driver processes before it yields to its worker loop.
+    pub chunk: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { workers: 2, fibers: 8, pin: false, delta: DEFAULT_DELTA, chunk: 256 }
+    }
+}
+
+/// Why the engine failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The runtime failed (a panic in a delegated closure, a failure to start workers).
+    #[error("runtime: {0}")]
+    Runtime(#[from] skein::Error),
+    /// The root is not a vertex of the graph.
+    #[error("root {root} is not a vertex (the graph has {num_vertices} vertices)")]
+    Root {
+        /// The root asked for.
+        root: u64,
+        /// Vertex count.
+        num_vertices: u64,
+    },
+    /// The options make no sense.
+    #[error("invalid engine options: {0}")]
+    Options(String),
+    /// SSSP needs non-negative weights.
+    #[error("SSSP needs non-negative weights: arc {arc} weighs {weight}")]
+    NegativeWeight {
+        /// Index of the offending arc.
+        arc: usize,
+        /// Its weight.
+        weight: f32,
+    },
+}
+
+/// What one search did, besides its result.
+#[derive(Debug, Clone, Default)]
+pub struct SearchStats {
+    /// Kernel time: from the root's seeding to the end of the last round (partition
+    /// set-up and result gathering excluded).
+    pub seconds: f64,
+    /// Rounds (SSSP bucket passes, BFS levels).
+    pub rounds: u64,
+    /// Requests sent between partitions.
+    pub messages: u64,
+    /// Runtime counters of the run.
+    pub runtime: Option<skein::Stats>,
+}
+
+/// SSSP and BFS on a graph, on Skein's delegation runtime.
+#[derive(Debug)]
+pub struct Engine {
+    rt: Runtime,
+    shared: Arc<Shared>,
+    opts: EngineOptions,
+}
+
+impl Engine {
+    /// Prepares a runtime of `opts.workers` workers and the partitioning of `graph`.
+    pub fn new(graph: Arc<Csr>, opts: EngineOptions) -> Result<Engine, EngineError> {
+        if opts.workers == 0 || opts.fibers == 0 || opts.chunk == 0 {
+            return Err(EngineError::Options("workers, fibers and chunk must be at least 1".into()));
+        }
+        if !(opts.delta > 0.0 && opts.delta.is_finite()) {
+            return Err(EngineError::Options(format!("delta must be > 0, got {}", opts.delta)));
+        }
+        let rt = Runtime::builder()
+            .workers(opts.workers)
+            .fibers_per_worker(opts.fibers)
+            .pin(opts.pin)
+            .build()?;
+        let parts = Partitioning::new(graph.num_vertices(), opts.workers);
+        Ok(Engine { rt, shared: Arc::new(Shared { graph, parts }), opts })
+    }
+
+    /// The options the engine runs with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// The partitioning of the vertices over the workers.
+    pub fn partitioning(&self) -> &Partitioning {
+        &self.shared.parts
+    }
+
+    fn check_root(&self, root: u64) -> Result<(), EngineError> {
+        let n = self.shared.graph.num_vertices();
+        if root >= n {
+            return Err(EngineError::Root { root, num_vertices: n });
+        }
+        Ok(())
+    }
+
+    /// Single-source shortest paths from `root` (binary32 distances, as the Graph500
+    /// reference computes them).
+    ///
+    /// # Complexity
+    /// `O(m)` relaxations per bucket pass in the worst case; in practice close to the
+    /// `m` of one Dijkstra plus re-relaxations inside a bucket. Memory per partition:
+    /// 16 bytes per owned vertex and 4 bytes per vertex of the graph (the send filter).
+    pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
+        self.check_root(root)?;
+        if let Some(arc) = self.shared.graph.weights().iter().position(|&w| !(w >= 0.0)) {
+            let weight = self.shared.graph.weights()[arc];
+            return Err(EngineError::NegativeWeight { arc, weight });
+        }
+        let shared = Arc::clone(&self.shared);
+        let (delta, chunk) = (self.opts.delta, self.opts.chunk);
+        let (parts, mut stats) = self.rt.run(move || {
+            let np = skein::num_workers();
+            let parts: Arc<Vec<Trust<SsspPart>>> = Arc::new(
+                (0..np)
+                    .map(|p| {
+                        let sh = Arc::clone(&shared);
+                        skein::trustee(p).entrust(SsspPart::new(sh, p, delta))
+                    })
+                    .collect(),
+            );
+            let start = Instant::now();
+            let (rp, rl) = shared.parts.locate(root);
+            parts[rp].apply(move |s| {
+                s.relax(rl, 0.0, root);
+            });
+            let mut bucket = 0usize;
+            let mut rounds = 0u64;
+            loop {
+                rounds += 1;
+                let drivers: Vec<_> = (0..np)
+                    .map(|p| {
+                        let parts = Arc::clone(&parts);
+                        skein::spawn_on(p, move || sssp_driver(&parts, p, bucket, chunk))
+                    })
+                    .collect();
+                drivers.into_iter().for_each(|h| h.join());
+                skein::wait_quiescent();
+                let next = parts.iter().filter_map(|t| t.apply(move |s| s.next_bucket(bucket))).min();
+                match next {
+                    Some(b) => bucket = b,
+                    None => break,
+                }
+            }
+            let seconds = start.elapsed().as_secs_f64();
+            let mut gathered = Vec::with_capacity(np);
+            let mut messages = 0;
+            for t in parts.iter() {
+                let (dist, parent, sent) = t.apply(|s| {
+                    (std::mem::take(&mut s.dist), std::mem::take(&mut s.parent), s.sent_msgs)
+                });
+                messages += sent;
+                gathered.push((dist, parent));
+            }
+            (gathered, SearchStats { seconds, rounds, messages, runtime: None })
+        })?;
+        stats.runtime = Some(self.rt.stats());
+        let n = self.shared.graph.num_vertices() as usize;
+        let (mut dist, mut parent) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for (d, p) in parts {
+            dist.extend_from_slice(&d);
+            parent.extend_from_slice(&p);
+        }
+        Ok((SsspResult { root, dist, parent }, stats))
+    }
+
+    /// Breadth-first search from `root`: hop levels and a parent tree.
+    ///
+    /// # Complexity
+    /// `O(n + m)` work; one round per level. Memory per partition: 12 bytes per owned
+    /// vertex plus one bit per vertex of the graph (the send filter).
+    pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
+        self.check_root(root)?;
+        let shared = Arc::clone(&self.shared);
+        let chunk = self.opts.chunk;
+        let (parts, mut stats) = self.rt.run(move || {
+            let np = skein::num_workers();
+            let parts: Arc<Vec<Trust<BfsPart>>> = Arc::new(
+                (0..np)
+                    .map(|p| skein::trustee(p).entrust(BfsPart::new(Arc::clone(&shared), p)))
+                    .collect(),
+            );
+            let start = Instant::now();
+            let (rp, rl) = shared.parts.locate(root);
+            parts[rp].apply(move |s| s.visit(rl, 0, root));
+            let mut level = 0u32;
+            loop {
+                let frontier: usize = parts.iter().map(|t| t.apply(|s| s.advance())).sum();
+                if frontier == 0 {
+                    break;
+                }
+                let drivers: Vec<_> = (0..np)
+                    .map(|p| {
+                        let parts = Arc::clone(&parts);
+                        skein::spawn_on(p, move || bfs_driver(&parts, p, level, chunk))
+                    })
+                    .collect();
+                drivers.into_iter().for_each(|h| h.join());
+                skein::wait_quiescent();
+                level += 1;
+            }
+            let seconds = start.elapsed().as_secs_f64();
+            let mut gathered = Vec::with_capacity(np);
+            let mut messages = 0;
+            for t in parts.iter() {
+                let (lv, parent, sent) = t.apply(|s| {
+                    (std::mem::take(&mut s.level), std::mem::take(&mut s.parent), s.sent_msgs)
+                });
+                messages += sent;
+                gathered.push((lv, parent));
+            }
+            (gathered, SearchStats { seconds, rounds: level as u64, messages, runtime: None })
+        })?;
+        stats.runtime = Some(self.rt.stats());
+        let n = self.shared.graph.num_vertices() as usize;
+        let (mut level, mut parent) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for (l, p) in parts {
+            level.extend_from_slice(&l);
+            parent.extend_from_slice(&p);
+        }
+        debug_assert!(level.iter().zip(&parent).all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
+        Ok((BfsResult { root, level, parent }, stats))
+    }
+}
+
+/// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices.
+fn sssp_driver(parts: &Arc<Vec<Trust<SsspPart>>>, p: usize, bucket: usize, chunk: usize) {
+    loop {
+        let all = Arc::clone(parts);
+        let processed = parts[p].apply(move |s| {
+            s.process_bucket(bucket, chunk, &mut |owner, local, d, parent| {
+                all[owner].apply_then(move |t| t.relax(local, d, parent), |_| ());
+            })
+        });
+        if processed == 0 {
+            break;
+        }
+        skein::yield_now();
+    }
+}
+
+/// Expands partition `p`'s frontier at `level`, yielding every `chunk` vertices.
+fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usize) {
+    loop {
+        let all = Arc::clone(parts);
+        let more = parts[p].apply(move |s| {
+            s.expand(level, chunk, &mut |owner, local, lv, parent| {
+                all[owner].apply_then(move |t| t.visit(local, lv, parent), |_| ());
+            })
+        });
+        if !more {
+            break;
+        }
+        skein::yield_now();
+    }
+}
+
+/// A duration as seconds (helper for reports).
+pub fn seconds(d: Duration) -> f64 {
+    d.as_secs_f64()
+}

@@ -1,0 +1,122 @@
+//! SSSP and BFS on the delegation runtime reproduce the Graph500 reference's own
+//! root-0 results exactly (binary32 distance bits, BFS levels) for any number of
+//! workers, and every result passes Graph500 validation.
+
+use std::sync::Arc;
+
+use skein_algorithms::{Engine, EngineOptions};
+use skein_generators::kronecker::{self, KroneckerParams};
+use skein_generators::validate::{validate_bfs, validate_sssp};
+use skein_generators::{Csr, UNREACHED_LEVEL};
+
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testvectors/graph500/");
+
+/// (root, bfs levels, sssp distance bits) from `kron_sNN_ef16_root0.txt`.
+fn root0(scale: u32) -> (u64, Vec<u32>, Vec<u32>) {
+    let path = format!("{VECTORS}kron_s{scale:02}_ef16_root0.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let (mut levels, mut dists, mut root) = (Vec::new(), Vec::new(), None);
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let level: i64 = f[1].parse().unwrap();
+        levels.push(if level < 0 { UNREACHED_LEVEL } else { level as u32 });
+        let bits = u32::from_str_radix(f[2], 16).unwrap();
+        dists.push(if bits == 0xbf80_0000 { f32::INFINITY.to_bits() } else { bits });
+        if level == 0 {
+            root = Some(f[0].parse().unwrap());
+        }
+    }
+    (root.unwrap(), levels, dists)
+}
+
+fn graph(scale: u32) -> Arc<Csr> {
+    let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
+    Arc::new(Csr::from_edge_list(&kronecker::generate(&p)))
+}
+
+fn engine(g: &Arc<Csr>, workers: usize) -> Engine {
+    let opts = EngineOptions { workers, chunk: 16, ..EngineOptions::default() };
+    Engine::new(Arc::clone(g), opts).unwrap()
+}
+
+#[test]
+fn sssp_matches_the_reference_bit_for_bit_on_any_worker_count() {
+    for scale in [8, 10] {
+        let g = graph(scale);
+        let (root, _, want) = root0(scale);
+        for workers in [1, 2, 3, 4] {
+            let (r, stats) = engine(&g, workers).sssp(root).unwrap();
+            let got: Vec<u32> = r.dist.iter().map(|d| d.to_bits()).collect();
+            assert!(got == want, "SCALE {scale}, {workers} workers: distances differ");
+            validate_sssp(&g, &r).unwrap();
+            assert!(stats.rounds > 0);
+            if workers > 1 {
+                assert!(stats.messages > 0, "partitions must have talked");
+            }
+        }
+    }
+}
+
+#[test]
+fn bfs_matches_the_reference_levels_on_any_worker_count() {
+    for scale in [8, 10] {
+        let g = graph(scale);
+        let (root, want, _) = root0(scale);
+        for workers in [1, 2, 3, 4] {
+            let (r, _) = engine(&g, workers).bfs(root).unwrap();
+            assert!(r.level == want, "SCALE {scale}, {workers} workers: levels differ");
+            validate_bfs(&g, &r).unwrap();
+        }
+    }
+}
+
+#[test]
+fn every_graph500_root_validates_with_several_deltas() {
+    let g = graph(9);
+    let p = KroneckerParams::new(9, 16, 2, 3).unwrap();
+    let roots = kronecker::search_roots(&p, &g, 8);
+    for delta in [0.01, 0.3, 10.0] {
+        let opts = EngineOptions { workers: 3, delta, chunk: 5, ..EngineOptions::default() };
+        let e = Engine::new(Arc::clone(&g), opts).unwrap();
+        let first = e.sssp(roots[0]).unwrap().0;
+        for &root in &roots {
+            validate_sssp(&g, &e.sssp(root).unwrap().0).unwrap();
+            validate_bfs(&g, &e.bfs(root).unwrap().0).unwrap();
+        }
+        // Same distances whatever delta.
+        let again = engine(&g, 2).sssp(roots[0]).unwrap().0;
+        assert!(first.dist.iter().zip(&again.dist).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+}
+
+#[test]
+fn bad_roots_and_options_are_errors() {
+    let g = graph(6);
+    let e = engine(&g, 2);
+    assert!(e.sssp(1 << 6).unwrap_err().to_string().contains("not a vertex"));
+    assert!(e.bfs(u64::MAX).is_err());
+    let bad = EngineOptions { workers: 0, ..EngineOptions::default() };
+    assert!(Engine::new(Arc::clone(&g), bad).is_err());
+    let bad = EngineOptions { delta: 0.0, ..EngineOptions::default() };
+    assert!(Engine::new(g, bad).is_err());
+}
+
+#[test]
+fn negative_weights_are_refused_for_sssp() {
+    let g = Csr::from_parts(2, vec![0, 1, 2], vec![1, 0], Some(vec![-1.0, -1.0])).unwrap();
+    let e = engine(&Arc::new(g), 2);
+    assert!(e.sssp(0).unwrap_err().to_string().contains("non-negative"));
+    assert!(e.bfs(0).is_ok());
+}
+
+#[test]
+fn isolated_root_reaches_only_itself() {
+    // Vertex 2 has no arcs.
+    let g = Arc::new(Csr::from_parts(3, vec![0, 1, 2, 2], vec![1, 0], None).unwrap());
+    let e = engine(&g, 2);
+    let (r, _) = e.sssp(2).unwrap();
+    assert_eq!(r.reached(), 1);
+    validate_sssp(&g, &r).unwrap();
+    let (b, _) = e.bfs(2).unwrap();
+    assert_eq!(b.reached(), 1);
+}
