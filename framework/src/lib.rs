@@ -1,1 +1,122 @@
-//! Skein's delegation runtime (work in progress: see issue 3).
+//! # Skein: delegation instead of locks
+//!
+//! Skein runs a program on a few *workers* (OS threads). Shared state is never locked: each
+//! piece of it is a *property* entrusted to one worker, its *trustee*, and everyone else sends
+//! the trustee a closure to apply. This crate is the single-machine runtime (DESIGN §3).
+//!
+//! ## Glossary
+//!
+//! | term | meaning |
+//! | --- | --- |
+//! | worker | an OS thread of the runtime; both a trustee and a client |
+//! | fiber | a user-level thread with its own stack, scheduled cooperatively on one worker; blocking calls suspend the fiber, not the worker |
+//! | trustee | a worker in its role of owner of properties, serving requests for them |
+//! | property | a value owned by a trustee, reachable only through a [`Trust`] |
+//! | delegated context | code a trustee runs on behalf of a client (an `apply*` closure) or an `apply_then` continuation: it must not block |
+//! | slot | the per-(client, trustee) request/response buffers requests travel in, in batches |
+//!
+//! ## From `entrust` to many fibers
+//!
+//! 1. Build a runtime and run a main function; it runs as a fiber on worker 0:
+//!
+//! ```
+//! let rt = skein::Runtime::builder().workers(2).build()?;
+//! let answer = rt.run(|| 6 * 7)?;
+//! assert_eq!(answer, 42);
+//! # Ok::<(), skein::Error>(())
+//! ```
+//!
+//! 2. Entrust a value to a trustee and delegate to it. [`Trust::apply`] blocks the calling
+//!    fiber until the result is back; [`Trust::apply_then`] returns at once and runs a
+//!    continuation on the calling worker later; [`Trust::apply_with`] ships a serialized
+//!    argument:
+//!
+//! ```
+//! # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+//! rt.run(|| {
+//!     let counter = skein::trustee(1).entrust(17);        // Trust<i32>, owned by worker 1
+//!     counter.apply(|c| *c += 1);                          // suspends this fiber only
+//!     counter.apply_then(|c| *c, |v| assert_eq!(v, 18));   // continuation runs here, later
+//!     counter.apply_with(|c, s: String| *c += s.len() as i32, "xyz".to_string());
+//!     assert_eq!(counter.apply(|c| *c), 21);
+//! }).unwrap();
+//! ```
+//!
+//! 3. Spawn fibers; they block independently, and the worker keeps serving requests meanwhile:
+//!
+//! ```
+//! # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+//! let total = rt.run(|| {
+//!     let counter = skein::trustee(0).entrust(0u64);
+//!     let hs: Vec<_> = (0..8)
+//!         .map(|_| {
+//!             let c = counter.clone();
+//!             skein::spawn(move || for _ in 0..100 { c.apply(|x| *x += 1) })
+//!         })
+//!         .collect();
+//!     hs.into_iter().for_each(|h| h.join());
+//!     counter.apply(|x| *x)
+//! }).unwrap();
+//! assert_eq!(total, 800);
+//! ```
+//!
+//! 4. Asynchronous algorithms fire `apply_then`s from continuations and delegated closures,
+//!    and find their end with [`wait_quiescent`] (global quiescence detection, no timeouts):
+//!
+//! ```
+//! # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+//! rt.run(|| {
+//!     let cells: Vec<_> = (0..4).map(|i| skein::trustee(i % 2).entrust(0u32)).collect();
+//!     let cells = std::sync::Arc::new(cells);
+//!     fn visit(cells: std::sync::Arc<Vec<skein::Trust<u32>>>, i: usize, depth: u32) {
+//!         let c2 = cells.clone();
+//!         cells[i].apply_then(|v| *v += 1, move |()| {
+//!             if depth > 0 {
+//!                 visit(c2.clone(), (i + 1) % 4, depth - 1);
+//!                 visit(c2, (i + 3) % 4, depth - 1);
+//!             }
+//!         });
+//!     }
+//!     visit(cells.clone(), 0, 6);
+//!     skein::wait_quiescent();
+//!     let sum: u32 = cells.iter().map(|c| c.apply(|v| *v)).sum();
+//!     assert_eq!(sum, 127);
+//! }).unwrap();
+//! ```
+//!
+//! 5. A closure that must block runs with [`Trust::launch`] on a `Trust<Latch<T>>`.
+//!
+//! ## Rules
+//!
+//! * Closures sent to trustees are `Send + 'static`; so are results.
+//! * Blocking calls (`apply`, `join`, `launch`, `wait_quiescent`) panic in delegated context,
+//!   naming the fix (`apply_then` or `launch`).
+//! * A panic in a delegated closure is resumed in the caller (`apply`) or makes
+//!   [`Runtime::run`] return [`Error::Panicked`] (`apply_then`); nothing hangs.
+//! * Properties are dropped exactly once, on their trustee, after the last handle is gone.
+//!
+//! ## Features
+//!
+//! * `mpi` — reserved for rack mode (DESIGN §3.5); not implemented yet.
+//!
+//! No environment variables are read.
+
+#![warn(missing_docs)]
+#![doc(test(attr(deny(warnings))))]
+
+mod channel;
+mod error;
+mod fiber;
+mod runtime;
+mod stats;
+mod sync;
+mod trust;
+pub mod wire;
+
+pub use error::{Error, Result};
+pub use runtime::{
+    current_worker, in_delegated_context, num_workers, spawn, spawn_on, stats, wait_quiescent,
+    yield_now, Builder, JoinHandle, Runtime,
+};
+pub use stats::{Stats, WorkerStats};
+pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrusteeRef};

@@ -93,6 +93,26 @@ pub enum CsrError {
         /// Vertex count.
         num_vertices: u64,
     },
+    /// An edge list endpoint is not a vertex of the graph.
+    #[error("edge {edge} has endpoint {vertex}, but the graph has {num_vertices} vertices")]
+    Endpoint {
+        /// Index of the edge.
+        edge: usize,
+        /// The offending endpoint.
+        vertex: u64,
+        /// Vertex count.
+        num_vertices: u64,
+    },
+    /// An edge list's arrays have different lengths.
+    #[error("edge list arrays differ in length: {src} sources, {dst} targets, weights {weights:?}")]
+    EdgeArrays {
+        /// Length of `src`.
+        src: usize,
+        /// Length of `dst`.
+        dst: usize,
+        /// Length of `weights`, if any.
+        weights: Option<usize>,
+    },
 }
 
 impl Csr {

@@ -1,1 +1,459 @@
-//! (in progress)
+//! The Graph500 Kronecker generator, bit-compatible with the Graph500 reference 3.0.1.
+//!
+//! The same parameters give the reference's edge list in its edge-index order, the
+//! same binary32 SSSP weights and the same search roots. The facts it follows are in
+//! `shared/testvectors/graph500/GENERATOR.md`; the test vectors there check it.
+//!
+//! Edge `k` is a pure function of `(seeds, SCALE, k)` ([`edge`]): generation is split
+//! over rayon tasks by fixed blocks of edge indices, so the output never depends on the
+//! number of threads, and [`generate_range`] produces any slice of the list on its own.
+//!
+//! Supported parameters: SCALE in [`SCALE_RANGE`] (1 to 40) and edgefactor in
+//! [`EDGEFACTOR_RANGE`] (1 to 1024), any two 64-bit seeds. The largest of these graphs
+//! do not fit in any machine's memory; callers that allocate should check
+//! [`KroneckerParams::edge_list_bytes`] first.
+//!
+//! ```
+//! use skein_generators::kronecker::{self, KroneckerParams};
+//!
+//! let p = KroneckerParams::new(8, 16, 2, 3).unwrap();
+//! let el = kronecker::generate(&p);
+//! assert_eq!(el.len() as u64, p.num_edges());
+//! assert_eq!(kronecker::edge(&p, 5), (el.src[5], el.dst[5], el.weight(5)));
+//! ```
+
+use std::collections::HashSet;
+use std::ops::{Range, RangeInclusive};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use crate::graph::{Csr, EdgeList};
+use crate::hugepage;
+use crate::prng::{jumps, MrgState};
+
+/// Supported SCALE values (`2^SCALE` vertices).
+pub const SCALE_RANGE: RangeInclusive<u32> = 1..=40;
+/// Supported edgefactor values (`edgefactor * 2^SCALE` edges).
+pub const EDGEFACTOR_RANGE: RangeInclusive<u32> = 1..=1024;
+
+/// Bytes of one generated edge in an [`EdgeList`] (two `u64` endpoints, one `f32`).
+pub const EDGE_LIST_BYTES_PER_EDGE: u64 = 20;
+
+/// Edges per rayon task (fixed, so task boundaries never depend on the thread count).
+const BLOCK: usize = 1 << 14;
+
+/// Draws below this are rejected (`(2^31 - 1) mod 10000`), so `u mod 10000` is unbiased.
+const REJECT_BELOW: u32 = 3647;
+/// `1 / (2^31 - 1)` as the reference writes it: weights and root doubles.
+const INV_P: f64 = 4.656_612_875_245_796_92e-10;
+/// `2^-31 / (2^31 - 1)`: the low half of a root-stream double.
+const INV_P2: f64 = 2.168_404_346_990_492_787e-19;
+
+/// Parameters of a Graph500 Kronecker graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KroneckerParams {
+    /// log2 of the vertex count.
+    pub scale: u32,
+    /// Edges per vertex: the graph has `edgefactor * 2^scale` edges.
+    pub edgefactor: u32,
+    /// First user seed (Graph500 `userseed1`, default 2).
+    pub seed1: u64,
+    /// Second user seed (Graph500 `userseed2`, default 3).
+    pub seed2: u64,
+}
+
+impl Default for KroneckerParams {
+    /// SCALE 16, edgefactor 16, seeds 2 and 3 (the Graph500 reference's default seeds).
+    fn default() -> Self {
+        KroneckerParams { scale: 16, edgefactor: 16, seed1: 2, seed2: 3 }
+    }
+}
+
+/// Why [`KroneckerParams::new`] refused its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParamError {
+    /// SCALE outside [`SCALE_RANGE`].
+    #[error("SCALE {0} is out of range: supported SCALE is 1 to 40")]
+    Scale(u32),
+    /// Edgefactor outside [`EDGEFACTOR_RANGE`].
+    #[error("edgefactor {0} is out of range: supported edgefactor is 1 to 1024")]
+    EdgeFactor(u32),
+}
+
+impl KroneckerParams {
+    /// Checked constructor: SCALE in [`SCALE_RANGE`], edgefactor in [`EDGEFACTOR_RANGE`].
+    pub fn new(scale: u32, edgefactor: u32, seed1: u64, seed2: u64) -> Result<Self, ParamError> {
+        let p = KroneckerParams { scale, edgefactor, seed1, seed2 };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Checks the ranges (for parameters built as a struct literal).
+    pub fn check(&self) -> Result<(), ParamError> {
+        if !SCALE_RANGE.contains(&self.scale) {
+            return Err(ParamError::Scale(self.scale));
+        }
+        if !EDGEFACTOR_RANGE.contains(&self.edgefactor) {
+            return Err(ParamError::EdgeFactor(self.edgefactor));
+        }
+        Ok(())
+    }
+
+    /// `2^scale`.
+    pub fn num_vertices(&self) -> u64 {
+        1u64 << self.scale
+    }
+
+    /// `edgefactor * 2^scale` (self-loops and repeated edges included).
+    pub fn num_edges(&self) -> u64 {
+        u64::from(self.edgefactor) << self.scale
+    }
+
+    /// Bytes of the full generated [`EdgeList`] (`20 * num_edges()`), saturating.
+    pub fn edge_list_bytes(&self) -> u64 {
+        self.num_edges().saturating_mul(EDGE_LIST_BYTES_PER_EDGE)
+    }
+
+    /// Upper bound of the bytes of the [`Csr`] built from this graph: offsets plus
+    /// two arcs of 12 bytes per edge (self-loops, which are dropped, counted too).
+    pub fn csr_bytes_bound(&self) -> u64 {
+        (self.num_vertices() + 1)
+            .saturating_mul(8)
+            .saturating_add(self.num_edges().saturating_mul(24))
+    }
+}
+
+/// The scramble of vertex labels: a bijection on `[0, 2^scale)` keyed by the seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scrambler {
+    v0: u64,
+    v1: u64,
+    scale: u32,
+}
+
+impl Scrambler {
+    /// The scramble of the graph `p` (keys from the scramble stream of `p`'s seeds).
+    pub fn new(p: &KroneckerParams) -> Scrambler {
+        assert!(SCALE_RANGE.contains(&p.scale), "SCALE {} out of range", p.scale);
+        let mut s = jumps().scramble_state(&MrgState::from_seeds(p.seed1, p.seed2));
+        let mut draw = || u64::from(s.next());
+        let (a, b, c, d) = (draw(), draw(), draw(), draw());
+        Scrambler {
+            v0: a.wrapping_mul(0xFFFF_FFFF).wrapping_add(b),
+            v1: c.wrapping_mul(0xFFFF_FFFF).wrapping_add(d),
+            scale: p.scale,
+        }
+    }
+
+    /// The two 64-bit keys `(val0, val1)`.
+    pub fn keys(&self) -> (u64, u64) {
+        (self.v0, self.v1)
+    }
+
+    /// The scrambled label of `x < 2^scale`.
+    #[inline(always)]
+    pub fn apply(&self, x: u64) -> u64 {
+        let shift = 64 - self.scale;
+        let mut x = x.wrapping_add(self.v0).wrapping_add(self.v1);
+        x = x.wrapping_mul(self.v0 | 0x4519_8402_1149_3211);
+        x = x.reverse_bits() >> shift;
+        x = x.wrapping_mul(self.v1 | 0x3050_8521_02C8_43A5);
+        x.reverse_bits() >> shift
+    }
+}
+
+/// The unscrambled endpoints and the weight of the edge whose stream is `s`.
+#[inline(always)]
+fn raw_edge(s: &mut MrgState, scale: u32) -> (u64, u64, f32) {
+    let mut src = 0u64;
+    let mut dst = 0u64;
+    let mut bit = scale;
+    while bit > 0 {
+        bit -= 1;
+        let mut u = s.next();
+        while u < REJECT_BELOW {
+            u = s.next();
+        }
+        let u = u % 10000;
+        // Quadrants: B (0,1) below 1900, C (1,0) below 3800, A (0,0) below 9500, else D.
+        let mut sb = u64::from((1900..3800).contains(&u) | (u >= 9500));
+        let mut db = u64::from((u < 1900) | (u >= 9500));
+        // Clip and flip: stay in the upper triangle while the endpoints are equal.
+        if src == dst && sb > db {
+            sb = 0;
+            db = 1;
+        }
+        src |= sb << bit;
+        dst |= db << bit;
+    }
+    let w = s.next();
+    let weight = (f64::from(w as f32) * INV_P) as f32;
+    (src, dst, weight)
+}
+
+/// Edge `k` of the graph `p`: `(u, v, weight)` as the reference emits it.
+///
+/// # Panics
+/// If `k >= p.num_edges()` or the parameters are out of range.
+pub fn edge(p: &KroneckerParams, k: u64) -> (u64, u64, f32) {
+    p.check().expect("invalid Kronecker parameters");
+    assert!(k < p.num_edges(), "edge {k} out of range: the graph has {} edges", p.num_edges());
+    let scr = Scrambler::new(p);
+    let mut s = jumps().edge_state(&MrgState::from_seeds(p.seed1, p.seed2), k);
+    let (u, v, w) = raw_edge(&mut s, p.scale);
+    (scr.apply(u), scr.apply(v), w)
+}
+
+/// All edges of `p` in edge-index order, with weights, generated in parallel.
+///
+/// # Panics
+/// If the parameters are out of range (see [`KroneckerParams::check`]).
+pub fn generate(p: &KroneckerParams) -> EdgeList {
+    generate_range_with_progress(p, 0..p.num_edges(), &|_| {})
+}
+
+/// [`generate`], calling `progress(edges_done)` as blocks of edges complete (from the
+/// worker threads; the calls are cheap and a few thousand at most per million edges,
+/// `edges_done` reaches `num_edges()` at the end).
+pub fn generate_with_progress(p: &KroneckerParams, progress: &(dyn Fn(u64) + Sync)) -> EdgeList {
+    generate_range_with_progress(p, 0..p.num_edges(), progress)
+}
+
+/// Edges `range` of `p` (their indices in the full list), in order; with weights.
+///
+/// Concatenating the pieces of any partition of `0..num_edges()` gives [`generate`].
+///
+/// # Panics
+/// If the range is not inside `0..p.num_edges()` or the parameters are out of range.
+pub fn generate_range(p: &KroneckerParams, range: Range<u64>) -> EdgeList {
+    generate_range_with_progress(p, range, &|_| {})
+}
+
+/// [`generate_range`] with a progress callback, as in [`generate_with_progress`].
+pub fn generate_range_with_progress(
+    p: &KroneckerParams,
+    range: Range<u64>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> EdgeList {
+    p.check().expect("invalid Kronecker parameters");
+    assert!(
+        range.start <= range.end && range.end <= p.num_edges(),
+        "edge range {range:?} is not inside 0..{}",
+        p.num_edges()
+    );
+    let n = usize::try_from(range.end - range.start).expect("edge range too large");
+    let mut src = hugepage::filled_vec(n, 0u64);
+    let mut dst = hugepage::filled_vec(n, 0u64);
+    let mut weights = hugepage::filled_vec(n, 0f32);
+
+    let j = jumps();
+    let s0 = MrgState::from_seeds(p.seed1, p.seed2);
+    let scr = Scrambler::new(p);
+    let scale = p.scale;
+    let done = AtomicU64::new(0);
+    src.par_chunks_mut(BLOCK)
+        .zip(dst.par_chunks_mut(BLOCK))
+        .zip(weights.par_chunks_mut(BLOCK))
+        .enumerate()
+        .for_each(|(b, ((s, d), w))| {
+            let mut state = j.edge_state(&s0, range.start + (b * BLOCK) as u64);
+            for i in 0..s.len() {
+                let mut e = state;
+                let (u, v, wt) = raw_edge(&mut e, scale);
+                s[i] = scr.apply(u);
+                d[i] = scr.apply(v);
+                w[i] = wt;
+                state = j.next_edge_state(&state);
+            }
+            let len = s.len() as u64;
+            progress(done.fetch_add(len, Ordering::Relaxed) + len);
+        });
+    EdgeList { num_vertices: p.num_vertices(), src, dst, weights: Some(weights) }
+}
+
+/// The Graph500 search roots of the graph `p` built as `csr` (normally 64 of them).
+///
+/// Equivalent to [`search_roots_for`] with `csr`'s vertex count and degrees.
+pub fn search_roots(p: &KroneckerParams, csr: &Csr, count: usize) -> Vec<u64> {
+    search_roots_for(csr.num_vertices(), |v| csr.degree(v), p.seed1, p.seed2, count)
+}
+
+/// The Graph500 root procedure for any graph of `num_vertices` vertices.
+///
+/// `degree(v)` must count the non-self-loop edges incident to `v` (a [`Csr`]'s
+/// degree); vertices of degree 0 and repeats are rejected until the candidate counter
+/// passes `2 * num_vertices`, after which candidates are taken as drawn (so any
+/// `count` terminates, possibly with repeats). File graphs use seeds 2 and 3.
+/// Returns no roots for an empty graph.
+pub fn search_roots_for(
+    num_vertices: u64,
+    degree: impl Fn(u64) -> u64,
+    seed1: u64,
+    seed2: u64,
+    count: usize,
+) -> Vec<u64> {
+    search_roots_counted(num_vertices, degree, seed1, seed2, count).0
+}
+
+/// [`search_roots_for`], also returning the final candidate counter (2 per candidate
+/// drawn; the reference's `root_counter`).
+pub fn search_roots_counted(
+    num_vertices: u64,
+    degree: impl Fn(u64) -> u64,
+    seed1: u64,
+    seed2: u64,
+    count: usize,
+) -> (Vec<u64>, u64) {
+    if num_vertices == 0 {
+        return (Vec::new(), 0);
+    }
+    let n = num_vertices;
+    let nf = n as f64;
+    let mut stream = RootStream::new(seed1, seed2);
+    let mut chosen = HashSet::with_capacity(count);
+    let mut roots = Vec::with_capacity(count);
+    let mut counter = 0u64;
+    for _ in 0..count {
+        let root = loop {
+            let d0 = stream.next_double();
+            let d1 = stream.next_double();
+            let r = (((d0 + d1) * nf) as u64) % n;
+            counter += 2;
+            if counter > 2 * n {
+                break r;
+            }
+            if !chosen.contains(&r) && degree(r) != 0 {
+                break r;
+            }
+        };
+        chosen.insert(root);
+        roots.push(root);
+    }
+    (roots, counter)
+}
+
+/// The search-root stream: doubles in [0, 1) made of two draws each.
+#[derive(Debug)]
+struct RootStream(MrgState);
+
+impl RootStream {
+    fn new(seed1: u64, seed2: u64) -> RootStream {
+        RootStream(jumps().root_state(&MrgState::from_seeds(seed1, seed2)))
+    }
+
+    fn next_double(&mut self) -> f64 {
+        let q0 = f64::from(self.0.next());
+        let q1 = f64::from(self.0.next());
+        q0 * INV_P + q1 * INV_P2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Checks of private streams against `prng_intermediates.txt`.
+    use super::*;
+
+    fn intermediates() -> Vec<(String, Vec<String>)> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/testvectors/graph500/prng_intermediates.txt"
+        );
+        let text = std::fs::read_to_string(path).expect("read prng_intermediates.txt");
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let mut it = l.split_whitespace().map(str::to_owned);
+                let key = it.next().unwrap();
+                (key, it.collect())
+            })
+            .collect()
+    }
+
+    fn nums(v: &[String]) -> Vec<u64> {
+        v.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    fn state(s: &MrgState) -> Vec<u64> {
+        s.z.iter().map(|&z| u64::from(z)).collect()
+    }
+
+    fn draws(mut s: MrgState, n: usize) -> Vec<u64> {
+        (0..n).map(|_| u64::from(s.next())).collect()
+    }
+
+    #[test]
+    fn every_prng_intermediate() {
+        let s0 = MrgState::from_seeds(2, 3);
+        let j = jumps();
+        let mut checked = 0;
+        for (key, vals) in intermediates() {
+            match key.as_str() {
+                "seed_state" => assert_eq!(state(&s0), nums(&vals)),
+                "raw_uints_from_seed_state" => assert_eq!(draws(s0, vals.len()), nums(&vals)),
+                "scramble_draws" => {
+                    assert_eq!(draws(j.scramble_state(&s0), vals.len()), nums(&vals))
+                }
+                "val0" => {
+                    let scr = Scrambler::new(&KroneckerParams::default());
+                    assert_eq!(format!("{:016x}", scr.keys().0), vals[0]);
+                    assert_eq!(vals[1], "val1");
+                    assert_eq!(format!("{:016x}", scr.keys().1), vals[2]);
+                }
+                k if k.starts_with("scramble_SCALE") => {
+                    let scale: u32 = k["scramble_SCALE".len()..].parse().unwrap();
+                    assert_eq!(vals[0], "first16");
+                    let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
+                    let scr = Scrambler::new(&p);
+                    let got: Vec<u64> = (0..16).map(|x| scr.apply(x)).collect();
+                    assert_eq!(got, nums(&vals[1..]), "{k}");
+                }
+                k if k.starts_with("edge") && k.ends_with("_state") => {
+                    let e: u64 = k[4..k.len() - 6].parse().unwrap();
+                    assert_eq!(state(&j.edge_state(&s0, e)), nums(&vals), "{k}");
+                }
+                k if k.starts_with("edge") && k.ends_with("_raw_uints") => {
+                    let e: u64 = k[4..k.len() - 10].parse().unwrap();
+                    assert_eq!(draws(j.edge_state(&s0, e), vals.len()), nums(&vals), "{k}");
+                }
+                "root_stream_doubles" => {
+                    let mut rs = RootStream::new(2, 3);
+                    for v in &vals {
+                        let hex = &v[..16];
+                        let d = rs.next_double();
+                        assert_eq!(format!("{:016x}", d.to_bits()), hex, "{v}");
+                    }
+                }
+                "root_stream_raw_uints" => {
+                    assert_eq!(draws(j.root_state(&s0), vals.len()), nums(&vals))
+                }
+                other => panic!("unknown key {other} in prng_intermediates.txt"),
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 15, "every line of prng_intermediates.txt checked");
+    }
+
+    #[test]
+    fn edge0_weight_and_first_quadrants() {
+        // SCALE 8: edge 0 uses draws 0..8 for quadrants and draw 8 for its weight.
+        let p = KroneckerParams::new(8, 16, 2, 3).unwrap();
+        let (_, _, w) = edge(&p, 0);
+        let expect = (f64::from(908_085_286u32 as f32) * INV_P) as f32;
+        assert_eq!(w.to_bits(), expect.to_bits());
+    }
+
+    #[test]
+    fn params_are_range_checked() {
+        assert_eq!(KroneckerParams::new(0, 16, 2, 3), Err(ParamError::Scale(0)));
+        assert_eq!(KroneckerParams::new(41, 16, 2, 3), Err(ParamError::Scale(41)));
+        assert_eq!(KroneckerParams::new(10, 0, 2, 3), Err(ParamError::EdgeFactor(0)));
+        assert_eq!(KroneckerParams::new(10, 1025, 2, 3), Err(ParamError::EdgeFactor(1025)));
+        let msg = ParamError::Scale(41).to_string();
+        assert!(msg.contains("1 to 40"), "{msg}");
+        let p = KroneckerParams::new(40, 1024, u64::MAX, 0).unwrap();
+        assert_eq!(p.num_edges(), 1 << 50);
+        assert_eq!(KroneckerParams::default(), KroneckerParams::new(16, 16, 2, 3).unwrap());
+    }
+}

@@ -1,1 +1,548 @@
-//! (in progress)
+//! Graph files: text edge lists, Matrix Market, and Skein's own binary format.
+//!
+//! Every format stores an [`EdgeList`] exactly: self-loops and repeated edges are kept,
+//! in file order, and weights round-trip to the same binary32 value. Readers check what
+//! they read (vertex ids within the vertex count, weights finite and non-negative,
+//! counts matching) and refuse anything else with a [`FormatError`] that names the file
+//! and, for text formats, the line (`file:line: expected ..., found ...`).
+//!
+//! | [`Format`] | extension | content |
+//! | --- | --- | --- |
+//! | [`Format::Binary`] | `.skg` | Skein binary graph: header, little-endian arrays, XXH64 trailer |
+//! | [`Format::El`] | `.el` | text, one `u v` edge per line |
+//! | [`Format::Wel`] | `.wel` | text, one `u v w` edge per line |
+//! | [`Format::Mtx`] | `.mtx` | Matrix Market coordinate, `general` or `symmetric`, `pattern`, `real` or `integer` |
+//!
+//! # Text edge lists (`.el`, `.wel`)
+//!
+//! One edge per line: two vertex ids (decimal, from 0), and for `.wel` a weight, separated
+//! by spaces or tabs. Blank lines are skipped; a line whose first non-blank character is
+//! `#` is a comment. Weights are written with Rust's shortest round-trip formatting, so
+//! reading a written file gives back the very same binary32 values.
+//!
+//! Two comments in the leading comment block (before the first edge) are *directives*:
+//!
+//! ```text
+//! # vertices 1048576
+//! # edges 16777216
+//! ```
+//!
+//! - `# vertices N`: the graph has `N` vertices (ids `0..N`); an id `>= N` is an error.
+//!   Without it the vertex count is the largest id + 1, so isolated vertices above the
+//!   largest id would be lost: the writers always emit it.
+//! - `# edges M`: the file holds exactly `M` edge lines; fewer (a truncated file) or
+//!   more is an error. The writers always emit it.
+//!
+//! A directive is a comment of exactly two words whose first word is `vertices` or
+//! `edges`; its second word must then be a number. (`# vertices are numbered from 0` is
+//! an ordinary comment.) A directive after the first edge, or twice, is an error.
+//!
+//! # Matrix Market (`.mtx`)
+//!
+//! The coordinate format of <https://math.nist.gov/MatrixMarket/formats.html>: the
+//! banner `%%MatrixMarket matrix coordinate FIELD SYMMETRY` (FIELD `pattern`, `real` or
+//! `integer`; SYMMETRY `general` or `symmetric`), `%` comments, the size line
+//! `rows cols entries` (the matrix must be square: rows = vertices), then exactly
+//! `entries` lines `i j [value]` with 1-based indices. Each stored entry is one
+//! undirected edge `(i - 1, j - 1)`: a `symmetric` file stores each edge once (the
+//! readers accept entries on either side of the diagonal), and a `general` file that
+//! lists both `(i, j)` and `(j, i)` gives two edges. `pattern` files are unweighted;
+//! `integer` values become `f32` (exact up to 2^24). The writer emits `general` (which
+//! keeps each edge's orientation) unless [`WriteOptions::mtx_symmetry`] asks for
+//! `symmetric` (then each entry is written with row >= column).
+//!
+//! # Skein binary (`.skg`)
+//!
+//! All integers little-endian. A 64-byte header:
+//!
+//! ```text
+//! offset size field
+//!      0    8 magic            89 53 4B 47 0D 0A 1A 0A  ("\x89SKG\r\n\x1a\n")
+//!      8    4 version          1
+//!     12    4 flags            bit 0: weighted; other bits 0
+//!     16    4 id_bytes         4 or 8: width of each stored vertex id
+//!     20    4 reserved         0
+//!     24    8 num_vertices
+//!     32    8 num_edges        m
+//!     40   24 reserved         0
+//! ```
+//!
+//! then the arrays `src[m]`, `dst[m]` (unsigned, `id_bytes` each; the writer uses 4 bytes
+//! when every id fits), `weights[m]` (binary32 bit patterns, only when weighted), and an
+//! 8-byte trailer: the XXH64 (seed 0) of every byte before it, header included. A file
+//! whose magic differs (a foreign file), whose length disagrees with its header
+//! (truncated or padded), or whose checksum disagrees (corrupted) is refused before any
+//! edge is handed out.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::graph::EdgeList;
+
+mod binary;
+mod el;
+mod mtx;
+mod text;
+mod xxh64;
+
+pub use binary::{read_binary, write_binary, MAGIC as BINARY_MAGIC, VERSION as BINARY_VERSION};
+pub use el::{read_el, read_wel, write_el, write_wel};
+pub use mtx::{read_mtx, write_mtx};
+
+/// A graph file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Skein binary graph (`.skg`).
+    Binary,
+    /// Unweighted text edge list (`.el`): `u v` per line.
+    El,
+    /// Weighted text edge list (`.wel`): `u v w` per line.
+    Wel,
+    /// Matrix Market coordinate (`.mtx`).
+    Mtx,
+}
+
+impl Format {
+    /// Every format, in the order the CLI lists them.
+    pub const ALL: [Format; 4] = [Format::Binary, Format::El, Format::Wel, Format::Mtx];
+
+    /// The format named by `path`'s extension (`.skg`, `.el`, `.wel`, `.mtx`; ASCII case
+    /// ignored), if any.
+    pub fn from_path(path: &Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "skg" => Some(Format::Binary),
+            "el" => Some(Format::El),
+            "wel" => Some(Format::Wel),
+            "mtx" => Some(Format::Mtx),
+            _ => None,
+        }
+    }
+
+    /// The file extension of this format, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Binary => "skg",
+            Format::El => "el",
+            Format::Wel => "wel",
+            Format::Mtx => "mtx",
+        }
+    }
+
+    /// The short name the CLI uses (`bin`, `el`, `wel`, `mtx`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Binary => "bin",
+            _ => self.extension(),
+        }
+    }
+
+    /// Whether files of this format can carry weights.
+    pub fn stores_weights(self) -> bool {
+        !matches!(self, Format::El)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Binary => "Skein binary (.skg)",
+            Format::El => "edge list (.el)",
+            Format::Wel => "weighted edge list (.wel)",
+            Format::Mtx => "Matrix Market (.mtx)",
+        })
+    }
+}
+
+/// The error of [`Format::from_str`](std::str::FromStr::from_str).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown graph format `{0}` (expected one of: bin, el, wel, mtx)")]
+pub struct UnknownFormatName(pub String);
+
+impl std::str::FromStr for Format {
+    type Err = UnknownFormatName;
+
+    /// Parses `bin` (also `skg`, `binary`), `el`, `wel` or `mtx`.
+    fn from_str(s: &str) -> Result<Format, UnknownFormatName> {
+        match s.to_ascii_lowercase().as_str() {
+            "bin" | "skg" | "binary" => Ok(Format::Binary),
+            "el" => Ok(Format::El),
+            "wel" => Ok(Format::Wel),
+            "mtx" => Ok(Format::Mtx),
+            _ => Err(UnknownFormatName(s.to_owned())),
+        }
+    }
+}
+
+/// Where in a file an error was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// A line of a text file (from 1).
+    Line(u64),
+    /// An edge of a binary file (from 0).
+    Edge(u64),
+}
+
+impl fmt::Display for Location {
+    /// `:LINE` (so that `file{location}` reads `file:12`) or `: edge K`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Line(l) => write!(f, ":{l}"),
+            Location::Edge(k) => write!(f, ": edge {k}"),
+        }
+    }
+}
+
+/// Why a graph file could not be read or written. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The operating system refused an operation (open, read, create, write).
+    #[error("{}: cannot {action}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was attempted: `open`, `read`, `create`, `write`.
+        action: &'static str,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A text line does not have the expected shape.
+    #[error("{}:{line}: expected {expected}, found {found}", path.display())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The line (from 1).
+        line: u64,
+        /// What the reader expected there.
+        expected: String,
+        /// What it found (shortened when long).
+        found: String,
+    },
+    /// A vertex id is not below the vertex count.
+    #[error(
+        "{}{at}: vertex {vertex} is out of range: the graph has {num_vertices} vertices \
+         (ids 0..{num_vertices})",
+        path.display()
+    )]
+    VertexOutOfRange {
+        /// The file.
+        path: PathBuf,
+        /// Line or edge.
+        at: Location,
+        /// The offending id.
+        vertex: u64,
+        /// The declared vertex count.
+        num_vertices: u64,
+    },
+    /// A weight is negative, NaN or infinite.
+    #[error("{}{at}: weight {weight} is not allowed: weights must be finite and non-negative", path.display())]
+    BadWeight {
+        /// The file.
+        path: PathBuf,
+        /// Line or edge.
+        at: Location,
+        /// The offending weight.
+        weight: f32,
+    },
+    /// A binary file does not start with the Skein magic: it is some other kind of file.
+    #[error(
+        "{}: not a Skein binary graph: expected the magic bytes {}, found {}",
+        path.display(), hex(&binary::MAGIC), hex(found)
+    )]
+    NotSkein {
+        /// The file.
+        path: PathBuf,
+        /// The bytes found where the magic belongs (fewer than 8 if the file is shorter).
+        found: Vec<u8>,
+    },
+    /// A binary file of a version this build cannot read.
+    #[error(
+        "{}: Skein binary version {found} is not supported (this build reads version {})",
+        path.display(), binary::VERSION
+    )]
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version in the header.
+        found: u32,
+    },
+    /// A binary header field has an impossible value.
+    #[error("{}: invalid Skein binary header: {reason}", path.display())]
+    BadHeader {
+        /// The file.
+        path: PathBuf,
+        /// Which field, and what it holds.
+        reason: String,
+    },
+    /// The file ends before its header says it should.
+    #[error("{}: truncated: the header announces {expected} bytes, the file has {found}", path.display())]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Bytes expected in all.
+        expected: u64,
+        /// Bytes found.
+        found: u64,
+    },
+    /// There are bytes after the end the header announces.
+    #[error("{}: {extra} unexpected byte(s) after the end of the graph ({expected} bytes)", path.display())]
+    TrailingData {
+        /// The file.
+        path: PathBuf,
+        /// Bytes expected in all.
+        expected: u64,
+        /// At least this many extra bytes.
+        extra: u64,
+    },
+    /// The stored checksum disagrees with the content: the file is corrupt.
+    #[error(
+        "{}: checksum mismatch: stored {stored:016x}, computed {computed:016x} (the file is corrupt)",
+        path.display()
+    )]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// Checksum in the file.
+        stored: u64,
+        /// Checksum of the content.
+        computed: u64,
+    },
+    /// The format of a file could not be determined.
+    #[error(
+        "{}: cannot tell the graph format: name the file .skg, .el, .wel or .mtx",
+        path.display()
+    )]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A valid file that uses a feature this reader does not support.
+    #[error("{}{}: {what} is not supported", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// The line, for text formats.
+        line: Option<u64>,
+        /// The feature.
+        what: String,
+    },
+    /// The graph cannot be written in the requested form.
+    #[error("{}: cannot write this graph: {reason}", path.display())]
+    Unwritable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl FormatError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            FormatError::Io { path, .. }
+            | FormatError::Syntax { path, .. }
+            | FormatError::VertexOutOfRange { path, .. }
+            | FormatError::BadWeight { path, .. }
+            | FormatError::NotSkein { path, .. }
+            | FormatError::UnsupportedVersion { path, .. }
+            | FormatError::BadHeader { path, .. }
+            | FormatError::Truncated { path, .. }
+            | FormatError::TrailingData { path, .. }
+            | FormatError::Checksum { path, .. }
+            | FormatError::UnknownFormat { path }
+            | FormatError::Unsupported { path, .. }
+            | FormatError::Unwritable { path, .. } => path,
+        }
+    }
+
+    pub(crate) fn io(path: &Path, action: &'static str, source: io::Error) -> FormatError {
+        FormatError::Io { path: path.to_owned(), action, source }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "nothing (empty file)".to_owned();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Whether weights are acceptable in a graph file: finite and not below zero.
+#[inline]
+pub(crate) fn weight_ok(w: f32) -> bool {
+    w.is_finite() && w >= 0.0
+}
+
+/// Options for the writers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Comment lines written at the top of text files (without the leading `#` or `%`;
+    /// line breaks inside are replaced by spaces). The binary format ignores them.
+    pub comments: Vec<String>,
+    /// The symmetry a Matrix Market file declares.
+    pub mtx_symmetry: MtxSymmetry,
+}
+
+/// The symmetry of a Matrix Market file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MtxSymmetry {
+    /// Every entry is one edge, in its stored orientation.
+    #[default]
+    General,
+    /// Every entry is one undirected edge, written with row >= column.
+    Symmetric,
+}
+
+/// Size of the read and write buffers of the file-level functions.
+pub(crate) const IO_BUFFER: usize = 8 << 20;
+
+/// Determines the format of the file at `path`: the Skein magic wins; otherwise the
+/// extension; otherwise a Matrix Market banner.
+pub fn detect_format(path: &Path) -> Result<Format, FormatError> {
+    let mut file = File::open(path).map_err(|e| FormatError::io(path, "open", e))?;
+    let mut head = [0u8; 14];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(FormatError::io(path, "read", e)),
+        }
+    }
+    if got >= 8 && head[..8] == binary::MAGIC {
+        return Ok(Format::Binary);
+    }
+    if let Some(f) = Format::from_path(path) {
+        return Ok(f);
+    }
+    if head[..got].eq_ignore_ascii_case(b"%%MatrixMarket") {
+        return Ok(Format::Mtx);
+    }
+    Err(FormatError::UnknownFormat { path: path.to_owned() })
+}
+
+/// Reads the graph file at `path`, its format told by [`detect_format`].
+pub fn read_edges(path: &Path) -> Result<EdgeList, FormatError> {
+    read_edges_as(path, detect_format(path)?, &|_| {})
+}
+
+/// Reads the graph file at `path` as `format`, calling `progress` with the number of
+/// bytes consumed so far from time to time (for progress bars).
+pub fn read_edges_as(
+    path: &Path,
+    format: Format,
+    progress: &dyn Fn(u64),
+) -> Result<EdgeList, FormatError> {
+    let file = File::open(path).map_err(|e| FormatError::io(path, "open", e))?;
+    if format == Format::Binary {
+        return binary::read_file(file, path, progress);
+    }
+    let size = file.metadata().map_err(|e| FormatError::io(path, "read", e))?.len();
+    let reader = ProgressReader { inner: file, done: 0, reported: 0, progress };
+    let reader = BufReader::with_capacity(1 << 20, reader);
+    match format {
+        Format::El => el::read_text_sized(reader, path, false, Some(size)),
+        Format::Wel => el::read_text_sized(reader, path, true, Some(size)),
+        Format::Mtx => mtx::read_stream(reader, path, Some(size)),
+        Format::Binary => unreachable!("handled above"),
+    }
+}
+
+/// Writes `el` to `path` in `format` with default options.
+pub fn write_edges(path: &Path, el: &EdgeList, format: Format) -> Result<(), FormatError> {
+    write_edges_with(path, el, format, &WriteOptions::default(), &|_| {})
+}
+
+/// Writes `el` to `path` in `format`, calling `progress` with the number of edges
+/// written so far from time to time.
+///
+/// An unweighted graph written as `.wel` gets weight 1 on every edge; a weighted graph
+/// written as `.el` loses its weights. The file is created (or truncated) first; on
+/// error it may be left incomplete, and readers will refuse it.
+pub fn write_edges_with(
+    path: &Path,
+    el: &EdgeList,
+    format: Format,
+    options: &WriteOptions,
+    progress: &dyn Fn(u64),
+) -> Result<(), FormatError> {
+    check_edge_list(el, path)?;
+    let file = File::create(path).map_err(|e| FormatError::io(path, "create", e))?;
+    let mut w = BufWriter::with_capacity(IO_BUFFER, file);
+    match format {
+        Format::Binary => binary::write_stream(&mut w, el, path, progress)?,
+        Format::El => el::write_text(&mut w, el, false, &options.comments, path, progress)?,
+        Format::Wel => el::write_text(&mut w, el, true, &options.comments, path, progress)?,
+        Format::Mtx => mtx::write_stream(&mut w, el, options, path, progress)?,
+    }
+    let file = w.into_inner().map_err(|e| FormatError::io(path, "write", e.into_error()))?;
+    file.sync_data().or_else(ignore_unsupported).map_err(|e| FormatError::io(path, "write", e))
+}
+
+/// `sync_data` fails on some special files (`/dev/null`, pipes); that is no write error.
+fn ignore_unsupported(e: io::Error) -> io::Result<()> {
+    match e.kind() {
+        io::ErrorKind::InvalidInput | io::ErrorKind::Unsupported => Ok(()),
+        _ if e.raw_os_error() == Some(22) => Ok(()), // EINVAL
+        _ => Err(e),
+    }
+}
+
+/// Checks what every writer needs: parallel arrays, ids below the vertex count, and
+/// weights that a reader will accept.
+pub(crate) fn check_edge_list(el: &EdgeList, path: &Path) -> Result<(), FormatError> {
+    let bad = |reason: String| FormatError::Unwritable { path: path.to_owned(), reason };
+    if el.src.len() != el.dst.len() {
+        return Err(bad(format!("{} sources but {} destinations", el.src.len(), el.dst.len())));
+    }
+    if let Some(w) = &el.weights {
+        if w.len() != el.src.len() {
+            return Err(bad(format!("{} weights for {} edges", w.len(), el.src.len())));
+        }
+        if let Some(k) = w.iter().position(|&x| !weight_ok(x)) {
+            return Err(bad(format!(
+                "edge {k} has weight {}; weights must be finite and non-negative",
+                w[k]
+            )));
+        }
+    }
+    let n = el.num_vertices;
+    if let Some(k) = el.src.iter().zip(&el.dst).position(|(&u, &v)| u >= n || v >= n) {
+        return Err(bad(format!(
+            "edge {k} ({}, {}) has an endpoint beyond the {n} vertices",
+            el.src[k], el.dst[k]
+        )));
+    }
+    Ok(())
+}
+
+/// Counts bytes read and reports them to a progress callback every 4 MiB.
+struct ProgressReader<'a, R> {
+    inner: R,
+    done: u64,
+    reported: u64,
+    progress: &'a dyn Fn(u64),
+}
+
+impl<R: Read> Read for ProgressReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.done += n as u64;
+        if self.done - self.reported >= 4 << 20 || n == 0 {
+            self.reported = self.done;
+            (self.progress)(self.done);
+        }
+        Ok(n)
+    }
+}
+
+/// Writes a whole buffer, mapping errors to [`FormatError::Io`].
+pub(crate) fn write_all(w: &mut impl Write, buf: &[u8], path: &Path) -> Result<(), FormatError> {
+    w.write_all(buf).map_err(|e| FormatError::io(path, "write", e))
+}

@@ -1,9 +1,170 @@
-//! `skein generate`.
+//! `skein generate`: write a Graph500 Kronecker graph to a file.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use skein_generators::formats::{self, Format, WriteOptions};
+use skein_generators::kronecker::{self, KroneckerParams};
+
+use crate::progress;
+
+/// Output formats of `skein generate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FormatArg {
+    /// Skein binary graph (.skg): fast to load, checksummed.
+    Bin,
+    /// Text edge list, `u v` per line (weights dropped).
+    El,
+    /// Weighted text edge list, `u v w` per line.
+    Wel,
+    /// Matrix Market coordinate, real general.
+    Mtx,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Bin => Format::Binary,
+            FormatArg::El => Format::El,
+            FormatArg::Wel => Format::Wel,
+            FormatArg::Mtx => Format::Mtx,
+        }
+    }
+}
 
 /// Arguments of `skein generate`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// log2 of the vertex count (1 to 40; memory permitting).
+    #[arg(short, long)]
+    pub(crate) scale: u32,
+    /// Edges per vertex (1 to 1024).
+    #[arg(short, long, default_value_t = 16)]
+    pub(crate) edgefactor: u32,
+    /// The two Graph500 user seeds, `A,B`.
+    #[arg(long, value_name = "A,B", default_value = "2,3", value_parser = parse_seeds)]
+    pub(crate) seed: (u64, u64),
+    /// Output format [default: from the output file's extension, else bin].
+    #[arg(short, long, value_enum)]
+    pub(crate) format: Option<FormatArg>,
+    /// The file to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) output: PathBuf,
+}
 
-pub(crate) fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`skein generate` is not yet supported")
+fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("expected two unsigned integers `A,B` (e.g. 2,3), found `{s}`");
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let a = a.trim().parse().map_err(|_| bad())?;
+    let b = b.trim().parse().map_err(|_| bad())?;
+    Ok((a, b))
+}
+
+/// The format to write: `--format` if given (it must agree with a known extension),
+/// else the extension, else binary.
+fn output_format(path: &Path, arg: Option<FormatArg>) -> anyhow::Result<Format> {
+    let by_ext = Format::from_path(path);
+    match (arg.map(Format::from), by_ext) {
+        (Some(f), Some(e)) if f != e => bail!(
+            "--format {} contradicts the extension of {} (a .{} file); use a .{} name or drop --format",
+            f.name(),
+            path.display(),
+            e.extension(),
+            f.extension()
+        ),
+        (Some(f), _) => Ok(f),
+        (None, Some(e)) => Ok(e),
+        (None, None) => Ok(Format::Binary),
+    }
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    let (seed1, seed2) = args.seed;
+    let params = KroneckerParams::new(args.scale, args.edgefactor, seed1, seed2)?;
+    let format = output_format(&args.output, args.format)?;
+    let m = params.num_edges();
+    let need = params.edge_list_bytes();
+    if let Some(avail) = crate::job::available_memory() {
+        if need > avail {
+            bail!(
+                "SCALE {} with edgefactor {} has {m} edges, which need {:.1} GiB in memory, \
+                 but only {:.1} GiB are available",
+                params.scale,
+                params.edgefactor,
+                need as f64 / f64::from(1u32 << 30),
+                avail as f64 / f64::from(1u32 << 30)
+            );
+        }
+    }
+    // Fail on an unwritable output before spending time on generation.
+    std::fs::File::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+
+    let t = Instant::now();
+    let bar = progress::phase("generate", m);
+    let el = kronecker::generate_with_progress(&params, &|done| bar.set(done));
+    bar.finish();
+    let gen_s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "generated SCALE {} edgefactor {} seeds {seed1},{seed2}: {} vertices, {m} edges in {gen_s:.2} s ({:.1} M edges/s)",
+        params.scale,
+        params.edgefactor,
+        params.num_vertices(),
+        m as f64 / gen_s / 1e6
+    );
+
+    let options = WriteOptions {
+        comments: vec![
+            format!(
+                "Graph500 Kronecker graph by skein generate: SCALE {} edgefactor {} seeds {seed1},{seed2}",
+                params.scale, params.edgefactor
+            ),
+            "edges in generator edge-index order, self-loops and repeats included".to_owned(),
+        ],
+        ..WriteOptions::default()
+    };
+    let t = Instant::now();
+    let bar = progress::phase("write", m);
+    let written = formats::write_edges_with(&args.output, &el, format, &options, &|d| bar.set(d));
+    bar.finish();
+    if let Err(e) = written {
+        // Leave no half-written graph behind (readers would refuse it anyway).
+        let _ = std::fs::remove_file(&args.output);
+        return Err(e).context("writing the graph failed");
+    }
+    let write_s = t.elapsed().as_secs_f64();
+    let bytes = std::fs::metadata(&args.output).map(|md| md.len()).unwrap_or(0);
+    eprintln!(
+        "wrote {} ({}, {:.1} MiB) in {write_s:.2} s ({:.1} M edges/s)",
+        args.output.display(),
+        format.name(),
+        bytes as f64 / f64::from(1u32 << 20),
+        m as f64 / write_s / 1e6
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds() {
+        assert_eq!(parse_seeds("2,3"), Ok((2, 3)));
+        assert_eq!(parse_seeds(" 7 , 18446744073709551615"), Ok((7, u64::MAX)));
+        for bad in ["2", "2,", "a,b", "-1,2", "1,2,3"] {
+            assert!(parse_seeds(bad).unwrap_err().contains("expected two unsigned integers"));
+        }
+    }
+
+    #[test]
+    fn format_choice() {
+        let f = |p: &str, a| output_format(Path::new(p), a).map_err(|e| e.to_string());
+        assert_eq!(f("g.wel", None), Ok(Format::Wel));
+        assert_eq!(f("g", None), Ok(Format::Binary));
+        assert_eq!(f("g.dat", Some(FormatArg::Mtx)), Ok(Format::Mtx));
+        assert_eq!(f("g.skg", Some(FormatArg::Bin)), Ok(Format::Binary));
+        assert!(f("g.el", Some(FormatArg::Wel)).unwrap_err().contains("contradicts"));
+    }
 }

@@ -1,0 +1,256 @@
+//! Direction-optimizing parallel BFS (Beamer, Asanović, Patterson, SC 2012), organised like
+//! GAP's `bfs.cc`.
+//!
+//! - `parent[v]` is an `AtomicU64`. An unvisited vertex holds `UNVISITED | degree(v)`, so
+//!   the thread that claims it (compare-and-swap to its parent) learns the degree for free:
+//!   the sum of the claimed degrees (`scout`) is the next frontier's arc count.
+//! - Top-down step: threads take 64-vertex chunks of the frontier queue and claim
+//!   unvisited neighbours; each keeps the vertices it claimed in a local buffer and appends
+//!   it to the shared queue (one `fetch_add` per buffer, no allocation per level).
+//! - Bottom-up step: threads take chunks of 64-aligned words of the vertex range; every
+//!   unvisited vertex scans its neighbours and stops at the first one in the frontier
+//!   bitmap. A thread owns whole words of the next bitmap, so it stores them without atomics.
+//! - Switching (alpha, beta as in GAP): go bottom-up when the frontier's arcs exceed the
+//!   unexplored arcs / alpha; go back top-down when the frontier stops growing and holds
+//!   fewer than `vertices / beta` vertices.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use rayon::prelude::*;
+use rayon::ThreadPool;
+use skein_generators::{BfsResult, Csr, NO_PARENT, UNREACHED_LEVEL};
+
+use crate::bitmap::Bitmap;
+use crate::Options;
+
+/// Marks an unvisited vertex in `parent`; the low bits hold its degree.
+const UNVISITED: u64 = 1 << 63;
+/// Top-down chunk (frontier vertices).
+const TD_CHUNK: usize = 64;
+/// Bottom-up chunk (bitmap words of 64 vertices).
+const BU_CHUNK_WORDS: usize = 16;
+/// Local buffer flushed to the shared queue when it reaches this length.
+const LOCAL_QUEUE: usize = 1 << 12;
+
+struct Search<'a> {
+    offsets: &'a [u64],
+    targets: &'a [u64],
+    n: usize,
+    parent: Vec<AtomicU64>,
+    level: Vec<AtomicU32>,
+    /// Frontier queue: each vertex enters it at most once, so `n` slots suffice.
+    queue: Vec<AtomicU32>,
+    tail: AtomicUsize,
+}
+
+impl Search<'_> {
+    #[inline]
+    fn neighbors(&self, u: usize) -> &[u64] {
+        &self.targets[self.offsets[u] as usize..self.offsets[u + 1] as usize]
+    }
+
+    fn flush(&self, local: &mut Vec<u32>) {
+        let at = self.tail.fetch_add(local.len(), Ordering::Relaxed);
+        for (slot, &v) in self.queue[at..at + local.len()].iter().zip(local.iter()) {
+            slot.store(v, Ordering::Relaxed);
+        }
+        local.clear();
+    }
+
+    /// Expands `queue[start..end]`; returns the claimed vertices' total degree.
+    fn top_down(&self, pool: &ThreadPool, start: usize, end: usize, depth: u32) -> u64 {
+        let cursor = AtomicUsize::new(start);
+        let scouts = pool.broadcast(|_| {
+            let mut local = Vec::with_capacity(LOCAL_QUEUE);
+            let mut scout = 0u64;
+            loop {
+                let s = cursor.fetch_add(TD_CHUNK, Ordering::Relaxed);
+                if s >= end {
+                    break;
+                }
+                for slot in &self.queue[s..(s + TD_CHUNK).min(end)] {
+                    let u = slot.load(Ordering::Relaxed);
+                    for &v in self.neighbors(u as usize) {
+                        let p = &self.parent[v as usize];
+                        let cur = p.load(Ordering::Relaxed);
+                        if cur & UNVISITED != 0
+                            && p.compare_exchange(
+                                cur,
+                                u64::from(u),
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            )
+                            .is_ok()
+                        {
+                            self.level[v as usize].store(depth, Ordering::Relaxed);
+                            scout += cur & !UNVISITED;
+                            local.push(v as u32);
+                            if local.len() == LOCAL_QUEUE {
+                                self.flush(&mut local);
+                            }
+                        }
+                    }
+                }
+            }
+            self.flush(&mut local);
+            scout
+        });
+        scouts.into_iter().sum()
+    }
+
+    /// One bottom-up step from `front` into `next`; returns how many vertices it reached.
+    fn bottom_up(&self, pool: &ThreadPool, front: &Bitmap, next: &Bitmap, depth: u32) -> usize {
+        let words = next.words();
+        let cursor = AtomicUsize::new(0);
+        let awake = pool.broadcast(|_| {
+            let mut awake = 0usize;
+            loop {
+                let w0 = cursor.fetch_add(BU_CHUNK_WORDS, Ordering::Relaxed);
+                if w0 >= words {
+                    break;
+                }
+                for w in w0..(w0 + BU_CHUNK_WORDS).min(words) {
+                    let mut bits = 0u64;
+                    for u in w * 64..(w * 64 + 64).min(self.n) {
+                        if self.parent[u].load(Ordering::Relaxed) & UNVISITED == 0 {
+                            continue;
+                        }
+                        for &v in self.neighbors(u) {
+                            if front.get(v as usize) {
+                                self.parent[u].store(v, Ordering::Relaxed);
+                                self.level[u].store(depth, Ordering::Relaxed);
+                                bits |= 1 << (u % 64);
+                                awake += 1;
+                                break;
+                            }
+                        }
+                    }
+                    next.store_word(w, bits);
+                }
+            }
+            awake
+        });
+        awake.into_iter().sum()
+    }
+
+    fn queue_to_bitmap(&self, pool: &ThreadPool, start: usize, end: usize, bitmap: &Bitmap) {
+        pool.install(|| {
+            let words = bitmap.words();
+            (0..words)
+                .into_par_iter()
+                .with_min_len(4096)
+                .for_each(|w| bitmap.clear_words(w..w + 1));
+            self.queue[start..end]
+                .par_iter()
+                .with_min_len(1024)
+                .for_each(|v| bitmap.set_atomic(v.load(Ordering::Relaxed) as usize));
+        });
+    }
+
+    fn bitmap_to_queue(&self, pool: &ThreadPool, bitmap: &Bitmap) {
+        let words = bitmap.words();
+        let cursor = AtomicUsize::new(0);
+        pool.broadcast(|_| {
+            let mut local = Vec::with_capacity(LOCAL_QUEUE);
+            loop {
+                let w0 = cursor.fetch_add(BU_CHUNK_WORDS * 4, Ordering::Relaxed);
+                if w0 >= words {
+                    break;
+                }
+                for w in w0..(w0 + BU_CHUNK_WORDS * 4).min(words) {
+                    let mut bits = bitmap.word(w);
+                    while bits != 0 {
+                        local.push((w * 64) as u32 + bits.trailing_zeros());
+                        bits &= bits - 1;
+                        if local.len() == LOCAL_QUEUE {
+                            self.flush(&mut local);
+                        }
+                    }
+                }
+            }
+            self.flush(&mut local);
+        });
+    }
+}
+
+/// Direction-optimizing BFS from `root` on `pool`'s threads.
+pub(crate) fn direction_optimizing(
+    pool: &ThreadPool,
+    csr: &Csr,
+    root: u32,
+    options: &Options,
+) -> BfsResult {
+    let n = csr.num_vertices() as usize;
+    let offsets = csr.offsets();
+    let (parent, level, queue) = pool.install(|| {
+        let parent: Vec<AtomicU64> = (0..n)
+            .into_par_iter()
+            .map(|v| AtomicU64::new(UNVISITED | (offsets[v + 1] - offsets[v])))
+            .collect();
+        let level: Vec<AtomicU32> =
+            (0..n).into_par_iter().map(|_| AtomicU32::new(UNREACHED_LEVEL)).collect();
+        let queue: Vec<AtomicU32> = (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect();
+        (parent, level, queue)
+    });
+    let s = Search {
+        offsets,
+        targets: csr.targets(),
+        n,
+        parent,
+        level,
+        queue,
+        tail: AtomicUsize::new(1),
+    };
+    s.parent[root as usize].store(u64::from(root), Ordering::Relaxed);
+    s.level[root as usize].store(0, Ordering::Relaxed);
+    s.queue[0].store(root, Ordering::Relaxed);
+
+    let mut front = Bitmap::new(n);
+    let mut next = Bitmap::new(n);
+    let (mut start, mut end) = (0usize, 1usize);
+    let mut edges_to_check = csr.num_arcs();
+    let mut scout = csr.degree(u64::from(root));
+    let mut depth = 0u32;
+    while start < end {
+        if scout > edges_to_check / options.alpha {
+            s.queue_to_bitmap(pool, start, end, &front);
+            let mut awake = end - start;
+            start = end;
+            loop {
+                let old = awake;
+                depth += 1;
+                awake = s.bottom_up(pool, &front, &next, depth);
+                std::mem::swap(&mut front, &mut next);
+                if !(awake >= old || awake as u64 > n as u64 / options.beta) {
+                    break;
+                }
+            }
+            s.bitmap_to_queue(pool, &front);
+            end = s.tail.load(Ordering::Relaxed);
+            scout = 1;
+        } else {
+            edges_to_check = edges_to_check.saturating_sub(scout);
+            depth += 1;
+            scout = s.top_down(pool, start, end, depth);
+            start = end;
+            end = s.tail.load(Ordering::Relaxed);
+        }
+    }
+    let (parent, level) = pool.install(|| {
+        let parent: Vec<u64> = s
+            .parent
+            .into_par_iter()
+            .map(|p| {
+                let p = p.into_inner();
+                if p & UNVISITED != 0 {
+                    NO_PARENT
+                } else {
+                    p
+                }
+            })
+            .collect();
+        let level: Vec<u32> = s.level.into_par_iter().map(AtomicU32::into_inner).collect();
+        (parent, level)
+    });
+    BfsResult { root: u64::from(root), level, parent }
+}

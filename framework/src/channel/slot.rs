@@ -1,0 +1,249 @@
+//! One request/response slot pair between a client worker and a trustee worker.
+//!
+//! Layout of a slot (one allocation, 128-byte aligned):
+//!
+//! ```text
+//! 0    ┌──────────────────────────────┐  primary block (128 bytes)
+//!      │ header: seq, words, count,   │  ← the line a trustee polls
+//!      │ panics                       │
+//! 64   ├──────────────────────────────┤
+//!      │ first 64 bytes of records    │
+//! 128  ├──────────────────────────────┤  overflow block (default 1024 bytes)
+//!      │ more records / results       │
+//!      └──────────────────────────────┘
+//! ```
+//!
+//! # Protocol (numbered rules; every `SAFETY:` comment in this module cites one)
+//!
+//! Each ordered pair (client `c`, trustee `t`) owns a request slot `req` (written only by `c`)
+//! and a response slot `resp` (written only by `t`). `c` remembers the last sequence number it
+//! published (`sent`), `t` the last one it answered (`served`). No read-modify-write atomics.
+//!
+//! 1. **Idle** (`resp.seq == req.seq`, i.e. `sent == served` as observed by `c`): the client
+//!    owns `req`'s header fields and data. It writes a batch, then Release-stores
+//!    `req.seq = sent + 1`.
+//! 2. **Request**: after `t` Acquire-loads `req.seq != served`, `t` owns `req`'s data (it
+//!    reads and consumes the records) and `resp`'s header fields, data and panic list. It writes
+//!    all results in request order, then Release-stores `resp.seq = req.seq`.
+//! 3. **Response**: after `c` Acquire-loads `resp.seq == sent`, `c` owns `resp`'s data and panic
+//!    list (and `req` again, rule 1).
+//!
+//! Hence at any time each byte has one owner, and the Release/Acquire pairs on `seq` order every
+//! write of the previous owner before every access of the next one.
+
+use crate::sync::{AtomicU64, Ordering, UnsafeCell};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ptr::NonNull;
+
+/// A panic payload carried from a trustee back to its client.
+pub(crate) type PanicPayload = Box<dyn std::any::Any + Send + 'static>;
+
+/// Bytes of record data inside the primary block.
+pub(crate) const PRIMARY_DATA: usize = 64;
+/// Default overflow block size.
+pub(crate) const DEFAULT_OVERFLOW: usize = 1024;
+
+#[repr(C)]
+struct SlotHeader {
+    seq: AtomicU64,
+    words: UnsafeCell<u32>,
+    count: UnsafeCell<u32>,
+    panics: UnsafeCell<Vec<(u32, PanicPayload)>>,
+}
+
+const _: () = assert!(std::mem::size_of::<SlotHeader>() <= 64);
+
+/// One slot: header plus `data_bytes` of record/result space.
+pub(crate) struct Slot {
+    base: NonNull<u8>,
+    data_bytes: usize,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("data_bytes", &self.data_bytes).finish()
+    }
+}
+
+// SAFETY: the slot is shared between exactly two threads and every access to its non-atomic
+// parts follows the ownership rules (1)-(3) at the top of this module.
+unsafe impl Send for Slot {}
+// SAFETY: as above.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    fn layout(overflow: usize) -> Layout {
+        Layout::from_size_align(128 + overflow.next_multiple_of(128), 128).expect("slot layout")
+    }
+
+    /// Allocates a slot whose data area is `PRIMARY_DATA + overflow` bytes.
+    pub(crate) fn new(overflow: usize) -> Slot {
+        let layout = Self::layout(overflow);
+        // SAFETY: the layout has non-zero size.
+        let p = unsafe { alloc_zeroed(layout) };
+        let base = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        // SAFETY: fresh allocation, 128-aligned, big enough for the header; nobody else sees it.
+        unsafe {
+            std::ptr::write(
+                base.as_ptr() as *mut SlotHeader,
+                SlotHeader {
+                    seq: AtomicU64::new(0),
+                    words: UnsafeCell::new(0),
+                    count: UnsafeCell::new(0),
+                    panics: UnsafeCell::new(Vec::new()),
+                },
+            )
+        };
+        Slot { base, data_bytes: PRIMARY_DATA + overflow.next_multiple_of(128) }
+    }
+
+    fn header(&self) -> &SlotHeader {
+        // SAFETY: written in `new`, lives until `drop`.
+        unsafe { &*(self.base.as_ptr() as *const SlotHeader) }
+    }
+
+    /// Capacity of the data area in 8-byte words.
+    pub(crate) fn data_words(&self) -> usize {
+        self.data_bytes / 8
+    }
+
+    /// Capacity of the data area in bytes.
+    pub(crate) fn data_bytes(&self) -> usize {
+        self.data_bytes
+    }
+
+    /// Pointer to the data area (8-aligned). Access follows rules (1)-(3).
+    pub(crate) fn data(&self) -> *mut u64 {
+        // SAFETY: offset 64 is inside the allocation (primary block).
+        unsafe { self.base.as_ptr().add(64) as *mut u64 }
+    }
+
+    /// Acquire-loads the sequence number.
+    #[inline]
+    pub(crate) fn seq(&self) -> u64 {
+        self.header().seq.load(Ordering::Acquire)
+    }
+
+    /// Release-publishes a batch: the owner has written the data and header fields.
+    ///
+    /// # Safety
+    /// The caller must currently own this slot's non-atomic parts (rule 1 for a request slot,
+    /// rule 2 for a response slot); ownership passes to the other side.
+    #[inline]
+    pub(crate) unsafe fn publish(&self, seq: u64, words: u32, count: u32) {
+        let h = self.header();
+        // SAFETY: the caller owns the header fields (rules 1/2).
+        unsafe {
+            *h.words.get() = words;
+            *h.count.get() = count;
+        }
+        h.seq.store(seq, Ordering::Release);
+    }
+
+    /// Reads `(words, count)` of a published batch.
+    ///
+    /// # Safety
+    /// The caller must own the slot's contents (after Acquire-loading `seq`: rule 2 or 3).
+    #[inline]
+    pub(crate) unsafe fn batch(&self) -> (u32, u32) {
+        let h = self.header();
+        // SAFETY: owned by the caller per the function contract.
+        unsafe { (*h.words.get(), *h.count.get()) }
+    }
+
+    /// The panic list of a response slot.
+    ///
+    /// # Safety
+    /// The caller must own the response slot's contents (rule 2 for the trustee, 3 for the
+    /// client) and must not keep the reference across a `publish`.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub(crate) unsafe fn panics(&self) -> &mut Vec<(u32, PanicPayload)> {
+        // SAFETY: exclusive by the function contract.
+        unsafe { &mut *self.header().panics.get() }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no other thread uses the slot any more; header written in `new`.
+        unsafe {
+            std::ptr::drop_in_place(self.base.as_ptr() as *mut SlotHeader);
+            dealloc(self.base.as_ptr(), Self::layout(self.data_bytes - PRIMARY_DATA));
+        }
+    }
+}
+
+/// The two slots of one (client, trustee) pair.
+#[derive(Debug)]
+pub(crate) struct SlotPair {
+    /// Written by the client.
+    pub(crate) req: Slot,
+    /// Written by the trustee.
+    pub(crate) resp: Slot,
+}
+
+impl SlotPair {
+    pub(crate) fn new(overflow: usize) -> SlotPair {
+        SlotPair { req: Slot::new(overflow), resp: Slot::new(overflow) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Two threads ping-pong batches through one pair; the trustee doubles every word.
+    #[test]
+    fn ping_pong_protocol() {
+        let pair = Arc::new(SlotPair::new(DEFAULT_OVERFLOW));
+        let rounds: u64 = if cfg!(miri) { 50 } else { 20_000 };
+        let p2 = pair.clone();
+        let trustee = std::thread::spawn(move || {
+            let mut served = 0;
+            while served < rounds {
+                let s = p2.req.seq();
+                if s == served {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                // SAFETY: rule 2 — Acquire-loaded a new seq, req data and resp are ours.
+                unsafe {
+                    let (w, n) = p2.req.batch();
+                    for i in 0..w as usize {
+                        *p2.resp.data().add(i) = *p2.req.data().add(i) * 2;
+                    }
+                    if s % 1000 == 0 {
+                        p2.resp.panics().push((0, Box::new("x")));
+                    }
+                    p2.resp.publish(s, w, n);
+                }
+                served = s;
+            }
+        });
+        for s in 1..=rounds {
+            let w = (s % 100) as usize + 1;
+            // SAFETY: rule 1 — the previous response was observed below, the slot is ours.
+            unsafe {
+                for i in 0..w {
+                    *pair.req.data().add(i) = s + i as u64;
+                }
+                pair.req.publish(s, w as u32, 1);
+            }
+            while pair.resp.seq() != s {
+                std::hint::spin_loop();
+            }
+            // SAFETY: rule 3 — Acquire-loaded resp.seq == s.
+            unsafe {
+                assert_eq!(pair.resp.batch().0 as usize, w);
+                for i in 0..w {
+                    assert_eq!(*pair.resp.data().add(i), 2 * (s + i as u64));
+                }
+                let p = std::mem::take(pair.resp.panics());
+                assert_eq!(p.len(), usize::from(s % 1000 == 0));
+            }
+        }
+        trustee.join().unwrap();
+    }
+}

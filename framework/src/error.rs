@@ -1,0 +1,57 @@
+//! Public error type.
+
+/// What can go wrong when building or running a [`crate::Runtime`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A builder setting is out of range.
+    #[error("invalid skein runtime configuration: {0}")]
+    Config(String),
+    /// The operating system refused to start a worker thread or allocate fiber stacks.
+    #[error("cannot start skein worker {worker}: {source}")]
+    Spawn {
+        /// The worker that failed to start.
+        worker: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// User code panicked: the main fiber, another fiber nobody joined, a delegated closure
+    /// of `apply_then`, or a continuation. The job ran to quiescence anyway.
+    #[error("{count} panic(s) during the skein job; first: {first}")]
+    Panicked {
+        /// Message of the first panic recorded.
+        first: String,
+        /// Number of panics recorded.
+        count: usize,
+    },
+    /// No fiber could ever run again and no request was in flight, but fibers were still
+    /// blocked (in `join`, a `Latch`, or `launch`), or the main fiber never finished.
+    #[error(
+        "skein deadlock: {blocked} fiber(s) blocked forever with no request in flight \
+         (main fiber finished: {main_finished})"
+    )]
+    Deadlock {
+        /// Fibers parked forever.
+        blocked: u64,
+        /// Whether the main fiber had returned.
+        main_finished: bool,
+    },
+    /// A worker thread itself failed (a bug in skein).
+    #[error("skein worker thread failed: {0}")]
+    Internal(String),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Best-effort text of a panic payload.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}

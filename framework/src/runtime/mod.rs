@@ -1,0 +1,495 @@
+//! The runtime: builder, worker threads, `run`, fibers (`spawn`, `join`), quiescence.
+
+pub(crate) mod context;
+pub(crate) mod quiesce;
+pub(crate) mod shared;
+pub(crate) mod worker;
+
+use crate::error::{panic_message, Error, Result};
+use crate::stats::Stats;
+use crate::sync::{Arc, Mutex, Ordering};
+use shared::{Config, Shared};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use worker::Worker;
+
+/// Configures a [`Runtime`].
+///
+/// ```
+/// let rt = skein::Runtime::builder().workers(2).fibers_per_worker(8).pin(false).build()?;
+/// assert_eq!(rt.workers(), 2);
+/// # Ok::<(), skein::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    cfg: Config,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            cfg: Config {
+                workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+                fibers_per_worker: 4,
+                pin: false,
+                stack_size: 256 * 1024,
+                worker_stack_size: 16 * 1024 * 1024,
+                slot_overflow: crate::channel::slot::DEFAULT_OVERFLOW,
+            },
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: available parallelism). Each is a trustee and a
+    /// client.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.cfg.workers = n;
+        self
+    }
+
+    /// How many fibers per worker to expect: their stacks are allocated up front (a hint; any
+    /// number of fibers may be spawned).
+    pub fn fibers_per_worker(mut self, n: usize) -> Self {
+        self.cfg.fibers_per_worker = n;
+        self
+    }
+
+    /// Pin worker `w` to CPU `w % cpus` (Linux; ignored elsewhere).
+    pub fn pin(mut self, pin: bool) -> Self {
+        self.cfg.pin = pin;
+        self
+    }
+
+    /// Stack size of each fiber in bytes (default 256 KiB; memory is committed lazily).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.cfg.stack_size = bytes;
+        self
+    }
+
+    /// Size of the overflow block of each slot in bytes (default 1024); the primary block is
+    /// 128 bytes. Bigger slots mean bigger batches.
+    pub fn slot_size(mut self, overflow_bytes: usize) -> Self {
+        self.cfg.slot_overflow = overflow_bytes;
+        self
+    }
+
+    /// Checks the settings and returns the runtime (threads start in [`Runtime::run`]).
+    ///
+    /// ```
+    /// assert!(skein::Runtime::builder().workers(0).build().is_err());
+    /// ```
+    pub fn build(self) -> Result<Runtime> {
+        let c = &self.cfg;
+        if c.workers == 0 || c.workers > 4096 {
+            return Err(Error::Config(format!("workers must be in 1..=4096, got {}", c.workers)));
+        }
+        if c.stack_size < 16 * 1024 {
+            return Err(Error::Config(format!(
+                "stack_size must be at least 16384 bytes, got {}",
+                c.stack_size
+            )));
+        }
+        if !(512..=1 << 24).contains(&c.slot_overflow) {
+            return Err(Error::Config(format!(
+                "slot_size (overflow bytes) must be in 512..=16777216, got {}",
+                c.slot_overflow
+            )));
+        }
+        Ok(Runtime { cfg: self.cfg, last_stats: Mutex::new(Stats::default()) })
+    }
+}
+
+/// A delegation runtime: `workers` threads, each a trustee of its properties and a scheduler
+/// of fibers. Threads exist only while [`Runtime::run`] runs.
+#[derive(Debug)]
+pub struct Runtime {
+    cfg: Config,
+    last_stats: Mutex<Stats>,
+}
+
+impl Runtime {
+    /// A builder with default settings.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.cfg.workers
+    }
+
+    /// Per-worker counters of the last completed [`Runtime::run`].
+    pub fn stats(&self) -> Stats {
+        self.last_stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Starts the workers, runs `main` as a fiber on worker 0, waits until the job is
+    /// quiescent (every fiber finished, every request served, every continuation run), stops
+    /// the workers and returns `main`'s value.
+    ///
+    /// Errors: a panic anywhere in user code ([`Error::Panicked`]; a panic of `main` itself is
+    /// reported there too), a deadlock ([`Error::Deadlock`]), or a failure to start threads.
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).build()?;
+    /// let v = rt.run(|| {
+    ///     let t = skein::trustee(1).entrust(40);
+    ///     t.apply(|x| *x + 2)
+    /// })?;
+    /// assert_eq!(v, 42);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn run<F, R>(&self, main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let shared = Arc::new(Shared::new(self.cfg.clone()));
+        let result: Arc<Mutex<Option<std::thread::Result<R>>>> = Arc::new(Mutex::new(None));
+        let mut main = Some({
+            let result = result.clone();
+            let shared = shared.clone();
+            move || {
+                let r = catch_unwind(AssertUnwindSafe(main));
+                *result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                shared.main_done.store(true, Ordering::Release);
+            }
+        });
+        let mut handles = Vec::with_capacity(self.cfg.workers);
+        let mut spawn_err = None;
+        for w in 0..self.cfg.workers {
+            let sh = shared.clone();
+            let m = if w == 0 { main.take() } else { None };
+            let h = std::thread::Builder::new()
+                .name(format!("skein-worker-{w}"))
+                .stack_size(self.cfg.worker_stack_size)
+                .spawn(move || worker_thread(w, sh, m));
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    spawn_err = Some(Error::Spawn { worker: w, source: e });
+                    shared.shutdown.store(true, Ordering::Release);
+                    break;
+                }
+            }
+        }
+        let mut internal = Vec::new();
+        for h in handles {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => internal.push(e),
+                Err(p) => internal.push(Error::Internal(panic_message(&*p))),
+            }
+        }
+        *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
+            Stats { workers: shared.counters.iter().map(|c| c.stats.snapshot()).collect() };
+        // Frees that arrived from foreign threads after the workers stopped: drop them here.
+        let left = {
+            let mut f = shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
+            f.running = false;
+            std::mem::take(&mut f.frees)
+        };
+        for (_, p) in left {
+            // SAFETY: the workers are gone, so no request can reach the property, and its
+            // count is zero.
+            unsafe { crate::trust::prop::free_prop(p) };
+        }
+        if let Some(e) = spawn_err {
+            return Err(e);
+        }
+        if let Some(e) = internal.into_iter().next() {
+            return Err(e);
+        }
+        let main_result = result.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut errors = std::mem::take(&mut *shared.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(Err(p)) = &main_result {
+            errors.insert(0, format!("main fiber panicked: {}", panic_message(&**p)));
+        }
+        if !errors.is_empty() {
+            return Err(Error::Panicked { first: errors[0].clone(), count: errors.len() });
+        }
+        if let Some((blocked, main_finished)) = *shared.deadlock.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Err(Error::Deadlock { blocked, main_finished });
+        }
+        match main_result {
+            Some(Ok(r)) => Ok(r),
+            _ => Err(Error::Internal("main fiber produced no result".into())),
+        }
+    }
+}
+
+fn worker_thread(index: usize, shared: Arc<Shared>, main: Option<impl FnOnce() + 'static>) -> Result<()> {
+    struct StopOnPanic(Arc<Shared>);
+    impl Drop for StopOnPanic {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.shutdown.store(true, Ordering::Release);
+            }
+        }
+    }
+    let _stop = StopOnPanic(shared.clone());
+    if shared.cfg.pin {
+        pin_to_cpu(index);
+    }
+    let w = match Worker::new(index, shared.clone()) {
+        Ok(w) => w,
+        Err(e) => {
+            shared.shutdown.store(true, Ordering::Release);
+            return Err(Error::Spawn { worker: index, source: e });
+        }
+    };
+    let _entered = context::enter(&w);
+    if let Some(m) = main {
+        w.spawn_local(m);
+    }
+    w.run_loop();
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn pin_to_cpu(index: usize) {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    // SAFETY: `set` is a plain bitmask on our stack, zero-initialised as CPU_ZERO requires, and
+    // sched_setaffinity only reads it; pid 0 means the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(index % cpus, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_to_cpu(_index: usize) {}
+
+// ----- fibers --------------------------------------------------------------------------
+
+struct JoinState<R> {
+    result: Option<std::thread::Result<R>>,
+    waiter: Option<(usize, u32)>,
+    detached: bool,
+}
+
+struct JoinCell<R> {
+    st: Mutex<JoinState<R>>,
+    shared: Arc<Shared>,
+}
+
+impl<R> JoinCell<R> {
+    fn complete(&self, r: std::thread::Result<R>) {
+        let waiter = {
+            let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
+            if st.detached {
+                if let Err(p) = r {
+                    self.shared.record_error(format!("fiber panicked: {}", panic_message(&*p)));
+                }
+            } else {
+                st.result = Some(r);
+            }
+            st.waiter.take()
+        };
+        if let Some((w, id)) = waiter {
+            let me = context::expect("join");
+            if w == me.index {
+                me.wake_parked(id);
+            } else {
+                me.post(w, move || context::expect("join").wake_parked(id));
+            }
+        }
+    }
+}
+
+/// Handle of a fiber started with [`spawn`] or [`spawn_on`].
+///
+/// Dropping it detaches the fiber; a panic of a detached fiber makes [`Runtime::run`] fail.
+pub struct JoinHandle<R> {
+    cell: Arc<JoinCell<R>>,
+}
+
+impl<R> std::fmt::Debug for JoinHandle<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle").finish_non_exhaustive()
+    }
+}
+
+impl<R> JoinHandle<R> {
+    /// Waits (suspending only this fiber) for the fiber to finish and returns its value;
+    /// resumes its panic if it panicked.
+    ///
+    /// # Panics
+    /// In delegated context (use `apply_then` or `launch`), or outside a fiber.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let h = skein::spawn_on(1, || skein::current_worker() * 10);
+    /// assert_eq!(h.join(), 10);
+    /// # }).unwrap();
+    /// ```
+    pub fn join(self) -> R {
+        let w = context::expect("join");
+        w.check_may_block("join");
+        let r = {
+            let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
+            match st.result.take() {
+                Some(r) => Some(r),
+                None => {
+                    st.waiter = Some((w.index, w.current_fiber().expect("fiber")));
+                    None
+                }
+            }
+        };
+        let r = match r {
+            Some(r) => r,
+            None => {
+                w.park();
+                let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
+                st.result.take().expect("skein: woken join without a result")
+            }
+        };
+        match r {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+
+    /// True once the fiber has finished.
+    pub fn is_finished(&self) -> bool {
+        self.cell.st.lock().unwrap_or_else(|e| e.into_inner()).result.is_some()
+    }
+}
+
+impl<R> Drop for JoinHandle<R> {
+    fn drop(&mut self) {
+        let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
+        st.detached = true;
+        if let Some(Err(p)) = st.result.take() {
+            self.cell.shared.record_error(format!("fiber panicked: {}", panic_message(&*p)));
+        }
+    }
+}
+
+/// Starts a fiber running `f` on some worker (round-robin) and returns its handle.
+///
+/// May be called from fibers and from delegated context.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let hs: Vec<_> = (0..4).map(|i| skein::spawn(move || i * i)).collect();
+/// let sum: i32 = hs.into_iter().map(|h| h.join()).sum();
+/// assert_eq!(sum, 14);
+/// # }).unwrap();
+/// ```
+pub fn spawn<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let w = context::expect("spawn");
+    spawn_on(w.next_spawn_target(), f)
+}
+
+/// Starts a fiber running `f` on worker `worker`.
+///
+/// # Panics
+/// If `worker >= num_workers()` or outside a runtime.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// assert_eq!(skein::spawn_on(1, skein::current_worker).join(), 1);
+/// # }).unwrap();
+/// ```
+pub fn spawn_on<F, R>(worker: usize, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let w = context::expect("spawn_on");
+    assert!(worker < w.n, "skein: spawn_on({worker}) but the runtime has {} workers", w.n);
+    let cell = Arc::new(JoinCell {
+        st: Mutex::new(JoinState { result: None, waiter: None, detached: false }),
+        shared: w.shared.clone(),
+    });
+    let c2 = cell.clone();
+    let body = move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        c2.complete(r);
+    };
+    if worker == w.index {
+        w.spawn_local(body);
+    } else {
+        w.post(worker, move || context::expect("spawn").spawn_local(body));
+    }
+    JoinHandle { cell }
+}
+
+/// Lets the other fibers of this worker and its loop run, then continues.
+///
+/// # Panics
+/// Outside a fiber or in delegated context.
+pub fn yield_now() {
+    let w = context::expect("yield_now");
+    w.check_may_block("yield_now");
+    w.yield_now();
+}
+
+/// Blocks the calling fiber until the whole job is quiescent: every request issued so far by
+/// anyone (and everything those requests and their continuations issued, transitively) has
+/// been served and its continuation has run, and every other fiber has finished or is parked
+/// in `wait_quiescent` too. Detection never uses timeouts; see the `quiesce` module docs
+/// (in the source) for the correctness argument.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+/// use std::sync::Arc;
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let hits = Arc::new(AtomicU64::new(0));
+/// let t = skein::trustee(1).entrust(0u64);
+/// for _ in 0..100 {
+///     let h = hits.clone();
+///     t.apply_then(|c| *c += 1, move |()| { h.fetch_add(1, Relaxed); });
+/// }
+/// skein::wait_quiescent();
+/// assert_eq!(hits.load(Relaxed), 100);
+/// # }).unwrap();
+/// ```
+///
+/// # Panics
+/// Outside a fiber or in delegated context.
+pub fn wait_quiescent() {
+    context::expect("wait_quiescent").wait_quiescent();
+}
+
+/// Index of the worker running the caller.
+///
+/// # Panics
+/// Outside a runtime.
+pub fn current_worker() -> usize {
+    context::expect("current_worker").index
+}
+
+/// Number of workers of the running runtime.
+///
+/// # Panics
+/// Outside a runtime.
+pub fn num_workers() -> usize {
+    context::expect("num_workers").n
+}
+
+/// True when called from delegated context (a closure applied by a trustee, or a
+/// continuation), where blocking calls are not allowed.
+pub fn in_delegated_context() -> bool {
+    context::current().is_some_and(|w| w.in_delegated())
+}
+
+/// Live per-worker counters of the running job (values of other workers may be slightly
+/// stale).
+///
+/// # Panics
+/// Outside a runtime; use [`Runtime::stats`] after a run.
+pub fn stats() -> Stats {
+    let w = context::expect("stats");
+    Stats { workers: w.shared.counters.iter().map(|c| c.stats.snapshot()).collect() }
+}

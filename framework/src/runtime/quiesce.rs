@@ -1,0 +1,70 @@
+//! Global quiescence detection: "no trustee has work and no request is in flight".
+//!
+//! # Model
+//!
+//! Activity is split into *tasks*; every task is created and finished on the same worker:
+//!
+//! * a **request** (remote or local, including runtime-internal posts): created when its client
+//!   queues it, finished when the client has run its completion (`then` continuation, or waking
+//!   the fiber blocked in `apply`);
+//! * a **fiber segment**: created when a fiber is spawned or woken from a park (`join`, `Latch`,
+//!   `wait_quiescent`), finished when the fiber returns or parks. A fiber blocked in `apply` is
+//!   not parked: its segment stays open, and its request is a task of its own.
+//!
+//! Worker `w` publishes two monotonic counters, `created[w]` and `finished[w]`, each written only
+//! by `w` (plain load + Release store, no read-modify-write). For every task the creation
+//! precedes the finish in `w`'s program order, so `created[w] >= finished[w]` at all times.
+//!
+//! **Rule of activity**: a task is only ever created by code that runs *inside an unfinished
+//! task*: a fiber segment, a delegated closure serving a request (the request is unfinished until
+//! its client runs the completion, which is after the trustee published the response), or a
+//! completion (the request finishes after it). The only exceptions are the main fiber (created
+//! by `Runtime::run`) and the wake-ups issued by the detector itself below.
+//!
+//! # Detection (two waves, Mattern's four-counter idea)
+//!
+//! The detector (worker 0, only when its loop is idle) reads all `finished[w]` (Acquire) in a
+//! first wave, then all `created[w]` (Acquire) in a second wave, and declares quiescence iff the
+//! sums are equal.
+//!
+//! # Why it is correct
+//!
+//! Let `F[w]` be the wave-1 value and `C[w]` the wave-2 value. The Release store that produced
+//! `F[w]` follows (in `w`'s program order) the creation of at least `F[w]` tasks, and the
+//! detector's Acquire read of `finished[w]` precedes its read of `created[w]`, so
+//! `C[w] >= F[w]`. Equal sums therefore give `C[w] == F[w] =: k[w]` for every `w`: at the
+//! wave-1 read, `w` had created exactly `k[w]` tasks and finished all of them, and it created
+//! none between its two reads.
+//!
+//! Suppose some task is created on some worker beyond its `k[w]` (after the detection or
+//! racing with it). Take one, `Z`, whose *parent* (the task whose code created it) is among the
+//! counted tasks; one exists because every task descends from the counted main fiber.
+//! * If the parent ran on the same worker `w`, the parent finished before the wave-1 read of
+//!   `finished[w]`, and `Z` was created before the parent finished, hence before that read, and
+//!   the wave-2 read of `created[w]` would include it: `Z`'s index would be `<= k[w]`.
+//! * If the parent is a request from client `v` served on `w`, that request was finished on `v`
+//!   before the wave-1 read of `finished[v]`; its completion ran after the client
+//!   Acquire-loaded the response, which `w` published after creating `Z`. So `Z`'s creation
+//!   happens before the wave-1 read of `v`, which precedes the wave-2 read of `created[w]`,
+//!   which therefore includes `Z`: again `Z`'s index would be `<= k[w]`.
+//!
+//! Both contradict the choice of `Z`. So no task is ever created again and all counted tasks are
+//! finished: the job is quiescent at the moment between the waves and stays so until the
+//! detector itself wakes someone. In particular the gauges (`parked`, `quiesce_waiters`) read
+//! after a positive detection are exact, which is how worker 0 tells "wake the
+//! `wait_quiescent` callers" from "the job is done" from "deadlock".
+//!
+//! No timeouts are involved anywhere; a detection is only a handful of loads per worker, done
+//! when worker 0 has nothing else to do.
+
+use super::shared::Shared;
+use crate::sync::Ordering;
+
+/// Two-wave check; true means the job was quiescent between the waves (and still is).
+pub(crate) fn is_quiescent(shared: &Shared) -> bool {
+    let finished: u64 =
+        shared.counters.iter().map(|c| c.finished.load(Ordering::Acquire)).fold(0, u64::wrapping_add);
+    let created: u64 =
+        shared.counters.iter().map(|c| c.created.load(Ordering::Acquire)).fold(0, u64::wrapping_add);
+    finished == created
+}

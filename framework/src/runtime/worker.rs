@@ -1,0 +1,584 @@
+//! One worker: its fibers, its client queues, its trustee role, and the loop that interleaves
+//! them (DESIGN §3.3).
+//!
+//! All state here is owned by the worker thread (`Cell`/`RefCell`, no atomics) except the
+//! single-writer counters in [`crate::runtime::shared::WorkerCounters`] and the slots.
+//! No `RefCell` borrow is ever held while user code runs: every piece of user code (fiber
+//! bodies, delegated closures, continuations) is first moved out of the worker's structures.
+
+use super::context;
+use super::quiesce;
+use super::shared::{PendingFree, Shared};
+use crate::channel::record::{run_records, RecordQueue, HEADER_WORDS};
+use crate::channel::slot::PanicPayload;
+use crate::fiber::{self, Fiber, StackPool};
+use crate::stats::StatCounters as S;
+use crate::sync::{bump, set, Arc, Ordering};
+use crate::trust::prop::{free_prop, PropPtr};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What a client learns about one request when its response comes back.
+pub(crate) struct Outcome {
+    /// The request's result bytes inside the response slot (unspecified if it panicked).
+    pub(crate) resp: *const u8,
+    /// The panic payload if the delegated closure panicked.
+    pub(crate) panic: Option<PanicPayload>,
+}
+
+type ReqQueue = RecordQueue<*mut u8, Option<PanicPayload>>;
+type DoneQueue = RecordQueue<Outcome, ()>;
+
+/// Client-side state of one (this worker, trustee) pair.
+#[derive(Default)]
+struct ClientSide {
+    staging: RefCell<ReqQueue>,
+    completions: RefCell<DoneQueue>,
+    in_flight: Cell<u32>,
+    sent: Cell<u64>,
+}
+
+/// Trustee-side state of one (client, this worker) pair.
+#[derive(Default)]
+struct TrusteeSide {
+    served_seq: Cell<u64>,
+    served: Cell<u64>,
+}
+
+/// Requests staged towards one trustee before a fiber issuing `apply_then` yields so that the
+/// loop can flush them (bounds memory; does not apply in delegated context).
+pub(crate) const STAGING_YIELD: usize = 512;
+
+/// A worker's thread-owned state.
+pub(crate) struct Worker {
+    pub(crate) index: usize,
+    pub(crate) n: usize,
+    pub(crate) shared: Arc<Shared>,
+    clients: Box<[ClientSide]>,
+    trustees: Box<[TrusteeSide]>,
+    local: RefCell<RecordQueue<(), ()>>,
+    local_served: Cell<u64>,
+    ready: RefCell<VecDeque<u32>>,
+    fibers: RefCell<Vec<Option<Fiber>>>,
+    free_ids: RefCell<Vec<u32>>,
+    pool: RefCell<StackPool>,
+    current: Cell<Option<u32>>,
+    delegated: Cell<u32>,
+    pending_frees: RefCell<Vec<PendingFree>>,
+    quiesce_waiters: RefCell<Vec<u32>>,
+    next_spawn: Cell<usize>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>) -> std::io::Result<Worker> {
+        let n = shared.n;
+        let pool = StackPool::new(shared.cfg.stack_size, shared.cfg.fibers_per_worker)?;
+        Ok(Worker {
+            index,
+            n,
+            clients: (0..n).map(|_| ClientSide::default()).collect(),
+            trustees: (0..n).map(|_| TrusteeSide::default()).collect(),
+            shared,
+            local: RefCell::default(),
+            local_served: Cell::new(0),
+            ready: RefCell::default(),
+            fibers: RefCell::default(),
+            free_ids: RefCell::default(),
+            pool: RefCell::new(pool),
+            current: Cell::new(None),
+            delegated: Cell::new(0),
+            pending_frees: RefCell::default(),
+            quiesce_waiters: RefCell::default(),
+            next_spawn: Cell::new(index),
+        })
+    }
+
+    #[inline]
+    fn ctr(&self) -> &super::shared::WorkerCounters {
+        &self.shared.counters[self.index]
+    }
+
+    // ----- context checks -------------------------------------------------------------
+
+    /// True while delegated code (a trustee-side closure or a continuation) runs.
+    #[inline]
+    pub(crate) fn in_delegated(&self) -> bool {
+        self.delegated.get() > 0
+    }
+
+    /// Panics unless the caller may block (a fiber, not delegated context).
+    #[track_caller]
+    pub(crate) fn check_may_block(&self, what: &str) {
+        if self.in_delegated() {
+            panic!(
+                "skein: `{what}` would block inside delegated context (a closure running on a \
+                 trustee, or an apply_then continuation); use `apply_then` or `launch` instead"
+            );
+        }
+        if self.current.get().is_none() || !fiber::in_fiber() {
+            panic!("skein: `{what}` must be called from a fiber");
+        }
+    }
+
+    /// Runs `f` as delegated code (blocking calls inside panic).
+    #[inline]
+    pub(crate) fn delegated<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Guard<'a>(&'a Cell<u32>);
+        impl Drop for Guard<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() - 1);
+            }
+        }
+        self.delegated.set(self.delegated.get() + 1);
+        let _g = Guard(&self.delegated);
+        f()
+    }
+
+    /// Records a panic of user code that has nobody to resume it.
+    pub(crate) fn record_panic(&self, p: PanicPayload, what: &str) {
+        self.shared.record_error(format!("{what} panicked: {}", crate::error::panic_message(&*p)));
+    }
+
+    // ----- fibers -----------------------------------------------------------------------
+
+    /// Id of the running fiber.
+    pub(crate) fn current_fiber(&self) -> Option<u32> {
+        self.current.get()
+    }
+
+    /// Starts a fiber on this worker (a new task for quiescence detection).
+    pub(crate) fn spawn_local(&self, body: impl FnOnce() + 'static) {
+        let stack = self.pool.borrow_mut().take();
+        let f = Fiber::new(stack, body);
+        let id = match self.free_ids.borrow_mut().pop() {
+            Some(id) => {
+                self.fibers.borrow_mut()[id as usize] = Some(f);
+                id
+            }
+            None => {
+                let mut v = self.fibers.borrow_mut();
+                v.push(Some(f));
+                (v.len() - 1) as u32
+            }
+        };
+        bump(&self.ctr().created, 1);
+        S::add(&self.ctr().stats.fibers_spawned, 1);
+        self.ready.borrow_mut().push_back(id);
+    }
+
+    fn run_fiber(&self, id: u32) {
+        let mut f = self.fibers.borrow_mut()[id as usize].take().expect("skein: fiber slot empty");
+        self.current.set(Some(id));
+        S::add(&self.ctr().stats.fibers_run, 1);
+        let done = f.resume();
+        self.current.set(None);
+        if done {
+            self.pool.borrow_mut().put(f.into_stack());
+            self.free_ids.borrow_mut().push(id);
+            bump(&self.ctr().finished, 1);
+        } else {
+            self.fibers.borrow_mut()[id as usize] = Some(f);
+        }
+    }
+
+    /// Makes a fiber blocked in a request runnable again (it stayed an active task).
+    pub(crate) fn make_ready(&self, id: u32) {
+        self.ready.borrow_mut().push_back(id);
+    }
+
+    /// Parks the current fiber: it stops being an active task until [`Worker::wake_parked`].
+    pub(crate) fn park(&self) {
+        let c = self.ctr();
+        set(&c.parked, c.parked.load(Ordering::Relaxed) + 1);
+        bump(&c.finished, 1);
+        fiber::suspend();
+    }
+
+    /// Wakes a fiber parked with [`Worker::park`] (creates a task).
+    pub(crate) fn wake_parked(&self, id: u32) {
+        let c = self.ctr();
+        bump(&c.created, 1);
+        set(&c.parked, c.parked.load(Ordering::Relaxed) - 1);
+        self.ready.borrow_mut().push_back(id);
+    }
+
+    /// Lets other fibers and the loop run; the fiber stays runnable.
+    pub(crate) fn yield_now(&self) {
+        let id = self.current.get().expect("skein: yield_now outside a fiber");
+        self.ready.borrow_mut().push_back(id);
+        fiber::suspend();
+    }
+
+    /// The next worker for a round-robin `spawn`.
+    pub(crate) fn next_spawn_target(&self) -> usize {
+        let t = self.next_spawn.get();
+        self.next_spawn.set((t + 1) % self.n);
+        t
+    }
+
+    /// Blocks the current fiber until the job is quiescent (see [`super::quiesce`]).
+    pub(crate) fn wait_quiescent(&self) {
+        self.check_may_block("wait_quiescent");
+        let id = self.current.get().expect("fiber");
+        self.quiesce_waiters.borrow_mut().push(id);
+        let c = self.ctr();
+        set(&c.quiesce_waiters, c.quiesce_waiters.load(Ordering::Relaxed) + 1);
+        self.park();
+    }
+
+    fn wake_quiesce_waiters(&self) {
+        let ws = std::mem::take(&mut *self.quiesce_waiters.borrow_mut());
+        for id in ws {
+            self.wake_parked(id);
+            let c = self.ctr();
+            set(&c.quiesce_waiters, c.quiesce_waiters.load(Ordering::Relaxed) - 1);
+        }
+    }
+
+    // ----- client role: issuing requests ---------------------------------------------
+
+    /// Number of records waiting for this worker's attention towards trustee `t`.
+    pub(crate) fn backlog(&self, t: usize) -> usize {
+        if t == self.index {
+            self.local.borrow().len()
+        } else {
+            self.clients[t].staging.borrow().len()
+        }
+    }
+
+    /// True when a local request would not overtake an earlier one.
+    pub(crate) fn local_queue_empty(&self) -> bool {
+        self.local.borrow().is_empty()
+    }
+
+    /// Queues a request for remote trustee `t`: `req` runs there with a pointer to
+    /// `resp_bytes` bytes of response space; `done` runs here afterwards.
+    #[inline]
+    pub(crate) fn send<Q, D>(&self, t: usize, req: Q, resp_bytes: u32, done: D)
+    where
+        Q: FnOnce(*mut u8) -> Option<PanicPayload> + Send,
+        D: FnOnce(Outcome),
+    {
+        debug_assert_ne!(t, self.index);
+        let cs = &self.clients[t];
+        cs.staging.borrow_mut().push(req, resp_bytes);
+        cs.completions.borrow_mut().push(done, resp_bytes);
+        let c = self.ctr();
+        bump(&c.issued[t], 1);
+        bump(&c.created, 1);
+        S::add(&c.stats.requests_sent, 1);
+    }
+
+    /// Queues `job` on this worker's local request queue (run by the loop, in delegated mode).
+    #[inline]
+    pub(crate) fn push_local(&self, job: impl FnOnce(())) {
+        self.local.borrow_mut().push(job, 0);
+        let c = self.ctr();
+        bump(&c.issued[self.index], 1);
+        bump(&c.created, 1);
+        S::add(&c.stats.local_requests, 1);
+    }
+
+    /// Runs `f` on worker `t` (in its loop, as delegated code); fire and forget.
+    pub(crate) fn post(&self, t: usize, f: impl FnOnce() + Send + 'static) {
+        if t == self.index {
+            self.push_local(move |()| f());
+        } else {
+            self.send(
+                t,
+                move |_out| {
+                    f();
+                    None
+                },
+                0,
+                |_o| {},
+            );
+        }
+    }
+
+    // ----- trustee role --------------------------------------------------------------
+
+    fn serve(&self, c: usize) -> bool {
+        let pair = self.shared.pair(c, self.index);
+        let ts = &self.trustees[c];
+        let seq = pair.req.seq();
+        if seq == ts.served_seq.get() {
+            return false;
+        }
+        // SAFETY: slot rule (2) — we Acquire-loaded a new request seq, so the request data and
+        // the response slot belong to us until we publish.
+        let (count, resp_data, panics) = unsafe {
+            let (_w, count) = pair.req.batch();
+            (count as usize, pair.resp.data() as *mut u8, pair.resp.panics())
+        };
+        let mut out = resp_data;
+        self.delegated(|| {
+            // SAFETY: the client moved exactly `count` request records into req.data() with
+            // `move_prefix_to` (rule 1) and they are consumed only here, once.
+            unsafe {
+                run_records::<*mut u8, Option<PanicPayload>>(
+                    pair.req.data(),
+                    count,
+                    |aux| {
+                        let o = out;
+                        // The client sized the batch so the results fit in the response slot.
+                        out = o.wrapping_add(aux as usize);
+                        o
+                    },
+                    |i, r| {
+                        if let Some(p) = r {
+                            panics.push((i as u32, p));
+                        }
+                    },
+                )
+            }
+        });
+        ts.served.set(ts.served.get() + count as u64);
+        ts.served_seq.set(seq);
+        let st = &self.ctr().stats;
+        S::add(&st.requests_served, count as u64);
+        S::add(&st.batches_served, 1);
+        // SAFETY: rule (2) — we own the response slot and hand it to the client now.
+        unsafe { pair.resp.publish(seq, 0, count as u32) };
+        true
+    }
+
+    fn run_local(&self) -> bool {
+        let n = self.local.borrow().len();
+        if n == 0 {
+            return false;
+        }
+        for _ in 0..n {
+            let Some(p) = self.local.borrow_mut().pop() else { break };
+            // SAFETY: run immediately after the pop, no queue access in between.
+            self.delegated(|| unsafe { p.run(()) });
+            self.local_served.set(self.local_served.get() + 1);
+            bump(&self.ctr().finished, 1);
+        }
+        true
+    }
+
+    // ----- client role: responses and flushing ------------------------------------------
+
+    fn poll_client(&self, t: usize) -> bool {
+        let cs = &self.clients[t];
+        let pair = self.shared.pair(self.index, t);
+        let mut useful = false;
+        let n = cs.in_flight.get();
+        if n > 0 && pair.resp.seq() == cs.sent.get() {
+            // SAFETY: rule (3) — Acquire-loaded resp.seq == sent: the response is ours.
+            let panics = std::mem::take(unsafe { pair.resp.panics() });
+            let mut panics = panics.into_iter().peekable();
+            let mut out = pair.resp.data() as *const u8;
+            self.delegated(|| {
+                for i in 0..n {
+                    let p = cs.completions.borrow_mut().pop().expect("skein: completion missing");
+                    let panic = match panics.peek() {
+                        Some((j, _)) if *j == i => panics.next().map(|x| x.1),
+                        _ => None,
+                    };
+                    let o = Outcome { resp: out, panic };
+                    out = out.wrapping_add(p.aux as usize);
+                    // SAFETY: run immediately after the pop.
+                    unsafe { p.run(o) };
+                }
+            });
+            cs.in_flight.set(0);
+            bump(&self.ctr().finished, n as u64);
+            useful = true;
+        }
+        if cs.in_flight.get() == 0 && !cs.staging.borrow().is_empty() {
+            let max_words = pair.req.data_words();
+            let max_aux = pair.resp.data_bytes();
+            // SAFETY: rule (1) — nothing in flight, so the request slot is ours; the data area
+            // holds `max_words` words.
+            let (words, count, _aux) = unsafe {
+                cs.staging.borrow_mut().move_prefix_to(pair.req.data(), max_words, max_aux)
+            };
+            assert!(count > 0, "skein: a request does not fit in an empty slot");
+            debug_assert!(words >= HEADER_WORDS);
+            let seq = cs.sent.get() + 1;
+            cs.sent.set(seq);
+            cs.in_flight.set(count as u32);
+            // SAFETY: rule (1) — we own the request slot and publish it now.
+            unsafe { pair.req.publish(seq, words as u32, count as u32) };
+            S::add(&self.ctr().stats.batches_sent, 1);
+            useful = true;
+        }
+        useful
+    }
+
+    // ----- property frees ----------------------------------------------------------------
+
+    /// Frees `prop` (entrusted to this worker) once every request that could still name it has
+    /// been served; see [`crate::trust`]'s reference-counting argument.
+    pub(crate) fn schedule_free(&self, prop: PropPtr) {
+        let targets = (0..self.n)
+            .map(|c| self.shared.counters[c].issued[self.index].load(Ordering::Acquire))
+            .collect();
+        self.pending_frees.borrow_mut().push(PendingFree { prop, targets });
+    }
+
+    fn served_from(&self, c: usize) -> u64 {
+        if c == self.index {
+            self.local_served.get()
+        } else {
+            self.trustees[c].served.get()
+        }
+    }
+
+    fn process_frees(&self) -> bool {
+        if self.pending_frees.borrow().is_empty() {
+            return false;
+        }
+        let mut ready = Vec::new();
+        self.pending_frees.borrow_mut().retain(|pf| {
+            let ok = pf.targets.iter().enumerate().all(|(c, &t)| self.served_from(c) >= t);
+            if ok {
+                ready.push(pf.prop);
+            }
+            !ok
+        });
+        let useful = !ready.is_empty();
+        for p in ready {
+            // SAFETY: the property's count reached zero and every request issued before that
+            // has been served (targets met), so nothing can reach it any more; we are its
+            // trustee's worker.
+            let r = self.delegated(|| catch_unwind(AssertUnwindSafe(|| unsafe { free_prop(p) })));
+            if let Err(e) = r {
+                self.record_panic(e, "drop of a property");
+            }
+        }
+        useful
+    }
+
+    fn take_foreign_frees(&self) {
+        if !self.shared.foreign_pending.load(Ordering::Acquire) {
+            return;
+        }
+        let mine = {
+            let mut f = self.shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
+            let (mine, rest): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut f.frees).into_iter().partition(|(t, _)| *t == self.index);
+            f.frees = rest;
+            self.shared.foreign_pending.store(!f.frees.is_empty(), Ordering::Release);
+            mine
+        };
+        for (_, p) in mine {
+            self.schedule_free(p);
+        }
+    }
+
+    // ----- the loop ---------------------------------------------------------------------
+
+    /// Runs the worker loop until shutdown.
+    pub(crate) fn run_loop(&self) {
+        let mut idle: u32 = 0;
+        loop {
+            let mut useful = false;
+            // 1. ready fibers, FIFO (only those ready now; newly readied ones wait a pass).
+            let n = self.ready.borrow().len();
+            for _ in 0..n {
+                let Some(id) = self.ready.borrow_mut().pop_front() else { break };
+                self.run_fiber(id);
+                useful = true;
+            }
+            // 2. trustee role: local queue, then incoming slots.
+            useful |= self.run_local();
+            for c in 0..self.n {
+                if c != self.index {
+                    useful |= self.serve(c);
+                }
+            }
+            // 3. client role: responses, continuations, flushes.
+            for t in 0..self.n {
+                if t != self.index {
+                    useful |= self.poll_client(t);
+                }
+            }
+            useful |= self.process_frees();
+            let st = &self.ctr().stats;
+            if useful {
+                idle = 0;
+                S::add(&st.useful_polls, 1);
+                continue;
+            }
+            S::add(&st.idle_polls, 1);
+            if self.shared.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            self.take_foreign_frees();
+            idle = idle.saturating_add(1);
+            if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && self.detect() {
+                break;
+            }
+            backoff(idle);
+        }
+        // Shutdown is only decided at quiescence: every request has been served, so every
+        // pending free is eligible now.
+        self.take_foreign_frees();
+        self.process_frees();
+        debug_assert!(self.pending_frees.borrow().is_empty());
+        // Deadlocked fibers (reported as Error::Deadlock) are leaked, never unwound.
+        for f in self.fibers.borrow_mut().drain(..).flatten() {
+            std::mem::forget(f);
+        }
+    }
+
+    /// Worker 0's quiescence step: wakes `wait_quiescent` callers, or decides shutdown.
+    /// Returns true when the loop must stop.
+    fn detect(&self) -> bool {
+        if !quiesce::is_quiescent(&self.shared) {
+            return false;
+        }
+        // Quiescent: nothing changes until we act (module docs of `quiesce`), so these sums
+        // are exact.
+        let mut waiting_elsewhere = false;
+        for w in 0..self.n {
+            let q = self.shared.counters[w].quiesce_waiters.load(Ordering::Acquire);
+            if q > 0 {
+                if w == self.index {
+                    self.wake_quiesce_waiters();
+                } else {
+                    waiting_elsewhere = true;
+                    self.post(w, || context::expect("wake").wake_quiesce_waiters());
+                }
+            }
+        }
+        if !self.quiesce_waiters.borrow().is_empty() || waiting_elsewhere {
+            return false;
+        }
+        if self.ready.borrow().len() > 0 {
+            return false;
+        }
+        let parked: u64 =
+            self.shared.counters.iter().map(|c| c.parked.load(Ordering::Acquire)).sum();
+        let main_done = self.shared.main_done.load(Ordering::Acquire);
+        if !main_done || parked > 0 {
+            self.shared.set_deadlock(parked, main_done);
+        }
+        self.shared.shutdown.store(true, Ordering::Release);
+        true
+    }
+}
+
+const SPIN: u32 = 64;
+const YIELD: u32 = 2048;
+
+fn backoff(idle: u32) {
+    if idle < SPIN {
+        std::hint::spin_loop();
+    } else if idle < SPIN + YIELD {
+        std::thread::yield_now();
+    } else {
+        let k = ((idle - SPIN - YIELD) / 64).min(4);
+        std::thread::sleep(std::time::Duration::from_micros(25 << k));
+    }
+}

@@ -1,0 +1,436 @@
+//! `Trust<T>`, `TrusteeRef`, the delegation calls, `Latch<T>`, and reference counting.
+//!
+//! # Reference counting (DESIGN §3.4)
+//!
+//! Every property has one atomic count in its header, touched only by `Trust::clone` and
+//! `Trust::drop` (never on the request path). Clone increments it *before* the new handle
+//! exists, drop decrements it (Release) after the handle's last use, and the thread that takes
+//! it to zero (with an Acquire fence) is the only one that goes on to free the property. So the
+//! count is never zero while a handle exists, in every interleaving: clone on worker A, move
+//! the clone to B, drop the original on A, drop the clone on B — whichever drop comes second
+//! sees the other's decrement and is the one that frees. (The seeds' scheme announced clones
+//! and drops as messages on different channels, so a drop could overtake the clone's
+//! announcement; a single count updated synchronously cannot be overtaken.)
+//!
+//! Reaching zero does not free at once: a request issued through some handle before it was
+//! dropped may still be queued or in flight on another channel (A queues `apply_then`, then
+//! moves its handle to B, which drops it last; B's free message must not overtake A's
+//! request). Therefore the last dropper sends a *free* to the trustee (or queues it locally),
+//! and the trustee snapshots, for every client `c`, how many requests `c` has queued for it so
+//! far (`issued[c][t]`, a single-writer counter that `c` bumps when it queues a request). Every
+//! request that names the property was queued before its handle's drop, which happens before
+//! the final decrement, which happens before the snapshot — so the snapshot covers it. The
+//! trustee serves each client's requests in order and frees the property once it has served
+//! `issued[c][t]` requests from every `c`. Frees always run in the worker loop, never inside
+//! a delegated closure, so a closure that drops the last handle of its own property is fine.
+//! Properties are thus dropped exactly once, on their trustee's worker. A handle dropped on a
+//! thread that is not a worker of the run is handed to the trustee through a mutex-protected
+//! list; after the run ends, the last drop frees in place.
+
+pub(crate) mod latch;
+pub(crate) mod prop;
+
+use crate::runtime::context;
+use crate::runtime::worker::{Outcome, Worker, STAGING_YIELD};
+use crate::sync::{fence, Arc, Ordering};
+use prop::{read_result, result_bytes, write_result, Prop, PropPtr, SendPtr};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+pub use latch::{Latch, LatchGuard};
+
+/// A worker in its trustee role; properties are entrusted to it.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let t = skein::trustee(1);
+/// assert_eq!(t.worker(), 1);
+/// let v = t.entrust(vec![1, 2, 3]);
+/// assert_eq!(v.apply(|v| v.len()), 3);
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TrusteeRef {
+    worker: usize,
+}
+
+/// The trustee role of the calling worker.
+///
+/// # Panics
+/// Outside a runtime.
+pub fn local_trustee() -> TrusteeRef {
+    TrusteeRef { worker: context::expect("local_trustee").index }
+}
+
+/// The trustee role of worker `worker`.
+///
+/// # Panics
+/// Outside a runtime, or if `worker >= num_workers()`.
+pub fn trustee(worker: usize) -> TrusteeRef {
+    let n = context::expect("trustee").n;
+    assert!(worker < n, "skein: trustee({worker}) but the runtime has {n} workers");
+    TrusteeRef { worker }
+}
+
+impl TrusteeRef {
+    /// The worker index.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// Makes `value` a property of this trustee and returns the first handle to it.
+    ///
+    /// # Panics
+    /// Outside a runtime.
+    pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
+        let w = context::expect("entrust");
+        assert!(self.worker < w.n, "skein: TrusteeRef from another runtime");
+        Trust { prop: prop::alloc(value, w.shared.clone()), trustee: self.worker as u32, _t: PhantomData }
+    }
+}
+
+/// A handle to a property of type `T` owned by a trustee. Clone it freely; send it anywhere
+/// (if `T: Send`). The property is dropped on its trustee after the last handle is gone.
+///
+/// `Trust<T>` is `Send` and `Sync` only if `T` is `Send`:
+///
+/// ```compile_fail
+/// fn need_send<S: Send>(_: S) {}
+/// fn f(t: skein::Trust<std::rc::Rc<u8>>) { need_send(t) }
+/// ```
+///
+/// Delegated closures must be `Send + 'static` (no borrowed captures):
+///
+/// ```compile_fail
+/// fn f(t: &skein::Trust<u64>) {
+///     let local = 5u64;
+///     t.apply(|c| *c += local); // borrows `local`
+///     let r = &local;
+///     t.apply(move |c| *c += *r);
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn f(t: &skein::Trust<u64>) {
+///     let rc = std::rc::Rc::new(1u64);
+///     t.apply(move |c| *c += *rc); // Rc is not Send
+/// }
+/// ```
+pub struct Trust<T> {
+    prop: NonNull<Prop<T>>,
+    trustee: u32,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the value is only touched on its trustee (prop invariant 2) and moves there by value
+// inside `entrust`; so a handle may live on any thread when `T: Send`.
+unsafe impl<T: Send> Send for Trust<T> {}
+// SAFETY: all `&self` methods only queue closures (which need `Send`) or touch the atomic count.
+unsafe impl<T: Send> Sync for Trust<T> {}
+
+impl<T> std::fmt::Debug for Trust<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trust").field("trustee", &self.trustee).field("prop", &self.prop).finish()
+    }
+}
+
+impl<T> Clone for Trust<T> {
+    fn clone(&self) -> Self {
+        let old = self.head().refs.fetch_add(1, Ordering::Relaxed);
+        if old > isize::MAX as usize {
+            std::process::abort();
+        }
+        Trust { prop: self.prop, trustee: self.trustee, _t: PhantomData }
+    }
+}
+
+impl<T> Drop for Trust<T> {
+    fn drop(&mut self) {
+        if self.head().refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        let shared = self.head().shared.clone();
+        release_last(PropPtr(self.prop.cast()), self.trustee as usize, shared);
+    }
+}
+
+fn release_last(p: PropPtr, t: usize, shared: Arc<crate::runtime::shared::Shared>) {
+    match context::current() {
+        Some(w) if Arc::ptr_eq(&w.shared, &shared) => {
+            if w.index == t {
+                w.schedule_free(p);
+            } else {
+                w.post(t, move || context::expect("free").schedule_free(p));
+            }
+        }
+        _ => {
+            let mut f = shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
+            if f.running {
+                f.frees.push((t, p));
+                shared.foreign_pending.store(true, Ordering::Release);
+            } else {
+                drop(f);
+                // SAFETY: the count is zero and the run is over: nothing can reach the property.
+                unsafe { prop::free_prop(p) };
+            }
+        }
+    }
+}
+
+impl<T> Trust<T> {
+    fn head(&self) -> &prop::PropHead {
+        // SAFETY: we hold a count, so the property is alive (prop invariant 1); the header is
+        // never mutated except through its atomic.
+        unsafe { &self.prop.as_ref().head }
+    }
+
+    fn value(&self) -> SendPtr<T> {
+        // SAFETY: only computes the address of the value inside the live property.
+        SendPtr(unsafe { self.prop.as_ref() }.value.get())
+    }
+
+    #[inline]
+    fn worker_for(&self, what: &str) -> &'static Worker {
+        let w = context::expect(what);
+        if !Arc::ptr_eq(&self.head().shared, &w.shared) {
+            panic!("skein: `{what}` on a Trust created by another run of a runtime");
+        }
+        w
+    }
+
+    /// The trustee that owns the property.
+    pub fn trustee(&self) -> TrusteeRef {
+        TrusteeRef { worker: self.trustee as usize }
+    }
+}
+
+/// Moves `job` to trustee `t` and suspends the calling fiber until its result is back.
+fn call_blocking<U, J>(w: &Worker, t: usize, job: J) -> U
+where
+    J: FnOnce() -> U + Send + 'static,
+    U: Send + 'static,
+{
+    let fid = w.current_fiber().expect("fiber");
+    let mut res: Option<std::thread::Result<U>> = None;
+    let dest = SendPtr(&mut res as *mut Option<std::thread::Result<U>>);
+    let deliver = move |r: std::thread::Result<U>| {
+        // SAFETY: `res` lives on the suspended fiber's stack until it resumes, which happens
+        // only after this runs (make_ready below), on the same worker.
+        unsafe { *dest.get_mut() = Some(r) };
+        context::expect("apply").make_ready(fid);
+    };
+    if t == w.index {
+        w.push_local(move |()| deliver(catch_unwind(AssertUnwindSafe(job))));
+    } else {
+        w.send(
+            t,
+            move |out| match catch_unwind(AssertUnwindSafe(job)) {
+                Ok(u) => {
+                    // SAFETY: `out` is this request's result space in the response slot
+                    // (slot rule 2; sized by result_bytes::<U>()).
+                    unsafe { write_result(out, u) };
+                    None
+                }
+                Err(p) => Some(p),
+            },
+            result_bytes::<U>(),
+            move |o: Outcome| {
+                deliver(match o.panic {
+                    // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
+                    None => Ok(unsafe { read_result::<U>(o.resp) }),
+                    Some(p) => Err(p),
+                })
+            },
+        );
+    }
+    crate::fiber::suspend();
+    match res.take().expect("skein: fiber resumed without a result") {
+        Ok(u) => u,
+        Err(p) => resume_unwind(p),
+    }
+}
+
+impl<T: Send + 'static> Trust<T> {
+    /// Applies `f` to the property on its trustee and returns the result. Suspends only the
+    /// calling fiber; when the trustee is the current worker (and no earlier local request is
+    /// pending) `f` runs inline. A panic in `f` is resumed here.
+    ///
+    /// # Panics
+    /// In delegated context (use [`Trust::apply_then`] or [`Trust::launch`]), outside a fiber,
+    /// or if `f` panics.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(1).entrust(String::from("ab"));
+    /// t.apply(|s| s.push('c'));
+    /// assert_eq!(t.apply(|s| s.clone()), "abc");
+    /// # }).unwrap();
+    /// ```
+    pub fn apply<U, F>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        let w = self.worker_for("apply");
+        w.check_may_block("apply");
+        let p = self.value();
+        let t = self.trustee as usize;
+        if t == w.index && w.local_queue_empty() {
+            // SAFETY: prop invariant 2 — we are on the trustee, outside delegated code, and
+            // `f` (delegated, cannot block) runs to completion before anything else here.
+            return w.delegated(|| f(unsafe { p.get_mut() }));
+        }
+        // SAFETY (inside the job): runs on the trustee as delegated code (prop invariant 2).
+        call_blocking(w, t, move || f(unsafe { p.get_mut() }))
+    }
+
+    /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
+    /// calling worker. Requests from one fiber to one trustee are applied in order. Allowed in
+    /// delegated context. A panic in `f` or `then` makes [`crate::Runtime::run`] fail.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::sync::Arc;
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(1).entrust(0u32);
+    /// let seen = Arc::new(AtomicU32::new(0));
+    /// let s = seen.clone();
+    /// t.apply_then(|c| { *c += 5; *c }, move |v| s.store(v, Relaxed));
+    /// skein::wait_quiescent();
+    /// assert_eq!(seen.load(Relaxed), 5);
+    /// # }).unwrap();
+    /// ```
+    pub fn apply_then<U, F, G>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+        G: FnOnce(U) + 'static,
+    {
+        let w = self.worker_for("apply_then");
+        let p = self.value();
+        let t = self.trustee as usize;
+        if t == w.index {
+            w.push_local(move |()| {
+                // SAFETY: local queue records run on the trustee as delegated code.
+                match catch_unwind(AssertUnwindSafe(move || f(unsafe { p.get_mut() }))) {
+                    Ok(u) => run_then(then, u),
+                    Err(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
+                }
+            });
+        } else {
+            w.send(
+                t,
+                // SAFETY (inside): runs on the trustee as delegated code (prop invariant 2).
+                move |out| match catch_unwind(AssertUnwindSafe(move || f(unsafe { p.get_mut() }))) {
+                    Ok(u) => {
+                        // SAFETY: `out` is this request's result space (slot rule 2).
+                        unsafe { write_result(out, u) };
+                        None
+                    }
+                    Err(e) => Some(e),
+                },
+                result_bytes::<U>(),
+                move |o: Outcome| match o.panic {
+                    // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
+                    None => run_then(then, unsafe { read_result::<U>(o.resp) }),
+                    Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
+                },
+            );
+        }
+        if !w.in_delegated() && w.current_fiber().is_some() && w.backlog(t) >= STAGING_YIELD {
+            w.yield_now();
+        }
+    }
+
+    /// Like [`Trust::apply`], with an argument that travels serialized through
+    /// [`crate::wire::codec`] (bincode): for heap data such as strings and vectors.
+    ///
+    /// # Panics
+    /// As [`Trust::apply`]; also if `v` cannot be encoded or decoded.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(1).entrust(0usize);
+    /// let n = t.apply_with(|c, (k, s): (usize, String)| { *c += k + s.len(); *c }, (1, "xy".into()));
+    /// assert_eq!(n, 3);
+    /// # }).unwrap();
+    /// ```
+    pub fn apply_with<V, U, F>(&self, f: F, v: V) -> U
+    where
+        V: Serialize + DeserializeOwned,
+        F: FnOnce(&mut T, V) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        let bytes = crate::wire::codec::encode(&v)
+            .unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
+        self.apply(move |t| {
+            let v: V = crate::wire::codec::decode(&bytes)
+                .unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
+            f(t, v)
+        })
+    }
+}
+
+fn run_then<U, G: FnOnce(U)>(then: G, u: U) {
+    if let Err(e) = catch_unwind(AssertUnwindSafe(move || then(u))) {
+        context::expect("apply_then").record_panic(e, "apply_then continuation");
+    }
+}
+
+impl<T: Send + 'static> Trust<Latch<T>> {
+    /// Runs `f` in a new fiber on the trustee's worker, holding the latch, and returns its
+    /// result. Unlike delegated closures, `f` may block (nested `apply`, `join`, ...); other
+    /// `launch`es on the same property wait for the latch.
+    ///
+    /// # Panics
+    /// In delegated context or outside a fiber; resumes a panic of `f`.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let other = skein::trustee(0).entrust(10u32);
+    /// let l = skein::trustee(1).entrust(skein::Latch::new(1u32));
+    /// let v = l.launch(move |x| { *x += other.apply(|o| *o); *x });
+    /// assert_eq!(v, 11);
+    /// # }).unwrap();
+    /// ```
+    pub fn launch<U, F>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        let w = self.worker_for("launch");
+        w.check_may_block("launch");
+        let me = self.clone();
+        crate::runtime::spawn_on(self.trustee as usize, move || {
+            let latch: *const Latch<T> = me.value().0;
+            // SAFETY: this fiber runs on the trustee; `me` keeps the property (and so the latch)
+            // alive until after the unlock; latch invariant 1 keeps the value apart from any
+            // `&mut Latch` that delegated closures may create meanwhile.
+            unsafe { Latch::lock_raw(latch) };
+            struct Unlock<T>(*const Latch<T>);
+            impl<T> Drop for Unlock<T> {
+                fn drop(&mut self) {
+                    // SAFETY: we locked it above and the property is still alive (`me`).
+                    unsafe { Latch::unlock_raw(self.0) };
+                }
+            }
+            let _u = Unlock(latch);
+            // SAFETY: we hold the latch (latch invariants 1, 3): the only reference to the value.
+            let value = unsafe { &mut *(*latch).value_ptr() };
+            let r = f(value);
+            drop(_u);
+            drop(me);
+            r
+        })
+        .join()
+    }
+}

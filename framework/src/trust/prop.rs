@@ -1,0 +1,143 @@
+//! Property allocation, results in response slots, and raw pointers that cross workers.
+//!
+//! # Invariants
+//!
+//! 1. A property is a `Box<Prop<T>>` leaked into a [`PropPtr`]; its `head.free` is
+//!    `free_typed::<T>`; it is freed exactly once, by [`free_prop`], after its reference count
+//!    reached zero (see the argument in [`crate::trust`]).
+//! 2. `&mut T` to a property's value is only created on its trustee's worker thread (or after
+//!    the runtime stopped), by delegated code that runs to completion without switching fibers,
+//!    so two such references never coexist.
+//! 3. A result written by [`write_result::<U>`] is read exactly once by [`read_result::<U>`]
+//!    with the same `U`, at the same offset, after the slot protocol handed the bytes over.
+
+use crate::runtime::shared::Shared;
+use crate::sync::{Arc, AtomicUsize, UnsafeCell};
+use std::mem::{align_of, size_of};
+use std::ptr::{self, NonNull};
+
+/// Header common to every property.
+#[repr(C)]
+pub(crate) struct PropHead {
+    pub(crate) refs: AtomicUsize,
+    pub(crate) shared: Arc<Shared>,
+    free: unsafe fn(NonNull<PropHead>),
+}
+
+/// A property: header + value.
+#[repr(C)]
+pub(crate) struct Prop<T> {
+    pub(crate) head: PropHead,
+    pub(crate) value: UnsafeCell<T>,
+}
+
+/// Type-erased pointer to a property, movable between workers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PropPtr(pub(crate) NonNull<PropHead>);
+
+// SAFETY: the pointer is only dereferenced under invariants 1 and 2 (on the trustee, or to
+// touch the atomic count); the value type is `Send` (required by `entrust`).
+unsafe impl Send for PropPtr {}
+
+unsafe fn free_typed<T>(p: NonNull<PropHead>) {
+    // SAFETY: invariant 1 — `p` came from `Box<Prop<T>>::into_raw` and this is the only free.
+    drop(unsafe { Box::from_raw(p.as_ptr() as *mut Prop<T>) });
+}
+
+/// Allocates a property with count 1.
+pub(crate) fn alloc<T: Send + 'static>(value: T, shared: Arc<Shared>) -> NonNull<Prop<T>> {
+    let b = Box::new(Prop {
+        head: PropHead { refs: AtomicUsize::new(1), shared, free: free_typed::<T> },
+        value: UnsafeCell::new(value),
+    });
+    NonNull::from(Box::leak(b))
+}
+
+/// Frees a property.
+///
+/// # Safety
+/// Invariant 1: the count is zero and no request that names the property is still unserved;
+/// the caller runs on the trustee's worker or after the runtime stopped.
+pub(crate) unsafe fn free_prop(p: PropPtr) {
+    // SAFETY: the head is alive until this call (invariant 1).
+    let f = unsafe { p.0.as_ref().free };
+    // SAFETY: forwarded caller promise.
+    unsafe { f(p.0) }
+}
+
+/// A `*mut T` that may be captured by a `Send` closure.
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+
+// SAFETY: it is only dereferenced on the trustee that owns the pointee (invariant 2), and the
+// pointee is `Send`-bounded wherever a `SendPtr` is built (`Trust<T: Send>`, fiber stack slots
+// of `Send` results).
+unsafe impl<T: Send> Send for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointee as `&mut`.
+    ///
+    /// # Safety
+    /// Invariant 2: called on the owning worker, with no other live reference to the pointee.
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub(crate) unsafe fn get_mut<'a>(self) -> &'a mut T {
+        // SAFETY: forwarded caller promise.
+        unsafe { &mut *self.0 }
+    }
+}
+
+/// Results above this size (or with alignment above 8) travel boxed.
+const RESULT_INLINE_MAX: usize = 256;
+
+#[inline]
+const fn result_inline<U>() -> bool {
+    size_of::<U>() <= RESULT_INLINE_MAX && align_of::<U>() <= 8
+}
+
+/// Bytes a result of type `U` takes in a response slot (a multiple of 8).
+#[inline]
+pub(crate) const fn result_bytes<U>() -> u32 {
+    if result_inline::<U>() {
+        size_of::<U>().next_multiple_of(8) as u32
+    } else {
+        8
+    }
+}
+
+/// Writes a result into a response slot.
+///
+/// # Safety
+/// `out` is 8-aligned, valid for `result_bytes::<U>()` bytes and owned by the caller (slot
+/// rule 2).
+#[inline]
+pub(crate) unsafe fn write_result<U>(out: *mut u8, u: U) {
+    if result_inline::<U>() {
+        // SAFETY: caller promise; U's alignment is at most 8.
+        unsafe { ptr::write(out as *mut U, u) }
+    } else {
+        // SAFETY: caller promise; a Box is one 8-aligned word.
+        unsafe { ptr::write(out as *mut Box<U>, Box::new(u)) }
+    }
+}
+
+/// Reads a result back (invariant 3).
+///
+/// # Safety
+/// `p` holds a result written by `write_result::<U>` not read before, owned by the caller.
+#[inline]
+pub(crate) unsafe fn read_result<U>(p: *const u8) -> U {
+    if result_inline::<U>() {
+        // SAFETY: caller promise.
+        unsafe { ptr::read(p as *const U) }
+    } else {
+        // SAFETY: caller promise.
+        *unsafe { ptr::read(p as *const Box<U>) }
+    }
+}

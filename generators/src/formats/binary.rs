@@ -1,0 +1,348 @@
+//! The Skein binary graph format (`.skg`). Layout in the [module docs](super).
+//!
+//! Reading and writing move the arrays in large chunks (8 MiB) through one buffer,
+//! converting to and from little-endian and feeding the XXH64 checksum on the way, so
+//! the cost is close to that of copying the bytes.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use super::xxh64::Xxh64;
+use super::{weight_ok, FormatError, Location, IO_BUFFER};
+use crate::graph::EdgeList;
+
+/// The first 8 bytes of every Skein binary graph file.
+pub const MAGIC: [u8; 8] = *b"\x89SKG\r\n\x1a\n";
+/// The version this build writes and reads.
+pub const VERSION: u32 = 1;
+/// Header bytes.
+const HEADER: usize = 64;
+/// Trailer bytes (the checksum).
+const TRAILER: u64 = 8;
+/// Flag bit: the file holds weights.
+const FLAG_WEIGHTED: u32 = 1;
+
+/// Most edges reserved up front on the word of a header alone (stream input of unknown
+/// size); longer arrays grow as their bytes actually arrive.
+const MAX_TRUSTED_RESERVE: u64 = 1 << 20;
+
+/// What the header says.
+#[derive(Debug, Clone, Copy)]
+struct Header {
+    weighted: bool,
+    id_bytes: u64,
+    num_vertices: u64,
+    num_edges: u64,
+}
+
+impl Header {
+    /// Total file length the header implies, or `None` on overflow.
+    fn file_len(&self) -> Option<u64> {
+        let per_edge = 2 * self.id_bytes + if self.weighted { 4 } else { 0 };
+        self.num_edges.checked_mul(per_edge)?.checked_add(HEADER as u64 + TRAILER)
+    }
+
+    fn encode(&self) -> [u8; HEADER] {
+        let mut h = [0u8; HEADER];
+        h[0..8].copy_from_slice(&MAGIC);
+        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        let flags = if self.weighted { FLAG_WEIGHTED } else { 0 };
+        h[12..16].copy_from_slice(&flags.to_le_bytes());
+        h[16..20].copy_from_slice(&(self.id_bytes as u32).to_le_bytes());
+        h[24..32].copy_from_slice(&self.num_vertices.to_le_bytes());
+        h[32..40].copy_from_slice(&self.num_edges.to_le_bytes());
+        h
+    }
+
+    fn decode(h: &[u8; HEADER], path: &Path) -> Result<Header, FormatError> {
+        let u32_at = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+        let u64_at = |o: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&h[o..o + 8]);
+            u64::from_le_bytes(a)
+        };
+        if h[0..8] != MAGIC {
+            return Err(FormatError::NotSkein { path: path.to_owned(), found: h[0..8].to_vec() });
+        }
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(FormatError::UnsupportedVersion { path: path.to_owned(), found: version });
+        }
+        let bad = |reason: String| FormatError::BadHeader { path: path.to_owned(), reason };
+        let flags = u32_at(12);
+        if flags & !FLAG_WEIGHTED != 0 {
+            return Err(bad(format!(
+                "unknown flag bits {flags:#x} (only bit 0, weighted, is defined)"
+            )));
+        }
+        let id_bytes = u32_at(16);
+        if id_bytes != 4 && id_bytes != 8 {
+            return Err(bad(format!("id width {id_bytes} bytes (expected 4 or 8)")));
+        }
+        if u32_at(20) != 0 || h[40..64].iter().any(|&b| b != 0) {
+            return Err(bad("reserved bytes are not zero".to_owned()));
+        }
+        let header = Header {
+            weighted: flags & FLAG_WEIGHTED != 0,
+            id_bytes: u64::from(id_bytes),
+            num_vertices: u64_at(24),
+            num_edges: u64_at(32),
+        };
+        if id_bytes == 4 && header.num_vertices > 1 << 32 {
+            return Err(bad(format!(
+                "{} vertices cannot be stored as 4-byte ids",
+                header.num_vertices
+            )));
+        }
+        if header.file_len().is_none() {
+            return Err(bad(format!("edge count {} is impossibly large", header.num_edges)));
+        }
+        Ok(header)
+    }
+}
+
+/// Reads a Skein binary graph from `reader`; `name` is the file name errors report.
+///
+/// The whole input is checked (checksum, ids, weights, nothing after the trailer) before
+/// the edge list is returned.
+pub fn read_binary(reader: impl Read, name: &Path) -> Result<EdgeList, FormatError> {
+    read_stream(reader, name, None, &|_| {})
+}
+
+/// Writes `el` as a Skein binary graph (4-byte ids when every id fits).
+pub fn write_binary(writer: impl Write, el: &EdgeList, name: &Path) -> Result<(), FormatError> {
+    super::check_edge_list(el, name)?;
+    let mut writer = writer;
+    write_stream(&mut writer, el, name, &|_| {})?;
+    writer.flush().map_err(|e| FormatError::io(name, "write", e))
+}
+
+/// Reads a binary graph file, checking its length against the header first.
+pub(crate) fn read_file(
+    file: File,
+    path: &Path,
+    progress: &dyn Fn(u64),
+) -> Result<EdgeList, FormatError> {
+    let len = file.metadata().map_err(|e| FormatError::io(path, "read", e))?.len();
+    read_stream(file, path, Some(len), progress)
+}
+
+/// Fills `buf` from `r`; returns how many bytes were read (less than `buf.len()` only
+/// at the end of the input).
+fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize, FormatError> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(FormatError::io(path, "read", e)),
+        }
+    }
+    Ok(got)
+}
+
+/// Reads and checks a binary graph. `file_len` is the input's length when known.
+fn read_stream(
+    mut r: impl Read,
+    path: &Path,
+    file_len: Option<u64>,
+    progress: &dyn Fn(u64),
+) -> Result<EdgeList, FormatError> {
+    let mut head = [0u8; HEADER];
+    let got = read_full(&mut r, &mut head, path)?;
+    if got < 8 || head[..8] != MAGIC {
+        return Err(FormatError::NotSkein {
+            path: path.to_owned(),
+            found: head[..got.min(8)].to_vec(),
+        });
+    }
+    if got < HEADER {
+        return Err(FormatError::Truncated {
+            path: path.to_owned(),
+            expected: HEADER as u64 + TRAILER,
+            found: got as u64,
+        });
+    }
+    let header = Header::decode(&head, path)?;
+    let expected = header.file_len().expect("checked by decode");
+    if let Some(len) = file_len {
+        if len < expected {
+            return Err(FormatError::Truncated { path: path.to_owned(), expected, found: len });
+        }
+        if len > expected {
+            return Err(FormatError::TrailingData {
+                path: path.to_owned(),
+                expected,
+                extra: len - expected,
+            });
+        }
+    }
+    let m = header.num_edges;
+    let reserve = match file_len {
+        Some(_) => m,
+        None => m.min(MAX_TRUSTED_RESERVE),
+    } as usize;
+
+    let mut hasher = Xxh64::new(0);
+    hasher.update(&head);
+    let mut chunk = vec![0u8; IO_BUFFER];
+    let mut done = HEADER as u64;
+
+    // Reads `count` elements of `width` bytes, handing each full chunk to `sink`.
+    let mut read_array =
+        |count: u64, width: usize, sink: &mut dyn FnMut(&[u8])| -> Result<(), FormatError> {
+            let mut left = count * width as u64;
+            let per_chunk = (IO_BUFFER / width) * width;
+            while left > 0 {
+                let want = left.min(per_chunk as u64) as usize;
+                let got = read_full(&mut r, &mut chunk[..want], path)?;
+                if got < want {
+                    return Err(FormatError::Truncated {
+                        path: path.to_owned(),
+                        expected,
+                        found: done + got as u64,
+                    });
+                }
+                hasher.update(&chunk[..want]);
+                sink(&chunk[..want]);
+                left -= want as u64;
+                done += want as u64;
+                progress(done);
+            }
+            Ok(())
+        };
+
+    let mut ids =
+        |count: u64| -> Result<Vec<u64>, FormatError> {
+            let mut v: Vec<u64> = Vec::with_capacity(reserve);
+            if header.id_bytes == 4 {
+                read_array(count, 4, &mut |b| {
+                    v.extend(
+                        b.chunks_exact(4)
+                            .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
+                    );
+                })?;
+            } else {
+                read_array(count, 8, &mut |b| {
+                    v.extend(b.chunks_exact(8).map(|c| {
+                        u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
+                    }));
+                })?;
+            }
+            Ok(v)
+        };
+    let src = ids(m)?;
+    let dst = ids(m)?;
+    let weights = if header.weighted {
+        let mut w: Vec<f32> = Vec::with_capacity(reserve);
+        read_array(m, 4, &mut |b| {
+            w.extend(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        })?;
+        Some(w)
+    } else {
+        None
+    };
+    drop(read_array);
+
+    let mut trailer = [0u8; TRAILER as usize];
+    let got = read_full(&mut r, &mut trailer, path)?;
+    if got < trailer.len() {
+        return Err(FormatError::Truncated {
+            path: path.to_owned(),
+            expected,
+            found: done + got as u64,
+        });
+    }
+    let mut one = [0u8; 1];
+    if file_len.is_none() && read_full(&mut r, &mut one, path)? > 0 {
+        return Err(FormatError::TrailingData { path: path.to_owned(), expected, extra: 1 });
+    }
+    let stored = u64::from_le_bytes(trailer);
+    let computed = hasher.finish();
+    if stored != computed {
+        return Err(FormatError::Checksum { path: path.to_owned(), stored, computed });
+    }
+
+    let n = header.num_vertices;
+    for (k, (&u, &v)) in src.iter().zip(&dst).enumerate() {
+        if u >= n || v >= n {
+            return Err(FormatError::VertexOutOfRange {
+                path: path.to_owned(),
+                at: Location::Edge(k as u64),
+                vertex: if u >= n { u } else { v },
+                num_vertices: n,
+            });
+        }
+    }
+    if let Some(w) = &weights {
+        if let Some(k) = w.iter().position(|&x| !weight_ok(x)) {
+            return Err(FormatError::BadWeight {
+                path: path.to_owned(),
+                at: Location::Edge(k as u64),
+                weight: w[k],
+            });
+        }
+    }
+    Ok(EdgeList { num_vertices: n, src, dst, weights })
+}
+
+/// Writes header, arrays and checksum (the edge list must have passed
+/// [`check_edge_list`](super::check_edge_list)).
+pub(crate) fn write_stream<W: Write>(
+    w: &mut W,
+    el: &EdgeList,
+    path: &Path,
+    progress: &dyn Fn(u64),
+) -> Result<(), FormatError> {
+    let header = Header {
+        weighted: el.weights.is_some(),
+        id_bytes: if el.num_vertices <= 1 << 32 { 4 } else { 8 },
+        num_vertices: el.num_vertices,
+        num_edges: el.len() as u64,
+    };
+    let head = header.encode();
+    let mut hasher = Xxh64::new(0);
+    hasher.update(&head);
+    super::write_all(w, &head, path)?;
+
+    let mut buf: Vec<u8> = Vec::with_capacity(IO_BUFFER);
+    let total = 2 * el.len() as u64 + if header.weighted { el.len() as u64 } else { 0 };
+    let mut done = 0u64;
+    let mut emit = |buf: &mut Vec<u8>, items: u64| -> Result<(), FormatError> {
+        hasher.update(buf);
+        super::write_all(w, buf, path)?;
+        buf.clear();
+        done += items;
+        progress(done * el.len() as u64 / total.max(1));
+        Ok(())
+    };
+    for ids in [&el.src, &el.dst] {
+        for part in ids.chunks(IO_BUFFER / header.id_bytes as usize) {
+            if header.id_bytes == 4 {
+                buf.resize(part.len() * 4, 0);
+                for (c, &v) in buf.chunks_exact_mut(4).zip(part) {
+                    c.copy_from_slice(&(v as u32).to_le_bytes());
+                }
+            } else {
+                buf.resize(part.len() * 8, 0);
+                for (c, &v) in buf.chunks_exact_mut(8).zip(part) {
+                    c.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            emit(&mut buf, part.len() as u64)?;
+        }
+    }
+    if let Some(ws) = &el.weights {
+        for part in ws.chunks(IO_BUFFER / 4) {
+            buf.resize(part.len() * 4, 0);
+            for (c, &x) in buf.chunks_exact_mut(4).zip(part) {
+                c.copy_from_slice(&x.to_le_bytes());
+            }
+            emit(&mut buf, part.len() as u64)?;
+        }
+    }
+    let sum = hasher.finish();
+    super::write_all(w, &sum.to_le_bytes(), path)
+}
