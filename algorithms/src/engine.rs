@@ -52,11 +52,21 @@ pub struct EngineOptions {
     pub delta: f32,
     /// Vertices a driver processes before it yields to its worker loop.
     pub chunk: usize,
+    /// Bytes of each request/response slot's overflow block: the batch size between
+    /// two workers (see [`skein::Builder::slot_size`]).
+    pub slot_bytes: usize,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { workers: 2, fibers: 8, pin: false, delta: DEFAULT_DELTA, chunk: 256 }
+        EngineOptions {
+            workers: 2,
+            fibers: 8,
+            pin: false,
+            delta: DEFAULT_DELTA,
+            chunk: 256,
+            slot_bytes: 64 * 1024,
+        }
     }
 }
 
@@ -98,6 +108,9 @@ pub struct SearchStats {
     pub rounds: u64,
     /// Requests sent between partitions.
     pub messages: u64,
+    /// Arcs relaxed (SSSP) or scanned (BFS), all partitions together: the work done,
+    /// to compare with the `m` of a sequential search.
+    pub arcs: u64,
     /// Runtime counters of the run.
     pub runtime: Option<skein::Stats>,
 }
@@ -123,6 +136,7 @@ impl Engine {
             .workers(opts.workers)
             .fibers_per_worker(opts.fibers)
             .pin(opts.pin)
+            .slot_size(opts.slot_bytes)
             .build()?;
         let parts = Partitioning::new(graph.num_vertices(), opts.workers);
         Ok(Engine { rt, shared: Arc::new(Shared { graph, parts }), opts })
@@ -188,7 +202,7 @@ impl Engine {
                     .collect();
                 drivers.into_iter().for_each(|h| h.join());
                 skein::wait_quiescent();
-                let next = parts.iter().filter_map(|t| t.apply(move |s| s.next_bucket(bucket))).min();
+                let next = parts.iter().filter_map(|t| t.apply(|s| s.next_bucket())).min();
                 match next {
                     Some(b) => bucket = b,
                     None => break,
@@ -196,15 +210,17 @@ impl Engine {
             }
             let seconds = start.elapsed().as_secs_f64();
             let mut gathered = Vec::with_capacity(np);
-            let mut messages = 0;
+            let (mut messages, mut arcs) = (0, 0);
             for t in parts.iter() {
-                let (dist, parent, sent) = t.apply(|s| {
-                    (std::mem::take(&mut s.dist), std::mem::take(&mut s.parent), s.sent_msgs)
+                let (dist, parent, sent, relaxed) = t.apply(|s| {
+                    let (d, p) = (std::mem::take(&mut s.dist), std::mem::take(&mut s.parent));
+                    (d, p, s.sent_msgs, s.relaxed_arcs)
                 });
                 messages += sent;
+                arcs += relaxed;
                 gathered.push((dist, parent));
             }
-            (gathered, SearchStats { seconds, rounds, messages, runtime: None })
+            (gathered, SearchStats { seconds, rounds, messages, arcs, runtime: None })
         })?;
         stats.runtime = Some(self.rt.stats());
         let n = self.shared.graph.num_vertices() as usize;
@@ -253,15 +269,17 @@ impl Engine {
             }
             let seconds = start.elapsed().as_secs_f64();
             let mut gathered = Vec::with_capacity(np);
-            let mut messages = 0;
+            let (mut messages, mut arcs) = (0, 0);
             for t in parts.iter() {
-                let (lv, parent, sent) = t.apply(|s| {
-                    (std::mem::take(&mut s.level), std::mem::take(&mut s.parent), s.sent_msgs)
+                let (lv, parent, sent, scanned) = t.apply(|s| {
+                    let (l, p) = (std::mem::take(&mut s.level), std::mem::take(&mut s.parent));
+                    (l, p, s.sent_msgs, s.scanned_arcs)
                 });
                 messages += sent;
+                arcs += scanned;
                 gathered.push((lv, parent));
             }
-            (gathered, SearchStats { seconds, rounds: level as u64, messages, runtime: None })
+            (gathered, SearchStats { seconds, rounds: level as u64, messages, arcs, runtime: None })
         })?;
         stats.runtime = Some(self.rt.stats());
         let n = self.shared.graph.num_vertices() as usize;
