@@ -31,6 +31,9 @@ use crate::hugepage;
 
 /// Edges between two progress reports of one chunk.
 const PROGRESS_EVERY: usize = 1 << 16;
+/// Edges between the one whose arcs are written and the one whose arc positions are
+/// prefetched.
+const PREFETCH_AHEAD: usize = 16;
 /// Vertices per task in the per-vertex prefix pass.
 const VERTEX_BLOCK: usize = 1 << 14;
 
@@ -176,7 +179,9 @@ fn build<C: Count>(
     {
         let mut per_chunk: Vec<_> = counts.iter_mut().map(|c| c.chunks_mut(VERTEX_BLOCK)).collect();
         let blocks: Vec<Vec<&mut [C]>> = (0..n.div_ceil(VERTEX_BLOCK))
-            .map(|_| per_chunk.iter_mut().map(|it| it.next().expect("one block per chunk")).collect())
+            .map(|_| {
+                per_chunk.iter_mut().map(|it| it.next().expect("one block per chunk")).collect()
+            })
             .collect();
         offsets[1..].par_chunks_mut(VERTEX_BLOCK).zip(blocks).for_each(|(deg, mut cs)| {
             for (i, d) in deg.iter_mut().enumerate() {
@@ -199,8 +204,9 @@ fn build<C: Count>(
     // Pass 3: scatter the arcs.
     let arcs = total as usize;
     let weighted = el.weights.is_some();
-    let mut targets = hugepage::filled_vec(arcs, 0u64);
-    let mut weights = hugepage::filled_vec(arcs, 1.0f32);
+    let mut targets: Vec<u64> = hugepage::zeroed_vec(arcs);
+    let mut weights: Vec<f32> =
+        if weighted { hugepage::zeroed_vec(arcs) } else { hugepage::filled_vec(arcs, 1.0) };
     {
         let tw = scatter::Scatter::new(&mut targets);
         let ww = scatter::Scatter::new(&mut weights);
@@ -212,6 +218,18 @@ fn build<C: Count>(
             while start < range.end {
                 let end = (start + PROGRESS_EVERY).min(range.end);
                 for k in start..end {
+                    if k + PREFETCH_AHEAD < end {
+                        // Warm the lines the arcs of a later edge will go to (the
+                        // positions are exact unless a vertex repeats in between).
+                        let (a, b) =
+                            (src[k + PREFETCH_AHEAD] as usize, dst[k + PREFETCH_AHEAD] as usize);
+                        let pa = (offsets[a] + cur[a].get()) as usize;
+                        let pb = (offsets[b] + cur[b].get()) as usize;
+                        tw.prefetch(pa);
+                        tw.prefetch(pb);
+                        ww.prefetch(pa);
+                        ww.prefetch(pb);
+                    }
                     let (u, v) = (src[k] as usize, dst[k] as usize);
                     if u == v {
                         continue;
@@ -279,6 +297,20 @@ mod scatter {
             // SAFETY: i < len, so the pointer is inside the borrowed slice; T: Copy needs
             // no drop of the old value; the caller excludes concurrent writes to i.
             unsafe { self.ptr.add(i).write(value) }
+        }
+
+        /// Hints that index `i` will be written soon (no effect if out of bounds).
+        #[inline(always)]
+        pub(super) fn prefetch(&self, i: usize) {
+            #[cfg(target_arch = "x86_64")]
+            if i < self.len {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                // SAFETY: a prefetch is only a hint: it never faults nor changes memory,
+                // and i < len keeps the address inside the borrowed slice anyway.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.ptr.add(i).cast::<i8>()) }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = i;
         }
     }
 }

@@ -79,10 +79,7 @@ impl EdgeSummary {
                             )
                         },
                     )
-                    .reduce(
-                        || (0, 0, 0, 0),
-                        |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2, x.3 + y.3),
-                    )
+                    .reduce(|| (0, 0, 0, 0), |x, y| (x.0 + y.0, x.1 + y.1, x.2 + y.2, x.3 + y.3))
             },
         );
         EdgeSummary { edges: el.len() as u64, fnv1a64, selfloops, sum_u, sum_v, sum_wbits }

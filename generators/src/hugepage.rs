@@ -33,6 +33,33 @@ pub(crate) fn filled_vec<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
     v
 }
 
+/// A zeroed `Vec<T>` of `n` elements, advised for huge pages, left untouched: large
+/// zeroed allocations come straight from `mmap` (no memset), so the pages are faulted
+/// in (as huge pages where possible) by the code that first writes them.
+pub(crate) fn zeroed_vec<T: Zeroed>(n: usize) -> Vec<T> {
+    let mut v = vec![T::ZERO; n];
+    advise_huge(v.as_mut_ptr().cast(), n.saturating_mul(std::mem::size_of::<T>()));
+    v
+}
+
+/// Element types whose all-zero value `vec!` allocates with `alloc_zeroed`.
+pub(crate) trait Zeroed: Clone {
+    /// The zero value.
+    const ZERO: Self;
+}
+
+impl Zeroed for u64 {
+    const ZERO: u64 = 0;
+}
+
+impl Zeroed for u32 {
+    const ZERO: u32 = 0;
+}
+
+impl Zeroed for f32 {
+    const ZERO: f32 = 0.0;
+}
+
 /// Asks the kernel to back `[ptr, ptr + bytes)` with transparent huge pages.
 #[cfg(target_os = "linux")]
 fn advise_huge(ptr: *mut u8, bytes: usize) {
@@ -70,5 +97,7 @@ mod tests {
         let v = filled_vec(n, 0xabu64);
         assert_eq!(v.len(), n);
         assert!(v.iter().all(|&x| x == 0xab));
+        let z: Vec<f32> = zeroed_vec(n);
+        assert!(z.len() == n && z.iter().all(|&x| x == 0.0));
     }
 }

@@ -30,7 +30,7 @@ use rayon::prelude::*;
 
 use crate::graph::{Csr, EdgeList};
 use crate::hugepage;
-use crate::prng::{jumps, MrgState};
+use crate::prng::{jumps, MrgLanes, MrgState, LANES};
 
 /// Supported SCALE values (`2^SCALE` vertices).
 pub const SCALE_RANGE: RangeInclusive<u32> = 1..=40;
@@ -46,8 +46,10 @@ const BLOCK: usize = 1 << 14;
 /// Draws below this are rejected (`(2^31 - 1) mod 10000`), so `u mod 10000` is unbiased.
 const REJECT_BELOW: u32 = 3647;
 /// `1 / (2^31 - 1)` as the reference writes it: weights and root doubles.
+#[allow(clippy::excessive_precision)] // the reference's literal, verbatim (same double)
 const INV_P: f64 = 4.656_612_875_245_796_92e-10;
 /// `2^-31 / (2^31 - 1)`: the low half of a root-stream double.
+#[allow(clippy::excessive_precision)] // the reference's literal, verbatim (same double)
 const INV_P2: f64 = 2.168_404_346_990_492_787e-19;
 
 /// Parameters of a Graph500 Kronecker graph.
@@ -164,33 +166,200 @@ impl Scrambler {
     }
 }
 
+/// Draws the next value of `s` that is not rejected (`>= REJECT_BELOW`).
+#[inline(always)]
+fn draw_accepted(s: &mut MrgState) -> u32 {
+    let u = s.next();
+    if u < REJECT_BELOW {
+        redraw(s)
+    } else {
+        u
+    }
+}
+
+/// The rare rejection path (probability 1.7e-6 per draw).
+#[cold]
+#[inline(never)]
+fn redraw(s: &mut MrgState) -> u32 {
+    loop {
+        let u = s.next();
+        if u >= REJECT_BELOW {
+            return u;
+        }
+    }
+}
+
+/// The weight made of the draw `w`: both roundings to binary32 matter.
+#[inline(always)]
+fn weight_of(w: u32) -> f32 {
+    (f64::from(w as f32) * INV_P) as f32
+}
+
+/// `u mod 10000` for `u < 2^31`, by a 32x32-bit multiply (SIMD-friendly):
+/// `m = ceil(2^45 / 10000)` errs by `10000 m - 2^45 = 1168 <= 2^(45 - 31)`, so the
+/// quotient is exact for every 31-bit `u`.
+#[inline(always)]
+fn mod10000(u: u64) -> u64 {
+    let q = ((u & 0xFFFF_FFFF) * 3_518_437_209) >> 45;
+    u - q * 10000
+}
+
+/// One level of the recursion: the endpoint bits for draw `u` (already accepted,
+/// `< 2^31`), given whether the endpoints are still equal. Branch-free.
+#[inline(always)]
+fn quadrant(u: u64, equal: bool) -> (u64, u64) {
+    let r = mod10000(u);
+    // Quadrants: B (0,1) below 1900, C (1,0) below 3800, A (0,0) below 9500, else D.
+    let d = u64::from(r >= 9500);
+    let sb = u64::from(r.wrapping_sub(1900) < 1900) | d;
+    let db = u64::from(r < 1900) | d;
+    // Clip and flip: stay in the upper triangle while the endpoints are equal.
+    let flip = u64::from(equal) & sb & (db ^ 1);
+    (sb & !flip, db | flip)
+}
+
+/// The weight made of the draw `w < 2^31`: both roundings to binary32 matter.
+#[inline(always)]
+fn weight_of(w: u64) -> f32 {
+    // w < 2^31, so the i32 conversion is exact and rounds like the reference's.
+    (f64::from(w as i32 as f32) * INV_P) as f32
+}
+
 /// The unscrambled endpoints and the weight of the edge whose stream is `s`.
 #[inline(always)]
 fn raw_edge(s: &mut MrgState, scale: u32) -> (u64, u64, f32) {
     let mut src = 0u64;
     let mut dst = 0u64;
-    let mut bit = scale;
-    while bit > 0 {
-        bit -= 1;
-        let mut u = s.next();
-        while u < REJECT_BELOW {
-            u = s.next();
-        }
-        let u = u % 10000;
-        // Quadrants: B (0,1) below 1900, C (1,0) below 3800, A (0,0) below 9500, else D.
-        let mut sb = u64::from((1900..3800).contains(&u) | (u >= 9500));
-        let mut db = u64::from((u < 1900) | (u >= 9500));
-        // Clip and flip: stay in the upper triangle while the endpoints are equal.
-        if src == dst && sb > db {
-            sb = 0;
-            db = 1;
-        }
+    for bit in (0..scale).rev() {
+        let (sb, db) = quadrant(u64::from(draw_accepted(s)), src == dst);
         src |= sb << bit;
         dst |= db << bit;
     }
-    let w = s.next();
-    let weight = (f64::from(w as f32) * INV_P) as f32;
-    (src, dst, weight)
+    (src, dst, weight_of(u64::from(s.next())))
+}
+
+/// Unscrambled edges of `LANES` streams side by side (element-wise lane loops).
+#[derive(Debug)]
+struct LaneEdges {
+    src: [u64; LANES],
+    dst: [u64; LANES],
+    weight: [f32; LANES],
+}
+
+/// [`raw_edge`] for the `LANES` streams of `lanes` at once.
+#[inline(always)]
+fn raw_edges(lanes: &mut MrgLanes, scale: u32) -> LaneEdges {
+    let mut src = [0u64; LANES];
+    let mut dst = [0u64; LANES];
+    for bit in (0..scale).rev() {
+        let mut u = lanes.next();
+        if u.iter().fold(false, |r, &x| r | (x < u64::from(REJECT_BELOW))) {
+            redraw_lanes(lanes, &mut u);
+        }
+        for l in 0..LANES {
+            let (sb, db) = quadrant(u[l], src[l] == dst[l]);
+            src[l] |= sb << bit;
+            dst[l] |= db << bit;
+        }
+    }
+    let w = lanes.next();
+    LaneEdges { src, dst, weight: w.map(weight_of) }
+}
+
+/// The rare rejections of [`raw_edges`]: redraws the lanes whose draw was rejected.
+#[cold]
+#[inline(never)]
+fn redraw_lanes(lanes: &mut MrgLanes, u: &mut [u64; LANES]) {
+    for (l, x) in u.iter_mut().enumerate() {
+        if *x < u64::from(REJECT_BELOW) {
+            let mut s = lanes.lane(l);
+            *x = u64::from(redraw(&mut s));
+            lanes.set_lane(l, &s);
+        }
+    }
+}
+
+/// Fills `src`, `dst`, `w` with the edges starting at index `first`.
+#[inline(always)]
+fn fill_block_impl(
+    scale: u32,
+    scr: &Scrambler,
+    s0: &MrgState,
+    first: u64,
+    src: &mut [u64],
+    dst: &mut [u64],
+    w: &mut [f32],
+) {
+    let j = jumps();
+    let n = src.len();
+    let full = n / LANES * LANES;
+    if full > 0 {
+        let mut states = [j.edge_state(s0, first); LANES];
+        for l in 1..LANES {
+            states[l] = j.next_edge_state(&states[l - 1]);
+        }
+        let mut lanes = MrgLanes::new(&states);
+        for i in (0..full).step_by(LANES) {
+            let e = raw_edges(&mut lanes.clone(), scale);
+            for l in 0..LANES {
+                src[i + l] = scr.apply(e.src[l]);
+                dst[i + l] = scr.apply(e.dst[l]);
+                w[i + l] = e.weight[l];
+            }
+            j.next_lane_states(&mut lanes);
+        }
+    }
+    for i in full..n {
+        let mut st = j.edge_state(s0, first + i as u64);
+        let (u, v, wt) = raw_edge(&mut st, scale);
+        src[i] = scr.apply(u);
+        dst[i] = scr.apply(v);
+        w[i] = wt;
+    }
+}
+
+mod simd {
+    //! Runtime dispatch to an AVX2 build of the block kernel (same results: the
+    //! kernel is integer arithmetic plus IEEE conversions that SIMD performs
+    //! identically).
+
+    use super::{fill_block_impl, MrgState, Scrambler};
+
+    /// [`fill_block_impl`] compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn fill_block_avx2(
+        scale: u32,
+        scr: &Scrambler,
+        s0: &MrgState,
+        first: u64,
+        src: &mut [u64],
+        dst: &mut [u64],
+        w: &mut [f32],
+    ) {
+        fill_block_impl(scale, scr, s0, first, src, dst, w)
+    }
+
+    /// Fills `src`, `dst`, `w` with the edges starting at index `first`, with AVX2
+    /// when the CPU has it.
+    pub(super) fn fill_block(
+        scale: u32,
+        scr: &Scrambler,
+        s0: &MrgState,
+        first: u64,
+        src: &mut [u64],
+        dst: &mut [u64],
+        w: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above), the only
+            // requirement for calling a function compiled with that feature.
+            unsafe { fill_block_avx2(scale, scr, s0, first, src, dst, w) };
+            return;
+        }
+        fill_block_impl(scale, scr, s0, first, src, dst, w)
+    }
 }
 
 /// Edge `k` of the graph `p`: `(u, v, weight)` as the reference emits it.
@@ -248,25 +417,15 @@ pub fn generate_range_with_progress(
     let mut dst = hugepage::filled_vec(n, 0u64);
     let mut weights = hugepage::filled_vec(n, 0f32);
 
-    let j = jumps();
     let s0 = MrgState::from_seeds(p.seed1, p.seed2);
     let scr = Scrambler::new(p);
-    let scale = p.scale;
     let done = AtomicU64::new(0);
     src.par_chunks_mut(BLOCK)
         .zip(dst.par_chunks_mut(BLOCK))
         .zip(weights.par_chunks_mut(BLOCK))
         .enumerate()
         .for_each(|(b, ((s, d), w))| {
-            let mut state = j.edge_state(&s0, range.start + (b * BLOCK) as u64);
-            for i in 0..s.len() {
-                let mut e = state;
-                let (u, v, wt) = raw_edge(&mut e, scale);
-                s[i] = scr.apply(u);
-                d[i] = scr.apply(v);
-                w[i] = wt;
-                state = j.next_edge_state(&state);
-            }
+            simd::fill_block(p.scale, &scr, &s0, range.start + (b * BLOCK) as u64, s, d, w);
             let len = s.len() as u64;
             progress(done.fetch_add(len, Ordering::Relaxed) + len);
         });
@@ -441,7 +600,41 @@ mod tests {
         let p = KroneckerParams::new(8, 16, 2, 3).unwrap();
         let (_, _, w) = edge(&p, 0);
         let expect = (f64::from(908_085_286u32 as f32) * INV_P) as f32;
+        assert_eq!(weight_of(908_085_286).to_bits(), expect.to_bits());
         assert_eq!(w.to_bits(), expect.to_bits());
+    }
+
+    #[test]
+    fn mod10000_exact() {
+        let p = (1u64 << 31) - 1;
+        for u in (0..p).step_by(9973).chain(p - 20_000..p) {
+            assert_eq!(mod10000(u), u % 10000, "u = {u}");
+        }
+        for q in 0..=p / 10000 {
+            for u in [q * 10000, q * 10000 + 9999] {
+                if u < p {
+                    assert_eq!(mod10000(u), u % 10000, "u = {u}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lane_and_scalar_kernels_agree() {
+        // Every block size around the lane width, scalar and SIMD paths alike.
+        let p = KroneckerParams::new(9, 4, 7, 1).unwrap();
+        let scr = Scrambler::new(&p);
+        let s0 = MrgState::from_seeds(7, 1);
+        for n in [0usize, 1, 7, 8, 9, 17, 64] {
+            let (mut a, mut b, mut c) = (vec![0; n], vec![0; n], vec![0.0; n]);
+            simd::fill_block(9, &scr, &s0, 100, &mut a, &mut b, &mut c);
+            let (mut a2, mut b2, mut c2) = (vec![0; n], vec![0; n], vec![0.0; n]);
+            fill_block_impl(9, &scr, &s0, 100, &mut a2, &mut b2, &mut c2);
+            assert_eq!((&a, &b, &c), (&a2, &b2, &c2));
+            for i in 0..n {
+                assert_eq!(edge(&p, 100 + i as u64), (a[i], b[i], c[i]), "edge {}", 100 + i);
+            }
+        }
     }
 
     #[test]

@@ -354,7 +354,11 @@ fn run_checks(
     check: impl Fn(u64) -> Result<(), ValidationError> + Sync,
     reached: impl Fn(u64) -> bool + Sync,
 ) -> Result<(), ValidationError> {
-    match (0..n as usize).into_par_iter().with_min_len(256).find_map_first(|v| check(v as u64).err()) {
+    match (0..n as usize)
+        .into_par_iter()
+        .with_min_len(256)
+        .find_map_first(|v| check(v as u64).err())
+    {
         None => Ok(()),
         Some(e) => Err(explain(g, root, reached, e)),
     }

@@ -15,8 +15,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir()
-            .join(format!("skein-formats-test-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("skein-formats-test-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
@@ -115,12 +115,11 @@ fn every_format_round_trips_through_files() {
             assert_eq!(detect_format(&path).unwrap(), format);
             let back = read_edges(&path).unwrap();
             match (format, weighted) {
-                (Format::El, true) => {
-                    assert_same(&back, &EdgeList { weights: None, ..el.clone() })
-                }
-                (Format::Wel, false) => {
-                    assert_same(&back, &EdgeList { weights: Some(vec![1.0; el.len()]), ..el.clone() })
-                }
+                (Format::El, true) => assert_same(&back, &EdgeList { weights: None, ..el.clone() }),
+                (Format::Wel, false) => assert_same(
+                    &back,
+                    &EdgeList { weights: Some(vec![1.0; el.len()]), ..el.clone() },
+                ),
                 _ => assert_same(&back, &el),
             }
         }
@@ -316,7 +315,9 @@ fn text_bad_weights() {
         assert!(matches!(e, FormatError::BadWeight { at: Location::Line(2), .. }), "{w}: {e:?}");
         assert_eq!(
             m,
-            format!("bad.wel:2: weight {shown} is not allowed: weights must be finite and non-negative")
+            format!(
+                "bad.wel:2: weight {shown} is not allowed: weights must be finite and non-negative"
+            )
         );
     }
 }
@@ -358,9 +359,15 @@ fn malformed_matrix_market() {
     }
     for (text, want) in [
         ("%%MatrixMarket matrix array real general\n", "bad.mtx:1: the dense `array` format"),
-        ("%%MatrixMarket matrix coordinate complex general\n", "bad.mtx:1: the `complex` field is not supported"),
+        (
+            "%%MatrixMarket matrix coordinate complex general\n",
+            "bad.mtx:1: the `complex` field is not supported",
+        ),
         ("%%MatrixMarket matrix coordinate real hermitian\n", "bad.mtx:1: symmetry `hermitian`"),
-        ("%%MatrixMarket matrix coordinate real skew-symmetric\n", "bad.mtx:1: symmetry `skew-symmetric`"),
+        (
+            "%%MatrixMarket matrix coordinate real skew-symmetric\n",
+            "bad.mtx:1: symmetry `skew-symmetric`",
+        ),
     ] {
         let e = read_mtx(text.as_bytes(), name).expect_err(text);
         assert!(matches!(e, FormatError::Unsupported { .. }), "{e:?}");
@@ -409,7 +416,14 @@ fn truncated_binary_is_refused_at_every_length() {
     }
     fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
     let m = message(&read_edges(&path).unwrap_err());
-    assert!(m.ends_with(&format!("truncated: the header announces {} bytes, the file has {}", bytes.len(), bytes.len() - 3)), "{m}");
+    assert!(
+        m.ends_with(&format!(
+            "truncated: the header announces {} bytes, the file has {}",
+            bytes.len(),
+            bytes.len() - 3
+        )),
+        "{m}"
+    );
 }
 
 #[test]
@@ -482,7 +496,10 @@ fn binary_of_a_newer_version_is_refused() {
     bytes[8] = 2;
     let e = read_binary(&bytes[..], Path::new("v.skg")).unwrap_err();
     assert!(matches!(e, FormatError::UnsupportedVersion { found: 2, .. }));
-    assert_eq!(message(&e), "v.skg: Skein binary version 2 is not supported (this build reads version 1)");
+    assert_eq!(
+        message(&e),
+        "v.skg: Skein binary version 2 is not supported (this build reads version 1)"
+    );
 }
 
 #[test]
@@ -504,7 +521,7 @@ fn unreadable_input_names_the_file() {
     let missing = dir.path("missing.el");
     let e = read_edges(&missing).unwrap_err();
     assert!(matches!(e, FormatError::Io { action: "open", .. }), "{e:?}");
-    assert!(message(&e).starts_with(&format!("{}: cannot open: ", missing.display())), "{e}");
+    assert!(message(&e).starts_with(&format!("{}: cannot open", missing.display())), "{e}");
     // A directory opens but cannot be read.
     let sub = dir.path("adir.el");
     fs::create_dir(&sub).unwrap();
@@ -521,7 +538,7 @@ fn unwritable_output_names_the_file() {
         let path = dir.path("no/such/dir/g").with_extension(format.extension());
         let e = write_edges(&path, &el, format).unwrap_err();
         assert!(matches!(e, FormatError::Io { action: "create", .. }), "{e:?}");
-        assert!(message(&e).starts_with(&format!("{}: cannot create: ", path.display())));
+        assert!(message(&e).starts_with(&format!("{}: cannot create", path.display())));
     }
     let e = write_edges(&dir.0, &el, Format::Binary).unwrap_err();
     assert!(matches!(e, FormatError::Io { .. }), "{e:?}");
@@ -543,10 +560,16 @@ fn invalid_edge_lists_are_not_written() {
     let mut el = sample(false);
     el.num_vertices = 7;
     let e = write_binary(Vec::new(), &el, name).unwrap_err();
-    assert!(message(&e).contains("edge 2 (3, 2)") || message(&e).contains("beyond the 7 vertices"), "{e}");
+    assert!(
+        message(&e).contains("edge 2 (3, 2)") || message(&e).contains("beyond the 7 vertices"),
+        "{e}"
+    );
     let mut el = sample(false);
     el.dst.pop();
-    assert!(matches!(write_mtx(Vec::new(), &el, &WriteOptions::default(), name), Err(FormatError::Unwritable { .. })));
+    assert!(matches!(
+        write_mtx(Vec::new(), &el, &WriteOptions::default(), name),
+        Err(FormatError::Unwritable { .. })
+    ));
 }
 
 #[test]
@@ -558,7 +581,10 @@ fn error_paths_survive_format_dispatch() {
     let e = read_edges(&path).unwrap_err();
     assert_eq!(
         message(&e),
-        format!("{}:3: weight -1 is not allowed: weights must be finite and non-negative", path.display())
+        format!(
+            "{}:3: weight -1 is not allowed: weights must be finite and non-negative",
+            path.display()
+        )
     );
     let _ = formats::BINARY_VERSION;
 }

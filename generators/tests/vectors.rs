@@ -252,7 +252,8 @@ fn generate_range_pieces_concatenate() {
     let p = KroneckerParams::new(11, 16, 5, 9).unwrap();
     let full = kronecker::generate(&p);
     let cuts = [0, 1, 1, 1000, 16_384, 16_385, 20_000, p.num_edges()];
-    let mut joined = EdgeList { num_vertices: p.num_vertices(), weights: Some(vec![]), ..Default::default() };
+    let mut joined =
+        EdgeList { num_vertices: p.num_vertices(), weights: Some(vec![]), ..Default::default() };
     for w in cuts.windows(2) {
         let piece = kronecker::generate_range(&p, w[0]..w[1]);
         assert_eq!(piece.len() as u64, w[1] - w[0]);

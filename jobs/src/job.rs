@@ -365,7 +365,7 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
                 }
             }
             let path = file.into_inner();
-            JobGraph::File { path: if path.is_absolute() { path } else { base.join(path) } }
+            JobGraph::File { path: if path.is_absolute() { path } else { normalize(&base.join(path)) } }
         }
         (Some(generator), None) => {
             if generator.get_ref() != "kronecker" {
@@ -416,7 +416,7 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
     let workers = positive(ctx, "runtime.workers", runtime.workers, 2, 4096)?;
     let fibers = positive(ctx, "runtime.fibers", runtime.fibers, 8, 1 << 20)?;
     let report = raw.report.unwrap_or(ReportSection { json: None, dump: None });
-    let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+    let rel = |p: PathBuf| if p.is_absolute() { p } else { normalize(&base.join(p)) };
     Ok(Job {
         source: ctx.file.to_path_buf(),
         graph,
@@ -430,6 +430,27 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         json: report.json.map(rel),
         dump: report.dump.map(rel),
     })
+}
+
+/// `a/b/../c` → `a/c`, lexically (so messages show the path a user would write).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
 }
 
 fn positive(
@@ -525,6 +546,8 @@ json = "out/r.json"
         assert!(!job.validate);
         assert_eq!((job.workers, job.fibers), (3, 4));
         assert_eq!(job.json, Some(PathBuf::from("jobs/out/r.json")));
+        let job = parse_str(&FULL.replace("out/r.json", "../reports/r.json"), &[]).unwrap();
+        assert_eq!(job.json, Some(PathBuf::from("reports/r.json")));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod chart;
 mod cmd;
+mod engines;
 mod graph_source;
 mod job;
 mod progress;

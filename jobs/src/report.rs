@@ -185,7 +185,8 @@ pub(crate) enum Validation {
 }
 
 impl Validation {
-    fn text(&self) -> String {
+    /// `passed`, `skipped` or `FAILED for root R: why`.
+    pub(crate) fn text(&self) -> String {
         match self {
             Validation::Passed => "passed".into(),
             Validation::Skipped => "skipped".into(),

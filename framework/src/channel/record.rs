@@ -91,7 +91,10 @@ pub(crate) struct RecordQueue<A, R> {
 
 impl<A, R> std::fmt::Debug for RecordQueue<A, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecordQueue").field("len", &self.len).field("words", &(self.tail - self.head)).finish()
+        f.debug_struct("RecordQueue")
+            .field("len", &self.len)
+            .field("words", &(self.tail - self.head))
+            .finish()
     }
 }
 

@@ -81,7 +81,10 @@ pub(crate) fn in_fiber() -> bool {
 /// When called outside a fiber.
 pub(crate) fn suspend() {
     let y = CURRENT.with(|c| c.get());
-    assert!(!y.is_null(), "skein: blocking call outside a fiber (call it from inside Runtime::run)");
+    assert!(
+        !y.is_null(),
+        "skein: blocking call outside a fiber (call it from inside Runtime::run)"
+    );
     // SAFETY: invariant 2 — a non-null CURRENT is the running fiber's live Yielder, and we are
     // on that fiber's stack (the worker loop resets CURRENT to null after every resume).
     unsafe { (*y).suspend(()) };
@@ -97,7 +100,10 @@ pub(crate) struct StackPool {
 
 impl std::fmt::Debug for StackPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StackPool").field("free", &self.stacks.len()).field("size", &self.size).finish()
+        f.debug_struct("StackPool")
+            .field("free", &self.stacks.len())
+            .field("size", &self.size)
+            .finish()
     }
 }
 

@@ -29,7 +29,9 @@ pub(crate) fn current() -> Option<&'static Worker> {
 pub(crate) fn expect(what: &str) -> &'static Worker {
     match current() {
         Some(w) => w,
-        None => panic!("skein: `{what}` called outside a skein runtime (use it inside Runtime::run)"),
+        None => {
+            panic!("skein: `{what}` called outside a skein runtime (use it inside Runtime::run)")
+        }
     }
 }
 

@@ -201,14 +201,17 @@ impl Runtime {
             return Err(e);
         }
         let main_result = result.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let mut errors = std::mem::take(&mut *shared.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut errors =
+            std::mem::take(&mut *shared.errors.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(Err(p)) = &main_result {
             errors.insert(0, format!("main fiber panicked: {}", panic_message(&**p)));
         }
         if !errors.is_empty() {
             return Err(Error::Panicked { first: errors[0].clone(), count: errors.len() });
         }
-        if let Some((blocked, main_finished)) = *shared.deadlock.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some((blocked, main_finished)) =
+            *shared.deadlock.lock().unwrap_or_else(|e| e.into_inner())
+        {
             return Err(Error::Deadlock { blocked, main_finished });
         }
         match main_result {
@@ -218,7 +221,11 @@ impl Runtime {
     }
 }
 
-fn worker_thread(index: usize, shared: Arc<Shared>, main: Option<impl FnOnce() + 'static>) -> Result<()> {
+fn worker_thread(
+    index: usize,
+    shared: Arc<Shared>,
+    main: Option<impl FnOnce() + 'static>,
+) -> Result<()> {
     struct StopOnPanic(Arc<Shared>);
     impl Drop for StopOnPanic {
         fn drop(&mut self) {

@@ -62,9 +62,15 @@ use crate::sync::Ordering;
 
 /// Two-wave check; true means the job was quiescent between the waves (and still is).
 pub(crate) fn is_quiescent(shared: &Shared) -> bool {
-    let finished: u64 =
-        shared.counters.iter().map(|c| c.finished.load(Ordering::Acquire)).fold(0, u64::wrapping_add);
-    let created: u64 =
-        shared.counters.iter().map(|c| c.created.load(Ordering::Acquire)).fold(0, u64::wrapping_add);
+    let finished: u64 = shared
+        .counters
+        .iter()
+        .map(|c| c.finished.load(Ordering::Acquire))
+        .fold(0, u64::wrapping_add);
+    let created: u64 = shared
+        .counters
+        .iter()
+        .map(|c| c.created.load(Ordering::Acquire))
+        .fold(0, u64::wrapping_add);
     finished == created
 }

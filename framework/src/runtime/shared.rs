@@ -53,6 +53,8 @@ pub(crate) struct Foreign {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) n: usize,
+    /// Distinguishes runs, so a handle from another run is refused without touching memory.
+    pub(crate) run_id: u32,
     pub(crate) cfg: Config,
     pairs: Box<[SlotPair]>,
     pub(crate) counters: Box<[WorkerCounters]>,
@@ -67,8 +69,10 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(cfg: Config) -> Shared {
         let n = cfg.workers;
+        static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         Shared {
             n,
+            run_id: RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pairs: (0..n * n).map(|_| SlotPair::new(cfg.slot_overflow)).collect(),
             counters: (0..n)
                 .map(|_| WorkerCounters {

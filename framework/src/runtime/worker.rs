@@ -515,6 +515,11 @@ impl Worker {
                 break;
             }
             self.take_foreign_frees();
+            if self.clients.iter().any(|c| c.in_flight.get() > 0) {
+                // A response is due: keep polling instead of giving the core away.
+                std::hint::spin_loop();
+                continue;
+            }
             idle = idle.saturating_add(1);
             if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && self.detect() {
                 break;
@@ -555,7 +560,7 @@ impl Worker {
         if !self.quiesce_waiters.borrow().is_empty() || waiting_elsewhere {
             return false;
         }
-        if self.ready.borrow().len() > 0 {
+        if !self.ready.borrow().is_empty() {
             return false;
         }
         let parked: u64 =

@@ -89,7 +89,12 @@ impl TrusteeRef {
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
         let w = context::expect("entrust");
         assert!(self.worker < w.n, "skein: TrusteeRef from another runtime");
-        Trust { prop: prop::alloc(value, w.shared.clone()), trustee: self.worker as u32, _t: PhantomData }
+        Trust {
+            prop: prop::alloc(value, w.shared.clone()),
+            trustee: self.worker as u32,
+            run: w.shared.run_id,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -123,6 +128,7 @@ impl TrusteeRef {
 pub struct Trust<T> {
     prop: NonNull<Prop<T>>,
     trustee: u32,
+    run: u32,
     _t: PhantomData<T>,
 }
 
@@ -144,7 +150,7 @@ impl<T> Clone for Trust<T> {
         if old > isize::MAX as usize {
             std::process::abort();
         }
-        Trust { prop: self.prop, trustee: self.trustee, _t: PhantomData }
+        Trust { prop: self.prop, trustee: self.trustee, run: self.run, _t: PhantomData }
     }
 }
 
@@ -197,7 +203,7 @@ impl<T> Trust<T> {
     #[inline]
     fn worker_for(&self, what: &str) -> &'static Worker {
         let w = context::expect(what);
-        if !Arc::ptr_eq(&self.head().shared, &w.shared) {
+        if self.run != w.shared.run_id {
             panic!("skein: `{what}` on a Trust created by another run of a runtime");
         }
         w
@@ -286,8 +292,7 @@ impl<T: Send + 'static> Trust<T> {
             // `f` (delegated, cannot block) runs to completion before anything else here.
             return w.delegated(|| f(unsafe { p.get_mut() }));
         }
-        // SAFETY (inside the job): runs on the trustee as delegated code (prop invariant 2).
-        call_blocking(w, t, move || f(unsafe { p.get_mut() }))
+        call_blocking(w, t, move || on_trustee(p, f))
     }
 
     /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
@@ -318,8 +323,7 @@ impl<T: Send + 'static> Trust<T> {
         let t = self.trustee as usize;
         if t == w.index {
             w.push_local(move |()| {
-                // SAFETY: local queue records run on the trustee as delegated code.
-                match catch_unwind(AssertUnwindSafe(move || f(unsafe { p.get_mut() }))) {
+                match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
                     Ok(u) => run_then(then, u),
                     Err(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
                 }
@@ -327,8 +331,7 @@ impl<T: Send + 'static> Trust<T> {
         } else {
             w.send(
                 t,
-                // SAFETY (inside): runs on the trustee as delegated code (prop invariant 2).
-                move |out| match catch_unwind(AssertUnwindSafe(move || f(unsafe { p.get_mut() }))) {
+                move |out| match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
                     Ok(u) => {
                         // SAFETY: `out` is this request's result space (slot rule 2).
                         unsafe { write_result(out, u) };
@@ -377,6 +380,15 @@ impl<T: Send + 'static> Trust<T> {
             f(t, v)
         })
     }
+}
+
+/// Applies `f` to the property behind `p`. Only ever called from delegated code running on
+/// the property's trustee (a served request or a local-queue record).
+#[inline]
+fn on_trustee<T, U>(p: SendPtr<T>, f: impl FnOnce(&mut T) -> U) -> U {
+    // SAFETY: prop invariant 2 — this runs on the trustee as delegated code that cannot switch
+    // fibers, so no other reference to the value exists meanwhile.
+    f(unsafe { p.get_mut() })
 }
 
 fn run_then<U, G: FnOnce(U)>(then: G, u: U) {

@@ -102,6 +102,15 @@ impl Header {
     }
 }
 
+/// The checksum a Skein binary file stores in its trailer, of `data`: every byte of the
+/// file before the trailer (XXH64 with seed 0). For tools that build or repair files,
+/// and for fuzzing past the checksum.
+pub fn binary_checksum(data: &[u8]) -> u64 {
+    let mut h = Xxh64::new(0);
+    h.update(data);
+    h.finish()
+}
+
 /// Reads a Skein binary graph from `reader`; `name` is the file name errors report.
 ///
 /// The whole input is checked (checksum, ids, weights, nothing after the trailer) before
@@ -315,7 +324,7 @@ pub(crate) fn write_stream<W: Write>(
         super::write_all(w, buf, path)?;
         buf.clear();
         done += items;
-        progress(done * el.len() as u64 / total.max(1));
+        progress((u128::from(done) * el.len() as u128 / u128::from(total.max(1))) as u64);
         Ok(())
     };
     for ids in [&el.src, &el.dst] {

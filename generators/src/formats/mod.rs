@@ -87,7 +87,9 @@ mod mtx;
 mod text;
 mod xxh64;
 
-pub use binary::{read_binary, write_binary, MAGIC as BINARY_MAGIC, VERSION as BINARY_VERSION};
+pub use binary::{
+    binary_checksum, read_binary, write_binary, MAGIC as BINARY_MAGIC, VERSION as BINARY_VERSION,
+};
 pub use el::{read_el, read_wel, write_el, write_wel};
 pub use mtx::{read_mtx, write_mtx};
 
@@ -199,8 +201,10 @@ impl fmt::Display for Location {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatError {
-    /// The operating system refused an operation (open, read, create, write).
-    #[error("{}: cannot {action}: {source}", path.display())]
+    /// The operating system refused an operation (open, read, create, write). The
+    /// message leaves the OS error to [`source`](std::error::Error::source), so print
+    /// the chain (anyhow's `{:#}`) to see it.
+    #[error("{}: cannot {action}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

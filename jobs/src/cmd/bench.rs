@@ -1,9 +1,479 @@
-//! `skein bench`.
+//! `skein bench`: microbenchmarks of the delegation runtime.
+//!
+//! * `skein bench fetch-add` — the seeds' fetch-and-add benchmark: W workers each perform N
+//!   increments on counters chosen from K objects (uniform or Zipf α=1), with skein's blocking
+//!   `apply` (several fibers per worker), `apply_then`, and per-object locks on plain threads
+//!   (`std::sync::Mutex`, a test-and-test-and-set spin lock, `parking_lot::Mutex`).
+//! * `skein bench micro` — fiber switch cost, one `apply` round trip between two workers, and
+//!   requests a single trustee serves per second.
+//!
+//! Timings on shared machines are noisy: compare ratios measured in one run.
+
+use anyhow::{bail, Context};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Instant;
 
 /// Arguments of `skein bench`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
 
-pub(crate) fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`skein bench` is not yet supported")
+#[derive(Debug, clap::Subcommand)]
+enum BenchCmd {
+    /// Fetch-and-add on K shared counters: delegation versus locks.
+    FetchAdd(FetchAddArgs),
+    /// Fiber switch, apply round trip, single-trustee throughput.
+    Micro(MicroArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct FetchAddArgs {
+    /// Worker threads (also the number of lock-benchmark threads).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Comma-separated object counts K.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,1024,1000000")]
+    objects: Vec<usize>,
+    /// Distribution of the chosen objects: uniform, zipf, or both.
+    #[arg(long, default_value = "both")]
+    dist: String,
+    /// Increments per worker.
+    #[arg(long, default_value_t = 2_000_000)]
+    ops: usize,
+    /// Fibers per worker for the blocking `apply` variant.
+    #[arg(long, default_value_t = 32)]
+    fibers: usize,
+    /// Implementations to run (comma-separated subset of apply,apply_then,mutex,spin,parking_lot).
+    #[arg(long, value_delimiter = ',', default_value = "apply,apply_then,mutex,spin,parking_lot")]
+    impls: Vec<String>,
+    /// Pin workers to cores.
+    #[arg(long)]
+    pin: bool,
+    /// Write the rows as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct MicroArgs {
+    /// Iterations per measurement.
+    #[arg(long, default_value_t = 200_000)]
+    iters: usize,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    match args.cmd {
+        BenchCmd::FetchAdd(a) => fetch_add(a),
+        BenchCmd::Micro(a) => micro(a),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dist {
+    Uniform,
+    Zipf,
+}
+
+impl Dist {
+    fn name(self) -> &'static str {
+        match self {
+            Dist::Uniform => "uniform",
+            Dist::Zipf => "zipf",
+        }
+    }
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    objects: usize,
+    dist: &'static str,
+    #[serde(rename = "impl")]
+    imp: String,
+    mops: f64,
+}
+
+const IMPLS: [&str; 5] = ["apply", "apply_then", "mutex", "spin", "parking_lot"];
+
+fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
+    if a.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    if a.ops == 0 {
+        bail!("--ops must be at least 1");
+    }
+    if a.fibers == 0 {
+        bail!("--fibers must be at least 1");
+    }
+    if let Some(k) = a.objects.iter().find(|&&k| k == 0 || k > u32::MAX as usize) {
+        bail!("--objects: every K must be in 1..=4294967295, got {k}");
+    }
+    for i in &a.impls {
+        if !IMPLS.contains(&i.as_str()) {
+            bail!("--impls: unknown implementation `{i}` (expected one of {})", IMPLS.join(","));
+        }
+    }
+    let dists = match a.dist.as_str() {
+        "uniform" => vec![Dist::Uniform],
+        "zipf" => vec![Dist::Zipf],
+        "both" => vec![Dist::Uniform, Dist::Zipf],
+        d => bail!("--dist: expected uniform, zipf or both, got `{d}`"),
+    };
+    let rt = skein::Runtime::builder()
+        .workers(a.workers)
+        .fibers_per_worker(a.fibers + 1)
+        .pin(a.pin)
+        .build()
+        .context("building the skein runtime")?;
+    let mut rows = Vec::new();
+    println!(
+        "fetch-add: {} workers x {} increments, {} fibers/worker for `apply` (Mops/s)",
+        a.workers, a.ops, a.fibers
+    );
+    print!("{:>8} {:>8}", "dist", "K");
+    for i in &a.impls {
+        print!(" {i:>11}");
+    }
+    println!("  apply_then/best-lock");
+    for &dist in &dists {
+        for &k in &a.objects {
+            let seqs = Arc::new(make_sequences(a.workers, a.ops, k, dist));
+            print!("{:>8} {:>8}", dist.name(), k);
+            let mut got = std::collections::HashMap::new();
+            for imp in &a.impls {
+                let mops = match imp.as_str() {
+                    "apply" => bench_apply(&rt, k, &seqs, a.fibers)?,
+                    "apply_then" => bench_apply_then(&rt, k, &seqs)?,
+                    "mutex" => bench_lock::<StdLock>(k, &seqs, a.pin),
+                    "spin" => bench_lock::<SpinLock>(k, &seqs, a.pin),
+                    "parking_lot" => bench_lock::<PlLock>(k, &seqs, a.pin),
+                    _ => unreachable!("validated above"),
+                };
+                print!(" {mops:>11.2}");
+                got.insert(imp.clone(), mops);
+                rows.push(Row { objects: k, dist: dist.name(), imp: imp.clone(), mops });
+            }
+            let best_lock = ["mutex", "spin", "parking_lot"]
+                .iter()
+                .filter_map(|i| got.get(*i))
+                .fold(0.0f64, |m, &x| m.max(x));
+            match got.get("apply_then") {
+                Some(&at) if best_lock > 0.0 => println!("  {:>6.2}x", at / best_lock),
+                _ => println!(),
+            }
+        }
+    }
+    if let Some(path) = &a.json {
+        let s = serde_json::to_string_pretty(&rows)?;
+        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// SplitMix64: a small deterministic generator (no dependency needed).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Per-worker object index sequences (generated before timing).
+fn make_sequences(workers: usize, ops: usize, k: usize, dist: Dist) -> Vec<Vec<u32>> {
+    let cdf: Vec<f64> = if dist == Dist::Zipf {
+        let mut acc = 0.0;
+        let mut c: Vec<f64> = (1..=k)
+            .map(|r| {
+                acc += 1.0 / r as f64;
+                acc
+            })
+            .collect();
+        let total = acc;
+        c.iter_mut().for_each(|x| *x /= total);
+        c
+    } else {
+        Vec::new()
+    };
+    (0..workers)
+        .map(|w| {
+            let mut rng = SplitMix(0x5EED ^ (w as u64 + 1).wrapping_mul(0x1234_5678_9ABC_DEF1));
+            (0..ops)
+                .map(|_| match dist {
+                    Dist::Uniform => (rng.next() % k as u64) as u32,
+                    Dist::Zipf => {
+                        let u = rng.unit();
+                        cdf.partition_point(|&c| c < u).min(k - 1) as u32
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn bench_apply_then(
+    rt: &skein::Runtime,
+    k: usize,
+    seqs: &Arc<Vec<Vec<u32>>>,
+) -> anyhow::Result<f64> {
+    let seqs = seqs.clone();
+    let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
+    let (secs, total) = rt.run(move || {
+        let w = skein::num_workers();
+        let trusts: Arc<Vec<skein::Trust<u64>>> =
+            Arc::new((0..k).map(|i| skein::trustee(i % w).entrust(0u64)).collect());
+        let t0 = Instant::now();
+        let hs: Vec<_> = (0..w)
+            .map(|me| {
+                let trusts = trusts.clone();
+                let seqs = seqs.clone();
+                skein::spawn_on(me, move || {
+                    for &i in &seqs[me] {
+                        trusts[i as usize].apply_then(|c| *c += 1, |()| {});
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().for_each(|h| h.join());
+        skein::wait_quiescent();
+        let secs = t0.elapsed().as_secs_f64();
+        let total: u64 = sum_counts(&trusts);
+        (secs, total)
+    })?;
+    if total != expect {
+        bail!("apply_then: counters sum to {total}, expected {expect}");
+    }
+    Ok(expect as f64 / secs / 1e6)
+}
+
+fn sum_counts(trusts: &Arc<Vec<skein::Trust<u64>>>) -> u64 {
+    let sum = Arc::new(AtomicU64::new(0));
+    for t in trusts.iter() {
+        let s = sum.clone();
+        t.apply_then(
+            |c| *c,
+            move |v| {
+                s.fetch_add(v, Ordering::Relaxed);
+            },
+        );
+    }
+    skein::wait_quiescent();
+    sum.load(Ordering::Relaxed)
+}
+
+fn bench_apply(
+    rt: &skein::Runtime,
+    k: usize,
+    seqs: &Arc<Vec<Vec<u32>>>,
+    fibers: usize,
+) -> anyhow::Result<f64> {
+    let seqs = seqs.clone();
+    let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
+    let (secs, total) = rt.run(move || {
+        let w = skein::num_workers();
+        let trusts: Arc<Vec<skein::Trust<u64>>> =
+            Arc::new((0..k).map(|i| skein::trustee(i % w).entrust(0u64)).collect());
+        let t0 = Instant::now();
+        let mut hs = Vec::new();
+        for me in 0..w {
+            for f in 0..fibers {
+                let trusts = trusts.clone();
+                let seqs = seqs.clone();
+                hs.push(skein::spawn_on(me, move || {
+                    // Fiber f takes every fibers-th operation of its worker's sequence.
+                    for &i in seqs[me].iter().skip(f).step_by(fibers) {
+                        trusts[i as usize].apply(|c| *c += 1);
+                    }
+                }));
+            }
+        }
+        hs.into_iter().for_each(|h| h.join());
+        let secs = t0.elapsed().as_secs_f64();
+        (secs, sum_counts(&trusts))
+    })?;
+    if total != expect {
+        bail!("apply: counters sum to {total}, expected {expect}");
+    }
+    Ok(expect as f64 / secs / 1e6)
+}
+
+/// A per-object lock around a counter.
+trait Lock: Send + Sync + Default {
+    fn incr(&self);
+    fn get(&self) -> u64;
+}
+
+#[derive(Default)]
+struct StdLock(std::sync::Mutex<u64>);
+impl Lock for StdLock {
+    fn incr(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+    fn get(&self) -> u64 {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[derive(Default)]
+struct PlLock(parking_lot::Mutex<u64>);
+impl Lock for PlLock {
+    fn incr(&self) {
+        *self.0.lock() += 1;
+    }
+    fn get(&self) -> u64 {
+        *self.0.lock()
+    }
+}
+
+/// Test-and-test-and-set spin lock; the counter inside is only touched while the lock is
+/// held (relaxed accesses ordered by the lock's Acquire/Release).
+#[derive(Default)]
+struct SpinLock {
+    locked: AtomicBool,
+    value: AtomicU64,
+}
+impl Lock for SpinLock {
+    fn incr(&self) {
+        loop {
+            if !self.locked.load(Ordering::Relaxed)
+                && self
+                    .locked
+                    .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.value.store(self.value.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.locked.store(false, Ordering::Release);
+    }
+    fn get(&self) -> u64 {
+        self.value.load(Ordering::Acquire)
+    }
+}
+
+/// One lock per cache line (avoids false sharing) for small K; compact for large K.
+#[derive(Default)]
+#[repr(align(64))]
+struct Padded<L>(L);
+
+fn bench_lock<L: Lock + 'static>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, pin: bool) -> f64 {
+    if k <= 1024 {
+        let locks: Arc<Vec<Padded<L>>> = Arc::new((0..k).map(|_| Padded::default()).collect());
+        run_lock_threads(
+            seqs,
+            pin,
+            locks,
+            |l, i| l[i].0.incr(),
+            |l| l.iter().map(|x| x.0.get()).sum(),
+        )
+    } else {
+        let locks: Arc<Vec<L>> = Arc::new((0..k).map(|_| L::default()).collect());
+        run_lock_threads(seqs, pin, locks, |l, i| l[i].incr(), |l| l.iter().map(|x| x.get()).sum())
+    }
+}
+
+fn run_lock_threads<C: Send + Sync + 'static>(
+    seqs: &Arc<Vec<Vec<u32>>>,
+    _pin: bool,
+    locks: Arc<C>,
+    op: fn(&C, usize),
+    total: fn(&C) -> u64,
+) -> f64 {
+    let w = seqs.len();
+    let barrier = Arc::new(Barrier::new(w + 1));
+    let hs: Vec<_> = (0..w)
+        .map(|me| {
+            let (seqs, locks, barrier) = (seqs.clone(), locks.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for &i in &seqs[me] {
+                    op(&locks, i as usize);
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let t0 = Instant::now();
+    for h in hs {
+        h.join().expect("lock benchmark thread panicked");
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
+    assert_eq!(total(&locks), expect, "lock benchmark lost increments");
+    expect as f64 / secs / 1e6
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Micro {
+    fiber_yield_ns: f64,
+    fiber_switch_ns: f64,
+    apply_round_trip_ns: f64,
+    trustee_serves_per_sec: f64,
+}
+
+fn micro(a: MicroArgs) -> anyhow::Result<()> {
+    let n = a.iters.max(1);
+    // Fiber switch: one fiber yielding to the scheduler and back (two switches per yield).
+    let rt1 = skein::Runtime::builder().workers(1).build()?;
+    let yield_ns = rt1.run(move || {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            skein::yield_now();
+        }
+        t0.elapsed().as_nanos() as f64 / n as f64
+    })?;
+    let rt2 = skein::Runtime::builder().workers(2).build()?;
+    // One blocking apply from worker 0 to worker 1, sequentially.
+    let rtt_ns = rt2.run(move || {
+        let t = skein::trustee(1).entrust(0u64);
+        let t0 = Instant::now();
+        for _ in 0..n {
+            t.apply(|c| *c += 1);
+        }
+        t0.elapsed().as_nanos() as f64 / n as f64
+    })?;
+    // A single trustee (worker 1) fed by apply_then from worker 0.
+    let m = n * 20;
+    let rate = rt2.run(move || {
+        let t = skein::trustee(1).entrust(0u64);
+        let t0 = Instant::now();
+        for _ in 0..m {
+            t.apply_then(|c| *c += 1, |()| {});
+        }
+        skein::wait_quiescent();
+        m as f64 / t0.elapsed().as_secs_f64()
+    })?;
+    let r = Micro {
+        fiber_yield_ns: yield_ns,
+        fiber_switch_ns: yield_ns / 2.0,
+        apply_round_trip_ns: rtt_ns,
+        trustee_serves_per_sec: rate,
+    };
+    println!("fiber yield_now (fiber -> loop -> fiber): {:>8.1} ns", r.fiber_yield_ns);
+    println!("fiber switch (half of the above):        {:>8.1} ns", r.fiber_switch_ns);
+    println!("apply round trip, worker 0 -> 1:         {:>8.1} ns", r.apply_round_trip_ns);
+    println!(
+        "single trustee, apply_then from 1 worker: {:>7.2} M requests/s",
+        r.trustee_serves_per_sec / 1e6
+    );
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_string_pretty(&r)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }

@@ -129,8 +129,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let written = formats::write_edges_with(&args.output, &el, format, &options, &|d| bar.set(d));
     bar.finish();
     if let Err(e) = written {
-        // Leave no half-written graph behind (readers would refuse it anyway).
-        let _ = std::fs::remove_file(&args.output);
+        // Leave no half-written graph behind (readers would refuse it anyway); never
+        // remove anything but a plain file (`-o /dev/full` must survive).
+        if std::fs::symlink_metadata(&args.output).is_ok_and(|md| md.is_file()) {
+            let _ = std::fs::remove_file(&args.output);
+        }
         return Err(e).context("writing the graph failed");
     }
     let write_s = t.elapsed().as_secs_f64();

@@ -40,44 +40,58 @@ pub(crate) fn degrees(el: &EdgeList) -> Degrees {
     if n == 0 {
         return Degrees { min: 0, median: 0, max: 0, nonisolated: 0 };
     }
-    let dense_limit = (4 * el.len() as u64).max(1 << 26);
-    let pairs = || {
-        (0..el.len()).into_par_iter().with_min_len(1 << 14).filter_map(|k| {
-            let (u, v) = (el.src[k], el.dst[k]);
-            (u != v).then_some((u, v))
-        })
-    };
-    if n <= dense_limit {
-        let counts: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
-        pairs().for_each(|(u, v)| {
-            counts[u as usize].fetch_add(1, Ordering::Relaxed);
-            counts[v as usize].fetch_add(1, Ordering::Relaxed);
-        });
-        let mut d: Vec<u64> = counts.into_iter().map(AtomicU64::into_inner).collect();
-        let nonisolated = d.par_iter().filter(|&&x| x > 0).count() as u64;
-        let max = d.par_iter().copied().max().unwrap_or(0);
-        let min = d.par_iter().copied().min().unwrap_or(0);
-        let mid = (d.len() - 1) / 2;
-        let (_, &mut median, _) = d.select_nth_unstable(mid);
-        Degrees { min, median, max, nonisolated }
+    if n <= (4 * el.len() as u64).max(1 << 26) {
+        degrees_dense(el)
     } else {
-        let mut ends: Vec<u64> = pairs().flat_map_iter(|(u, v)| [u, v]).collect();
-        ends.par_sort_unstable();
-        let mut runs: Vec<u64> = ends.chunk_by(|a, b| a == b).map(|c| c.len() as u64).collect();
-        runs.par_sort_unstable();
-        let nonisolated = runs.len() as u64;
-        let isolated = n - nonisolated;
-        let mid = (n - 1) / 2;
-        let median = if mid < isolated { 0 } else { runs[(mid - isolated) as usize] };
-        let min = if isolated > 0 { 0 } else { runs.first().copied().unwrap_or(0) };
-        Degrees { min, median, max: runs.last().copied().unwrap_or(0), nonisolated }
+        degrees_sparse(el)
     }
+}
+
+/// The non-self-loop edges, in parallel.
+fn pairs(el: &EdgeList) -> impl ParallelIterator<Item = (u64, u64)> + '_ {
+    (0..el.len()).into_par_iter().with_min_len(1 << 14).filter_map(|k| {
+        let (u, v) = (el.src[k], el.dst[k]);
+        (u != v).then_some((u, v))
+    })
+}
+
+/// [`degrees`] with one counter per vertex.
+fn degrees_dense(el: &EdgeList) -> Degrees {
+    let n = el.num_vertices;
+    let counts: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+    pairs(el).for_each(|(u, v)| {
+        counts[u as usize].fetch_add(1, Ordering::Relaxed);
+        counts[v as usize].fetch_add(1, Ordering::Relaxed);
+    });
+    let mut d: Vec<u64> = counts.into_iter().map(AtomicU64::into_inner).collect();
+    let nonisolated = d.par_iter().filter(|&&x| x > 0).count() as u64;
+    let max = d.par_iter().copied().max().unwrap_or(0);
+    let min = d.par_iter().copied().min().unwrap_or(0);
+    let mid = (d.len() - 1) / 2;
+    let (_, &mut median, _) = d.select_nth_unstable(mid);
+    Degrees { min, median, max, nonisolated }
+}
+
+/// [`degrees`] by sorting the endpoints: memory proportional to the edges only.
+fn degrees_sparse(el: &EdgeList) -> Degrees {
+    let n = el.num_vertices;
+    let mut ends: Vec<u64> = pairs(el).flat_map_iter(|(u, v)| [u, v]).collect();
+    ends.par_sort_unstable();
+    let mut runs: Vec<u64> = ends.chunk_by(|a, b| a == b).map(|c| c.len() as u64).collect();
+    runs.par_sort_unstable();
+    let nonisolated = runs.len() as u64;
+    let isolated = n - nonisolated;
+    let mid = (n - 1) / 2;
+    let median = if mid < isolated { 0 } else { runs[(mid - isolated) as usize] };
+    let min = if isolated > 0 { 0 } else { runs.first().copied().unwrap_or(0) };
+    Degrees { min, median, max: runs.last().copied().unwrap_or(0), nonisolated }
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let path = &args.file;
     let format = formats::detect_format(path)?;
-    let size = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
+    let size =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
 
     let t = Instant::now();
     let bar = progress::phase_bytes("load", size);
@@ -105,7 +119,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         deg.min, deg.median, deg.max
     );
     println!("fnv1a64       {:016x}", summary.fnv1a64);
-    eprintln!("loaded in {load_s:.2} s ({:.1} M edges/s)", el.len() as f64 / load_s.max(1e-9) / 1e6);
+    eprintln!(
+        "loaded in {load_s:.2} s ({:.1} M edges/s)",
+        el.len() as f64 / load_s.max(1e-9) / 1e6
+    );
     Ok(())
 }
 
@@ -133,12 +150,7 @@ mod tests {
         }
         let nonisolated = d.iter().filter(|&&x| x > 0).count() as u64;
         d.sort_unstable();
-        Degrees {
-            min: d[0],
-            median: d[(d.len() - 1) / 2],
-            max: *d.last().unwrap(),
-            nonisolated,
-        }
+        Degrees { min: d[0], median: d[(d.len() - 1) / 2], max: *d.last().unwrap(), nonisolated }
     }
 
     #[test]
@@ -163,6 +175,10 @@ mod tests {
             edges.push((i, (i * i) % 1000));
         }
         let g = el(1000, &edges);
-        assert_eq!(degrees(&g), naive(&g));
+        assert_eq!(degrees_dense(&g), naive(&g));
+        assert_eq!(degrees_sparse(&g), naive(&g));
+        let g = el(1500, &edges); // isolated vertices 1000.. take the lower half
+        assert_eq!(degrees_dense(&g), naive(&g));
+        assert_eq!(degrees_sparse(&g), naive(&g));
     }
 }

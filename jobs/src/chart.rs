@@ -1,0 +1,73 @@
+//! PNG charts for `skein compare`, drawn with plotters and the DejaVu Sans font
+//! embedded in the binary (no system fonts needed).
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::anyhow;
+use plotters::prelude::*;
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The font is a known-good TTF compiled into the binary: registering cannot fail
+        // for a bad file, and a failure would only show as missing text.
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+/// Draws one bar per `(label, teps)` into `path` (PNG), values in MTEPS above the bars.
+pub(crate) fn teps_bars(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> {
+    register_font();
+    let err = |e: &dyn std::fmt::Display| anyhow!("cannot draw the chart {}: {e}", path.display());
+    let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let max = bars.iter().map(|b| b.1 / 1e6).fold(0.0, f64::max).max(1e-3);
+    // A segmented 0..k axis has k + 1 slots: one per bar.
+    let n = bars.len();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(20)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d((0..n.saturating_sub(1).max(1)).into_segmented(), 0.0..max * 1.15)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc("harmonic-mean MTEPS")
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => bars.get(*i).map_or(String::new(), |b| b.0.clone()),
+            _ => String::new(),
+        })
+        .label_style(("sans-serif", 16))
+        .draw()
+        .map_err(|e| err(&e))?;
+    let colors = [RGBColor(90, 110, 140), RGBColor(70, 140, 90), RGBColor(200, 90, 40)];
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, (_, teps))| {
+            let color = colors[i % colors.len()];
+            let mut bar = Rectangle::new(
+                [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), teps / 1e6)],
+                color.filled(),
+            );
+            bar.set_margin(0, 0, 30, 30);
+            bar
+        }))
+        .map_err(|e| err(&e))?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, (_, teps))| {
+            Text::new(
+                format!("{:.1}", teps / 1e6),
+                (SegmentValue::CenterOf(i), teps / 1e6 + max * 0.03),
+                ("sans-serif", 18).into_font(),
+            )
+        }))
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! The engines a kernel can run on, behind one runner: the sequential and rayon
+//! baselines, and Skein's delegation engine. `skein sssp|bfs`, `skein run` and
+//! `skein compare` all build their engine here, so an engine runs the same way whatever
+//! command asked for it.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use skein_algorithms::{Engine as SkeinEngine, EngineOptions};
+use skein_baselines::{Engine as Baseline, Options, Solver};
+
+use crate::cmd::kernel::Kernel;
+use crate::graph_source::LoadedGraph;
+use crate::job::EngineName;
+use crate::report::{EngineInfo, KernelOutput};
+
+/// How to set an engine up (what a job file's `[runtime]` or the CLI flags say).
+#[derive(Debug, Clone)]
+pub(crate) struct EngineSpec {
+    pub(crate) engine: EngineName,
+    /// rayon threads or Skein workers (0: one per CPU).
+    pub(crate) threads: usize,
+    /// Skein fibers per worker.
+    pub(crate) fibers: usize,
+    /// Pin Skein workers to cores.
+    pub(crate) pin: bool,
+    /// SSSP bucket width (None: the engine's default).
+    pub(crate) delta: Option<f32>,
+    /// Direction-optimizing BFS heuristics of the rayon engine.
+    pub(crate) alpha: u64,
+    pub(crate) beta: u64,
+}
+
+impl EngineSpec {
+    pub(crate) fn new(engine: EngineName, threads: usize) -> EngineSpec {
+        EngineSpec {
+            engine,
+            threads,
+            fibers: 8,
+            pin: false,
+            delta: None,
+            alpha: skein_baselines::DEFAULT_ALPHA,
+            beta: skein_baselines::DEFAULT_BETA,
+        }
+    }
+}
+
+/// Totals of the Skein runtime's per-worker counters over every root of a run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(crate) struct TrusteeTotals {
+    pub(crate) worker: usize,
+    pub(crate) requests_served: u64,
+    pub(crate) batches_served: u64,
+    pub(crate) requests_sent: u64,
+    pub(crate) fibers_run: u64,
+    pub(crate) useful_polls: u64,
+    pub(crate) idle_polls: u64,
+}
+
+impl TrusteeTotals {
+    /// Share of worker-loop passes that found work.
+    pub(crate) fn busy_fraction(&self) -> f64 {
+        let all = self.useful_polls + self.idle_polls;
+        if all == 0 {
+            0.0
+        } else {
+            self.useful_polls as f64 / all as f64
+        }
+    }
+
+    /// Mean requests per served batch.
+    pub(crate) fn mean_batch(&self) -> f64 {
+        if self.batches_served == 0 {
+            0.0
+        } else {
+            self.requests_served as f64 / self.batches_served as f64
+        }
+    }
+}
+
+/// What the Skein engine did besides its results, summed over roots.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SkeinTotals {
+    pub(crate) rounds: u64,
+    pub(crate) messages: u64,
+    pub(crate) arcs: u64,
+    pub(crate) workers: Vec<TrusteeTotals>,
+}
+
+impl SkeinTotals {
+    fn add(&mut self, s: &skein_algorithms::SearchStats) {
+        self.rounds += s.rounds;
+        self.messages += s.messages;
+        self.arcs += s.arcs;
+        if let Some(rt) = &s.runtime {
+            if self.workers.len() < rt.workers.len() {
+                self.workers.resize_with(rt.workers.len(), Default::default);
+            }
+            for (i, (t, w)) in self.workers.iter_mut().zip(&rt.workers).enumerate() {
+                t.worker = i;
+                t.requests_served += w.requests_served;
+                t.batches_served += w.batches_served;
+                t.requests_sent += w.requests_sent;
+                t.fibers_run += w.fibers_run;
+                t.useful_polls += w.useful_polls;
+                t.idle_polls += w.idle_polls;
+            }
+        }
+    }
+
+    /// The `trustees` object of a JSON report.
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        let workers: Vec<serde_json::Value> = self
+            .workers
+            .iter()
+            .map(|w| {
+                let mut v = serde_json::to_value(w).unwrap_or_default();
+                v["busy_fraction"] = w.busy_fraction().into();
+                v["mean_batch"] = w.mean_batch().into();
+                v
+            })
+            .collect();
+        serde_json::json!({
+            "rounds": self.rounds,
+            "messages": self.messages,
+            "arcs_relaxed": self.arcs,
+            "workers": workers,
+        })
+    }
+
+    /// Lines for the printed report.
+    pub(crate) fn print(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        writeln!(out, "{:<32}{}", "skein rounds:", self.rounds)?;
+        writeln!(out, "{:<32}{}", "skein messages:", self.messages)?;
+        writeln!(out, "{:<32}{}", "skein arcs relaxed:", self.arcs)?;
+        for w in &self.workers {
+            writeln!(
+                out,
+                "{:<32}busy {:.1}% of loop passes, served {} requests in {} batches (mean {:.1})",
+                format!("skein worker {}:", w.worker),
+                100.0 * w.busy_fraction(),
+                w.requests_served,
+                w.batches_served,
+                w.mean_batch()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// An `f32` as the JSON number it prints as (0.05, not 0.05000000074505806).
+fn json_f32(x: f32) -> serde_json::Value {
+    format!("{x}").parse::<f64>().map_or(serde_json::Value::Null, Into::into)
+}
+
+enum Inner<'g> {
+    Baseline(Solver<'g>),
+    Skein(SkeinEngine, SkeinTotals),
+}
+
+/// A ready engine for one graph and kernel.
+pub(crate) struct Runner<'g> {
+    kernel: Kernel,
+    info: EngineInfo,
+    inner: Inner<'g>,
+}
+
+impl std::fmt::Debug for Runner<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner").field("kernel", &self.kernel).field("info", &self.info).finish()
+    }
+}
+
+impl<'g> Runner<'g> {
+    /// Sets `spec`'s engine up for `kernel` on `graph`, refusing graphs it cannot run
+    /// (no vertices, negative weights for SSSP) with a clear error.
+    pub(crate) fn new(spec: &EngineSpec, kernel: Kernel, graph: &'g LoadedGraph) -> anyhow::Result<Self> {
+        let csr = &graph.csr;
+        skein_baselines::check_graph(csr).with_context(|| format!("graph {}", graph.description))?;
+        let max_weight = if kernel == Kernel::Sssp {
+            skein_baselines::check_weights(csr)
+                .with_context(|| format!("graph {}", graph.description))?
+        } else {
+            1.0
+        };
+        let threads = if spec.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            spec.threads
+        };
+        let mut settings = serde_json::Map::new();
+        let inner = match spec.engine {
+            EngineName::Seq | EngineName::Rayon => {
+                let engine =
+                    if spec.engine == EngineName::Seq { Baseline::Seq } else { Baseline::Rayon };
+                let options =
+                    Options { threads, delta: spec.delta, alpha: spec.alpha, beta: spec.beta };
+                if engine == Baseline::Rayon {
+                    match kernel {
+                        Kernel::Sssp => {
+                            let delta = options.delta_for(max_weight);
+                            settings.insert("delta".into(), json_f32(delta));
+                        }
+                        Kernel::Bfs => {
+                            settings.insert("alpha".into(), spec.alpha.into());
+                            settings.insert("beta".into(), spec.beta.into());
+                        }
+                    }
+                }
+                Inner::Baseline(Solver::new(engine, csr, &options)?)
+            }
+            EngineName::Skein => {
+                let defaults = EngineOptions::default();
+                let opts = EngineOptions {
+                    workers: threads,
+                    fibers: spec.fibers,
+                    pin: spec.pin,
+                    delta: spec.delta.unwrap_or(defaults.delta),
+                    ..defaults
+                };
+                settings.insert("fibers".into(), opts.fibers.into());
+                settings.insert("pin".into(), opts.pin.into());
+                if kernel == Kernel::Sssp {
+                    settings.insert("delta".into(), json_f32(opts.delta));
+                }
+                settings.insert("slot_bytes".into(), opts.slot_bytes.into());
+                Inner::Skein(SkeinEngine::new(Arc::clone(csr), opts)?, SkeinTotals::default())
+            }
+        };
+        let threads = match &inner {
+            Inner::Baseline(s) => s.threads(),
+            Inner::Skein(..) => threads,
+        };
+        let info = EngineInfo { name: spec.engine.as_str().to_owned(), threads, settings };
+        Ok(Runner { kernel, info, inner })
+    }
+
+    /// The engine's description for reports.
+    pub(crate) fn info(&self) -> EngineInfo {
+        self.info.clone()
+    }
+
+    /// Runs the kernel from `root`.
+    pub(crate) fn run(&mut self, root: u64) -> anyhow::Result<KernelOutput> {
+        Ok(match (&mut self.inner, self.kernel) {
+            (Inner::Baseline(s), Kernel::Sssp) => KernelOutput::Sssp(s.sssp(root)?),
+            (Inner::Baseline(s), Kernel::Bfs) => KernelOutput::Bfs(s.bfs(root)?),
+            (Inner::Skein(e, totals), Kernel::Sssp) => {
+                let (r, stats) = e.sssp(root)?;
+                totals.add(&stats);
+                KernelOutput::Sssp(r)
+            }
+            (Inner::Skein(e, totals), Kernel::Bfs) => {
+                let (r, stats) = e.bfs(root)?;
+                totals.add(&stats);
+                KernelOutput::Bfs(r)
+            }
+        })
+    }
+
+    /// The Skein engine's totals (None for the baselines).
+    pub(crate) fn skein_totals(&self) -> Option<&SkeinTotals> {
+        match &self.inner {
+            Inner::Skein(_, t) => Some(t),
+            Inner::Baseline(_) => None,
+        }
+    }
+}

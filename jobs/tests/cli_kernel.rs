@@ -1,0 +1,206 @@
+//! `skein sssp` and `skein bfs` end to end: reports, dumps, JSON, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn skein(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(args)
+        .env("SKEIN_PROGRESS", "0")
+        .output()
+        .expect("run skein")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = skein(args);
+    assert!(
+        out.status.success(),
+        "skein {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = skein(args);
+    assert!(!out.status.success(), "skein {args:?} should fail\n{}", text(&out.stdout));
+    text(&out.stderr)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("skein-cli-kernel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `(value, parent)` columns of a dump, checking the vertex column.
+fn read_dump(path: &Path) -> Vec<(String, i64)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let f: Vec<&str> = l.split(' ').collect();
+            assert_eq!(f.len(), 3, "dump line {l:?}");
+            assert_eq!(f[0].parse::<usize>().unwrap(), i);
+            (f[1].to_owned(), f[2].parse().unwrap())
+        })
+        .collect()
+}
+
+/// Columns (bfs level, sssp distance bits) of the Graph500 reference's SCALE 10 root 0.
+fn reference_s10() -> Vec<(String, String)> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/testvectors/graph500/kron_s10_ef16_root0.txt"
+    );
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1].to_owned(), f[2].to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn sssp_reports_json_and_dumps_the_reference_distances() {
+    let want = reference_s10();
+    for (engine, threads) in [("seq", "1"), ("rayon", "2")] {
+        let json = tmp(&format!("sssp-{engine}.json"));
+        let dump = tmp(&format!("sssp-{engine}.dump"));
+        let stdout = ok(&[
+            "sssp",
+            "--engine",
+            engine,
+            "--threads",
+            threads,
+            "--roots",
+            "3",
+            "--json",
+            s(&json),
+            "--dump",
+            s(&dump),
+            "kron:10",
+        ]);
+        for key in ["SCALE:", "construction_time:", "sssp median_time:", "harmonic_mean_TEPS:"] {
+            assert!(stdout.contains(key), "{key} missing in\n{stdout}");
+        }
+        assert!(stdout.contains("validation:") && stdout.contains("passed"), "{stdout}");
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(j["kernel"], "sssp");
+        assert_eq!(j["engine"], engine);
+        assert_eq!(j["threads"], threads.parse::<u64>().unwrap());
+        assert_eq!(j["graph"]["vertices"], 1024);
+        assert_eq!(j["validated"], true);
+        assert!(j["harmonic_mean_teps"].as_f64().unwrap() > 0.0);
+        let runs = j["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3);
+        // Root 0 of SCALE 10 is 458; its TEPS edge count is 16 239 (reference README).
+        assert_eq!(runs[0]["root"], 458);
+        assert_eq!(runs[0]["nedge"], 16239);
+        assert!(runs.iter().all(|r| r["seconds"].as_f64().unwrap() > 0.0 && r["teps"].is_number()));
+        let got = read_dump(&dump);
+        assert_eq!(got.len(), 1024);
+        for (v, ((value, parent), (_, dist_bits))) in got.iter().zip(&want).enumerate() {
+            assert_eq!(value, dist_bits, "{engine}: distance of vertex {v}");
+            assert_eq!(*parent == -1, dist_bits == "bf800000", "{engine}: parent of {v}");
+        }
+        assert_eq!(got[458], ("00000000".to_owned(), 458));
+    }
+}
+
+#[test]
+fn bfs_dumps_the_reference_levels() {
+    let want = reference_s10();
+    for engine in ["seq", "rayon"] {
+        let dump = tmp(&format!("bfs-{engine}.dump"));
+        let stdout =
+            ok(&["bfs", "--engine", engine, "--roots", "2", "--dump", s(&dump), "kron:10:16:2:3"]);
+        assert!(stdout.contains("bfs  harmonic_mean_TEPS:"), "{stdout}");
+        let got = read_dump(&dump);
+        for (v, ((level, parent), (want_level, _))) in got.iter().zip(&want).enumerate() {
+            assert_eq!(level, want_level, "{engine}: level of vertex {v}");
+            assert_eq!(*parent == -1, want_level == "-1", "{engine}: parent of {v}");
+        }
+    }
+}
+
+#[test]
+fn no_validate_and_explicit_roots() {
+    let json = tmp("novalidate.json");
+    let stdout = ok(&[
+        "bfs",
+        "--engine",
+        "rayon",
+        "--root",
+        "3",
+        "--root",
+        "17",
+        "--no-validate",
+        "--json",
+        s(&json),
+        "kron:8",
+    ]);
+    assert!(stdout.contains("skipped"), "{stdout}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["validated"], false);
+    let roots: Vec<u64> =
+        j["runs"].as_array().unwrap().iter().map(|r| r["root"].as_u64().unwrap()).collect();
+    assert_eq!(roots, vec![3, 17]);
+}
+
+#[test]
+fn file_graphs_work() {
+    let g = tmp("path.wel");
+    std::fs::write(&g, "# vertices 5\n0 1 0.5\n1 2 0.25\n2 3 1.5\n3 3 0.1\n").unwrap();
+    let dump = tmp("path.dump");
+    ok(&["sssp", "--engine", "seq", "--root", "0", "--dump", s(&dump), s(&g)]);
+    let got = read_dump(&dump);
+    let bits = |x: f32| format!("{:08x}", x.to_bits());
+    assert_eq!(got[0], (bits(0.0), 0));
+    assert_eq!(got[2], (bits(0.75), 1));
+    assert_eq!(got[3], (bits(0.75 + 1.5), 2));
+    assert_eq!(got[4], ("bf800000".to_owned(), -1));
+    // Graph500 roots for a file graph: the root sequence with seeds 2 and 3.
+    ok(&["bfs", "--engine", "rayon", "--roots", "2", s(&g)]);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let e = fails(&["sssp", "--engine", "seq", "--root", "5000", "kron:10"]);
+    assert!(e.contains("root 5000 is not a vertex"), "{e}");
+    let e = fails(&["bfs", "kron:abc"]);
+    assert!(e.contains("SCALE `abc`"), "{e}");
+    let e = fails(&["bfs", "--roots", "0", "kron:6"]);
+    assert!(e.contains("--roots"), "{e}");
+    let loops = tmp("loops.el");
+    std::fs::write(&loops, "# vertices 3\n1 1\n2 2\n").unwrap();
+    let e = fails(&["bfs", "--engine", "seq", s(&loops)]);
+    assert!(e.contains("no edges"), "{e}");
+    let empty = tmp("empty.el");
+    std::fs::write(&empty, "").unwrap();
+    let e = fails(&["sssp", s(&empty)]);
+    assert!(e.contains("empty"), "{e}");
+    let negative = tmp("negative.wel");
+    std::fs::write(&negative, "0 1 0.5\n1 2 -1\n").unwrap();
+    let e = fails(&["sssp", s(&negative)]);
+    assert!(e.contains("negative.wel"), "{e}");
+    let e = fails(&["sssp", "does-not-exist.el"]);
+    assert!(e.contains("does-not-exist.el"), "{e}");
+    let e = fails(&["sssp", "--delta", "0", "kron:6"]);
+    assert!(e.contains("delta"), "{e}");
+}
