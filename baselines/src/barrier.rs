@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Spins this many times before starting to yield.
-const SPINS_BEFORE_YIELD: u32 = 1 << 12;
+const SPINS_BEFORE_YIELD: u32 = 1 << 8;
 
 #[derive(Debug)]
 pub(crate) struct SpinBarrier {

@@ -3,9 +3,13 @@
 //!
 //! # Data
 //!
-//! - `dist[v]`: an `AtomicU32` holding the bits of a non-negative binary32 distance
-//!   (`+inf` when unreached). For non-negative floats the bit patterns order like the
-//!   values, so an integer compare-and-swap minimum is a float minimum.
+//! - `state[v]`: an `AtomicU64` packing the bits of a non-negative binary32 distance
+//!   (high half; `+inf` when unreached) and the vertex that offered it (low half). For
+//!   non-negative floats the bit patterns order like the values, so one integer atomic
+//!   minimum keeps the smallest distance and, among the offers of that distance, the
+//!   smallest offering vertex: every vertex relaxes its arcs with its final distance at
+//!   least once, so that is the smallest *tight* neighbour, whatever the thread count or
+//!   timing. Parents come for free, deterministic (see [`crate::parents`]).
 //! - Each thread owns `bins`: bin `i` lists vertices whose distance fell in
 //!   `[iΔ, (i+1)Δ)` when the thread lowered it. Entries are never removed when a distance
 //!   drops further (*lazy deletion*): a stale entry is recognised and skipped when its bin
@@ -13,20 +17,23 @@
 //! - `outbox[t]`: thread `t`'s share of the current round's frontier (its local bin for
 //!   the round's bucket, moved there without copying).
 //!
-//! # One round (all threads inside one `broadcast`, [`SpinBarrier`] between phases)
+//! # One round (all threads inside one `broadcast`, one [`SpinBarrier`] per round)
 //!
-//! 1. Every thread takes chunks of the frontier (the concatenation of all outboxes) from a
-//!    shared cursor and relaxes the arcs of each vertex still in the round's bucket.
-//! 2. *Bucket fusion*: while its own bin for the current bucket is non-empty and small
+//! 0. The round's bucket `b` is the smallest bin index offered in the previous round. A
+//!    thread whose offer was a later bin takes it back into its bins.
+//! 1. Every thread takes chunks of the frontier (the concatenation of the outboxes offered
+//!    for `b`) from a shared cursor and relaxes the arcs of each vertex still in bucket `b`.
+//! 2. *Bucket fusion*: while its own bin `b` is non-empty and small
 //!    (< [`FUSION_THRESHOLD`]), a thread keeps processing it without a barrier. This
 //!    removes most of the rounds of a Kronecker graph's long, thin tail.
-//! 3. Each thread publishes the index of its first non-empty bin (atomic minimum); barrier.
-//! 4. Each thread moves its bin of that smallest index into its outbox; barrier.
+//! 3. Each thread moves its first non-empty bin into its outbox for the next round (outboxes
+//!    alternate by round parity), tags it with the bin's index and takes the atomic minimum
+//!    of the tags; barrier. Offering before the minimum is known saves GAP's second barrier.
 //!
 //! The search ends when no thread has a non-empty bin. Distances are exact binary32
-//! (see the crate docs); parents are chosen afterwards by [`crate::parents`].
+//! (see the crate docs).
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 use rayon::ThreadPool;
@@ -44,17 +51,32 @@ const CHUNK: usize = 64;
 /// "No bin": the search is over.
 const NO_BIN: usize = usize::MAX;
 
+/// A distance and the vertex that offered it, ordered by distance then vertex.
+#[inline]
+fn pack(d: f32, from: u32) -> u64 {
+    (u64::from(d.to_bits()) << 32) | u64::from(from)
+}
+
+#[inline]
+fn distance(state: u64) -> f32 {
+    f32::from_bits((state >> 32) as u32)
+}
+
 struct Shared<'a> {
     offsets: &'a [u64],
     targets: &'a [u64],
     weights: &'a [f32],
-    dist: Vec<AtomicU32>,
+    state: Vec<AtomicU64>,
     inv_delta: f32,
-    outboxes: Vec<RwLock<Vec<u32>>>,
-    /// `bucket[i & 1]` is round `i`'s bucket, `bucket[(i + 1) & 1]` collects the next one.
-    bucket: [AtomicUsize; 2],
-    /// `cursor[i & 1]` hands out round `i`'s frontier.
-    cursor: [AtomicUsize; 2],
+    /// `outboxes[i & 1][t]`: thread `t`'s offer for round `i`, a bin of index
+    /// `tags[i & 1][t]` (`NO_BIN`: nothing).
+    outboxes: [Vec<RwLock<Vec<u32>>>; 2],
+    tags: [Vec<AtomicUsize>; 2],
+    /// `bucket[i % 3]` is round `i`'s bucket; `bucket[(i + 1) % 3]` collects the next one
+    /// (an atomic minimum of the offers); `bucket[(i + 2) % 3]` is reset for round `i + 2`.
+    bucket: [AtomicUsize; 3],
+    /// `cursor[i % 3]` hands out round `i`'s frontier.
+    cursor: [AtomicUsize; 3],
     barrier: SpinBarrier,
 }
 
@@ -71,11 +93,12 @@ impl Shared<'_> {
         let (a, b) = (self.offsets[u as usize] as usize, self.offsets[u as usize + 1] as usize);
         for (&v, &w) in self.targets[a..b].iter().zip(&self.weights[a..b]) {
             let nd = du + w;
-            let nd_bits = nd.to_bits();
-            let slot = &self.dist[v as usize];
-            if nd_bits < slot.load(Ordering::Relaxed) {
-                let old = slot.fetch_min(nd_bits, Ordering::Relaxed);
-                if nd_bits < old {
+            let offer = pack(nd, u);
+            let slot = &self.state[v as usize];
+            if offer < slot.load(Ordering::Relaxed) {
+                let old = slot.fetch_min(offer, Ordering::Relaxed);
+                // Push only when the distance itself dropped (not just the parent id).
+                if offer >> 32 < old >> 32 {
                     let bin = self.bin_of(nd);
                     if bin >= bins.len() {
                         bins.resize_with(bin + 1, Vec::new);
@@ -89,7 +112,7 @@ impl Shared<'_> {
     /// Relaxes `u` if it still belongs to bucket `bucket` (skips stale entries).
     #[inline]
     fn process(&self, u: u32, bucket: usize, bins: &mut Vec<Vec<u32>>) {
-        let du = f32::from_bits(self.dist[u as usize].load(Ordering::Relaxed));
+        let du = distance(self.state[u as usize].load(Ordering::Relaxed));
         if self.bin_of(du) >= bucket {
             self.relax(u, du, bins);
         }
@@ -99,16 +122,30 @@ impl Shared<'_> {
         let mut bins: Vec<Vec<u32>> = Vec::new();
         let mut round = 0usize;
         loop {
-            let bucket = self.bucket[round & 1].load(Ordering::Relaxed);
+            let (p, r3) = (round & 1, round % 3);
+            let bucket = self.bucket[r3].load(Ordering::Relaxed);
             if bucket == NO_BIN {
                 break;
             }
-            // Phase 1: the shared frontier.
+            // An outbox holding a later bin than the round's bucket goes back to its bin.
+            let tag = self.tags[p][me].load(Ordering::Relaxed);
+            if tag != bucket && tag != NO_BIN {
+                let mut outbox = self.outboxes[p][me].write().expect("outbox lock");
+                if bins[tag].is_empty() {
+                    std::mem::swap(&mut bins[tag], &mut *outbox);
+                } else {
+                    bins[tag].append(&mut outbox);
+                }
+                self.tags[p][me].store(NO_BIN, Ordering::Relaxed);
+            }
+            // Phase 1: the shared frontier, the outboxes tagged with this round's bucket.
             {
-                let guards: Vec<_> =
-                    self.outboxes.iter().map(|o| o.read().expect("outbox lock")).collect();
+                let guards: Vec<_> = (0..self.outboxes[p].len())
+                    .filter(|&t| self.tags[p][t].load(Ordering::Relaxed) == bucket)
+                    .map(|t| self.outboxes[p][t].read().expect("outbox lock"))
+                    .collect();
                 let total: usize = guards.iter().map(|g| g.len()).sum();
-                let cursor = &self.cursor[round & 1];
+                let cursor = &self.cursor[r3];
                 loop {
                     let start = cursor.fetch_add(CHUNK, Ordering::Relaxed);
                     if start >= total {
@@ -147,25 +184,26 @@ impl Shared<'_> {
                     bins[bucket].clear();
                 }
             }
-            // Phase 3: publish this thread's next bucket.
-            let next = &self.bucket[(round + 1) & 1];
-            if let Some(i) = (bucket..bins.len()).find(|&i| !bins[i].is_empty()) {
-                next.fetch_min(i, Ordering::Relaxed);
-            }
-            self.barrier.wait();
-            // Phase 4: everyone has read this round's bucket and cursor: reset them for
-            // round + 2, and move the next bucket's bin into this thread's outbox.
-            if me == 0 {
-                self.bucket[round & 1].store(NO_BIN, Ordering::Relaxed);
-                self.cursor[round & 1].store(0, Ordering::Relaxed);
-            }
-            let next = next.load(Ordering::Relaxed);
+            // Phase 3: offer this thread's first non-empty bin for the next round. Nobody
+            // reads the other parity's outboxes until the barrier.
             {
-                let mut outbox = self.outboxes[me].write().expect("outbox lock");
+                let q = 1 - p;
+                let mut outbox = self.outboxes[q][me].write().expect("outbox lock");
                 outbox.clear();
-                if next < bins.len() {
-                    std::mem::swap(&mut bins[next], &mut *outbox);
+                match (bucket..bins.len()).find(|&i| !bins[i].is_empty()) {
+                    Some(i) => {
+                        std::mem::swap(&mut bins[i], &mut *outbox);
+                        self.tags[q][me].store(i, Ordering::Relaxed);
+                        self.bucket[(round + 1) % 3].fetch_min(i, Ordering::Relaxed);
+                    }
+                    None => self.tags[q][me].store(NO_BIN, Ordering::Relaxed),
                 }
+            }
+            // Everyone read round - 1's bucket and cursor before the last barrier: reset
+            // them for round + 2.
+            if me == 0 {
+                self.bucket[(round + 2) % 3].store(NO_BIN, Ordering::Relaxed);
+                self.cursor[(round + 2) % 3].store(0, Ordering::Relaxed);
             }
             round += 1;
             self.barrier.wait();
@@ -177,27 +215,44 @@ impl Shared<'_> {
 pub(crate) fn delta_stepping(pool: &ThreadPool, csr: &Csr, root: u32, delta: f32) -> SsspResult {
     let threads = pool.current_num_threads();
     let n = csr.num_vertices() as usize;
-    let inf = f32::INFINITY.to_bits();
-    let mut outboxes: Vec<RwLock<Vec<u32>>> =
-        (0..threads).map(|_| RwLock::new(Vec::new())).collect();
-    outboxes[0].get_mut().expect("fresh lock").push(root);
+    let unreached = pack(f32::INFINITY, u32::MAX);
+    let outbox = || (0..threads).map(|_| RwLock::new(Vec::new())).collect::<Vec<_>>();
+    let tag = || (0..threads).map(|_| AtomicUsize::new(NO_BIN)).collect::<Vec<_>>();
+    let mut outboxes = [outbox(), outbox()];
+    outboxes[0][0].get_mut().expect("fresh lock").push(root);
+    let tags = [tag(), tag()];
+    tags[0][0].store(0, Ordering::Relaxed);
     let shared = Shared {
         offsets: csr.offsets(),
         targets: csr.targets(),
         weights: csr.weights(),
-        dist: pool.install(|| {
+        state: pool.install(|| {
             use rayon::prelude::*;
-            (0..n).into_par_iter().map(|_| AtomicU32::new(inf)).collect()
+            (0..n).into_par_iter().map(|_| AtomicU64::new(unreached)).collect()
         }),
         inv_delta: 1.0 / delta,
         outboxes,
-        bucket: [AtomicUsize::new(0), AtomicUsize::new(NO_BIN)],
-        cursor: [AtomicUsize::new(0), AtomicUsize::new(0)],
+        tags,
+        bucket: [AtomicUsize::new(0), AtomicUsize::new(NO_BIN), AtomicUsize::new(NO_BIN)],
+        cursor: [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)],
         barrier: SpinBarrier::new(threads),
     };
-    shared.dist[root as usize].store(0, Ordering::Relaxed);
+    shared.state[root as usize].store(pack(0.0, root), Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
     pool.broadcast(|ctx| shared.thread_main(ctx.index()));
-    let dist: Vec<f32> = shared.dist.into_iter().map(|d| f32::from_bits(d.into_inner())).collect();
-    let parent = crate::parents::sssp_parents(pool, csr, root, &dist);
+    let t1 = std::time::Instant::now();
+    let (dist, offered): (Vec<f32>, Vec<u32>) = pool.install(|| {
+        use rayon::prelude::*;
+        shared
+            .state
+            .into_par_iter()
+            .map(|s| s.into_inner())
+            .map(|s| (distance(s), s as u32))
+            .unzip()
+    });
+    let parent = crate::parents::sssp_parents_from_offers(pool, csr, root, &dist, &offered);
+    if std::env::var_os("TMP_TRACE").is_some() {
+        eprintln!("TRACE search {:?} parents {:?}", t1 - t0, t1.elapsed());
+    }
     SsspResult { root: u64::from(root), dist, parent }
 }

@@ -1,7 +1,8 @@
 //! SSSP parents from converged distances, deterministic whatever the thread count.
 //!
-//! A reached vertex `v` (not the root) gets as parent the first neighbour `u`, in arc
-//! order, with `dist[u] + w == dist[v]` exactly in binary32 and `dist[u] < dist[v]`. Such a
+//! A reached vertex `v` (not the root) gets as parent a neighbour `u` with
+//! `dist[u] + w == dist[v]` exactly in binary32 and `dist[u] < dist[v]`: the one the
+//! search recorded ([`sssp_parents_from_offers`]) or the first in arc order. Such a
 //! `u` exists unless every tight arc into `v` comes from a vertex at the *same* distance
 //! (a zero weight, or a weight absorbed by rounding): picking those blindly could close a
 //! cycle. Those rare vertices are resolved afterwards by a sequential breadth-first pass
@@ -12,22 +13,51 @@ use rayon::prelude::*;
 use rayon::ThreadPool;
 use skein_generators::{Csr, VertexId, NO_PARENT};
 
+/// The first neighbour `u` of `v` with `dist[u] < dist[v]` and `dist[u] + w == dist[v]`.
+fn strict_tight_neighbour(csr: &Csr, dist: &[f32], v: usize) -> u64 {
+    let dv = dist[v];
+    csr.arcs(v as VertexId)
+        .find(|&(u, w)| {
+            let du = dist[u as usize];
+            du < dv && du + w == dv
+        })
+        .map_or(NO_PARENT, |(u, _)| u)
+}
+
 /// Parents for the converged distances `dist` (`+inf` = unreached) from `root`.
 pub(crate) fn sssp_parents(pool: &ThreadPool, csr: &Csr, root: u32, dist: &[f32]) -> Vec<u64> {
     let mut parent = vec![NO_PARENT; dist.len()];
     pool.install(|| {
         parent.par_iter_mut().enumerate().with_min_len(1024).for_each(|(v, p)| {
+            if v != root as usize && dist[v].is_finite() {
+                *p = strict_tight_neighbour(csr, dist, v);
+            }
+        })
+    });
+    parent[root as usize] = u64::from(root);
+    resolve_ties(csr, dist, &mut parent);
+    parent
+}
+
+/// Parents from the tight neighbours `offered[v]` that the search recorded with each
+/// distance: kept when strictly closer to the root, otherwise (an equal-distance offer,
+/// from a zero or absorbed weight) replaced as in [`sssp_parents`].
+pub(crate) fn sssp_parents_from_offers(
+    pool: &ThreadPool,
+    csr: &Csr,
+    root: u32,
+    dist: &[f32],
+    offered: &[u32],
+) -> Vec<u64> {
+    let mut parent = vec![NO_PARENT; dist.len()];
+    pool.install(|| {
+        parent.par_iter_mut().enumerate().with_min_len(4096).for_each(|(v, p)| {
             let dv = dist[v];
             if v == root as usize || !dv.is_finite() {
                 return;
             }
-            *p = csr
-                .arcs(v as VertexId)
-                .find(|&(u, w)| {
-                    let du = dist[u as usize];
-                    du < dv && du + w == dv
-                })
-                .map_or(NO_PARENT, |(u, _)| u);
+            let u = offered[v] as usize;
+            *p = if dist[u] < dv { u as u64 } else { strict_tight_neighbour(csr, dist, v) };
         })
     });
     parent[root as usize] = u64::from(root);

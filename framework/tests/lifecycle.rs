@@ -25,7 +25,7 @@ fn clone_move_drop_interleaving_frees_once_on_trustee() {
     let drops = Arc::new(AtomicU64::new(0));
     let wrong = Arc::new(AtomicU64::new(0));
     let (d2, w2) = (drops.clone(), wrong.clone());
-    let rounds = 2000u64;
+    let rounds = 500u64;
     Runtime::builder()
         .workers(3)
         .build()

@@ -8,19 +8,22 @@
 //!
 //! # Algorithm
 //!
-//! The edge list is cut into `C` contiguous chunks (about one per thread).
+//! The edge list is cut into `C` contiguous chunks (one per thread, at most 8).
 //! 1. Each chunk counts, in its own array, the arcs it gives each vertex.
-//! 2. Per vertex, the chunk counts become exclusive prefix sums over the chunks (where
-//!    chunk `c`'s arcs start inside the vertex's segment) and their total the degree;
-//!    a prefix sum of the degrees gives the offsets.
-//! 3. Each chunk walks its edges again and writes each arc at its vertex's offset plus
-//!    its own cursor. Chunks write disjoint position ranges, and within a chunk the
-//!    edges are visited in order, hence the edge-index order of every vertex's arcs.
+//! 2. The degree of a vertex is the sum of its chunk counts; a prefix sum of the
+//!    degrees gives the offsets; each chunk count then becomes the chunk's absolute
+//!    start position inside the vertex's segment (chunks in order).
+//! 3. Each chunk walks its edges again and writes each arc at its cursor, prefetching
+//!    the positions of the edge 16 places ahead (the writes are random; the prefetch
+//!    keeps many cache misses in flight). Chunks write disjoint position ranges, and
+//!    within a chunk the edges are visited in order, hence the edge-index order of
+//!    every vertex's arcs.
 //!
-//! Memory: the CSR's arrays plus `C` counters per vertex (4 bytes each while the
-//! graph has fewer than 2^31 edges), besides the input. No other full-size temporary:
-//! building SCALE 22 (67 M edges) takes the 1.3 GB edge list, the 1.6 GB CSR and 32 MB
-//! of counters.
+//! Memory: the CSR's arrays plus `C` cursors of 8 bytes per vertex, besides the input;
+//! no other full-size temporary. Building SCALE 22 (67 M edges, 4 M vertices) holds the
+//! 1.25 GiB edge list, the 1.53 GiB CSR and 64 MiB of cursors (2 threads): peak RSS
+//! 2.8 GiB, under twice the CSR. The CSR's big arrays are zeroed pages straight from
+//! `mmap`, advised for huge pages, and faulted in by the scatter itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -34,6 +37,9 @@ const PROGRESS_EVERY: usize = 1 << 16;
 /// Edges between the one whose arcs are written and the one whose arc positions are
 /// prefetched.
 const PREFETCH_AHEAD: usize = 16;
+/// Most edge chunks (each holds one `u64` cursor per vertex: 8 chunks are 64 bytes
+/// per vertex, within the build's memory bound for edgefactor 16).
+const MAX_CHUNKS: usize = 8;
 /// Vertices per task in the per-vertex prefix pass.
 const VERTEX_BLOCK: usize = 1 << 14;
 
@@ -85,44 +91,9 @@ impl Csr {
             });
         }
         let n = usize::try_from(el.num_vertices).expect("vertex count exceeds the address space");
-        let chunks = rayon::current_num_threads().clamp(1, 64).min(m / PROGRESS_EVERY).max(1);
-        // Per-chunk counters and cursors stay below the largest degree, at most 2m.
-        if (m as u64) < (1 << 31) {
-            build::<u32>(el, n, chunks, progress)
-        } else {
-            build::<u64>(el, n, chunks, progress)
-        }
-    }
-}
-
-/// A per-vertex counter: `u32` when every degree fits, `u64` otherwise.
-trait Count: Copy + Send + Sync {
-    const ZERO: Self;
-    fn get(self) -> u64;
-    fn from_u64(x: u64) -> Self;
-}
-
-impl Count for u32 {
-    const ZERO: u32 = 0;
-    #[inline(always)]
-    fn get(self) -> u64 {
-        u64::from(self)
-    }
-    #[inline(always)]
-    fn from_u64(x: u64) -> u32 {
-        x as u32
-    }
-}
-
-impl Count for u64 {
-    const ZERO: u64 = 0;
-    #[inline(always)]
-    fn get(self) -> u64 {
-        self
-    }
-    #[inline(always)]
-    fn from_u64(x: u64) -> u64 {
-        x
+        let chunks =
+            rayon::current_num_threads().clamp(1, MAX_CHUNKS).min(m / PROGRESS_EVERY).max(1);
+        build(el, n, chunks, progress)
     }
 }
 
@@ -131,7 +102,7 @@ fn chunk_range(m: usize, chunks: usize, c: usize) -> std::ops::Range<usize> {
     (m * c / chunks)..(m * (c + 1) / chunks)
 }
 
-fn build<C: Count>(
+fn build(
     el: &EdgeList,
     n: usize,
     chunks: usize,
@@ -143,10 +114,10 @@ fn build<C: Count>(
     let report = |k: usize| progress(done.fetch_add(k as u64, Ordering::Relaxed) + k as u64);
 
     // Pass 1: per-chunk arc counts, checking the endpoints on the way.
-    let mut counts: Vec<Vec<C>> = (0..chunks)
+    let mut cursors: Vec<Vec<u64>> = (0..chunks)
         .into_par_iter()
-        .map(|c| -> Result<Vec<C>, CsrError> {
-            let mut cnt = hugepage::filled_vec(n, C::ZERO);
+        .map(|c| -> Result<Vec<u64>, CsrError> {
+            let mut cnt: Vec<u64> = hugepage::zeroed_vec(n);
             let range = chunk_range(m, chunks, c);
             let mut start = range.start;
             while start < range.end {
@@ -161,9 +132,8 @@ fn build<C: Count>(
                         });
                     }
                     if u != v {
-                        let (u, v) = (u as usize, v as usize);
-                        cnt[u] = C::from_u64(cnt[u].get() + 1);
-                        cnt[v] = C::from_u64(cnt[v].get() + 1);
+                        cnt[u as usize] += 1;
+                        cnt[v as usize] += 1;
                     }
                 }
                 report(end - start);
@@ -173,32 +143,40 @@ fn build<C: Count>(
         })
         .collect::<Result<_, _>>()?;
 
-    // Pass 2: per vertex, counts become each chunk's start inside the vertex's segment;
-    // the totals (degrees) go to offsets[v + 1], then a prefix sum makes the offsets.
+    // Pass 2: degrees (sums over the chunks) into offsets[v + 1], their prefix sum, then
+    // each chunk's count becomes its absolute start position inside the vertex's segment.
     let mut offsets = hugepage::filled_vec(n + 1, 0u64);
-    {
-        let mut per_chunk: Vec<_> = counts.iter_mut().map(|c| c.chunks_mut(VERTEX_BLOCK)).collect();
-        let blocks: Vec<Vec<&mut [C]>> = (0..n.div_ceil(VERTEX_BLOCK))
-            .map(|_| {
-                per_chunk.iter_mut().map(|it| it.next().expect("one block per chunk")).collect()
-            })
-            .collect();
-        offsets[1..].par_chunks_mut(VERTEX_BLOCK).zip(blocks).for_each(|(deg, mut cs)| {
-            for (i, d) in deg.iter_mut().enumerate() {
-                let mut run = 0u64;
-                for c in cs.iter_mut() {
-                    let t = c[i].get();
-                    c[i] = C::from_u64(run);
-                    run += t;
-                }
-                *d = run;
-            }
-        });
-    }
+    offsets[1..].par_chunks_mut(VERTEX_BLOCK).enumerate().for_each(|(b, deg)| {
+        let base = b * VERTEX_BLOCK;
+        for (i, d) in deg.iter_mut().enumerate() {
+            *d = cursors.iter().map(|c| c[base + i]).sum();
+        }
+    });
     let mut total = 0u64;
     for o in offsets.iter_mut() {
         total += *o;
         *o = total;
+    }
+    {
+        let mut per_chunk: Vec<_> =
+            cursors.iter_mut().map(|c| c.chunks_mut(VERTEX_BLOCK)).collect();
+        let blocks: Vec<Vec<&mut [u64]>> = (0..n.div_ceil(VERTEX_BLOCK))
+            .map(|_| {
+                per_chunk.iter_mut().map(|it| it.next().expect("one block per chunk")).collect()
+            })
+            .collect();
+        let offsets = &offsets[..];
+        blocks.into_par_iter().enumerate().for_each(|(b, mut cs)| {
+            let base = b * VERTEX_BLOCK;
+            for i in 0..cs.first().map_or(0, |c| c.len()) {
+                let mut pos = offsets[base + i];
+                for c in cs.iter_mut() {
+                    let t = c[i];
+                    c[i] = pos;
+                    pos += t;
+                }
+            }
+        });
     }
 
     // Pass 3: scatter the arcs.
@@ -210,38 +188,43 @@ fn build<C: Count>(
     {
         let tw = scatter::Scatter::new(&mut targets);
         let ww = scatter::Scatter::new(&mut weights);
-        let offsets = &offsets[..];
         let in_weights = el.weights.as_deref();
-        counts.par_iter_mut().enumerate().for_each(|(c, cur)| {
+        cursors.par_iter_mut().enumerate().for_each(|(c, cur)| {
             let range = chunk_range(m, chunks, c);
             let mut start = range.start;
             while start < range.end {
                 let end = (start + PROGRESS_EVERY).min(range.end);
                 for k in start..end {
+                    if k + 2 * PREFETCH_AHEAD < end {
+                        // First stage: the cursors of the edge twice as far ahead.
+                        let far = k + 2 * PREFETCH_AHEAD;
+                        prefetch_read(&cur[src[far] as usize]);
+                        prefetch_read(&cur[dst[far] as usize]);
+                    }
                     if k + PREFETCH_AHEAD < end {
-                        // Warm the lines the arcs of a later edge will go to (the
-                        // positions are exact unless a vertex repeats in between).
-                        let (a, b) =
-                            (src[k + PREFETCH_AHEAD] as usize, dst[k + PREFETCH_AHEAD] as usize);
-                        let pa = (offsets[a] + cur[a].get()) as usize;
-                        let pb = (offsets[b] + cur[b].get()) as usize;
-                        tw.prefetch(pa);
-                        tw.prefetch(pb);
-                        ww.prefetch(pa);
-                        ww.prefetch(pb);
+                        // Warm the lines the arcs of a later edge will go to (exact
+                        // unless a vertex repeats in between).
+                        let ahead = k + PREFETCH_AHEAD;
+                        let (a, b) = (cur[src[ahead] as usize], cur[dst[ahead] as usize]);
+                        tw.prefetch(a as usize);
+                        tw.prefetch(b as usize);
+                        if weighted {
+                            ww.prefetch(a as usize);
+                            ww.prefetch(b as usize);
+                        }
                     }
                     let (u, v) = (src[k] as usize, dst[k] as usize);
                     if u == v {
                         continue;
                     }
-                    let pu = (offsets[u] + cur[u].get()) as usize;
-                    cur[u] = C::from_u64(cur[u].get() + 1);
-                    let pv = (offsets[v] + cur[v].get()) as usize;
-                    cur[v] = C::from_u64(cur[v].get() + 1);
-                    // SAFETY: pass 2 gave chunk c the positions offsets[x] + [start_c(x),
-                    // start_c(x) + count_c(x)) of each vertex x, disjoint from every other
-                    // (chunk, vertex) pair; pass 1 counted exactly the arcs written here
-                    // (same unchanged edges, same rule), so each position is written once.
+                    let pu = cur[u] as usize;
+                    cur[u] += 1;
+                    let pv = cur[v] as usize;
+                    cur[v] += 1;
+                    // SAFETY: pass 2 gave chunk c the positions [start_c(x), start_c(x) +
+                    // count_c(x)) of each vertex x, disjoint from every other (chunk,
+                    // vertex) pair; pass 1 counted exactly the arcs written here (same
+                    // unchanged edges, same rule), so each position is written once.
                     unsafe {
                         tw.write(pu, v as u64);
                         tw.write(pv, u as u64);
@@ -256,8 +239,22 @@ fn build<C: Count>(
             }
         });
     }
-    drop(counts);
+    drop(cursors);
     Ok(Csr::from_parts_unchecked(el.num_vertices, offsets, targets, weights, weighted))
+}
+
+/// Hints that `x` will be read soon.
+#[inline(always)]
+fn prefetch_read<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is only a hint: it never faults nor changes memory, and the
+        // address comes from a reference.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>()) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 mod scatter {

@@ -104,7 +104,9 @@ pub enum CsrError {
         num_vertices: u64,
     },
     /// An edge list's arrays have different lengths.
-    #[error("edge list arrays differ in length: {src} sources, {dst} targets, weights {weights:?}")]
+    #[error(
+        "edge list arrays differ in length: {src} sources, {dst} targets, weights {weights:?}"
+    )]
     EdgeArrays {
         /// Length of `src`.
         src: usize,

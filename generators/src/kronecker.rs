@@ -189,12 +189,6 @@ fn redraw(s: &mut MrgState) -> u32 {
     }
 }
 
-/// The weight made of the draw `w`: both roundings to binary32 matter.
-#[inline(always)]
-fn weight_of(w: u32) -> f32 {
-    (f64::from(w as f32) * INV_P) as f32
-}
-
 /// `u mod 10000` for `u < 2^31`, by a 32x32-bit multiply (SIMD-friendly):
 /// `m = ceil(2^45 / 10000)` errs by `10000 m - 2^45 = 1168 <= 2^(45 - 31)`, so the
 /// quotient is exact for every 31-bit `u`.
@@ -413,9 +407,10 @@ pub fn generate_range_with_progress(
         p.num_edges()
     );
     let n = usize::try_from(range.end - range.start).expect("edge range too large");
-    let mut src = hugepage::filled_vec(n, 0u64);
-    let mut dst = hugepage::filled_vec(n, 0u64);
-    let mut weights = hugepage::filled_vec(n, 0f32);
+    // Zeroed pages straight from mmap, faulted in by the block writers below.
+    let mut src: Vec<u64> = hugepage::zeroed_vec(n);
+    let mut dst: Vec<u64> = hugepage::zeroed_vec(n);
+    let mut weights: Vec<f32> = hugepage::zeroed_vec(n);
 
     let s0 = MrgState::from_seeds(p.seed1, p.seed2);
     let scr = Scrambler::new(p);

@@ -191,8 +191,8 @@ impl MrgLanes {
     pub(crate) fn new(states: &[MrgState; LANES]) -> MrgLanes {
         let mut z = [[0; LANES]; 5];
         for (l, s) in states.iter().enumerate() {
-            for w in 0..5 {
-                z[w][l] = u64::from(s.z[w]);
+            for (row, &word) in z.iter_mut().zip(&s.z) {
+                row[l] = u64::from(word);
             }
         }
         MrgLanes { z }
@@ -226,6 +226,7 @@ impl MrgLanes {
 
     /// Every lane multiplied by `m`.
     #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // one index into several arrays vectorizes best
     pub(crate) fn apply(&mut self, m: &Matrix) {
         let z = self.z;
         for i in 0..5 {

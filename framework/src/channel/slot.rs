@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn ping_pong_protocol() {
         let pair = Arc::new(SlotPair::new(DEFAULT_OVERFLOW));
-        let rounds: u64 = if cfg!(miri) { 50 } else { 5_000 };
+        let rounds: u64 = if cfg!(miri) { 50 } else { 2_000 };
         let p2 = pair.clone();
         let trustee = std::thread::spawn(move || {
             let mut served = 0;

@@ -515,12 +515,12 @@ impl Worker {
                 break;
             }
             self.take_foreign_frees();
+            idle = idle.saturating_add(1);
             if self.clients.iter().any(|c| c.in_flight.get() > 0) {
-                // A response is due: keep polling instead of giving the core away.
-                std::hint::spin_loop();
+                // A response is due: poll (spin, then yield the core), but never sleep.
+                backoff(idle.min(SPIN + YIELD - 1));
                 continue;
             }
-            idle = idle.saturating_add(1);
             if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && self.detect() {
                 break;
             }

@@ -8,9 +8,12 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
+use rayon::prelude::*;
+
 use super::xxh64::Xxh64;
 use super::{weight_ok, FormatError, Location, IO_BUFFER};
 use crate::graph::EdgeList;
+use crate::hugepage;
 
 /// The first 8 bytes of every Skein binary graph file.
 pub const MAGIC: [u8; 8] = *b"\x89SKG\r\n\x1a\n";
@@ -23,9 +26,77 @@ const TRAILER: u64 = 8;
 /// Flag bit: the file holds weights.
 const FLAG_WEIGHTED: u32 = 1;
 
-/// Most edges reserved up front on the word of a header alone (stream input of unknown
-/// size); longer arrays grow as their bytes actually arrive.
-const MAX_TRUSTED_RESERVE: u64 = 1 << 20;
+/// Elements decoded per rayon task.
+const DECODE_CHUNK: usize = 1 << 16;
+
+/// What an array of the file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Vertex ids stored in 4 bytes.
+    Ids4,
+    /// Vertex ids stored in 8 bytes.
+    Ids8,
+    /// binary32 weights.
+    Weights,
+}
+
+impl Kind {
+    fn width(self) -> usize {
+        match self {
+            Kind::Ids8 => 8,
+            Kind::Ids4 | Kind::Weights => 4,
+        }
+    }
+}
+
+/// An array being read, decoded from little-endian bytes.
+enum Array {
+    Ids(Vec<u64>),
+    Weights(Vec<f32>),
+}
+
+impl Array {
+    /// An array with `len` zeroed elements allocated up front (huge pages, no memset).
+    fn new(kind: Kind, len: usize) -> Array {
+        match kind {
+            Kind::Ids4 | Kind::Ids8 => Array::Ids(hugepage::zeroed_vec(len)),
+            Kind::Weights => Array::Weights(hugepage::zeroed_vec(len)),
+        }
+    }
+
+    fn ensure_len(&mut self, len: usize) {
+        match self {
+            Array::Ids(v) if v.len() < len => v.resize(len, 0),
+            Array::Weights(v) if v.len() < len => v.resize(len, 0.0),
+            _ => {}
+        }
+    }
+
+    /// Decodes `bytes` (whole elements of `kind`) into elements `pos..`, in parallel.
+    fn decode(&mut self, kind: Kind, pos: usize, bytes: &[u8]) {
+        fn par<T: Send>(out: &mut [T], bytes: &[u8], width: usize, f: impl Fn(&[u8]) -> T + Sync) {
+            out.par_chunks_mut(DECODE_CHUNK).zip(bytes.par_chunks(width * DECODE_CHUNK)).for_each(
+                |(o, b)| {
+                    for (x, c) in o.iter_mut().zip(b.chunks_exact(width)) {
+                        *x = f(c);
+                    }
+                },
+            );
+        }
+        let n = bytes.len() / kind.width();
+        match (self, kind) {
+            (Array::Ids(v), Kind::Ids4) => par(&mut v[pos..pos + n], bytes, 4, |c| {
+                u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            }),
+            (Array::Ids(v), _) => par(&mut v[pos..pos + n], bytes, 8, |c| {
+                u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
+            }),
+            (Array::Weights(v), _) => par(&mut v[pos..pos + n], bytes, 4, |c| {
+                f32::from_le_bytes([c[0], c[1], c[2], c[3]])
+            }),
+        }
+    }
+}
 
 /// What the header says.
 #[derive(Debug, Clone, Copy)]
@@ -189,71 +260,56 @@ fn read_stream(
         }
     }
     let m = header.num_edges;
-    let reserve = match file_len {
-        Some(_) => m,
-        None => m.min(MAX_TRUSTED_RESERVE),
-    } as usize;
+    // With the file's length checked against the header, `m` is trusted: the arrays
+    // are allocated whole (huge pages, no memset). A stream's arrays grow as bytes arrive.
+    let trusted = file_len.is_some();
 
     let mut hasher = Xxh64::new(0);
     hasher.update(&head);
     let mut chunk = vec![0u8; IO_BUFFER];
     let mut done = HEADER as u64;
 
-    // Reads `count` elements of `width` bytes, handing each full chunk to `sink`.
-    let mut read_array =
-        |count: u64, width: usize, sink: &mut dyn FnMut(&[u8])| -> Result<(), FormatError> {
-            let mut left = count * width as u64;
-            let per_chunk = (IO_BUFFER / width) * width;
-            while left > 0 {
-                let want = left.min(per_chunk as u64) as usize;
-                let got = read_full(&mut r, &mut chunk[..want], path)?;
-                if got < want {
-                    return Err(FormatError::Truncated {
-                        path: path.to_owned(),
-                        expected,
-                        found: done + got as u64,
-                    });
-                }
-                hasher.update(&chunk[..want]);
-                sink(&chunk[..want]);
-                left -= want as u64;
-                done += want as u64;
-                progress(done);
+    // Reads `count` elements of `kind`.
+    let mut read_array = |count: u64, kind: Kind| -> Result<Array, FormatError> {
+        let width = kind.width();
+        let mut out = Array::new(kind, if trusted { count as usize } else { 0 });
+        let mut left = count * width as u64;
+        let per_chunk = (IO_BUFFER / width) * width;
+        let mut pos = 0usize; // elements stored so far
+        while left > 0 {
+            let want = left.min(per_chunk as u64) as usize;
+            let got = read_full(&mut r, &mut chunk[..want], path)?;
+            if got < want {
+                return Err(FormatError::Truncated {
+                    path: path.to_owned(),
+                    expected,
+                    found: done + got as u64,
+                });
             }
-            Ok(())
-        };
-
-    let mut ids =
-        |count: u64| -> Result<Vec<u64>, FormatError> {
-            let mut v: Vec<u64> = Vec::with_capacity(reserve);
-            if header.id_bytes == 4 {
-                read_array(count, 4, &mut |b| {
-                    v.extend(
-                        b.chunks_exact(4)
-                            .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))),
-                    );
-                })?;
-            } else {
-                read_array(count, 8, &mut |b| {
-                    v.extend(b.chunks_exact(8).map(|c| {
-                        u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
-                    }));
-                })?;
-            }
-            Ok(v)
-        };
-    let src = ids(m)?;
-    let dst = ids(m)?;
-    let weights = if header.weighted {
-        let mut w: Vec<f32> = Vec::with_capacity(reserve);
-        read_array(m, 4, &mut |b| {
-            w.extend(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-        })?;
-        Some(w)
-    } else {
-        None
+            let bytes = &chunk[..want];
+            let k = want / width;
+            out.ensure_len(pos + k);
+            rayon::join(|| hasher.update(bytes), || out.decode(kind, pos, bytes));
+            pos += k;
+            left -= want as u64;
+            done += want as u64;
+            progress(done);
+        }
+        Ok(out)
     };
-    drop(read_array);
+
+    let id_kind = if header.id_bytes == 4 { Kind::Ids4 } else { Kind::Ids8 };
+    let (Array::Ids(src), Array::Ids(dst)) = (read_array(m, id_kind)?, read_array(m, id_kind)?)
+    else {
+        unreachable!("id arrays hold ids")
+    };
+    let weights = match header.weighted {
+        true => match read_array(m, Kind::Weights)? {
+            Array::Weights(w) => Some(w),
+            Array::Ids(_) => unreachable!("a weight array holds weights"),
+        },
+        false => None,
+    };
 
     let mut trailer = [0u8; TRAILER as usize];
     let got = read_full(&mut r, &mut trailer, path)?;
@@ -275,18 +331,21 @@ fn read_stream(
     }
 
     let n = header.num_vertices;
-    for (k, (&u, &v)) in src.iter().zip(&dst).enumerate() {
-        if u >= n || v >= n {
-            return Err(FormatError::VertexOutOfRange {
-                path: path.to_owned(),
-                at: Location::Edge(k as u64),
-                vertex: if u >= n { u } else { v },
-                num_vertices: n,
-            });
-        }
+    let bad_edge = (0..src.len())
+        .into_par_iter()
+        .with_min_len(1 << 16)
+        .find_first(|&k| src[k] >= n || dst[k] >= n);
+    if let Some(k) = bad_edge {
+        let (u, v) = (src[k], dst[k]);
+        return Err(FormatError::VertexOutOfRange {
+            path: path.to_owned(),
+            at: Location::Edge(k as u64),
+            vertex: if u >= n { u } else { v },
+            num_vertices: n,
+        });
     }
     if let Some(w) = &weights {
-        if let Some(k) = w.iter().position(|&x| !weight_ok(x)) {
+        if let Some(k) = w.par_iter().with_min_len(1 << 16).position_first(|&x| !weight_ok(x)) {
             return Err(FormatError::BadWeight {
                 path: path.to_owned(),
                 at: Location::Edge(k as u64),

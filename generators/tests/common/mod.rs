@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use skein_generators::{BfsResult, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
 /// The vectors' folder (the repository sits beside `shared/`).
-pub const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testvectors/graph500/");
+pub(crate) const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testvectors/graph500/");
 
-pub fn read(name: &str) -> String {
+pub(crate) fn read(name: &str) -> String {
     let path = format!("{DIR}{name}");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
@@ -18,7 +18,7 @@ fn data_lines(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// `(u, v, weight bits)` of every edge of `kron_sNN_ef16_edges.txt`.
-pub fn edges(scale: u32) -> Vec<(u64, u64, u32)> {
+pub(crate) fn edges(scale: u32) -> Vec<(u64, u64, u32)> {
     let text = read(&format!("kron_s{scale:02}_ef16_edges.txt"));
     data_lines(&text)
         .map(|l| {
@@ -30,7 +30,7 @@ pub fn edges(scale: u32) -> Vec<(u64, u64, u32)> {
 }
 
 /// The 64 roots and the final candidate counter of `kron_sNN_ef16_roots.txt`.
-pub fn roots(scale: u32) -> (Vec<u64>, u64) {
+pub(crate) fn roots(scale: u32) -> (Vec<u64>, u64) {
     let text = read(&format!("kron_s{scale:02}_ef16_roots.txt"));
     let marker = "candidate counter at the end of selection = ";
     let counter = text
@@ -44,7 +44,7 @@ pub fn roots(scale: u32) -> (Vec<u64>, u64) {
 }
 
 /// The root-0 BFS and SSSP results of `kron_sNN_ef16_root0.txt`.
-pub fn root0(scale: u32, root: u64) -> (BfsResult, SsspResult) {
+pub(crate) fn root0(scale: u32, root: u64) -> (BfsResult, SsspResult) {
     let text = read(&format!("kron_s{scale:02}_ef16_root0.txt"));
     let n = 1usize << scale;
     let mut bfs = BfsResult { root, level: vec![0; n], parent: vec![0; n] };
@@ -77,19 +77,19 @@ pub fn root0(scale: u32, root: u64) -> (BfsResult, SsspResult) {
 
 /// One SCALE's block of `summary_by_scale.txt`.
 #[derive(Debug, Default)]
-pub struct Summary {
-    pub scale: u32,
+pub(crate) struct Summary {
+    pub(crate) scale: u32,
     /// `key -> value` of the `edges ...` line and single-value lines.
-    pub fields: HashMap<String, String>,
-    pub roots: Vec<u64>,
+    pub(crate) fields: HashMap<String, String>,
+    pub(crate) roots: Vec<u64>,
     /// `key -> value` of the `bfs root ...` line (`root` included).
-    pub bfs: HashMap<String, String>,
+    pub(crate) bfs: HashMap<String, String>,
     /// `key -> value(s)` of the `sssp root ...` line (`max_dist` is `BITS`).
-    pub sssp: HashMap<String, String>,
+    pub(crate) sssp: HashMap<String, String>,
 }
 
 impl Summary {
-    pub fn get<T: std::str::FromStr>(&self, key: &str) -> T
+    pub(crate) fn get<T: std::str::FromStr>(&self, key: &str) -> T
     where
         T::Err: std::fmt::Debug,
     {
@@ -101,7 +101,7 @@ fn pairs(words: &[&str]) -> HashMap<String, String> {
     words.chunks(2).map(|c| (c[0].to_string(), c[1].to_string())).collect()
 }
 
-pub fn summaries() -> Vec<Summary> {
+pub(crate) fn summaries() -> Vec<Summary> {
     let text = read("summary_by_scale.txt");
     let mut out: Vec<Summary> = Vec::new();
     for l in data_lines(&text) {
@@ -127,6 +127,6 @@ pub fn summaries() -> Vec<Summary> {
     out
 }
 
-pub fn summary(scale: u32) -> Summary {
+pub(crate) fn summary(scale: u32) -> Summary {
     summaries().into_iter().find(|s| s.scale == scale).expect("SCALE in summary_by_scale.txt")
 }

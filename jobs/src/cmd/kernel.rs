@@ -110,7 +110,9 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
         let max_weight = skein_baselines::check_weights(csr)
             .with_context(|| format!("graph {}", graph.description))?;
         if engine == Engine::Rayon {
-            settings.insert("delta".into(), f64::from(options.delta_for(max_weight)).into());
+            // Through the f32's shortest decimal form, so 0.02 prints as 0.02.
+            let delta = options.delta_for(max_weight).to_string().parse::<f64>()?;
+            settings.insert("delta".into(), delta.into());
         }
     } else if engine == Engine::Rayon {
         settings.insert("alpha".into(), options.alpha.into());
