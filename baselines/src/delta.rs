@@ -238,9 +238,7 @@ pub(crate) fn delta_stepping(pool: &ThreadPool, csr: &Csr, root: u32, delta: f32
         barrier: SpinBarrier::new(threads),
     };
     shared.state[root as usize].store(pack(0.0, root), Ordering::Relaxed);
-    let t0 = std::time::Instant::now();
     pool.broadcast(|ctx| shared.thread_main(ctx.index()));
-    let t1 = std::time::Instant::now();
     let (dist, offered): (Vec<f32>, Vec<u32>) = pool.install(|| {
         use rayon::prelude::*;
         shared
@@ -251,8 +249,5 @@ pub(crate) fn delta_stepping(pool: &ThreadPool, csr: &Csr, root: u32, delta: f32
             .unzip()
     });
     let parent = crate::parents::sssp_parents_from_offers(pool, csr, root, &dist, &offered);
-    if std::env::var_os("TMP_TRACE").is_some() {
-        eprintln!("TRACE search {:?} parents {:?}", t1 - t0, t1.elapsed());
-    }
     SsspResult { root: u64::from(root), dist, parent }
 }

@@ -24,24 +24,10 @@ fn strict_tight_neighbour(csr: &Csr, dist: &[f32], v: usize) -> u64 {
         .map_or(NO_PARENT, |(u, _)| u)
 }
 
-/// Parents for the converged distances `dist` (`+inf` = unreached) from `root`.
-pub(crate) fn sssp_parents(pool: &ThreadPool, csr: &Csr, root: u32, dist: &[f32]) -> Vec<u64> {
-    let mut parent = vec![NO_PARENT; dist.len()];
-    pool.install(|| {
-        parent.par_iter_mut().enumerate().with_min_len(1024).for_each(|(v, p)| {
-            if v != root as usize && dist[v].is_finite() {
-                *p = strict_tight_neighbour(csr, dist, v);
-            }
-        })
-    });
-    parent[root as usize] = u64::from(root);
-    resolve_ties(csr, dist, &mut parent);
-    parent
-}
-
 /// Parents from the tight neighbours `offered[v]` that the search recorded with each
 /// distance: kept when strictly closer to the root, otherwise (an equal-distance offer,
-/// from a zero or absorbed weight) replaced as in [`sssp_parents`].
+/// from a zero or absorbed weight) replaced by the first strictly closer tight
+/// neighbour, or left to [`resolve_ties`] when there is none.
 pub(crate) fn sssp_parents_from_offers(
     pool: &ThreadPool,
     csr: &Csr,

@@ -6,11 +6,13 @@
 //! `madvise(MADV_HUGEPAGE)` before their pages are first touched. Elsewhere (non-Linux,
 //! small buffers) the advice is skipped; it never changes a buffer's contents.
 //!
-//! The buffers are then filled in parallel (rayon), so the first touch of each page
-//! happens on the threads that will use it and the page faults are spread out.
+//! Two kinds of buffer: [`zeroed_vec`] leaves zeroed pages untouched (large zeroed
+//! allocations come straight from `mmap`), so they are faulted in by whoever writes
+//! them first; [`filled_vec`] fills in parallel (rayon), spreading the page faults over
+//! the threads.
 //!
-//! This is the only `unsafe` in the module: one `madvise` call on memory the `Vec`
-//! owns.
+//! The only `unsafe` here: one `madvise` call on memory the `Vec` owns, and marking the
+//! filled elements of a `Vec` initialised.
 
 use rayon::prelude::*;
 

@@ -231,7 +231,8 @@ fn reference_root0_results_validate() {
 
 #[test]
 fn thread_count_independence() {
-    let p = KroneckerParams::new(13, 8, 11, 17).unwrap();
+    // 262144 edges: 16 generation blocks, and 1 vs 3 CSR chunks.
+    let p = KroneckerParams::new(14, 16, 11, 17).unwrap();
     let pool = |t| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
     let (el1, g1) = pool(1).install(|| {
         let el = kronecker::generate(&p);

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use skein_generators::{BfsResult, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
 /// The vectors' folder (the repository sits beside `shared/`).
-pub(crate) const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testvectors/graph500/");
+pub(crate) const DIR: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testvectors/graph500/");
 
 pub(crate) fn read(name: &str) -> String {
     let path = format!("{DIR}{name}");
