@@ -55,7 +55,7 @@ use skein_generators::{BfsResult, Csr, SsspResult, VertexId};
 /// arcs per vertex): see the crate's `benches/` and the closing note of issue 4. Scaling by
 /// the largest weight keeps the number of buckets (largest distance / delta) the same for
 /// a graph whose weights are the Kronecker ones times a constant.
-pub const DEFAULT_RELATIVE_DELTA: f32 = 0.02;
+pub const DEFAULT_RELATIVE_DELTA: f32 = 0.01;
 
 /// Default direction-optimizing BFS switching parameter alpha (top-down to bottom-up when
 /// the frontier's arcs exceed the unexplored arcs divided by alpha), as in GAP.

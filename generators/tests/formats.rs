@@ -4,9 +4,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use skein_generators::formats::{
-    self, detect_format, read_binary, read_edges, read_el, read_mtx, read_wel, write_binary,
-    write_edges, write_edges_with, write_el, write_mtx, write_wel, Format, FormatError, Location,
-    MtxSymmetry, WriteOptions, BINARY_MAGIC,
+    self, binary_checksum, detect_format, read_binary, read_edges, read_el, read_mtx, read_wel,
+    write_binary, write_edges, write_edges_with, write_el, write_mtx, write_wel, Format,
+    FormatError, Location, MtxSymmetry, WriteOptions, BINARY_MAGIC,
 };
 use skein_generators::EdgeList;
 
@@ -488,6 +488,67 @@ fn foreign_files_are_refused() {
     let path = dir.path("matrix");
     fs::write(&path, "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n").unwrap();
     assert_eq!(read_edges(&path).unwrap().len(), 1);
+}
+
+/// Replaces the trailer of `bytes` by the checksum of the rest (a consistent file).
+fn reseal(bytes: &mut [u8]) {
+    let body = bytes.len() - 8;
+    let sum = binary_checksum(&bytes[..body]);
+    bytes[body..].copy_from_slice(&sum.to_le_bytes());
+}
+
+#[test]
+fn binary_with_valid_checksum_but_bad_content_is_refused() {
+    let name = Path::new("bad.skg");
+    // Edge 5 is (2, 7): with 7 vertices, vertex 7 is out of range.
+    let mut bytes = binary_of(&sample(true));
+    bytes[24..32].copy_from_slice(&7u64.to_le_bytes());
+    reseal(&mut bytes);
+    let e = read_binary(&bytes[..], name).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            FormatError::VertexOutOfRange { at: Location::Edge(5), vertex: 7, num_vertices: 7, .. }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        message(&e),
+        "bad.skg: edge 5: vertex 7 is out of range: the graph has 7 vertices (ids 0..7)"
+    );
+    // Weights follow the two id arrays (9 edges, 4-byte ids).
+    for (bits, shown) in [
+        (f32::NAN.to_bits(), "NaN"),
+        ((-1.5f32).to_bits(), "-1.5"),
+        (f32::INFINITY.to_bits(), "inf"),
+    ] {
+        let mut bytes = binary_of(&sample(true));
+        let at = 64 + 2 * 9 * 4 + 3 * 4;
+        bytes[at..at + 4].copy_from_slice(&bits.to_le_bytes());
+        reseal(&mut bytes);
+        let e = read_binary(&bytes[..], name).unwrap_err();
+        assert!(matches!(e, FormatError::BadWeight { at: Location::Edge(3), .. }), "{e:?}");
+        assert_eq!(
+            message(&e),
+            format!("bad.skg: edge 3: weight {shown} is not allowed: weights must be finite and non-negative")
+        );
+    }
+    // Unknown flags and reserved bytes.
+    let mut bytes = binary_of(&sample(false));
+    bytes[12] = 0x3;
+    reseal(&mut bytes);
+    let e = read_binary(&bytes[..], name).unwrap_err();
+    assert!(message(&e).contains("unknown flag bits 0x3"), "{e}");
+    let mut bytes = binary_of(&sample(false));
+    bytes[50] = 1;
+    reseal(&mut bytes);
+    let e = read_binary(&bytes[..], name).unwrap_err();
+    assert!(message(&e).contains("reserved bytes are not zero"), "{e}");
+    let mut bytes = binary_of(&sample(false));
+    bytes[16] = 5;
+    reseal(&mut bytes);
+    let e = read_binary(&bytes[..], name).unwrap_err();
+    assert!(message(&e).contains("id width 5 bytes (expected 4 or 8)"), "{e}");
 }
 
 #[test]

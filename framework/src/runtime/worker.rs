@@ -314,10 +314,11 @@ impl Worker {
         }
         // SAFETY: slot rule (2) — we Acquire-loaded a new request seq, so the request data and
         // the response slot belong to us until we publish.
-        let (count, resp_data, panics) = unsafe {
+        let (count, resp_data) = unsafe {
             let (_w, count) = pair.req.batch();
-            (count as usize, pair.resp.data() as *mut u8, pair.resp.panics())
+            (count as usize, pair.resp.data() as *mut u8)
         };
+        let mut panics = Vec::new();
         let mut out = resp_data;
         self.delegated(|| {
             // SAFETY: the client moved exactly `count` request records into req.data() with
@@ -346,7 +347,12 @@ impl Worker {
         S::add(&st.requests_served, count as u64);
         S::add(&st.batches_served, 1);
         // SAFETY: rule (2) — we own the response slot and hand it to the client now.
-        unsafe { pair.resp.publish(seq, 0, count as u32) };
+        unsafe {
+            if !panics.is_empty() {
+                pair.resp.put_panics(panics);
+            }
+            pair.resp.publish(seq, 0, count as u32)
+        };
         true
     }
 
@@ -374,7 +380,7 @@ impl Worker {
         let n = cs.in_flight.get();
         if n > 0 && pair.resp.seq() == cs.sent.get() {
             // SAFETY: rule (3) — Acquire-loaded resp.seq == sent: the response is ours.
-            let panics = std::mem::take(unsafe { pair.resp.panics() });
+            let panics = unsafe { pair.resp.take_panics() };
             let mut panics = panics.into_iter().peekable();
             let mut out = pair.resp.data() as *const u8;
             self.delegated(|| {
@@ -516,8 +522,9 @@ impl Worker {
             }
             self.take_foreign_frees();
             idle = idle.saturating_add(1);
-            if self.clients.iter().any(|c| c.in_flight.get() > 0) {
-                // A response is due: poll (spin, then yield the core), but never sleep.
+            if self.work_due() {
+                // A response is due, or a client has queued requests for us that have not
+                // arrived yet: poll (spin, then yield the core), but never sleep.
                 backoff(idle.min(SPIN + YIELD - 1));
                 continue;
             }
@@ -535,6 +542,26 @@ impl Worker {
         for f in self.fibers.borrow_mut().drain(..).flatten() {
             std::mem::forget(f);
         }
+    }
+
+    /// True while this worker must keep polling instead of sleeping: one of its own requests
+    /// awaits a response, local work is queued, or some client has issued requests to this
+    /// trustee that it has not served yet (they are staged on the client or in a slot; the
+    /// client bumped `issued` when it queued them, so a trustee never sleeps on its way).
+    /// When none holds, this worker's part of the job is idle and [`backoff`] may sleep: a job
+    /// that has ended (or waits for something slow) does not burn a core.
+    fn work_due(&self) -> bool {
+        if self.clients.iter().any(|c| c.in_flight.get() > 0 || !c.staging.borrow().is_empty()) {
+            return true;
+        }
+        if !self.ready.borrow().is_empty() || !self.local.borrow().is_empty() {
+            return true;
+        }
+        (0..self.n).any(|c| {
+            c != self.index
+                && self.shared.counters[c].issued[self.index].load(Ordering::Relaxed)
+                    > self.trustees[c].served.get()
+        })
     }
 
     /// Worker 0's quiescence step: wakes `wait_quiescent` callers, or decides shutdown.
@@ -574,9 +601,14 @@ impl Worker {
     }
 }
 
+/// Idle passes spent spinning before yielding the core.
 const SPIN: u32 = 64;
+/// Idle passes spent in `sched_yield` before sleeping (only when no work is due).
 const YIELD: u32 = 2048;
 
+/// Idle policy after `idle` consecutive passes without useful work: spin, then `sched_yield`,
+/// then sleep 25..400 µs. The loop caps `idle` below the sleeping range while
+/// [`Worker::work_due`] holds.
 fn backoff(idle: u32) {
     if idle < SPIN {
         std::hint::spin_loop();

@@ -74,28 +74,35 @@ impl Array {
 
     /// Decodes `bytes` (whole elements of `kind`) into elements `pos..`, in parallel.
     fn decode(&mut self, kind: Kind, pos: usize, bytes: &[u8]) {
-        fn par<T: Send>(out: &mut [T], bytes: &[u8], width: usize, f: impl Fn(&[u8]) -> T + Sync) {
-            out.par_chunks_mut(DECODE_CHUNK).zip(bytes.par_chunks(width * DECODE_CHUNK)).for_each(
-                |(o, b)| {
-                    for (x, c) in o.iter_mut().zip(b.chunks_exact(width)) {
-                        *x = f(c);
-                    }
-                },
-            );
-        }
         let n = bytes.len() / kind.width();
         match (self, kind) {
-            (Array::Ids(v), Kind::Ids4) => par(&mut v[pos..pos + n], bytes, 4, |c| {
-                u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            (Array::Ids(v), Kind::Ids4) => decode_par::<_, 4>(&mut v[pos..pos + n], bytes, |c| {
+                u64::from(u32::from_le_bytes(c))
             }),
-            (Array::Ids(v), _) => par(&mut v[pos..pos + n], bytes, 8, |c| {
-                u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
-            }),
-            (Array::Weights(v), _) => par(&mut v[pos..pos + n], bytes, 4, |c| {
-                f32::from_le_bytes([c[0], c[1], c[2], c[3]])
-            }),
+            (Array::Ids(v), _) => {
+                decode_par::<_, 8>(&mut v[pos..pos + n], bytes, u64::from_le_bytes)
+            }
+            (Array::Weights(v), _) => {
+                decode_par::<_, 4>(&mut v[pos..pos + n], bytes, f32::from_le_bytes)
+            }
         }
     }
+}
+
+/// `out[i] = f(bytes[W * i .. W * (i + 1)])`, in parallel blocks. The element width is
+/// a constant so that the inner loop compiles to plain (vectorized) loads.
+fn decode_par<T: Send, const W: usize>(
+    out: &mut [T],
+    bytes: &[u8],
+    f: impl Fn([u8; W]) -> T + Sync,
+) {
+    out.par_chunks_mut(DECODE_CHUNK).zip(bytes.par_chunks(W * DECODE_CHUNK)).for_each(|(o, b)| {
+        for (x, c) in o.iter_mut().zip(b.chunks_exact(W)) {
+            let mut a = [0u8; W];
+            a.copy_from_slice(c);
+            *x = f(a);
+        }
+    });
 }
 
 /// What the header says.
@@ -331,10 +338,16 @@ fn read_stream(
     }
 
     let n = header.num_vertices;
-    let bad_edge = (0..src.len())
-        .into_par_iter()
-        .with_min_len(1 << 16)
-        .find_first(|&k| src[k] >= n || dst[k] >= n);
+    // Find the first block with an endpoint out of range (a vectorized max per block),
+    // then the first edge in it.
+    let bad_edge = src
+        .par_chunks(DECODE_CHUNK)
+        .zip(dst.par_chunks(DECODE_CHUNK))
+        .position_first(|(a, b)| a.iter().zip(b).fold(0, |m, (&u, &v)| m.max(u).max(v)) >= n)
+        .map(|block| {
+            let base = block * DECODE_CHUNK;
+            base + (base..src.len()).position(|k| src[k] >= n || dst[k] >= n).unwrap_or(0)
+        });
     if let Some(k) = bad_edge {
         let (u, v) = (src[k], dst[k]);
         return Err(FormatError::VertexOutOfRange {
@@ -345,7 +358,12 @@ fn read_stream(
         });
     }
     if let Some(w) = &weights {
-        if let Some(k) = w.par_iter().with_min_len(1 << 16).position_first(|&x| !weight_ok(x)) {
+        let bad_block = w
+            .par_chunks(DECODE_CHUNK)
+            .position_first(|c| !c.iter().fold(true, |ok, &x| ok & weight_ok(x)));
+        if let Some(block) = bad_block {
+            let base = block * DECODE_CHUNK;
+            let k = base + w[base..].iter().position(|&x| !weight_ok(x)).unwrap_or(0);
             return Err(FormatError::BadWeight {
                 path: path.to_owned(),
                 at: Location::Edge(k as u64),

@@ -30,6 +30,11 @@ impl<'p, R: BufRead> Lines<'p, R> {
         self.line
     }
 
+    /// The underlying reader, positioned after the last line returned.
+    pub(crate) fn into_inner(self) -> R {
+        self.reader
+    }
+
     /// The next line and its number, or `None` at the end of the input.
     pub(crate) fn next_line(&mut self) -> Result<Option<(u64, &[u8])>, FormatError> {
         self.buf.clear();
