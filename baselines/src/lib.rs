@@ -51,11 +51,15 @@ use skein_generators::{BfsResult, Csr, SsspResult, VertexId};
 /// Default delta-stepping bucket width, as a fraction of the graph's largest weight: for
 /// Graph500 Kronecker weights (uniform in `[0, 1)`) it is the bucket width itself.
 ///
-/// Chosen by measurement on Kronecker graphs of SCALE 20 and 22, edgefactor 16 (about 32
-/// arcs per vertex): see the crate's `benches/` and the closing note of issue 4. Scaling by
+/// Chosen on Kronecker graphs of SCALE 18 to 22, edgefactor 16 (about 32 arcs per vertex)
+/// by counting work, which noise on a shared machine does not blur. At SCALE 20 on one
+/// thread, vertex relaxations (each scans all arcs of a vertex) and rounds per search:
+/// delta 0.01: 1.51 M, 201 rounds; 0.005: 0.76 M, 360; 0.003: 0.73 M, 566; 0.001: 0.67 M,
+/// 1462. 0.003 keeps the redundant work near its floor and the round count near GAP's
+/// (~500), each round costing one barrier. Scaling by
 /// the largest weight keeps the number of buckets (largest distance / delta) the same for
 /// a graph whose weights are the Kronecker ones times a constant.
-pub const DEFAULT_RELATIVE_DELTA: f32 = 0.01;
+pub const DEFAULT_RELATIVE_DELTA: f32 = 0.003;
 
 /// Default direction-optimizing BFS switching parameter alpha (top-down to bottom-up when
 /// the frontier's arcs exceed the unexplored arcs divided by alpha), as in GAP.

@@ -115,10 +115,17 @@ impl<A, R> RecordQueue<A, R> {
         self.len == 0
     }
 
+    #[inline(always)]
     fn reserve_words(&mut self, need: usize) {
-        if self.tail + need <= self.buf.len() {
-            return;
+        if self.tail + need > self.buf.len() {
+            self.grow(need);
         }
+    }
+
+    /// Makes room for `need` more words at `tail` (compacting or reallocating).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, need: usize) {
         let live = self.tail - self.head;
         if self.head > 0 && live + need <= self.buf.len() && self.head >= live {
             // Compact: move the live records to the front (a memcpy move, invariant 3).

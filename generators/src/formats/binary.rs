@@ -338,16 +338,7 @@ fn read_stream(
     }
 
     let n = header.num_vertices;
-    // Find the first block with an endpoint out of range (a vectorized max per block),
-    // then the first edge in it.
-    let bad_edge = src
-        .par_chunks(DECODE_CHUNK)
-        .zip(dst.par_chunks(DECODE_CHUNK))
-        .position_first(|(a, b)| a.iter().zip(b).fold(0, |m, (&u, &v)| m.max(u).max(v)) >= n)
-        .map(|block| {
-            let base = block * DECODE_CHUNK;
-            base + (base..src.len()).position(|k| src[k] >= n || dst[k] >= n).unwrap_or(0)
-        });
+    let bad_edge = super::first_bad_pair(&src, &dst, n);
     if let Some(k) = bad_edge {
         let (u, v) = (src[k], dst[k]);
         return Err(FormatError::VertexOutOfRange {
@@ -358,12 +349,7 @@ fn read_stream(
         });
     }
     if let Some(w) = &weights {
-        let bad_block = w
-            .par_chunks(DECODE_CHUNK)
-            .position_first(|c| !c.iter().fold(true, |ok, &x| ok & weight_ok(x)));
-        if let Some(block) = bad_block {
-            let base = block * DECODE_CHUNK;
-            let k = base + w[base..].iter().position(|&x| !weight_ok(x)).unwrap_or(0);
+        if let Some(k) = super::first_bad(w, |&x| !weight_ok(x)) {
             return Err(FormatError::BadWeight {
                 path: path.to_owned(),
                 at: Location::Edge(k as u64),

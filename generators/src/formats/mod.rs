@@ -79,6 +79,8 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use crate::graph::EdgeList;
 
 mod binary;
@@ -468,7 +470,9 @@ pub fn write_edges(path: &Path, el: &EdgeList, format: Format) -> Result<(), For
 ///
 /// An unweighted graph written as `.wel` gets weight 1 on every edge; a weighted graph
 /// written as `.el` loses its weights. The file is created (or truncated) first; on
-/// error it may be left incomplete, and readers will refuse it.
+/// error it may be left incomplete, and readers will refuse it. The data is synced to
+/// the device before returning (`fsync`), so that late I/O errors (a full or failing
+/// disk) are reported here rather than lost.
 pub fn write_edges_with(
     path: &Path,
     el: &EdgeList,
@@ -509,7 +513,7 @@ pub(crate) fn check_edge_list(el: &EdgeList, path: &Path) -> Result<(), FormatEr
         if w.len() != el.src.len() {
             return Err(bad(format!("{} weights for {} edges", w.len(), el.src.len())));
         }
-        if let Some(k) = w.iter().position(|&x| !weight_ok(x)) {
+        if let Some(k) = first_bad(w, |&x| !weight_ok(x)) {
             return Err(bad(format!(
                 "edge {k} has weight {}; weights must be finite and non-negative",
                 w[k]
@@ -517,13 +521,34 @@ pub(crate) fn check_edge_list(el: &EdgeList, path: &Path) -> Result<(), FormatEr
         }
     }
     let n = el.num_vertices;
-    if let Some(k) = el.src.iter().zip(&el.dst).position(|(&u, &v)| u >= n || v >= n) {
+    if let Some(k) = first_bad_pair(&el.src, &el.dst, n) {
         return Err(bad(format!(
             "edge {k} ({}, {}) has an endpoint beyond the {n} vertices",
             el.src[k], el.dst[k]
         )));
     }
     Ok(())
+}
+
+/// Elements checked per rayon task by the validation scans.
+const SCAN_CHUNK: usize = 1 << 16;
+
+/// Index of the first element of `xs` for which `bad` holds (parallel scan).
+pub(crate) fn first_bad<T: Sync>(xs: &[T], bad: impl Fn(&T) -> bool + Sync) -> Option<usize> {
+    let block = xs.par_chunks(SCAN_CHUNK).position_first(|c| c.iter().any(&bad))?;
+    let base = block * SCAN_CHUNK;
+    xs[base..].iter().position(&bad).map(|i| base + i)
+}
+
+/// Index of the first edge with an endpoint `>= n` (parallel scan; a vectorized max
+/// per block, then a search in the first bad block).
+pub(crate) fn first_bad_pair(src: &[u64], dst: &[u64], n: u64) -> Option<usize> {
+    let block = src
+        .par_chunks(SCAN_CHUNK)
+        .zip(dst.par_chunks(SCAN_CHUNK))
+        .position_first(|(a, b)| a.iter().zip(b).fold(0, |m, (&u, &v)| m.max(u).max(v)) >= n)?;
+    let base = block * SCAN_CHUNK;
+    (base..src.len()).position(|k| src[k] >= n || dst[k] >= n).map(|i| base + i)
 }
 
 /// Counts bytes read and reports them to a progress callback every 4 MiB.

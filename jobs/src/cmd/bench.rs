@@ -52,6 +52,9 @@ struct FetchAddArgs {
     /// Pin workers to cores.
     #[arg(long)]
     pin: bool,
+    /// Overflow bytes of each request/response slot (runtime default if not given).
+    #[arg(long)]
+    slot_size: Option<usize>,
     /// Write the rows as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -62,6 +65,12 @@ struct MicroArgs {
     /// Iterations per measurement.
     #[arg(long, default_value_t = 200_000)]
     iters: usize,
+    /// Pin workers to cores.
+    #[arg(long)]
+    pin: bool,
+    /// Overflow bytes of each request/response slot (runtime default if not given).
+    #[arg(long)]
+    slot_size: Option<usize>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -124,12 +133,11 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
         "both" => vec![Dist::Uniform, Dist::Zipf],
         d => bail!("--dist: expected uniform, zipf or both, got `{d}`"),
     };
-    let rt = skein::Runtime::builder()
-        .workers(a.workers)
-        .fibers_per_worker(a.fibers + 1)
-        .pin(a.pin)
-        .build()
-        .context("building the skein runtime")?;
+    let mut b = skein::Runtime::builder().workers(a.workers).fibers_per_worker(a.fibers + 1);
+    if let Some(s) = a.slot_size {
+        b = b.slot_size(s);
+    }
+    let rt = b.pin(a.pin).build().context("building the skein runtime")?;
     let mut rows = Vec::new();
     println!(
         "fetch-add: {} workers x {} increments, {} fibers/worker for `apply` (Mops/s)",
@@ -389,7 +397,7 @@ fn bench_lock<L: Lock + 'static>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, pin: bool)
 
 fn run_lock_threads<C: Send + Sync + 'static>(
     seqs: &Arc<Vec<Vec<u32>>>,
-    _pin: bool,
+    pin: bool,
     locks: Arc<C>,
     op: fn(&C, usize),
     total: fn(&C) -> u64,
@@ -400,6 +408,9 @@ fn run_lock_threads<C: Send + Sync + 'static>(
         .map(|me| {
             let (seqs, locks, barrier) = (seqs.clone(), locks.clone(), barrier.clone());
             std::thread::spawn(move || {
+                if pin {
+                    pin_to_cpu(me);
+                }
                 barrier.wait();
                 for &i in &seqs[me] {
                     op(&locks, i as usize);
@@ -418,6 +429,23 @@ fn run_lock_threads<C: Send + Sync + 'static>(
     expect as f64 / secs / 1e6
 }
 
+/// Pins the calling thread to CPU `index % cpus`, as `skein::Builder::pin` does for workers
+/// (so that `--pin` treats locks and delegation alike). Best effort: errors are ignored.
+#[cfg(target_os = "linux")]
+fn pin_to_cpu(index: usize) {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    // SAFETY: `set` is a zero-initialised plain bitmask on our stack (what CPU_ZERO produces);
+    // sched_setaffinity only reads it; pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(index % cpus, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_to_cpu(_index: usize) {}
+
 #[derive(Debug, serde::Serialize)]
 struct Micro {
     fiber_yield_ns: f64,
@@ -429,7 +457,7 @@ struct Micro {
 fn micro(a: MicroArgs) -> anyhow::Result<()> {
     let n = a.iters.max(1);
     // Fiber switch: one fiber yielding to the scheduler and back (two switches per yield).
-    let rt1 = skein::Runtime::builder().workers(1).build()?;
+    let rt1 = skein::Runtime::builder().workers(1).pin(a.pin).build()?;
     let yield_ns = rt1.run(move || {
         let t0 = Instant::now();
         for _ in 0..n {
@@ -437,7 +465,11 @@ fn micro(a: MicroArgs) -> anyhow::Result<()> {
         }
         t0.elapsed().as_nanos() as f64 / n as f64
     })?;
-    let rt2 = skein::Runtime::builder().workers(2).build()?;
+    let mut b = skein::Runtime::builder().workers(2).pin(a.pin);
+    if let Some(s) = a.slot_size {
+        b = b.slot_size(s);
+    }
+    let rt2 = b.build().context("building the skein runtime")?;
     // One blocking apply from worker 0 to worker 1, sequentially.
     let rtt_ns = rt2.run(move || {
         let t = skein::trustee(1).entrust(0u64);

@@ -53,7 +53,7 @@ pub(crate) struct Args {
     /// Skip Graph500 validation of the results.
     #[arg(long)]
     pub(crate) no_validate: bool,
-    /// Delta-stepping bucket width (default: 0.01 times the largest weight).
+    /// Delta-stepping bucket width (default: 0.003 times the largest weight).
     #[arg(long)]
     pub(crate) delta: Option<f32>,
     /// Direction-optimizing BFS: go bottom-up when frontier arcs > unexplored arcs / ALPHA.
