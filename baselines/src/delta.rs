@@ -14,8 +14,9 @@
 //!   `[iΔ, (i+1)Δ)` when the thread lowered it. Entries are never removed when a distance
 //!   drops further (*lazy deletion*): a stale entry is recognised and skipped when its bin
 //!   is processed, because the vertex's current distance belongs to an earlier bin.
-//! - `outbox[t]`: thread `t`'s share of the current round's frontier (its local bin for
-//!   the round's bucket, moved there without copying).
+//! - `outboxes[round % 2][t]`: thread `t`'s offer for a round, one of its bins moved there
+//!   without copying and tagged with the bin's index; the round's frontier is the
+//!   concatenation of the offers tagged with the round's bucket.
 //!
 //! # One round (all threads inside one `broadcast`, one [`SpinBarrier`] per round)
 //!

@@ -1,30 +1,31 @@
 //! The one place that imports atomics and interior-mutability primitives.
 //!
 //! [`proto`] holds the primitives of the slot protocol (DESIGN §3.2, [`crate::channel::slot`]).
-//! Under `RUSTFLAGS="--cfg fw_loom"` they are loom's, so the `loom_*` tests in
-//! `channel::slot` model-check the real slot code (one loom thread plays the client, one the
-//! trustee). Everything else stays `std` in both builds: the rest of the runtime switches
+//! In the crate's own unit-test build under `RUSTFLAGS="--cfg fw_loom"` (loom is a
+//! dev-dependency, so only `cfg(test)` of this crate sees it) they are loom's, and the `loom_*`
+//! tests in `channel::slot` model-check the real slot code (one loom thread plays the client,
+//! one the trustee). Integration tests and doctests link the normal `std` build. Everything else stays `std` in both builds: the rest of the runtime switches
 //! stacks and keeps thread-locals, which loom cannot model, and it never runs under loom.
 
 pub(crate) use std::cell::UnsafeCell;
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(crate) use std::sync::{Arc, Mutex};
 
-/// Slot-protocol primitives: `std` normally, loom under `--cfg fw_loom`.
+/// Slot-protocol primitives: `std` normally, loom in unit tests under `--cfg fw_loom`.
 pub(crate) mod proto {
-    #[cfg(fw_loom)]
+    #[cfg(all(test, fw_loom))]
     pub(crate) use loom::{cell::UnsafeCell, sync::atomic::AtomicU64};
-    #[cfg(not(fw_loom))]
+    #[cfg(not(all(test, fw_loom)))]
     pub(crate) use std::sync::atomic::AtomicU64;
 
     /// `std::cell::UnsafeCell` with loom's closure API (`with`, `with_mut`), so that the same
     /// code compiles against both.
-    #[cfg(not(fw_loom))]
+    #[cfg(not(all(test, fw_loom)))]
     #[derive(Debug, Default)]
     #[repr(transparent)]
     pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-    #[cfg(not(fw_loom))]
+    #[cfg(not(all(test, fw_loom)))]
     impl<T> UnsafeCell<T> {
         pub(crate) const fn new(v: T) -> Self {
             UnsafeCell(std::cell::UnsafeCell::new(v))

@@ -8,7 +8,7 @@
 //!      │ panics                       │
 //! 64   ├──────────────────────────────┤
 //!      │ first 64 bytes of records    │
-//! 128  ├──────────────────────────────┤  overflow block (default 1024 bytes)
+//! 128  ├──────────────────────────────┤  overflow block (default 4096 or 1024 bytes)
 //!      │ more records / results       │
 //!      └──────────────────────────────┘
 //! ```
@@ -43,6 +43,8 @@ pub(crate) type PanicPayload = Box<dyn std::any::Any + Send + 'static>;
 pub(crate) const PRIMARY_DATA: usize = 64;
 /// Default overflow block size.
 pub(crate) const DEFAULT_OVERFLOW: usize = 1024;
+/// Default overflow block size for runtimes of at most 16 workers.
+pub(crate) const DEFAULT_OVERFLOW_FEW_WORKERS: usize = 4096;
 
 #[repr(C)]
 struct SlotHeader {
@@ -52,7 +54,7 @@ struct SlotHeader {
     panics: UnsafeCell<Vec<(u32, PanicPayload)>>,
 }
 
-#[cfg(not(fw_loom))]
+#[cfg(not(all(test, fw_loom)))]
 const _: () = assert!(std::mem::size_of::<SlotHeader>() <= 64);
 
 /// Offset of the data area: 64 bytes (the header's cache line) in normal builds; loom's

@@ -65,7 +65,8 @@ pub(crate) struct Worker {
     pool: RefCell<StackPool>,
     current: Cell<Option<u32>>,
     delegated: Cell<u32>,
-    pending_frees: RefCell<Vec<PendingFree>>,
+    /// In `schedule_free` order, which is also readiness order (see `process_frees`).
+    pending_frees: RefCell<VecDeque<PendingFree>>,
     quiesce_waiters: RefCell<Vec<u32>>,
     next_spawn: Cell<usize>,
 }
@@ -429,7 +430,7 @@ impl Worker {
         let targets = (0..self.n)
             .map(|c| self.shared.counters[c].issued[self.index].load(Ordering::Acquire))
             .collect();
-        self.pending_frees.borrow_mut().push(PendingFree { prop, targets });
+        self.pending_frees.borrow_mut().push_back(PendingFree { prop, targets });
     }
 
     fn served_from(&self, c: usize) -> u64 {
@@ -444,14 +445,20 @@ impl Worker {
         if self.pending_frees.borrow().is_empty() {
             return false;
         }
+        // Readiness is monotone in queue order: `schedule_free` snapshots the `issued`
+        // counters, which only grow, so a later entry's targets are componentwise >= an earlier
+        // one's. Hence the ready entries form a prefix, and a pass costs O(ready + 1) instead of
+        // a scan of every pending free (which made dropping many trusts quadratic).
         let mut ready = Vec::new();
-        self.pending_frees.borrow_mut().retain(|pf| {
-            let ok = pf.targets.iter().enumerate().all(|(c, &t)| self.served_from(c) >= t);
-            if ok {
-                ready.push(pf.prop);
+        {
+            let mut pending = self.pending_frees.borrow_mut();
+            while let Some(pf) = pending.front() {
+                if !pf.targets.iter().enumerate().all(|(c, &t)| self.served_from(c) >= t) {
+                    break;
+                }
+                ready.push(pending.pop_front().expect("front exists").prop);
             }
-            !ok
-        });
+        }
         let useful = !ready.is_empty();
         for p in ready {
             // SAFETY: the property's count reached zero and every request issued before that
