@@ -80,7 +80,8 @@ fn components(graph: Arc<Csr>, workers: usize) -> Result<Vec<u64>, skein::Error>
                                         s.offer(local, label);
                                     } else {
                                         // Delegate: runs on v's trustee, later.
-                                        all[owner].apply_then(move |t| t.offer(local, label), |_| ());
+                                        all[owner]
+                                            .apply_then(move |t| t.offer(local, label), |_| ());
                                     }
                                 }
                             }

@@ -89,7 +89,7 @@ pub enum EngineError {
     #[error("invalid engine options: {0}")]
     Options(String),
     /// SSSP needs non-negative weights.
-    #[error("SSSP needs non-negative weights: arc {arc} weighs {weight}")]
+    #[error("SSSP needs non-negative, finite weights: arc {arc} weighs {weight}")]
     NegativeWeight {
         /// Index of the offending arc.
         arc: usize,
@@ -127,7 +127,9 @@ impl Engine {
     /// Prepares a runtime of `opts.workers` workers and the partitioning of `graph`.
     pub fn new(graph: Arc<Csr>, opts: EngineOptions) -> Result<Engine, EngineError> {
         if opts.workers == 0 || opts.fibers == 0 || opts.chunk == 0 {
-            return Err(EngineError::Options("workers, fibers and chunk must be at least 1".into()));
+            return Err(EngineError::Options(
+                "workers, fibers and chunk must be at least 1".into(),
+            ));
         }
         if !(opts.delta > 0.0 && opts.delta.is_finite()) {
             return Err(EngineError::Options(format!("delta must be > 0, got {}", opts.delta)));
@@ -169,7 +171,7 @@ impl Engine {
     /// 16 bytes per owned vertex and 4 bytes per vertex of the graph (the send filter).
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         self.check_root(root)?;
-        if let Some(arc) = self.shared.graph.weights().iter().position(|&w| !(w >= 0.0)) {
+        if let Some(arc) = self.shared.graph.weights().iter().position(|&w| !w.is_finite() || w < 0.0) {
             let weight = self.shared.graph.weights()[arc];
             return Err(EngineError::NegativeWeight { arc, weight });
         }
@@ -288,7 +290,10 @@ impl Engine {
             level.extend_from_slice(&l);
             parent.extend_from_slice(&p);
         }
-        debug_assert!(level.iter().zip(&parent).all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
+        debug_assert!(level
+            .iter()
+            .zip(&parent)
+            .all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
         Ok((BfsResult { root, level, parent }, stats))
     }
 }

@@ -329,11 +329,9 @@ mod tests {
     fn bucketed_sssp_matches_dijkstra_for_any_part_count_and_delta() {
         for parts in [1, 2, 3, 5] {
             let sh = shared(9, parts);
-            let root = kronecker::search_roots(
-                &KroneckerParams::new(9, 16, 2, 3).unwrap(),
-                &sh.graph,
-                1,
-            )[0];
+            let root =
+                kronecker::search_roots(&KroneckerParams::new(9, 16, 2, 3).unwrap(), &sh.graph, 1)
+                    [0];
             let want = dijkstra(&sh.graph, root);
             for delta in [0.01f32, 0.1, 1.0, 100.0] {
                 let got = simulate_sssp(&sh, root, delta);

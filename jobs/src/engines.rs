@@ -174,9 +174,14 @@ impl std::fmt::Debug for Runner<'_> {
 impl<'g> Runner<'g> {
     /// Sets `spec`'s engine up for `kernel` on `graph`, refusing graphs it cannot run
     /// (no vertices, negative weights for SSSP) with a clear error.
-    pub(crate) fn new(spec: &EngineSpec, kernel: Kernel, graph: &'g LoadedGraph) -> anyhow::Result<Self> {
+    pub(crate) fn new(
+        spec: &EngineSpec,
+        kernel: Kernel,
+        graph: &'g LoadedGraph,
+    ) -> anyhow::Result<Self> {
         let csr = &graph.csr;
-        skein_baselines::check_graph(csr).with_context(|| format!("graph {}", graph.description))?;
+        skein_baselines::check_graph(csr)
+            .with_context(|| format!("graph {}", graph.description))?;
         let max_weight = if kernel == Kernel::Sssp {
             skein_baselines::check_weights(csr)
                 .with_context(|| format!("graph {}", graph.description))?

@@ -270,12 +270,8 @@ fn apply_sets(
     if sets.is_empty() {
         return Ok((text.to_string(), overridden));
     }
-    let bad = |message: String| JobError {
-        file: path.to_path_buf(),
-        place: None,
-        key: None,
-        message,
-    };
+    let bad =
+        |message: String| JobError { file: path.to_path_buf(), place: None, key: None, message };
     let mut doc: toml_edit::DocumentMut =
         text.parse().map_err(|e: toml_edit::TomlError| bad(format!("not valid TOML: {e}")))?;
     for set in sets {
@@ -365,7 +361,9 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
                 }
             }
             let path = file.into_inner();
-            JobGraph::File { path: if path.is_absolute() { path } else { normalize(&base.join(path)) } }
+            JobGraph::File {
+                path: if path.is_absolute() { path } else { normalize(&base.join(path)) },
+            }
         }
         (Some(generator), None) => {
             if generator.get_ref() != "kronecker" {
@@ -393,18 +391,16 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         }
     };
 
-    let job = raw.job.unwrap_or(JobSection {
-        kernel: None,
-        roots: None,
-        engine: None,
-        validate: None,
-    });
+    let job =
+        raw.job.unwrap_or(JobSection { kernel: None, roots: None, engine: None, validate: None });
     let roots = match job.roots {
         None => Roots::Count(64),
         Some(r) => {
             let span = r.span();
             match r.into_inner() {
-                Roots::Count(0) => return Err(ctx.at("job.roots", span, "roots must be at least 1")),
+                Roots::Count(0) => {
+                    return Err(ctx.at("job.roots", span, "roots must be at least 1"))
+                }
                 Roots::List(l) if l.is_empty() => {
                     return Err(ctx.at("job.roots", span, "the root list is empty"))
                 }
@@ -577,8 +573,8 @@ json = "out/r.json"
 
     #[test]
     fn wrong_type_names_line() {
-        let e = parse_str("[graph]\ngenerator = \"kronecker\"\nscale = \"big\"\n", &[])
-            .unwrap_err();
+        let e =
+            parse_str("[graph]\ngenerator = \"kronecker\"\nscale = \"big\"\n", &[]).unwrap_err();
         assert!(e.starts_with("jobs/test.toml:line 3"), "{e}");
         assert!(e.contains("graph.scale"), "{e}");
     }
@@ -620,8 +616,8 @@ json = "out/r.json"
 
     #[test]
     fn sets_override_and_are_named_in_errors() {
-        let job = parse_str(FULL, &["graph.scale=12", "job.engine=seq", "runtime.pin=true"])
-            .unwrap();
+        let job =
+            parse_str(FULL, &["graph.scale=12", "job.engine=seq", "runtime.pin=true"]).unwrap();
         assert_eq!(job.graph, JobGraph::Kronecker { scale: 12, edgefactor: 8, seeds: [5, 7] });
         assert_eq!(job.engine, EngineName::Seq);
         assert!(job.pin);
@@ -633,8 +629,8 @@ json = "out/r.json"
 
     #[test]
     fn both_generator_and_file_is_an_error() {
-        let e = parse_str("[graph]\ngenerator = \"kronecker\"\nfile = \"x.el\"\n", &[])
-            .unwrap_err();
+        let e =
+            parse_str("[graph]\ngenerator = \"kronecker\"\nfile = \"x.el\"\n", &[]).unwrap_err();
         assert!(e.contains("not both"), "{e}");
     }
 }

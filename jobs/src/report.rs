@@ -409,13 +409,27 @@ impl KernelReport {
         })
     }
 
-    /// Writes [`KernelReport::to_json`] to `path`.
-    pub(crate) fn write_json(&self, path: &Path) -> anyhow::Result<()> {
-        let text = serde_json::to_string_pretty(&self.to_json())?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write the JSON report {}", path.display()))
+    /// An error when validation ran and failed (the CLI then exits non-zero).
+    pub(crate) fn ensure_valid(&self) -> anyhow::Result<()> {
+        if let Validation::Failed { root, message } = &self.validation {
+            anyhow::bail!("{} validation failed for root {root}: {message}", self.engine.name);
+        }
+        Ok(())
     }
 }
+
+/// Writes a JSON report to `path`, creating its folder.
+pub(crate) fn write_json_value(path: &Path, json: &serde_json::Value) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the folder {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(json)?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("cannot write the JSON report {}", path.display()))
+}
+
+impl KernelReport {}
 
 #[cfg(test)]
 mod tests {

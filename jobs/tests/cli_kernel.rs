@@ -77,7 +77,7 @@ fn reference_s10() -> Vec<(String, String)> {
 #[test]
 fn sssp_reports_json_and_dumps_the_reference_distances() {
     let want = reference_s10();
-    for (engine, threads) in [("seq", "1"), ("rayon", "2")] {
+    for (engine, threads) in [("seq", "1"), ("rayon", "2"), ("skein", "3")] {
         let json = tmp(&format!("sssp-{engine}.json"));
         let dump = tmp(&format!("sssp-{engine}.dump"));
         let stdout = ok(&[
@@ -125,7 +125,7 @@ fn sssp_reports_json_and_dumps_the_reference_distances() {
 #[test]
 fn bfs_dumps_the_reference_levels() {
     let want = reference_s10();
-    for engine in ["seq", "rayon"] {
+    for engine in ["seq", "rayon", "skein"] {
         let dump = tmp(&format!("bfs-{engine}.dump"));
         let stdout =
             ok(&["bfs", "--engine", engine, "--roots", "2", "--dump", s(&dump), "kron:10:16:2:3"]);

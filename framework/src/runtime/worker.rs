@@ -529,14 +529,20 @@ impl Worker {
             }
             self.take_foreign_frees();
             idle = idle.saturating_add(1);
-            if self.work_due() {
-                // A response is due, or a client has queued requests for us that have not
-                // arrived yet: poll (spin, then yield the core), but never sleep.
+            if self.own_work_due() {
+                // A response is due: poll (spin, then yield the core), but never sleep.
                 backoff(idle.min(SPIN + YIELD - 1));
                 continue;
             }
             if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && self.detect() {
                 break;
+            }
+            // Only look at other workers' counters when about to sleep: reading a client's
+            // `issued` line on every idle pass would pull it away from that client's hot path.
+            if idle >= SPIN + YIELD && self.incoming_due() {
+                // A client has queued requests for us that have not arrived yet: keep polling.
+                backoff(SPIN + YIELD - 1);
+                continue;
             }
             backoff(idle);
         }
@@ -551,19 +557,22 @@ impl Worker {
         }
     }
 
-    /// True while this worker must keep polling instead of sleeping: one of its own requests
-    /// awaits a response, local work is queued, or some client has issued requests to this
-    /// trustee that it has not served yet (they are staged on the client or in a slot; the
-    /// client bumped `issued` when it queued them, so a trustee never sleeps on its way).
-    /// When none holds, this worker's part of the job is idle and [`backoff`] may sleep: a job
-    /// that has ended (or waits for something slow) does not burn a core.
-    fn work_due(&self) -> bool {
+    /// The idle policy: a worker never sleeps while [`Worker::own_work_due`] or
+    /// [`Worker::incoming_due`] holds; otherwise its part of the job is idle and [`backoff`]
+    /// may sleep, so a job that has ended (or waits for something slow) does not burn a core.
+    ///
+    /// True when one of this worker's own requests awaits a response, or local work is queued.
+    fn own_work_due(&self) -> bool {
         if self.clients.iter().any(|c| c.in_flight.get() > 0 || !c.staging.borrow().is_empty()) {
             return true;
         }
-        if !self.ready.borrow().is_empty() || !self.local.borrow().is_empty() {
-            return true;
-        }
+        !self.ready.borrow().is_empty() || !self.local.borrow().is_empty()
+    }
+
+    /// True when some client has issued requests to this trustee that it has not served yet:
+    /// they are staged on the client or in a slot (the client bumped `issued` when it queued
+    /// them), so a trustee never sleeps while requests are on their way to it.
+    fn incoming_due(&self) -> bool {
         (0..self.n).any(|c| {
             c != self.index
                 && self.shared.counters[c].issued[self.index].load(Ordering::Relaxed)

@@ -2,13 +2,14 @@
 //! Graph500-style statistics.
 
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use skein_baselines::{Engine, Options, Solver};
 
+use crate::engines::{EngineSpec, Runner};
 use crate::graph_source::{self, GraphSpec};
-use crate::report::{self, EngineInfo, KernelOutput, Validation};
+use crate::job::EngineName;
+use crate::report::{self, KernelOutput};
 
 /// Which kernel to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub(crate) enum EngineArg {
     Seq,
     /// rayon threads: delta-stepping / direction-optimizing BFS.
     Rayon,
+    /// Skein's delegation runtime: partitions entrusted to workers, `apply_then` between them.
+    Skein,
 }
 
 /// Arguments of `skein sssp` / `skein bfs`.
@@ -32,9 +35,15 @@ pub(crate) struct Args {
     /// Engine to run.
     #[arg(long, value_enum, default_value_t = EngineArg::Rayon)]
     pub(crate) engine: EngineArg,
-    /// Threads of the rayon engine (default: one per CPU).
-    #[arg(long, short = 't', value_name = "T")]
+    /// Threads of the rayon engine, or workers of the skein engine (default: one per CPU).
+    #[arg(long, short = 't', visible_alias = "workers", value_name = "T")]
     pub(crate) threads: Option<usize>,
+    /// Fibers per worker of the skein engine.
+    #[arg(long, value_name = "F", default_value_t = 8)]
+    pub(crate) fibers: usize,
+    /// Pin the skein engine's workers to cores.
+    #[arg(long)]
+    pub(crate) pin: bool,
     /// Number of search roots: the first N of the Graph500 root sequence of the graph.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub(crate) roots: usize,
@@ -91,66 +100,56 @@ pub(crate) fn choose_roots(
 pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     let spec: GraphSpec = args.graph.parse()?;
     let graph = graph_source::load(&spec)?;
-    let csr = &graph.csr;
-    skein_baselines::check_graph(csr).with_context(|| format!("graph {}", graph.description))?;
     let roots = choose_roots(&graph, &args.root, args.roots)?;
     let engine = match args.engine {
-        EngineArg::Seq => Engine::Seq,
-        EngineArg::Rayon => Engine::Rayon,
+        EngineArg::Seq => EngineName::Seq,
+        EngineArg::Rayon => EngineName::Rayon,
+        EngineArg::Skein => EngineName::Skein,
     };
-    let options = Options {
-        threads: args.threads.unwrap_or(0),
-        delta: args.delta,
-        alpha: args.alpha,
-        beta: args.beta,
-    };
-    let solver = Solver::new(engine, csr, &options)?;
-    let mut settings = serde_json::Map::new();
-    if kernel == Kernel::Sssp {
-        let max_weight = skein_baselines::check_weights(csr)
-            .with_context(|| format!("graph {}", graph.description))?;
-        if engine == Engine::Rayon {
-            // Through the f32's shortest decimal form, so 0.02 prints as 0.02.
-            let delta = options.delta_for(max_weight).to_string().parse::<f64>()?;
-            settings.insert("delta".into(), delta.into());
-        }
-    } else if engine == Engine::Rayon {
-        settings.insert("alpha".into(), options.alpha.into());
-        settings.insert("beta".into(), options.beta.into());
-    }
-    let info = EngineInfo { name: engine.name().to_owned(), threads: solver.threads(), settings };
-    let mut engine_fn = |root: u64| -> anyhow::Result<KernelOutput> {
-        Ok(match kernel {
-            Kernel::Sssp => KernelOutput::Sssp(solver.sssp(root)?),
-            Kernel::Bfs => KernelOutput::Bfs(solver.bfs(root)?),
-        })
-    };
+    let mut spec = EngineSpec::new(engine, args.threads.unwrap_or(0));
+    spec.fibers = args.fibers;
+    spec.pin = args.pin;
+    spec.delta = args.delta;
+    spec.alpha = args.alpha;
+    spec.beta = args.beta;
+    let mut runner = Runner::new(&spec, kernel, &graph)?;
     for _ in 0..args.warmup {
-        engine_fn(roots[0])?;
+        runner.run(roots[0])?;
     }
-    let mut dump = |out: &KernelOutput| -> anyhow::Result<()> {
-        let Some(path) = &args.dump else { return Ok(()) };
-        let context = || format!("cannot write the dump file {}", path.display());
-        let file = std::fs::File::create(path).with_context(context)?;
-        let mut w = BufWriter::new(file);
-        out.dump(&mut w).with_context(context)?;
-        w.flush().with_context(context)
-    };
+    let info = runner.info();
     let report = report::run_kernel(
         kernel,
         &graph,
         &roots,
         info,
-        &mut engine_fn,
+        &mut |root| runner.run(root),
         !args.no_validate,
-        &mut dump,
+        &mut |out| args.dump.as_deref().map_or(Ok(()), |path| write_dump(path, out)),
     )?;
-    report.print(&mut std::io::stdout().lock())?;
+    let mut out = std::io::stdout().lock();
+    report.print(&mut out)?;
+    if let Some(totals) = runner.skein_totals() {
+        totals.print(&mut out)?;
+    }
+    out.flush()?;
     if let Some(path) = &args.json {
-        report.write_json(path)?;
+        let mut json = report.to_json();
+        if let Some(totals) = runner.skein_totals() {
+            json["trustees"] = totals.to_json();
+        }
+        report::write_json_value(path, &json)?;
     }
-    if let Validation::Failed { root, message } = &report.validation {
-        anyhow::bail!("validation failed for root {root}: {message}");
+    report.ensure_valid()
+}
+
+/// Writes one result to `path`, one `v value parent` line per vertex.
+pub(crate) fn write_dump(path: &Path, out: &KernelOutput) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the folder {}", dir.display()))?;
     }
-    Ok(())
+    let context = || format!("cannot write the dump file {}", path.display());
+    let mut w = BufWriter::new(std::fs::File::create(path).with_context(context)?);
+    out.dump(&mut w).with_context(context)?;
+    w.flush().with_context(context)
 }

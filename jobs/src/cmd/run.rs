@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use skein_generators::kronecker::KroneckerParams;
 
-use crate::cmd::kernel::{choose_roots, Kernel};
+use crate::cmd::kernel::{choose_roots, write_dump, Kernel};
 use crate::engines::{EngineSpec, Runner};
 use crate::graph_source::{self, GraphSpec, LoadedGraph};
 use crate::job::{self, EngineName, Job, JobGraph, KernelName, Roots};
-use crate::report::{self, KernelReport, Validation};
+use crate::report::{self, KernelReport};
 
 /// Arguments of `skein run`.
 #[derive(Debug, clap::Args)]
@@ -64,10 +64,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         if let Some(t) = &totals {
             json["trustees"] = t.to_json();
         }
-        write_json(path, &json)?;
+        report::write_json_value(path, &json)?;
         eprintln!("report written to {}", path.display());
     }
-    fail_on_invalid(&report)
+    report.ensure_valid()
 }
 
 pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
@@ -150,11 +150,11 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
             })
             .collect();
         let json = serde_json::json!({ "job": job, "engines": reports });
-        write_json(&path, &json)?;
+        report::write_json_value(&path, &json)?;
         eprintln!("report written to {}", path.display());
     }
     for (r, _) in &rows {
-        fail_on_invalid(r)?;
+        r.ensure_valid()?;
     }
     Ok(())
 }
@@ -211,14 +211,6 @@ fn run_engine(
     let kernel = kernel_of(job);
     let mut runner = Runner::new(spec, kernel, graph)?;
     let info = runner.info();
-    let mut dump_first = |out: &report::KernelOutput| -> anyhow::Result<()> {
-        let Some(path) = dump else { return Ok(()) };
-        ensure_parent(path)?;
-        let context = || format!("cannot write the dump file {}", path.display());
-        let mut w = std::io::BufWriter::new(std::fs::File::create(path).with_context(context)?);
-        out.dump(&mut w).with_context(context)?;
-        w.flush().with_context(context)
-    };
     let report = report::run_kernel(
         kernel,
         graph,
@@ -226,17 +218,10 @@ fn run_engine(
         info,
         &mut |root| runner.run(root),
         job.validate,
-        &mut dump_first,
+        &mut |out| dump.map_or(Ok(()), |path| write_dump(path, out)),
     )?;
     let totals = runner.skein_totals().cloned();
     Ok((report, totals))
-}
-
-fn fail_on_invalid(report: &KernelReport) -> anyhow::Result<()> {
-    if let Validation::Failed { root, message } = &report.validation {
-        anyhow::bail!("{} validation failed for root {root}: {message}", report.engine.name);
-    }
-    Ok(())
 }
 
 fn ensure_parent(path: &Path) -> anyhow::Result<()> {
@@ -245,11 +230,4 @@ fn ensure_parent(path: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("cannot create the folder {}", dir.display()))?;
     }
     Ok(())
-}
-
-fn write_json(path: &Path, json: &serde_json::Value) -> anyhow::Result<()> {
-    ensure_parent(path)?;
-    let text = serde_json::to_string_pretty(json)?;
-    std::fs::write(path, text + "\n")
-        .with_context(|| format!("cannot write the JSON report {}", path.display()))
 }

@@ -1,0 +1,127 @@
+//! `skein run` and `skein compare` on job files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn skein(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().expect("skein runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("skein-cli-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn job(name: &str, text: &str) -> PathBuf {
+    let p = tmp(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn run_writes_a_validated_report_with_trustee_stats() {
+    let report = tmp("r.json");
+    let j = job(
+        "run.toml",
+        &format!(
+            "[graph]\ngenerator = \"kronecker\"\nscale = 9\n[job]\nkernel = \"sssp\"\nroots = 3\n\
+             [runtime]\nworkers = 2\n[report]\njson = \"{}\"\n",
+            s(&report)
+        ),
+    );
+    let out = skein(&["run", s(&j)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("validation:") && stdout.contains("passed"), "{stdout}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["engine"], "skein");
+    assert_eq!(r["validated"], true);
+    assert_eq!(r["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(r["job"]["graph"]["kronecker"]["scale"], 9);
+    assert_eq!(r["trustees"]["workers"].as_array().unwrap().len(), 2);
+    assert!(r["construction_seconds"].as_f64().unwrap() >= 0.0);
+}
+
+#[test]
+fn set_overrides_and_bfs_with_every_engine() {
+    let j =
+        job("bfs.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[job]\nkernel = \"bfs\"\n");
+    for engine in ["seq", "rayon", "skein"] {
+        let out = skein(&[
+            "run",
+            s(&j),
+            "--set",
+            &format!("job.engine={engine}"),
+            "--set",
+            "job.roots=2",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{engine}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&format!("engine:                         {engine}")), "{stdout}");
+        assert!(stdout.contains("bfs  harmonic_mean_TEPS"), "{stdout}");
+    }
+}
+
+#[test]
+fn compare_prints_one_table_and_draws_a_chart() {
+    let chart = tmp("c.png");
+    let j = job("cmp.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[job]\nroots = 2\n");
+    let out = skein(&["compare", s(&j), "--chart", s(&chart)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for engine in ["seq", "rayon", "skein"] {
+        assert!(stdout.lines().any(|l| l.starts_with(engine) && l.ends_with("passed")), "{stdout}");
+    }
+    let png = std::fs::read(&chart).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
+fn bad_job_files_name_file_key_and_line() {
+    let j =
+        job("bad.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[runtime]\nworkers = 0\n");
+    let out = skein(&["run", s(&j)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("bad.toml:line 5") && err.contains("runtime.workers"), "{err}");
+    let out = skein(&["run", s(&tmp("missing.toml"))]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the job file"));
+    let j =
+        job("badroot.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 4\n[job]\nroots = [99]\n");
+    let out = skein(&["run", s(&j)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("job.roots") && err.contains("99"), "{err}");
+    let j = job("nofile.toml", "[graph]\nfile = \"does-not-exist.wel\"\n");
+    let out = skein(&["run", s(&j)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("does-not-exist.wel"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn shipped_jobs_parse() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/");
+    for name in ["quick.toml", "sssp-s20.toml", "bfs-s20.toml"] {
+        // Run each shipped job at a tiny scale: the file must be valid as shipped.
+        let out = skein(&[
+            "run",
+            &format!("{dir}{name}"),
+            "--set",
+            "graph.scale=6",
+            "--set",
+            "job.roots=1",
+            "--set",
+            "report.json=/dev/null",
+        ]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = skein(&["run", &format!("{dir}file-sssp.toml"), "--set", "report.json=/dev/null"]);
+    assert!(out.status.success(), "file-sssp.toml: {}", String::from_utf8_lossy(&out.stderr));
+}
