@@ -12,9 +12,11 @@
 //!    worker serves incoming requests and flushes its outgoing batches;
 //! 2. a relaxation (SSSP) or visit (BFS) of a vertex owned elsewhere is an
 //!    [`skein::Trust::apply_then`] to the owner's partition, batched by the runtime;
-//! 3. the main fiber joins the drivers and calls [`skein::wait_quiescent`], the
-//!    framework's termination detector: when it returns, every request of the round has
-//!    been applied. Then it asks each partition where the next round starts.
+//! 3. each driver then calls [`skein::wait_quiescent`], the framework's termination
+//!    detector: when it returns, every request of the round has been applied
+//!    everywhere, so the driver can read where its partition's next round starts (a
+//!    local call) and return it; the main fiber joins the drivers and takes the minimum.
+//!    (BFS drivers likewise return the size of their next frontier.)
 //!
 //! No round ever ends on a timeout. SSSP rounds follow delta-stepping buckets (a bucket
 //! is repeated while relaxations arriving from other partitions refill it); BFS rounds
@@ -171,7 +173,9 @@ impl Engine {
     /// 16 bytes per owned vertex and 4 bytes per vertex of the graph (the send filter).
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         self.check_root(root)?;
-        if let Some(arc) = self.shared.graph.weights().iter().position(|&w| !w.is_finite() || w < 0.0) {
+        if let Some(arc) =
+            self.shared.graph.weights().iter().position(|&w| !w.is_finite() || w < 0.0)
+        {
             let weight = self.shared.graph.weights()[arc];
             return Err(EngineError::NegativeWeight { arc, weight });
         }
@@ -202,9 +206,8 @@ impl Engine {
                         skein::spawn_on(p, move || sssp_driver(&parts, p, bucket, chunk))
                     })
                     .collect();
-                drivers.into_iter().for_each(|h| h.join());
-                skein::wait_quiescent();
-                let next = parts.iter().filter_map(|t| t.apply(|s| s.next_bucket())).min();
+                // Each driver returns its partition's next bucket, read after quiescence.
+                let next = drivers.into_iter().filter_map(|h| h.join()).min();
                 match next {
                     Some(b) => bucket = b,
                     None => break,
@@ -252,22 +255,24 @@ impl Engine {
             );
             let start = Instant::now();
             let (rp, rl) = shared.parts.locate(root);
-            parts[rp].apply(move |s| s.visit(rl, 0, root));
+            parts[rp].apply(move |s| {
+                s.visit(rl, 0, root);
+                s.advance();
+            });
             let mut level = 0u32;
             loop {
-                let frontier: usize = parts.iter().map(|t| t.apply(|s| s.advance())).sum();
-                if frontier == 0 {
-                    break;
-                }
                 let drivers: Vec<_> = (0..np)
                     .map(|p| {
                         let parts = Arc::clone(&parts);
                         skein::spawn_on(p, move || bfs_driver(&parts, p, level, chunk))
                     })
                     .collect();
-                drivers.into_iter().for_each(|h| h.join());
-                skein::wait_quiescent();
+                // Each driver returns the size of its partition's next frontier.
+                let frontier: usize = drivers.into_iter().map(|h| h.join()).sum();
                 level += 1;
+                if frontier == 0 {
+                    break;
+                }
             }
             let seconds = start.elapsed().as_secs_f64();
             let mut gathered = Vec::with_capacity(np);
@@ -298,8 +303,15 @@ impl Engine {
     }
 }
 
-/// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices.
-fn sssp_driver(parts: &Arc<Vec<Trust<SsspPart>>>, p: usize, bucket: usize, chunk: usize) {
+/// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices;
+/// then waits until every relaxation of the round has been applied everywhere and
+/// returns the partition's next bucket.
+fn sssp_driver(
+    parts: &Arc<Vec<Trust<SsspPart>>>,
+    p: usize,
+    bucket: usize,
+    chunk: usize,
+) -> Option<usize> {
     loop {
         let all = Arc::clone(parts);
         let processed = parts[p].apply(move |s| {
@@ -312,10 +324,14 @@ fn sssp_driver(parts: &Arc<Vec<Trust<SsspPart>>>, p: usize, bucket: usize, chunk
         }
         skein::yield_now();
     }
+    skein::wait_quiescent();
+    parts[p].apply(|s| s.next_bucket())
 }
 
-/// Expands partition `p`'s frontier at `level`, yielding every `chunk` vertices.
-fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usize) {
+/// Expands partition `p`'s frontier at `level`, yielding every `chunk` vertices; then
+/// waits until every visit of the round has been applied everywhere, makes the
+/// vertices visited this round the next frontier and returns its size.
+fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usize) -> usize {
     loop {
         let all = Arc::clone(parts);
         let more = parts[p].apply(move |s| {
@@ -328,6 +344,8 @@ fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usi
         }
         skein::yield_now();
     }
+    skein::wait_quiescent();
+    parts[p].apply(|s| s.advance())
 }
 
 /// A duration as seconds (helper for reports).

@@ -55,6 +55,10 @@ struct FetchAddArgs {
     /// Overflow bytes of each request/response slot (runtime default if not given).
     #[arg(long)]
     slot_size: Option<usize>,
+    /// Measure every (K, implementation) this many times, interleaving the implementations,
+    /// and report the median (damps interference on a shared machine).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Write the rows as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -119,6 +123,9 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     if a.fibers == 0 {
         bail!("--fibers must be at least 1");
     }
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
     if let Some(k) = a.objects.iter().find(|&&k| k == 0 || k > u32::MAX as usize) {
         bail!("--objects: every K must be in 1..=4294967295, got {k}");
     }
@@ -140,8 +147,11 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     let rt = b.pin(a.pin).build().context("building the skein runtime")?;
     let mut rows = Vec::new();
     println!(
-        "fetch-add: {} workers x {} increments, {} fibers/worker for `apply` (Mops/s)",
-        a.workers, a.ops, a.fibers
+        "fetch-add: {} workers x {} increments, {} fibers/worker for `apply` (Mops/s{})",
+        a.workers,
+        a.ops,
+        a.fibers,
+        if a.repeat > 1 { format!(", median of {}", a.repeat) } else { String::new() }
     );
     print!("{:>8} {:>8}", "dist", "K");
     for i in &a.impls {
@@ -153,15 +163,22 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
             let seqs = Arc::new(make_sequences(a.workers, a.ops, k, dist));
             print!("{:>8} {:>8}", dist.name(), k);
             let mut got = std::collections::HashMap::new();
-            for imp in &a.impls {
-                let mops = match imp.as_str() {
-                    "apply" => bench_apply(&rt, k, &seqs, a.fibers)?,
-                    "apply_then" => bench_apply_then(&rt, k, &seqs)?,
-                    "mutex" => bench_lock::<StdLock>(k, &seqs, a.pin),
-                    "spin" => bench_lock::<SpinLock>(k, &seqs, a.pin),
-                    "parking_lot" => bench_lock::<PlLock>(k, &seqs, a.pin),
-                    _ => unreachable!("validated above"),
-                };
+            let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(a.repeat); a.impls.len()];
+            for _ in 0..a.repeat {
+                for (j, imp) in a.impls.iter().enumerate() {
+                    samples[j].push(match imp.as_str() {
+                        "apply" => bench_apply(&rt, k, &seqs, a.fibers)?,
+                        "apply_then" => bench_apply_then(&rt, k, &seqs)?,
+                        "mutex" => bench_lock::<StdLock>(k, &seqs, a.pin),
+                        "spin" => bench_lock::<SpinLock>(k, &seqs, a.pin),
+                        "parking_lot" => bench_lock::<PlLock>(k, &seqs, a.pin),
+                        _ => unreachable!("validated above"),
+                    });
+                }
+            }
+            for (imp, mut xs) in a.impls.iter().zip(samples) {
+                xs.sort_by(f64::total_cmp);
+                let mops = xs[xs.len() / 2];
                 print!(" {mops:>11.2}");
                 got.insert(imp.clone(), mops);
                 rows.push(Row { objects: k, dist: dist.name(), imp: imp.clone(), mops });

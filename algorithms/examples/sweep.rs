@@ -1,0 +1,121 @@
+//! Measures the delegation engine's SSSP and BFS over a grid of options, to choose
+//! defaults (bucket width `delta`, driver `chunk`, slot size) by measurement.
+//!
+//! ```sh
+//! cargo run --release -p skein-algorithms --example sweep -- \
+//!     --scale 18 --workers 2 --delta 0.003,0.01 --chunk 16,64 --roots 4
+//! ```
+//!
+//! For every combination it prints, per kernel, the median time over the roots, the
+//! harmonic-mean MTEPS (Graph500 edge count), the rounds, the messages between
+//! partitions and the work inflation (arcs relaxed / arcs of a sequential search). The
+//! inflation and round counts do not depend on machine noise; times do, so compare
+//! times only within one run.
+
+use std::sync::Arc;
+
+use skein_algorithms::{Engine, EngineOptions};
+use skein_generators::kronecker::{self, KroneckerParams};
+use skein_generators::validate::teps_edge_count;
+use skein_generators::Csr;
+
+fn list<T: std::str::FromStr>(flag: &str, v: &str) -> Result<Vec<T>, String> {
+    v.split(',')
+        .map(|x| x.trim().parse().map_err(|_| format!("{flag}: `{x}` is not a valid value")))
+        .collect()
+}
+
+struct Grid {
+    scale: u32,
+    workers: Vec<usize>,
+    delta: Vec<f32>,
+    chunk: Vec<usize>,
+    slot: Vec<usize>,
+    roots: usize,
+}
+
+fn parse() -> Result<Grid, String> {
+    let d = EngineOptions::default();
+    let mut g = Grid {
+        scale: 16,
+        workers: vec![d.workers],
+        delta: vec![d.delta],
+        chunk: vec![d.chunk],
+        slot: vec![d.slot_bytes],
+        roots: 4,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for pair in args.chunks(2) {
+        let [flag, value] = pair else { return Err(format!("{} needs a value", pair[0])) };
+        match flag.as_str() {
+            "--scale" => g.scale = value.parse().map_err(|_| format!("--scale: `{value}`"))?,
+            "--workers" => g.workers = list(flag, value)?,
+            "--delta" => g.delta = list(flag, value)?,
+            "--chunk" => g.chunk = list(flag, value)?,
+            "--slot" => g.slot = list(flag, value)?,
+            "--roots" => g.roots = value.parse().map_err(|_| format!("--roots: `{value}`"))?,
+            other => {
+                return Err(format!(
+                    "unknown flag {other} (--scale --workers --delta --chunk --slot --roots)"
+                ))
+            }
+        }
+    }
+    Ok(g)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let g = parse()?;
+    let params = KroneckerParams::new(g.scale, 16, 2, 3)?;
+    let graph = Arc::new(Csr::from_edges(kronecker::generate(&params)));
+    let roots = kronecker::search_roots(&params, &graph, g.roots);
+    println!("SCALE {}, roots {:?}", g.scale, roots);
+    for &workers in &g.workers {
+        for &delta in &g.delta {
+            for &chunk in &g.chunk {
+                for &slot_bytes in &g.slot {
+                    let opts = EngineOptions {
+                        workers,
+                        delta,
+                        chunk,
+                        slot_bytes,
+                        ..EngineOptions::default()
+                    };
+                    let engine = Engine::new(Arc::clone(&graph), opts)?;
+                    let (mut st, mut bt) = (Vec::new(), Vec::new());
+                    let (mut s_inv, mut b_inv) = (0.0, 0.0);
+                    let (mut rounds, mut msgs, mut arcs, mut total_arcs) = (0, 0, 0, 0);
+                    for &root in &roots {
+                        let (r, s) = engine.sssp(root)?;
+                        let m = teps_edge_count(&graph, |v| r.dist[v as usize].is_finite());
+                        let (_, b) = engine.bfs(root)?;
+                        st.push(s.seconds);
+                        bt.push(b.seconds);
+                        s_inv += s.seconds / m as f64;
+                        b_inv += b.seconds / m as f64;
+                        rounds += s.rounds;
+                        msgs += s.messages;
+                        arcs += s.arcs;
+                        total_arcs += 2 * m;
+                    }
+                    st.sort_by(f64::total_cmp);
+                    bt.sort_by(f64::total_cmp);
+                    let n = roots.len() as f64;
+                    println!(
+                        "workers {workers} delta {delta} chunk {chunk} slot {slot_bytes}: \
+                         sssp median {:.4} s {:.1} MTEPS rounds {} msgs {} inflation {:.2} | \
+                         bfs median {:.4} s {:.1} MTEPS",
+                        st[st.len() / 2],
+                        n / s_inv / 1e6,
+                        rounds / roots.len() as u64,
+                        msgs / roots.len() as u64,
+                        arcs as f64 / total_arcs as f64,
+                        bt[bt.len() / 2],
+                        n / b_inv / 1e6,
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
