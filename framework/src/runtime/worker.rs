@@ -494,6 +494,7 @@ impl Worker {
     /// Runs the worker loop until shutdown.
     pub(crate) fn run_loop(&self) {
         let mut idle: u32 = 0;
+        let mut incoming = false;
         loop {
             let mut useful = false;
             // 1. ready fibers, FIFO (only those ready now; newly readied ones wait a pass).
@@ -520,6 +521,7 @@ impl Worker {
             let st = &self.ctr().stats;
             if useful {
                 idle = 0;
+                incoming = false;
                 S::add(&st.useful_polls, 1);
                 continue;
             }
@@ -530,18 +532,31 @@ impl Worker {
             self.take_foreign_frees();
             idle = idle.saturating_add(1);
             if self.own_work_due() {
-                // A response is due: poll (spin, then yield the core), but never sleep.
-                backoff(idle.min(SPIN + YIELD - 1));
+                // A response is due: poll, spinning longer than a busy peer's loop pass takes,
+                // then yielding the core (the peer may be descheduled); never sleep. Yielding
+                // early hands the core to any other runnable process for a whole time slice.
+                if idle < SPIN_DUE {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && self.detect() {
                 break;
             }
-            // Only look at other workers' counters when about to sleep: reading a client's
-            // `issued` line on every idle pass would pull it away from that client's hot path.
-            if idle >= SPIN + YIELD && self.incoming_due() {
-                // A client has queued requests for us that have not arrived yet: keep polling.
-                backoff(SPIN + YIELD - 1);
+            // Requests on their way to us: treated like a due response. Other workers'
+            // counters are only read every SPIN passes: reading a client's `issued` line on
+            // every idle pass would pull it away from that client's hot path.
+            if idle % SPIN == 0 {
+                incoming = self.incoming_due();
+            }
+            if incoming {
+                if idle < SPIN_DUE {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             backoff(idle);
@@ -619,12 +634,17 @@ impl Worker {
 
 /// Idle passes spent spinning before yielding the core.
 const SPIN: u32 = 64;
+/// Idle passes spent spinning before yielding the core while a response is due (tens of µs:
+/// longer than a busy peer's loop pass, so that a loaded machine does not take the core away
+/// between every two batches).
+const SPIN_DUE: u32 = 2048;
 /// Idle passes spent in `sched_yield` before sleeping (only when no work is due).
 const YIELD: u32 = 2048;
 
-/// Idle policy after `idle` consecutive passes without useful work: spin, then `sched_yield`,
-/// then sleep 25..400 µs. The loop caps `idle` below the sleeping range while
-/// [`Worker::work_due`] holds.
+/// Idle policy after `idle` consecutive passes without useful work when nothing is due: spin,
+/// then `sched_yield`, then sleep 25..400 µs. While [`Worker::own_work_due`] or
+/// [`Worker::incoming_due`] holds the loop does not call this: it spins for [`SPIN_DUE`]
+/// passes, then yields, and never sleeps.
 fn backoff(idle: u32) {
     if idle < SPIN {
         std::hint::spin_loop();

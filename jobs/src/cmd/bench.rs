@@ -7,7 +7,9 @@
 //! * `skein bench micro` — fiber switch cost, one `apply` round trip between two workers, and
 //!   requests a single trustee serves per second.
 //!
-//! Timings on shared machines are noisy: compare ratios measured in one run.
+//! Timings on shared machines are noisy: compare ratios measured in one run, and use
+//! `--repeat N` (implementations interleaved, median reported) on a busy machine. `--slot-size`
+//! overrides the runtime's slot overflow size (batching experiments).
 
 use anyhow::{bail, Context};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
