@@ -19,6 +19,9 @@ use std::ops::Range;
 pub struct Partitioning {
     num_vertices: u64,
     multiplier: u128,
+    /// `multiplier` when it fits in 64 bits (whenever `parts <= num_vertices`): the
+    /// owner is then one 64x64 -> 128-bit multiply, the hot path of every kernel.
+    multiplier64: Option<u64>,
     /// `starts[p]` is the first vertex of part `p`; `starts[parts] == num_vertices`.
     starts: Vec<u64>,
 }
@@ -49,7 +52,8 @@ impl Partitioning {
             starts.push(lo);
         }
         starts.push(num_vertices);
-        let p = Partitioning { num_vertices, multiplier, starts };
+        let multiplier64 = u64::try_from(multiplier).ok();
+        let p = Partitioning { num_vertices, multiplier, multiplier64, starts };
         for part in 0..parts {
             assert!(
                 p.range(part).end - p.range(part).start <= u32::MAX as u64,
@@ -72,7 +76,10 @@ impl Partitioning {
     /// The part that owns `v`.
     #[inline]
     pub fn owner(&self, v: u64) -> usize {
-        ((v as u128 * self.multiplier) >> 64) as usize
+        match self.multiplier64 {
+            Some(m) => ((v as u128 * m as u128) >> 64) as usize,
+            None => ((v as u128 * self.multiplier) >> 64) as usize,
+        }
     }
 
     /// `(part, local index)` of `v`.
