@@ -81,17 +81,44 @@ impl Stats {
     pub fn total(&self) -> WorkerStats {
         let mut t = WorkerStats::default();
         for w in &self.workers {
-            t.requests_served += w.requests_served;
-            t.batches_served += w.batches_served;
-            t.requests_sent += w.requests_sent;
-            t.batches_sent += w.batches_sent;
-            t.local_requests += w.local_requests;
-            t.fibers_spawned += w.fibers_spawned;
-            t.fibers_run += w.fibers_run;
-            t.useful_polls += w.useful_polls;
-            t.idle_polls += w.idle_polls;
+            t += w;
         }
         t
+    }
+
+    /// Adds `other`'s counters worker by worker (for totals over several runs).
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// let mut sum = skein::Stats::default();
+    /// for _ in 0..2 {
+    ///     rt.run(|| skein::trustee(1).entrust(0u8).apply(|c| *c += 1)).unwrap();
+    ///     sum.accumulate(&rt.stats());
+    /// }
+    /// assert_eq!(sum.workers.len(), 2);
+    /// assert!(sum.total().requests_served >= 2);
+    /// ```
+    pub fn accumulate(&mut self, other: &Stats) {
+        if self.workers.len() < other.workers.len() {
+            self.workers.resize_with(other.workers.len(), WorkerStats::default);
+        }
+        for (t, w) in self.workers.iter_mut().zip(&other.workers) {
+            *t += w;
+        }
+    }
+}
+
+impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
+    fn add_assign(&mut self, w: &WorkerStats) {
+        self.requests_served += w.requests_served;
+        self.batches_served += w.batches_served;
+        self.requests_sent += w.requests_sent;
+        self.batches_sent += w.batches_sent;
+        self.local_requests += w.local_requests;
+        self.fibers_spawned += w.fibers_spawned;
+        self.fibers_run += w.fibers_run;
+        self.useful_polls += w.useful_polls;
+        self.idle_polls += w.idle_polls;
     }
 }
 

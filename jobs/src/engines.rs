@@ -45,46 +45,14 @@ impl EngineSpec {
     }
 }
 
-/// Totals of the Skein runtime's per-worker counters over every root of a run.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub(crate) struct TrusteeTotals {
-    pub(crate) worker: usize,
-    pub(crate) requests_served: u64,
-    pub(crate) batches_served: u64,
-    pub(crate) requests_sent: u64,
-    pub(crate) fibers_run: u64,
-    pub(crate) useful_polls: u64,
-    pub(crate) idle_polls: u64,
-}
-
-impl TrusteeTotals {
-    /// Share of worker-loop passes that found work.
-    pub(crate) fn busy_fraction(&self) -> f64 {
-        let all = self.useful_polls + self.idle_polls;
-        if all == 0 {
-            0.0
-        } else {
-            self.useful_polls as f64 / all as f64
-        }
-    }
-
-    /// Mean requests per served batch.
-    pub(crate) fn mean_batch(&self) -> f64 {
-        if self.batches_served == 0 {
-            0.0
-        } else {
-            self.requests_served as f64 / self.batches_served as f64
-        }
-    }
-}
-
 /// What the Skein engine did besides its results, summed over roots.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SkeinTotals {
     pub(crate) rounds: u64,
     pub(crate) messages: u64,
     pub(crate) arcs: u64,
-    pub(crate) workers: Vec<TrusteeTotals>,
+    /// The runtime's per-worker counters, summed over roots.
+    pub(crate) runtime: skein::Stats,
 }
 
 impl SkeinTotals {
@@ -93,31 +61,30 @@ impl SkeinTotals {
         self.messages += s.messages;
         self.arcs += s.arcs;
         if let Some(rt) = &s.runtime {
-            if self.workers.len() < rt.workers.len() {
-                self.workers.resize_with(rt.workers.len(), Default::default);
-            }
-            for (i, (t, w)) in self.workers.iter_mut().zip(&rt.workers).enumerate() {
-                t.worker = i;
-                t.requests_served += w.requests_served;
-                t.batches_served += w.batches_served;
-                t.requests_sent += w.requests_sent;
-                t.fibers_run += w.fibers_run;
-                t.useful_polls += w.useful_polls;
-                t.idle_polls += w.idle_polls;
-            }
+            self.runtime.accumulate(rt);
         }
     }
 
     /// The `trustees` object of a JSON report.
     pub(crate) fn to_json(&self) -> serde_json::Value {
         let workers: Vec<serde_json::Value> = self
+            .runtime
             .workers
             .iter()
-            .map(|w| {
-                let mut v = serde_json::to_value(w).unwrap_or_default();
-                v["busy_fraction"] = w.busy_fraction().into();
-                v["mean_batch"] = w.mean_batch().into();
-                v
+            .enumerate()
+            .map(|(i, w)| {
+                serde_json::json!({
+                    "worker": i,
+                    "requests_served": w.requests_served,
+                    "batches_served": w.batches_served,
+                    "mean_batch": w.mean_batch(),
+                    "requests_sent": w.requests_sent,
+                    "local_requests": w.local_requests,
+                    "fibers_run": w.fibers_run,
+                    "useful_polls": w.useful_polls,
+                    "idle_polls": w.idle_polls,
+                    "busy_fraction": w.busy_fraction(),
+                })
             })
             .collect();
         serde_json::json!({
@@ -133,11 +100,11 @@ impl SkeinTotals {
         writeln!(out, "{:<32}{}", "skein rounds:", self.rounds)?;
         writeln!(out, "{:<32}{}", "skein messages:", self.messages)?;
         writeln!(out, "{:<32}{}", "skein arcs relaxed:", self.arcs)?;
-        for w in &self.workers {
+        for (i, w) in self.runtime.workers.iter().enumerate() {
             writeln!(
                 out,
                 "{:<32}busy {:.1}% of loop passes, served {} requests in {} batches (mean {:.1})",
-                format!("skein worker {}:", w.worker),
+                format!("skein worker {i}:"),
                 100.0 * w.busy_fraction(),
                 w.requests_served,
                 w.batches_served,
