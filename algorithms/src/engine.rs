@@ -34,7 +34,7 @@ use skein::{Runtime, Trust};
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
 use crate::partition::Partitioning;
-use crate::state::{BfsPart, Shared, SsspPart};
+use crate::state::{BfsCounts, BfsPart, Shared, SsspPart};
 
 /// Default bucket width for SSSP on Graph500 weights (uniform in `[0, 1)`).
 ///
@@ -60,6 +60,11 @@ pub struct EngineOptions {
     /// Bytes of each request/response slot's overflow block: the batch size between
     /// two workers (see [`skein::Builder::slot_size`]).
     pub slot_bytes: usize,
+    /// BFS goes bottom-up when the frontier's arcs exceed the unvisited vertices'
+    /// arcs / `alpha` (0: never bottom-up).
+    pub alpha: u64,
+    /// BFS goes back top-down when the frontier has fewer than `vertices / beta` vertices.
+    pub beta: u64,
 }
 
 impl Default for EngineOptions {
@@ -71,6 +76,8 @@ impl Default for EngineOptions {
             delta: DEFAULT_DELTA,
             chunk: 16,
             slot_bytes: 64 * 1024,
+            alpha: 15,
+            beta: 18,
         }
     }
 }
@@ -248,7 +255,7 @@ impl Engine {
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
         self.check_root(root)?;
         let shared = Arc::clone(&self.shared);
-        let chunk = self.opts.chunk;
+        let (chunk, alpha, beta) = (self.opts.chunk, self.opts.alpha, self.opts.beta);
         let (parts, mut stats) = self.rt.run(move || {
             let np = skein::num_workers();
             let parts: Arc<Vec<Trust<BfsPart>>> = Arc::new(
@@ -258,22 +265,38 @@ impl Engine {
             );
             let start = Instant::now();
             let (rp, rl) = shared.parts.locate(root);
-            parts[rp].apply(move |s| {
+            let mut counts = parts[rp].apply(move |s| {
                 s.visit(rl, 0, root);
                 s.advance();
+                s.counts()
             });
-            let mut level = 0u32;
+            let n = shared.parts.num_vertices();
+            let (mut level, mut bottom_up) = (0u32, false);
             loop {
+                // Direction heuristic of Beamer et al. (as in GAP): go bottom-up when the
+                // frontier's arcs outweigh the unexplored arcs, back when it is small.
+                if !bottom_up {
+                    bottom_up = alpha > 0 && counts.frontier_arcs > counts.unvisited_arcs / alpha;
+                } else if counts.frontier < n / beta.max(1) {
+                    bottom_up = false;
+                }
                 let drivers: Vec<_> = (0..np)
                     .map(|p| {
                         let parts = Arc::clone(&parts);
-                        skein::spawn_on(p, move || bfs_driver(&parts, p, level, chunk))
+                        skein::spawn_on(p, move || {
+                            if bottom_up {
+                                bfs_bottom_up_driver(&parts, p, level)
+                            } else {
+                                bfs_driver(&parts, p, level, chunk)
+                            }
+                        })
                     })
                     .collect();
-                // Each driver returns the size of its partition's next frontier.
-                let frontier: usize = drivers.into_iter().map(|h| h.join()).sum();
+                // Each driver returns the counts of its partition's next frontier.
+                counts =
+                    drivers.into_iter().map(|h| h.join()).fold(BfsCounts::default(), |a, b| a + b);
                 level += 1;
-                if frontier == 0 {
+                if counts.frontier == 0 {
                     break;
                 }
             }
@@ -331,10 +354,11 @@ fn sssp_driver(
     parts[p].apply(|s| s.next_bucket())
 }
 
-/// Expands partition `p`'s frontier at `level`, yielding every `chunk` vertices; then
-/// waits until every visit of the round has been applied everywhere, makes the
-/// vertices visited this round the next frontier and returns its size.
-fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usize) -> usize {
+/// A top-down level: expands partition `p`'s frontier at `level`, yielding every
+/// `chunk` vertices; then waits until every visit of the round has been applied
+/// everywhere, makes the vertices visited this round the next frontier and returns its
+/// counts.
+fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usize) -> BfsCounts {
     loop {
         let all = Arc::clone(parts);
         let more = parts[p].apply(move |s| {
@@ -348,7 +372,30 @@ fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usi
         skein::yield_now();
     }
     skein::wait_quiescent();
-    parts[p].apply(|s| s.advance())
+    parts[p].apply(|s| {
+        s.advance();
+        s.counts()
+    })
+}
+
+/// A bottom-up level: sends partition `p`'s frontier bitmap to every partition (as
+/// data, through the codec), waits until every partition holds the whole frontier,
+/// then lets `p`'s unvisited vertices find their parents locally. Returns the counts of
+/// the next frontier.
+fn bfs_bottom_up_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32) -> BfsCounts {
+    let (first, bits) = parts[p].apply(|s| s.frontier_bits());
+    for q in parts.iter() {
+        q.apply_with(
+            |s, (first, bits): (u64, Vec<u64>)| s.merge_frontier(first, &bits),
+            (first, bits.clone()),
+        );
+    }
+    skein::wait_quiescent();
+    parts[p].apply(move |s| {
+        s.bottom_up(level);
+        s.advance();
+        s.counts()
+    })
 }
 
 /// A duration as seconds (helper for reports).

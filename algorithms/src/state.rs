@@ -24,11 +24,17 @@
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
 //! the order in which relaxations arrive.
 //!
-//! # BFS (level-synchronous)
+//! # BFS (level-synchronous, direction-optimizing)
 //!
-//! Each partition keeps its current frontier and the next one. Expanding the frontier
-//! visits every neighbour: locally in place, remotely through `send` (each remote
-//! vertex at most once per partition and search, with a bitmap).
+//! Each partition keeps its current frontier and the next one. A *top-down* level
+//! expands the frontier: every neighbour is visited, locally in place, remotely through
+//! `send` (each remote vertex at most once per partition and search, with a bitmap).
+//! A *bottom-up* level (Beamer et al., "Direction-optimizing breadth-first search",
+//! SC 2012) works the other way round: every partition first receives every
+//! partition's frontier as a bitmap (a replica of the whole frontier, sent as data),
+//! then each of its unvisited vertices looks for a neighbour in that bitmap and stops
+//! at the first one found — no message at all, and few arcs read when the frontier is
+//! large. The counts [`BfsPart::counts`] feed the switching heuristic.
 
 use std::sync::Arc;
 
@@ -205,8 +211,34 @@ pub(crate) struct BfsPart {
     next: Vec<u32>,
     /// One bit per global vertex: already sent a visit this search.
     sent: Vec<u64>,
+    /// One bit per global vertex: the whole current frontier (bottom-up levels only).
+    replica: Vec<u64>,
+    /// Arcs of the vertices not reached yet.
+    unvisited_arcs: u64,
     pub(crate) sent_msgs: u64,
     pub(crate) scanned_arcs: u64,
+}
+
+/// What a partition tells the direction heuristic after a level.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BfsCounts {
+    /// Vertices in the new frontier.
+    pub(crate) frontier: u64,
+    /// Arcs leaving the new frontier.
+    pub(crate) frontier_arcs: u64,
+    /// Arcs of vertices not reached yet.
+    pub(crate) unvisited_arcs: u64,
+}
+
+impl std::ops::Add for BfsCounts {
+    type Output = BfsCounts;
+    fn add(self, o: BfsCounts) -> BfsCounts {
+        BfsCounts {
+            frontier: self.frontier + o.frontier,
+            frontier_arcs: self.frontier_arcs + o.frontier_arcs,
+            unvisited_arcs: self.unvisited_arcs + o.unvisited_arcs,
+        }
+    }
 }
 
 impl BfsPart {
@@ -215,6 +247,9 @@ impl BfsPart {
         let n = shared.parts.num_vertices() as usize;
         let first = shared.parts.range(part).start;
         let sent = if shared.parts.parts() > 1 { vec![0u64; n.div_ceil(64)] } else { Vec::new() };
+        let range = shared.parts.range(part);
+        let offsets = shared.graph.offsets();
+        let unvisited_arcs = offsets[range.end as usize] - offsets[range.start as usize];
         BfsPart {
             shared,
             part,
@@ -224,6 +259,8 @@ impl BfsPart {
             frontier: Vec::new(),
             next: Vec::new(),
             sent,
+            replica: vec![0u64; n.div_ceil(64)],
+            unvisited_arcs,
             sent_msgs: 0,
             scanned_arcs: 0,
         }
@@ -237,7 +274,61 @@ impl BfsPart {
             self.level[l] = level;
             self.parent[l] = parent;
             self.next.push(local);
+            self.unvisited_arcs -= self.shared.graph.degree(self.first + local as u64);
         }
+    }
+
+    /// The heuristic's counts for the current frontier.
+    pub(crate) fn counts(&self) -> BfsCounts {
+        let g = &self.shared.graph;
+        BfsCounts {
+            frontier: self.frontier.len() as u64,
+            frontier_arcs: self.frontier.iter().map(|&u| g.degree(self.first + u as u64)).sum(),
+            unvisited_arcs: self.unvisited_arcs,
+        }
+    }
+
+    /// This partition's frontier as `(first vertex, bits over the partition's vertices)`.
+    pub(crate) fn frontier_bits(&self) -> (u64, Vec<u64>) {
+        let mut bits = vec![0u64; self.level.len().div_ceil(64)];
+        for &u in &self.frontier {
+            bits[u as usize / 64] |= 1 << (u % 64);
+        }
+        (self.first, bits)
+    }
+
+    /// Adds another partition's frontier (from [`BfsPart::frontier_bits`]) to the replica.
+    pub(crate) fn merge_frontier(&mut self, first: u64, bits: &[u64]) {
+        for (i, &word) in bits.iter().enumerate() {
+            let mut w = word;
+            while w != 0 {
+                let v = first + i as u64 * 64 + w.trailing_zeros() as u64;
+                self.replica[(v / 64) as usize] |= 1 << (v % 64);
+                w &= w - 1;
+            }
+        }
+    }
+
+    /// A bottom-up level: every unvisited local vertex with a neighbour in the replica
+    /// of the frontier (level `level`) gets level `level + 1`. Clears the replica.
+    pub(crate) fn bottom_up(&mut self, level: u32) {
+        let shared = Arc::clone(&self.shared);
+        let graph = &*shared.graph;
+        for u in 0..self.level.len() {
+            if self.level[u] != UNREACHED_LEVEL {
+                continue;
+            }
+            let gu = self.first + u as u64;
+            for &v in graph.neighbors(gu) {
+                self.scanned_arcs += 1;
+                if self.replica[(v / 64) as usize] & (1 << (v % 64)) != 0 {
+                    self.visit(u as u32, level + 1, v);
+                    break;
+                }
+            }
+        }
+        self.replica.fill(0);
+        self.frontier.clear();
     }
 
     /// Makes the vertices visited last round the frontier; returns its size.

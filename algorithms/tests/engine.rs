@@ -120,3 +120,23 @@ fn isolated_root_reaches_only_itself() {
     let (b, _) = e.bfs(2).unwrap();
     assert_eq!(b.reached(), 1);
 }
+
+#[test]
+fn bfs_directions_all_give_the_reference_levels() {
+    let g = graph(10);
+    let (root, want, _) = root0(10);
+    // alpha 0: top-down only; huge alpha and beta: bottom-up from the first level on.
+    for (alpha, beta) in [(0, 18), (1 << 40, 1 << 40), (15, 18), (2, 2)] {
+        for workers in [1, 2, 3, 4] {
+            let opts =
+                EngineOptions { workers, alpha, beta, chunk: 16, ..EngineOptions::default() };
+            let (r, stats) = Engine::new(Arc::clone(&g), opts).unwrap().bfs(root).unwrap();
+            assert!(r.level == want, "alpha {alpha} beta {beta}, {workers} workers: levels differ");
+            validate_bfs(&g, &r).unwrap();
+            if alpha == 1 << 40 {
+                // Bottom-up levels send no visits at all.
+                assert_eq!(stats.messages, 0, "{workers} workers");
+            }
+        }
+    }
+}

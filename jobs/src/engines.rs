@@ -188,12 +188,20 @@ impl<'g> Runner<'g> {
                     fibers: spec.fibers,
                     pin: spec.pin,
                     delta: spec.delta.unwrap_or(defaults.delta),
+                    alpha: spec.alpha,
+                    beta: spec.beta,
                     ..defaults
                 };
                 settings.insert("fibers".into(), opts.fibers.into());
                 settings.insert("pin".into(), opts.pin.into());
-                if kernel == Kernel::Sssp {
-                    settings.insert("delta".into(), json_f32(opts.delta));
+                match kernel {
+                    Kernel::Sssp => {
+                        settings.insert("delta".into(), json_f32(opts.delta));
+                    }
+                    Kernel::Bfs => {
+                        settings.insert("alpha".into(), opts.alpha.into());
+                        settings.insert("beta".into(), opts.beta.into());
+                    }
                 }
                 settings.insert("slot_bytes".into(), opts.slot_bytes.into());
                 Inner::Skein(SkeinEngine::new(Arc::clone(csr), opts)?, SkeinTotals::default())

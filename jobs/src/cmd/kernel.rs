@@ -65,10 +65,12 @@ pub(crate) struct Args {
     /// Delta-stepping bucket width (default: 0.003 times the largest weight).
     #[arg(long)]
     pub(crate) delta: Option<f32>,
-    /// Direction-optimizing BFS: go bottom-up when frontier arcs > unexplored arcs / ALPHA.
+    /// Direction-optimizing BFS (rayon, skein): go bottom-up when frontier arcs >
+    /// unexplored arcs / ALPHA (0: never).
     #[arg(long, default_value_t = skein_baselines::DEFAULT_ALPHA)]
     pub(crate) alpha: u64,
-    /// Direction-optimizing BFS: back to top-down when the frontier < vertices / BETA.
+    /// Direction-optimizing BFS (rayon, skein): back to top-down when the frontier <
+    /// vertices / BETA.
     #[arg(long, default_value_t = skein_baselines::DEFAULT_BETA)]
     pub(crate) beta: u64,
     /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
