@@ -97,12 +97,18 @@
 //!
 //! ## Features
 //!
-//! * `mpi` — reserved for rack mode (DESIGN §3.5); not implemented yet.
+//! * `mpi` — reserved for rack mode (DESIGN §3.5); not implemented yet: enabling it stops
+//!   the build with a message saying so.
 //!
 //! No environment variables are read.
 
 #![warn(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
+
+#[cfg(feature = "mpi")]
+compile_error!(
+    "skein: rack mode (feature `mpi`, DESIGN §3.5) is not yet supported; build without it"
+);
 
 mod channel;
 mod error;
