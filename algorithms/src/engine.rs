@@ -28,7 +28,7 @@
 //! most one message per remote vertex for BFS.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use skein::{Runtime, Trust};
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
@@ -396,9 +396,4 @@ fn bfs_bottom_up_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32) 
         s.advance();
         s.counts()
     })
-}
-
-/// A duration as seconds (helper for reports).
-pub fn seconds(d: Duration) -> f64 {
-    d.as_secs_f64()
 }

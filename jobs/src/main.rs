@@ -1,4 +1,3 @@
-#![allow(dead_code)] // modules fill in while the CLI grows
 //! `skein`: the command line of the Skein graph analytics framework.
 
 use clap::{Parser, Subcommand};

@@ -11,7 +11,6 @@
 //! ```
 
 use std::io::IsTerminal;
-use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -62,19 +61,6 @@ pub(crate) fn phase_bytes(name: &str, total: u64) -> Progress {
     Progress { bar }
 }
 
-/// A spinner for a phase of unknown length.
-pub(crate) fn spinner(name: &str) -> Progress {
-    let bar = ProgressBar::with_draw_target(None, draw_target());
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>12} {spinner} {elapsed}").expect("valid template"),
-    );
-    bar.set_prefix(name.to_owned());
-    if !bar.is_hidden() {
-        bar.enable_steady_tick(Duration::from_millis(100));
-    }
-    Progress { bar }
-}
-
 impl Progress {
     /// Advances by `delta` units.
     pub(crate) fn inc(&self, delta: u64) {
@@ -90,7 +76,8 @@ impl Progress {
     }
 
     /// Whether the bar is drawn.
-    pub(crate) fn is_hidden(&self) -> bool {
+    #[cfg(test)]
+    fn is_hidden(&self) -> bool {
         self.bar.is_hidden()
     }
 
@@ -126,7 +113,6 @@ mod tests {
         assert_eq!(p.bar.position(), 3);
         p.set(10);
         p.finish();
-        assert!(spinner("x").is_hidden());
         assert!(phase_bytes("y", 5).is_hidden());
     }
 }

@@ -243,6 +243,7 @@ pub(crate) fn run_kernel(
     let csr = &graph.csr;
     let mut runs = Vec::with_capacity(roots.len());
     let mut validation = if validate { Validation::Passed } else { Validation::Skipped };
+    let bar = crate::progress::phase(&format!("{} roots", kernel.name()), roots.len() as u64);
     for (i, &root) in roots.iter().enumerate() {
         let start = Instant::now();
         let out = engine_fn(root).with_context(|| format!("{} from root {root}", kernel.name()))?;
@@ -277,7 +278,9 @@ pub(crate) fn run_kernel(
             reached: out.reached(),
             validate_seconds,
         });
+        bar.inc(1);
     }
+    bar.finish();
     Ok(KernelReport {
         kernel,
         engine,
