@@ -38,6 +38,7 @@ mod delta;
 mod dobfs;
 mod error;
 mod heap;
+pub mod locks;
 pub mod oracle;
 mod parents;
 mod seq;

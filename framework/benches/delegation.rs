@@ -22,8 +22,10 @@
 //! version of the last group (more K, Zipf, blocking `apply`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use skein_baselines::locks::{
+    LockedCounter, Padded, ParkingLotCounter, SpinCounter, StdMutexCounter,
+};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -157,64 +159,7 @@ fn fa_apply_then(rt: &skein::Runtime, k: usize, seqs: &Arc<Vec<Vec<u32>>>, iters
     d
 }
 
-/// A counter behind a per-object lock.
-trait Counter: Send + Sync + Default + 'static {
-    fn incr(&self);
-    fn get(&self) -> u64;
-}
-
-#[derive(Default)]
-struct StdMutex(std::sync::Mutex<u64>);
-impl Counter for StdMutex {
-    fn incr(&self) {
-        *self.0.lock().unwrap() += 1;
-    }
-    fn get(&self) -> u64 {
-        *self.0.lock().unwrap()
-    }
-}
-
-#[derive(Default)]
-struct PlMutex(parking_lot::Mutex<u64>);
-impl Counter for PlMutex {
-    fn incr(&self) {
-        *self.0.lock() += 1;
-    }
-    fn get(&self) -> u64 {
-        *self.0.lock()
-    }
-}
-
-/// Test-and-test-and-set spin lock; the value is only accessed while the lock is held.
-#[derive(Default)]
-struct Spin {
-    locked: AtomicBool,
-    value: AtomicU64,
-}
-impl Counter for Spin {
-    fn incr(&self) {
-        while self.locked.load(Ordering::Relaxed)
-            || self
-                .locked
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-        {
-            std::hint::spin_loop();
-        }
-        self.value.store(self.value.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        self.locked.store(false, Ordering::Release);
-    }
-    fn get(&self) -> u64 {
-        self.value.load(Ordering::Acquire)
-    }
-}
-
-/// One lock per cache line, so that distinct objects never share a line.
-#[derive(Default)]
-#[repr(align(64))]
-struct Padded<L>(L);
-
-fn fa_lock<L: Counter>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, iters: u64) -> Duration {
+fn fa_lock<L: LockedCounter>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, iters: u64) -> Duration {
     let locks: Arc<Vec<Padded<L>>> = Arc::new((0..k).map(|_| Padded::default()).collect());
     let start = Arc::new(Barrier::new(FA_WORKERS + 1));
     let hs: Vec<_> = (0..FA_WORKERS)
@@ -249,13 +194,13 @@ fn fetch_add(c: &mut Criterion) {
             b.iter_custom(|iters| fa_apply_then(&rt, k, &seqs, iters))
         });
         g.bench_with_input(BenchmarkId::new("mutex", k), &k, |b, &k| {
-            b.iter_custom(|iters| fa_lock::<StdMutex>(k, &seqs, iters))
+            b.iter_custom(|iters| fa_lock::<StdMutexCounter>(k, &seqs, iters))
         });
         g.bench_with_input(BenchmarkId::new("parking_lot", k), &k, |b, &k| {
-            b.iter_custom(|iters| fa_lock::<PlMutex>(k, &seqs, iters))
+            b.iter_custom(|iters| fa_lock::<ParkingLotCounter>(k, &seqs, iters))
         });
         g.bench_with_input(BenchmarkId::new("spin", k), &k, |b, &k| {
-            b.iter_custom(|iters| fa_lock::<Spin>(k, &seqs, iters))
+            b.iter_custom(|iters| fa_lock::<SpinCounter>(k, &seqs, iters))
         });
     }
     g.finish();

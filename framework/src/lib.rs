@@ -121,8 +121,8 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use runtime::{
-    current_worker, in_delegated_context, num_workers, spawn, spawn_on, stats, wait_quiescent,
-    yield_now, Builder, JoinHandle, Runtime,
+    current_worker, in_delegated_context, num_workers, pin_current_thread, spawn, spawn_on, stats,
+    wait_quiescent, yield_now, Builder, JoinHandle, Runtime,
 };
 pub use stats::{Stats, WorkerStats};
 pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrusteeRef};

@@ -250,7 +250,7 @@ fn worker_thread(
     }
     let _stop = StopOnPanic(shared.clone());
     if shared.cfg.pin {
-        pin_to_cpu(index);
+        pin_current_thread(index);
     }
     let w = match Worker::new(index, shared.clone()) {
         Ok(w) => w,
@@ -267,8 +267,11 @@ fn worker_thread(
     Ok(())
 }
 
+/// Pins the calling thread to CPU `index % cpus`, as [`Builder::pin`] does for workers
+/// (Linux; elsewhere it does nothing). Best effort: a refusal by the OS is ignored.
+/// Benchmarks use it to pin the threads they compare against workers.
 #[cfg(target_os = "linux")]
-fn pin_to_cpu(index: usize) {
+pub fn pin_current_thread(index: usize) {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     // SAFETY: `set` is a plain bitmask on our stack, zero-initialised as CPU_ZERO requires, and
     // sched_setaffinity only reads it; pid 0 means the calling thread.
@@ -279,8 +282,9 @@ fn pin_to_cpu(index: usize) {
     }
 }
 
+/// Pins the calling thread (not supported on this OS: does nothing).
 #[cfg(not(target_os = "linux"))]
-fn pin_to_cpu(_index: usize) {}
+pub fn pin_current_thread(_index: usize) {}
 
 // ----- fibers --------------------------------------------------------------------------
 

@@ -12,7 +12,10 @@
 //! overrides the runtime's slot overflow size (batching experiments).
 
 use anyhow::{bail, Context};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use skein_baselines::locks::{
+    LockedCounter, Padded, ParkingLotCounter, SpinCounter, StdMutexCounter,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
@@ -171,9 +174,9 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
                     samples[j].push(match imp.as_str() {
                         "apply" => bench_apply(&rt, k, &seqs, a.fibers)?,
                         "apply_then" => bench_apply_then(&rt, k, &seqs)?,
-                        "mutex" => bench_lock::<StdLock>(k, &seqs, a.pin),
-                        "spin" => bench_lock::<SpinLock>(k, &seqs, a.pin),
-                        "parking_lot" => bench_lock::<PlLock>(k, &seqs, a.pin),
+                        "mutex" => bench_lock::<StdMutexCounter>(k, &seqs, a.pin),
+                        "spin" => bench_lock::<SpinCounter>(k, &seqs, a.pin),
+                        "parking_lot" => bench_lock::<ParkingLotCounter>(k, &seqs, a.pin),
                         _ => unreachable!("validated above"),
                     });
                 }
@@ -337,68 +340,7 @@ fn bench_apply(
     Ok(expect as f64 / secs / 1e6)
 }
 
-/// A per-object lock around a counter.
-trait Lock: Send + Sync + Default {
-    fn incr(&self);
-    fn get(&self) -> u64;
-}
-
-#[derive(Default)]
-struct StdLock(std::sync::Mutex<u64>);
-impl Lock for StdLock {
-    fn incr(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-    }
-    fn get(&self) -> u64 {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-#[derive(Default)]
-struct PlLock(parking_lot::Mutex<u64>);
-impl Lock for PlLock {
-    fn incr(&self) {
-        *self.0.lock() += 1;
-    }
-    fn get(&self) -> u64 {
-        *self.0.lock()
-    }
-}
-
-/// Test-and-test-and-set spin lock; the counter inside is only touched while the lock is
-/// held (relaxed accesses ordered by the lock's Acquire/Release).
-#[derive(Default)]
-struct SpinLock {
-    locked: AtomicBool,
-    value: AtomicU64,
-}
-impl Lock for SpinLock {
-    fn incr(&self) {
-        loop {
-            if !self.locked.load(Ordering::Relaxed)
-                && self
-                    .locked
-                    .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        self.value.store(self.value.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        self.locked.store(false, Ordering::Release);
-    }
-    fn get(&self) -> u64 {
-        self.value.load(Ordering::Acquire)
-    }
-}
-
-/// One lock per cache line (avoids false sharing) for small K; compact for large K.
-#[derive(Default)]
-#[repr(align(64))]
-struct Padded<L>(L);
-
-fn bench_lock<L: Lock + 'static>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, pin: bool) -> f64 {
+fn bench_lock<L: LockedCounter>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, pin: bool) -> f64 {
     if k <= 1024 {
         let locks: Arc<Vec<Padded<L>>> = Arc::new((0..k).map(|_| Padded::default()).collect());
         run_lock_threads(
@@ -428,7 +370,7 @@ fn run_lock_threads<C: Send + Sync + 'static>(
             let (seqs, locks, barrier) = (seqs.clone(), locks.clone(), barrier.clone());
             std::thread::spawn(move || {
                 if pin {
-                    pin_to_cpu(me);
+                    skein::pin_current_thread(me);
                 }
                 barrier.wait();
                 for &i in &seqs[me] {
@@ -447,23 +389,6 @@ fn run_lock_threads<C: Send + Sync + 'static>(
     assert_eq!(total(&locks), expect, "lock benchmark lost increments");
     expect as f64 / secs / 1e6
 }
-
-/// Pins the calling thread to CPU `index % cpus`, as `skein::Builder::pin` does for workers
-/// (so that `--pin` treats locks and delegation alike). Best effort: errors are ignored.
-#[cfg(target_os = "linux")]
-fn pin_to_cpu(index: usize) {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    // SAFETY: `set` is a zero-initialised plain bitmask on our stack (what CPU_ZERO produces);
-    // sched_setaffinity only reads it; pid 0 is the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(index % cpus, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn pin_to_cpu(_index: usize) {}
 
 #[derive(Debug, serde::Serialize)]
 struct Micro {
