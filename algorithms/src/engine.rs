@@ -133,6 +133,9 @@ pub struct Engine {
     rt: Runtime,
     shared: Arc<Shared>,
     opts: EngineOptions,
+    /// The first arc whose weight SSSP cannot use (negative, NaN or infinite), found
+    /// once per graph.
+    bad_weight: Option<(usize, f32)>,
 }
 
 impl Engine {
@@ -153,7 +156,12 @@ impl Engine {
             .slot_size(opts.slot_bytes)
             .build()?;
         let parts = Partitioning::new(graph.num_vertices(), opts.workers);
-        Ok(Engine { rt, shared: Arc::new(Shared { graph, parts }), opts })
+        let bad_weight = graph
+            .weights()
+            .iter()
+            .position(|&w| !w.is_finite() || w < 0.0)
+            .map(|arc| (arc, graph.weights()[arc]));
+        Ok(Engine { rt, shared: Arc::new(Shared { graph, parts }), opts, bad_weight })
     }
 
     /// The options the engine runs with.
@@ -183,10 +191,7 @@ impl Engine {
     /// 16 bytes per owned vertex and 4 bytes per vertex of the graph (the send filter).
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         self.check_root(root)?;
-        if let Some(arc) =
-            self.shared.graph.weights().iter().position(|&w| !w.is_finite() || w < 0.0)
-        {
-            let weight = self.shared.graph.weights()[arc];
+        if let Some((arc, weight)) = self.bad_weight {
             return Err(EngineError::NegativeWeight { arc, weight });
         }
         let shared = Arc::clone(&self.shared);

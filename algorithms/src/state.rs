@@ -413,26 +413,10 @@ mod tests {
         dist
     }
 
+    /// The sequential baseline (binary32 Dijkstra), the COST reference.
     fn dijkstra(g: &Csr, root: u64) -> Vec<f32> {
-        use std::cmp::Reverse;
-        let mut dist = vec![f32::INFINITY; g.num_vertices() as usize];
-        let mut heap = std::collections::BinaryHeap::new();
-        dist[root as usize] = 0.0;
-        heap.push(Reverse((0u32, root)));
-        while let Some(Reverse((db, u))) = heap.pop() {
-            let d = f32::from_bits(db);
-            if d > dist[u as usize] {
-                continue;
-            }
-            for (v, w) in g.arcs(u) {
-                let nd = d + w;
-                if nd < dist[v as usize] {
-                    dist[v as usize] = nd;
-                    heap.push(Reverse((nd.to_bits(), v)));
-                }
-            }
-        }
-        dist
+        let opts = skein_baselines::Options::with_threads(1);
+        skein_baselines::sssp(skein_baselines::Engine::Seq, g, root, &opts).unwrap().dist
     }
 
     #[test]
@@ -475,19 +459,10 @@ mod tests {
                 }
                 level += 1;
             }
-            // Queue BFS.
-            let g = &sh.graph;
-            let mut want = vec![UNREACHED_LEVEL; g.num_vertices() as usize];
-            want[root as usize] = 0;
-            let mut q = std::collections::VecDeque::from([root]);
-            while let Some(u) = q.pop_front() {
-                for &v in g.neighbors(u) {
-                    if want[v as usize] == UNREACHED_LEVEL {
-                        want[v as usize] = want[u as usize] + 1;
-                        q.push_back(v);
-                    }
-                }
-            }
+            let opts = skein_baselines::Options::with_threads(1);
+            let want = skein_baselines::bfs(skein_baselines::Engine::Seq, &sh.graph, root, &opts)
+                .unwrap()
+                .level;
             let mut got = Vec::new();
             for p in &ps {
                 got.extend_from_slice(&p.level);
