@@ -3,13 +3,16 @@
 //!
 //! # Data
 //!
-//! - `state[v]`: an `AtomicU64` packing the bits of a non-negative binary32 distance
-//!   (high half; `+inf` when unreached) and the vertex that offered it (low half). For
-//!   non-negative floats the bit patterns order like the values, so one integer atomic
-//!   minimum keeps the smallest distance and, among the offers of that distance, the
-//!   smallest offering vertex: every vertex relaxes its arcs with its final distance at
-//!   least once, so that is the smallest *tight* neighbour, whatever the thread count or
-//!   timing. Parents come for free, deterministic (see [`crate::parents`]).
+//! - `dist[v]`: an `AtomicU32` holding the bits of a non-negative binary32 distance
+//!   (`+inf` when unreached). For non-negative floats the bit patterns order like the
+//!   values, so an integer atomic minimum is a distance minimum. Every arc scan reads it:
+//!   4 bytes per vertex keep it cache-friendly (16 MiB at SCALE 22).
+//! - `offer[v]`: an `AtomicU64` packing a distance offered to `v` (high half) and the vertex
+//!   that offered it (low half), updated by atomic minimum for every offer that is not
+//!   worse than `dist[v]` at the time (a few per vertex, against tens of arc checks). An
+//!   offer of the final distance is never worse than `dist[v]`, so in the end `offer[v]`
+//!   holds the final distance and the smallest *tight* neighbour, whatever the thread
+//!   count or timing. Parents come for free, deterministic (see [`crate::parents`]).
 //! - Each thread owns `bins`: bin `i` lists vertices whose distance fell in
 //!   `[iΔ, (i+1)Δ)` when the thread lowered it. Entries are never removed when a distance
 //!   drops further (*lazy deletion*): a stale entry is recognised and skipped when its bin
@@ -34,13 +37,14 @@
 //! The search ends when no thread has a non-empty bin. Distances are exact binary32
 //! (see the crate docs).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 use rayon::ThreadPool;
 use skein_generators::{Csr, SsspResult};
 
 use crate::barrier::SpinBarrier;
+use crate::compact::WeightedArc;
 
 /// A thread keeps processing its own current bin without a barrier while it holds fewer
 /// entries than this (GAP's `kBinSizeThreshold`).
@@ -65,9 +69,9 @@ fn distance(state: u64) -> f32 {
 
 struct Shared<'a> {
     offsets: &'a [u64],
-    targets: &'a [u64],
-    weights: &'a [f32],
-    state: Vec<AtomicU64>,
+    arcs: &'a [WeightedArc],
+    dist: Vec<AtomicU32>,
+    offer: Vec<AtomicU64>,
     inv_delta: f32,
     /// `outboxes[i & 1][t]`: thread `t`'s offer for round `i`, a bin of index
     /// `tags[i & 1][t]` (`NO_BIN`: nothing).
@@ -92,20 +96,22 @@ impl Shared<'_> {
     #[inline]
     fn relax(&self, u: u32, du: f32, bins: &mut Vec<Vec<u32>>) {
         let (a, b) = (self.offsets[u as usize] as usize, self.offsets[u as usize + 1] as usize);
-        for (&v, &w) in self.targets[a..b].iter().zip(&self.weights[a..b]) {
+        for &WeightedArc { target: v, weight: w } in &self.arcs[a..b] {
             let nd = du + w;
-            let offer = pack(nd, u);
-            let slot = &self.state[v as usize];
-            if offer < slot.load(Ordering::Relaxed) {
-                let old = slot.fetch_min(offer, Ordering::Relaxed);
-                // Push only when the distance itself dropped (not just the parent id).
-                if offer >> 32 < old >> 32 {
-                    let bin = self.bin_of(nd);
-                    if bin >= bins.len() {
-                        bins.resize_with(bin + 1, Vec::new);
-                    }
-                    bins[bin].push(v as u32);
+            let bits = nd.to_bits();
+            let slot = &self.dist[v as usize];
+            let current = slot.load(Ordering::Relaxed);
+            if bits > current {
+                continue;
+            }
+            // Not worse: record the offer (a tie may still bring a smaller parent id).
+            self.offer[v as usize].fetch_min(pack(nd, u), Ordering::Relaxed);
+            if bits < current && bits < slot.fetch_min(bits, Ordering::Relaxed) {
+                let bin = self.bin_of(nd);
+                if bin >= bins.len() {
+                    bins.resize_with(bin + 1, Vec::new);
                 }
+                bins[bin].push(v);
             }
         }
     }
@@ -113,7 +119,7 @@ impl Shared<'_> {
     /// Relaxes `u` if it still belongs to bucket `bucket` (skips stale entries).
     #[inline]
     fn process(&self, u: u32, bucket: usize, bins: &mut Vec<Vec<u32>>) {
-        let du = distance(self.state[u as usize].load(Ordering::Relaxed));
+        let du = f32::from_bits(self.dist[u as usize].load(Ordering::Relaxed));
         if self.bin_of(du) >= bucket {
             self.relax(u, du, bins);
         }
@@ -212,8 +218,15 @@ impl Shared<'_> {
     }
 }
 
-/// Delta-stepping from `root` with bucket width `delta` on `pool`'s threads.
-pub(crate) fn delta_stepping(pool: &ThreadPool, csr: &Csr, root: u32, delta: f32) -> SsspResult {
+/// Delta-stepping from `root` with bucket width `delta` on `pool`'s threads; `arcs` are
+/// `csr`'s arcs in the compact layout.
+pub(crate) fn delta_stepping(
+    pool: &ThreadPool,
+    csr: &Csr,
+    arcs: &[WeightedArc],
+    root: u32,
+    delta: f32,
+) -> SsspResult {
     let threads = pool.current_num_threads();
     let n = csr.num_vertices() as usize;
     let unreached = pack(f32::INFINITY, u32::MAX);
@@ -225,9 +238,12 @@ pub(crate) fn delta_stepping(pool: &ThreadPool, csr: &Csr, root: u32, delta: f32
     tags[0][0].store(0, Ordering::Relaxed);
     let shared = Shared {
         offsets: csr.offsets(),
-        targets: csr.targets(),
-        weights: csr.weights(),
-        state: pool.install(|| {
+        arcs,
+        dist: pool.install(|| {
+            use rayon::prelude::*;
+            (0..n).into_par_iter().map(|_| AtomicU32::new(f32::INFINITY.to_bits())).collect()
+        }),
+        offer: pool.install(|| {
             use rayon::prelude::*;
             (0..n).into_par_iter().map(|_| AtomicU64::new(unreached)).collect()
         }),
@@ -238,12 +254,13 @@ pub(crate) fn delta_stepping(pool: &ThreadPool, csr: &Csr, root: u32, delta: f32
         cursor: [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)],
         barrier: SpinBarrier::new(threads),
     };
-    shared.state[root as usize].store(pack(0.0, root), Ordering::Relaxed);
+    shared.dist[root as usize].store(0.0f32.to_bits(), Ordering::Relaxed);
+    shared.offer[root as usize].store(pack(0.0, root), Ordering::Relaxed);
     pool.broadcast(|ctx| shared.thread_main(ctx.index()));
     let (dist, offered): (Vec<f32>, Vec<u32>) = pool.install(|| {
         use rayon::prelude::*;
         shared
-            .state
+            .offer
             .into_par_iter()
             .map(|s| s.into_inner())
             .map(|s| (distance(s), s as u32))

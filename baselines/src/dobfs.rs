@@ -34,7 +34,7 @@ const LOCAL_QUEUE: usize = 1 << 12;
 
 struct Search<'a> {
     offsets: &'a [u64],
-    targets: &'a [u64],
+    targets: &'a [u32],
     n: usize,
     parent: Vec<AtomicU64>,
     level: Vec<AtomicU32>,
@@ -45,7 +45,7 @@ struct Search<'a> {
 
 impl Search<'_> {
     #[inline]
-    fn neighbors(&self, u: usize) -> &[u64] {
+    fn neighbors(&self, u: usize) -> &[u32] {
         &self.targets[self.offsets[u] as usize..self.offsets[u + 1] as usize]
     }
 
@@ -84,7 +84,7 @@ impl Search<'_> {
                         {
                             self.level[v as usize].store(depth, Ordering::Relaxed);
                             scout += cur & !UNVISITED;
-                            local.push(v as u32);
+                            local.push(v);
                             if local.len() == LOCAL_QUEUE {
                                 self.flush(&mut local);
                             }
@@ -117,7 +117,7 @@ impl Search<'_> {
                         }
                         for &v in self.neighbors(u) {
                             if front.get(v as usize) {
-                                self.parent[u].store(v, Ordering::Relaxed);
+                                self.parent[u].store(u64::from(v), Ordering::Relaxed);
                                 self.level[u].store(depth, Ordering::Relaxed);
                                 bits |= 1 << (u % 64);
                                 awake += 1;
@@ -173,10 +173,12 @@ impl Search<'_> {
     }
 }
 
-/// Direction-optimizing BFS from `root` on `pool`'s threads.
+/// Direction-optimizing BFS from `root` on `pool`'s threads; `targets` are `csr`'s targets
+/// as `u32`.
 pub(crate) fn direction_optimizing(
     pool: &ThreadPool,
     csr: &Csr,
+    targets: &[u32],
     root: u32,
     options: &Options,
 ) -> BfsResult {
@@ -192,15 +194,7 @@ pub(crate) fn direction_optimizing(
         let queue: Vec<AtomicU32> = (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect();
         (parent, level, queue)
     });
-    let s = Search {
-        offsets,
-        targets: csr.targets(),
-        n,
-        parent,
-        level,
-        queue,
-        tail: AtomicUsize::new(1),
-    };
+    let s = Search { offsets, targets, n, parent, level, queue, tail: AtomicUsize::new(1) };
     s.parent[root as usize].store(u64::from(root), Ordering::Relaxed);
     s.level[root as usize].store(0, Ordering::Relaxed);
     s.queue[0].store(root, Ordering::Relaxed);

@@ -34,6 +34,7 @@
 mod barrier;
 mod bitmap;
 mod check;
+mod compact;
 mod delta;
 mod dobfs;
 mod error;
@@ -52,15 +53,18 @@ use skein_generators::{BfsResult, Csr, SsspResult, VertexId};
 /// Default delta-stepping bucket width, as a fraction of the graph's largest weight: for
 /// Graph500 Kronecker weights (uniform in `[0, 1)`) it is the bucket width itself.
 ///
-/// Chosen on Kronecker graphs of SCALE 18 to 22, edgefactor 16 (about 32 arcs per vertex)
-/// by counting work, which noise on a shared machine does not blur. At SCALE 20 on one
-/// thread, vertex relaxations (each scans all arcs of a vertex) and rounds per search:
-/// delta 0.01: 1.51 M, 201 rounds; 0.005: 0.76 M, 360; 0.003: 0.73 M, 566; 0.001: 0.67 M,
-/// 1462. 0.003 keeps the redundant work near its floor and the round count near GAP's
-/// (~500), each round costing one barrier. Scaling by
-/// the largest weight keeps the number of buckets (largest distance / delta) the same for
-/// a graph whose weights are the Kronecker ones times a constant.
-pub const DEFAULT_RELATIVE_DELTA: f32 = 0.003;
+/// Chosen by timing 2 threads on Kronecker graphs, edgefactor 16, Graph500 roots
+/// (`skein sssp --engine rayon -t 2 --delta D`). Harmonic-mean MTEPS at SCALE 20 (16
+/// roots): delta 0.0003: 67, 0.0005: 80, 0.0007: 82, 0.001: 73, 0.002: 71, 0.003: 62; at
+/// SCALE 22 (6 roots): 0.0002: 50, 0.0004: 51, 0.0007: 49-53, 0.001: 49, 0.002: 42,
+/// 0.005: 32, 0.015: 24. Narrow buckets cost rounds (each one barrier) but with bucket
+/// fusion and lazy deletion they keep a vertex from relaxing its arcs more than about
+/// once; wide buckets let later, better distances redo whole adjacency scans. GAP's
+/// Δ = 1–2 for integer weights 1–255 is 0.004–0.008 of the largest weight; binary32
+/// weights in `[0, 1)` have no integer granularity, and narrower buckets measured faster.
+/// Scaling by the largest weight keeps the number of buckets (largest distance / delta)
+/// the same for a graph whose weights are the Kronecker ones times a constant.
+pub const DEFAULT_RELATIVE_DELTA: f32 = 0.0007;
 
 /// Default direction-optimizing BFS switching parameter alpha (top-down to bottom-up when
 /// the frontier's arcs exceed the unexplored arcs divided by alpha), as in GAP.
@@ -159,6 +163,10 @@ pub struct Solver<'g> {
     pool: Option<ThreadPool>,
     /// The weight check's outcome: the largest weight.
     max_weight: OnceCell<Result<f32>>,
+    /// The engines' arc layouts, built at the first search of each kernel (or by
+    /// [`Solver::prepare_sssp`] / [`Solver::prepare_bfs`]).
+    weighted_arcs: OnceCell<Vec<compact::WeightedArc>>,
+    targets: OnceCell<Vec<u32>>,
 }
 
 impl<'g> Solver<'g> {
@@ -177,7 +185,38 @@ impl<'g> Solver<'g> {
                     .map_err(|e| BaselineError::ThreadPool(e.to_string()))?,
             ),
         };
-        Ok(Solver { csr, engine, options: options.clone(), pool, max_weight: OnceCell::new() })
+        Ok(Solver {
+            csr,
+            engine,
+            options: options.clone(),
+            pool,
+            max_weight: OnceCell::new(),
+            weighted_arcs: OnceCell::new(),
+            targets: OnceCell::new(),
+        })
+    }
+
+    /// Does once, before timing, what the first [`Solver::sssp`] would: checks the weights
+    /// and copies the arcs into the engines' compact layout (`(u32 target, f32 weight)`,
+    /// 8 bytes per arc). Returns the largest weight.
+    pub fn prepare_sssp(&self) -> Result<f32> {
+        let max_weight = self.max_weight.get_or_init(|| check::weights(self.csr)).clone()?;
+        self.weighted_arcs.get_or_init(|| self.in_pool(|| compact::weighted_arcs(self.csr)));
+        Ok(max_weight)
+    }
+
+    /// Does once, before timing, what the first [`Solver::bfs`] would: copies the targets
+    /// as `u32` (4 bytes per arc).
+    pub fn prepare_bfs(&self) {
+        self.targets.get_or_init(|| self.in_pool(|| compact::targets(self.csr)));
+    }
+
+    /// Runs `f` on the engine's pool (the sequential engine has none: rayon's global one).
+    fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        match &self.pool {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
     }
 
     /// The engine.
@@ -198,12 +237,13 @@ impl<'g> Solver<'g> {
     /// Single-source shortest paths from `root`.
     pub fn sssp(&self, root: VertexId) -> Result<SsspResult> {
         check::root(self.csr, root)?;
-        let max_weight = self.max_weight.get_or_init(|| check::weights(self.csr)).clone()?;
+        let max_weight = self.prepare_sssp()?;
+        let arcs = self.weighted_arcs.get().expect("prepared above");
         Ok(match &self.pool {
-            None => seq::dijkstra(self.csr, root as u32),
+            None => seq::dijkstra(self.csr, arcs, root as u32),
             Some(pool) => {
                 let delta = self.options.delta_for(max_weight);
-                delta::delta_stepping(pool, self.csr, root as u32, delta)
+                delta::delta_stepping(pool, self.csr, arcs, root as u32, delta)
             }
         })
     }
@@ -211,9 +251,13 @@ impl<'g> Solver<'g> {
     /// Breadth-first search from `root`.
     pub fn bfs(&self, root: VertexId) -> Result<BfsResult> {
         check::root(self.csr, root)?;
+        self.prepare_bfs();
+        let targets = self.targets.get().expect("prepared above");
         Ok(match &self.pool {
-            None => seq::bfs(self.csr, root as u32),
-            Some(pool) => dobfs::direction_optimizing(pool, self.csr, root as u32, &self.options),
+            None => seq::bfs(self.csr, targets, root as u32),
+            Some(pool) => {
+                dobfs::direction_optimizing(pool, self.csr, targets, root as u32, &self.options)
+            }
         })
     }
 }

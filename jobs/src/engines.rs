@@ -179,7 +179,15 @@ impl<'g> Runner<'g> {
                         }
                     }
                 }
-                Inner::Baseline(Solver::new(engine, csr, &options)?)
+                let solver = Solver::new(engine, csr, &options)?;
+                // Layout copies happen here, before any search is timed.
+                match kernel {
+                    Kernel::Sssp => {
+                        solver.prepare_sssp()?;
+                    }
+                    Kernel::Bfs => solver.prepare_bfs(),
+                }
+                Inner::Baseline(solver)
             }
             EngineName::Skein => {
                 let defaults = EngineOptions::default();
