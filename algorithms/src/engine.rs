@@ -2,7 +2,9 @@
 //!
 //! The graph's vertices are split over all workers ([`Partitioning`]); each worker is the
 //! trustee of one partition (its vertices' distances or levels, parents and work
-//! queue) and reads the out-arcs of its own vertices from the shared read-only CSR.
+//! queue) and reads the out-arcs of its own vertices from a read-only copy made once
+//! per graph by [`Engine::new`] (8 bytes per arc: a 32-bit tag naming the target's owner
+//! and local index, and the weight).
 //!
 //! Both kernels run in rounds driven by the main fiber:
 //!
@@ -139,7 +141,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Prepares a runtime of `opts.workers` workers and the partitioning of `graph`.
+    /// Prepares a runtime of `opts.workers` workers, the partitioning of `graph` and each
+    /// partition's copy of its arcs (8 bytes per arc, built in parallel).
     pub fn new(graph: Arc<Csr>, opts: EngineOptions) -> Result<Engine, EngineError> {
         if opts.workers == 0 || opts.fibers == 0 || opts.chunk == 0 {
             return Err(EngineError::Options(
@@ -155,13 +158,14 @@ impl Engine {
             .pin(opts.pin)
             .slot_size(opts.slot_bytes)
             .build()?;
-        let parts = Partitioning::new(graph.num_vertices(), opts.workers);
+        let shared = Shared::new(graph, opts.workers).map_err(EngineError::Options)?;
+        let graph = &shared.graph;
         let bad_weight = graph
             .weights()
             .iter()
             .position(|&w| !w.is_finite() || w < 0.0)
             .map(|arc| (arc, graph.weights()[arc]));
-        Ok(Engine { rt, shared: Arc::new(Shared { graph, parts }), opts, bad_weight })
+        Ok(Engine { rt, shared: Arc::new(shared), opts, bad_weight })
     }
 
     /// The options the engine runs with.
@@ -188,7 +192,7 @@ impl Engine {
     /// # Complexity
     /// `O(m)` relaxations per bucket pass in the worst case; in practice close to the
     /// `m` of one Dijkstra plus re-relaxations inside a bucket. Memory per partition:
-    /// 16 bytes per owned vertex and 4 bytes per vertex of the graph (the send filter).
+    /// 12 bytes per owned vertex and 4 bytes per vertex of the graph (the send filter).
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         self.check_root(root)?;
         if let Some((arc, weight)) = self.bad_weight {
@@ -208,8 +212,9 @@ impl Engine {
             );
             let start = Instant::now();
             let (rp, rl) = shared.parts.locate(root);
+            let root_tag = shared.tag(root);
             parts[rp].apply(move |s| {
-                s.relax(rl, 0.0, root);
+                s.relax(rl, 0.0, root_tag);
             });
             let mut bucket = 0usize;
             let mut rounds = 0u64;
@@ -233,8 +238,8 @@ impl Engine {
             let (mut messages, mut arcs) = (0, 0);
             for t in parts.iter() {
                 let (dist, parent, sent, relaxed) = t.apply(|s| {
-                    let (d, p) = (std::mem::take(&mut s.dist), std::mem::take(&mut s.parent));
-                    (d, p, s.sent_msgs, s.relaxed_arcs)
+                    let p = s.global_parents();
+                    (std::mem::take(&mut s.dist), p, s.requests(), s.relaxed_arcs)
                 });
                 messages += sent;
                 arcs += relaxed;
@@ -255,8 +260,8 @@ impl Engine {
     /// Breadth-first search from `root`: hop levels and a parent tree.
     ///
     /// # Complexity
-    /// `O(n + m)` work; one round per level. Memory per partition: 12 bytes per owned
-    /// vertex plus one bit per vertex of the graph (the send filter).
+    /// `O(n + m)` work; one round per level. Memory per partition: 8 bytes per owned
+    /// vertex plus two bits per vertex of the graph (the send filter, the frontier replica).
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
         self.check_root(root)?;
         let shared = Arc::clone(&self.shared);
@@ -270,8 +275,9 @@ impl Engine {
             );
             let start = Instant::now();
             let (rp, rl) = shared.parts.locate(root);
+            let root_tag = shared.tag(root);
             let mut counts = parts[rp].apply(move |s| {
-                s.visit(rl, 0, root);
+                s.visit(rl, 0, root_tag);
                 s.advance();
                 s.counts()
             });
@@ -310,8 +316,8 @@ impl Engine {
             let (mut messages, mut arcs) = (0, 0);
             for t in parts.iter() {
                 let (lv, parent, sent, scanned) = t.apply(|s| {
-                    let (l, p) = (std::mem::take(&mut s.level), std::mem::take(&mut s.parent));
-                    (l, p, s.sent_msgs, s.scanned_arcs)
+                    let p = s.global_parents();
+                    (std::mem::take(&mut s.level), p, s.requests(), s.scanned_arcs)
                 });
                 messages += sent;
                 arcs += scanned;
@@ -346,8 +352,8 @@ fn sssp_driver(
     loop {
         let all = Arc::clone(parts);
         let processed = parts[p].apply(move |s| {
-            s.process_bucket(bucket, chunk, &mut |owner, local, d, parent| {
-                all[owner].apply_then(move |t| t.relax(local, d, parent), |_| ());
+            s.process_bucket(bucket, chunk, &mut |owner, batch| {
+                all[owner].apply_then(move |t| t.relax_batch(&batch), |_| ());
             })
         });
         if processed == 0 {
@@ -367,8 +373,8 @@ fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usi
     loop {
         let all = Arc::clone(parts);
         let more = parts[p].apply(move |s| {
-            s.expand(level, chunk, &mut |owner, local, lv, parent| {
-                all[owner].apply_then(move |t| t.visit(local, lv, parent), |_| ());
+            s.expand(level, chunk, &mut |owner, batch| {
+                all[owner].apply_then(move |t| t.visit_batch(&batch, level + 1), |_| ());
             })
         });
         if !more {
@@ -388,11 +394,11 @@ fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usi
 /// then lets `p`'s unvisited vertices find their parents locally. Returns the counts of
 /// the next frontier.
 fn bfs_bottom_up_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32) -> BfsCounts {
-    let (first, bits) = parts[p].apply(|s| s.frontier_bits());
+    let (part, bits) = parts[p].apply(|s| s.frontier_bits());
     for q in parts.iter() {
         q.apply_with(
-            |s, (first, bits): (u64, Vec<u64>)| s.merge_frontier(first, &bits),
-            (first, bits.clone()),
+            |s, (part, bits): (usize, Vec<u64>)| s.merge_frontier(part, &bits),
+            (part, bits.clone()),
         );
     }
     skein::wait_quiescent();

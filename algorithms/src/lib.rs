@@ -5,6 +5,7 @@
 //!   (level-synchronous) where every partition is a property entrusted to one worker,
 //!   and remote updates are delegated with `apply_then`.
 
+mod adjacency;
 pub mod engine;
 pub mod partition;
 mod state;

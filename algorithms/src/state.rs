@@ -16,9 +16,11 @@
 //! it later. (Taking a bucket's vertices in arbitrary order made Kronecker hubs rescan
 //! their huge adjacency lists 5 to 11 times per search; a binary heap ordered them
 //! exactly but cost a logarithmic factor and cache misses on large graphs.) Relaxing an arc happens in place when the
-//! target is local and through `send` when it is remote; a remote target is only sent a
-//! distance below the best one this partition already sent it, since the owner keeps
-//! the minimum anyway.
+//! target is local; a remote target is only sent a distance below the best one this
+//! partition already sent it (the owner keeps the minimum anyway), and remote
+//! relaxations to one owner travel [`BATCH`] to a request (a [`Batch`] captured by
+//! value), handed to `send` when full and at the end of every [`SsspPart::process_bucket`]
+//! call.
 //!
 //! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
@@ -28,7 +30,8 @@
 //!
 //! Each partition keeps its current frontier and the next one. A *top-down* level
 //! expands the frontier: every neighbour is visited, locally in place, remotely through
-//! `send` (each remote vertex at most once per partition and search, with a bitmap).
+//! `send` (each remote vertex at most once per partition and search, with a bitmap;
+//! [`BATCH`] visits to a request).
 //! A *bottom-up* level (Beamer et al., "Direction-optimizing breadth-first search",
 //! SC 2012) works the other way round: every partition first receives every
 //! partition's frontier as a bitmap (a replica of the whole frontier, sent as data),
@@ -36,35 +39,138 @@
 //! at the first one found — no message at all, and few arcs read when the frontier is
 //! large. The counts [`BfsPart::counts`] feed the switching heuristic.
 
+//!
+//! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
+//! [`Tag`]s there, and parents are kept as tags until the results are gathered.
+
 use std::sync::Arc;
 
-use skein_generators::{Csr, NO_PARENT, UNREACHED_LEVEL};
+use skein_generators::{Csr, UNREACHED_LEVEL};
 
+use crate::adjacency::{Adjacency, Arc32, PartArcs, Tag, NO_TAG};
 use crate::partition::Partitioning;
 
-/// The graph as every partition sees it: the read-only adjacency and the partitioning.
+/// The graph as every partition sees it: the partitioning and each partition's arcs.
 ///
 /// Trustees only read it; each one touches the arcs of its own vertices.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) graph: Arc<Csr>,
     pub(crate) parts: Partitioning,
+    pub(crate) adj: Adjacency,
+}
+
+impl Shared {
+    /// Partitions `graph` over `parts` parts and copies each part's arcs.
+    pub(crate) fn new(graph: Arc<Csr>, parts: usize) -> Result<Shared, String> {
+        let parts = Partitioning::new(graph.num_vertices(), parts);
+        let adj = Adjacency::build(&graph, &parts)?;
+        Ok(Shared { graph, parts, adj })
+    }
+
+    /// The global id of `tag`, or `NO_PARENT` for [`NO_TAG`].
+    pub(crate) fn global(&self, tag: Tag) -> u64 {
+        if tag == NO_TAG {
+            skein_generators::NO_PARENT
+        } else {
+            self.parts.global(self.adj.tags.part(tag), self.adj.tags.local(tag))
+        }
+    }
+
+    /// The tag of global vertex `v`.
+    pub(crate) fn tag(&self, v: u64) -> Tag {
+        let (p, l) = self.parts.locate(v);
+        self.adj.tags.tag(p, l)
+    }
+}
+
+/// Updates sent to one owner in one request.
+pub(crate) const BATCH: usize = 8;
+
+/// Up to [`BATCH`] updates for one owner, sent by value in one request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batch<T: Copy> {
+    len: u32,
+    items: [T; BATCH],
+}
+
+impl<T: Copy + Default> Default for Batch<T> {
+    fn default() -> Self {
+        Batch { len: 0, items: [T::default(); BATCH] }
+    }
+}
+
+impl<T: Copy> Batch<T> {
+    /// Adds `item`; true when the batch is now full.
+    #[inline]
+    fn push(&mut self, item: T) -> bool {
+        self.items[self.len as usize] = item;
+        self.len += 1;
+        self.len as usize == BATCH
+    }
+
+    /// The updates.
+    pub(crate) fn items(&self) -> &[T] {
+        &self.items[..self.len as usize]
+    }
+}
+
+/// One outgoing batch per partition, handed to `send` when full or flushed.
+#[derive(Debug)]
+struct Outbox<T: Copy> {
+    batches: Vec<Batch<T>>,
+    /// Requests sent this search.
+    requests: u64,
+}
+
+impl<T: Copy + Default> Outbox<T> {
+    fn new(parts: usize) -> Self {
+        Outbox { batches: vec![Batch::default(); parts], requests: 0 }
+    }
+
+    #[inline]
+    fn push(&mut self, owner: usize, item: T, send: &mut impl FnMut(usize, Batch<T>)) {
+        let b = &mut self.batches[owner];
+        if b.push(item) {
+            send(owner, *b);
+            b.len = 0;
+            self.requests += 1;
+        }
+    }
+
+    fn flush(&mut self, send: &mut impl FnMut(usize, Batch<T>)) {
+        for (owner, b) in self.batches.iter_mut().enumerate() {
+            if b.len > 0 {
+                send(owner, *b);
+                b.len = 0;
+                self.requests += 1;
+            }
+        }
+    }
 }
 
 /// Bins per delta-bucket.
 const SUB: usize = 16;
+
+/// A remote SSSP relaxation: `dist` offered to the owner's `local` vertex by `parent`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Relax {
+    local: u32,
+    dist: f32,
+    parent: Tag,
+}
 
 /// One partition's SSSP state.
 #[derive(Debug)]
 pub(crate) struct SsspPart {
     shared: Arc<Shared>,
     part: usize,
-    first: u64,
     pub(crate) dist: Vec<f32>,
-    pub(crate) parent: Vec<u64>,
+    pub(crate) parent: Vec<Tag>,
     done: Vec<f32>,
-    /// Best distance sent to each global vertex (only remote entries are used).
+    /// Best distance sent to each vertex, by tag (only remote entries are used).
     sent: Vec<f32>,
+    outbox: Outbox<Relax>,
     /// `bins[i]` holds local vertices made pending with a distance in bin `i`.
     bins: Vec<Vec<u32>>,
     /// No bin below this one holds an entry.
@@ -73,30 +179,32 @@ pub(crate) struct SsspPart {
     bins_per_unit: f32,
     /// Work counters of the last search.
     pub(crate) relaxed_arcs: u64,
-    pub(crate) sent_msgs: u64,
 }
 
 impl SsspPart {
     pub(crate) fn new(shared: Arc<Shared>, part: usize, delta: f32) -> SsspPart {
         let len = shared.parts.len(part) as usize;
-        let n = shared.parts.num_vertices() as usize;
-        let first = shared.parts.range(part).start;
+        let np = shared.parts.parts();
         // Only remote targets use `sent`; a single part never sends.
-        let sent = if shared.parts.parts() > 1 { vec![f32::INFINITY; n] } else { Vec::new() };
+        let sent = if np > 1 { vec![f32::INFINITY; shared.adj.tags.space(np)] } else { Vec::new() };
         SsspPart {
             shared,
             part,
-            first,
             dist: vec![f32::INFINITY; len],
-            parent: vec![NO_PARENT; len],
+            parent: vec![NO_TAG; len],
             done: vec![f32::INFINITY; len],
             sent,
+            outbox: Outbox::new(np),
             bins: Vec::new(),
             cur: 0,
             bins_per_unit: SUB as f32 / delta,
             relaxed_arcs: 0,
-            sent_msgs: 0,
         }
+    }
+
+    /// Requests this partition sent.
+    pub(crate) fn requests(&self) -> u64 {
+        self.outbox.requests
     }
 
     /// The bin of distance `d` (monotone in `d`; a bucket is `SUB` consecutive bins).
@@ -107,21 +215,34 @@ impl SsspPart {
 
     /// Offers distance `d` through `parent` to local vertex `local`; true if it improved.
     #[inline]
-    pub(crate) fn relax(&mut self, local: u32, d: f32, parent: u64) -> bool {
-        let l = local as usize;
-        if d < self.dist[l] {
-            self.dist[l] = d;
-            self.parent[l] = parent;
-            let bin = self.bin_of(d);
-            if bin >= self.bins.len() {
-                self.bins.resize_with(bin + 1, Vec::new);
-            }
-            self.bins[bin].push(local);
-            self.cur = self.cur.min(bin);
+    pub(crate) fn relax(&mut self, local: u32, d: f32, parent: Tag) -> bool {
+        if d < self.dist[local as usize] {
+            self.improve(local, d, parent);
             true
         } else {
             false
         }
+    }
+
+    /// Applies a batch of remote relaxations.
+    pub(crate) fn relax_batch(&mut self, batch: &Batch<Relax>) {
+        for r in batch.items() {
+            self.relax(r.local, r.dist, r.parent);
+        }
+    }
+
+    /// Lowers `local`'s distance to `d` (known to be an improvement) and files it.
+    #[inline(never)]
+    fn improve(&mut self, local: u32, d: f32, parent: Tag) {
+        let l = local as usize;
+        self.dist[l] = d;
+        self.parent[l] = parent;
+        let bin = self.bin_of(d);
+        if bin >= self.bins.len() {
+            self.bins.resize_with(bin + 1, Vec::new);
+        }
+        self.bins[bin].push(local);
+        self.cur = self.cur.min(bin);
     }
 
     /// True when `u`, found in bin `bin`, is pending there.
@@ -150,16 +271,18 @@ impl SsspPart {
 
     /// Relaxes the arcs of pending vertices of bucket `b`, lowest bin first, taking at
     /// most `limit` entries; relaxations that land in bucket `b` are taken in the same
-    /// call. Remote relaxations go to `send(part, local, dist, parent)`.
-    /// Returns the number of entries taken: 0 means bucket `b` has no pending vertex here.
+    /// call. Remote relaxations go to `send(owner, batch)`, every batch flushed before
+    /// returning. Returns the number of entries taken: 0 means bucket `b` has no pending
+    /// vertex here.
     pub(crate) fn process_bucket(
         &mut self,
         b: usize,
         limit: usize,
-        send: &mut impl FnMut(usize, u32, f32, u64),
+        send: &mut impl FnMut(usize, Batch<Relax>),
     ) -> usize {
         let shared = Arc::clone(&self.shared);
-        let (graph, parts) = (&*shared.graph, &shared.parts);
+        let arcs: &PartArcs = &shared.adj.parts[self.part];
+        let tags = shared.adj.tags;
         let end = (b + 1) * SUB;
         let mut taken = 0;
         while taken < limit && self.cur < end.min(self.bins.len()) {
@@ -174,29 +297,36 @@ impl SsspPart {
             }
             let du = self.dist[u as usize];
             self.done[u as usize] = du;
-            let gu = self.first + u as u64;
-            let (targets, weights) = (graph.neighbors(gu), graph.neighbor_weights(gu));
-            self.relaxed_arcs += targets.len() as u64;
-            for (&v, &w) in targets.iter().zip(weights) {
-                let nd = du + w;
-                let (owner, lv) = parts.locate(v);
+            let me = tags.tag(self.part, u);
+            let out = arcs.arcs(u);
+            self.relaxed_arcs += out.len() as u64;
+            for &Arc32 { tag, weight } in out {
+                let nd = du + weight;
+                let owner = tags.part(tag);
                 if owner == self.part {
-                    self.relax(lv, nd, gu);
-                } else if nd < self.sent[v as usize] {
-                    self.sent[v as usize] = nd;
-                    self.sent_msgs += 1;
-                    send(owner, lv, nd, gu);
+                    self.relax(tags.local(tag), nd, me);
+                } else if nd < self.sent[tag as usize] {
+                    self.sent[tag as usize] = nd;
+                    let r = Relax { local: tags.local(tag), dist: nd, parent: me };
+                    self.outbox.push(owner, r, send);
                 }
             }
         }
+        self.outbox.flush(send);
         taken
     }
 
-    /// First global id of the partition.
-    #[cfg(test)]
-    pub(crate) fn first(&self) -> u64 {
-        self.first
+    /// The parents as global ids.
+    pub(crate) fn global_parents(&self) -> Vec<u64> {
+        self.parent.iter().map(|&t| self.shared.global(t)).collect()
     }
+}
+
+/// A remote BFS visit of the owner's `local` vertex from `parent`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Visit {
+    local: u32,
+    parent: Tag,
 }
 
 /// One partition's BFS state.
@@ -204,18 +334,17 @@ impl SsspPart {
 pub(crate) struct BfsPart {
     shared: Arc<Shared>,
     part: usize,
-    first: u64,
     pub(crate) level: Vec<u32>,
-    pub(crate) parent: Vec<u64>,
+    pub(crate) parent: Vec<Tag>,
     frontier: Vec<u32>,
     next: Vec<u32>,
-    /// One bit per global vertex: already sent a visit this search.
+    /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
-    /// One bit per global vertex: the whole current frontier (bottom-up levels only).
+    outbox: Outbox<Visit>,
+    /// One bit per tag: the whole current frontier (bottom-up levels only).
     replica: Vec<u64>,
     /// Arcs of the vertices not reached yet.
     unvisited_arcs: u64,
-    pub(crate) sent_msgs: u64,
     pub(crate) scanned_arcs: u64,
 }
 
@@ -244,66 +373,84 @@ impl std::ops::Add for BfsCounts {
 impl BfsPart {
     pub(crate) fn new(shared: Arc<Shared>, part: usize) -> BfsPart {
         let len = shared.parts.len(part) as usize;
-        let n = shared.parts.num_vertices() as usize;
-        let first = shared.parts.range(part).start;
-        let sent = if shared.parts.parts() > 1 { vec![0u64; n.div_ceil(64)] } else { Vec::new() };
-        let range = shared.parts.range(part);
-        let offsets = shared.graph.offsets();
-        let unvisited_arcs = offsets[range.end as usize] - offsets[range.start as usize];
+        let np = shared.parts.parts();
+        let words = shared.adj.tags.space(np).div_ceil(64);
+        let sent = if np > 1 { vec![0u64; words] } else { Vec::new() };
+        let unvisited_arcs = shared.adj.parts[part].num_arcs();
         BfsPart {
             shared,
             part,
-            first,
             level: vec![UNREACHED_LEVEL; len],
-            parent: vec![NO_PARENT; len],
+            parent: vec![NO_TAG; len],
             frontier: Vec::new(),
             next: Vec::new(),
             sent,
-            replica: vec![0u64; n.div_ceil(64)],
+            outbox: Outbox::new(np),
+            replica: vec![0u64; words],
             unvisited_arcs,
-            sent_msgs: 0,
             scanned_arcs: 0,
         }
     }
 
+    /// Requests this partition sent.
+    pub(crate) fn requests(&self) -> u64 {
+        self.outbox.requests
+    }
+
     /// Visits local vertex `local` at `level` from `parent` (first visit wins).
     #[inline]
-    pub(crate) fn visit(&mut self, local: u32, level: u32, parent: u64) {
+    pub(crate) fn visit(&mut self, local: u32, level: u32, parent: Tag) {
         let l = local as usize;
         if self.level[l] == UNREACHED_LEVEL {
             self.level[l] = level;
             self.parent[l] = parent;
             self.next.push(local);
-            self.unvisited_arcs -= self.shared.graph.degree(self.first + local as u64);
+            self.unvisited_arcs -= self.shared.adj.parts[self.part].degree(local);
+        }
+    }
+
+    /// Applies a batch of remote visits at `level`.
+    pub(crate) fn visit_batch(&mut self, batch: &Batch<Visit>, level: u32) {
+        for v in batch.items() {
+            self.visit(v.local, level, v.parent);
         }
     }
 
     /// The heuristic's counts for the current frontier.
     pub(crate) fn counts(&self) -> BfsCounts {
-        let g = &self.shared.graph;
+        let arcs = &self.shared.adj.parts[self.part];
         BfsCounts {
             frontier: self.frontier.len() as u64,
-            frontier_arcs: self.frontier.iter().map(|&u| g.degree(self.first + u as u64)).sum(),
+            frontier_arcs: self.frontier.iter().map(|&u| arcs.degree(u)).sum(),
             unvisited_arcs: self.unvisited_arcs,
         }
     }
 
-    /// This partition's frontier as `(first vertex, bits over the partition's vertices)`.
-    pub(crate) fn frontier_bits(&self) -> (u64, Vec<u64>) {
+    /// This partition's frontier as `(part, bits over the partition's local indices)`.
+    pub(crate) fn frontier_bits(&self) -> (usize, Vec<u64>) {
         let mut bits = vec![0u64; self.level.len().div_ceil(64)];
         for &u in &self.frontier {
             bits[u as usize / 64] |= 1 << (u % 64);
         }
-        (self.first, bits)
+        (self.part, bits)
     }
 
-    /// Adds another partition's frontier (from [`BfsPart::frontier_bits`]) to the replica.
-    pub(crate) fn merge_frontier(&mut self, first: u64, bits: &[u64]) {
+    /// Adds partition `part`'s frontier (from [`BfsPart::frontier_bits`]) to the replica.
+    pub(crate) fn merge_frontier(&mut self, part: usize, bits: &[u64]) {
+        let tags = self.shared.adj.tags;
+        if tags.shift() >= 6 {
+            // A part's tags start on a word boundary: whole words.
+            let base = tags.tag(part, 0) as usize / 64;
+            for (r, &w) in self.replica[base..base + bits.len()].iter_mut().zip(bits) {
+                *r |= w;
+            }
+            return;
+        }
         for (i, &word) in bits.iter().enumerate() {
             let mut w = word;
             while w != 0 {
-                let v = first + i as u64 * 64 + w.trailing_zeros() as u64;
-                self.replica[(v / 64) as usize] |= 1 << (v % 64);
+                let t = tags.tag(part, i as u32 * 64 + w.trailing_zeros()) as usize;
+                self.replica[t / 64] |= 1 << (t % 64);
                 w &= w - 1;
             }
         }
@@ -313,16 +460,16 @@ impl BfsPart {
     /// of the frontier (level `level`) gets level `level + 1`. Clears the replica.
     pub(crate) fn bottom_up(&mut self, level: u32) {
         let shared = Arc::clone(&self.shared);
-        let graph = &*shared.graph;
-        for u in 0..self.level.len() {
-            if self.level[u] != UNREACHED_LEVEL {
+        let arcs = &shared.adj.parts[self.part];
+        for u in 0..self.level.len() as u32 {
+            if self.level[u as usize] != UNREACHED_LEVEL {
                 continue;
             }
-            let gu = self.first + u as u64;
-            for &v in graph.neighbors(gu) {
+            for a in arcs.arcs(u) {
                 self.scanned_arcs += 1;
-                if self.replica[(v / 64) as usize] & (1 << (v % 64)) != 0 {
-                    self.visit(u as u32, level + 1, v);
+                let t = a.tag as usize;
+                if self.replica[t / 64] & (1 << (t % 64)) != 0 {
+                    self.visit(u, level + 1, a.tag);
                     break;
                 }
             }
@@ -339,34 +486,43 @@ impl BfsPart {
     }
 
     /// Expands up to `limit` vertices of the frontier (level `level`): their
-    /// neighbours get level `level + 1`. Returns true while frontier vertices remain.
+    /// neighbours get level `level + 1`, remote ones through `send(owner, batch)`, every
+    /// batch flushed before returning. Returns true while frontier vertices remain.
     pub(crate) fn expand(
         &mut self,
         level: u32,
         limit: usize,
-        send: &mut impl FnMut(usize, u32, u32, u64),
+        send: &mut impl FnMut(usize, Batch<Visit>),
     ) -> bool {
         let shared = Arc::clone(&self.shared);
-        let (graph, parts) = (&*shared.graph, &shared.parts);
+        let arcs = &shared.adj.parts[self.part];
+        let tags = shared.adj.tags;
         for _ in 0..limit {
-            let Some(u) = self.frontier.pop() else { return false };
-            let gu = self.first + u as u64;
-            self.scanned_arcs += graph.degree(gu);
-            for &v in graph.neighbors(gu) {
-                let (owner, lv) = parts.locate(v);
+            let Some(u) = self.frontier.pop() else { break };
+            let me = tags.tag(self.part, u);
+            let out = arcs.arcs(u);
+            self.scanned_arcs += out.len() as u64;
+            for a in out {
+                let owner = tags.part(a.tag);
                 if owner == self.part {
-                    self.visit(lv, level + 1, gu);
+                    self.visit(tags.local(a.tag), level + 1, me);
                 } else {
-                    let (word, bit) = ((v / 64) as usize, 1u64 << (v % 64));
+                    let (word, bit) = (a.tag as usize / 64, 1u64 << (a.tag % 64));
                     if self.sent[word] & bit == 0 {
                         self.sent[word] |= bit;
-                        self.sent_msgs += 1;
-                        send(owner, lv, level + 1, gu);
+                        let v = Visit { local: tags.local(a.tag), parent: me };
+                        self.outbox.push(owner, v, send);
                     }
                 }
             }
         }
+        self.outbox.flush(send);
         !self.frontier.is_empty()
+    }
+
+    /// The parents as global ids.
+    pub(crate) fn global_parents(&self) -> Vec<u64> {
+        self.parent.iter().map(|&t| self.shared.global(t)).collect()
     }
 }
 
@@ -378,8 +534,7 @@ mod tests {
     fn shared(scale: u32, parts: usize) -> Arc<Shared> {
         let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
         let graph = Arc::new(Csr::from_edge_list(&kronecker::generate(&p)));
-        let n = graph.num_vertices();
-        Arc::new(Shared { graph, parts: Partitioning::new(n, parts) })
+        Arc::new(Shared::new(graph, parts).unwrap())
     }
 
     /// Runs the bucketed SSSP with every partition in this thread, delivering sends in
@@ -389,16 +544,16 @@ mod tests {
         let mut parts: Vec<SsspPart> =
             (0..np).map(|p| SsspPart::new(Arc::clone(sh), p, delta)).collect();
         let (rp, rl) = sh.parts.locate(root);
-        parts[rp].relax(rl, 0.0, root);
+        parts[rp].relax(rl, 0.0, sh.tag(root));
         let mut b = 0;
         loop {
             let mut msgs = Vec::new();
             for part in parts.iter_mut() {
-                while part.process_bucket(b, 5, &mut |o, l, d, p| msgs.push((o, l, d, p))) > 0 {}
+                while part.process_bucket(b, 5, &mut |o, batch| msgs.push((o, batch))) > 0 {}
             }
             msgs.reverse();
-            for (o, l, d, p) in msgs {
-                parts[o].relax(l, d, p);
+            for (o, batch) in msgs {
+                parts[o].relax_batch(&batch);
             }
             match parts.iter_mut().filter_map(|p| p.next_bucket()).min() {
                 Some(nb) => b = nb,
@@ -406,8 +561,8 @@ mod tests {
             }
         }
         let mut dist = vec![f32::INFINITY; sh.parts.num_vertices() as usize];
-        for p in &parts {
-            let f = p.first() as usize;
+        for (i, p) in parts.iter().enumerate() {
+            let f = sh.parts.range(i).start as usize;
             dist[f..f + p.dist.len()].copy_from_slice(&p.dist);
         }
         dist
@@ -443,7 +598,7 @@ mod tests {
             let mut ps: Vec<BfsPart> = (0..np).map(|p| BfsPart::new(Arc::clone(&sh), p)).collect();
             let root = 0u64;
             let (rp, rl) = sh.parts.locate(root);
-            ps[rp].visit(rl, 0, root);
+            ps[rp].visit(rl, 0, sh.tag(root));
             let mut level = 0;
             loop {
                 let total: usize = ps.iter_mut().map(BfsPart::advance).sum();
@@ -452,10 +607,10 @@ mod tests {
                 }
                 let mut msgs = Vec::new();
                 for p in ps.iter_mut() {
-                    while p.expand(level, 7, &mut |o, l, lv, par| msgs.push((o, l, lv, par))) {}
+                    while p.expand(level, 7, &mut |o, batch| msgs.push((o, batch))) {}
                 }
-                for (o, l, lv, par) in msgs {
-                    ps[o].visit(l, lv, par);
+                for (o, batch) in msgs {
+                    ps[o].visit_batch(&batch, level + 1);
                 }
                 level += 1;
             }

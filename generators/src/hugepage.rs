@@ -11,6 +11,9 @@
 //! them first; [`filled_vec`] fills in parallel (rayon), spreading the page faults over
 //! the threads.
 //!
+//! Public so that the engines can give their own large per-graph arrays (compact arc
+//! copies) the same backing.
+//!
 //! The only `unsafe` here: one `madvise` call on memory the `Vec` owns, and marking the
 //! filled elements of a `Vec` initialised.
 
@@ -22,8 +25,14 @@ const MIN_ADVISE_BYTES: usize = 4 << 20;
 /// Elements filled per rayon task.
 const FILL_CHUNK: usize = 1 << 16;
 
-/// A `Vec<T>` of `n` copies of `value`, advised for huge pages before it is filled.
-pub(crate) fn filled_vec<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
+/// A `Vec<T>` of `n` copies of `value`, advised for huge pages before it is filled (in
+/// parallel, on rayon's current pool).
+///
+/// ```
+/// let v = skein_generators::hugepage::filled_vec(3, 7u32);
+/// assert_eq!(v, [7, 7, 7]);
+/// ```
+pub fn filled_vec<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
     let mut v: Vec<T> = Vec::with_capacity(n);
     advise_huge(v.as_mut_ptr().cast(), n.saturating_mul(std::mem::size_of::<T>()));
     v.spare_capacity_mut()[..n]
@@ -38,14 +47,20 @@ pub(crate) fn filled_vec<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
 /// A zeroed `Vec<T>` of `n` elements, advised for huge pages, left untouched: large
 /// zeroed allocations come straight from `mmap` (no memset), so the pages are faulted
 /// in (as huge pages where possible) by the code that first writes them.
-pub(crate) fn zeroed_vec<T: Zeroed>(n: usize) -> Vec<T> {
+///
+/// ```
+/// let v: Vec<u64> = skein_generators::hugepage::zeroed_vec(4);
+/// assert_eq!(v, [0; 4]);
+/// ```
+pub fn zeroed_vec<T: Zeroed>(n: usize) -> Vec<T> {
     let mut v = vec![T::ZERO; n];
     advise_huge(v.as_mut_ptr().cast(), n.saturating_mul(std::mem::size_of::<T>()));
     v
 }
 
-/// Element types whose all-zero value `vec!` allocates with `alloc_zeroed`.
-pub(crate) trait Zeroed: Clone {
+/// Element types whose all-zero value `vec!` allocates with `alloc_zeroed` (so
+/// [`zeroed_vec`] never touches its pages).
+pub trait Zeroed: Clone {
     /// The zero value.
     const ZERO: Self;
 }

@@ -16,7 +16,7 @@ pub mod build;
 pub mod checksum;
 pub mod formats;
 pub mod graph;
-mod hugepage;
+pub mod hugepage;
 pub mod interop;
 pub mod kronecker;
 mod prng;

@@ -615,6 +615,17 @@ impl Worker {
                 }
             }
         }
+        if waiting_elsewhere {
+            // Publish those wake-ups now (nothing is in flight, so the slots are free).
+            // Otherwise the waiters woken here run first, and one long delegated call among
+            // them would hold every other worker's wake-up back until it returned: the
+            // other workers' rounds would start only after this worker's round.
+            for t in 0..self.n {
+                if t != self.index {
+                    self.poll_client(t);
+                }
+            }
+        }
         if !self.quiesce_waiters.borrow().is_empty() || waiting_elsewhere {
             return false;
         }

@@ -1,0 +1,215 @@
+//! Each partition's out-arcs, in the layout its kernels read.
+//!
+//! The shared [`Csr`] stores targets as global `u64` ids and weights in a second array:
+//! 12 bytes per arc in two streams, and every arc's owner found by a multiply. The
+//! kernels read each partition's arcs instead from a copy made once per graph, 8 bytes
+//! per arc in one stream: a [`Tag`] (the target's owner and local index in one `u32`)
+//! and the weight.
+//!
+//! # Tags
+//!
+//! `tag = owner << shift | local`, with `shift` the bits of the largest local index, so
+//! decoding is a shift and a mask. Tags are dense enough to index arrays over all
+//! vertices (the send filters, the BFS frontier replica): the tag space has
+//! `parts << shift < 2 * parts * max_part_len` entries. The encoding needs the tag space
+//! to fit `u32` with [`NO_TAG`] left free, so graphs of about 2^31 vertices and more are
+//! refused by [`Adjacency::build`] ("not yet supported").
+//!
+//! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
+//! arcs start at a random place, and 4 KiB pages would make that a TLB miss too.
+
+use rayon::prelude::*;
+use skein_generators::hugepage::filled_vec;
+use skein_generators::Csr;
+
+use crate::partition::Partitioning;
+
+/// A vertex as `owner << shift | local` (see the module docs).
+pub(crate) type Tag = u32;
+
+/// "No vertex" (an unreached vertex's parent).
+pub(crate) const NO_TAG: Tag = u32::MAX;
+
+/// One arc of a partition: its target's tag and its weight.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C)]
+pub(crate) struct Arc32 {
+    pub(crate) tag: Tag,
+    pub(crate) weight: f32,
+}
+
+/// The tag encoding of one partitioning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tags {
+    shift: u32,
+    mask: u32,
+}
+
+impl Tags {
+    /// The encoding for `parts`, or why it cannot have one.
+    fn new(parts: &Partitioning) -> Result<Tags, String> {
+        let max_len = (0..parts.parts()).map(|p| parts.len(p)).max().unwrap_or(0);
+        let shift = u32::BITS - max_len.saturating_sub(1).leading_zeros();
+        let space = (parts.parts() as u64) << shift;
+        if space > u64::from(NO_TAG) {
+            return Err(format!(
+                "{} vertices over {} workers need more than 32-bit vertex tags: graphs of \
+                 2^31 vertices or more are not yet supported by the skein engine",
+                parts.num_vertices(),
+                parts.parts()
+            ));
+        }
+        Ok(Tags { shift, mask: ((1u64 << shift) - 1) as u32 })
+    }
+
+    /// The tag of `local` in `part`.
+    #[inline]
+    pub(crate) fn tag(&self, part: usize, local: u32) -> Tag {
+        ((part as u32) << self.shift) | local
+    }
+
+    /// The owner of `tag`.
+    #[inline]
+    pub(crate) fn part(&self, tag: Tag) -> usize {
+        (tag >> self.shift) as usize
+    }
+
+    /// The local index of `tag` in its owner.
+    #[inline]
+    pub(crate) fn local(&self, tag: Tag) -> u32 {
+        tag & self.mask
+    }
+
+    /// How many tags there are (the length of an array indexed by tag).
+    pub(crate) fn space(&self, parts: usize) -> usize {
+        parts << self.shift
+    }
+
+    /// log2 of the tags per part.
+    pub(crate) fn shift(&self) -> u32 {
+        self.shift
+    }
+}
+
+/// One partition's out-arcs in CSR form over its local indices.
+#[derive(Debug)]
+pub(crate) struct PartArcs {
+    /// `offsets[l]..offsets[l + 1]` are the arcs of local vertex `l`.
+    offsets: Vec<u64>,
+    arcs: Vec<Arc32>,
+}
+
+impl PartArcs {
+    /// The arcs of local vertex `local`.
+    #[inline]
+    pub(crate) fn arcs(&self, local: u32) -> &[Arc32] {
+        let l = local as usize;
+        &self.arcs[self.offsets[l] as usize..self.offsets[l + 1] as usize]
+    }
+
+    /// The out-degree of local vertex `local`.
+    #[inline]
+    pub(crate) fn degree(&self, local: u32) -> u64 {
+        self.offsets[local as usize + 1] - self.offsets[local as usize]
+    }
+
+    /// Arcs of the whole partition.
+    pub(crate) fn num_arcs(&self) -> u64 {
+        self.arcs.len() as u64
+    }
+}
+
+/// Every partition's arcs and the tag encoding.
+#[derive(Debug)]
+pub(crate) struct Adjacency {
+    pub(crate) tags: Tags,
+    pub(crate) parts: Vec<PartArcs>,
+}
+
+/// Arcs a rayon task converts at a time.
+const CHUNK: usize = 1 << 14;
+
+impl Adjacency {
+    /// Copies `graph`'s arcs into one [`PartArcs`] per part of `parts`, in parallel.
+    pub(crate) fn build(graph: &Csr, parts: &Partitioning) -> Result<Adjacency, String> {
+        let tags = Tags::new(parts)?;
+        let (offsets, targets, weights) = (graph.offsets(), graph.targets(), graph.weights());
+        let by_part = (0..parts.parts())
+            .map(|p| {
+                let range = parts.range(p);
+                let (a, b) = (offsets[range.start as usize], offsets[range.end as usize]);
+                let src = &offsets[range.start as usize..=range.end as usize];
+                let mut local_offsets = filled_vec(src.len(), 0u64);
+                local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - a);
+                let (a, b) = (a as usize, b as usize);
+                let mut arcs = filled_vec(b - a, Arc32 { tag: 0, weight: 0.0 });
+                arcs.par_chunks_mut(CHUNK).enumerate().for_each(|(i, out)| {
+                    let start = a + i * CHUNK;
+                    let (t, w) =
+                        (&targets[start..start + out.len()], &weights[start..start + out.len()]);
+                    for ((o, &v), &w) in out.iter_mut().zip(t).zip(w) {
+                        let (owner, local) = parts.locate(v);
+                        *o = Arc32 { tag: tags.tag(owner, local), weight: w };
+                    }
+                });
+                PartArcs { offsets: local_offsets, arcs }
+            })
+            .collect();
+        Ok(Adjacency { tags, parts: by_part })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_for_every_vertex() {
+        for (n, parts) in [(1u64, 1usize), (5, 2), (64, 3), (1000, 4), (1 << 12, 2), (7, 7)] {
+            let p = Partitioning::new(n, parts);
+            let tags = Tags::new(&p).unwrap();
+            let mut seen = std::collections::HashSet::new();
+            for v in 0..n {
+                let (owner, local) = p.locate(v);
+                let t = tags.tag(owner, local);
+                assert!((t as usize) < tags.space(parts) && t != NO_TAG);
+                assert_eq!((tags.part(t), tags.local(t)), (owner, local), "n={n} parts={parts}");
+                assert!(seen.insert(t));
+            }
+        }
+    }
+
+    #[test]
+    fn graphs_beyond_the_tag_space_are_refused() {
+        let p = Partitioning::new(1 << 32, 2);
+        let e = Tags::new(&p).unwrap_err();
+        assert!(e.contains("not yet supported"), "{e}");
+        assert!(Tags::new(&Partitioning::new(1 << 30, 2)).is_ok());
+    }
+
+    #[test]
+    fn arcs_keep_targets_and_weights() {
+        let csr = Csr::from_parts(
+            3,
+            vec![0, 2, 3, 4],
+            vec![1, 2, 0, 0],
+            Some(vec![0.5, 0.25, 0.5, 0.25]),
+        )
+        .unwrap();
+        for parts in 1..=3 {
+            let p = Partitioning::new(3, parts);
+            let adj = Adjacency::build(&csr, &p).unwrap();
+            for v in 0..3u64 {
+                let (owner, local) = p.locate(v);
+                let got: Vec<(u64, f32)> = adj.parts[owner]
+                    .arcs(local)
+                    .iter()
+                    .map(|a| (p.global(adj.tags.part(a.tag), adj.tags.local(a.tag)), a.weight))
+                    .collect();
+                let want: Vec<(u64, f32)> = csr.arcs(v).collect();
+                assert_eq!(got, want, "parts={parts} v={v}");
+                assert_eq!(adj.parts[owner].degree(local), csr.degree(v));
+            }
+        }
+    }
+}
