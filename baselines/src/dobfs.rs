@@ -230,21 +230,19 @@ pub(crate) fn direction_optimizing(
             end = s.tail.load(Ordering::Relaxed);
         }
     }
-    let (parent, level) = pool.install(|| {
-        let parent: Vec<u64> = s
-            .parent
-            .into_par_iter()
-            .map(|p| {
-                let p = p.into_inner();
-                if p & UNVISITED != 0 {
-                    NO_PARENT
-                } else {
-                    p
-                }
-            })
-            .collect();
-        let level: Vec<u32> = s.level.into_par_iter().map(AtomicU32::into_inner).collect();
-        (parent, level)
+    // Unvisited marks become NO_PARENT in place; then the atomics are unwrapped in place
+    // (same size and alignment, so `collect` reuses the allocations: no new pages to fault
+    // in inside the timed search).
+    let Search { mut parent, level, .. } = s;
+    pool.install(|| {
+        parent.par_iter_mut().with_min_len(1 << 14).for_each(|p| {
+            let p = p.get_mut();
+            if *p & UNVISITED != 0 {
+                *p = NO_PARENT;
+            }
+        })
     });
+    let parent: Vec<u64> = parent.into_iter().map(AtomicU64::into_inner).collect();
+    let level: Vec<u32> = level.into_iter().map(AtomicU32::into_inner).collect();
     BfsResult { root: u64::from(root), level, parent }
 }
