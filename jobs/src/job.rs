@@ -465,7 +465,8 @@ fn positive(
 
 /// Bytes a Kronecker job needs at its peak: the raw edge list (two `u64` ends and an
 /// `f32` weight per edge) next to the symmetric CSR (two arcs per edge, `u64` target and
-/// `f32` weight each) and the per-vertex arrays of the kernel.
+/// `f32` weight each) and the per-vertex arrays of the kernel. The engines' own arc copies
+/// (8 bytes per arc, made after the edge list is gone) fit under the same peak.
 pub(crate) fn estimate_bytes(scale: u32, edgefactor: u32) -> u128 {
     let n = 1u128 << scale;
     let m = n * edgefactor as u128;
