@@ -153,8 +153,10 @@ impl Options {
 
 /// Runs kernels of one engine on one graph, many roots in a row.
 ///
-/// It checks the graph once ([`Solver::new`]) and its weights once (at the first SSSP), and
-/// keeps the rayon thread pool between searches.
+/// It checks the graph once ([`Solver::new`]) and its weights once (at the first SSSP),
+/// copies the arcs once into the engines' compact layout (at the first search of each
+/// kernel, or earlier with [`Solver::prepare_sssp`] / [`Solver::prepare_bfs`], so that no
+/// timed search pays for it), and keeps the rayon thread pool between searches.
 #[derive(Debug)]
 pub struct Solver<'g> {
     csr: &'g Csr,
