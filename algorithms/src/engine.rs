@@ -200,7 +200,7 @@ impl Engine {
         }
         let shared = Arc::clone(&self.shared);
         let (delta, chunk) = (self.opts.delta, self.opts.chunk);
-        let (parts, mut stats) = self.rt.run(move || {
+        let (dist, parent, mut stats) = self.rt.run(move || {
             let np = skein::num_workers();
             let parts: Arc<Vec<Trust<SsspPart>>> = Arc::new(
                 (0..np)
@@ -234,26 +234,17 @@ impl Engine {
                 }
             }
             let seconds = start.elapsed().as_secs_f64();
-            let mut gathered = Vec::with_capacity(np);
-            let (mut messages, mut arcs) = (0, 0);
-            for t in parts.iter() {
-                let (dist, parent, sent, relaxed) = t.apply(|s| {
-                    let p = s.global_parents();
-                    (std::mem::take(&mut s.dist), p, s.requests(), s.relaxed_arcs)
-                });
-                messages += sent;
-                arcs += relaxed;
-                gathered.push((dist, parent));
-            }
-            (gathered, SearchStats { seconds, rounds, messages, arcs, runtime: None })
+            let g = gather(&parts, |s| Gathered {
+                values: std::mem::take(&mut s.dist),
+                parents: s.global_parents(),
+                messages: s.requests(),
+                arcs: s.relaxed_arcs,
+            });
+            let stats =
+                SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
+            (g.values, g.parents, stats)
         })?;
         stats.runtime = Some(self.rt.stats());
-        let n = self.shared.graph.num_vertices() as usize;
-        let (mut dist, mut parent) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for (d, p) in parts {
-            dist.extend_from_slice(&d);
-            parent.extend_from_slice(&p);
-        }
         Ok((SsspResult { root, dist, parent }, stats))
     }
 
@@ -266,7 +257,7 @@ impl Engine {
         self.check_root(root)?;
         let shared = Arc::clone(&self.shared);
         let (chunk, alpha, beta) = (self.opts.chunk, self.opts.alpha, self.opts.beta);
-        let (parts, mut stats) = self.rt.run(move || {
+        let (level, parent, mut stats) = self.rt.run(move || {
             let np = skein::num_workers();
             let parts: Arc<Vec<Trust<BfsPart>>> = Arc::new(
                 (0..np)
@@ -312,32 +303,49 @@ impl Engine {
                 }
             }
             let seconds = start.elapsed().as_secs_f64();
-            let mut gathered = Vec::with_capacity(np);
-            let (mut messages, mut arcs) = (0, 0);
-            for t in parts.iter() {
-                let (lv, parent, sent, scanned) = t.apply(|s| {
-                    let p = s.global_parents();
-                    (std::mem::take(&mut s.level), p, s.requests(), s.scanned_arcs)
-                });
-                messages += sent;
-                arcs += scanned;
-                gathered.push((lv, parent));
-            }
-            (gathered, SearchStats { seconds, rounds: level as u64, messages, arcs, runtime: None })
+            let g = gather(&parts, |s| Gathered {
+                values: std::mem::take(&mut s.level),
+                parents: s.global_parents(),
+                messages: s.requests(),
+                arcs: s.scanned_arcs,
+            });
+            let rounds = u64::from(level);
+            let stats =
+                SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
+            (g.values, g.parents, stats)
         })?;
         stats.runtime = Some(self.rt.stats());
-        let n = self.shared.graph.num_vertices() as usize;
-        let (mut level, mut parent) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for (l, p) in parts {
-            level.extend_from_slice(&l);
-            parent.extend_from_slice(&p);
-        }
         debug_assert!(level
             .iter()
             .zip(&parent)
             .all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
         Ok((BfsResult { root, level, parent }, stats))
     }
+}
+
+/// Per-vertex values and parents (global ids) with work counters: one partition's, or all
+/// of them concatenated in partition order (so indexed by global id) with counters summed.
+struct Gathered<V> {
+    values: Vec<V>,
+    parents: Vec<u64>,
+    messages: u64,
+    arcs: u64,
+}
+
+/// Takes each partition's [`Gathered`] out of it, in partition order, and joins them.
+fn gather<P: Send + 'static, V: Copy + Send + 'static>(
+    parts: &[Trust<P>],
+    take: fn(&mut P) -> Gathered<V>,
+) -> Gathered<V> {
+    let mut g = Gathered { values: Vec::new(), parents: Vec::new(), messages: 0, arcs: 0 };
+    for t in parts {
+        let part = t.apply(take);
+        g.values.extend_from_slice(&part.values);
+        g.parents.extend_from_slice(&part.parents);
+        g.messages += part.messages;
+        g.arcs += part.arcs;
+    }
+    g
 }
 
 /// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices;

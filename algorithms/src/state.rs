@@ -77,6 +77,11 @@ impl Shared {
         }
     }
 
+    /// The global ids of `tags` ([`Shared::global`] of each).
+    pub(crate) fn globals(&self, tags: &[Tag]) -> Vec<u64> {
+        tags.iter().map(|&t| self.global(t)).collect()
+    }
+
     /// The tag of global vertex `v`.
     pub(crate) fn tag(&self, v: u64) -> Tag {
         let (p, l) = self.parts.locate(v);
@@ -318,7 +323,7 @@ impl SsspPart {
 
     /// The parents as global ids.
     pub(crate) fn global_parents(&self) -> Vec<u64> {
-        self.parent.iter().map(|&t| self.shared.global(t)).collect()
+        self.shared.globals(&self.parent)
     }
 }
 
@@ -522,7 +527,7 @@ impl BfsPart {
 
     /// The parents as global ids.
     pub(crate) fn global_parents(&self) -> Vec<u64> {
-        self.parent.iter().map(|&t| self.shared.global(t)).collect()
+        self.shared.globals(&self.parent)
     }
 }
 
