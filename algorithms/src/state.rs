@@ -303,17 +303,17 @@ impl SsspPart {
             let du = self.dist[u as usize];
             self.done[u as usize] = du;
             let me = tags.tag(self.part, u);
-            let out = arcs.arcs(u);
-            self.relaxed_arcs += out.len() as u64;
-            for &Arc32 { tag, weight } in out {
+            let (own, other) = arcs.split(u);
+            self.relaxed_arcs += (own.len() + other.len()) as u64;
+            for &Arc32 { tag, weight } in own {
+                self.relax(tags.local(tag), du + weight, me);
+            }
+            for &Arc32 { tag, weight } in other {
                 let nd = du + weight;
-                let owner = tags.part(tag);
-                if owner == self.part {
-                    self.relax(tags.local(tag), nd, me);
-                } else if nd < self.sent[tag as usize] {
+                if nd < self.sent[tag as usize] {
                     self.sent[tag as usize] = nd;
                     let r = Relax { local: tags.local(tag), dist: nd, parent: me };
-                    self.outbox.push(owner, r, send);
+                    self.outbox.push(tags.part(tag), r, send);
                 }
             }
         }
@@ -505,19 +505,17 @@ impl BfsPart {
         for _ in 0..limit {
             let Some(u) = self.frontier.pop() else { break };
             let me = tags.tag(self.part, u);
-            let out = arcs.arcs(u);
-            self.scanned_arcs += out.len() as u64;
-            for a in out {
-                let owner = tags.part(a.tag);
-                if owner == self.part {
-                    self.visit(tags.local(a.tag), level + 1, me);
-                } else {
-                    let (word, bit) = (a.tag as usize / 64, 1u64 << (a.tag % 64));
-                    if self.sent[word] & bit == 0 {
-                        self.sent[word] |= bit;
-                        let v = Visit { local: tags.local(a.tag), parent: me };
-                        self.outbox.push(owner, v, send);
-                    }
+            let (own, other) = arcs.split(u);
+            self.scanned_arcs += (own.len() + other.len()) as u64;
+            for a in own {
+                self.visit(tags.local(a.tag), level + 1, me);
+            }
+            for a in other {
+                let (word, bit) = (a.tag as usize / 64, 1u64 << (a.tag % 64));
+                if self.sent[word] & bit == 0 {
+                    self.sent[word] |= bit;
+                    let v = Visit { local: tags.local(a.tag), parent: me };
+                    self.outbox.push(tags.part(a.tag), v, send);
                 }
             }
         }
