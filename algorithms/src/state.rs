@@ -5,9 +5,9 @@
 //!
 //! # SSSP (bucketed, label-correcting)
 //!
-//! Tentative distances live with the owning partition. Vertex `u` is *pending* while
-//! `dist[u] < done[u]` (`done[u]` is the distance at which `u` last relaxed its arcs;
-//! infinite before). Pending vertices wait in *bins* of width `delta / 16` by distance
+//! Tentative distances live with the owning partition. Vertex `u` is *pending* from
+//! an improvement of `dist[u]` until it relaxes its arcs (one bit per vertex, small
+//! enough to stay in cache where a second array of distances would not). Pending vertices wait in *bins* of width `delta / 16` by distance
 //! (entries are never removed: an entry whose vertex is no longer pending in that bin
 //! is skipped — lazy deletion). Globally, distances are cut into buckets of width
 //! `delta` (16 bins) and all partitions work on the same bucket in a round; within the
@@ -172,7 +172,8 @@ pub(crate) struct SsspPart {
     part: usize,
     pub(crate) dist: Vec<f32>,
     pub(crate) parent: Vec<Tag>,
-    done: Vec<f32>,
+    /// Bit `u` set: `u` is pending (improved since it last relaxed its arcs).
+    pending: Vec<u64>,
     /// Best distance sent to each vertex, by tag (only remote entries are used).
     sent: Vec<f32>,
     outbox: Outbox<Relax>,
@@ -197,7 +198,7 @@ impl SsspPart {
             part,
             dist: vec![f32::INFINITY; len],
             parent: vec![NO_TAG; len],
-            done: vec![f32::INFINITY; len],
+            pending: vec![0; len.div_ceil(64)],
             sent,
             outbox: Outbox::new(np),
             bins: Vec::new(),
@@ -242,6 +243,7 @@ impl SsspPart {
         let l = local as usize;
         self.dist[l] = d;
         self.parent[l] = parent;
+        self.pending[l / 64] |= 1 << (l % 64);
         let bin = self.bin_of(d);
         if bin >= self.bins.len() {
             self.bins.resize_with(bin + 1, Vec::new);
@@ -253,8 +255,8 @@ impl SsspPart {
     /// True when `u`, found in bin `bin`, is pending there.
     #[inline]
     fn is_live(&self, u: u32, bin: usize) -> bool {
-        let d = self.dist[u as usize];
-        d < self.done[u as usize] && self.bin_of(d) == bin
+        let u = u as usize;
+        self.pending[u / 64] & (1 << (u % 64)) != 0 && self.bin_of(self.dist[u]) == bin
     }
 
     /// The bucket of the closest pending vertex, if any (never below the current
@@ -301,7 +303,7 @@ impl SsspPart {
                 continue; // stale entry: improved since, or already relaxed
             }
             let du = self.dist[u as usize];
-            self.done[u as usize] = du;
+            self.pending[u as usize / 64] &= !(1 << (u % 64));
             let me = tags.tag(self.part, u);
             let (own, other) = arcs.split(u);
             self.relaxed_arcs += (own.len() + other.len()) as u64;
