@@ -18,8 +18,8 @@
 //! # Local arcs first
 //!
 //! Each vertex's arcs are stored with the arcs to its own partition first and the
-//! arcs to other partitions after them (each group in the graph's order), with the
-//! split point kept per vertex, so [`PartArcs::split`] hands the kernels two loops
+//! arcs to other partitions after them, grouped by owner in ascending order (each group
+//! in the graph's order), with the split point kept per vertex, so [`PartArcs::split`] hands the kernels two loops
 //! without an owner test per arc. That test is a coin flip with two partitions: its
 //! mispredictions stalled the arc loop and the random reads in flight behind it.
 //!
@@ -131,6 +131,34 @@ impl PartArcs {
         (&self.arcs[a..m], &self.arcs[m..b])
     }
 
+    /// The arcs `start..end` of the partition (a range from [`PartArcs::segments`]).
+    #[inline]
+    pub(crate) fn range(&self, start: u64, end: u64) -> &[Arc32] {
+        &self.arcs[start as usize..end as usize]
+    }
+
+    /// The arcs of local vertex `local` to other partitions, as `(owner, start, end)`
+    /// ranges for [`PartArcs::range`], one per owner, owners ascending.
+    pub(crate) fn segments(
+        &self,
+        local: u32,
+        tags: Tags,
+    ) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        let l = local as usize;
+        let (mut at, end) = (self.bounds[l][1], self.bounds[l + 1][0]);
+        std::iter::from_fn(move || {
+            if at == end {
+                return None;
+            }
+            let rest = self.range(at, end);
+            let owner = tags.part(rest[0].tag);
+            let len = rest.partition_point(|a| tags.part(a.tag) == owner) as u64;
+            let seg = (owner, at, at + len);
+            at += len;
+            Some(seg)
+        })
+    }
+
     /// The out-degree of local vertex `local`.
     #[inline]
     pub(crate) fn degree(&self, local: u32) -> u64 {
@@ -179,30 +207,33 @@ impl Adjacency {
                     blocks.push(block);
                     rest = tail;
                 }
+                let np = parts.parts();
+                // Order of the owners' groups: this part first, then the others ascending.
+                let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
                 let lo_offsets = &local_offsets;
                 blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
                     |(b, (out, mids))| {
                         let first = lo_offsets[b * BLOCK];
+                        let mut at = vec![0usize; np + 2];
                         for (i, mid) in mids.iter_mut().enumerate() {
                             let l = b * BLOCK + i;
                             let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
                             let src = (base + s) as usize..(base + e) as usize;
                             let dst = &mut out[(s - first) as usize..(e - first) as usize];
-                            let mut k = 0;
-                            // Own partition's arcs first, then the others', each in order.
-                            for own in [true, false] {
-                                for (&v, &w) in
-                                    targets[src.clone()].iter().zip(&weights[src.clone()])
-                                {
-                                    let (owner, local) = parts.locate(v);
-                                    if (owner == p) == own {
-                                        dst[k] = Arc32 { tag: tags.tag(owner, local), weight: w };
-                                        k += 1;
-                                    }
-                                }
-                                if own {
-                                    *mid = s + k as u64;
-                                }
+                            // A stable counting sort of the arcs by owner rank.
+                            at.fill(0);
+                            for &v in &targets[src.clone()] {
+                                at[rank(parts.locate(v).0) + 1] += 1;
+                            }
+                            for r in 1..at.len() {
+                                at[r] += at[r - 1];
+                            }
+                            *mid = s + at[1] as u64;
+                            for (&v, &w) in targets[src.clone()].iter().zip(&weights[src]) {
+                                let (owner, local) = parts.locate(v);
+                                let k = &mut at[rank(owner)];
+                                dst[*k] = Arc32 { tag: tags.tag(owner, local), weight: w };
+                                *k += 1;
                             }
                         }
                     },
@@ -259,15 +290,30 @@ mod tests {
                 let (owner, local) = p.locate(v);
                 let arcs = &adj.parts[owner];
                 let (own, other) = arcs.split(local);
-                // Own partition's arcs first, then the others', each group in graph order.
+                // Own partition's arcs first (in graph order), then the others' by owner.
                 let all: Vec<(u64, f32)> = csr.arcs(v).collect();
                 let is_own = |&(t, _): &(u64, f32)| p.locate(t).0 == owner;
                 let want_own: Vec<_> = all.iter().copied().filter(is_own).collect();
                 let want_other: Vec<_> = all.iter().copied().filter(|a| !is_own(a)).collect();
                 assert_eq!(own.iter().map(global).collect::<Vec<_>>(), want_own, "v={v}");
-                assert_eq!(other.iter().map(global).collect::<Vec<_>>(), want_other, "v={v}");
+                let mut got_other: Vec<_> = other.iter().map(global).collect();
+                got_other.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let mut want_sorted = want_other.clone();
+                want_sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                assert_eq!(got_other, want_sorted, "v={v}");
+                let mut owners = Vec::new();
+                let mut segs = Vec::new();
+                for (q, a, b) in arcs.segments(local, adj.tags) {
+                    assert!(a < b && arcs.range(a, b).iter().all(|x| adj.tags.part(x.tag) == q));
+                    owners.push(q);
+                    segs.extend(arcs.range(a, b).iter().map(global));
+                }
+                assert!(owners.windows(2).all(|w| w[0] < w[1]), "owners ascending: {owners:?}");
+                let mut sorted = want_other.clone();
+                sorted.sort_by_key(|&(t, _)| p.locate(t).0); // stable: graph order per owner
+                assert_eq!(segs, sorted, "parts={parts} v={v}");
                 let whole: Vec<_> = arcs.arcs(local).iter().map(global).collect();
-                assert_eq!(whole, [want_own, want_other].concat(), "parts={parts} v={v}");
+                assert_eq!(whole, [want_own, sorted].concat(), "parts={parts} v={v}");
                 assert_eq!(arcs.degree(local), csr.degree(v));
             }
             let total: u64 = adj.parts.iter().map(PartArcs::num_arcs).sum();

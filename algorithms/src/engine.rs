@@ -25,9 +25,9 @@
 //! are levels. Distances and levels do not depend on the number of workers: see
 //! [`crate::state`] for why.
 //!
-//! Communication volume per partition and search: at most one message per remote
-//! (vertex, improvement) pair for SSSP, filtered by the best distance already sent; at
-//! most one message per remote vertex for BFS.
+//! Communication volume per partition and search: for SSSP one scan (24 bytes) per
+//! relaxed vertex and other partition its arcs reach (the receiver relaxes those arcs
+//! against its own distances); for BFS at most one message per remote vertex.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -192,7 +192,7 @@ impl Engine {
     /// # Complexity
     /// `O(m)` relaxations per bucket pass in the worst case; in practice close to the
     /// `m` of one Dijkstra plus re-relaxations inside a bucket. Memory per partition:
-    /// 12 bytes per owned vertex and 4 bytes per vertex of the graph (the send filter).
+    /// 8 bytes and one bit per owned vertex, plus its pending-vertex bins.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         self.check_root(root)?;
         if let Some((arc, weight)) = self.bad_weight {
@@ -361,7 +361,7 @@ fn sssp_driver(
         let all = Arc::clone(parts);
         let processed = parts[p].apply(move |s| {
             s.process_bucket(bucket, chunk, &mut |owner, batch| {
-                all[owner].apply_then(move |t| t.relax_batch(&batch), |_| ());
+                all[owner].apply_then(move |t| t.scan_batch(&batch), |_| ());
             })
         });
         if processed == 0 {

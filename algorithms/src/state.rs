@@ -15,12 +15,18 @@
 //! vertices, so a vertex is rarely relaxed twice unless a *remote* relaxation improves
 //! it later. (Taking a bucket's vertices in arbitrary order made Kronecker hubs rescan
 //! their huge adjacency lists 5 to 11 times per search; a binary heap ordered them
-//! exactly but cost a logarithmic factor and cache misses on large graphs.) Relaxing an arc happens in place when the
-//! target is local; a remote target is only sent a distance below the best one this
-//! partition already sent it (the owner keeps the minimum anyway), and remote
-//! relaxations to one owner travel [`BATCH`] to a request (a [`Batch`] captured by
-//! value), handed to `send` when full and at the end of every [`SsspPart::process_bucket`]
-//! call.
+//! exactly but cost a logarithmic factor and cache misses on large graphs.)
+//!
+//! Arcs are relaxed by the partition that owns their *target*. A vertex relaxes its
+//! arcs into its own partition in place; for each other partition its arcs reach, it
+//! sends one [`Scan`] (the range of those arcs in its partition's read-only arc copy,
+//! its distance and its tag), and the receiver relaxes that range against its own
+//! distances. So every distance check is local, no partition keeps a filter of what
+//! it sent (which cost a random read per remote arc), and a hub's arc scan is split
+//! among the partitions its neighbours live in instead of falling on its owner alone
+//! (the round waits for the busiest partition). Scans to one owner travel [`BATCH`] to
+//! a request (a [`Batch`] captured by value), handed to `send` when full and at the end
+//! of every [`SsspPart::process_bucket`] call.
 //!
 //! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
@@ -157,12 +163,15 @@ impl<T: Copy + Default> Outbox<T> {
 /// Bins per delta-bucket.
 const SUB: usize = 16;
 
-/// A remote SSSP relaxation: `dist` offered to the owner's `local` vertex by `parent`.
+/// A remote SSSP scan: the receiving partition relaxes the arcs `start..end` of the
+/// partition that owns `parent` (all of them point into the receiver) with `parent`'s
+/// distance `dist`.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Relax {
-    local: u32,
-    dist: f32,
+pub(crate) struct Scan {
+    start: u64,
+    end: u64,
     parent: Tag,
+    dist: f32,
 }
 
 /// One partition's SSSP state.
@@ -174,9 +183,7 @@ pub(crate) struct SsspPart {
     pub(crate) parent: Vec<Tag>,
     /// Bit `u` set: `u` is pending (improved since it last relaxed its arcs).
     pending: Vec<u64>,
-    /// Best distance sent to each vertex, by tag (only remote entries are used).
-    sent: Vec<f32>,
-    outbox: Outbox<Relax>,
+    outbox: Outbox<Scan>,
     /// `bins[i]` holds local vertices made pending with a distance in bin `i`.
     bins: Vec<Vec<u32>>,
     /// No bin below this one holds an entry.
@@ -191,15 +198,12 @@ impl SsspPart {
     pub(crate) fn new(shared: Arc<Shared>, part: usize, delta: f32) -> SsspPart {
         let len = shared.parts.len(part) as usize;
         let np = shared.parts.parts();
-        // Only remote targets use `sent`; a single part never sends.
-        let sent = if np > 1 { vec![f32::INFINITY; shared.adj.tags.space(np)] } else { Vec::new() };
         SsspPart {
             shared,
             part,
             dist: vec![f32::INFINITY; len],
             parent: vec![NO_TAG; len],
             pending: vec![0; len.div_ceil(64)],
-            sent,
             outbox: Outbox::new(np),
             bins: Vec::new(),
             cur: 0,
@@ -230,10 +234,17 @@ impl SsspPart {
         }
     }
 
-    /// Applies a batch of remote relaxations.
-    pub(crate) fn relax_batch(&mut self, batch: &Batch<Relax>) {
-        for r in batch.items() {
-            self.relax(r.local, r.dist, r.parent);
+    /// Applies a batch of remote scans: relaxes the arcs they name, which all point into
+    /// this partition.
+    pub(crate) fn scan_batch(&mut self, batch: &Batch<Scan>) {
+        let shared = Arc::clone(&self.shared);
+        let tags = shared.adj.tags;
+        for s in batch.items() {
+            let arcs = shared.adj.parts[tags.part(s.parent)].range(s.start, s.end);
+            self.relaxed_arcs += arcs.len() as u64;
+            for &Arc32 { tag, weight } in arcs {
+                self.relax(tags.local(tag), s.dist + weight, s.parent);
+            }
         }
     }
 
@@ -285,7 +296,7 @@ impl SsspPart {
         &mut self,
         b: usize,
         limit: usize,
-        send: &mut impl FnMut(usize, Batch<Relax>),
+        send: &mut impl FnMut(usize, Batch<Scan>),
     ) -> usize {
         let shared = Arc::clone(&self.shared);
         let arcs: &PartArcs = &shared.adj.parts[self.part];
@@ -305,18 +316,14 @@ impl SsspPart {
             let du = self.dist[u as usize];
             self.pending[u as usize / 64] &= !(1 << (u % 64));
             let me = tags.tag(self.part, u);
-            let (own, other) = arcs.split(u);
-            self.relaxed_arcs += (own.len() + other.len()) as u64;
+            let (own, _) = arcs.split(u);
+            self.relaxed_arcs += own.len() as u64;
             for &Arc32 { tag, weight } in own {
                 self.relax(tags.local(tag), du + weight, me);
             }
-            for &Arc32 { tag, weight } in other {
-                let nd = du + weight;
-                if nd < self.sent[tag as usize] {
-                    self.sent[tag as usize] = nd;
-                    let r = Relax { local: tags.local(tag), dist: nd, parent: me };
-                    self.outbox.push(tags.part(tag), r, send);
-                }
+            for (owner, start, end) in arcs.segments(u, tags) {
+                let scan = Scan { start, end, parent: me, dist: du };
+                self.outbox.push(owner, scan, send);
             }
         }
         self.outbox.flush(send);
@@ -558,7 +565,7 @@ mod tests {
             }
             msgs.reverse();
             for (o, batch) in msgs {
-                parts[o].relax_batch(&batch);
+                parts[o].scan_batch(&batch);
             }
             match parts.iter_mut().filter_map(|p| p.next_bucket()).min() {
                 Some(nb) => b = nb,
