@@ -40,10 +40,11 @@ use crate::state::{BfsCounts, BfsPart, Shared, SsspPart};
 
 /// Default bucket width for SSSP on Graph500 weights (uniform in `[0, 1)`).
 ///
-/// Chosen with `examples/sweep.rs` on SCALE 18 Kronecker graphs with 2 workers: from
-/// 0.001 to 0.004 the time is flat (about 1.02x the relaxations of Dijkstra, 400 to
-/// 1200 rounds); above, relaxations arriving late from other partitions redo work
-/// (1.15x at 0.01, 1.4x at 0.02).
+/// Chosen with `examples/sweep.rs` on SCALE 18 and 20 Kronecker graphs with 2 workers:
+/// from 0.001 to 0.004 the time is flat within noise (SCALE 20: 69.6, 74.6, 76.3 MTEPS
+/// at 0.001, 0.002, 0.004; 1.00x to 1.04x the relaxations of Dijkstra, 1478 to 442
+/// rounds); above, relaxations arriving late from other partitions redo work (1.46x the
+/// relaxations and 62 MTEPS at 0.008).
 pub const DEFAULT_DELTA: f32 = 0.002;
 
 /// How the engine runs.
@@ -57,7 +58,10 @@ pub struct EngineOptions {
     pub pin: bool,
     /// SSSP bucket width.
     pub delta: f32,
-    /// Vertices a driver processes before it yields to its worker loop.
+    /// Vertices a driver processes before it yields to its worker loop (and flushes its
+    /// batches). 64 measured about 5% faster than 16 and 256 for SSSP at SCALE 20 with 2
+    /// workers (`examples/sweep.rs --chunk 16,64,256`), with a third fewer requests than 16;
+    /// BFS is indifferent.
     pub chunk: usize,
     /// Bytes of each request/response slot's overflow block: the batch size between
     /// two workers (see [`skein::Builder::slot_size`]).
@@ -76,7 +80,7 @@ impl Default for EngineOptions {
             fibers: 8,
             pin: false,
             delta: DEFAULT_DELTA,
-            chunk: 16,
+            chunk: 64,
             slot_bytes: 64 * 1024,
             alpha: 15,
             beta: 18,
