@@ -2,9 +2,10 @@
 //!
 //! The shared [`Csr`] stores targets as global `u64` ids and weights in a second array:
 //! 12 bytes per arc in two streams, and every arc's owner found by a multiply. The
-//! kernels read each partition's arcs instead from a copy made once per graph, 8 bytes
-//! per arc in one stream: a [`Tag`] (the target's owner and local index in one `u32`)
-//! and the weight.
+//! kernels read each partition's arcs instead from a copy made once per graph and
+//! [`Layout`] when a kernel first needs it: 8 bytes per arc in one stream for SSSP (a
+//! [`Tag`], the target's owner and local index in one `u32`, and the weight), 4 bytes
+//! per arc for BFS (the tag alone).
 //!
 //! # Tags
 //!
@@ -13,14 +14,14 @@
 //! vertices (the send filters, the BFS frontier replica): the tag space has
 //! `parts << shift < 2 * parts * max_part_len` entries. The encoding needs the tag space
 //! to fit `u32` with [`NO_TAG`] left free, so graphs of about 2^31 vertices and more are
-//! refused by [`Adjacency::build`] ("not yet supported").
+//! refused by [`Tags::new`] ("not yet supported").
 //!
 //! # Local arcs first
 //!
 //! Each vertex's arcs are stored with the arcs to its own partition first and the
 //! arcs to other partitions after them, grouped by owner in ascending order (each group
-//! in the graph's order), with the split point kept per vertex, so [`PartArcs::split`] hands the kernels two loops
-//! without an owner test per arc. That test is a coin flip with two partitions: its
+//! in the graph's order), with the split point kept per vertex, so [`PartArcs::split`]
+//! hands the kernels two loops without an owner test per arc. That test is a coin flip with two partitions: its
 //! mispredictions stalled the arc loop and the random reads in flight behind it.
 //!
 //! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
@@ -37,6 +38,37 @@ pub(crate) type Tag = u32;
 
 /// "No vertex" (an unreached vertex's parent).
 pub(crate) const NO_TAG: Tag = u32::MAX;
+
+/// What a partition's copy stores per arc: [`Arc32`] for SSSP, a bare [`Tag`] for BFS
+/// (which needs no weights, and reads half the bytes without them).
+pub(crate) trait Layout: Copy + Send + Sync + std::fmt::Debug + 'static {
+    /// The arc to `tag` weighing `weight`.
+    fn new(tag: Tag, weight: f32) -> Self;
+    /// Its target.
+    fn tag(&self) -> Tag;
+}
+
+impl Layout for Tag {
+    #[inline]
+    fn new(tag: Tag, _weight: f32) -> Self {
+        tag
+    }
+    #[inline]
+    fn tag(&self) -> Tag {
+        *self
+    }
+}
+
+impl Layout for Arc32 {
+    #[inline]
+    fn new(tag: Tag, weight: f32) -> Self {
+        Arc32 { tag, weight }
+    }
+    #[inline]
+    fn tag(&self) -> Tag {
+        self.tag
+    }
+}
 
 /// One arc of a partition: its target's tag and its weight.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -55,7 +87,7 @@ pub(crate) struct Tags {
 
 impl Tags {
     /// The encoding for `parts`, or why it cannot have one.
-    fn new(parts: &Partitioning) -> Result<Tags, String> {
+    pub(crate) fn new(parts: &Partitioning) -> Result<Tags, String> {
         let max_len = (0..parts.parts()).map(|p| parts.len(p)).max().unwrap_or(0);
         let shift = u32::BITS - max_len.saturating_sub(1).leading_zeros();
         let space = (parts.parts() as u64) << shift;
@@ -101,19 +133,19 @@ impl Tags {
 
 /// One partition's out-arcs in CSR form over its local indices.
 #[derive(Debug)]
-pub(crate) struct PartArcs {
+pub(crate) struct PartArcs<A: Layout> {
     /// `bounds[l] = [start, mid]`: `start..bounds[l + 1][0]` are the arcs of local vertex
     /// `l`, `start..mid` those to its own partition, the rest those to other partitions.
     /// (One array, not two, so a vertex costs one cache miss; one entry more than
     /// vertices.)
     bounds: Vec<[u64; 2]>,
-    arcs: Vec<Arc32>,
+    arcs: Vec<A>,
 }
 
-impl PartArcs {
+impl<A: Layout> PartArcs<A> {
     /// The arcs of local vertex `local`.
     #[inline]
-    pub(crate) fn arcs(&self, local: u32) -> &[Arc32] {
+    pub(crate) fn arcs(&self, local: u32) -> &[A] {
         let l = local as usize;
         &self.arcs[self.bounds[l][0] as usize..self.bounds[l + 1][0] as usize]
     }
@@ -121,7 +153,7 @@ impl PartArcs {
     /// The arcs of local vertex `local` split into those to its own partition and those
     /// to other partitions.
     #[inline]
-    pub(crate) fn split(&self, local: u32) -> (&[Arc32], &[Arc32]) {
+    pub(crate) fn split(&self, local: u32) -> (&[A], &[A]) {
         let l = local as usize;
         let (a, m, b) = (
             self.bounds[l][0] as usize,
@@ -133,7 +165,7 @@ impl PartArcs {
 
     /// The arcs `start..end` of the partition (a range from [`PartArcs::segments`]).
     #[inline]
-    pub(crate) fn range(&self, start: u64, end: u64) -> &[Arc32] {
+    pub(crate) fn range(&self, start: u64, end: u64) -> &[A] {
         &self.arcs[start as usize..end as usize]
     }
 
@@ -151,8 +183,8 @@ impl PartArcs {
                 return None;
             }
             let rest = self.range(at, end);
-            let owner = tags.part(rest[0].tag);
-            let len = rest.partition_point(|a| tags.part(a.tag) == owner) as u64;
+            let owner = tags.part(rest[0].tag());
+            let len = rest.partition_point(|a| tags.part(a.tag()) == owner) as u64;
             let seg = (owner, at, at + len);
             at += len;
             Some(seg)
@@ -171,83 +203,72 @@ impl PartArcs {
     }
 }
 
-/// Every partition's arcs and the tag encoding.
-#[derive(Debug)]
-pub(crate) struct Adjacency {
-    pub(crate) tags: Tags,
-    pub(crate) parts: Vec<PartArcs>,
-}
-
 /// Vertices a rayon task converts at a time.
 const BLOCK: usize = 1 << 10;
 
-impl Adjacency {
-    /// Copies `graph`'s arcs into one [`PartArcs`] per part of `parts`, in parallel.
-    pub(crate) fn build(graph: &Csr, parts: &Partitioning) -> Result<Adjacency, String> {
-        let tags = Tags::new(parts)?;
-        let (offsets, targets, weights) = (graph.offsets(), graph.targets(), graph.weights());
-        let by_part = (0..parts.parts())
-            .map(|p| {
-                let range = parts.range(p);
-                let base = offsets[range.start as usize];
-                let src = &offsets[range.start as usize..=range.end as usize];
-                let mut local_offsets = filled_vec(src.len(), 0u64);
-                local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
-                let len = src.len() - 1;
-                let mut arcs =
-                    filled_vec(local_offsets[len] as usize, Arc32 { tag: 0, weight: 0.0 });
-                let mut mids = filled_vec(len, 0u64);
-                // One disjoint slice of arcs per block of BLOCK vertices.
-                let mut blocks = Vec::with_capacity(len.div_ceil(BLOCK));
-                let mut rest: &mut [Arc32] = &mut arcs;
-                for lo in (0..len).step_by(BLOCK) {
-                    let hi = (lo + BLOCK).min(len);
-                    let n = (local_offsets[hi] - local_offsets[lo]) as usize;
-                    let (block, tail) = std::mem::take(&mut rest).split_at_mut(n);
-                    blocks.push(block);
-                    rest = tail;
-                }
-                let np = parts.parts();
-                // Order of the owners' groups: this part first, then the others ascending.
-                let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
-                let lo_offsets = &local_offsets;
-                blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
-                    |(b, (out, mids))| {
-                        let first = lo_offsets[b * BLOCK];
-                        let mut at = vec![0usize; np + 2];
-                        for (i, mid) in mids.iter_mut().enumerate() {
-                            let l = b * BLOCK + i;
-                            let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
-                            let src = (base + s) as usize..(base + e) as usize;
-                            let dst = &mut out[(s - first) as usize..(e - first) as usize];
-                            // A stable counting sort of the arcs by owner rank.
-                            at.fill(0);
-                            for &v in &targets[src.clone()] {
-                                at[rank(parts.locate(v).0) + 1] += 1;
-                            }
-                            for r in 1..at.len() {
-                                at[r] += at[r - 1];
-                            }
-                            *mid = s + at[1] as u64;
-                            for (&v, &w) in targets[src.clone()].iter().zip(&weights[src]) {
-                                let (owner, local) = parts.locate(v);
-                                let k = &mut at[rank(owner)];
-                                dst[*k] = Arc32 { tag: tags.tag(owner, local), weight: w };
-                                *k += 1;
-                            }
+/// Copies `graph`'s arcs into one [`PartArcs`] per part of `parts` (whose encoding
+/// is `tags`), in parallel.
+pub(crate) fn build<A: Layout>(graph: &Csr, parts: &Partitioning, tags: Tags) -> Vec<PartArcs<A>> {
+    let (offsets, targets, weights) = (graph.offsets(), graph.targets(), graph.weights());
+    (0..parts.parts())
+        .map(|p| {
+            let range = parts.range(p);
+            let base = offsets[range.start as usize];
+            let src = &offsets[range.start as usize..=range.end as usize];
+            let mut local_offsets = filled_vec(src.len(), 0u64);
+            local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
+            let len = src.len() - 1;
+            let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
+            let mut mids = filled_vec(len, 0u64);
+            // One disjoint slice of arcs per block of BLOCK vertices.
+            let mut blocks = Vec::with_capacity(len.div_ceil(BLOCK));
+            let mut rest: &mut [A] = &mut arcs;
+            for lo in (0..len).step_by(BLOCK) {
+                let hi = (lo + BLOCK).min(len);
+                let n = (local_offsets[hi] - local_offsets[lo]) as usize;
+                let (block, tail) = std::mem::take(&mut rest).split_at_mut(n);
+                blocks.push(block);
+                rest = tail;
+            }
+            let np = parts.parts();
+            // Order of the owners' groups: this part first, then the others ascending.
+            let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
+            let lo_offsets = &local_offsets;
+            blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
+                |(b, (out, mids))| {
+                    let first = lo_offsets[b * BLOCK];
+                    let mut at = vec![0usize; np + 2];
+                    for (i, mid) in mids.iter_mut().enumerate() {
+                        let l = b * BLOCK + i;
+                        let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
+                        let src = (base + s) as usize..(base + e) as usize;
+                        let dst = &mut out[(s - first) as usize..(e - first) as usize];
+                        // A stable counting sort of the arcs by owner rank.
+                        at.fill(0);
+                        for &v in &targets[src.clone()] {
+                            at[rank(parts.locate(v).0) + 1] += 1;
                         }
-                    },
-                );
-                let mut bounds = filled_vec(len + 1, [0u64; 2]);
-                bounds.par_iter_mut().enumerate().for_each(|(l, b)| {
-                    let s = local_offsets[l];
-                    *b = [s, mids.get(l).copied().unwrap_or(s)];
-                });
-                PartArcs { bounds, arcs }
-            })
-            .collect();
-        Ok(Adjacency { tags, parts: by_part })
-    }
+                        for r in 1..at.len() {
+                            at[r] += at[r - 1];
+                        }
+                        *mid = s + at[1] as u64;
+                        for (&v, &w) in targets[src.clone()].iter().zip(&weights[src]) {
+                            let (owner, local) = parts.locate(v);
+                            let k = &mut at[rank(owner)];
+                            dst[*k] = A::new(tags.tag(owner, local), w);
+                            *k += 1;
+                        }
+                    }
+                },
+            );
+            let mut bounds = filled_vec(len + 1, [0u64; 2]);
+            bounds.par_iter_mut().enumerate().for_each(|(l, b)| {
+                let s = local_offsets[l];
+                *b = [s, mids.get(l).copied().unwrap_or(s)];
+            });
+            PartArcs { bounds, arcs }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -283,12 +304,15 @@ mod tests {
         let n = csr.num_vertices();
         for parts in 1..=4 {
             let p = Partitioning::new(n, parts);
-            let adj = Adjacency::build(csr, &p).unwrap();
-            let global =
-                |a: &Arc32| (p.global(adj.tags.part(a.tag), adj.tags.local(a.tag)), a.weight);
+            let tags = Tags::new(&p).unwrap();
+            let adj: Vec<PartArcs<Arc32>> = build(csr, &p, tags);
+            let bare: Vec<PartArcs<Tag>> = build(csr, &p, tags);
+            let global = |a: &Arc32| (p.global(tags.part(a.tag), tags.local(a.tag)), a.weight);
             for v in 0..n {
                 let (owner, local) = p.locate(v);
-                let arcs = &adj.parts[owner];
+                let arcs = &adj[owner];
+                let bare_tags: Vec<Tag> = arcs.arcs(local).iter().map(|a| a.tag).collect();
+                assert_eq!(bare[owner].arcs(local), &bare_tags[..], "the layouts agree");
                 let (own, other) = arcs.split(local);
                 // Own partition's arcs first (in graph order), then the others' by owner.
                 let all: Vec<(u64, f32)> = csr.arcs(v).collect();
@@ -303,8 +327,8 @@ mod tests {
                 assert_eq!(got_other, want_sorted, "v={v}");
                 let mut owners = Vec::new();
                 let mut segs = Vec::new();
-                for (q, a, b) in arcs.segments(local, adj.tags) {
-                    assert!(a < b && arcs.range(a, b).iter().all(|x| adj.tags.part(x.tag) == q));
+                for (q, a, b) in arcs.segments(local, tags) {
+                    assert!(a < b && arcs.range(a, b).iter().all(|x| tags.part(x.tag) == q));
                     owners.push(q);
                     segs.extend(arcs.range(a, b).iter().map(global));
                 }
@@ -316,7 +340,7 @@ mod tests {
                 assert_eq!(whole, [want_own, sorted].concat(), "parts={parts} v={v}");
                 assert_eq!(arcs.degree(local), csr.degree(v));
             }
-            let total: u64 = adj.parts.iter().map(PartArcs::num_arcs).sum();
+            let total: u64 = adj.iter().map(PartArcs::num_arcs).sum();
             assert_eq!(total, csr.num_arcs());
         }
     }

@@ -145,8 +145,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Prepares a runtime of `opts.workers` workers, the partitioning of `graph` and each
-    /// partition's copy of its arcs (8 bytes per arc, built in parallel).
+    /// Prepares a runtime of `opts.workers` workers and the partitioning of `graph`. Each
+    /// kernel's copy of the partitions' arcs is made on its first search, or before by
+    /// [`Engine::prepare_sssp`] / [`Engine::prepare_bfs`].
     pub fn new(graph: Arc<Csr>, opts: EngineOptions) -> Result<Engine, EngineError> {
         if opts.workers == 0 || opts.fibers == 0 || opts.chunk == 0 {
             return Err(EngineError::Options(
@@ -170,6 +171,18 @@ impl Engine {
             .position(|&w| !w.is_finite() || w < 0.0)
             .map(|arc| (arc, graph.weights()[arc]));
         Ok(Engine { rt, shared: Arc::new(shared), opts, bad_weight })
+    }
+
+    /// Copies the partitions' arcs for SSSP (8 bytes per arc, in parallel) unless done
+    /// already, so that the first search's time does not include it.
+    pub fn prepare_sssp(&self) {
+        self.shared.weighted();
+    }
+
+    /// Copies the partitions' arcs for BFS (4 bytes per arc, in parallel) unless done
+    /// already.
+    pub fn prepare_bfs(&self) {
+        self.shared.bare();
     }
 
     /// The options the engine runs with.
@@ -202,6 +215,7 @@ impl Engine {
         if let Some((arc, weight)) = self.bad_weight {
             return Err(EngineError::NegativeWeight { arc, weight });
         }
+        self.prepare_sssp();
         let shared = Arc::clone(&self.shared);
         let (delta, chunk) = (self.opts.delta, self.opts.chunk);
         let (dist, parent, mut stats) = self.rt.run(move || {
@@ -259,6 +273,7 @@ impl Engine {
     /// vertex plus two bits per vertex of the graph (the send filter, the frontier replica).
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
         self.check_root(root)?;
+        self.prepare_bfs();
         let shared = Arc::clone(&self.shared);
         let (chunk, alpha, beta) = (self.opts.chunk, self.opts.alpha, self.opts.beta);
         let (level, parent, mut stats) = self.rt.run(move || {

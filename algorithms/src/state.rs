@@ -49,29 +49,43 @@
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
 //! [`Tag`]s there, and parents are kept as tags until the results are gathered.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use skein_generators::{Csr, UNREACHED_LEVEL};
 
-use crate::adjacency::{Adjacency, Arc32, PartArcs, Tag, NO_TAG};
+use crate::adjacency::{self, Arc32, PartArcs, Tag, Tags, NO_TAG};
 use crate::partition::Partitioning;
 
-/// The graph as every partition sees it: the partitioning and each partition's arcs.
+/// The graph as every partition sees it: the partitioning, the tag encoding and each
+/// partition's arcs in the layouts the kernels read (each copied on first use).
 ///
-/// Trustees only read it; each one touches the arcs of its own vertices.
+/// Trustees only read it; each one touches the arcs of its own vertices, and an SSSP
+/// trustee also the arcs into its partition that a [`Scan`] names.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) graph: Arc<Csr>,
     pub(crate) parts: Partitioning,
-    pub(crate) adj: Adjacency,
+    pub(crate) tags: Tags,
+    weighted: OnceLock<Vec<PartArcs<Arc32>>>,
+    bare: OnceLock<Vec<PartArcs<Tag>>>,
 }
 
 impl Shared {
-    /// Partitions `graph` over `parts` parts and copies each part's arcs.
+    /// Partitions `graph` over `parts` parts; fails when the tags cannot encode it.
     pub(crate) fn new(graph: Arc<Csr>, parts: usize) -> Result<Shared, String> {
         let parts = Partitioning::new(graph.num_vertices(), parts);
-        let adj = Adjacency::build(&graph, &parts)?;
-        Ok(Shared { graph, parts, adj })
+        let tags = Tags::new(&parts)?;
+        Ok(Shared { graph, parts, tags, weighted: OnceLock::new(), bare: OnceLock::new() })
+    }
+
+    /// Each partition's arcs with weights (SSSP), copied on the first call.
+    pub(crate) fn weighted(&self) -> &[PartArcs<Arc32>] {
+        self.weighted.get_or_init(|| adjacency::build(&self.graph, &self.parts, self.tags))
+    }
+
+    /// Each partition's arcs without weights (BFS), copied on the first call.
+    pub(crate) fn bare(&self) -> &[PartArcs<Tag>] {
+        self.bare.get_or_init(|| adjacency::build(&self.graph, &self.parts, self.tags))
     }
 
     /// The global id of `tag`, or `NO_PARENT` for [`NO_TAG`].
@@ -79,7 +93,7 @@ impl Shared {
         if tag == NO_TAG {
             skein_generators::NO_PARENT
         } else {
-            self.parts.global(self.adj.tags.part(tag), self.adj.tags.local(tag))
+            self.parts.global(self.tags.part(tag), self.tags.local(tag))
         }
     }
 
@@ -91,7 +105,7 @@ impl Shared {
     /// The tag of global vertex `v`.
     pub(crate) fn tag(&self, v: u64) -> Tag {
         let (p, l) = self.parts.locate(v);
-        self.adj.tags.tag(p, l)
+        self.tags.tag(p, l)
     }
 }
 
@@ -238,9 +252,9 @@ impl SsspPart {
     /// this partition.
     pub(crate) fn scan_batch(&mut self, batch: &Batch<Scan>) {
         let shared = Arc::clone(&self.shared);
-        let tags = shared.adj.tags;
+        let tags = shared.tags;
         for s in batch.items() {
-            let arcs = shared.adj.parts[tags.part(s.parent)].range(s.start, s.end);
+            let arcs = shared.weighted()[tags.part(s.parent)].range(s.start, s.end);
             self.relaxed_arcs += arcs.len() as u64;
             for &Arc32 { tag, weight } in arcs {
                 self.relax(tags.local(tag), s.dist + weight, s.parent);
@@ -299,8 +313,8 @@ impl SsspPart {
         send: &mut impl FnMut(usize, Batch<Scan>),
     ) -> usize {
         let shared = Arc::clone(&self.shared);
-        let arcs: &PartArcs = &shared.adj.parts[self.part];
-        let tags = shared.adj.tags;
+        let arcs = &shared.weighted()[self.part];
+        let tags = shared.tags;
         let end = (b + 1) * SUB;
         let mut taken = 0;
         while taken < limit && self.cur < end.min(self.bins.len()) {
@@ -388,9 +402,9 @@ impl BfsPart {
     pub(crate) fn new(shared: Arc<Shared>, part: usize) -> BfsPart {
         let len = shared.parts.len(part) as usize;
         let np = shared.parts.parts();
-        let words = shared.adj.tags.space(np).div_ceil(64);
+        let words = shared.tags.space(np).div_ceil(64);
         let sent = if np > 1 { vec![0u64; words] } else { Vec::new() };
-        let unvisited_arcs = shared.adj.parts[part].num_arcs();
+        let unvisited_arcs = shared.bare()[part].num_arcs();
         BfsPart {
             shared,
             part,
@@ -419,7 +433,7 @@ impl BfsPart {
             self.level[l] = level;
             self.parent[l] = parent;
             self.next.push(local);
-            self.unvisited_arcs -= self.shared.adj.parts[self.part].degree(local);
+            self.unvisited_arcs -= self.shared.bare()[self.part].degree(local);
         }
     }
 
@@ -432,7 +446,7 @@ impl BfsPart {
 
     /// The heuristic's counts for the current frontier.
     pub(crate) fn counts(&self) -> BfsCounts {
-        let arcs = &self.shared.adj.parts[self.part];
+        let arcs = &self.shared.bare()[self.part];
         BfsCounts {
             frontier: self.frontier.len() as u64,
             frontier_arcs: self.frontier.iter().map(|&u| arcs.degree(u)).sum(),
@@ -451,7 +465,7 @@ impl BfsPart {
 
     /// Adds partition `part`'s frontier (from [`BfsPart::frontier_bits`]) to the replica.
     pub(crate) fn merge_frontier(&mut self, part: usize, bits: &[u64]) {
-        let tags = self.shared.adj.tags;
+        let tags = self.shared.tags;
         if tags.shift() >= 6 {
             // A part's tags start on a word boundary: whole words.
             let base = tags.tag(part, 0) as usize / 64;
@@ -474,20 +488,21 @@ impl BfsPart {
     /// of the frontier (level `level`) gets level `level + 1`. Clears the replica.
     pub(crate) fn bottom_up(&mut self, level: u32) {
         let shared = Arc::clone(&self.shared);
-        let arcs = &shared.adj.parts[self.part];
+        let arcs = &shared.bare()[self.part];
+        let mut scanned = 0;
         for u in 0..self.level.len() as u32 {
             if self.level[u as usize] != UNREACHED_LEVEL {
                 continue;
             }
-            for a in arcs.arcs(u) {
-                self.scanned_arcs += 1;
-                let t = a.tag as usize;
-                if self.replica[t / 64] & (1 << (t % 64)) != 0 {
-                    self.visit(u, level + 1, a.tag);
+            for &t in arcs.arcs(u) {
+                scanned += 1;
+                if self.replica[t as usize / 64] & (1 << (t % 64)) != 0 {
+                    self.visit(u, level + 1, t);
                     break;
                 }
             }
         }
+        self.scanned_arcs += scanned;
         self.replica.fill(0);
         self.frontier.clear();
     }
@@ -509,22 +524,22 @@ impl BfsPart {
         send: &mut impl FnMut(usize, Batch<Visit>),
     ) -> bool {
         let shared = Arc::clone(&self.shared);
-        let arcs = &shared.adj.parts[self.part];
-        let tags = shared.adj.tags;
+        let arcs = &shared.bare()[self.part];
+        let tags = shared.tags;
         for _ in 0..limit {
             let Some(u) = self.frontier.pop() else { break };
             let me = tags.tag(self.part, u);
             let (own, other) = arcs.split(u);
             self.scanned_arcs += (own.len() + other.len()) as u64;
-            for a in own {
-                self.visit(tags.local(a.tag), level + 1, me);
+            for &t in own {
+                self.visit(tags.local(t), level + 1, me);
             }
-            for a in other {
-                let (word, bit) = (a.tag as usize / 64, 1u64 << (a.tag % 64));
+            for &t in other {
+                let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
                 if self.sent[word] & bit == 0 {
                     self.sent[word] |= bit;
-                    let v = Visit { local: tags.local(a.tag), parent: me };
-                    self.outbox.push(tags.part(a.tag), v, send);
+                    let v = Visit { local: tags.local(t), parent: me };
+                    self.outbox.push(tags.part(t), v, send);
                 }
             }
         }
