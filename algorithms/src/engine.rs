@@ -35,6 +35,7 @@ use std::time::Instant;
 use skein::{Runtime, Trust};
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
+use crate::output;
 use crate::partition::Partitioning;
 use crate::state::{BfsCounts, BfsPart, Shared, SsspPart};
 
@@ -220,14 +221,8 @@ impl Engine {
         let (delta, chunk) = (self.opts.delta, self.opts.chunk);
         let (dist, parent, mut stats) = self.rt.run(move || {
             let np = skein::num_workers();
-            let parts: Arc<Vec<Trust<SsspPart>>> = Arc::new(
-                (0..np)
-                    .map(|p| {
-                        let sh = Arc::clone(&shared);
-                        skein::trustee(p).entrust(SsspPart::new(sh, p, delta))
-                    })
-                    .collect(),
-            );
+            let sh = Arc::clone(&shared);
+            let parts = entrust_each(np, move |p| SsspPart::new(Arc::clone(&sh), p, delta));
             let start = Instant::now();
             let (rp, rl) = shared.parts.locate(root);
             let root_tag = shared.tag(root);
@@ -252,12 +247,16 @@ impl Engine {
                 }
             }
             let seconds = start.elapsed().as_secs_f64();
-            let g = gather(&parts, |s| Gathered {
-                values: std::mem::take(&mut s.dist),
-                parents: s.global_parents(),
-                messages: s.requests(),
-                arcs: s.relaxed_arcs,
-            });
+            let g = output::fill(
+                &parts,
+                &ranges(&shared.parts),
+                shared.parts.num_vertices() as usize,
+                |s, dist, parents| {
+                    dist.copy_from_slice(&s.dist);
+                    s.write_parents(parents);
+                    (s.requests(), s.relaxed_arcs)
+                },
+            );
             let stats =
                 SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
             (g.values, g.parents, stats)
@@ -278,11 +277,8 @@ impl Engine {
         let (chunk, alpha, beta) = (self.opts.chunk, self.opts.alpha, self.opts.beta);
         let (level, parent, mut stats) = self.rt.run(move || {
             let np = skein::num_workers();
-            let parts: Arc<Vec<Trust<BfsPart>>> = Arc::new(
-                (0..np)
-                    .map(|p| skein::trustee(p).entrust(BfsPart::new(Arc::clone(&shared), p)))
-                    .collect(),
-            );
+            let sh = Arc::clone(&shared);
+            let parts = entrust_each(np, move |p| BfsPart::new(Arc::clone(&sh), p));
             let start = Instant::now();
             let (rp, rl) = shared.parts.locate(root);
             let root_tag = shared.tag(root);
@@ -322,12 +318,16 @@ impl Engine {
                 }
             }
             let seconds = start.elapsed().as_secs_f64();
-            let g = gather(&parts, |s| Gathered {
-                values: std::mem::take(&mut s.level),
-                parents: s.global_parents(),
-                messages: s.requests(),
-                arcs: s.scanned_arcs,
-            });
+            let g = output::fill(
+                &parts,
+                &ranges(&shared.parts),
+                shared.parts.num_vertices() as usize,
+                |s, level, parents| {
+                    level.copy_from_slice(&s.level);
+                    s.write_parents(parents);
+                    (s.requests(), s.scanned_arcs)
+                },
+            );
             let rounds = u64::from(level);
             let stats =
                 SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
@@ -342,29 +342,29 @@ impl Engine {
     }
 }
 
-/// Per-vertex values and parents (global ids) with work counters: one partition's, or all
-/// of them concatenated in partition order (so indexed by global id) with counters summed.
-struct Gathered<V> {
-    values: Vec<V>,
-    parents: Vec<u64>,
-    messages: u64,
-    arcs: u64,
+/// The partitions' ranges of global ids.
+fn ranges(parts: &Partitioning) -> Vec<std::ops::Range<usize>> {
+    (0..parts.parts())
+        .map(|p| {
+            let r = parts.range(p);
+            r.start as usize..r.end as usize
+        })
+        .collect()
 }
 
-/// Takes each partition's [`Gathered`] out of it, in partition order, and joins them.
-fn gather<P: Send + 'static, V: Copy + Send + 'static>(
-    parts: &[Trust<P>],
-    take: fn(&mut P) -> Gathered<V>,
-) -> Gathered<V> {
-    let mut g = Gathered { values: Vec::new(), parents: Vec::new(), messages: 0, arcs: 0 };
-    for t in parts {
-        let part = t.apply(take);
-        g.values.extend_from_slice(&part.values);
-        g.parents.extend_from_slice(&part.parents);
-        g.messages += part.messages;
-        g.arcs += part.arcs;
-    }
-    g
+/// Makes partition `p`'s state on its own worker and entrusts it there, all
+/// partitions at once (each allocates and touches its own arrays).
+fn entrust_each<P: Send + 'static>(
+    np: usize,
+    make: impl Fn(usize) -> P + Clone + Send + 'static,
+) -> Arc<Vec<Trust<P>>> {
+    let makers: Vec<_> = (0..np)
+        .map(|p| {
+            let make = make.clone();
+            skein::spawn_on(p, move || skein::local_trustee().entrust(make(p)))
+        })
+        .collect();
+    Arc::new(makers.into_iter().map(|h| h.join()).collect())
 }
 
 /// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices;

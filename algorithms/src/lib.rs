@@ -7,6 +7,7 @@
 
 mod adjacency;
 pub mod engine;
+mod output;
 pub mod partition;
 mod state;
 

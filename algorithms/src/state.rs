@@ -97,9 +97,12 @@ impl Shared {
         }
     }
 
-    /// The global ids of `tags` ([`Shared::global`] of each).
-    pub(crate) fn globals(&self, tags: &[Tag]) -> Vec<u64> {
-        tags.iter().map(|&t| self.global(t)).collect()
+    /// Writes the global id of each of `tags` ([`Shared::global`]) into `out`.
+    pub(crate) fn write_globals(&self, tags: &[Tag], out: &mut [u64]) {
+        assert_eq!(tags.len(), out.len());
+        for (o, &t) in out.iter_mut().zip(tags) {
+            *o = self.global(t);
+        }
     }
 
     /// The tag of global vertex `v`.
@@ -344,9 +347,9 @@ impl SsspPart {
         taken
     }
 
-    /// The parents as global ids.
-    pub(crate) fn global_parents(&self) -> Vec<u64> {
-        self.shared.globals(&self.parent)
+    /// Writes the parents as global ids into `out` (one per local vertex).
+    pub(crate) fn write_parents(&self, out: &mut [u64]) {
+        self.shared.write_globals(&self.parent, out);
     }
 }
 
@@ -547,9 +550,9 @@ impl BfsPart {
         !self.frontier.is_empty()
     }
 
-    /// The parents as global ids.
-    pub(crate) fn global_parents(&self) -> Vec<u64> {
-        self.shared.globals(&self.parent)
+    /// Writes the parents as global ids into `out` (one per local vertex).
+    pub(crate) fn write_parents(&self, out: &mut [u64]) {
+        self.shared.write_globals(&self.parent, out);
     }
 }
 
