@@ -33,6 +33,10 @@ pub(crate) struct Filled<V> {
     pub(crate) arcs: u64,
 }
 
+/// Fills one partition's ranges of the values and the parents; returns its
+/// `(messages, arcs)` counters.
+pub(crate) type Writer<P, V> = fn(&mut P, &mut [V], &mut [u64]) -> (u64, u64);
+
 /// One writer's range of both vectors, as raw parts that may travel to its trustee.
 struct RawRange<V> {
     values: *mut V,
@@ -56,7 +60,7 @@ pub(crate) fn fill<P, V>(
     parts: &Arc<Vec<Trust<P>>>,
     ranges: &[Range<usize>],
     n: usize,
-    write: fn(&mut P, &mut [V], &mut [u64]) -> (u64, u64),
+    write: Writer<P, V>,
 ) -> Filled<V>
 where
     P: Send + 'static,
