@@ -3,8 +3,9 @@
 //! The graph's vertices are split over all workers ([`Partitioning`]); each worker is the
 //! trustee of one partition (its vertices' distances or levels, parents and work
 //! queue) and reads the out-arcs of its own vertices from a read-only copy made once
-//! per graph by [`Engine::new`] (8 bytes per arc: a 32-bit tag naming the target's owner
-//! and local index, and the weight).
+//! per graph and kernel (8 bytes per arc for SSSP: a 32-bit tag naming the target's
+//! owner and local index, and the weight; the tag alone for BFS). An SSSP trustee also
+//! reads the arcs into its partition that another partition's scan request names.
 //!
 //! Both kernels run in rounds driven by the main fiber:
 //!
