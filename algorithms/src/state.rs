@@ -1,15 +1,16 @@
 //! The state a trustee holds for one partition while a kernel runs, and the local
 //! steps of the kernels on it. Nothing here knows about the runtime: a step that must
 //! reach another partition calls the `send` function it is given, and the drivers in
-//! [`crate::sssp`] and [`crate::bfs`] turn those calls into delegated requests.
+//! `crate::engine` turn those calls into delegated requests.
 //!
 //! # SSSP (bucketed, label-correcting)
 //!
 //! Tentative distances live with the owning partition. Vertex `u` is *pending* from
 //! an improvement of `dist[u]` until it relaxes its arcs (one bit per vertex, small
-//! enough to stay in cache where a second array of distances would not). Pending vertices wait in *bins* of width `delta / 16` by distance
-//! (entries are never removed: an entry whose vertex is no longer pending in that bin
-//! is skipped — lazy deletion). Globally, distances are cut into buckets of width
+//! enough to stay in cache where a second array of distances would not). Pending
+//! vertices wait in *bins* of width `delta / 16` by distance (entries are never
+//! removed: an entry whose vertex is no longer pending in that bin is skipped — lazy
+//! deletion). Globally, distances are cut into buckets of width
 //! `delta` (16 bins) and all partitions work on the same bucket in a round; within the
 //! round each partition takes its bins in increasing order, nearly as Dijkstra orders
 //! vertices, so a vertex is rarely relaxed twice unless a *remote* relaxation improves
