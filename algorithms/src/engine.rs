@@ -248,16 +248,11 @@ impl Engine {
                 }
             }
             let seconds = start.elapsed().as_secs_f64();
-            let g = output::fill(
-                &parts,
-                &ranges(&shared.parts),
-                shared.parts.num_vertices() as usize,
-                |s, dist, parents| {
-                    dist.copy_from_slice(&s.dist);
-                    s.write_parents(parents);
-                    (s.requests(), s.relaxed_arcs)
-                },
-            );
+            let g = gather(&parts, &shared.parts, |s, dist, parents| {
+                dist.copy_from_slice(&s.dist);
+                s.write_parents(parents);
+                (s.requests(), s.relaxed_arcs)
+            });
             let stats =
                 SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
             (g.values, g.parents, stats)
@@ -319,16 +314,11 @@ impl Engine {
                 }
             }
             let seconds = start.elapsed().as_secs_f64();
-            let g = output::fill(
-                &parts,
-                &ranges(&shared.parts),
-                shared.parts.num_vertices() as usize,
-                |s, level, parents| {
-                    level.copy_from_slice(&s.level);
-                    s.write_parents(parents);
-                    (s.requests(), s.scanned_arcs)
-                },
-            );
+            let g = gather(&parts, &shared.parts, |s, level, parents| {
+                level.copy_from_slice(&s.level);
+                s.write_parents(parents);
+                (s.requests(), s.scanned_arcs)
+            });
             let rounds = u64::from(level);
             let stats =
                 SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
@@ -343,14 +333,20 @@ impl Engine {
     }
 }
 
-/// The partitions' ranges of global ids.
-fn ranges(parts: &Partitioning) -> Vec<std::ops::Range<usize>> {
-    (0..parts.parts())
+/// Every partition's values and parents as vectors indexed by global id, written by
+/// all trustees at once (see [`output::fill`]).
+fn gather<P: Send + 'static, V: Copy + Default + Send + 'static>(
+    parts: &Arc<Vec<Trust<P>>>,
+    partitioning: &Partitioning,
+    write: output::Writer<P, V>,
+) -> output::Filled<V> {
+    let ranges: Vec<_> = (0..partitioning.parts())
         .map(|p| {
-            let r = parts.range(p);
+            let r = partitioning.range(p);
             r.start as usize..r.end as usize
         })
-        .collect()
+        .collect();
+    output::fill(parts, &ranges, partitioning.num_vertices() as usize, write)
 }
 
 /// Makes partition `p`'s state on its own worker and entrusts it there, all
