@@ -127,9 +127,7 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
 pub(crate) struct StatCounters {
     pub(crate) requests_served: AtomicU64,
     pub(crate) batches_served: AtomicU64,
-    pub(crate) requests_sent: AtomicU64,
     pub(crate) batches_sent: AtomicU64,
-    pub(crate) local_requests: AtomicU64,
     pub(crate) fibers_spawned: AtomicU64,
     pub(crate) fibers_run: AtomicU64,
     pub(crate) useful_polls: AtomicU64,
@@ -147,9 +145,9 @@ impl StatCounters {
         WorkerStats {
             requests_served: l(&self.requests_served),
             batches_served: l(&self.batches_served),
-            requests_sent: l(&self.requests_sent),
+            requests_sent: 0,
             batches_sent: l(&self.batches_sent),
-            local_requests: l(&self.local_requests),
+            local_requests: 0,
             fibers_spawned: l(&self.fibers_spawned),
             fibers_run: l(&self.fibers_run),
             useful_polls: l(&self.useful_polls),

@@ -1,28 +1,36 @@
 //! Type-erased `FnOnce` records packed into word buffers.
 //!
-//! A *record* is a closure stored by value (no allocation) behind a small header:
+//! A *record* is a closure stored by value (no allocation) behind a one-word header:
 //!
 //! ```text
-//! word 0: call  — `unsafe fn(*mut u8, A) -> R`: moves the closure out of the record and runs it
-//! word 1: drop  — `unsafe fn(*mut u8)`: drops the closure without running it
-//! word 2: words (u32, closure size in 8-byte words) | aux (u32, free for the user: result bytes)
-//! word 3..: the closure's bytes, 8-byte aligned
+//! word 0: &'static VTable — call (moves the closure out and runs it), drop (drops it unrun),
+//!         words (record size), aux (free for the user: result bytes), targeted (below)
+//! word 1: target address            (targeted records only)
+//! word 1 or 2 ..: the closure's bytes, 8-byte aligned
 //! ```
 //!
+//! The vtable is a constant of the closure type (one per monomorphization), so a record of a
+//! closure that captures only a property address is two words: the code id and the address.
+//! This is the wire format of a request batch in-process: the vtable address is the *code id*,
+//! the target is the *property address*, the closure bytes are the captured environment. A
+//! trustee that runs a batch reads the targets of the records ahead of the one it runs and
+//! prefetches them ([`run_records`]), so the cache misses of a batch over many properties
+//! overlap instead of following one another.
+//!
 //! Closures that are larger than [`INLINE_MAX`] bytes or need more than 8-byte alignment are
-//! boxed, and the record holds the box (one word). This is the wire format of a request batch
-//! in-process: the `call` word is the *code id* (a monomorphized trampoline), the closure bytes
-//! are the captured environment (including the property address).
+//! boxed, and the record holds the box (one word).
 //!
 //! # Invariants (the whole module's unsafe code relies on them)
 //!
-//! 1. Every record in `buf[head..tail]` was written by [`RecordQueue::push`] (or moved there
-//!    by [`RecordQueue::move_prefix_to`]'s inverse) and holds a live closure of the type its
-//!    `call`/`drop` pointers were instantiated with.
+//! 1. Every record in `buf[head..tail]` was written by [`RecordQueue::push`] or
+//!    [`RecordQueue::push_targeted`] (or moved there by [`RecordQueue::move_front_to`]) and
+//!    holds a live closure of the type its vtable was instantiated with.
 //! 2. A record is consumed exactly once: either `call` (which `ptr::read`s the closure before
 //!    running any user code) or `drop`. After consumption its bytes are dead.
 //! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, prefix moves), which
 //!    is a valid move for every Rust value that is not pinned; closures are never pinned.
+//! 4. A record's `words` (from its vtable) is its whole size, header included, so the next
+//!    record starts `words` words after it.
 
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
@@ -31,53 +39,120 @@ use std::ptr;
 /// Closures above this many bytes are boxed instead of stored inline.
 pub(crate) const INLINE_MAX: usize = 256;
 /// Header size in words.
-pub(crate) const HEADER_WORDS: usize = 3;
+pub(crate) const HEADER_WORDS: usize = 1;
+/// How many records ahead of the one running [`run_records`] prefetches targets.
+const PREFETCH_AHEAD: usize = 8;
 
-/// A type-erased record header as stored in a buffer.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct Header<A, R> {
-    pub(crate) call: unsafe fn(*mut u8, A) -> R,
-    pub(crate) drop: unsafe fn(*mut u8),
-    pub(crate) words: u32,
-    pub(crate) aux: u32,
-}
-
-const _: () = assert!(size_of::<Header<u64, u64>>() == HEADER_WORDS * 8);
-
-/// A callable closure popped from a queue: call it at once (before touching the queue again).
-pub(crate) struct Popped<A, R> {
+/// The static description of one record type.
+pub(crate) struct VTable<A, R> {
     call: unsafe fn(*mut u8, A) -> R,
-    data: *mut u8,
-    pub(crate) aux: u32,
+    drop: unsafe fn(*mut u8),
+    /// Record size in words, header included.
+    words: u32,
+    aux: u32,
+    /// The first data word is a target address (a prefetch hint).
+    targeted: bool,
 }
 
-impl<A, R> Popped<A, R> {
-    /// Runs the popped closure.
-    ///
-    /// # Safety
-    /// No push, compaction or drop of the queue it came from may happen between the pop and
-    /// this call (the closure's bytes still live in the queue's buffer until it reads them).
-    pub(crate) unsafe fn run(self, arg: A) -> R {
-        // SAFETY: by the caller's promise the record bytes are intact; by invariant (1) `call`
-        // matches the stored closure type; by (2) this is the only consumption.
-        unsafe { (self.call)(self.data, arg) }
-    }
+/// A per-type constant stored in every record header of that type (`aux`).
+pub(crate) trait Aux {
+    /// The value.
+    const AUX: u32;
 }
 
-unsafe fn call_inline<F: FnOnce(A) -> R, A, R>(p: *mut u8, a: A) -> R {
-    // SAFETY: the record was written by `push_inline::<F>`, 8-aligned and F's align <= 8.
+/// `aux` = 0.
+pub(crate) struct NoAux;
+
+impl Aux for NoAux {
+    const AUX: u32 = 0;
+}
+
+const fn words_of<F>() -> usize {
+    size_of::<F>().div_ceil(8)
+}
+
+/// Holder of the vtable constants of closure type `F`.
+struct Vt<F, A, R, X>(PhantomData<VtTypes<F, A, R, X>>);
+
+/// The types a [`Vt`] is instantiated with (function types: no auto-trait or drop effects).
+type VtTypes<F, A, R, X> = (fn(A) -> R, fn() -> F, fn() -> X);
+
+impl<F: FnOnce(A) -> R, A: 'static, R: 'static, X: Aux> Vt<F, A, R, X> {
+    const PLAIN: &'static VTable<A, R> = &VTable {
+        call: call_plain::<F, A, R>,
+        drop: drop_plain::<F>,
+        words: (HEADER_WORDS + words_of::<F>()) as u32,
+        aux: X::AUX,
+        targeted: false,
+    };
+}
+
+impl<F: FnOnce(*mut u8, A) -> R, A: 'static, R: 'static, X: Aux> Vt<F, A, R, X> {
+    const TARGETED: &'static VTable<A, R> = &VTable {
+        call: call_targeted::<F, A, R>,
+        drop: drop_targeted::<F>,
+        words: (HEADER_WORDS + 1 + words_of::<F>()) as u32,
+        aux: X::AUX,
+        targeted: true,
+    };
+}
+
+/// `F`'s plain vtable (the argument only names the type).
+fn vt_plain<F: FnOnce(A) -> R, A: 'static, R: 'static, X: Aux>(_: &F) -> &'static VTable<A, R> {
+    Vt::<F, A, R, X>::PLAIN
+}
+
+/// `F`'s targeted vtable (the argument only names the type).
+fn vt_targeted<F: FnOnce(*mut u8, A) -> R, A: 'static, R: 'static, X: Aux>(
+    _: &F,
+) -> &'static VTable<A, R> {
+    Vt::<F, A, R, X>::TARGETED
+}
+
+unsafe fn call_plain<F: FnOnce(A) -> R, A, R>(p: *mut u8, a: A) -> R {
+    // SAFETY: the record was written by `push_inline::<F>` with the closure at `p`, 8-aligned
+    // and F's align <= 8 (invariant 1); this is its one consumption (invariant 2).
     let f = unsafe { ptr::read(p as *const F) };
     f(a)
 }
 
-unsafe fn drop_inline<F>(p: *mut u8) {
-    // SAFETY: as in `call_inline`; the record is consumed here instead.
+unsafe fn drop_plain<F>(p: *mut u8) {
+    // SAFETY: as in `call_plain`; the record is consumed here instead.
     unsafe { ptr::drop_in_place(p as *mut F) }
 }
 
-fn words_of<F>() -> usize {
-    size_of::<F>().div_ceil(8)
+unsafe fn call_targeted<F: FnOnce(*mut u8, A) -> R, A, R>(p: *mut u8, a: A) -> R {
+    // SAFETY: written by `push_targeted::<F>`: the target word at `p`, the closure after it
+    // (invariant 1); this is its one consumption (invariant 2).
+    let (target, f) = unsafe { (ptr::read(p as *const *mut u8), ptr::read(p.add(8) as *const F)) };
+    f(target, a)
+}
+
+unsafe fn drop_targeted<F>(p: *mut u8) {
+    // SAFETY: as in `call_targeted`; the record is consumed here instead.
+    unsafe { ptr::drop_in_place(p.add(8) as *mut F) }
+}
+
+/// Hints the CPU to load the cache line at `p` (no effect where there is no such instruction).
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and has no architectural effect, for any address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Reads the header of the record at `at`.
+///
+/// # Safety
+/// A live record starts at `at` (invariant 1).
+#[inline(always)]
+unsafe fn header<'a, A, R>(at: *const u64) -> &'a VTable<A, R> {
+    // SAFETY: word 0 of a record is a `&'static VTable<A, R>` (invariant 1).
+    unsafe { &*ptr::read(at as *const *const VTable<A, R>) }
 }
 
 /// A FIFO of type-erased `FnOnce(A) -> R` closures stored inline in one growable word buffer.
@@ -86,6 +161,8 @@ pub(crate) struct RecordQueue<A, R> {
     head: usize,
     tail: usize,
     len: usize,
+    /// Sum of the live records' `aux`.
+    aux: usize,
     _marker: PhantomData<fn(A) -> R>,
 }
 
@@ -100,11 +177,11 @@ impl<A, R> std::fmt::Debug for RecordQueue<A, R> {
 
 impl<A, R> Default for RecordQueue<A, R> {
     fn default() -> Self {
-        RecordQueue { buf: Vec::new(), head: 0, tail: 0, len: 0, _marker: PhantomData }
+        RecordQueue { buf: Vec::new(), head: 0, tail: 0, len: 0, aux: 0, _marker: PhantomData }
     }
 }
 
-impl<A, R> RecordQueue<A, R> {
+impl<A: 'static, R: 'static> RecordQueue<A, R> {
     /// Number of records queued.
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -141,59 +218,83 @@ impl<A, R> RecordQueue<A, R> {
         self.tail = live;
     }
 
-    /// Appends `f`, with `aux` stored in its header.
-    pub(crate) fn push<F: FnOnce(A) -> R>(&mut self, f: F, aux: u32) {
+    /// Appends `f`; its header's `aux` is `X::AUX`. Returns the new length.
+    #[inline]
+    pub(crate) fn push<X: Aux, F: FnOnce(A) -> R>(&mut self, f: F) -> usize {
         if size_of::<F>() <= INLINE_MAX && align_of::<F>() <= 8 {
-            self.push_inline(f, aux);
+            // SAFETY: the vtable is F's own; F fits inline.
+            unsafe { self.push_raw(Vt::<F, A, R, X>::PLAIN, None, f) }
         } else {
             let b = Box::new(f);
-            self.push_inline(move |a| (*b)(a), aux);
+            let g = move |a: A| (*b)(a);
+            // SAFETY: the vtable is g's own; g (one box) fits inline.
+            unsafe { self.push_raw(vt_plain::<_, A, R, X>(&g), None, g) }
         }
     }
 
-    fn push_inline<F: FnOnce(A) -> R>(&mut self, f: F, aux: u32) {
+    /// Appends `f` with a target address: the record runs as `f(target, arg)`, and a batch
+    /// run by [`run_records`] prefetches `target` a few records ahead. Returns the new length.
+    #[inline]
+    pub(crate) fn push_targeted<X: Aux, F: FnOnce(*mut u8, A) -> R>(
+        &mut self,
+        target: *mut u8,
+        f: F,
+    ) -> usize {
+        if size_of::<F>() <= INLINE_MAX && align_of::<F>() <= 8 {
+            // SAFETY: the vtable is F's own, targeted; F fits inline.
+            unsafe { self.push_raw(Vt::<F, A, R, X>::TARGETED, Some(target), f) }
+        } else {
+            let b = Box::new(f);
+            let g = move |t: *mut u8, a: A| (*b)(t, a);
+            // SAFETY: the vtable is g's own, targeted; g (one box) fits inline.
+            unsafe { self.push_raw(vt_targeted::<_, A, R, X>(&g), Some(target), g) }
+        }
+    }
+
+    /// Writes one record.
+    ///
+    /// # Safety
+    /// `vt` is `F`'s vtable (`TARGETED` exactly when `target` is given) and `F` fits inline.
+    #[inline(always)]
+    unsafe fn push_raw<F>(
+        &mut self,
+        vt: &'static VTable<A, R>,
+        target: Option<*mut u8>,
+        f: F,
+    ) -> usize {
         debug_assert!(align_of::<F>() <= 8 && size_of::<F>() <= INLINE_MAX);
-        let words = words_of::<F>();
-        self.reserve_words(HEADER_WORDS + words);
-        let h = Header::<A, R> {
-            call: call_inline::<F, A, R>,
-            drop: drop_inline::<F>,
-            words: words as u32,
-            aux,
-        };
-        let at = self.buf[self.tail..].as_mut_ptr();
-        // SAFETY: `reserve_words` made room for header + closure words at `tail`; the buffer is
+        let words = vt.words as usize;
+        self.reserve_words(words);
+        let at = self.buf[self.tail..].as_mut_ptr() as *mut u64;
+        // SAFETY: `reserve_words` made room for the whole record at `tail`; the buffer is
         // 8-aligned and F needs at most 8. This writes a record as invariant (1) describes.
         unsafe {
-            ptr::write(at as *mut Header<A, R>, h);
-            ptr::write(at.add(HEADER_WORDS) as *mut F, f);
+            ptr::write(at as *mut *const VTable<A, R>, vt);
+            let mut data = at.add(HEADER_WORDS);
+            if let Some(t) = target {
+                ptr::write(data as *mut *mut u8, t);
+                data = data.add(1);
+            }
+            ptr::write(data as *mut F, f);
         }
-        self.tail += HEADER_WORDS + words;
+        self.tail += words;
         self.len += 1;
+        self.aux += vt.aux as usize;
+        self.len
     }
 
-    /// Removes the front record; the caller must [`Popped::run`] it before touching the queue.
-    pub(crate) fn pop(&mut self) -> Option<Popped<A, R>> {
-        if self.len == 0 {
-            return None;
-        }
-        let at = self.buf[self.head..].as_mut_ptr();
-        // SAFETY: len > 0, so a record header written by `push_inline` is at `head` (inv. 1).
-        let h = unsafe { ptr::read(at as *const Header<A, R>) };
-        self.head += HEADER_WORDS + h.words as usize;
-        self.len -= 1;
-        if self.len == 0 {
-            // Reset lazily: the popped bytes stay intact until the next push (Popped::run's rule).
-            self.head = 0;
-            self.tail = 0;
-        }
-        // SAFETY: the closure bytes follow the header inside the buffer.
-        Some(Popped { call: h.call, data: unsafe { at.add(HEADER_WORDS) } as *mut u8, aux: h.aux })
+    /// Marks the queue empty (its records were consumed or moved elsewhere).
+    #[inline]
+    fn clear_consumed(&mut self) {
+        self.head = 0;
+        self.tail = 0;
+        self.len = 0;
+        self.aux = 0;
     }
 
     /// Moves the longest prefix of records whose total size is at most `max_words` words and
     /// whose summed `aux` is at most `max_aux` into `dst` (always at least one record if the
-    /// queue is non-empty and the first one fits). Returns `(words, count, aux_sum)`.
+    /// queue is non-empty and the first one fits). Returns `(words, count)`.
     ///
     /// # Safety
     /// `dst` must be valid for writes of `max_words` words and 8-aligned. Ownership of the moved
@@ -204,13 +305,17 @@ impl<A, R> RecordQueue<A, R> {
         dst: *mut u64,
         max_words: usize,
         max_aux: usize,
-    ) -> (usize, usize, usize) {
+    ) -> (usize, usize) {
         let (mut w, mut n, mut aux) = (0usize, 0usize, 0usize);
+        let base = self.buf[self.head..].as_ptr() as *const u64;
+        if self.tail - self.head <= max_words && self.aux <= max_aux {
+            // Everything fits: no need to walk the records.
+            (w, n, aux) = (self.tail - self.head, self.len, self.aux);
+        }
         while n < self.len {
-            let at = self.buf[self.head + w..].as_ptr();
-            // SAFETY: n < len, so a record header starts at head + w (invariant 1).
-            let h = unsafe { ptr::read(at as *const Header<A, R>) };
-            let rw = HEADER_WORDS + h.words as usize;
+            // SAFETY: n < len, so a record starts at head + w (invariants 1 and 4).
+            let h = unsafe { header::<A, R>(base.add(w)) };
+            let rw = h.words as usize;
             if w + rw > max_words || aux + h.aux as usize > max_aux {
                 break;
             }
@@ -220,26 +325,86 @@ impl<A, R> RecordQueue<A, R> {
         }
         // SAFETY: the caller promised `dst` holds `max_words >= w` words; source and
         // destination are distinct buffers. The bytes move (invariant 3) and are dead here now.
-        unsafe { ptr::copy_nonoverlapping(self.buf[self.head..].as_ptr() as *const u64, dst, w) };
+        unsafe { ptr::copy_nonoverlapping(base, dst, w) };
+        self.head += w;
+        self.len -= n;
+        self.aux -= aux;
+        if self.len == 0 {
+            self.clear_consumed();
+        }
+        (w, n)
+    }
+
+    /// Moves all of `other`'s records to the back of this queue, in order (`other` keeps its
+    /// buffer, empty).
+    pub(crate) fn append(&mut self, other: &mut RecordQueue<A, R>) {
+        if other.len == 0 {
+            return;
+        }
+        let w = other.tail - other.head;
+        self.reserve_words(w);
+        // SAFETY: this queue has room for `w` words at its tail; the buffers are distinct (two
+        // `&mut`). The records move (invariant 3): live here, dead in `other`.
+        unsafe {
+            ptr::copy_nonoverlapping(
+                other.buf[other.head..].as_ptr() as *const u64,
+                self.buf[self.tail..].as_mut_ptr() as *mut u64,
+                w,
+            )
+        };
+        self.tail += w;
+        self.len += other.len;
+        self.aux += other.aux;
+        other.clear_consumed();
+    }
+
+    /// Runs the first `n` queued records in order (as [`run_records`] does; `n` at most
+    /// [`RecordQueue::len`]) and removes them. Nothing can be pushed meanwhile (`&mut self`); if
+    /// a record's code unwinds, the records after it among the `n` are leaked, never dropped
+    /// twice.
+    pub(crate) fn run_front<const PREFETCH: bool>(
+        &mut self,
+        n: usize,
+        arg: impl FnMut(usize, u32) -> A,
+        each: impl FnMut(usize, R),
+    ) {
+        assert!(n <= self.len, "skein: run_front({n}) on {} records", self.len);
+        let start = self.buf[self.head..].as_ptr() as *const u64;
+        // The records' ownership passes to the loop below; find where they end first.
+        let mut w = 0;
+        if n == self.len {
+            w = self.tail - self.head;
+            self.aux = 0;
+        } else {
+            for _ in 0..n {
+                // SAFETY: fewer than `len` records were skipped, so one starts here (inv. 1, 4).
+                let h = unsafe { header::<A, R>(start.add(w)) };
+                w += h.words as usize;
+                self.aux -= h.aux as usize;
+            }
+        }
         self.head += w;
         self.len -= n;
         if self.len == 0 {
-            self.head = 0;
-            self.tail = 0;
+            self.clear_consumed();
         }
-        (w, n, aux)
+        // SAFETY: `n` live records start at `start` (invariant 1); the buffer cannot change
+        // while `&mut self` is held (the bytes stay in place even though `head` moved), and
+        // the queue no longer counts them, so they are consumed once.
+        unsafe { run_records::<A, R, PREFETCH>(start, n, arg, each) }
     }
 }
 
 impl<A, R> Drop for RecordQueue<A, R> {
     fn drop(&mut self) {
         while self.len > 0 {
-            let at = self.buf[self.head..].as_mut_ptr();
+            let at = self.buf[self.head..].as_mut_ptr() as *mut u64;
             // SAFETY: a live record starts at head (invariant 1); it is consumed by `drop`.
             unsafe {
-                let h = ptr::read(at as *const Header<A, R>);
-                self.head += HEADER_WORDS + h.words as usize;
+                let h = header::<A, R>(at);
+                self.head += h.words as usize;
                 self.len -= 1;
+                self.aux -= h.aux as usize;
                 (h.drop)(at.add(HEADER_WORDS) as *mut u8);
             }
         }
@@ -247,27 +412,43 @@ impl<A, R> Drop for RecordQueue<A, R> {
 }
 
 /// Runs `count` records stored contiguously at `src` (moved there by
-/// [`RecordQueue::move_prefix_to`]), calling `each(index, aux, result)` after each.
+/// [`RecordQueue::move_prefix_to`]), calling `arg(index, aux)` for each one's argument and
+/// `each(index, result)` after it. With `PREFETCH`, the targets of the next
+/// [`PREFETCH_AHEAD`] records are prefetched while one runs.
 ///
 /// # Safety
-/// `src` must hold exactly `count` live records written by `move_prefix_to` with the same
-/// `A`/`R`, not consumed before; they are all consumed here.
-pub(crate) unsafe fn run_records<A, R>(
+/// `src` must hold exactly `count` live records written with the same `A`/`R`, not consumed
+/// before; they are all consumed here. Nothing may write to them while this runs.
+pub(crate) unsafe fn run_records<A, R, const PREFETCH: bool>(
     src: *const u64,
     count: usize,
-    mut arg: impl FnMut(u32) -> A,
+    mut arg: impl FnMut(usize, u32) -> A,
     mut each: impl FnMut(usize, R),
 ) {
     let mut p = src as *mut u64;
+    let mut ahead = src;
+    let mut ahead_n = 0;
     for i in 0..count {
+        let stop = if PREFETCH { count.min(i + PREFETCH_AHEAD + 1) } else { 0 };
+        while ahead_n < stop {
+            // SAFETY: ahead_n < count, so a live record starts at `ahead` (invariants 1, 4).
+            let h = unsafe { header::<A, R>(ahead) };
+            if h.targeted {
+                // SAFETY: a targeted record's first data word is its target (invariant 1).
+                prefetch(unsafe { ptr::read(ahead.add(HEADER_WORDS) as *const *const u8) });
+            }
+            // SAFETY: the next record starts right after this one (or the batch ends).
+            ahead = unsafe { ahead.add(h.words as usize) };
+            ahead_n += 1;
+        }
         // SAFETY: per the caller's promise a live record starts at `p`.
-        let h = unsafe { ptr::read(p as *const Header<A, R>) };
-        let a = arg(h.aux);
+        let h = unsafe { header::<A, R>(p) };
+        let a = arg(i, h.aux);
         // SAFETY: consuming the record once with its matching `call` (invariants 1, 2).
         let r = unsafe { (h.call)(p.add(HEADER_WORDS) as *mut u8, a) };
         each(i, r);
         // SAFETY: the next record starts right after this one (still inside the batch).
-        p = unsafe { p.add(HEADER_WORDS + h.words as usize) };
+        p = unsafe { p.add(h.words as usize) };
     }
 }
 
@@ -277,28 +458,35 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
+    struct Eight;
+    impl Aux for Eight {
+        const AUX: u32 = 8;
+    }
+
     #[test]
     fn fifo_order_and_growth() {
         let out = Rc::new(RefCell::new(Vec::new()));
         let mut q: RecordQueue<u32, ()> = RecordQueue::default();
+        let mut target = 0u64;
+        let tp = &mut target as *mut u64 as *mut u8;
         for i in 0..1000u32 {
             let o = out.clone();
             let big = [i as u64; 40]; // 320 bytes: boxed
-            if i % 3 == 0 {
-                q.push(move |a| o.borrow_mut().push(a + big[0] as u32), i);
-            } else {
-                q.push(move |a| o.borrow_mut().push(a + i), i);
-            }
+            match i % 3 {
+                0 => q.push::<NoAux, _>(move |a| o.borrow_mut().push(a + big[0] as u32)),
+                1 => q.push_targeted::<NoAux, _>(tp, move |t, a| {
+                    assert_eq!(t, tp);
+                    o.borrow_mut().push(a + i)
+                }),
+                _ => q.push::<NoAux, _>(move |a| o.borrow_mut().push(a + i)),
+            };
             if i % 7 == 0 {
-                let p = q.pop().unwrap();
-                // SAFETY: run right after the pop.
-                unsafe { p.run(0) };
+                q.run_front::<false>(1, |_, _| 0, |_, ()| {});
             }
         }
-        while let Some(p) = q.pop() {
-            // SAFETY: run right after the pop.
-            unsafe { p.run(0) };
-        }
+        let n = q.len();
+        q.run_front::<true>(n, |_, _| 0, |_, ()| {});
+        assert!(q.is_empty());
         assert_eq!(*out.borrow(), (0..1000).collect::<Vec<u32>>());
     }
 
@@ -307,9 +495,13 @@ mod tests {
         let rc = Rc::new(());
         {
             let mut q: RecordQueue<(), ()> = RecordQueue::default();
-            for _ in 0..10 {
+            for i in 0..10 {
                 let r = rc.clone();
-                q.push(move |()| drop(r), 0);
+                if i % 2 == 0 {
+                    q.push::<NoAux, _>(move |()| drop(r));
+                } else {
+                    q.push_targeted::<NoAux, _>(std::ptr::null_mut(), move |_, ()| drop(r));
+                }
             }
             assert_eq!(Rc::strong_count(&rc), 11);
         }
@@ -317,19 +509,94 @@ mod tests {
     }
 
     #[test]
+    fn small_records_are_small() {
+        let mut q: RecordQueue<(), ()> = RecordQueue::default();
+        let x = 5u64;
+        q.push_targeted::<NoAux, _>(std::ptr::null_mut(), |_, ()| {});
+        q.push::<NoAux, _>(|()| {});
+        q.push::<NoAux, _>(move |()| assert_eq!(x, 5));
+        assert_eq!((q.tail - q.head, q.len()), (2 + 1 + 2, 3));
+        q.run_front::<true>(3, |_, _| (), |_, ()| {});
+    }
+
+    #[test]
     fn prefix_move_and_run() {
         let mut q: RecordQueue<u32, u64> = RecordQueue::default();
+        let mut cells = vec![0u64; 50];
         for i in 0..50u64 {
-            q.push(move |a| i * 10 + a as u64, 8);
+            let t = &mut cells[i as usize] as *mut u64 as *mut u8;
+            q.push_targeted::<Eight, _>(t, move |t, a| {
+                // SAFETY: `t` points into `cells`, alive and unaliased during the run.
+                unsafe { *(t as *mut u64) = i };
+                i * 10 + a as u64
+            });
         }
         let mut dst = vec![0u64; 64];
         // SAFETY: dst holds 64 words.
-        let (w, n, aux) = unsafe { q.move_prefix_to(dst.as_mut_ptr(), 64, 10_000) };
-        assert!(n > 0 && w <= 64 && aux == 8 * n);
+        let (w, n) = unsafe { q.move_prefix_to(dst.as_mut_ptr(), 64, 8 * 20) };
+        assert_eq!((w, n), (3 * 20, 20), "aux bound: 20 records of aux 8");
         let mut got = Vec::new();
         // SAFETY: exactly n records were moved into dst.
-        unsafe { run_records(dst.as_ptr(), n, |_| 1u32, |_, r: u64| got.push(r)) };
-        assert_eq!(got, (0..n as u64).map(|i| i * 10 + 1).collect::<Vec<_>>());
+        unsafe {
+            run_records::<_, _, true>(
+                dst.as_ptr(),
+                n,
+                |i, aux| i as u32 + aux,
+                |_, r: u64| got.push(r),
+            )
+        };
+        assert_eq!(got, (0..n as u64).map(|i| i * 11 + 8).collect::<Vec<_>>());
+        assert_eq!(&cells[..n], &(0..n as u64).collect::<Vec<_>>()[..]);
         assert_eq!(q.len(), 50 - n);
+    }
+
+    #[test]
+    fn run_front_and_append() {
+        let out = Rc::new(RefCell::new(Vec::new()));
+        let mut q: RecordQueue<usize, ()> = RecordQueue::default();
+        let mut newer: RecordQueue<usize, ()> = RecordQueue::default();
+        for i in 0..100usize {
+            let o = out.clone();
+            let pad = [i; 3];
+            q.push::<Eight, _>(move |a| o.borrow_mut().push((pad[0], a)));
+        }
+        assert_eq!(q.aux, 800);
+        for round in 0..4 {
+            let n = 30.min(q.len());
+            q.run_front::<false>(n, |i, aux| i + aux as usize, |_, ()| {});
+            assert_eq!((q.len(), q.aux), (100 - 30 * round - n, 8 * q.len()));
+        }
+        assert!(q.is_empty());
+        let got = out.borrow().clone();
+        assert!(got.iter().enumerate().all(|(k, &(v, i))| v == k && i == k % 30 + 8));
+        // append keeps order and leaves the source empty but usable
+        for i in 0..5usize {
+            let o = out.clone();
+            q.push::<NoAux, _>(move |_| o.borrow_mut().push((1000 + i, 0)));
+            let o = out.clone();
+            newer.push::<Eight, _>(move |_| o.borrow_mut().push((2000 + i, 0)));
+        }
+        q.append(&mut newer);
+        assert!(newer.is_empty() && newer.aux == 0);
+        assert_eq!((q.len(), q.aux), (10, 40));
+        q.run_front::<false>(10, |i, _| i, |_, ()| {});
+        let tail: Vec<usize> = out.borrow()[100..].iter().map(|x| x.0).collect();
+        assert_eq!(tail, vec![1000, 1001, 1002, 1003, 1004, 2000, 2001, 2002, 2003, 2004]);
+    }
+
+    #[test]
+    fn prefix_fast_path_moves_everything() {
+        let mut q: RecordQueue<u32, u64> = RecordQueue::default();
+        for i in 0..10u64 {
+            q.push::<Eight, _>(move |a| i + a as u64);
+        }
+        let mut dst = vec![0u64; 64];
+        // SAFETY: dst holds 64 words.
+        let (w, n) = unsafe { q.move_prefix_to(dst.as_mut_ptr(), 64, 80) };
+        assert_eq!((w, n, q.len(), q.aux), (20, 10, 0, 0));
+        let mut got = Vec::new();
+        // SAFETY: exactly n records were moved into dst.
+        unsafe { run_records::<_, _, true>(dst.as_ptr(), n, |_, _| 1u32, |_, r: u64| got.push(r)) };
+        assert_eq!(got, (1..=10).collect::<Vec<_>>());
     }
 }

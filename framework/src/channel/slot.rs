@@ -1,4 +1,4 @@
-//! One request/response slot pair between a client worker and a trustee worker.
+//! The request/response slots between a client worker and a trustee worker.
 //!
 //! Layout of a slot (one allocation, 128-byte aligned):
 //!
@@ -15,21 +15,30 @@
 //!
 //! # Protocol (numbered rules; every `SAFETY:` comment in this module cites one)
 //!
-//! Each ordered pair (client `c`, trustee `t`) owns a request slot `req` (written only by `c`)
-//! and a response slot `resp` (written only by `t`). `c` remembers the last sequence number it
-//! published (`sent`), `t` the last one it answered (`served`). No read-modify-write atomics.
+//! Each ordered pair (client `c`, trustee `t`) owns [`PIPELINE`] *lanes*; a lane is a request
+//! slot `req` (written only by `c`) and a response slot `resp` (written only by `t`). Batches
+//! are numbered 1, 2, 3, ... and batch `s` travels in lane `s % PIPELINE`, so while the trustee
+//! serves one batch the client can already publish the next one (and run the completions of
+//! the previous one). `c` remembers the last batch it published (`sent`) and the last response
+//! it consumed (`acked`), `t` the last batch it answered (`served`). No read-modify-write
+//! atomics.
 //!
-//! 1. **Idle** (`resp.seq == req.seq`, i.e. `sent == served` as observed by `c`): the client
-//!    owns `req`'s header fields and data. It writes a batch, then Release-stores
+//! 1. **Idle**: the client owns lane `b`'s `req` (header fields and data) when the lane's last
+//!    batch has been answered and consumed, i.e. `acked >= sent + 1 - PIPELINE` for the next
+//!    batch `sent + 1` of that lane. It writes the batch, then Release-stores
 //!    `req.seq = sent + 1`.
-//! 2. **Request**: after `t` Acquire-loads `req.seq != served`, `t` owns `req`'s data (it
-//!    reads and consumes the records) and `resp`'s header fields, data and panic list. It writes
-//!    all results in request order, then Release-stores `resp.seq = req.seq`.
-//! 3. **Response**: after `c` Acquire-loads `resp.seq == sent`, `c` owns `resp`'s data and panic
-//!    list (and `req` again, rule 1).
+//! 2. **Request**: after `t` Acquire-loads `req.seq == served + 1` in lane
+//!    `(served + 1) % PIPELINE`, `t` owns that `req`'s data (it reads and consumes the records)
+//!    and the lane's `resp` header fields, data and panic list. It writes all results in request
+//!    order, then Release-stores `resp.seq = served + 1`.
+//! 3. **Response**: after `c` Acquire-loads `resp.seq == acked + 1` in lane
+//!    `(acked + 1) % PIPELINE`, `c` owns that `resp`'s data and panic list (and, once it has
+//!    consumed them, the lane's `req` again, rule 1).
 //!
-//! Hence at any time each byte has one owner, and the Release/Acquire pairs on `seq` order every
-//! write of the previous owner before every access of the next one.
+//! A lane's sequence numbers grow by `PIPELINE` from one use to the next, so neither side can
+//! mistake the lane's previous batch for the one it waits for. Hence at any time each byte has
+//! one owner, and the Release/Acquire pairs on `seq` order every write of the previous owner
+//! before every access of the next one.
 
 use crate::sync::proto::{AtomicU64, UnsafeCell};
 use crate::sync::Ordering;
@@ -45,6 +54,8 @@ pub(crate) const PRIMARY_DATA: usize = 64;
 pub(crate) const DEFAULT_OVERFLOW: usize = 1024;
 /// Default overflow block size for runtimes of at most 16 workers.
 pub(crate) const DEFAULT_OVERFLOW_FEW_WORKERS: usize = 4096;
+/// Batches that may be in flight at once between one client and one trustee (lanes per pair).
+pub(crate) const PIPELINE: usize = 2;
 
 #[repr(C)]
 struct SlotHeader {
@@ -204,18 +215,36 @@ impl Drop for Slot {
     }
 }
 
-/// The two slots of one (client, trustee) pair.
+/// The request and response slots of one lane.
 #[derive(Debug)]
-pub(crate) struct SlotPair {
+pub(crate) struct Lane {
     /// Written by the client.
     pub(crate) req: Slot,
     /// Written by the trustee.
     pub(crate) resp: Slot,
 }
 
+impl Lane {
+    pub(crate) fn new(overflow: usize) -> Lane {
+        Lane { req: Slot::new(overflow), resp: Slot::new(overflow) }
+    }
+}
+
+/// The lanes of one (client, trustee) pair.
+#[derive(Debug)]
+pub(crate) struct SlotPair {
+    lanes: [Lane; PIPELINE],
+}
+
 impl SlotPair {
     pub(crate) fn new(overflow: usize) -> SlotPair {
-        SlotPair { req: Slot::new(overflow), resp: Slot::new(overflow) }
+        SlotPair { lanes: std::array::from_fn(|_| Lane::new(overflow)) }
+    }
+
+    /// The lane that carries batch `seq`.
+    #[inline]
+    pub(crate) fn lane(&self, seq: u64) -> &Lane {
+        &self.lanes[(seq % PIPELINE as u64) as usize]
     }
 }
 
@@ -227,7 +256,7 @@ mod tests {
     /// Two threads ping-pong batches through one pair; the trustee doubles every word.
     #[test]
     fn ping_pong_protocol() {
-        let pair = Arc::new(SlotPair::new(DEFAULT_OVERFLOW));
+        let pair = Arc::new(Lane::new(DEFAULT_OVERFLOW));
         let rounds: u64 = if cfg!(miri) { 50 } else { 2_000 };
         let p2 = pair.clone();
         let trustee = std::thread::spawn(move || {
@@ -278,6 +307,75 @@ mod tests {
     }
 }
 
+#[cfg(all(test, not(fw_loom)))]
+mod pipeline_tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// The client keeps up to `PIPELINE` batches in flight; the trustee serves them lane by
+    /// lane in order. Every batch comes back intact, in order, and no lane is reused before
+    /// its response was consumed.
+    #[test]
+    fn pipelined_lanes_in_order() {
+        let pair = Arc::new(SlotPair::new(DEFAULT_OVERFLOW));
+        let batches: u64 = if cfg!(miri) { 40 } else { 5_000 };
+        let p2 = pair.clone();
+        let trustee = std::thread::spawn(move || {
+            let mut served = 0;
+            while served < batches {
+                let seq = served + 1;
+                let lane = p2.lane(seq);
+                if lane.req.seq() != seq {
+                    std::thread::yield_now();
+                    continue;
+                }
+                // SAFETY: rule 2 — Acquire-loaded the next batch in its lane.
+                unsafe {
+                    let (w, n) = lane.req.batch();
+                    for i in 0..w as usize {
+                        *lane.resp.data().add(i) = *lane.req.data().add(i) + 1;
+                    }
+                    lane.resp.publish(seq, w, n);
+                }
+                served = seq;
+            }
+        });
+        let (mut sent, mut acked) = (0u64, 0u64);
+        while acked < batches {
+            if sent < batches && sent - acked < PIPELINE as u64 {
+                let seq = sent + 1;
+                let lane = pair.lane(seq);
+                let w = (seq % 50) as usize + 1;
+                // SAFETY: rule 1 — batch seq - PIPELINE of this lane was consumed.
+                unsafe {
+                    for i in 0..w {
+                        *lane.req.data().add(i) = seq * 1000 + i as u64;
+                    }
+                    lane.req.publish(seq, w as u32, seq as u32);
+                }
+                sent = seq;
+                continue;
+            }
+            let seq = acked + 1;
+            let lane = pair.lane(seq);
+            if lane.resp.seq() != seq {
+                std::thread::yield_now();
+                continue;
+            }
+            // SAFETY: rule 3 — Acquire-loaded the response of batch seq.
+            unsafe {
+                let (w, n) = lane.resp.batch();
+                assert_eq!((w as u64, n as u64), (seq % 50 + 1, seq));
+                for i in 0..w as usize {
+                    assert_eq!(*lane.resp.data().add(i), seq * 1000 + i as u64 + 1);
+                }
+            }
+            acked = seq;
+        }
+        trustee.join().unwrap();
+    }
+}
+
 /// Model checking of the protocol with loom: `RUSTFLAGS="--cfg fw_loom"
 /// LOOM_MAX_PREEMPTIONS=2 cargo test -p skein --release loom_`. One loom thread plays the
 /// client, one the trustee; the slot code is the real one (its atomics and header cells are
@@ -292,7 +390,7 @@ mod loom_tests {
 
     /// The trustee: serves `BATCHES` batches; each result word is twice the request word, and
     /// batch 2 reports a panic of its record 1.
-    fn trustee(pair: &SlotPair, order: Ordering) {
+    fn trustee(pair: &Lane, order: Ordering) {
         let mut served = 0;
         while served < BATCHES {
             let s = pair.req.seq();
@@ -318,7 +416,7 @@ mod loom_tests {
     }
 
     /// The client: publishes `BATCHES` batches one after the other and checks each response.
-    fn client(pair: &SlotPair, order: Ordering) {
+    fn client(pair: &Lane, order: Ordering) {
         for s in 1..=BATCHES {
             let w = s as usize + 1;
             // SAFETY: rule 1 — idle (the previous response was observed), the slot is ours.
@@ -345,7 +443,7 @@ mod loom_tests {
 
     fn model(order: Ordering) {
         loom::model(move || {
-            let pair = Arc::new(SlotPair::new(512));
+            let pair = Arc::new(Lane::new(512));
             let p2 = pair.clone();
             let t = loom::thread::spawn(move || trustee(&p2, order));
             client(&pair, order);

@@ -196,7 +196,7 @@ impl Runtime {
             }
         }
         *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
-            Stats { workers: shared.counters.iter().map(|c| c.stats.snapshot()).collect() };
+            Stats { workers: (0..shared.n).map(|w| shared.stats_of(w)).collect() };
         // Frees that arrived from foreign threads after the workers stopped: drop them here.
         let left = {
             let mut f = shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
@@ -516,5 +516,5 @@ pub fn in_delegated_context() -> bool {
 /// Outside a runtime; use [`Runtime::stats`] after a run.
 pub fn stats() -> Stats {
     let w = context::expect("stats");
-    Stats { workers: w.shared.counters.iter().map(|c| c.stats.snapshot()).collect() }
+    Stats { workers: (0..w.shared.n).map(|i| w.shared.stats_of(i)).collect() }
 }

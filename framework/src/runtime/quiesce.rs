@@ -11,9 +11,12 @@
 //!   `wait_quiescent`), finished when the fiber returns or parks. A fiber blocked in `apply` is
 //!   not parked: its segment stays open, and its request is a task of its own.
 //!
-//! Worker `w` publishes two monotonic counters, `created[w]` and `finished[w]`, each written only
-//! by `w` (plain load + Release store, no read-modify-write). For every task the creation
-//! precedes the finish in `w`'s program order, so `created[w] >= finished[w]` at all times.
+//! Worker `w` publishes monotonic counters, each written only by `w` (plain load + Release
+//! store, no read-modify-write): `finished[w]`, and the creations, split in two so that a
+//! request bumps a single counter: `created[w]` counts fiber segments and `issued[w][t]` the
+//! requests `w` queued for trustee `t`. Below, `created[w]` stands for their sum
+//! `created[w] + Σ_t issued[w][t]`. For every task the creation precedes the finish in `w`'s
+//! program order, so `created[w] >= finished[w]` at all times.
 //!
 //! **Rule of activity**: a task is only ever created by code that runs *inside an unfinished
 //! task*: a fiber segment, a delegated closure serving a request (the request is unfinished until
@@ -24,17 +27,19 @@
 //! # Detection (two waves, Mattern's four-counter idea)
 //!
 //! The detector (worker 0, only when its loop is idle) reads all `finished[w]` (Acquire) in a
-//! first wave, then all `created[w]` (Acquire) in a second wave, and declares quiescence iff the
-//! sums are equal.
+//! first wave, then all creation counters (Acquire) in a second wave, and declares quiescence
+//! iff the sums are equal.
 //!
 //! # Why it is correct
 //!
-//! Let `F[w]` be the wave-1 value and `C[w]` the wave-2 value. The Release store that produced
-//! `F[w]` follows (in `w`'s program order) the creation of at least `F[w]` tasks, and the
-//! detector's Acquire read of `finished[w]` precedes its read of `created[w]`, so
-//! `C[w] >= F[w]`. Equal sums therefore give `C[w] == F[w] =: k[w]` for every `w`: at the
-//! wave-1 read, `w` had created exactly `k[w]` tasks and finished all of them, and it created
-//! none between its two reads.
+//! Let `F[w]` be the wave-1 value and `C[w]` the sum of the wave-2 values of `w`'s creation
+//! counters. The Release store that produced `F[w]` follows (in `w`'s program order) the
+//! creation of at least `F[w]` tasks, and the detector's Acquire read of `finished[w]`
+//! precedes its reads of each creation counter, each of which is monotonic and so includes
+//! every creation counted before that store: `C[w] >= F[w]`. Equal sums therefore give
+//! `C[w] == F[w] =: k[w]` for every `w`: at the wave-1 read, `w` had created exactly `k[w]`
+//! tasks and finished all of them, and it created none between that read and the wave-2 read
+//! of the counter that would have counted the creation.
 //!
 //! Suppose some task is created on some worker beyond its `k[w]` (after the detection or
 //! racing with it). Take one, `Z`, whose *parent* (the task whose code created it) is among the
@@ -70,7 +75,8 @@ pub(crate) fn is_quiescent(shared: &Shared) -> bool {
     let created: u64 = shared
         .counters
         .iter()
-        .map(|c| c.created.load(Ordering::Acquire))
+        .flat_map(|c| std::iter::once(&c.created).chain(c.issued.iter()))
+        .map(|x| x.load(Ordering::Acquire))
         .fold(0, u64::wrapping_add);
     finished == created
 }

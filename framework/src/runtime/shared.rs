@@ -20,7 +20,8 @@ pub(crate) struct Config {
 #[derive(Debug)]
 #[repr(align(128))]
 pub(crate) struct WorkerCounters {
-    /// Tasks created on this worker (quiescence detection, see `quiesce`).
+    /// Fiber segments created on this worker (quiescence detection, see `quiesce`; requests
+    /// are counted in `issued`).
     pub(crate) created: AtomicU64,
     /// Tasks finished on this worker.
     pub(crate) finished: AtomicU64,
@@ -29,6 +30,7 @@ pub(crate) struct WorkerCounters {
     /// Fibers parked in `wait_quiescent` right now.
     pub(crate) quiesce_waiters: AtomicU64,
     /// `issued[t]`: requests this worker has queued for trustee `t` (local ones for itself).
+    /// Each is also a task created on this worker (see `quiesce`).
     pub(crate) issued: Box<[AtomicU64]>,
     /// Statistics.
     pub(crate) stats: StatCounters,
@@ -92,6 +94,21 @@ impl Shared {
             foreign: Mutex::new(Foreign { running: true, frees: Vec::new() }),
             foreign_pending: AtomicBool::new(false),
         }
+    }
+
+    /// The statistics of worker `w` (requests sent and local requests come from `issued`).
+    pub(crate) fn stats_of(&self, w: usize) -> crate::stats::WorkerStats {
+        let c = &self.counters[w];
+        let mut s = c.stats.snapshot();
+        for (t, i) in c.issued.iter().enumerate() {
+            let i = i.load(crate::sync::Ordering::Acquire);
+            if t == w {
+                s.local_requests = i;
+            } else {
+                s.requests_sent += i;
+            }
+        }
+        s
     }
 
     /// The slots of pair (client `c`, trustee `t`).

@@ -9,8 +9,8 @@
 use super::context;
 use super::quiesce;
 use super::shared::{PendingFree, Shared};
-use crate::channel::record::{run_records, RecordQueue, HEADER_WORDS};
-use crate::channel::slot::PanicPayload;
+use crate::channel::record::{prefetch, run_records, Aux, NoAux, RecordQueue, HEADER_WORDS};
+use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
 use crate::stats::StatCounters as S;
 use crate::sync::{bump, set, Arc, Ordering};
@@ -30,13 +30,30 @@ pub(crate) struct Outcome {
 type ReqQueue = RecordQueue<*mut u8, Option<PanicPayload>>;
 type DoneQueue = RecordQueue<Outcome, ()>;
 
+/// Requests towards one trustee that are not published yet, and the completions of every
+/// request that has not completed (one each, in the same order): those of the batches in
+/// flight first.
+#[derive(Default)]
+struct Queued {
+    staging: ReqQueue,
+    completions: DoneQueue,
+}
+
 /// Client-side state of one (this worker, trustee) pair.
 #[derive(Default)]
 struct ClientSide {
-    staging: RefCell<ReqQueue>,
-    completions: RefCell<DoneQueue>,
-    in_flight: Cell<u32>,
+    queued: RefCell<Queued>,
+    /// The number of requests in the batch in flight in each lane (their completions are the
+    /// first ones in `queued.completions`, lane by lane in batch order).
+    in_lane: [Cell<u32>; PIPELINE],
+    /// An empty completion queue that keeps its buffer between batches.
+    spare: RefCell<DoneQueue>,
+    /// The last batch published.
     sent: Cell<u64>,
+    /// The last batch whose response has been consumed.
+    acked: Cell<u64>,
+    /// Fibers suspended by [`Worker::throttle`] until the next batch to this trustee leaves.
+    throttled: RefCell<Vec<u32>>,
 }
 
 /// Trustee-side state of one (client, this worker) pair.
@@ -46,19 +63,25 @@ struct TrusteeSide {
     served: Cell<u64>,
 }
 
-/// Requests staged towards one trustee before a fiber issuing `apply_then` yields so that the
-/// loop can flush them (bounds memory; does not apply in delegated context).
+/// Requests staged towards one trustee before a fiber issuing `apply_then` is suspended until
+/// the loop has flushed a batch of them (bounds memory; does not apply in delegated context).
 pub(crate) const STAGING_YIELD: usize = 512;
 
 /// A worker's thread-owned state.
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) n: usize,
+    /// `shared.run_id`, one load closer.
+    pub(crate) run_id: u32,
     pub(crate) shared: Arc<Shared>,
     clients: Box<[ClientSide]>,
     trustees: Box<[TrusteeSide]>,
     local: RefCell<RecordQueue<(), ()>>,
+    /// An empty local queue that keeps its buffer between passes.
+    local_spare: RefCell<RecordQueue<(), ()>>,
     local_served: Cell<u64>,
+    /// Fibers suspended by [`Worker::throttle`] until the local queue has been run.
+    local_throttled: RefCell<Vec<u32>>,
     ready: RefCell<VecDeque<u32>>,
     fibers: RefCell<Vec<Option<Fiber>>>,
     free_ids: RefCell<Vec<u32>>,
@@ -84,11 +107,14 @@ impl Worker {
         Ok(Worker {
             index,
             n,
+            run_id: shared.run_id,
             clients: (0..n).map(|_| ClientSide::default()).collect(),
             trustees: (0..n).map(|_| TrusteeSide::default()).collect(),
             shared,
             local: RefCell::default(),
+            local_spare: RefCell::default(),
             local_served: Cell::new(0),
+            local_throttled: RefCell::default(),
             ready: RefCell::default(),
             fibers: RefCell::default(),
             free_ids: RefCell::default(),
@@ -217,6 +243,27 @@ impl Worker {
         fiber::suspend();
     }
 
+    /// Suspends the current fiber until the requests it queued towards trustee `t` have moved
+    /// on: until the next batch to `t` is published, or the local queue has been run. The
+    /// fiber stays an active task (like one blocked in `apply`), and is resumed once per batch
+    /// instead of after every loop pass.
+    pub(crate) fn throttle(&self, t: usize) {
+        let id = self.current.get().expect("skein: throttle outside a fiber");
+        if t == self.index {
+            self.local_throttled.borrow_mut().push(id);
+        } else {
+            self.clients[t].throttled.borrow_mut().push(id);
+        }
+        fiber::suspend();
+    }
+
+    fn wake_throttled(&self, list: &RefCell<Vec<u32>>) {
+        if !list.borrow().is_empty() {
+            let ids = std::mem::take(&mut *list.borrow_mut());
+            self.ready.borrow_mut().extend(ids);
+        }
+    }
+
     /// The next worker for a round-robin `spawn`.
     pub(crate) fn next_spawn_target(&self) -> usize {
         let t = self.next_spawn.get();
@@ -245,60 +292,57 @@ impl Worker {
 
     // ----- client role: issuing requests ---------------------------------------------
 
-    /// Number of records waiting for this worker's attention towards trustee `t`.
-    pub(crate) fn backlog(&self, t: usize) -> usize {
-        if t == self.index {
-            self.local.borrow().len()
-        } else {
-            self.clients[t].staging.borrow().len()
-        }
-    }
-
     /// True when a local request would not overtake an earlier one.
     pub(crate) fn local_queue_empty(&self) -> bool {
         self.local.borrow().is_empty()
     }
 
-    /// Queues a request for remote trustee `t`: `req` runs there with a pointer to
-    /// `resp_bytes` bytes of response space; `done` runs here afterwards.
+    /// Queues a request for remote trustee `t`: `req(target, out)` runs there, with `out`
+    /// pointing to `X::AUX` bytes of response space (a multiple of 8); `done` runs here
+    /// afterwards. `target` is the address the request works on (the trustee prefetches it), or
+    /// null. Returns how many requests to `t` are now queued on this worker.
     #[inline]
-    pub(crate) fn send<Q, D>(&self, t: usize, req: Q, resp_bytes: u32, done: D)
+    pub(crate) fn send<X: Aux, Q, D>(&self, t: usize, target: *mut u8, req: Q, done: D) -> usize
     where
-        Q: FnOnce(*mut u8) -> Option<PanicPayload> + Send,
+        Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
         D: FnOnce(Outcome),
     {
         debug_assert_ne!(t, self.index);
-        let cs = &self.clients[t];
-        cs.staging.borrow_mut().push(req, resp_bytes);
-        cs.completions.borrow_mut().push(done, resp_bytes);
-        let c = self.ctr();
-        bump(&c.issued[t], 1);
-        bump(&c.created, 1);
-        S::add(&c.stats.requests_sent, 1);
+        let queued = {
+            let mut q = self.clients[t].queued.borrow_mut();
+            q.completions.push::<X, _>(done);
+            q.staging.push_targeted::<X, _>(target, req)
+        };
+        // The one counter a request bumps: it is the request's creation for quiescence
+        // detection, the count that frees wait for, and the `requests_sent` statistic.
+        bump(&self.ctr().issued[t], 1);
+        queued
     }
 
-    /// Queues `job` on this worker's local request queue (run by the loop, in delegated mode).
+    /// Queues `job(target)` on this worker's local request queue (run by the loop, in delegated
+    /// mode) and prefetches `target` (null: none). Returns the local queue's new length.
     #[inline]
-    pub(crate) fn push_local(&self, job: impl FnOnce(())) {
-        self.local.borrow_mut().push(job, 0);
-        let c = self.ctr();
-        bump(&c.issued[self.index], 1);
-        bump(&c.created, 1);
-        S::add(&c.stats.local_requests, 1);
+    pub(crate) fn push_local(&self, target: *mut u8, job: impl FnOnce(*mut u8)) -> usize {
+        if !target.is_null() {
+            prefetch(target);
+        }
+        let queued = self.local.borrow_mut().push_targeted::<NoAux, _>(target, move |t, ()| job(t));
+        bump(&self.ctr().issued[self.index], 1);
+        queued
     }
 
     /// Runs `f` on worker `t` (in its loop, as delegated code); fire and forget.
     pub(crate) fn post(&self, t: usize, f: impl FnOnce() + Send + 'static) {
         if t == self.index {
-            self.push_local(move |()| f());
+            self.push_local(std::ptr::null_mut(), move |_| f());
         } else {
-            self.send(
+            self.send::<NoAux, _, _>(
                 t,
-                move |_out| {
+                std::ptr::null_mut(),
+                move |_, _out| {
                     f();
                     None
                 },
-                0,
                 |_o| {},
             );
         }
@@ -306,55 +350,66 @@ impl Worker {
 
     // ----- trustee role --------------------------------------------------------------
 
+    /// Serves the batches client `c` has published (up to one per lane, in order).
     fn serve(&self, c: usize) -> bool {
         let pair = self.shared.pair(c, self.index);
         let ts = &self.trustees[c];
-        let seq = pair.req.seq();
-        if seq == ts.served_seq.get() {
-            return false;
-        }
-        // SAFETY: slot rule (2) — we Acquire-loaded a new request seq, so the request data and
-        // the response slot belong to us until we publish.
-        let (count, resp_data) = unsafe {
-            let (_w, count) = pair.req.batch();
-            (count as usize, pair.resp.data() as *mut u8)
-        };
-        let mut panics = Vec::new();
-        let mut out = resp_data;
-        self.delegated(|| {
-            // SAFETY: the client moved exactly `count` request records into req.data() with
-            // `move_prefix_to` (rule 1) and they are consumed only here, once.
+        let mut useful = false;
+        loop {
+            let seq = ts.served_seq.get() + 1;
+            let lane = pair.lane(seq);
+            if lane.req.seq() != seq {
+                return useful;
+            }
+            // SAFETY: slot rule (2) — we Acquire-loaded the next batch's seq in its lane, so
+            // its request data and the lane's response slot belong to us until we publish.
+            let (words, count, resp_data) = unsafe {
+                let (words, count) = lane.req.batch();
+                (words as usize, count as usize, lane.resp.data() as *mut u8)
+            };
+            // Ask for every line of the batch at once: they arrive from the client's cache in
+            // parallel instead of one miss after the other as the records are run.
+            let data = lane.req.data() as *const u8;
+            for off in (0..words * 8).step_by(64) {
+                prefetch(data.wrapping_add(off));
+            }
+            let mut panics = Vec::new();
+            let mut out = resp_data;
+            self.delegated(|| {
+                // SAFETY: the client moved exactly `count` request records into req.data() with
+                // `move_prefix_to` (rule 1) and they are consumed only here, once.
+                unsafe {
+                    run_records::<*mut u8, Option<PanicPayload>, true>(
+                        lane.req.data(),
+                        count,
+                        |_, aux| {
+                            let o = out;
+                            // The client sized the batch so the results fit in the response.
+                            out = o.wrapping_add(aux as usize);
+                            o
+                        },
+                        |i, r| {
+                            if let Some(p) = r {
+                                panics.push((i as u32, p));
+                            }
+                        },
+                    )
+                }
+            });
+            ts.served.set(ts.served.get() + count as u64);
+            ts.served_seq.set(seq);
+            let st = &self.ctr().stats;
+            S::add(&st.requests_served, count as u64);
+            S::add(&st.batches_served, 1);
+            // SAFETY: rule (2) — we own the lane's response slot and hand it to the client now.
             unsafe {
-                run_records::<*mut u8, Option<PanicPayload>>(
-                    pair.req.data(),
-                    count,
-                    |aux| {
-                        let o = out;
-                        // The client sized the batch so the results fit in the response slot.
-                        out = o.wrapping_add(aux as usize);
-                        o
-                    },
-                    |i, r| {
-                        if let Some(p) = r {
-                            panics.push((i as u32, p));
-                        }
-                    },
-                )
-            }
-        });
-        ts.served.set(ts.served.get() + count as u64);
-        ts.served_seq.set(seq);
-        let st = &self.ctr().stats;
-        S::add(&st.requests_served, count as u64);
-        S::add(&st.batches_served, 1);
-        // SAFETY: rule (2) — we own the response slot and hand it to the client now.
-        unsafe {
-            if !panics.is_empty() {
-                pair.resp.put_panics(panics);
-            }
-            pair.resp.publish(seq, 0, count as u32)
-        };
-        true
+                if !panics.is_empty() {
+                    lane.resp.put_panics(panics);
+                }
+                lane.resp.publish(seq, 0, count as u32)
+            };
+            useful = true;
+        }
     }
 
     fn run_local(&self) -> bool {
@@ -362,61 +417,87 @@ impl Worker {
         if n == 0 {
             return false;
         }
-        for _ in 0..n {
-            let Some(p) = self.local.borrow_mut().pop() else { break };
-            // SAFETY: run immediately after the pop, no queue access in between.
-            self.delegated(|| unsafe { p.run(()) });
-            self.local_served.set(self.local_served.get() + 1);
-            bump(&self.ctr().finished, 1);
-        }
+        // Exactly the `n` records queued now, taken out of their cell while they run: the ones
+        // they queue land in the spare queue, are appended behind, and wait for the next pass.
+        let spare = std::mem::take(&mut *self.local_spare.borrow_mut());
+        let mut q = std::mem::replace(&mut *self.local.borrow_mut(), spare);
+        self.delegated(|| q.run_front::<true>(n, |_, _| (), |_, ()| {}));
+        let mut newer = std::mem::replace(&mut *self.local.borrow_mut(), q);
+        self.local.borrow_mut().append(&mut newer);
+        *self.local_spare.borrow_mut() = newer;
+        self.local_served.set(self.local_served.get() + n as u64);
+        bump(&self.ctr().finished, n as u64);
+        self.wake_throttled(&self.local_throttled);
         true
     }
 
     // ----- client role: responses and flushing ------------------------------------------
 
+    /// Runs the completions of the batches to trustee `t` that have been answered (in order),
+    /// then publishes queued requests while a lane is free.
     fn poll_client(&self, t: usize) -> bool {
         let cs = &self.clients[t];
         let pair = self.shared.pair(self.index, t);
         let mut useful = false;
-        let n = cs.in_flight.get();
-        if n > 0 && pair.resp.seq() == cs.sent.get() {
-            // SAFETY: rule (3) — Acquire-loaded resp.seq == sent: the response is ours.
-            let panics = unsafe { pair.resp.take_panics() };
+        while cs.acked.get() < cs.sent.get() {
+            let seq = cs.acked.get() + 1;
+            let lane = pair.lane(seq);
+            if lane.resp.seq() != seq {
+                break;
+            }
+            // SAFETY: rule (3) — Acquire-loaded the lane's resp.seq == seq: the response is ours.
+            let panics = unsafe { lane.resp.take_panics() };
             let mut panics = panics.into_iter().peekable();
-            let mut out = pair.resp.data() as *const u8;
+            let mut out = lane.resp.data() as *const u8;
+            // The completions are taken out of their cell while user code runs; what that code
+            // queues meanwhile lands in the spare queue, and is appended behind them after.
+            let n = cs.in_lane[(seq % PIPELINE as u64) as usize].get() as usize;
+            let spare = std::mem::take(&mut *cs.spare.borrow_mut());
+            let mut done = std::mem::replace(&mut cs.queued.borrow_mut().completions, spare);
             self.delegated(|| {
-                for i in 0..n {
-                    let p = cs.completions.borrow_mut().pop().expect("skein: completion missing");
-                    let panic = match panics.peek() {
-                        Some((j, _)) if *j == i => panics.next().map(|x| x.1),
-                        _ => None,
-                    };
-                    let o = Outcome { resp: out, panic };
-                    out = out.wrapping_add(p.aux as usize);
-                    // SAFETY: run immediately after the pop.
-                    unsafe { p.run(o) };
-                }
+                done.run_front::<false>(
+                    n,
+                    |i, aux| {
+                        let panic = match panics.peek() {
+                            Some((j, _)) if *j as usize == i => panics.next().map(|x| x.1),
+                            _ => None,
+                        };
+                        let o = Outcome { resp: out, panic };
+                        out = out.wrapping_add(aux as usize);
+                        o
+                    },
+                    |_, ()| {},
+                )
             });
-            cs.in_flight.set(0);
+            let mut newer = std::mem::replace(&mut cs.queued.borrow_mut().completions, done);
+            cs.queued.borrow_mut().completions.append(&mut newer);
+            *cs.spare.borrow_mut() = newer;
+            cs.acked.set(seq);
             bump(&self.ctr().finished, n as u64);
             useful = true;
         }
-        if cs.in_flight.get() == 0 && !cs.staging.borrow().is_empty() {
-            let max_words = pair.req.data_words();
-            let max_aux = pair.resp.data_bytes();
-            // SAFETY: rule (1) — nothing in flight, so the request slot is ours; the data area
-            // holds `max_words` words.
-            let (words, count, _aux) = unsafe {
-                cs.staging.borrow_mut().move_prefix_to(pair.req.data(), max_words, max_aux)
-            };
-            assert!(count > 0, "skein: a request does not fit in an empty slot");
-            debug_assert!(words >= HEADER_WORDS);
+        while cs.sent.get() - cs.acked.get() < PIPELINE as u64
+            && !cs.queued.borrow().staging.is_empty()
+        {
             let seq = cs.sent.get() + 1;
+            let lane = pair.lane(seq);
+            let max_words = lane.req.data_words();
+            let max_aux = lane.resp.data_bytes();
+            let mut q = cs.queued.borrow_mut();
+            // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
+            // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
+            // area holds `max_words` words.
+            let (words, count) =
+                unsafe { q.staging.move_prefix_to(lane.req.data(), max_words, max_aux) };
+            assert!(count > 0, "skein: a request does not fit in an empty slot");
+            drop(q);
+            cs.in_lane[(seq % PIPELINE as u64) as usize].set(count as u32);
+            debug_assert!(words >= HEADER_WORDS);
             cs.sent.set(seq);
-            cs.in_flight.set(count as u32);
             // SAFETY: rule (1) — we own the request slot and publish it now.
-            unsafe { pair.req.publish(seq, words as u32, count as u32) };
+            unsafe { lane.req.publish(seq, words as u32, count as u32) };
             S::add(&self.ctr().stats.batches_sent, 1);
+            self.wake_throttled(&cs.throttled);
             useful = true;
         }
         useful
@@ -578,7 +659,7 @@ impl Worker {
     ///
     /// True when one of this worker's own requests awaits a response, or local work is queued.
     fn own_work_due(&self) -> bool {
-        if self.clients.iter().any(|c| c.in_flight.get() > 0 || !c.staging.borrow().is_empty()) {
+        if self.clients.iter().any(|c| c.sent != c.acked || !c.queued.borrow().staging.is_empty()) {
             return true;
         }
         !self.ready.borrow().is_empty() || !self.local.borrow().is_empty()

@@ -33,7 +33,7 @@ pub(crate) mod prop;
 use crate::runtime::context;
 use crate::runtime::worker::{Outcome, Worker, STAGING_YIELD};
 use crate::sync::{fence, Arc, Ordering};
-use prop::{read_result, result_bytes, write_result, Prop, PropPtr, SendPtr};
+use prop::{read_result, write_result, Prop, PropPtr, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
@@ -203,7 +203,7 @@ impl<T> Trust<T> {
     #[inline]
     fn worker_for(&self, what: &str) -> &'static Worker {
         let w = context::expect(what);
-        if self.run != w.shared.run_id {
+        if self.run != w.run_id {
             panic!("skein: `{what}` on a Trust created by another run of a runtime");
         }
         w
@@ -215,10 +215,11 @@ impl<T> Trust<T> {
     }
 }
 
-/// Moves `job` to trustee `t` and suspends the calling fiber until its result is back.
-fn call_blocking<U, J>(w: &Worker, t: usize, job: J) -> U
+/// Moves `job` to trustee `t` and suspends the calling fiber until its result is back; it runs
+/// there as `job(target)` (`target`: the property's value, prefetched by the trustee).
+fn call_blocking<U, J>(w: &Worker, t: usize, target: *mut u8, job: J) -> U
 where
-    J: FnOnce() -> U + Send + 'static,
+    J: FnOnce(*mut u8) -> U + Send + 'static,
     U: Send + 'static,
 {
     let fid = w.current_fiber().expect("fiber");
@@ -231,11 +232,12 @@ where
         context::expect("apply").make_ready(fid);
     };
     if t == w.index {
-        w.push_local(move |()| deliver(catch_unwind(AssertUnwindSafe(job))));
+        w.push_local(target, move |tg| deliver(catch_unwind(AssertUnwindSafe(|| job(tg)))));
     } else {
-        w.send(
+        w.send::<ResultSpace<U>, _, _>(
             t,
-            move |out| match catch_unwind(AssertUnwindSafe(job)) {
+            target,
+            move |tg, out| match catch_unwind(AssertUnwindSafe(|| job(tg))) {
                 Ok(u) => {
                     // SAFETY: `out` is this request's result space in the response slot
                     // (slot rule 2; sized by result_bytes::<U>()).
@@ -244,7 +246,6 @@ where
                 }
                 Err(p) => Some(p),
             },
-            result_bytes::<U>(),
             move |o: Outcome| {
                 deliver(match o.panic {
                     // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
@@ -292,7 +293,7 @@ impl<T: Send + 'static> Trust<T> {
             // `f` (delegated, cannot block) runs to completion before anything else here.
             return w.delegated(|| f(unsafe { p.get_mut() }));
         }
-        call_blocking(w, t, move || on_trustee(p, f))
+        call_blocking(w, t, p.0 as *mut u8, move |tg| on_trustee(SendPtr(tg as *mut T), f))
     }
 
     /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
@@ -319,36 +320,40 @@ impl<T: Send + 'static> Trust<T> {
         G: FnOnce(U) + 'static,
     {
         let w = self.worker_for("apply_then");
-        let p = self.value();
+        let target = self.value().0 as *mut u8;
         let t = self.trustee as usize;
-        if t == w.index {
-            w.push_local(move |()| {
+        let queued = if t == w.index {
+            w.push_local(target, move |tg| {
+                let p = SendPtr(tg as *mut T);
                 match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
                     Ok(u) => run_then(then, u),
                     Err(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
                 }
-            });
+            })
         } else {
-            w.send(
+            w.send::<ResultSpace<U>, _, _>(
                 t,
-                move |out| match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
-                    Ok(u) => {
-                        // SAFETY: `out` is this request's result space (slot rule 2).
-                        unsafe { write_result(out, u) };
-                        None
+                target,
+                move |tg, out| {
+                    let p = SendPtr(tg as *mut T);
+                    match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
+                        Ok(u) => {
+                            // SAFETY: `out` is this request's result space (slot rule 2).
+                            unsafe { write_result(out, u) };
+                            None
+                        }
+                        Err(e) => Some(e),
                     }
-                    Err(e) => Some(e),
                 },
-                result_bytes::<U>(),
                 move |o: Outcome| match o.panic {
                     // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
                     None => run_then(then, unsafe { read_result::<U>(o.resp) }),
                     Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
                 },
-            );
-        }
-        if !w.in_delegated() && w.current_fiber().is_some() && w.backlog(t) >= STAGING_YIELD {
-            w.yield_now();
+            )
+        };
+        if queued >= STAGING_YIELD && !w.in_delegated() && w.current_fiber().is_some() {
+            w.throttle(t);
         }
     }
 

@@ -111,6 +111,13 @@ pub(crate) const fn result_bytes<U>() -> u32 {
     }
 }
 
+/// The response space of a request whose result is a `U`, as a record's `aux`.
+pub(crate) struct ResultSpace<U>(std::marker::PhantomData<U>);
+
+impl<U> crate::channel::record::Aux for ResultSpace<U> {
+    const AUX: u32 = result_bytes::<U>();
+}
+
 /// Writes a result into a response slot.
 ///
 /// # Safety

@@ -67,6 +67,10 @@ struct FetchAddArgs {
     /// Write the rows as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// After every skein measurement, print each worker's runtime statistics (requests
+    /// served, mean batch, busy fraction) to standard error.
+    #[arg(long)]
+    stats: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -179,6 +183,9 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
                         "parking_lot" => bench_lock::<ParkingLotCounter>(k, &seqs, a.pin),
                         _ => unreachable!("validated above"),
                     });
+                    if a.stats && imp.starts_with("apply") {
+                        print_stats(&format!("{imp} K={k}"), &rt.stats());
+                    }
                 }
             }
             for (imp, mut xs) in a.impls.iter().zip(samples) {
@@ -204,6 +211,25 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Prints one line per worker of a run's statistics to standard error.
+fn print_stats(what: &str, st: &skein::Stats) {
+    for (w, s) in st.workers.iter().enumerate() {
+        eprintln!(
+            "  [{what}] worker {w}: served {} in {} batches (mean {:.1}), sent {} in {} \
+             batches, local {}, fibers run {}, busy {:.1}% of {} loop passes",
+            s.requests_served,
+            s.batches_served,
+            s.mean_batch(),
+            s.requests_sent,
+            s.batches_sent,
+            s.local_requests,
+            s.fibers_run,
+            100.0 * s.busy_fraction(),
+            s.useful_polls + s.idle_polls
+        );
+    }
 }
 
 /// SplitMix64: a small deterministic generator (no dependency needed).
