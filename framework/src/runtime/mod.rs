@@ -158,7 +158,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let shared = Arc::new(Shared::new(self.cfg.clone()));
+        let shared = Shared::start(self.cfg.clone());
         let result: Arc<Mutex<Option<std::thread::Result<R>>>> = Arc::new(Mutex::new(None));
         let mut main = Some({
             let result = result.clone();

@@ -2,7 +2,22 @@
 
 use crate::channel::slot::SlotPair;
 use crate::stats::StatCounters;
-use crate::sync::{AtomicBool, AtomicU64, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex};
+use std::sync::Weak;
+
+/// The runs whose shared state is alive, by id: a handle dropped on a thread that is not a
+/// worker of its run finds the run here (a property does not point to its run).
+static RUNS: Mutex<Vec<(u32, Weak<Shared>)>> = Mutex::new(Vec::new());
+
+/// The shared state of run `id`, if it is still alive.
+pub(crate) fn find_run(id: u32) -> Option<Arc<Shared>> {
+    let weak = {
+        let runs = RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        runs.iter().find(|(r, _)| *r == id).map(|(_, w)| w.clone())
+    };
+    // Upgraded outside the lock: dropping the last `Arc` takes the lock again (`Drop`).
+    weak.and_then(|w| w.upgrade())
+}
 use crate::trust::prop::PropPtr;
 
 /// Runtime settings (from the builder).
@@ -68,8 +83,21 @@ pub(crate) struct Shared {
     pub(crate) foreign_pending: AtomicBool,
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        RUNS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(r, _)| *r != self.run_id);
+    }
+}
+
 impl Shared {
-    pub(crate) fn new(cfg: Config) -> Shared {
+    /// The shared state of a new run, registered for [`find_run`].
+    pub(crate) fn start(cfg: Config) -> Arc<Shared> {
+        let s = Arc::new(Shared::new(cfg));
+        RUNS.lock().unwrap_or_else(|e| e.into_inner()).push((s.run_id, Arc::downgrade(&s)));
+        s
+    }
+
+    fn new(cfg: Config) -> Shared {
         let n = cfg.workers;
         static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         Shared {

@@ -32,7 +32,7 @@ pub(crate) mod prop;
 
 use crate::runtime::context;
 use crate::runtime::worker::{Outcome, Worker, STAGING_YIELD};
-use crate::sync::{fence, Arc, Ordering};
+use crate::sync::{fence, Ordering};
 use prop::{read_result, write_result, Prop, PropPtr, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -90,9 +90,9 @@ impl TrusteeRef {
         let w = context::expect("entrust");
         assert!(self.worker < w.n, "skein: TrusteeRef from another runtime");
         Trust {
-            prop: prop::alloc(value, w.shared.clone()),
+            prop: prop::alloc(value),
             trustee: self.worker as u32,
-            run: w.shared.run_id,
+            run: w.run_id,
             _t: PhantomData,
         }
     }
@@ -160,32 +160,32 @@ impl<T> Drop for Trust<T> {
             return;
         }
         fence(Ordering::Acquire);
-        let shared = self.head().shared.clone();
-        release_last(PropPtr(self.prop.cast()), self.trustee as usize, shared);
+        release_last(PropPtr::of(self.prop), self.trustee as usize, self.run);
     }
 }
 
-fn release_last(p: PropPtr, t: usize, shared: Arc<crate::runtime::shared::Shared>) {
-    match context::current() {
-        Some(w) if Arc::ptr_eq(&w.shared, &shared) => {
-            if w.index == t {
-                w.schedule_free(p);
-            } else {
-                w.post(t, move || context::expect("free").schedule_free(p));
-            }
+fn release_last(p: PropPtr, t: usize, run: u32) {
+    if let Some(w) = context::current().filter(|w| w.run_id == run) {
+        if w.index == t {
+            w.schedule_free(p);
+        } else {
+            w.post(t, move || context::expect("free").schedule_free(p));
         }
-        _ => {
-            let mut f = shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
-            if f.running {
-                f.frees.push((t, p));
-                shared.foreign_pending.store(true, Ordering::Release);
-            } else {
-                drop(f);
-                // SAFETY: the count is zero and the run is over: nothing can reach the property.
-                unsafe { prop::free_prop(p) };
-            }
+        return;
+    }
+    // A thread that is not a worker of the property's run: hand the free to the trustee if the
+    // run is still going.
+    if let Some(shared) = crate::runtime::shared::find_run(run) {
+        let mut f = shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
+        if f.running {
+            f.frees.push((t, p));
+            shared.foreign_pending.store(true, Ordering::Release);
+            return;
         }
     }
+    // SAFETY: the count is zero and the run is over (its workers stopped, or its shared state
+    // is gone): nothing can reach the property.
+    unsafe { prop::free_prop(p) };
 }
 
 impl<T> Trust<T> {

@@ -2,17 +2,18 @@
 //!
 //! # Invariants
 //!
-//! 1. A property is a `Box<Prop<T>>` leaked into a [`PropPtr`]; its `head.free` is
-//!    `free_typed::<T>`; it is freed exactly once, by [`free_prop`], after its reference count
-//!    reached zero (see the argument in [`crate::trust`]).
+//! 1. A property is a `Box<Prop<T>>` leaked by [`alloc`]: a header of one atomic count, then
+//!    the value (16 bytes for a `u64`). It is freed exactly once, by [`free_prop`], after its
+//!    reference count reached zero (see the argument in [`crate::trust`]), through the
+//!    [`PropPtr`] that the last handle made with [`PropPtr::of`], which knows `T` and so
+//!    carries `free_typed::<T>`.
 //! 2. `&mut T` to a property's value is only created on its trustee's worker thread (or after
 //!    the runtime stopped), by delegated code that runs to completion without switching fibers,
 //!    so two such references never coexist.
 //! 3. A result written by [`write_result::<U>`] is read exactly once by [`read_result::<U>`]
 //!    with the same `U`, at the same offset, after the slot protocol handed the bytes over.
 
-use crate::runtime::shared::Shared;
-use crate::sync::{Arc, AtomicUsize, UnsafeCell};
+use crate::sync::{AtomicUsize, UnsafeCell};
 use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};
 
@@ -20,8 +21,6 @@ use std::ptr::{self, NonNull};
 #[repr(C)]
 pub(crate) struct PropHead {
     pub(crate) refs: AtomicUsize,
-    pub(crate) shared: Arc<Shared>,
-    free: unsafe fn(NonNull<PropHead>),
 }
 
 /// A property: header + value.
@@ -31,9 +30,20 @@ pub(crate) struct Prop<T> {
     pub(crate) value: UnsafeCell<T>,
 }
 
-/// Type-erased pointer to a property, movable between workers.
+/// Type-erased pointer to a property whose count reached zero, with the function that frees
+/// it; movable between workers.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PropPtr(pub(crate) NonNull<PropHead>);
+pub(crate) struct PropPtr {
+    ptr: NonNull<PropHead>,
+    free: unsafe fn(NonNull<PropHead>),
+}
+
+impl PropPtr {
+    /// The pointer to a `Prop<T>` made by [`alloc`].
+    pub(crate) fn of<T>(p: NonNull<Prop<T>>) -> PropPtr {
+        PropPtr { ptr: p.cast(), free: free_typed::<T> }
+    }
+}
 
 // SAFETY: the pointer is only dereferenced under invariants 1 and 2 (on the trustee, or to
 // touch the atomic count); the value type is `Send` (required by `entrust`).
@@ -45,9 +55,9 @@ unsafe fn free_typed<T>(p: NonNull<PropHead>) {
 }
 
 /// Allocates a property with count 1.
-pub(crate) fn alloc<T: Send + 'static>(value: T, shared: Arc<Shared>) -> NonNull<Prop<T>> {
+pub(crate) fn alloc<T: Send + 'static>(value: T) -> NonNull<Prop<T>> {
     let b = Box::new(Prop {
-        head: PropHead { refs: AtomicUsize::new(1), shared, free: free_typed::<T> },
+        head: PropHead { refs: AtomicUsize::new(1) },
         value: UnsafeCell::new(value),
     });
     NonNull::from(Box::leak(b))
@@ -59,10 +69,8 @@ pub(crate) fn alloc<T: Send + 'static>(value: T, shared: Arc<Shared>) -> NonNull
 /// Invariant 1: the count is zero and no request that names the property is still unserved;
 /// the caller runs on the trustee's worker or after the runtime stopped.
 pub(crate) unsafe fn free_prop(p: PropPtr) {
-    // SAFETY: the head is alive until this call (invariant 1).
-    let f = unsafe { p.0.as_ref().free };
-    // SAFETY: forwarded caller promise.
-    unsafe { f(p.0) }
+    // SAFETY: forwarded caller promise; `free` is the property's own (invariant 1).
+    unsafe { (p.free)(p.ptr) }
 }
 
 /// A `*mut T` that may be captured by a `Send` closure.
