@@ -30,8 +30,11 @@
 //! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, prefix moves), which
 //!    is a valid move for every Rust value that is not pinned; closures are never pinned.
 //! 4. A record's `words` (from its vtable) is its whole size, header included, so the next
-//!    record starts `words` words after it.
+//!    record starts `words` words after it. A consumed record's header word stays intact until
+//!    the queue writes over it (a later push), so the records consumed by a run can still be
+//!    walked to find where they end.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr;
@@ -163,6 +166,8 @@ pub(crate) struct RecordQueue<A, R> {
     len: usize,
     /// Sum of the live records' `aux`.
     aux: usize,
+    /// `(words, aux)` of every live record when they are all alike (words 0: not known so).
+    uniform: (u32, u32),
     _marker: PhantomData<fn(A) -> R>,
 }
 
@@ -177,7 +182,15 @@ impl<A, R> std::fmt::Debug for RecordQueue<A, R> {
 
 impl<A, R> Default for RecordQueue<A, R> {
     fn default() -> Self {
-        RecordQueue { buf: Vec::new(), head: 0, tail: 0, len: 0, aux: 0, _marker: PhantomData }
+        RecordQueue {
+            buf: Vec::new(),
+            head: 0,
+            tail: 0,
+            len: 0,
+            aux: 0,
+            uniform: (0, 0),
+            _marker: PhantomData,
+        }
     }
 }
 
@@ -277,6 +290,11 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
             }
             ptr::write(data as *mut F, f);
         }
+        if self.len == 0 {
+            self.uniform = (vt.words, vt.aux);
+        } else if self.uniform != (vt.words, vt.aux) {
+            self.uniform = (0, 0);
+        }
         self.tail += words;
         self.len += 1;
         self.aux += vt.aux as usize;
@@ -290,6 +308,7 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
         self.tail = 0;
         self.len = 0;
         self.aux = 0;
+        self.uniform = (0, 0);
     }
 
     /// Moves the longest prefix of records whose total size is at most `max_words` words and
@@ -311,6 +330,14 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
         if self.tail - self.head <= max_words && self.aux <= max_aux {
             // Everything fits: no need to walk the records.
             (w, n, aux) = (self.tail - self.head, self.len, self.aux);
+        } else if self.uniform.0 > 0 {
+            // All records alike: the prefix that fits is a division away.
+            let (rw, ra) = (self.uniform.0 as usize, self.uniform.1 as usize);
+            n = self.len.min(max_words / rw);
+            if ra > 0 {
+                n = n.min(max_aux / ra);
+            }
+            (w, aux) = (n * rw, n * ra);
         }
         while n < self.len {
             // SAFETY: n < len, so a record starts at head + w (invariants 1 and 4).
@@ -352,6 +379,13 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
                 w,
             )
         };
+        self.uniform = if self.len == 0 {
+            other.uniform
+        } else if self.uniform == other.uniform {
+            self.uniform
+        } else {
+            (0, 0)
+        };
         self.tail += w;
         self.len += other.len;
         self.aux += other.aux;
@@ -360,8 +394,8 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
 
     /// Runs the first `n` queued records in order (as [`run_records`] does; `n` at most
     /// [`RecordQueue::len`]) and removes them. Nothing can be pushed meanwhile (`&mut self`); if
-    /// a record's code unwinds, the records after it among the `n` are leaked, never dropped
-    /// twice.
+    /// a record's code unwinds, the records after it stay queued (and are dropped with the
+    /// queue), the ones before it and itself are consumed: none is consumed twice.
     pub(crate) fn run_front<const PREFETCH: bool>(
         &mut self,
         n: usize,
@@ -370,28 +404,48 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
     ) {
         assert!(n <= self.len, "skein: run_front({n}) on {} records", self.len);
         let start = self.buf[self.head..].as_ptr() as *const u64;
-        // The records' ownership passes to the loop below; find where they end first.
-        let mut w = 0;
-        if n == self.len {
-            w = self.tail - self.head;
-            self.aux = 0;
-        } else {
-            for _ in 0..n {
-                // SAFETY: fewer than `len` records were skipped, so one starts here (inv. 1, 4).
-                let h = unsafe { header::<A, R>(start.add(w)) };
-                w += h.words as usize;
-                self.aux -= h.aux as usize;
-            }
-        }
-        self.head += w;
-        self.len -= n;
-        if self.len == 0 {
-            self.clear_consumed();
-        }
+        let progress = Cell::new(0);
+        let mut g = Consume { q: self, start, progress: &progress, total: None };
         // SAFETY: `n` live records start at `start` (invariant 1); the buffer cannot change
-        // while `&mut self` is held (the bytes stay in place even though `head` moved), and
-        // the queue no longer counts them, so they are consumed once.
-        unsafe { run_records::<A, R, PREFETCH>(start, n, arg, each) }
+        // while `&mut self` is held; the guard removes exactly the records called (counted in
+        // `progress` right before each call), so each is consumed once even if one unwinds.
+        g.total =
+            Some(unsafe { run_records_with::<A, R, PREFETCH>(start, n, arg, each, &progress) });
+    }
+}
+
+/// Removes the records [`RecordQueue::run_front`] consumed from the queue when it ends or
+/// unwinds.
+struct Consume<'q, A: 'static, R: 'static> {
+    q: &'q mut RecordQueue<A, R>,
+    start: *const u64,
+    /// Records consumed so far.
+    progress: &'q Cell<usize>,
+    /// `(words, aux)` of all of them, known when the run ended normally.
+    total: Option<(usize, usize)>,
+}
+
+impl<A: 'static, R: 'static> Drop for Consume<'_, A, R> {
+    fn drop(&mut self) {
+        let n = self.progress.get();
+        let (w, aux) = self.total.unwrap_or_else(|| {
+            let (mut w, mut aux) = (0, 0);
+            for _ in 0..n {
+                // SAFETY: the first `n` records at `start` were live when the run began
+                // (invariant 1); headers stay readable after consumption (invariant 4).
+                let h = unsafe { header::<A, R>(self.start.add(w)) };
+                w += h.words as usize;
+                aux += h.aux as usize;
+            }
+            (w, aux)
+        });
+        let q = &mut *self.q;
+        q.head += w;
+        q.len -= n;
+        q.aux -= aux;
+        if q.len == 0 {
+            q.clear_consumed();
+        }
     }
 }
 
@@ -422,9 +476,27 @@ impl<A, R> Drop for RecordQueue<A, R> {
 pub(crate) unsafe fn run_records<A, R, const PREFETCH: bool>(
     src: *const u64,
     count: usize,
+    arg: impl FnMut(usize, u32) -> A,
+    each: impl FnMut(usize, R),
+) {
+    // SAFETY: forwarded caller promise.
+    unsafe { run_records_with::<A, R, PREFETCH>(src, count, arg, each, &Cell::new(0)) };
+}
+
+/// [`run_records`], counting in `progress` the records consumed (right before each is
+/// called). Returns the words and the summed `aux` of the `count` records.
+///
+/// # Safety
+/// As [`run_records`].
+#[inline(always)]
+unsafe fn run_records_with<A, R, const PREFETCH: bool>(
+    src: *const u64,
+    count: usize,
     mut arg: impl FnMut(usize, u32) -> A,
     mut each: impl FnMut(usize, R),
-) {
+    progress: &Cell<usize>,
+) -> (usize, usize) {
+    let mut aux = 0;
     let mut p = src as *mut u64;
     let mut ahead = src;
     let mut ahead_n = 0;
@@ -444,12 +516,16 @@ pub(crate) unsafe fn run_records<A, R, const PREFETCH: bool>(
         // SAFETY: per the caller's promise a live record starts at `p`.
         let h = unsafe { header::<A, R>(p) };
         let a = arg(i, h.aux);
+        aux += h.aux as usize;
+        progress.set(i + 1);
         // SAFETY: consuming the record once with its matching `call` (invariants 1, 2).
         let r = unsafe { (h.call)(p.add(HEADER_WORDS) as *mut u8, a) };
         each(i, r);
         // SAFETY: the next record starts right after this one (still inside the batch).
         p = unsafe { p.add(h.words as usize) };
     }
+    // SAFETY: both point into (or one past) the same batch.
+    (unsafe { p.offset_from(src) } as usize, aux)
 }
 
 #[cfg(test)]
@@ -582,6 +658,50 @@ mod tests {
         q.run_front::<false>(10, |i, _| i, |_, ()| {});
         let tail: Vec<usize> = out.borrow()[100..].iter().map(|x| x.0).collect();
         assert_eq!(tail, vec![1000, 1001, 1002, 1003, 1004, 2000, 2001, 2002, 2003, 2004]);
+    }
+
+    #[test]
+    fn prefix_of_mixed_records_is_walked() {
+        let mut q: RecordQueue<u32, u64> = RecordQueue::default();
+        for i in 0..30u64 {
+            if i % 2 == 0 {
+                q.push::<NoAux, _>(move |a| i + a as u64); // 2 words
+            } else {
+                let pad = [i, 0];
+                q.push::<Eight, _>(move |a| pad[0] + pad[1] + a as u64); // 3 words
+            }
+        }
+        let mut dst = vec![0u64; 64];
+        // SAFETY: dst holds 64 words.
+        let (w, n) = unsafe { q.move_prefix_to(dst.as_mut_ptr(), 11, 1000) };
+        assert_eq!((w, n, q.len(), q.aux), (10, 4, 26, 8 * 13));
+        let mut got = Vec::new();
+        // SAFETY: exactly n records were moved into dst.
+        unsafe {
+            run_records::<_, _, false>(dst.as_ptr(), n, |_, _| 0u32, |_, r: u64| got.push(r))
+        };
+        assert_eq!(got, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn run_front_unwinding_consumes_each_record_once() {
+        let rc = Rc::new(());
+        let mut q: RecordQueue<(), ()> = RecordQueue::default();
+        for i in 0..6 {
+            let r = rc.clone();
+            q.push::<NoAux, _>(move |()| {
+                let _r = r;
+                assert_ne!(i, 2, "record 2 fails");
+            });
+        }
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            q.run_front::<false>(5, |_, _| (), |_, ()| {})
+        }));
+        assert!(caught.is_err());
+        // records 0..=2 consumed (2 unwound, dropping its capture); 3, 4, 5 still queued
+        assert_eq!((q.len(), Rc::strong_count(&rc)), (3, 4));
+        drop(q);
+        assert_eq!(Rc::strong_count(&rc), 1);
     }
 
     #[test]
