@@ -334,8 +334,8 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
             // All records alike: the prefix that fits is a division away.
             let (rw, ra) = (self.uniform.0 as usize, self.uniform.1 as usize);
             n = self.len.min(max_words / rw);
-            if ra > 0 {
-                n = n.min(max_aux / ra);
+            if let Some(by_aux) = max_aux.checked_div(ra) {
+                n = n.min(by_aux);
             }
             (w, aux) = (n * rw, n * ra);
         }
