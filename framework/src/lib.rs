@@ -13,7 +13,7 @@
 //! | trustee | a worker in its role of owner of properties, serving requests for them |
 //! | property | a value owned by a trustee, reachable only through a [`Trust`] |
 //! | delegated context | code a trustee runs on behalf of a client (an `apply*` closure) or an `apply_then` continuation: it must not block |
-//! | slot | the per-(client, trustee) request/response buffers requests travel in, in batches |
+//! | slot | the per-(client, trustee) request/response buffers requests travel in, in batches; each pair has two *lanes* of them, so one batch is served while the next is filled |
 //!
 //! ## From `entrust` to many fibers
 //!

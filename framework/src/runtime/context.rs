@@ -29,10 +29,16 @@ pub(crate) fn current() -> Option<&'static Worker> {
 pub(crate) fn expect(what: &str) -> &'static Worker {
     match current() {
         Some(w) => w,
-        None => {
-            panic!("skein: `{what}` called outside a skein runtime (use it inside Runtime::run)")
-        }
+        None => outside(what),
     }
+}
+
+/// The panic of `what` called outside a runtime (out of line: callers' fast paths stay short).
+#[cold]
+#[inline(never)]
+#[track_caller]
+pub(crate) fn outside(what: &str) -> ! {
+    panic!("skein: `{what}` called outside a skein runtime (use it inside Runtime::run)")
 }
 
 /// Clears the pointer when dropped.

@@ -46,7 +46,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) quiesce_waiters: AtomicU64,
     /// `issued[t]`: requests this worker has queued for trustee `t` (local ones for itself).
     /// Each is also a task created on this worker (see `quiesce`).
-    pub(crate) issued: Box<[AtomicU64]>,
+    pub(crate) issued: Arc<[AtomicU64]>,
     /// Statistics.
     pub(crate) stats: StatCounters,
 }

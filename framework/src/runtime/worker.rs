@@ -13,7 +13,7 @@ use crate::channel::record::{prefetch, run_records, Aux, NoAux, RecordQueue, HEA
 use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
 use crate::stats::StatCounters as S;
-use crate::sync::{bump, set, Arc, Ordering};
+use crate::sync::{bump, set, Arc, AtomicU64, Ordering};
 use crate::trust::prop::{free_prop, PropPtr};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -73,6 +73,8 @@ pub(crate) struct Worker {
     pub(crate) n: usize,
     /// `shared.run_id`, one load closer.
     pub(crate) run_id: u32,
+    /// This worker's `issued` counters (`shared.counters[index].issued`), one load closer.
+    issued: Arc<[AtomicU64]>,
     pub(crate) shared: Arc<Shared>,
     clients: Box<[ClientSide]>,
     trustees: Box<[TrusteeSide]>,
@@ -108,6 +110,7 @@ impl Worker {
             index,
             n,
             run_id: shared.run_id,
+            issued: shared.counters[index].issued.clone(),
             clients: (0..n).map(|_| ClientSide::default()).collect(),
             trustees: (0..n).map(|_| TrusteeSide::default()).collect(),
             shared,
@@ -315,7 +318,7 @@ impl Worker {
         };
         // The one counter a request bumps: it is the request's creation for quiescence
         // detection, the count that frees wait for, and the `requests_sent` statistic.
-        bump(&self.ctr().issued[t], 1);
+        bump(&self.issued[t], 1);
         queued
     }
 
@@ -327,7 +330,7 @@ impl Worker {
             prefetch(target);
         }
         let queued = self.local.borrow_mut().push_targeted::<NoAux, _>(target, move |t, ()| job(t));
-        bump(&self.ctr().issued[self.index], 1);
+        bump(&self.issued[self.index], 1);
         queued
     }
 

@@ -201,18 +201,30 @@ impl<T> Trust<T> {
     }
 
     #[inline]
-    fn worker_for(&self, what: &str) -> &'static Worker {
-        let w = context::expect(what);
-        if self.run != w.run_id {
-            panic!("skein: `{what}` on a Trust created by another run of a runtime");
+    #[track_caller]
+    fn worker_for(&self, what: &'static str) -> &'static Worker {
+        match context::current() {
+            Some(w) if w.run_id == self.run => w,
+            w => wrong_context(what, w.is_some()),
         }
-        w
     }
 
     /// The trustee that owns the property.
     pub fn trustee(&self) -> TrusteeRef {
         TrusteeRef { worker: self.trustee as usize }
     }
+}
+
+/// The panic of a delegation call made outside a runtime, or on a handle of another run (out
+/// of line: the calls' fast path stays short).
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn wrong_context(what: &str, in_runtime: bool) -> ! {
+    if in_runtime {
+        panic!("skein: `{what}` on a Trust created by another run of a runtime");
+    }
+    context::outside(what)
 }
 
 /// Moves `job` to trustee `t` and suspends the calling fiber until its result is back; it runs
