@@ -71,6 +71,11 @@ struct FetchAddArgs {
     /// served, mean batch, busy fraction) to standard error.
     #[arg(long)]
     stats: bool,
+    /// Every implementation prefetches the object (skein handle or lock) it will use this
+    /// many operations ahead (0: none). With many objects the loops mostly wait for memory;
+    /// this shows how much of that waiting each can overlap.
+    #[arg(long, default_value_t = 0)]
+    prefetch: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -154,6 +159,7 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
         b = b.slot_size(s);
     }
     let rt = b.pin(a.pin).build().context("building the skein runtime")?;
+    let pf = a.prefetch;
     let mut rows = Vec::new();
     println!(
         "fetch-add: {} workers x {} increments, {} fibers/worker for `apply` (Mops/s{})",
@@ -177,16 +183,16 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
                 for (j, imp) in a.impls.iter().enumerate() {
                     samples[j].push(match imp.as_str() {
                         "apply" if k <= PAD_UP_TO => {
-                            bench_apply::<Padded<u64>>(&rt, k, &seqs, a.fibers)?
+                            bench_apply::<Padded<u64>>(&rt, k, &seqs, a.fibers, pf)?
                         }
-                        "apply" => bench_apply::<u64>(&rt, k, &seqs, a.fibers)?,
+                        "apply" => bench_apply::<u64>(&rt, k, &seqs, a.fibers, pf)?,
                         "apply_then" if k <= PAD_UP_TO => {
-                            bench_apply_then::<Padded<u64>>(&rt, k, &seqs)?
+                            bench_apply_then::<Padded<u64>>(&rt, k, &seqs, pf)?
                         }
-                        "apply_then" => bench_apply_then::<u64>(&rt, k, &seqs)?,
-                        "mutex" => bench_lock::<StdMutexCounter>(k, &seqs, a.pin),
-                        "spin" => bench_lock::<SpinCounter>(k, &seqs, a.pin),
-                        "parking_lot" => bench_lock::<ParkingLotCounter>(k, &seqs, a.pin),
+                        "apply_then" => bench_apply_then::<u64>(&rt, k, &seqs, pf)?,
+                        "mutex" => bench_lock::<StdMutexCounter>(k, &seqs, a.pin, pf),
+                        "spin" => bench_lock::<SpinCounter>(k, &seqs, a.pin, pf),
+                        "parking_lot" => bench_lock::<ParkingLotCounter>(k, &seqs, a.pin, pf),
                         _ => unreachable!("validated above"),
                     });
                     if a.stats && imp.starts_with("apply") {
@@ -317,10 +323,27 @@ impl Counter for Padded<u64> {
     }
 }
 
+/// Runs `op(seq[j])` for every `j`, first prefetching with `pf(seq[j + ahead])` when
+/// `ahead > 0`.
+#[inline(always)]
+fn each_op(seq: &[u32], ahead: usize, mut pf: impl FnMut(usize), mut op: impl FnMut(usize)) {
+    if ahead == 0 {
+        seq.iter().for_each(|&i| op(i as usize));
+        return;
+    }
+    for (j, &i) in seq.iter().enumerate() {
+        if let Some(&next) = seq.get(j + ahead) {
+            pf(next as usize);
+        }
+        op(i as usize);
+    }
+}
+
 fn bench_apply_then<C: Counter>(
     rt: &skein::Runtime,
     k: usize,
     seqs: &Arc<Vec<Vec<u32>>>,
+    pf: usize,
 ) -> anyhow::Result<f64> {
     let seqs = seqs.clone();
     let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
@@ -334,9 +357,12 @@ fn bench_apply_then<C: Counter>(
                 let trusts = trusts.clone();
                 let seqs = seqs.clone();
                 skein::spawn_on(me, move || {
-                    for &i in &seqs[me] {
-                        trusts[i as usize].apply_then(|c| c.incr(), |()| {});
-                    }
+                    each_op(
+                        &seqs[me],
+                        pf,
+                        |n| skein::prefetch(&trusts[n]),
+                        |i| trusts[i].apply_then(|c| c.incr(), |()| {}),
+                    );
                 })
             })
             .collect();
@@ -372,6 +398,7 @@ fn bench_apply<C: Counter>(
     k: usize,
     seqs: &Arc<Vec<Vec<u32>>>,
     fibers: usize,
+    pf: usize,
 ) -> anyhow::Result<f64> {
     let seqs = seqs.clone();
     let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
@@ -387,9 +414,13 @@ fn bench_apply<C: Counter>(
                 let seqs = seqs.clone();
                 hs.push(skein::spawn_on(me, move || {
                     // Fiber f takes every fibers-th operation of its worker's sequence.
-                    for &i in seqs[me].iter().skip(f).step_by(fibers) {
-                        trusts[i as usize].apply(|c| c.incr());
-                    }
+                    let mine: Vec<u32> = seqs[me].iter().skip(f).step_by(fibers).copied().collect();
+                    each_op(
+                        &mine,
+                        pf,
+                        |n| skein::prefetch(&trusts[n]),
+                        |i| trusts[i].apply(|c| c.incr()),
+                    );
                 }));
             }
         }
@@ -403,26 +434,38 @@ fn bench_apply<C: Counter>(
     Ok(expect as f64 / secs / 1e6)
 }
 
-fn bench_lock<L: LockedCounter>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, pin: bool) -> f64 {
+fn bench_lock<L: LockedCounter>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, pin: bool, pf: usize) -> f64 {
     if k <= PAD_UP_TO {
         let locks: Arc<Vec<Padded<L>>> = Arc::new((0..k).map(|_| Padded::default()).collect());
         run_lock_threads(
             seqs,
             pin,
+            pf,
             locks,
+            |l, i| skein::prefetch(&l[i]),
             |l, i| l[i].0.incr(),
             |l| l.iter().map(|x| x.0.get()).sum(),
         )
     } else {
         let locks: Arc<Vec<L>> = Arc::new((0..k).map(|_| L::default()).collect());
-        run_lock_threads(seqs, pin, locks, |l, i| l[i].incr(), |l| l.iter().map(|x| x.get()).sum())
+        run_lock_threads(
+            seqs,
+            pin,
+            pf,
+            locks,
+            |l, i| skein::prefetch(&l[i]),
+            |l, i| l[i].incr(),
+            |l| l.iter().map(|x| x.get()).sum(),
+        )
     }
 }
 
 fn run_lock_threads<C: Send + Sync + 'static>(
     seqs: &Arc<Vec<Vec<u32>>>,
     pin: bool,
+    ahead: usize,
     locks: Arc<C>,
+    pf: fn(&C, usize),
     op: fn(&C, usize),
     total: fn(&C) -> u64,
 ) -> f64 {
@@ -436,9 +479,7 @@ fn run_lock_threads<C: Send + Sync + 'static>(
                     skein::pin_current_thread(me);
                 }
                 barrier.wait();
-                for &i in &seqs[me] {
-                    op(&locks, i as usize);
-                }
+                each_op(&seqs[me], ahead, |n| pf(&locks, n), |i| op(&locks, i));
             })
         })
         .collect();

@@ -1,0 +1,61 @@
+//! `skein bench`, run as a user would run it (tiny sizes: these check behaviour, not speed).
+
+use std::process::{Command, Output};
+
+fn skein(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().expect("running skein")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn fetch_add_writes_one_row_per_measurement() {
+    let dir = std::env::temp_dir().join(format!("skein-cli-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("fa.json");
+    let o = skein(&[
+        "bench",
+        "fetch-add",
+        "--ops",
+        "3000",
+        "--objects",
+        "1,16,5000",
+        "--dist",
+        "both",
+        "--prefetch",
+        "4",
+        "--stats",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("apply_then/best-lock"), "{out}");
+    assert!(out.contains("[apply_then K=16] worker 1: served"), "{out}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(rows.len(), 3 * 2 * 5, "3 K x 2 distributions x 5 implementations");
+    for r in &rows {
+        assert!(r["mops"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(["uniform", "zipf"].contains(&r["dist"].as_str().unwrap()), "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fetch_add_refuses_bad_arguments() {
+    for (args, want) in [
+        (&["--objects", "0"][..], "--objects: every K must be in"),
+        (&["--impls", "apply,rwlock"][..], "unknown implementation `rwlock`"),
+        (&["--dist", "normal"][..], "expected uniform, zipf or both"),
+        (&["--workers", "0"][..], "--workers must be at least 1"),
+    ] {
+        let mut a = vec!["bench", "fetch-add", "--ops", "10"];
+        a.extend_from_slice(args);
+        let o = skein(&a);
+        assert!(!o.status.success(), "{args:?} should fail");
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+}
