@@ -451,6 +451,62 @@ mod loom_tests {
         });
     }
 
+    /// Two lanes, three batches, up to two in flight: the trustee serves them in order while
+    /// the client fills the other lane, and consumes each response before reusing its lane.
+    #[test]
+    fn loom_lanes_pipelined() {
+        const N: u64 = 3;
+        loom::model(|| {
+            let pair = Arc::new(SlotPair::new(512));
+            let p2 = pair.clone();
+            let t = loom::thread::spawn(move || {
+                let mut served = 0;
+                while served < N {
+                    let seq = served + 1;
+                    let lane = p2.lane(seq);
+                    if lane.req.seq() != seq {
+                        loom::thread::yield_now();
+                        continue;
+                    }
+                    // SAFETY: rule 2 — Acquire-loaded the next batch in its lane.
+                    unsafe {
+                        let (w, n) = lane.req.batch();
+                        *lane.resp.data() = *lane.req.data() + 1;
+                        lane.resp.publish(seq, w, n);
+                    }
+                    served = seq;
+                }
+            });
+            let (mut sent, mut acked) = (0u64, 0u64);
+            while acked < N {
+                if sent < N && sent - acked < PIPELINE as u64 {
+                    let seq = sent + 1;
+                    let lane = pair.lane(seq);
+                    // SAFETY: rule 1 — this lane's previous batch (seq - PIPELINE) was consumed.
+                    unsafe {
+                        *lane.req.data() = 10 * seq;
+                        lane.req.publish(seq, 1, seq as u32);
+                    }
+                    sent = seq;
+                    continue;
+                }
+                let seq = acked + 1;
+                let lane = pair.lane(seq);
+                if lane.resp.seq() != seq {
+                    loom::thread::yield_now();
+                    continue;
+                }
+                // SAFETY: rule 3 — Acquire-loaded the response of batch seq.
+                unsafe {
+                    assert_eq!(lane.resp.batch(), (1, seq as u32));
+                    assert_eq!(*lane.resp.data(), 10 * seq + 1);
+                }
+                acked = seq;
+            }
+            t.join().unwrap();
+        });
+    }
+
     /// Release/Acquire publication: every interleaving round-trips every batch intact.
     #[test]
     fn loom_slot_round_trip() {
