@@ -23,8 +23,9 @@
 //! # Invariants (the whole module's unsafe code relies on them)
 //!
 //! 1. Every record in `buf[head..tail]` was written by [`RecordQueue::push`] or
-//!    [`RecordQueue::push_targeted`] (or moved there by [`RecordQueue::move_front_to`]) and
-//!    holds a live closure of the type its vtable was instantiated with.
+//!    [`RecordQueue::push_targeted`] (or moved there by [`RecordQueue::append`], or moved out
+//!    to a batch by [`RecordQueue::move_prefix_to`]) and holds a live closure of the type its
+//!    vtable was instantiated with.
 //! 2. A record is consumed exactly once: either `call` (which `ptr::read`s the closure before
 //!    running any user code) or `drop`. After consumption its bytes are dead.
 //! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, prefix moves), which
@@ -113,8 +114,8 @@ fn vt_targeted<F: FnOnce(*mut u8, A) -> R, A: 'static, R: 'static, X: Aux>(
 }
 
 unsafe fn call_plain<F: FnOnce(A) -> R, A, R>(p: *mut u8, a: A) -> R {
-    // SAFETY: the record was written by `push_inline::<F>` with the closure at `p`, 8-aligned
-    // and F's align <= 8 (invariant 1); this is its one consumption (invariant 2).
+    // SAFETY: the record was written by `push_raw` with F's plain vtable and the closure at
+    // `p`, 8-aligned and F's align <= 8 (invariant 1); this is its one consumption (inv. 2).
     let f = unsafe { ptr::read(p as *const F) };
     f(a)
 }
@@ -125,8 +126,8 @@ unsafe fn drop_plain<F>(p: *mut u8) {
 }
 
 unsafe fn call_targeted<F: FnOnce(*mut u8, A) -> R, A, R>(p: *mut u8, a: A) -> R {
-    // SAFETY: written by `push_targeted::<F>`: the target word at `p`, the closure after it
-    // (invariant 1); this is its one consumption (invariant 2).
+    // SAFETY: written by `push_raw` with F's targeted vtable: the target word at `p`, the
+    // closure after it (invariant 1); this is its one consumption (invariant 2).
     let (target, f) = unsafe { (ptr::read(p as *const *mut u8), ptr::read(p.add(8) as *const F)) };
     f(target, a)
 }
