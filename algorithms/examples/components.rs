@@ -45,7 +45,7 @@ impl Part {
 }
 
 fn components(graph: Arc<Csr>, workers: usize) -> Result<Vec<u64>, skein::Error> {
-    let rt = Runtime::builder().workers(workers).slot_size(64 * 1024).build()?;
+    let rt = Runtime::builder().workers(workers).slot_size(32 * 1024).build()?;
     rt.run(move || {
         let np = skein::num_workers();
         let parts = Arc::new(Partitioning::new(graph.num_vertices(), np));

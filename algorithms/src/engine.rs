@@ -66,7 +66,9 @@ pub struct EngineOptions {
     /// BFS is indifferent.
     pub chunk: usize,
     /// Bytes of each request/response slot's overflow block: the batch size between
-    /// two workers (see [`skein::Builder::slot_size`]).
+    /// two workers (see [`skein::Builder::slot_size`]). Each (client, trustee) pair has two
+    /// lanes of two slots, so a search allocates `4 × workers² × slot_bytes`; 32 KiB keeps
+    /// that at the footprint the runtime had with one lane of 64 KiB slots.
     pub slot_bytes: usize,
     /// BFS goes bottom-up when the frontier's arcs exceed the unvisited vertices'
     /// arcs / `alpha` (0: never bottom-up).
@@ -83,7 +85,7 @@ impl Default for EngineOptions {
             pin: false,
             delta: DEFAULT_DELTA,
             chunk: 64,
-            slot_bytes: 64 * 1024,
+            slot_bytes: 32 * 1024,
             alpha: 15,
             beta: 18,
         }

@@ -8,7 +8,7 @@
 //!      │ panics                       │
 //! 64   ├──────────────────────────────┤
 //!      │ first 64 bytes of records    │
-//! 128  ├──────────────────────────────┤  overflow block (default 4096 or 1024 bytes)
+//! 128  ├──────────────────────────────┤  overflow block (default 8192 or 1024 bytes)
 //!      │ more records / results       │
 //!      └──────────────────────────────┘
 //! ```
@@ -53,7 +53,7 @@ pub(crate) const PRIMARY_DATA: usize = 64;
 /// Default overflow block size.
 pub(crate) const DEFAULT_OVERFLOW: usize = 1024;
 /// Default overflow block size for runtimes of at most 16 workers.
-pub(crate) const DEFAULT_OVERFLOW_FEW_WORKERS: usize = 4096;
+pub(crate) const DEFAULT_OVERFLOW_FEW_WORKERS: usize = 8192;
 /// Batches that may be in flight at once between one client and one trustee (lanes per pair).
 pub(crate) const PIPELINE: usize = 2;
 
