@@ -3,22 +3,22 @@
 use crate::channel::slot::SlotPair;
 use crate::stats::StatCounters;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex};
+use crate::trust::prop::PropPtr;
 use std::sync::Weak;
 
 /// The runs whose shared state is alive, by id: a handle dropped on a thread that is not a
 /// worker of its run finds the run here (a property does not point to its run).
-static RUNS: Mutex<Vec<(u32, Weak<Shared>)>> = Mutex::new(Vec::new());
+static LIVE_RUNS: Mutex<Vec<(u32, Weak<Shared>)>> = Mutex::new(Vec::new());
 
 /// The shared state of run `id`, if it is still alive.
 pub(crate) fn find_run(id: u32) -> Option<Arc<Shared>> {
     let weak = {
-        let runs = RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        let runs = LIVE_RUNS.lock().unwrap_or_else(|e| e.into_inner());
         runs.iter().find(|(r, _)| *r == id).map(|(_, w)| w.clone())
     };
     // Upgraded outside the lock: dropping the last `Arc` takes the lock again (`Drop`).
     weak.and_then(|w| w.upgrade())
 }
-use crate::trust::prop::PropPtr;
 
 /// Runtime settings (from the builder).
 #[derive(Debug, Clone)]
@@ -85,7 +85,7 @@ pub(crate) struct Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        RUNS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(r, _)| *r != self.run_id);
+        LIVE_RUNS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(r, _)| *r != self.run_id);
     }
 }
 
@@ -93,7 +93,7 @@ impl Shared {
     /// The shared state of a new run, registered for [`find_run`].
     pub(crate) fn start(cfg: Config) -> Arc<Shared> {
         let s = Arc::new(Shared::new(cfg));
-        RUNS.lock().unwrap_or_else(|e| e.into_inner()).push((s.run_id, Arc::downgrade(&s)));
+        LIVE_RUNS.lock().unwrap_or_else(|e| e.into_inner()).push((s.run_id, Arc::downgrade(&s)));
         s
     }
 

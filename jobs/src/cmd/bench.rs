@@ -323,16 +323,23 @@ impl Counter for Padded<u64> {
     }
 }
 
-/// Runs `op(seq[j])` for every `j`, first prefetching with `pf(seq[j + ahead])` when
-/// `ahead > 0`.
+/// Runs `op(seq[j])` for `j = first, first + step, ...`, first prefetching with
+/// `pf(seq[j + ahead * step])` when `ahead > 0`.
 #[inline(always)]
-fn each_op(seq: &[u32], ahead: usize, mut pf: impl FnMut(usize), mut op: impl FnMut(usize)) {
+fn each_op(
+    seq: &[u32],
+    (first, step): (usize, usize),
+    ahead: usize,
+    mut pf: impl FnMut(usize),
+    mut op: impl FnMut(usize),
+) {
+    let mine = seq.iter().skip(first).step_by(step);
     if ahead == 0 {
-        seq.iter().for_each(|&i| op(i as usize));
+        mine.for_each(|&i| op(i as usize));
         return;
     }
-    for (j, &i) in seq.iter().enumerate() {
-        if let Some(&next) = seq.get(j + ahead) {
+    for (k, &i) in mine.enumerate() {
+        if let Some(&next) = seq.get(first + (k + ahead) * step) {
             pf(next as usize);
         }
         op(i as usize);
@@ -359,6 +366,7 @@ fn bench_apply_then<C: Counter>(
                 skein::spawn_on(me, move || {
                     each_op(
                         &seqs[me],
+                        (0, 1),
                         pf,
                         |n| skein::prefetch(&trusts[n]),
                         |i| trusts[i].apply_then(|c| c.incr(), |()| {}),
@@ -414,9 +422,9 @@ fn bench_apply<C: Counter>(
                 let seqs = seqs.clone();
                 hs.push(skein::spawn_on(me, move || {
                     // Fiber f takes every fibers-th operation of its worker's sequence.
-                    let mine: Vec<u32> = seqs[me].iter().skip(f).step_by(fibers).copied().collect();
                     each_op(
-                        &mine,
+                        &seqs[me],
+                        (f, fibers),
                         pf,
                         |n| skein::prefetch(&trusts[n]),
                         |i| trusts[i].apply(|c| c.incr()),
@@ -479,7 +487,7 @@ fn run_lock_threads<C: Send + Sync + 'static>(
                     skein::pin_current_thread(me);
                 }
                 barrier.wait();
-                each_op(&seqs[me], ahead, |n| pf(&locks, n), |i| op(&locks, i));
+                each_op(&seqs[me], (0, 1), ahead, |n| pf(&locks, n), |i| op(&locks, i));
             })
         })
         .collect();
