@@ -69,6 +69,15 @@ impl LockedCounter for SpinCounter {
 #[repr(align(64))]
 pub struct Padded<L>(pub L);
 
+impl<L: LockedCounter> LockedCounter for Padded<L> {
+    fn incr(&self) {
+        self.0.incr()
+    }
+    fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +99,7 @@ mod tests {
         count::<StdMutexCounter>();
         count::<ParkingLotCounter>();
         count::<SpinCounter>();
+        count::<Padded<SpinCounter>>();
+        assert_eq!(std::mem::align_of::<Padded<SpinCounter>>(), 64);
     }
 }

@@ -444,39 +444,21 @@ fn bench_apply<C: Counter>(
 
 fn bench_lock<L: LockedCounter>(k: usize, seqs: &Arc<Vec<Vec<u32>>>, pin: bool, pf: usize) -> f64 {
     if k <= PAD_UP_TO {
-        let locks: Arc<Vec<Padded<L>>> = Arc::new((0..k).map(|_| Padded::default()).collect());
-        run_lock_threads(
-            seqs,
-            pin,
-            pf,
-            locks,
-            |l, i| skein::prefetch(&l[i]),
-            |l, i| l[i].0.incr(),
-            |l| l.iter().map(|x| x.0.get()).sum(),
-        )
+        run_lock_threads::<Padded<L>>(k, seqs, pin, pf)
     } else {
-        let locks: Arc<Vec<L>> = Arc::new((0..k).map(|_| L::default()).collect());
-        run_lock_threads(
-            seqs,
-            pin,
-            pf,
-            locks,
-            |l, i| skein::prefetch(&l[i]),
-            |l, i| l[i].incr(),
-            |l| l.iter().map(|x| x.get()).sum(),
-        )
+        run_lock_threads::<L>(k, seqs, pin, pf)
     }
 }
 
-fn run_lock_threads<C: Send + Sync + 'static>(
+/// One thread per sequence increments `k` counters of type `C`, each prefetching the lock
+/// `ahead` operations ahead (0: none); returns Mops/s.
+fn run_lock_threads<C: LockedCounter>(
+    k: usize,
     seqs: &Arc<Vec<Vec<u32>>>,
     pin: bool,
     ahead: usize,
-    locks: Arc<C>,
-    pf: fn(&C, usize),
-    op: fn(&C, usize),
-    total: fn(&C) -> u64,
 ) -> f64 {
+    let locks: Arc<Vec<C>> = Arc::new((0..k).map(|_| C::default()).collect());
     let w = seqs.len();
     let barrier = Arc::new(Barrier::new(w + 1));
     let hs: Vec<_> = (0..w)
@@ -487,7 +469,13 @@ fn run_lock_threads<C: Send + Sync + 'static>(
                     skein::pin_current_thread(me);
                 }
                 barrier.wait();
-                each_op(&seqs[me], (0, 1), ahead, |n| pf(&locks, n), |i| op(&locks, i));
+                each_op(
+                    &seqs[me],
+                    (0, 1),
+                    ahead,
+                    |n| skein::prefetch(&locks[n]),
+                    |i| locks[i].incr(),
+                );
             })
         })
         .collect();
@@ -498,7 +486,8 @@ fn run_lock_threads<C: Send + Sync + 'static>(
     }
     let secs = t0.elapsed().as_secs_f64();
     let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
-    assert_eq!(total(&locks), expect, "lock benchmark lost increments");
+    let total: u64 = locks.iter().map(LockedCounter::get).sum();
+    assert_eq!(total, expect, "lock benchmark lost increments");
     expect as f64 / secs / 1e6
 }
 
