@@ -1,40 +1,52 @@
-//! Type-erased `FnOnce` records packed into word buffers.
+//! Requests as type-erased records packed into word buffers, and the queue a client keeps them
+//! in until they are answered.
 //!
-//! A *record* is a closure stored by value (no allocation) behind a one-word header:
+//! A *request* is two closures: `Q(target, out) -> Option<PanicPayload>`, which runs on the
+//! trustee and writes its result at `out`, and `D(Outcome)`, which runs on the client
+//! afterwards. A request is one record, both closures stored by value (no allocation) behind
+//! a one-word header:
 //!
 //! ```text
-//! word 0: &'static VTable — call (moves the closure out and runs it), drop (drops it unrun),
-//!         words (record size), aux (free for the user: result bytes), targeted (below)
-//! word 1: target address            (targeted records only)
-//! word 1 or 2 ..: the closure's bytes, 8-byte aligned
+//! word 0: &'static VTable   (the code id: one constant per (Q, D) type pair)
+//! word 1: target address    (the property the request works on; null: none)
+//! word 2 ..: Q's bytes, then D's bytes, each rounded up to whole words
 //! ```
 //!
-//! The vtable is a constant of the closure type (one per monomorphization), so a record of a
-//! closure that captures only a property address is two words: the code id and the address.
-//! This is the wire format of a request batch in-process: the vtable address is the *code id*,
-//! the target is the *property address*, the closure bytes are the captured environment. A
-//! trustee that runs a batch reads the targets of the records ahead of the one it runs and
-//! prefetches them ([`run_records`]), so the cache misses of a batch over many properties
-//! overlap instead of following one another.
+//! A record of a request that captures only a property address and answers nothing is two
+//! words: the code id and the address. This is the in-process wire format of a batch: a client
+//! copies a prefix of its queue into a request slot ([`RecordQueue::send_to`]) and the trustee
+//! runs the copy's `Q` halves ([`serve_batch`]), skipping `D`'s bytes (the record size in the
+//! vtable covers both). The client keeps its own copy of the records, whose `D` halves it runs
+//! when the response comes back ([`RecordQueue::complete_front`]). A request to the worker's
+//! own trustee role is never copied: [`RecordQueue::run_local`] runs `Q` and then `D` in place.
+//! Either way a trustee reads the targets of the records ahead of the one it runs and
+//! prefetches them, so the cache misses of a batch over many properties overlap.
+//!
+//! One queue per (client, trustee) pair, the client's own trustee role included: issuing a
+//! request is the same few stores whichever worker the property belongs to.
 //!
 //! Closures that are larger than [`INLINE_MAX`] bytes or need more than 8-byte alignment are
 //! boxed, and the record holds the box (one word).
 //!
 //! # Invariants (the whole module's unsafe code relies on them)
 //!
-//! 1. Every record in `buf[head..tail]` was written by [`RecordQueue::push`] or
-//!    [`RecordQueue::push_targeted`] (or moved there by [`RecordQueue::append`], or moved out
-//!    to a batch by [`RecordQueue::move_prefix_to`]) and holds a live closure of the type its
-//!    vtable was instantiated with.
-//! 2. A record is consumed exactly once: either `call` (which `ptr::read`s the closure before
-//!    running any user code) or `drop`. After consumption its bytes are dead.
-//! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, prefix moves), which
-//!    is a valid move for every Rust value that is not pinned; closures are never pinned.
+//! 1. Every record in a queue's `buf[head..tail]` was written by [`RecordQueue::push`] (and
+//!    possibly moved since, invariant 3) with the vtable of its closure types. The records in
+//!    `buf[head..sent_end]` are *in flight*: their `Q` was handed to a batch (the bytes here are
+//!    dead), their `D` is live. The records in `buf[sent_end..tail]` are *staged*: both halves
+//!    are live.
+//! 2. Each half of a record is consumed exactly once, by reading its closure out before any
+//!    user code runs: `Q` by `call` (the trustee's copy, or in place by `local`) or `drop`;
+//!    `D` by `done`, `local` or `drop_done`. Consumed bytes are dead.
+//! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, appends, the copy
+//!    into a batch), a valid move for every Rust value that is not pinned; closures never are.
+//!    The copy into a batch duplicates the bytes; invariant 1 says which copy owns which half.
 //! 4. A record's `words` (from its vtable) is its whole size, header included, so the next
-//!    record starts `words` words after it. A consumed record's header word stays intact until
-//!    the queue writes over it (a later push), so the records consumed by a run can still be
-//!    walked to find where they end.
+//!    record starts `words` words after it. A consumed record's header and target words stay
+//!    intact until the queue writes over them (a later push), so the records consumed by a run
+//!    can still be walked to find where they end.
 
+use super::slot::PanicPayload;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
@@ -44,18 +56,37 @@ use std::ptr;
 pub(crate) const INLINE_MAX: usize = 256;
 /// Header size in words.
 pub(crate) const HEADER_WORDS: usize = 1;
-/// How many records ahead of the one running [`run_records`] prefetches targets.
+/// How many records ahead of the one running a trustee prefetches targets.
 const PREFETCH_AHEAD: usize = 8;
+/// Result bytes a request may ask for (`aux`): a request to the local trustee writes its result
+/// into a stack buffer of this size.
+pub(crate) const MAX_AUX: usize = 256;
 
-/// The static description of one record type.
-pub(crate) struct VTable<A, R> {
-    call: unsafe fn(*mut u8, A) -> R,
+/// What a client learns about one request when its response comes back.
+pub(crate) struct Outcome {
+    /// The request's result bytes (unspecified if it panicked).
+    pub(crate) resp: *const u8,
+    /// The panic payload if the delegated closure panicked.
+    pub(crate) panic: Option<PanicPayload>,
+}
+
+/// The static description of one record type `(Q, D)`. Every function takes the address of
+/// the record's word 1 (its target word).
+pub(crate) struct VTable {
+    /// Moves `Q` out and runs it with the target and the result space.
+    call: unsafe fn(*mut u8, *mut u8) -> Option<PanicPayload>,
+    /// Drops `Q` unrun.
     drop: unsafe fn(*mut u8),
+    /// Moves `D` out and runs it with the outcome.
+    done: unsafe fn(*mut u8, Outcome),
+    /// Drops `D` unrun.
+    drop_done: unsafe fn(*mut u8),
+    /// Runs `Q` with a result space of its own, then `D` with the outcome.
+    local: unsafe fn(*mut u8),
     /// Record size in words, header included.
     words: u32,
+    /// Result bytes the request needs in the response (a multiple of 8, at most [`MAX_AUX`]).
     aux: u32,
-    /// The first data word is a target address (a prefetch hint).
-    targeted: bool,
 }
 
 /// A per-type constant stored in every record header of that type (`aux`).
@@ -75,66 +106,90 @@ const fn words_of<F>() -> usize {
     size_of::<F>().div_ceil(8)
 }
 
-/// Holder of the vtable constants of closure type `F`.
-struct Vt<F, A, R, X>(PhantomData<VtTypes<F, A, R, X>>);
+/// Holder of the vtable constant of the closure pair `(Q, D)` with result space `X::AUX`.
+struct Vt<Q, D, X>(PhantomData<VtTypes<Q, D, X>>);
 
 /// The types a [`Vt`] is instantiated with (function types: no auto-trait or drop effects).
-type VtTypes<F, A, R, X> = (fn(A) -> R, fn() -> F, fn() -> X);
+type VtTypes<Q, D, X> = (fn() -> Q, fn() -> D, fn() -> X);
 
-impl<F: FnOnce(A) -> R, A: 'static, R: 'static, X: Aux> Vt<F, A, R, X> {
-    const PLAIN: &'static VTable<A, R> = &VTable {
-        call: call_plain::<F, A, R>,
-        drop: drop_plain::<F>,
-        words: (HEADER_WORDS + words_of::<F>()) as u32,
-        aux: X::AUX,
-        targeted: false,
+impl<Q, D, X> Vt<Q, D, X>
+where
+    Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    D: FnOnce(Outcome),
+    X: Aux,
+{
+    const VT: &'static VTable = &{
+        assert!(X::AUX as usize <= MAX_AUX && X::AUX % 8 == 0, "skein: result space too big");
+        VTable {
+            call: call_q::<Q>,
+            drop: drop_q::<Q>,
+            done: call_d::<Q, D>,
+            drop_done: drop_d::<Q, D>,
+            local: call_local::<Q, D>,
+            words: (HEADER_WORDS + 1 + words_of::<Q>() + words_of::<D>()) as u32,
+            aux: X::AUX,
+        }
     };
 }
 
-impl<F: FnOnce(*mut u8, A) -> R, A: 'static, R: 'static, X: Aux> Vt<F, A, R, X> {
-    const TARGETED: &'static VTable<A, R> = &VTable {
-        call: call_targeted::<F, A, R>,
-        drop: drop_targeted::<F>,
-        words: (HEADER_WORDS + 1 + words_of::<F>()) as u32,
-        aux: X::AUX,
-        targeted: true,
+/// `(Q, D)`'s vtable (the arguments only name the types).
+fn vt_of<Q, D, X>(_: &Q, _: &D) -> &'static VTable
+where
+    Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    D: FnOnce(Outcome),
+    X: Aux,
+{
+    Vt::<Q, D, X>::VT
+}
+
+/// Where `D` starts, in bytes from the target word.
+const fn d_offset<Q>() -> usize {
+    8 + 8 * words_of::<Q>()
+}
+
+unsafe fn call_q<Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>>(
+    p: *mut u8,
+    out: *mut u8,
+) -> Option<PanicPayload> {
+    // SAFETY: written by `push` with (Q, D)'s vtable: the target word at `p`, Q after it
+    // (invariant 1); this is Q's one consumption (invariant 2).
+    let (target, q) = unsafe { (ptr::read(p as *const *mut u8), ptr::read(p.add(8) as *const Q)) };
+    q(target, out)
+}
+
+unsafe fn drop_q<Q>(p: *mut u8) {
+    // SAFETY: as in `call_q`; Q is consumed here instead.
+    unsafe { ptr::drop_in_place(p.add(8) as *mut Q) }
+}
+
+unsafe fn call_d<Q, D: FnOnce(Outcome)>(p: *mut u8, o: Outcome) {
+    // SAFETY: D follows Q in the record (invariant 1); this is D's one consumption (inv. 2).
+    let d = unsafe { ptr::read(p.add(d_offset::<Q>()) as *const D) };
+    d(o)
+}
+
+unsafe fn drop_d<Q, D>(p: *mut u8) {
+    // SAFETY: as in `call_d`; D is consumed here instead.
+    unsafe { ptr::drop_in_place(p.add(d_offset::<Q>()) as *mut D) }
+}
+
+unsafe fn call_local<Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>, D: FnOnce(Outcome)>(
+    p: *mut u8,
+) {
+    // SAFETY: a staged record: both halves live (invariant 1), both consumed here (inv. 2),
+    // each read out before any user code runs.
+    let (target, q, d) = unsafe {
+        (
+            ptr::read(p as *const *mut u8),
+            ptr::read(p.add(8) as *const Q),
+            ptr::read(p.add(d_offset::<Q>()) as *const D),
+        )
     };
-}
-
-/// `F`'s plain vtable (the argument only names the type).
-fn vt_plain<F: FnOnce(A) -> R, A: 'static, R: 'static, X: Aux>(_: &F) -> &'static VTable<A, R> {
-    Vt::<F, A, R, X>::PLAIN
-}
-
-/// `F`'s targeted vtable (the argument only names the type).
-fn vt_targeted<F: FnOnce(*mut u8, A) -> R, A: 'static, R: 'static, X: Aux>(
-    _: &F,
-) -> &'static VTable<A, R> {
-    Vt::<F, A, R, X>::TARGETED
-}
-
-unsafe fn call_plain<F: FnOnce(A) -> R, A, R>(p: *mut u8, a: A) -> R {
-    // SAFETY: the record was written by `push_raw` with F's plain vtable and the closure at
-    // `p`, 8-aligned and F's align <= 8 (invariant 1); this is its one consumption (inv. 2).
-    let f = unsafe { ptr::read(p as *const F) };
-    f(a)
-}
-
-unsafe fn drop_plain<F>(p: *mut u8) {
-    // SAFETY: as in `call_plain`; the record is consumed here instead.
-    unsafe { ptr::drop_in_place(p as *mut F) }
-}
-
-unsafe fn call_targeted<F: FnOnce(*mut u8, A) -> R, A, R>(p: *mut u8, a: A) -> R {
-    // SAFETY: written by `push_raw` with F's targeted vtable: the target word at `p`, the
-    // closure after it (invariant 1); this is its one consumption (invariant 2).
-    let (target, f) = unsafe { (ptr::read(p as *const *mut u8), ptr::read(p.add(8) as *const F)) };
-    f(target, a)
-}
-
-unsafe fn drop_targeted<F>(p: *mut u8) {
-    // SAFETY: as in `call_targeted`; the record is consumed here instead.
-    unsafe { ptr::drop_in_place(p.add(8) as *mut F) }
+    // The result space: `aux` <= MAX_AUX bytes (checked in the vtable constant), 8-aligned.
+    let mut space = MaybeUninit::<[u64; MAX_AUX / 8]>::uninit();
+    let out = space.as_mut_ptr() as *mut u8;
+    let panic = q(target, out);
+    d(Outcome { resp: out, panic })
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect where there is no such instruction).
@@ -152,58 +207,139 @@ pub(crate) fn prefetch(p: *const u8) {
 /// Reads the header of the record at `at`.
 ///
 /// # Safety
-/// A live record starts at `at` (invariant 1).
+/// A record starts at `at` (invariants 1 and 4: consumed records keep their header).
 #[inline(always)]
-unsafe fn header<'a, A, R>(at: *const u64) -> &'a VTable<A, R> {
-    // SAFETY: word 0 of a record is a `&'static VTable<A, R>` (invariant 1).
-    unsafe { &*ptr::read(at as *const *const VTable<A, R>) }
+unsafe fn header<'a>(at: *const u64) -> &'a VTable {
+    // SAFETY: word 0 of a record is a `&'static VTable` (invariant 1).
+    unsafe { &*ptr::read(at as *const *const VTable) }
 }
 
-/// A FIFO of type-erased `FnOnce(A) -> R` closures stored inline in one growable word buffer.
-pub(crate) struct RecordQueue<A, R> {
+/// Walks `count` records at `src`, calling `f(index, vtable, target word address)` on each
+/// after counting it in `progress`. With `PREFETCH`, the targets of the next
+/// [`PREFETCH_AHEAD`] records are prefetched while one runs. Returns the words and the summed
+/// `aux` of the records.
+///
+/// # Safety
+/// `count` records start at `src` (invariant 4), and `f` may consume each as it pleases.
+#[inline(always)]
+unsafe fn walk<const PREFETCH: bool>(
+    src: *const u64,
+    count: usize,
+    progress: &Cell<usize>,
+    mut f: impl FnMut(usize, &'static VTable, *mut u8),
+) -> (usize, usize) {
+    let mut aux = 0;
+    let mut p = src as *mut u64;
+    let mut ahead = src;
+    let mut ahead_n = 0;
+    for i in 0..count {
+        let stop = if PREFETCH { count.min(i + PREFETCH_AHEAD + 1) } else { 0 };
+        while ahead_n < stop {
+            // SAFETY: ahead_n < count, so a record starts at `ahead`, its target word after
+            // the header (invariants 1, 4).
+            let (h, target) =
+                unsafe { (header(ahead), ptr::read(ahead.add(HEADER_WORDS) as *const *const u8)) };
+            if !target.is_null() {
+                prefetch(target);
+            }
+            // SAFETY: the next record starts right after this one (or the batch ends).
+            ahead = unsafe { ahead.add(h.words as usize) };
+            ahead_n += 1;
+        }
+        // SAFETY: i < count: a record starts at `p`.
+        let h = unsafe { header(p) };
+        aux += h.aux as usize;
+        progress.set(i + 1);
+        // SAFETY: the record's word 1 is inside the record (every record has a target word).
+        f(i, h, unsafe { p.add(HEADER_WORDS) } as *mut u8);
+        // SAFETY: the next record starts right after this one (still inside the batch).
+        p = unsafe { p.add(h.words as usize) };
+    }
+    // SAFETY: both point into (or one past) the same buffer.
+    (unsafe { p.offset_from(src) } as usize, aux)
+}
+
+/// Runs the `Q` halves of the `count` records of a batch at `src` (copied there by
+/// [`RecordQueue::send_to`]) in order, writing their results one after the other from `out`,
+/// and returns the panics as `(index, payload)`.
+///
+/// # Safety
+/// `src` must hold exactly `count` records whose `Q` halves are live and owned by the caller
+/// (invariants 1 and 3), not consumed before; they are all consumed here. `out` must be valid
+/// for writes of the records' summed `aux` bytes and 8-aligned. Nothing else may access either
+/// while this runs.
+pub(crate) unsafe fn serve_batch(
+    src: *const u64,
+    count: usize,
+    out: *mut u8,
+) -> Vec<(u32, PanicPayload)> {
+    let mut panics = Vec::new();
+    let mut o = out;
+    // SAFETY: caller promise; each record's Q is consumed once, by `call`, with its result
+    // space (the records' aux add up to what the caller provided).
+    unsafe {
+        walk::<true>(src, count, &Cell::new(0), |i, h, p| {
+            let at = o;
+            o = o.wrapping_add(h.aux as usize);
+            if let Some(e) = (h.call)(p, at) {
+                panics.push((i as u32, e));
+            }
+        })
+    };
+    panics
+}
+
+/// The requests a client has queued towards one trustee: first those in flight (handed to a
+/// batch, waiting for its response), then the staged ones, in issue order.
+pub(crate) struct RecordQueue {
     buf: Vec<MaybeUninit<u64>>,
     head: usize,
+    /// End of the records in flight (start of the staged ones).
+    sent_end: usize,
     tail: usize,
-    len: usize,
-    /// Sum of the live records' `aux`.
-    aux: usize,
-    /// `(words, aux)` of every live record when they are all alike (words 0: not known so).
-    uniform: (u32, u32),
-    _marker: PhantomData<fn(A) -> R>,
+    in_flight: usize,
+    staged: usize,
+    /// Sum of the staged records' `aux`.
+    staged_aux: usize,
+    /// The vtable of every staged record when they are all alike (null: not known so).
+    uniform: *const VTable,
 }
 
-impl<A, R> std::fmt::Debug for RecordQueue<A, R> {
+impl std::fmt::Debug for RecordQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecordQueue")
-            .field("len", &self.len)
-            .field("words", &(self.tail - self.head))
+            .field("in_flight", &self.in_flight)
+            .field("staged", &self.staged)
             .finish()
     }
 }
 
-impl<A, R> Default for RecordQueue<A, R> {
+impl Default for RecordQueue {
     fn default() -> Self {
         RecordQueue {
             buf: Vec::new(),
             head: 0,
+            sent_end: 0,
             tail: 0,
-            len: 0,
-            aux: 0,
-            uniform: (0, 0),
-            _marker: PhantomData,
+            in_flight: 0,
+            staged: 0,
+            staged_aux: 0,
+            uniform: ptr::null(),
         }
     }
 }
 
-impl<A: 'static, R: 'static> RecordQueue<A, R> {
-    /// Number of records queued.
-    pub(crate) fn len(&self) -> usize {
-        self.len
+impl RecordQueue {
+    /// Number of staged requests.
+    #[inline]
+    pub(crate) fn staged(&self) -> usize {
+        self.staged
     }
 
-    /// True when nothing is queued.
+    /// True when nothing is staged or in flight.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.staged + self.in_flight == 0
     }
 
     #[inline(always)]
@@ -219,7 +355,7 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
     fn grow(&mut self, need: usize) {
         let live = self.tail - self.head;
         if self.head > 0 && live + need <= self.buf.len() && self.head >= live {
-            // Compact: move the live records to the front (a memcpy move, invariant 3).
+            // Compact: move the records to the front (a memcpy move, invariant 3).
             self.buf.copy_within(self.head..self.tail, 0);
         } else {
             let mut nb: Vec<MaybeUninit<u64>> = Vec::new();
@@ -228,121 +364,115 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
             nb[..live].copy_from_slice(&self.buf[self.head..self.tail]);
             self.buf = nb;
         }
+        self.sent_end -= self.head;
         self.head = 0;
         self.tail = live;
     }
 
-    /// Appends `f`; its header's `aux` is `X::AUX`. Returns the new length.
+    /// Stages the request `(q, d)` on `target`; `q` gets `X::AUX` bytes of result space.
+    /// Returns the number of staged requests.
     #[inline]
-    pub(crate) fn push<X: Aux, F: FnOnce(A) -> R>(&mut self, f: F) -> usize {
-        if size_of::<F>() <= INLINE_MAX && align_of::<F>() <= 8 {
-            // SAFETY: the vtable is F's own; F fits inline.
-            unsafe { self.push_raw(Vt::<F, A, R, X>::PLAIN, None, f) }
-        } else {
-            let b = Box::new(f);
-            let g = move |a: A| (*b)(a);
-            // SAFETY: the vtable is g's own; g (one box) fits inline.
-            unsafe { self.push_raw(vt_plain::<_, A, R, X>(&g), None, g) }
+    pub(crate) fn push<X, Q, D>(&mut self, target: *mut u8, q: Q, d: D) -> usize
+    where
+        X: Aux,
+        Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+        D: FnOnce(Outcome),
+    {
+        const fn fits<F>() -> bool {
+            size_of::<F>() <= INLINE_MAX && align_of::<F>() <= 8
         }
-    }
-
-    /// Appends `f` with a target address: the record runs as `f(target, arg)`, and a batch
-    /// run by [`run_records`] prefetches `target` a few records ahead. Returns the new length.
-    #[inline]
-    pub(crate) fn push_targeted<X: Aux, F: FnOnce(*mut u8, A) -> R>(
-        &mut self,
-        target: *mut u8,
-        f: F,
-    ) -> usize {
-        if size_of::<F>() <= INLINE_MAX && align_of::<F>() <= 8 {
-            // SAFETY: the vtable is F's own, targeted; F fits inline.
-            unsafe { self.push_raw(Vt::<F, A, R, X>::TARGETED, Some(target), f) }
-        } else {
-            let b = Box::new(f);
-            let g = move |t: *mut u8, a: A| (*b)(t, a);
-            // SAFETY: the vtable is g's own, targeted; g (one box) fits inline.
-            unsafe { self.push_raw(vt_targeted::<_, A, R, X>(&g), Some(target), g) }
+        // A closure that does not fit is boxed, and the record holds the box (one word).
+        match (fits::<Q>(), fits::<D>()) {
+            // SAFETY: the vtable is (Q, D)'s own; both fit inline.
+            (true, true) => unsafe { self.push_raw(Vt::<Q, D, X>::VT, target, q, d) },
+            (false, true) => {
+                let b = Box::new(q);
+                let q = move |t: *mut u8, o: *mut u8| (*b)(t, o);
+                // SAFETY: the vtable is that of the pair written; both fit inline.
+                unsafe { self.push_raw(vt_of::<_, _, X>(&q, &d), target, q, d) }
+            }
+            (true, false) => {
+                let b = Box::new(d);
+                let d = move |o: Outcome| (*b)(o);
+                // SAFETY: as above.
+                unsafe { self.push_raw(vt_of::<_, _, X>(&q, &d), target, q, d) }
+            }
+            (false, false) => {
+                let (bq, bd) = (Box::new(q), Box::new(d));
+                let q = move |t: *mut u8, o: *mut u8| (*bq)(t, o);
+                let d = move |o: Outcome| (*bd)(o);
+                // SAFETY: as above.
+                unsafe { self.push_raw(vt_of::<_, _, X>(&q, &d), target, q, d) }
+            }
         }
     }
 
     /// Writes one record.
     ///
     /// # Safety
-    /// `vt` is `F`'s vtable (`TARGETED` exactly when `target` is given) and `F` fits inline.
+    /// `vt` is `(Q, D)`'s vtable and both fit inline.
     #[inline(always)]
-    unsafe fn push_raw<F>(
-        &mut self,
-        vt: &'static VTable<A, R>,
-        target: Option<*mut u8>,
-        f: F,
-    ) -> usize {
-        debug_assert!(align_of::<F>() <= 8 && size_of::<F>() <= INLINE_MAX);
+    unsafe fn push_raw<Q, D>(&mut self, vt: &'static VTable, target: *mut u8, q: Q, d: D) -> usize {
+        debug_assert!(align_of::<Q>() <= 8 && size_of::<Q>() <= INLINE_MAX);
+        debug_assert!(align_of::<D>() <= 8 && size_of::<D>() <= INLINE_MAX);
         let words = vt.words as usize;
         self.reserve_words(words);
-        let at = self.buf[self.tail..].as_mut_ptr() as *mut u64;
         // SAFETY: `reserve_words` made room for the whole record at `tail`; the buffer is
-        // 8-aligned and F needs at most 8. This writes a record as invariant (1) describes.
+        // 8-aligned and Q, D need at most 8. This writes a record as invariant (1) describes.
         unsafe {
-            ptr::write(at as *mut *const VTable<A, R>, vt);
-            let mut data = at.add(HEADER_WORDS);
-            if let Some(t) = target {
-                ptr::write(data as *mut *mut u8, t);
-                data = data.add(1);
-            }
-            ptr::write(data as *mut F, f);
+            let at = (self.buf.as_mut_ptr() as *mut u64).add(self.tail);
+            ptr::write(at as *mut *const VTable, vt);
+            let p = at.add(HEADER_WORDS) as *mut u8;
+            ptr::write(p as *mut *mut u8, target);
+            ptr::write(p.add(8) as *mut Q, q);
+            ptr::write(p.add(d_offset::<Q>()) as *mut D, d);
         }
-        if self.len == 0 {
-            self.uniform = (vt.words, vt.aux);
-        } else if self.uniform != (vt.words, vt.aux) {
-            self.uniform = (0, 0);
+        if self.staged == 0 {
+            self.uniform = vt;
+        } else if !ptr::eq(self.uniform, vt) {
+            self.uniform = ptr::null();
         }
         self.tail += words;
-        self.len += 1;
-        self.aux += vt.aux as usize;
-        self.len
+        self.staged += 1;
+        self.staged_aux += vt.aux as usize;
+        self.staged
     }
 
-    /// Marks the queue empty (its records were consumed or moved elsewhere).
-    #[inline]
-    fn clear_consumed(&mut self) {
-        self.head = 0;
-        self.tail = 0;
-        self.len = 0;
-        self.aux = 0;
-        self.uniform = (0, 0);
-    }
-
-    /// Moves the longest prefix of records whose total size is at most `max_words` words and
-    /// whose summed `aux` is at most `max_aux` into `dst` (always at least one record if the
-    /// queue is non-empty and the first one fits). Returns `(words, count)`.
+    /// Copies the longest prefix of the staged requests whose total size is at most
+    /// `max_words` words and whose summed `aux` is at most `max_aux` into `dst` (at least one
+    /// record if one is staged and the first fits), and marks them in flight. Returns
+    /// `(words, count)`.
     ///
     /// # Safety
-    /// `dst` must be valid for writes of `max_words` words and 8-aligned. Ownership of the moved
-    /// closures passes to `dst`: each must later be consumed exactly once with
-    /// [`run_records`] (or leaked).
-    pub(crate) unsafe fn move_prefix_to(
+    /// `dst` must be valid for writes of `max_words` words and 8-aligned. The `Q` halves of the
+    /// copied records pass to `dst`: each must later be consumed exactly once with
+    /// [`serve_batch`] (or leaked); their `D` halves stay here (see
+    /// [`RecordQueue::complete_front`]).
+    pub(crate) unsafe fn send_to(
         &mut self,
         dst: *mut u64,
         max_words: usize,
         max_aux: usize,
     ) -> (usize, usize) {
         let (mut w, mut n, mut aux) = (0usize, 0usize, 0usize);
-        let base = self.buf[self.head..].as_ptr() as *const u64;
-        if self.tail - self.head <= max_words && self.aux <= max_aux {
+        let base = self.buf[self.sent_end..].as_ptr() as *const u64;
+        if self.tail - self.sent_end <= max_words && self.staged_aux <= max_aux {
             // Everything fits: no need to walk the records.
-            (w, n, aux) = (self.tail - self.head, self.len, self.aux);
-        } else if self.uniform.0 > 0 {
+            (w, n, aux) = (self.tail - self.sent_end, self.staged, self.staged_aux);
+        } else if !self.uniform.is_null() {
             // All records alike: the prefix that fits is a division away.
-            let (rw, ra) = (self.uniform.0 as usize, self.uniform.1 as usize);
-            n = self.len.min(max_words / rw);
+            // SAFETY: `uniform` is a vtable constant (set by `push_raw`).
+            let u = unsafe { &*self.uniform };
+            let (rw, ra) = (u.words as usize, u.aux as usize);
+            n = self.staged.min(max_words / rw);
             if let Some(by_aux) = max_aux.checked_div(ra) {
                 n = n.min(by_aux);
             }
             (w, aux) = (n * rw, n * ra);
         }
-        while n < self.len {
-            // SAFETY: n < len, so a record starts at head + w (invariants 1 and 4).
-            let h = unsafe { header::<A, R>(base.add(w)) };
+        while n < self.staged {
+            // SAFETY: n < staged, so a record starts at sent_end + w (invariants 1 and 4).
+            let h = unsafe { header(base.add(w)) };
             let rw = h.words as usize;
             if w + rw > max_words || aux + h.aux as usize > max_aux {
                 break;
@@ -352,21 +482,24 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
             n += 1;
         }
         // SAFETY: the caller promised `dst` holds `max_words >= w` words; source and
-        // destination are distinct buffers. The bytes move (invariant 3) and are dead here now.
+        // destination are distinct buffers. The Q halves now belong to `dst` (invariant 1:
+        // these records are in flight from here on).
         unsafe { ptr::copy_nonoverlapping(base, dst, w) };
-        self.head += w;
-        self.len -= n;
-        self.aux -= aux;
-        if self.len == 0 {
-            self.clear_consumed();
+        self.sent_end += w;
+        self.in_flight += n;
+        self.staged -= n;
+        self.staged_aux -= aux;
+        if self.staged == 0 {
+            self.uniform = ptr::null();
         }
         (w, n)
     }
 
-    /// Moves all of `other`'s records to the back of this queue, in order (`other` keeps its
-    /// buffer, empty).
-    pub(crate) fn append(&mut self, other: &mut RecordQueue<A, R>) {
-        if other.len == 0 {
+    /// Moves all of `other`'s staged records to the back of this queue, in order (`other`
+    /// keeps its buffer, empty). `other` has nothing in flight.
+    pub(crate) fn append(&mut self, other: &mut RecordQueue) {
+        assert_eq!(other.in_flight, 0, "skein: appending a queue with requests in flight");
+        if other.staged == 0 {
             return;
         }
         let w = other.tail - other.head;
@@ -380,61 +513,97 @@ impl<A: 'static, R: 'static> RecordQueue<A, R> {
                 w,
             )
         };
-        self.uniform = if self.len == 0 {
+        self.uniform = if self.staged == 0 || ptr::eq(self.uniform, other.uniform) {
             other.uniform
-        } else if self.uniform == other.uniform {
-            self.uniform
         } else {
-            (0, 0)
+            ptr::null()
         };
         self.tail += w;
-        self.len += other.len;
-        self.aux += other.aux;
-        other.clear_consumed();
+        self.staged += other.staged;
+        self.staged_aux += other.staged_aux;
+        other.head = 0;
+        other.sent_end = 0;
+        other.tail = 0;
+        other.staged = 0;
+        other.staged_aux = 0;
+        other.uniform = ptr::null();
     }
 
-    /// Runs the first `n` queued records in order (as [`run_records`] does; `n` at most
-    /// [`RecordQueue::len`]) and removes them. Nothing can be pushed meanwhile (`&mut self`); if
-    /// a record's code unwinds, the records after it stay queued (and are dropped with the
-    /// queue), the ones before it and itself are consumed: none is consumed twice.
-    pub(crate) fn run_front<const PREFETCH: bool>(
+    /// Runs the `D` halves of the first `n` requests in flight (`n` at most their number), in
+    /// order, and removes them. Their results lie one after the other from `resp`; `panics`
+    /// (sorted by index, as [`serve_batch`] returns them) name the requests that panicked
+    /// instead. Nothing can be pushed meanwhile (`&mut self`); if a completion unwinds, the
+    /// ones after it stay in flight (and are dropped with the queue), the ones before it and
+    /// itself are consumed: none twice.
+    pub(crate) fn complete_front(
         &mut self,
         n: usize,
-        arg: impl FnMut(usize, u32) -> A,
-        each: impl FnMut(usize, R),
+        resp: *const u8,
+        panics: Vec<(u32, PanicPayload)>,
     ) {
-        assert!(n <= self.len, "skein: run_front({n}) on {} records", self.len);
-        let start = self.buf[self.head..].as_ptr() as *const u64;
+        assert!(n <= self.in_flight, "skein: complete_front({n}) of {}", self.in_flight);
+        let mut panics = panics.into_iter().peekable();
+        let mut out = resp;
+        let mut outcome = |i: usize, aux: u32| {
+            let panic = match panics.peek() {
+                Some((j, _)) if *j as usize == i => panics.next().map(|x| x.1),
+                _ => None,
+            };
+            let o = Outcome { resp: out, panic };
+            out = out.wrapping_add(aux as usize);
+            o
+        };
         let progress = Cell::new(0);
-        let mut g = Consume { q: self, start, progress: &progress, total: None };
-        // SAFETY: `n` live records start at `start` (invariant 1); the buffer cannot change
-        // while `&mut self` is held; the guard removes exactly the records called (counted in
-        // `progress` right before each call), so each is consumed once even if one unwinds.
-        g.total =
-            Some(unsafe { run_records_with::<A, R, PREFETCH>(start, n, arg, each, &progress) });
+        let start = self.buf[self.head..].as_ptr() as *const u64;
+        let mut g = Consume { q: self, start, progress: &progress, total: None, staged: false };
+        // SAFETY: `n` in-flight records start at `start` (invariant 1), their D halves live;
+        // the buffer cannot change while `&mut self` is held; the guard removes exactly the
+        // records called (counted before each call), so each D is consumed once.
+        g.total = Some(unsafe {
+            walk::<false>(start, n, &progress, |i, h, p| (h.done)(p, outcome(i, h.aux)))
+        });
+    }
+
+    /// Runs the first `n` staged requests in place (`Q`, then `D` with its result), in order,
+    /// prefetching the targets of those ahead, and removes them. Only for a queue with nothing
+    /// in flight (the local trustee's). Unwinding as in [`RecordQueue::complete_front`].
+    pub(crate) fn run_local(&mut self, n: usize) {
+        assert!(
+            n <= self.staged && self.in_flight == 0,
+            "skein: run_local({n}) of {} staged, {} in flight",
+            self.staged,
+            self.in_flight
+        );
+        let progress = Cell::new(0);
+        let start = self.buf[self.head..].as_ptr() as *const u64;
+        let mut g = Consume { q: self, start, progress: &progress, total: None, staged: true };
+        // SAFETY: as in `complete_front`, for staged records (both halves live, both consumed
+        // by `local`).
+        g.total = Some(unsafe { walk::<true>(start, n, &progress, |_, h, p| (h.local)(p)) });
     }
 }
 
-/// Removes the records [`RecordQueue::run_front`] consumed from the queue when it ends or
-/// unwinds.
-struct Consume<'q, A: 'static, R: 'static> {
-    q: &'q mut RecordQueue<A, R>,
+/// Removes the records a run consumed from the front of the queue when it ends or unwinds.
+struct Consume<'q> {
+    q: &'q mut RecordQueue,
     start: *const u64,
     /// Records consumed so far.
     progress: &'q Cell<usize>,
     /// `(words, aux)` of all of them, known when the run ended normally.
     total: Option<(usize, usize)>,
+    /// The records were staged (else in flight).
+    staged: bool,
 }
 
-impl<A: 'static, R: 'static> Drop for Consume<'_, A, R> {
+impl Drop for Consume<'_> {
     fn drop(&mut self) {
         let n = self.progress.get();
         let (w, aux) = self.total.unwrap_or_else(|| {
             let (mut w, mut aux) = (0, 0);
             for _ in 0..n {
-                // SAFETY: the first `n` records at `start` were live when the run began
+                // SAFETY: the first `n` records at `start` existed when the run began
                 // (invariant 1); headers stay readable after consumption (invariant 4).
-                let h = unsafe { header::<A, R>(self.start.add(w)) };
+                let h = unsafe { header(self.start.add(w)) };
                 w += h.words as usize;
                 aux += h.aux as usize;
             }
@@ -442,91 +611,41 @@ impl<A: 'static, R: 'static> Drop for Consume<'_, A, R> {
         });
         let q = &mut *self.q;
         q.head += w;
-        q.len -= n;
-        q.aux -= aux;
-        if q.len == 0 {
-            q.clear_consumed();
+        if self.staged {
+            q.sent_end += w;
+            q.staged -= n;
+            q.staged_aux -= aux;
+        } else {
+            q.in_flight -= n;
+        }
+        if q.staged + q.in_flight == 0 {
+            q.head = 0;
+            q.sent_end = 0;
+            q.tail = 0;
+            q.staged_aux = 0;
+            q.uniform = ptr::null();
         }
     }
 }
 
-impl<A, R> Drop for RecordQueue<A, R> {
+impl Drop for RecordQueue {
     fn drop(&mut self) {
-        while self.len > 0 {
-            let at = self.buf[self.head..].as_mut_ptr() as *mut u64;
-            // SAFETY: a live record starts at head (invariant 1); it is consumed by `drop`.
+        let base = self.buf.as_mut_ptr() as *mut u64;
+        let mut at = self.head;
+        while at < self.tail {
+            // SAFETY: a record starts at `at` (invariants 1, 4); in flight: only D is live,
+            // staged: both (invariant 1); each live half is consumed here, once.
             unsafe {
-                let h = header::<A, R>(at);
-                self.head += h.words as usize;
-                self.len -= 1;
-                self.aux -= h.aux as usize;
-                (h.drop)(at.add(HEADER_WORDS) as *mut u8);
+                let h = header(base.add(at));
+                let p = base.add(at + HEADER_WORDS) as *mut u8;
+                if at >= self.sent_end {
+                    (h.drop)(p);
+                }
+                (h.drop_done)(p);
+                at += h.words as usize;
             }
         }
     }
-}
-
-/// Runs `count` records stored contiguously at `src` (moved there by
-/// [`RecordQueue::move_prefix_to`]), calling `arg(index, aux)` for each one's argument and
-/// `each(index, result)` after it. With `PREFETCH`, the targets of the next
-/// [`PREFETCH_AHEAD`] records are prefetched while one runs.
-///
-/// # Safety
-/// `src` must hold exactly `count` live records written with the same `A`/`R`, not consumed
-/// before; they are all consumed here. Nothing may write to them while this runs.
-pub(crate) unsafe fn run_records<A, R, const PREFETCH: bool>(
-    src: *const u64,
-    count: usize,
-    arg: impl FnMut(usize, u32) -> A,
-    each: impl FnMut(usize, R),
-) {
-    // SAFETY: forwarded caller promise.
-    unsafe { run_records_with::<A, R, PREFETCH>(src, count, arg, each, &Cell::new(0)) };
-}
-
-/// [`run_records`], counting in `progress` the records consumed (right before each is
-/// called). Returns the words and the summed `aux` of the `count` records.
-///
-/// # Safety
-/// As [`run_records`].
-#[inline(always)]
-unsafe fn run_records_with<A, R, const PREFETCH: bool>(
-    src: *const u64,
-    count: usize,
-    mut arg: impl FnMut(usize, u32) -> A,
-    mut each: impl FnMut(usize, R),
-    progress: &Cell<usize>,
-) -> (usize, usize) {
-    let mut aux = 0;
-    let mut p = src as *mut u64;
-    let mut ahead = src;
-    let mut ahead_n = 0;
-    for i in 0..count {
-        let stop = if PREFETCH { count.min(i + PREFETCH_AHEAD + 1) } else { 0 };
-        while ahead_n < stop {
-            // SAFETY: ahead_n < count, so a live record starts at `ahead` (invariants 1, 4).
-            let h = unsafe { header::<A, R>(ahead) };
-            if h.targeted {
-                // SAFETY: a targeted record's first data word is its target (invariant 1).
-                prefetch(unsafe { ptr::read(ahead.add(HEADER_WORDS) as *const *const u8) });
-            }
-            // SAFETY: the next record starts right after this one (or the batch ends).
-            ahead = unsafe { ahead.add(h.words as usize) };
-            ahead_n += 1;
-        }
-        // SAFETY: per the caller's promise a live record starts at `p`.
-        let h = unsafe { header::<A, R>(p) };
-        let a = arg(i, h.aux);
-        aux += h.aux as usize;
-        progress.set(i + 1);
-        // SAFETY: consuming the record once with its matching `call` (invariants 1, 2).
-        let r = unsafe { (h.call)(p.add(HEADER_WORDS) as *mut u8, a) };
-        each(i, r);
-        // SAFETY: the next record starts right after this one (still inside the batch).
-        p = unsafe { p.add(h.words as usize) };
-    }
-    // SAFETY: both point into (or one past) the same batch.
-    (unsafe { p.offset_from(src) } as usize, aux)
 }
 
 #[cfg(test)]
@@ -535,189 +654,242 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
+    /// 8 bytes of result space.
     struct Eight;
     impl Aux for Eight {
         const AUX: u32 = 8;
     }
 
-    #[test]
-    fn fifo_order_and_growth() {
-        let out = Rc::new(RefCell::new(Vec::new()));
-        let mut q: RecordQueue<u32, ()> = RecordQueue::default();
-        let mut target = 0u64;
-        let tp = &mut target as *mut u64 as *mut u8;
-        for i in 0..1000u32 {
-            let o = out.clone();
-            let big = [i as u64; 40]; // 320 bytes: boxed
-            match i % 3 {
-                0 => q.push::<NoAux, _>(move |a| o.borrow_mut().push(a + big[0] as u32)),
-                1 => q.push_targeted::<NoAux, _>(tp, move |t, a| {
-                    assert_eq!(t, tp);
-                    o.borrow_mut().push(a + i)
-                }),
-                _ => q.push::<NoAux, _>(move |a| o.borrow_mut().push(a + i)),
-            };
-            if i % 7 == 0 {
-                q.run_front::<false>(1, |_, _| 0, |_, ()| {});
-            }
+    type Log = Rc<RefCell<Vec<u64>>>;
+
+    /// A request that adds `i` to the target's `u64` and answers the new value; its completion
+    /// logs `i * 1000 + answer` (or `u64::MAX` for a panic).
+    fn add(q: &mut RecordQueue, target: *mut u64, i: u64, log: &Log) -> usize {
+        let log = log.clone();
+        q.push::<Eight, _, _>(
+            target as *mut u8,
+            move |t, out| {
+                // SAFETY: `t` points to a live u64 nobody else touches during the run; `out`
+                // has 8 bytes of result space.
+                unsafe {
+                    *(t as *mut u64) += i;
+                    *(out as *mut u64) = *(t as *mut u64);
+                }
+                None
+            },
+            move |o: Outcome| {
+                let v = match o.panic {
+                    // SAFETY: the request wrote a u64 at `resp`.
+                    None => i * 1000 + unsafe { *(o.resp as *const u64) },
+                    Some(_) => u64::MAX,
+                };
+                log.borrow_mut().push(v)
+            },
+        )
+    }
+
+    /// Sends everything staged in `q` through batches of at most `max_words` words, serving
+    /// each (as a trustee would) and completing it (as the client does).
+    fn round_trips(q: &mut RecordQueue, max_words: usize) -> usize {
+        let mut batches = 0;
+        let mut slot = vec![0u64; max_words];
+        let mut resp = vec![0u64; max_words];
+        while q.staged() > 0 {
+            // SAFETY: `slot` holds max_words words; the batch is served right below.
+            let (w, n) = unsafe { q.send_to(slot.as_mut_ptr(), max_words, 8 * max_words) };
+            assert!(n > 0 && w <= max_words);
+            // SAFETY: exactly `n` records were copied into `slot`; `resp` has room.
+            let panics = unsafe { serve_batch(slot.as_ptr(), n, resp.as_mut_ptr() as *mut u8) };
+            q.complete_front(n, resp.as_ptr() as *const u8, panics);
+            batches += 1;
         }
-        let n = q.len();
-        q.run_front::<true>(n, |_, _| 0, |_, ()| {});
-        assert!(q.is_empty());
-        assert_eq!(*out.borrow(), (0..1000).collect::<Vec<u32>>());
+        batches
     }
 
     #[test]
-    fn drop_unrun_records() {
-        let rc = Rc::new(());
-        {
-            let mut q: RecordQueue<(), ()> = RecordQueue::default();
-            for i in 0..10 {
-                let r = rc.clone();
-                if i % 2 == 0 {
-                    q.push::<NoAux, _>(move |()| drop(r));
-                } else {
-                    q.push_targeted::<NoAux, _>(std::ptr::null_mut(), move |_, ()| drop(r));
+    fn remote_round_trip_in_order() {
+        let log: Log = Rc::default();
+        let mut cells = vec![0u64; 10];
+        let mut q = RecordQueue::default();
+        for i in 0..100u64 {
+            let t = &mut cells[(i % 10) as usize] as *mut u64;
+            assert_eq!(add(&mut q, t, i, &log), i as usize + 1);
+        }
+        // 5-word records (header, target, i; i and the log), 20 per batch of 100 words: the
+        // uniform fast path sizes the batches.
+        assert_eq!(round_trips(&mut q, 100), 5);
+        assert!(q.is_empty());
+        let mut expect_cells = [0u64; 10];
+        let expect: Vec<u64> = (0..100u64)
+            .map(|i| {
+                expect_cells[(i % 10) as usize] += i;
+                i * 1000 + expect_cells[(i % 10) as usize]
+            })
+            .collect();
+        assert_eq!(*log.borrow(), expect);
+        assert_eq!(cells, expect_cells);
+    }
+
+    #[test]
+    fn mixed_and_boxed_records_walk() {
+        let log: Log = Rc::default();
+        let mut cell = 0u64;
+        let mut q = RecordQueue::default();
+        for i in 0..60u64 {
+            match i % 3 {
+                0 => {
+                    add(&mut q, &mut cell, i, &log);
+                }
+                1 => {
+                    // A request too big to store inline, with a small completion.
+                    let big = [i; 40];
+                    let l = log.clone();
+                    q.push::<NoAux, _, _>(
+                        std::ptr::null_mut(),
+                        move |_, _| {
+                            assert_eq!(big[39], i);
+                            None
+                        },
+                        move |_| l.borrow_mut().push(i),
+                    );
+                }
+                _ => {
+                    // A small request with a big completion.
+                    let big = [i; 40];
+                    let l = log.clone();
+                    q.push::<NoAux, _, _>(
+                        std::ptr::null_mut(),
+                        |_, _| None,
+                        move |_| l.borrow_mut().push(big[0]),
+                    );
                 }
             }
-            assert_eq!(Rc::strong_count(&rc), 11);
         }
+        // Mixed records: the batch prefixes are found by walking; 7 words hold at most 2.
+        assert!(round_trips(&mut q, 7) >= 30);
+        let got = log.borrow().clone();
+        assert_eq!(got.len(), 60);
+        for (k, v) in got.iter().enumerate() {
+            if k % 3 != 0 {
+                assert_eq!(*v, k as u64);
+            }
+        }
+        assert_eq!(cell, (0..60).filter(|i| i % 3 == 0).sum::<u64>());
+    }
+
+    #[test]
+    fn local_runs_both_halves_and_append_keeps_order() {
+        let log: Log = Rc::default();
+        let mut cell = 5u64;
+        let mut q = RecordQueue::default();
+        let mut newer = RecordQueue::default();
+        for i in 1..=4u64 {
+            add(&mut q, &mut cell, i, &log);
+            add(&mut newer, &mut cell, 10 * i, &log);
+        }
+        q.run_local(2);
+        assert_eq!(q.staged(), 2);
+        q.append(&mut newer);
+        assert!(newer.is_empty());
+        assert_eq!(q.staged(), 6);
+        q.run_local(6);
+        assert!(q.is_empty());
+        assert_eq!(*log.borrow(), vec![1006, 2008, 3011, 4015, 10025, 20045, 30075, 40115]);
+    }
+
+    #[test]
+    fn a_panicking_request_is_reported_to_its_completion() {
+        let log: Log = Rc::default();
+        let mut cell = 0u64;
+        let mut q = RecordQueue::default();
+        add(&mut q, &mut cell, 1, &log);
+        let l = log.clone();
+        q.push::<NoAux, _, _>(
+            std::ptr::null_mut(),
+            |_, _| std::panic::catch_unwind(|| panic!("request fails")).err(),
+            move |o| l.borrow_mut().push(if o.panic.is_some() { 7 } else { 0 }),
+        );
+        add(&mut q, &mut cell, 2, &log);
+        round_trips(&mut q, 64);
+        assert_eq!(*log.borrow(), vec![1001, 7, 2003]);
+    }
+
+    #[test]
+    fn drop_consumes_what_each_side_owns() {
+        let rc = Rc::new(());
+        let mut slot = vec![0u64; 64];
+        {
+            let mut q = RecordQueue::default();
+            for _ in 0..6 {
+                let (a, b) = (rc.clone(), rc.clone());
+                q.push::<NoAux, _, _>(
+                    std::ptr::null_mut(),
+                    move |_, _| {
+                        drop(a);
+                        None
+                    },
+                    move |_| drop(b),
+                );
+            }
+            assert_eq!(Rc::strong_count(&rc), 13);
+            // Two requests go in flight: their Q halves belong to the batch now.
+            // SAFETY: `slot` holds 64 words; the batch is served below.
+            let (w, n) = unsafe { q.send_to(slot.as_mut_ptr(), 2 * 4, 0) };
+            assert_eq!((w, n), (8, 2));
+            // SAFETY: exactly `n` records were copied into `slot`; they need no result space.
+            let panics = unsafe { serve_batch(slot.as_ptr(), n, std::ptr::null_mut()) };
+            assert!(panics.is_empty());
+            assert_eq!(Rc::strong_count(&rc), 11, "the batch consumed its two Q halves");
+        }
+        // Dropping the queue dropped the two in-flight D halves and four staged pairs.
         assert_eq!(Rc::strong_count(&rc), 1);
     }
 
     #[test]
-    fn small_records_are_small() {
-        let mut q: RecordQueue<(), ()> = RecordQueue::default();
-        let x = 5u64;
-        q.push_targeted::<NoAux, _>(std::ptr::null_mut(), |_, ()| {});
-        q.push::<NoAux, _>(|()| {});
-        q.push::<NoAux, _>(move |()| assert_eq!(x, 5));
-        assert_eq!((q.tail - q.head, q.len()), (2 + 1 + 2, 3));
-        q.run_front::<true>(3, |_, _| (), |_, ()| {});
-    }
-
-    #[test]
-    fn prefix_move_and_run() {
-        let mut q: RecordQueue<u32, u64> = RecordQueue::default();
-        let mut cells = vec![0u64; 50];
-        for i in 0..50u64 {
-            let t = &mut cells[i as usize] as *mut u64 as *mut u8;
-            q.push_targeted::<Eight, _>(t, move |t, a| {
-                // SAFETY: `t` points into `cells`, alive and unaliased during the run.
-                unsafe { *(t as *mut u64) = i };
-                i * 10 + a as u64
-            });
-        }
-        let mut dst = vec![0u64; 64];
-        // SAFETY: dst holds 64 words.
-        let (w, n) = unsafe { q.move_prefix_to(dst.as_mut_ptr(), 64, 8 * 20) };
-        assert_eq!((w, n), (3 * 20, 20), "aux bound: 20 records of aux 8");
-        let mut got = Vec::new();
-        // SAFETY: exactly n records were moved into dst.
-        unsafe {
-            run_records::<_, _, true>(
-                dst.as_ptr(),
-                n,
-                |i, aux| i as u32 + aux,
-                |_, r: u64| got.push(r),
-            )
-        };
-        assert_eq!(got, (0..n as u64).map(|i| i * 11 + 8).collect::<Vec<_>>());
-        assert_eq!(&cells[..n], &(0..n as u64).collect::<Vec<_>>()[..]);
-        assert_eq!(q.len(), 50 - n);
-    }
-
-    #[test]
-    fn run_front_and_append() {
-        let out = Rc::new(RefCell::new(Vec::new()));
-        let mut q: RecordQueue<usize, ()> = RecordQueue::default();
-        let mut newer: RecordQueue<usize, ()> = RecordQueue::default();
-        for i in 0..100usize {
-            let o = out.clone();
-            let pad = [i; 3];
-            q.push::<Eight, _>(move |a| o.borrow_mut().push((pad[0], a)));
-        }
-        assert_eq!(q.aux, 800);
-        for round in 0..4 {
-            let n = 30.min(q.len());
-            q.run_front::<false>(n, |i, aux| i + aux as usize, |_, ()| {});
-            assert_eq!((q.len(), q.aux), (100 - 30 * round - n, 8 * q.len()));
-        }
-        assert!(q.is_empty());
-        let got = out.borrow().clone();
-        assert!(got.iter().enumerate().all(|(k, &(v, i))| v == k && i == k % 30 + 8));
-        // append keeps order and leaves the source empty but usable
-        for i in 0..5usize {
-            let o = out.clone();
-            q.push::<NoAux, _>(move |_| o.borrow_mut().push((1000 + i, 0)));
-            let o = out.clone();
-            newer.push::<Eight, _>(move |_| o.borrow_mut().push((2000 + i, 0)));
-        }
-        q.append(&mut newer);
-        assert!(newer.is_empty() && newer.aux == 0);
-        assert_eq!((q.len(), q.aux), (10, 40));
-        q.run_front::<false>(10, |i, _| i, |_, ()| {});
-        let tail: Vec<usize> = out.borrow()[100..].iter().map(|x| x.0).collect();
-        assert_eq!(tail, vec![1000, 1001, 1002, 1003, 1004, 2000, 2001, 2002, 2003, 2004]);
-    }
-
-    #[test]
-    fn prefix_of_mixed_records_is_walked() {
-        let mut q: RecordQueue<u32, u64> = RecordQueue::default();
-        for i in 0..30u64 {
-            if i % 2 == 0 {
-                q.push::<NoAux, _>(move |a| i + a as u64); // 2 words
-            } else {
-                let pad = [i, 0];
-                q.push::<Eight, _>(move |a| pad[0] + pad[1] + a as u64); // 3 words
-            }
-        }
-        let mut dst = vec![0u64; 64];
-        // SAFETY: dst holds 64 words.
-        let (w, n) = unsafe { q.move_prefix_to(dst.as_mut_ptr(), 11, 1000) };
-        assert_eq!((w, n, q.len(), q.aux), (10, 4, 26, 8 * 13));
-        let mut got = Vec::new();
-        // SAFETY: exactly n records were moved into dst.
-        unsafe {
-            run_records::<_, _, false>(dst.as_ptr(), n, |_, _| 0u32, |_, r: u64| got.push(r))
-        };
-        assert_eq!(got, vec![0, 1, 2, 3]);
-    }
-
-    #[test]
-    fn run_front_unwinding_consumes_each_record_once() {
+    fn unwinding_completion_consumes_each_record_once() {
         let rc = Rc::new(());
-        let mut q: RecordQueue<(), ()> = RecordQueue::default();
+        let mut q = RecordQueue::default();
         for i in 0..6 {
             let r = rc.clone();
-            q.push::<NoAux, _>(move |()| {
-                let _r = r;
-                assert_ne!(i, 2, "record 2 fails");
-            });
+            q.push::<NoAux, _, _>(
+                std::ptr::null_mut(),
+                |_, _| None,
+                move |_| {
+                    let _r = r;
+                    assert_ne!(i, 2, "completion 2 fails");
+                },
+            );
         }
+        let mut slot = vec![0u64; 64];
+        // SAFETY: `slot` holds 64 words; every record is sent and served.
+        let (_, n) = unsafe { q.send_to(slot.as_mut_ptr(), 64, 0) };
+        // SAFETY: exactly `n` records were copied; no result space needed.
+        unsafe { serve_batch(slot.as_ptr(), n, std::ptr::null_mut()) };
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            q.run_front::<false>(5, |_, _| (), |_, ()| {})
+            q.complete_front(5, std::ptr::null(), Vec::new())
         }));
         assert!(caught.is_err());
-        // records 0..=2 consumed (2 unwound, dropping its capture); 3, 4, 5 still queued
-        assert_eq!((q.len(), Rc::strong_count(&rc)), (3, 4));
+        // completions 0..=2 consumed (2 unwound, dropping its capture); 3, 4, 5 still queued
+        assert_eq!((q.in_flight, Rc::strong_count(&rc)), (3, 4));
         drop(q);
         assert_eq!(Rc::strong_count(&rc), 1);
     }
 
     #[test]
-    fn prefix_fast_path_moves_everything() {
-        let mut q: RecordQueue<u32, u64> = RecordQueue::default();
-        for i in 0..10u64 {
-            q.push::<Eight, _>(move |a| i + a as u64);
-        }
-        let mut dst = vec![0u64; 64];
-        // SAFETY: dst holds 64 words.
-        let (w, n) = unsafe { q.move_prefix_to(dst.as_mut_ptr(), 64, 80) };
-        assert_eq!((w, n, q.len(), q.aux), (20, 10, 0, 0));
-        let mut got = Vec::new();
-        // SAFETY: exactly n records were moved into dst.
-        unsafe { run_records::<_, _, true>(dst.as_ptr(), n, |_, _| 1u32, |_, r: u64| got.push(r)) };
-        assert_eq!(got, (1..=10).collect::<Vec<_>>());
+    fn small_requests_are_small() {
+        let mut q = RecordQueue::default();
+        q.push::<NoAux, _, _>(std::ptr::null_mut(), |_, _| None, |_| {});
+        let x = 5u64;
+        q.push::<NoAux, _, _>(
+            std::ptr::null_mut(),
+            move |_, _| {
+                assert_eq!(x, 5);
+                None
+            },
+            |_| {},
+        );
+        assert_eq!((q.tail - q.head, q.staged()), (2 + 3, 2));
+        q.run_local(2);
+        assert!(q.is_empty());
     }
 }

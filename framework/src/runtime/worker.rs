@@ -9,7 +9,8 @@
 use super::context;
 use super::quiesce;
 use super::shared::{PendingFree, Shared};
-use crate::channel::record::{prefetch, run_records, Aux, NoAux, RecordQueue, HEADER_WORDS};
+pub(crate) use crate::channel::record::Outcome;
+use crate::channel::record::{prefetch, serve_batch, Aux, NoAux, RecordQueue, HEADER_WORDS};
 use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
 use crate::stats::StatCounters as S;
@@ -19,40 +20,22 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// What a client learns about one request when its response comes back.
-pub(crate) struct Outcome {
-    /// The request's result bytes inside the response slot (unspecified if it panicked).
-    pub(crate) resp: *const u8,
-    /// The panic payload if the delegated closure panicked.
-    pub(crate) panic: Option<PanicPayload>,
-}
-
-type ReqQueue = RecordQueue<*mut u8, Option<PanicPayload>>;
-type DoneQueue = RecordQueue<Outcome, ()>;
-
-/// Requests towards one trustee that are not published yet, and the completions of every
-/// request that has not completed (one each, in the same order): those of the batches in
-/// flight first.
-#[derive(Default)]
-struct Queued {
-    staging: ReqQueue,
-    completions: DoneQueue,
-}
-
-/// Client-side state of one (this worker, trustee) pair.
+/// Client-side state of one (this worker, trustee) pair; the trustee may be this worker.
 #[derive(Default)]
 struct ClientSide {
-    queued: RefCell<Queued>,
-    /// The number of requests in the batch in flight in each lane (their completions are the
-    /// first ones in `queued.completions`, lane by lane in batch order).
+    /// The requests towards the trustee: in flight (remote trustees only), then staged.
+    out: RefCell<RecordQueue>,
+    /// The number of requests in the batch in flight in each lane (the first ones in `out`,
+    /// lane by lane in batch order).
     in_lane: [Cell<u32>; PIPELINE],
-    /// An empty completion queue that keeps its buffer between batches.
-    spare: RefCell<DoneQueue>,
+    /// An empty queue that keeps its buffer between batches.
+    spare: RefCell<RecordQueue>,
     /// The last batch published.
     sent: Cell<u64>,
     /// The last batch whose response has been consumed.
     acked: Cell<u64>,
-    /// Fibers suspended by [`Worker::throttle`] until the next batch to this trustee leaves.
+    /// Fibers suspended by [`Worker::throttle`] until the next batch to this trustee leaves
+    /// (or, for the local trustee, until the local requests have run).
     throttled: RefCell<Vec<u32>>,
 }
 
@@ -78,12 +61,8 @@ pub(crate) struct Worker {
     pub(crate) shared: Arc<Shared>,
     clients: Box<[ClientSide]>,
     trustees: Box<[TrusteeSide]>,
-    local: RefCell<RecordQueue<(), ()>>,
-    /// An empty local queue that keeps its buffer between passes.
-    local_spare: RefCell<RecordQueue<(), ()>>,
+    /// Requests this worker has served for itself.
     local_served: Cell<u64>,
-    /// Fibers suspended by [`Worker::throttle`] until the local queue has been run.
-    local_throttled: RefCell<Vec<u32>>,
     ready: RefCell<VecDeque<u32>>,
     fibers: RefCell<Vec<Option<Fiber>>>,
     free_ids: RefCell<Vec<u32>>,
@@ -114,10 +93,7 @@ impl Worker {
             clients: (0..n).map(|_| ClientSide::default()).collect(),
             trustees: (0..n).map(|_| TrusteeSide::default()).collect(),
             shared,
-            local: RefCell::default(),
-            local_spare: RefCell::default(),
             local_served: Cell::new(0),
-            local_throttled: RefCell::default(),
             ready: RefCell::default(),
             fibers: RefCell::default(),
             free_ids: RefCell::default(),
@@ -252,11 +228,7 @@ impl Worker {
     /// instead of after every loop pass.
     pub(crate) fn throttle(&self, t: usize) {
         let id = self.current.get().expect("skein: throttle outside a fiber");
-        if t == self.index {
-            self.local_throttled.borrow_mut().push(id);
-        } else {
-            self.clients[t].throttled.borrow_mut().push(id);
-        }
+        self.clients[t].throttled.borrow_mut().push(id);
         fiber::suspend();
     }
 
@@ -297,58 +269,38 @@ impl Worker {
 
     /// True when a local request would not overtake an earlier one.
     pub(crate) fn local_queue_empty(&self) -> bool {
-        self.local.borrow().is_empty()
+        self.clients[self.index].out.borrow().is_empty()
     }
 
-    /// Queues a request for remote trustee `t`: `req(target, out)` runs there, with `out`
-    /// pointing to `X::AUX` bytes of response space (a multiple of 8); `done` runs here
-    /// afterwards. `target` is the address the request works on (the trustee prefetches it), or
-    /// null. Returns how many requests to `t` are now queued on this worker.
+    /// Queues a request for trustee `t` (this worker or another): `req(target, out)` runs
+    /// there as delegated code, with `out` pointing to `X::AUX` bytes of result space (a
+    /// multiple of 8); `done(outcome)` runs here afterwards, also as delegated code. `target` is
+    /// the address the request works on (the trustee prefetches it), or null. Returns how many
+    /// requests to `t` are staged on this worker.
     #[inline]
-    pub(crate) fn send<X: Aux, Q, D>(&self, t: usize, target: *mut u8, req: Q, done: D) -> usize
+    pub(crate) fn request<X: Aux, Q, D>(&self, t: usize, target: *mut u8, req: Q, done: D) -> usize
     where
         Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
         D: FnOnce(Outcome),
     {
-        debug_assert_ne!(t, self.index);
-        let queued = {
-            let mut q = self.clients[t].queued.borrow_mut();
-            q.completions.push::<X, _>(done);
-            q.staging.push_targeted::<X, _>(target, req)
-        };
+        let staged = self.clients[t].out.borrow_mut().push::<X, _, _>(target, req, done);
         // The one counter a request bumps: it is the request's creation for quiescence
         // detection, the count that frees wait for, and the `requests_sent` statistic.
         bump(&self.issued[t], 1);
-        queued
-    }
-
-    /// Queues `job(target)` on this worker's local request queue (run by the loop, in delegated
-    /// mode) and prefetches `target` (null: none). Returns the local queue's new length.
-    #[inline]
-    pub(crate) fn push_local(&self, target: *mut u8, job: impl FnOnce(*mut u8)) -> usize {
-        if !target.is_null() {
-            prefetch(target);
-        }
-        let queued = self.local.borrow_mut().push_targeted::<NoAux, _>(target, move |t, ()| job(t));
-        bump(&self.issued[self.index], 1);
-        queued
+        staged
     }
 
     /// Runs `f` on worker `t` (in its loop, as delegated code); fire and forget.
     pub(crate) fn post(&self, t: usize, f: impl FnOnce() + Send + 'static) {
-        if t == self.index {
-            self.push_local(std::ptr::null_mut(), move |_| f());
-        } else {
-            self.send::<NoAux, _, _>(
-                t,
-                std::ptr::null_mut(),
-                move |_, _out| {
-                    f();
-                    None
-                },
-                |_o| {},
-            );
-        }
+        self.request::<NoAux, _, _>(
+            t,
+            std::ptr::null_mut(),
+            move |_, _out| {
+                f();
+                None
+            },
+            |_o| {},
+        );
     }
 
     // ----- trustee role --------------------------------------------------------------
@@ -376,29 +328,11 @@ impl Worker {
             for off in (0..words * 8).step_by(64) {
                 prefetch(data.wrapping_add(off));
             }
-            let mut panics = Vec::new();
-            let mut out = resp_data;
-            self.delegated(|| {
-                // SAFETY: the client moved exactly `count` request records into req.data() with
-                // `move_prefix_to` (rule 1) and they are consumed only here, once.
-                unsafe {
-                    run_records::<*mut u8, Option<PanicPayload>, true>(
-                        lane.req.data(),
-                        count,
-                        |_, aux| {
-                            let o = out;
-                            // The client sized the batch so the results fit in the response.
-                            out = o.wrapping_add(aux as usize);
-                            o
-                        },
-                        |i, r| {
-                            if let Some(p) = r {
-                                panics.push((i as u32, p));
-                            }
-                        },
-                    )
-                }
-            });
+            // SAFETY: the client copied exactly `count` records into req.data() with `send_to`
+            // (rule 1); their Q halves are ours and consumed only here, once. The client sized
+            // the batch so that the results fit in the response slot, which we own (rule 2).
+            let panics =
+                self.delegated(|| unsafe { serve_batch(lane.req.data(), count, resp_data) });
             ts.served.set(ts.served.get() + count as u64);
             ts.served_seq.set(seq);
             let st = &self.ctr().stats;
@@ -416,21 +350,22 @@ impl Worker {
     }
 
     fn run_local(&self) -> bool {
-        let n = self.local.borrow().len();
+        let cs = &self.clients[self.index];
+        let n = cs.out.borrow().staged();
         if n == 0 {
             return false;
         }
-        // Exactly the `n` records queued now, taken out of their cell while they run: the ones
+        // Exactly the `n` requests queued now, taken out of their cell while they run: the ones
         // they queue land in the spare queue, are appended behind, and wait for the next pass.
-        let spare = std::mem::take(&mut *self.local_spare.borrow_mut());
-        let mut q = std::mem::replace(&mut *self.local.borrow_mut(), spare);
-        self.delegated(|| q.run_front::<true>(n, |_, _| (), |_, ()| {}));
-        let mut newer = std::mem::replace(&mut *self.local.borrow_mut(), q);
-        self.local.borrow_mut().append(&mut newer);
-        *self.local_spare.borrow_mut() = newer;
+        let spare = std::mem::take(&mut *cs.spare.borrow_mut());
+        let mut q = std::mem::replace(&mut *cs.out.borrow_mut(), spare);
+        self.delegated(|| q.run_local(n));
+        let mut newer = std::mem::replace(&mut *cs.out.borrow_mut(), q);
+        cs.out.borrow_mut().append(&mut newer);
+        *cs.spare.borrow_mut() = newer;
         self.local_served.set(self.local_served.get() + n as u64);
         bump(&self.ctr().finished, n as u64);
-        self.wake_throttled(&self.local_throttled);
+        self.wake_throttled(&cs.throttled);
         true
     }
 
@@ -450,48 +385,30 @@ impl Worker {
             }
             // SAFETY: rule (3) — Acquire-loaded the lane's resp.seq == seq: the response is ours.
             let panics = unsafe { lane.resp.take_panics() };
-            let mut panics = panics.into_iter().peekable();
-            let mut out = lane.resp.data() as *const u8;
-            // The completions are taken out of their cell while user code runs; what that code
-            // queues meanwhile lands in the spare queue, and is appended behind them after.
+            let resp = lane.resp.data() as *const u8;
+            // The requests are taken out of their cell while their completions run; what
+            // those queue meanwhile lands in the spare queue, and is appended behind after.
             let n = cs.in_lane[(seq % PIPELINE as u64) as usize].get() as usize;
             let spare = std::mem::take(&mut *cs.spare.borrow_mut());
-            let mut done = std::mem::replace(&mut cs.queued.borrow_mut().completions, spare);
-            self.delegated(|| {
-                done.run_front::<false>(
-                    n,
-                    |i, aux| {
-                        let panic = match panics.peek() {
-                            Some((j, _)) if *j as usize == i => panics.next().map(|x| x.1),
-                            _ => None,
-                        };
-                        let o = Outcome { resp: out, panic };
-                        out = out.wrapping_add(aux as usize);
-                        o
-                    },
-                    |_, ()| {},
-                )
-            });
-            let mut newer = std::mem::replace(&mut cs.queued.borrow_mut().completions, done);
-            cs.queued.borrow_mut().completions.append(&mut newer);
+            let mut q = std::mem::replace(&mut *cs.out.borrow_mut(), spare);
+            self.delegated(|| q.complete_front(n, resp, panics));
+            let mut newer = std::mem::replace(&mut *cs.out.borrow_mut(), q);
+            cs.out.borrow_mut().append(&mut newer);
             *cs.spare.borrow_mut() = newer;
             cs.acked.set(seq);
             bump(&self.ctr().finished, n as u64);
             useful = true;
         }
-        while cs.sent.get() - cs.acked.get() < PIPELINE as u64
-            && !cs.queued.borrow().staging.is_empty()
-        {
+        while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out.borrow().staged() > 0 {
             let seq = cs.sent.get() + 1;
             let lane = pair.lane(seq);
             let max_words = lane.req.data_words();
             let max_aux = lane.resp.data_bytes();
-            let mut q = cs.queued.borrow_mut();
+            let mut q = cs.out.borrow_mut();
             // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
             // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
             // area holds `max_words` words.
-            let (words, count) =
-                unsafe { q.staging.move_prefix_to(lane.req.data(), max_words, max_aux) };
+            let (words, count) = unsafe { q.send_to(lane.req.data(), max_words, max_aux) };
             assert!(count > 0, "skein: a request does not fit in an empty slot");
             drop(q);
             cs.in_lane[(seq % PIPELINE as u64) as usize].set(count as u32);
@@ -662,10 +579,7 @@ impl Worker {
     ///
     /// True when one of this worker's own requests awaits a response, or local work is queued.
     fn own_work_due(&self) -> bool {
-        if self.clients.iter().any(|c| c.sent != c.acked || !c.queued.borrow().staging.is_empty()) {
-            return true;
-        }
-        !self.ready.borrow().is_empty() || !self.local.borrow().is_empty()
+        self.clients.iter().any(|c| !c.out.borrow().is_empty()) || !self.ready.borrow().is_empty()
     }
 
     /// True when some client has issued requests to this trustee that it has not served yet:

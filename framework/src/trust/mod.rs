@@ -243,30 +243,26 @@ where
         unsafe { *dest.get_mut() = Some(r) };
         context::expect("apply").make_ready(fid);
     };
-    if t == w.index {
-        w.push_local(target, move |tg| deliver(catch_unwind(AssertUnwindSafe(|| job(tg)))));
-    } else {
-        w.send::<ResultSpace<U>, _, _>(
-            t,
-            target,
-            move |tg, out| match catch_unwind(AssertUnwindSafe(|| job(tg))) {
-                Ok(u) => {
-                    // SAFETY: `out` is this request's result space in the response slot
-                    // (slot rule 2; sized by result_bytes::<U>()).
-                    unsafe { write_result(out, u) };
-                    None
-                }
-                Err(p) => Some(p),
-            },
-            move |o: Outcome| {
-                deliver(match o.panic {
-                    // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
-                    None => Ok(unsafe { read_result::<U>(o.resp) }),
-                    Some(p) => Err(p),
-                })
-            },
-        );
-    }
+    w.request::<ResultSpace<U>, _, _>(
+        t,
+        target,
+        move |tg, out| match catch_unwind(AssertUnwindSafe(|| job(tg))) {
+            Ok(u) => {
+                // SAFETY: `out` is this request's result space (in the response slot, slot
+                // rule 2, or on the local trustee's stack), sized by result_bytes::<U>().
+                unsafe { write_result(out, u) };
+                None
+            }
+            Err(p) => Some(p),
+        },
+        move |o: Outcome| {
+            deliver(match o.panic {
+                // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
+                None => Ok(unsafe { read_result::<U>(o.resp) }),
+                Some(p) => Err(p),
+            })
+        },
+    );
     crate::fiber::suspend();
     match res.take().expect("skein: fiber resumed without a result") {
         Ok(u) => u,
@@ -334,36 +330,27 @@ impl<T: Send + 'static> Trust<T> {
         let w = self.worker_for("apply_then");
         let target = self.value().0 as *mut u8;
         let t = self.trustee as usize;
-        let queued = if t == w.index {
-            w.push_local(target, move |tg| {
+        let queued = w.request::<ResultSpace<U>, _, _>(
+            t,
+            target,
+            move |tg, out| {
                 let p = SendPtr(tg as *mut T);
                 match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
-                    Ok(u) => run_then(then, u),
-                    Err(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
-                }
-            })
-        } else {
-            w.send::<ResultSpace<U>, _, _>(
-                t,
-                target,
-                move |tg, out| {
-                    let p = SendPtr(tg as *mut T);
-                    match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
-                        Ok(u) => {
-                            // SAFETY: `out` is this request's result space (slot rule 2).
-                            unsafe { write_result(out, u) };
-                            None
-                        }
-                        Err(e) => Some(e),
+                    Ok(u) => {
+                        // SAFETY: `out` is this request's result space (slot rule 2, or the
+                        // local trustee's stack).
+                        unsafe { write_result(out, u) };
+                        None
                     }
-                },
-                move |o: Outcome| match o.panic {
-                    // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
-                    None => run_then(then, unsafe { read_result::<U>(o.resp) }),
-                    Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
-                },
-            )
-        };
+                    Err(e) => Some(e),
+                }
+            },
+            move |o: Outcome| match o.panic {
+                // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
+                None => run_then(then, unsafe { read_result::<U>(o.resp) }),
+                Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
+            },
+        );
         if queued >= STAGING_YIELD && !w.in_delegated() && w.current_fiber().is_some() {
             w.throttle(t);
         }
