@@ -16,15 +16,16 @@ use crate::fiber::{self, Fiber, StackPool};
 use crate::stats::StatCounters as S;
 use crate::sync::{bump, set, Arc, AtomicU64, Ordering};
 use crate::trust::prop::{free_prop, PropPtr};
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Client-side state of one (this worker, trustee) pair; the trustee may be this worker.
 #[derive(Default)]
 struct ClientSide {
-    /// The requests towards the trustee: in flight (remote trustees only), then staged.
-    out: RefCell<RecordQueue>,
+    /// The requests towards the trustee: in flight (remote trustees only), then staged. Only
+    /// [`ClientSide::out`] touches it.
+    out: UnsafeCell<RecordQueue>,
     /// The number of requests in the batch in flight in each lane (the first ones in `out`,
     /// lane by lane in batch order).
     in_lane: [Cell<u32>; PIPELINE],
@@ -37,6 +38,39 @@ struct ClientSide {
     /// Fibers suspended by [`Worker::throttle`] until the next batch to this trustee leaves
     /// (or, for the local trustee, until the local requests have run).
     throttled: RefCell<Vec<u32>>,
+}
+
+impl ClientSide {
+    /// Runs `f` on the request queue. `f` must not run user code or call `out` again: the
+    /// queue is a plain cell on the issuing fast path (a `RefCell`'s flag would be one more
+    /// load-and-store chain from one request to the next).
+    #[inline(always)]
+    fn out<R>(&self, f: impl FnOnce(&mut RecordQueue) -> R) -> R {
+        // SAFETY: a ClientSide belongs to one Worker, which only its own thread uses (it is not
+        // Sync); every caller passes code that runs no user code and does not re-enter `out`
+        // (the queue's methods run user code only in `complete_front` and `run_local`, which
+        // are called on a queue taken out with `take_out`), so this `&mut` is the only
+        // reference to the queue while `f` runs.
+        f(unsafe { &mut *self.out.get() })
+    }
+
+    /// Takes the queue out (leaving the spare one in its place) so that user code can run its
+    /// requests while new ones are queued.
+    fn take_out(&self) -> RecordQueue {
+        let spare = std::mem::take(&mut *self.spare.borrow_mut());
+        self.out(|q| std::mem::replace(q, spare))
+    }
+
+    /// Puts back a queue from [`ClientSide::take_out`], with what was queued meanwhile behind
+    /// it; keeps the emptied buffer as the spare.
+    fn put_back(&self, q: RecordQueue) {
+        let mut newer = self.out(|cur| {
+            let mut newer = std::mem::replace(cur, q);
+            cur.append(&mut newer);
+            newer
+        });
+        std::mem::swap(&mut *self.spare.borrow_mut(), &mut newer);
+    }
 }
 
 /// Trustee-side state of one (client, this worker) pair.
@@ -269,7 +303,7 @@ impl Worker {
 
     /// True when a local request would not overtake an earlier one.
     pub(crate) fn local_queue_empty(&self) -> bool {
-        self.clients[self.index].out.borrow().is_empty()
+        self.clients[self.index].out(|q| q.is_empty())
     }
 
     /// Queues a request for trustee `t` (this worker or another): `req(target, out)` runs
@@ -283,7 +317,7 @@ impl Worker {
         Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
         D: FnOnce(Outcome),
     {
-        let staged = self.clients[t].out.borrow_mut().push::<X, _, _>(target, req, done);
+        let staged = self.clients[t].out(|q| q.push::<X, _, _>(target, req, done));
         // The one counter a request bumps: it is the request's creation for quiescence
         // detection, the count that frees wait for, and the `requests_sent` statistic.
         bump(&self.issued[t], 1);
@@ -351,18 +385,15 @@ impl Worker {
 
     fn run_local(&self) -> bool {
         let cs = &self.clients[self.index];
-        let n = cs.out.borrow().staged();
+        let n = cs.out(|q| q.staged());
         if n == 0 {
             return false;
         }
         // Exactly the `n` requests queued now, taken out of their cell while they run: the ones
         // they queue land in the spare queue, are appended behind, and wait for the next pass.
-        let spare = std::mem::take(&mut *cs.spare.borrow_mut());
-        let mut q = std::mem::replace(&mut *cs.out.borrow_mut(), spare);
+        let mut q = cs.take_out();
         self.delegated(|| q.run_local(n));
-        let mut newer = std::mem::replace(&mut *cs.out.borrow_mut(), q);
-        cs.out.borrow_mut().append(&mut newer);
-        *cs.spare.borrow_mut() = newer;
+        cs.put_back(q);
         self.local_served.set(self.local_served.get() + n as u64);
         bump(&self.ctr().finished, n as u64);
         self.wake_throttled(&cs.throttled);
@@ -389,28 +420,24 @@ impl Worker {
             // The requests are taken out of their cell while their completions run; what
             // those queue meanwhile lands in the spare queue, and is appended behind after.
             let n = cs.in_lane[(seq % PIPELINE as u64) as usize].get() as usize;
-            let spare = std::mem::take(&mut *cs.spare.borrow_mut());
-            let mut q = std::mem::replace(&mut *cs.out.borrow_mut(), spare);
+            let mut q = cs.take_out();
             self.delegated(|| q.complete_front(n, resp, panics));
-            let mut newer = std::mem::replace(&mut *cs.out.borrow_mut(), q);
-            cs.out.borrow_mut().append(&mut newer);
-            *cs.spare.borrow_mut() = newer;
+            cs.put_back(q);
             cs.acked.set(seq);
             bump(&self.ctr().finished, n as u64);
             useful = true;
         }
-        while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out.borrow().staged() > 0 {
+        while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out(|q| q.staged()) > 0 {
             let seq = cs.sent.get() + 1;
             let lane = pair.lane(seq);
             let max_words = lane.req.data_words();
             let max_aux = lane.resp.data_bytes();
-            let mut q = cs.out.borrow_mut();
             // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
             // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
             // area holds `max_words` words.
-            let (words, count) = unsafe { q.send_to(lane.req.data(), max_words, max_aux) };
+            let (words, count) =
+                cs.out(|q| unsafe { q.send_to(lane.req.data(), max_words, max_aux) });
             assert!(count > 0, "skein: a request does not fit in an empty slot");
-            drop(q);
             cs.in_lane[(seq % PIPELINE as u64) as usize].set(count as u32);
             debug_assert!(words >= HEADER_WORDS);
             cs.sent.set(seq);
@@ -579,7 +606,7 @@ impl Worker {
     ///
     /// True when one of this worker's own requests awaits a response, or local work is queued.
     fn own_work_due(&self) -> bool {
-        self.clients.iter().any(|c| !c.out.borrow().is_empty()) || !self.ready.borrow().is_empty()
+        self.clients.iter().any(|c| !c.out(|q| q.is_empty())) || !self.ready.borrow().is_empty()
     }
 
     /// True when some client has issued requests to this trustee that it has not served yet:
