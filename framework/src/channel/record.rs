@@ -58,6 +58,9 @@ pub(crate) const INLINE_MAX: usize = 256;
 pub(crate) const HEADER_WORDS: usize = 1;
 /// How many records ahead of the one running a trustee prefetches targets.
 const PREFETCH_AHEAD: usize = 8;
+/// The flag bit of a batch's record count (as it travels in a slot header) that says all its
+/// records are of one type: the trustee then runs them with that type's own loop.
+pub(crate) const UNIFORM_BATCH: u32 = 1 << 31;
 /// Result bytes a request may ask for (`aux`): a request to the local trustee writes its result
 /// into a stack buffer of this size.
 pub(crate) const MAX_AUX: usize = 256;
@@ -83,6 +86,12 @@ pub(crate) struct VTable {
     drop_done: unsafe fn(*mut u8),
     /// Runs `Q` with a result space of its own, then `D` with the outcome.
     local: unsafe fn(*mut u8),
+    /// `call` over a run of records of this type (a uniform batch; see [`serve_batch`]).
+    call_many: unsafe fn(*const u64, usize, *mut u8, &mut Vec<(u32, PanicPayload)>),
+    /// `done` over a run of records of this type (see [`RecordQueue::complete_front`]).
+    done_many: unsafe fn(*const u64, usize, &mut Outcomes, &Cell<usize>),
+    /// `local` over a run of records of this type (see [`RecordQueue::run_local`]).
+    local_many: unsafe fn(*const u64, usize, &Cell<usize>),
     /// Record size in words, header included.
     words: u32,
     /// Result bytes the request needs in the response (a multiple of 8, at most [`MAX_AUX`]).
@@ -126,7 +135,10 @@ where
             done: call_d::<Q, D>,
             drop_done: drop_d::<Q, D>,
             local: call_local::<Q, D>,
-            words: (HEADER_WORDS + 1 + words_of::<Q>() + words_of::<D>()) as u32,
+            call_many: call_many::<Q, D>,
+            done_many: done_many::<Q, D>,
+            local_many: local_many::<Q, D>,
+            words: record_words::<Q, D>() as u32,
             aux: X::AUX,
         }
     };
@@ -190,6 +202,126 @@ unsafe fn call_local<Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>, D: FnO
     let out = space.as_mut_ptr() as *mut u8;
     let panic = q(target, out);
     d(Outcome { resp: out, panic })
+}
+
+/// Size in words of a `(Q, D)` record.
+const fn record_words<Q, D>() -> usize {
+    HEADER_WORDS + 1 + words_of::<Q>() + words_of::<D>()
+}
+
+/// Prefetches the target of record `i` of a run of `n` records of `words` words at `src`.
+///
+/// # Safety
+/// `n` records of `words` words each start at `src`.
+#[inline(always)]
+unsafe fn prefetch_target(src: *const u64, words: usize, i: usize, n: usize) {
+    if i < n {
+        // SAFETY: record i exists; its target word follows its header (invariant 1).
+        let t = unsafe { ptr::read(src.add(i * words + HEADER_WORDS) as *const *const u8) };
+        if !t.is_null() {
+            prefetch(t);
+        }
+    }
+}
+
+// The `_many` functions run a *uniform* run of records (all of one type `(Q, D)`) with the
+// closures' code inlined into one loop: no header read and no indirect call per record.
+
+unsafe fn call_many<Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>, D>(
+    src: *const u64,
+    n: usize,
+    out: *mut u8,
+    panics: &mut Vec<(u32, PanicPayload)>,
+) {
+    // SAFETY: the callers run at least one record, so one starts at `src`.
+    let (words, aux) = (record_words::<Q, D>(), unsafe { aux_of(src) });
+    for i in 0..PREFETCH_AHEAD.min(n) {
+        // SAFETY: caller promise of `serve_batch` (n records of this type at `src`).
+        unsafe { prefetch_target(src, words, i, n) };
+    }
+    for i in 0..n {
+        // SAFETY: as above; record i's Q is live and consumed here once (invariant 2), with
+        // its own result space.
+        unsafe {
+            prefetch_target(src, words, i + PREFETCH_AHEAD, n);
+            let p = src.add(i * words + HEADER_WORDS) as *mut u8;
+            if let Some(e) = call_q::<Q>(p, out.wrapping_add(i * aux)) {
+                panics.push((i as u32, e));
+            }
+        }
+    }
+}
+
+unsafe fn done_many<Q, D: FnOnce(Outcome)>(
+    src: *const u64,
+    n: usize,
+    outcomes: &mut Outcomes,
+    progress: &Cell<usize>,
+) {
+    // SAFETY: the callers run at least one record, so one starts at `src`.
+    let (words, aux) = (record_words::<Q, D>(), unsafe { aux_of(src) });
+    for i in 0..n {
+        progress.set(i + 1);
+        let o = outcomes.next(i, aux);
+        // SAFETY: caller promise of `complete_front` (n in-flight records of this type at
+        // `src`); record i's D is live and consumed here once (invariant 2).
+        unsafe { call_d::<Q, D>(src.add(i * words + HEADER_WORDS) as *mut u8, o) };
+    }
+}
+
+unsafe fn local_many<Q, D>(src: *const u64, n: usize, progress: &Cell<usize>)
+where
+    Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    D: FnOnce(Outcome),
+{
+    let words = record_words::<Q, D>();
+    for i in 0..PREFETCH_AHEAD.min(n) {
+        // SAFETY: caller promise of `run_local` (n staged records of this type at `src`).
+        unsafe { prefetch_target(src, words, i, n) };
+    }
+    for i in 0..n {
+        progress.set(i + 1);
+        // SAFETY: as above; both halves of record i are live and consumed here once.
+        unsafe {
+            prefetch_target(src, words, i + PREFETCH_AHEAD, n);
+            call_local::<Q, D>(src.add(i * words + HEADER_WORDS) as *mut u8);
+        }
+    }
+}
+
+/// The `aux` of the record at `src`.
+///
+/// # Safety
+/// A record starts at `src`.
+#[inline(always)]
+unsafe fn aux_of(src: *const u64) -> usize {
+    // SAFETY: caller promise.
+    unsafe { header(src) }.aux as usize
+}
+
+/// Hands out the outcomes of a served batch's requests in order: their results lie one after
+/// the other from `resp`; the panics (sorted by index) replace the results of those requests.
+pub(crate) struct Outcomes {
+    resp: *const u8,
+    panics: std::iter::Peekable<std::vec::IntoIter<(u32, PanicPayload)>>,
+}
+
+impl Outcomes {
+    fn new(resp: *const u8, panics: Vec<(u32, PanicPayload)>) -> Outcomes {
+        Outcomes { resp, panics: panics.into_iter().peekable() }
+    }
+
+    /// The outcome of request `i`, whose result takes `aux` bytes.
+    #[inline(always)]
+    fn next(&mut self, i: usize, aux: usize) -> Outcome {
+        let panic = match self.panics.peek() {
+            Some((j, _)) if *j as usize == i => self.panics.next().map(|x| x.1),
+            _ => None,
+        };
+        let o = Outcome { resp: self.resp, panic };
+        self.resp = self.resp.wrapping_add(aux);
+        o
+    }
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect where there is no such instruction).
@@ -261,19 +393,26 @@ unsafe fn walk<const PREFETCH: bool>(
 
 /// Runs the `Q` halves of the `count` records of a batch at `src` (copied there by
 /// [`RecordQueue::send_to`]) in order, writing their results one after the other from `out`,
-/// and returns the panics as `(index, payload)`.
+/// and returns the panics as `(index, payload)`. A `uniform` batch (all its records of one
+/// type, as `send_to` reports) runs in that type's own loop.
 ///
 /// # Safety
 /// `src` must hold exactly `count` records whose `Q` halves are live and owned by the caller
-/// (invariants 1 and 3), not consumed before; they are all consumed here. `out` must be valid
-/// for writes of the records' summed `aux` bytes and 8-aligned. Nothing else may access either
-/// while this runs.
+/// (invariants 1 and 3), not consumed before, all of one type if `uniform`; they are all
+/// consumed here. `out` must be valid for writes of the records' summed `aux` bytes and
+/// 8-aligned. Nothing else may access either while this runs.
 pub(crate) unsafe fn serve_batch(
     src: *const u64,
     count: usize,
+    uniform: bool,
     out: *mut u8,
 ) -> Vec<(u32, PanicPayload)> {
     let mut panics = Vec::new();
+    if uniform && count > 0 {
+        // SAFETY: caller promise: `count` records of the type of the first one.
+        unsafe { (header(src).call_many)(src, count, out, &mut panics) };
+        return panics;
+    }
     let mut o = out;
     // SAFETY: caller promise; each record's Q is consumed once, by `call`, with its result
     // space (the records' aux add up to what the caller provided).
@@ -441,7 +580,7 @@ impl RecordQueue {
     /// Copies the longest prefix of the staged requests whose total size is at most
     /// `max_words` words and whose summed `aux` is at most `max_aux` into `dst` (at least one
     /// record if one is staged and the first fits), and marks them in flight. Returns
-    /// `(words, count)`.
+    /// `(words, count, uniform)`: `uniform` when all of them are of one type.
     ///
     /// # Safety
     /// `dst` must be valid for writes of `max_words` words and 8-aligned. The `Q` halves of the
@@ -453,8 +592,9 @@ impl RecordQueue {
         dst: *mut u64,
         max_words: usize,
         max_aux: usize,
-    ) -> (usize, usize) {
+    ) -> (usize, usize, bool) {
         let (mut w, mut n, mut aux) = (0usize, 0usize, 0usize);
+        let uniform = !self.uniform.is_null();
         let base = self.buf[self.sent_end..].as_ptr() as *const u64;
         if self.tail - self.sent_end <= max_words && self.staged_aux <= max_aux {
             // Everything fits: no need to walk the records.
@@ -492,7 +632,7 @@ impl RecordQueue {
         if self.staged == 0 {
             self.uniform = ptr::null();
         }
-        (w, n)
+        (w, n, uniform && n > 0)
     }
 
     /// Moves all of `other`'s staged records to the back of this queue, in order (`other`
@@ -530,37 +670,38 @@ impl RecordQueue {
     }
 
     /// Runs the `D` halves of the first `n` requests in flight (`n` at most their number), in
-    /// order, and removes them. Their results lie one after the other from `resp`; `panics`
-    /// (sorted by index, as [`serve_batch`] returns them) name the requests that panicked
-    /// instead. Nothing can be pushed meanwhile (`&mut self`); if a completion unwinds, the
-    /// ones after it stay in flight (and are dropped with the queue), the ones before it and
-    /// itself are consumed: none twice.
+    /// order, and removes them; `uniform` if they are all of one type (they were sent as one
+    /// uniform batch). Their results lie one after the other from `resp`; `panics` (sorted by
+    /// index, as [`serve_batch`] returns them) name the requests that panicked instead. Nothing
+    /// can be pushed meanwhile (`&mut self`); if a completion unwinds, the ones after it stay in
+    /// flight (and are dropped with the queue), the ones before it and itself are consumed:
+    /// none twice.
     pub(crate) fn complete_front(
         &mut self,
         n: usize,
+        uniform: bool,
         resp: *const u8,
         panics: Vec<(u32, PanicPayload)>,
     ) {
         assert!(n <= self.in_flight, "skein: complete_front({n}) of {}", self.in_flight);
-        let mut panics = panics.into_iter().peekable();
-        let mut out = resp;
-        let mut outcome = |i: usize, aux: u32| {
-            let panic = match panics.peek() {
-                Some((j, _)) if *j as usize == i => panics.next().map(|x| x.1),
-                _ => None,
-            };
-            let o = Outcome { resp: out, panic };
-            out = out.wrapping_add(aux as usize);
-            o
-        };
+        let mut outcomes = Outcomes::new(resp, panics);
         let progress = Cell::new(0);
         let start = self.buf[self.head..].as_ptr() as *const u64;
         let mut g = Consume { q: self, start, progress: &progress, total: None, staged: false };
-        // SAFETY: `n` in-flight records start at `start` (invariant 1), their D halves live;
-        // the buffer cannot change while `&mut self` is held; the guard removes exactly the
-        // records called (counted before each call), so each D is consumed once.
+        // SAFETY: `n` in-flight records start at `start` (invariant 1), their D halves live
+        // (all of one type if `uniform`); the buffer cannot change while `&mut self` is held;
+        // the guard removes exactly the records called (counted before each call), so each D
+        // is consumed once.
         g.total = Some(unsafe {
-            walk::<false>(start, n, &progress, |i, h, p| (h.done)(p, outcome(i, h.aux)))
+            if uniform && n > 0 {
+                let h = header(start);
+                (h.done_many)(start, n, &mut outcomes, &progress);
+                (n * h.words as usize, n * h.aux as usize)
+            } else {
+                walk::<false>(start, n, &progress, |i, h, p| {
+                    (h.done)(p, outcomes.next(i, h.aux as usize))
+                })
+            }
         });
     }
 
@@ -574,12 +715,21 @@ impl RecordQueue {
             self.staged,
             self.in_flight
         );
+        let uniform = !self.uniform.is_null();
         let progress = Cell::new(0);
         let start = self.buf[self.head..].as_ptr() as *const u64;
         let mut g = Consume { q: self, start, progress: &progress, total: None, staged: true };
         // SAFETY: as in `complete_front`, for staged records (both halves live, both consumed
-        // by `local`).
-        g.total = Some(unsafe { walk::<true>(start, n, &progress, |_, h, p| (h.local)(p)) });
+        // by `local`), all of one type if `uniform` is set (invariant of the field).
+        g.total = Some(unsafe {
+            if uniform && n > 0 {
+                let h = header(start);
+                (h.local_many)(start, n, &progress);
+                (n * h.words as usize, n * h.aux as usize)
+            } else {
+                walk::<true>(start, n, &progress, |_, h, p| (h.local)(p))
+            }
+        });
     }
 }
 
@@ -690,20 +840,22 @@ mod tests {
 
     /// Sends everything staged in `q` through batches of at most `max_words` words, serving
     /// each (as a trustee would) and completing it (as the client does).
-    fn round_trips(q: &mut RecordQueue, max_words: usize) -> usize {
-        let mut batches = 0;
+    fn round_trips(q: &mut RecordQueue, max_words: usize) -> (usize, usize) {
+        let (mut batches, mut uniform_batches) = (0, 0);
         let mut slot = vec![0u64; max_words];
         let mut resp = vec![0u64; max_words];
         while q.staged() > 0 {
             // SAFETY: `slot` holds max_words words; the batch is served right below.
-            let (w, n) = unsafe { q.send_to(slot.as_mut_ptr(), max_words, 8 * max_words) };
+            let (w, n, uni) = unsafe { q.send_to(slot.as_mut_ptr(), max_words, 8 * max_words) };
             assert!(n > 0 && w <= max_words);
+            uniform_batches += uni as usize;
             // SAFETY: exactly `n` records were copied into `slot`; `resp` has room.
-            let panics = unsafe { serve_batch(slot.as_ptr(), n, resp.as_mut_ptr() as *mut u8) };
-            q.complete_front(n, resp.as_ptr() as *const u8, panics);
+            let panics =
+                unsafe { serve_batch(slot.as_ptr(), n, uni, resp.as_mut_ptr() as *mut u8) };
+            q.complete_front(n, uni, resp.as_ptr() as *const u8, panics);
             batches += 1;
         }
-        batches
+        (batches, uniform_batches)
     }
 
     #[test]
@@ -717,7 +869,7 @@ mod tests {
         }
         // 5-word records (header, target, i; i and the log), 20 per batch of 100 words: the
         // uniform fast path sizes the batches.
-        assert_eq!(round_trips(&mut q, 100), 5);
+        assert_eq!(round_trips(&mut q, 100), (5, 5), "all batches uniform");
         assert!(q.is_empty());
         let mut expect_cells = [0u64; 10];
         let expect: Vec<u64> = (0..100u64)
@@ -766,7 +918,8 @@ mod tests {
             }
         }
         // Mixed records: the batch prefixes are found by walking; 7 words hold at most 2.
-        assert!(round_trips(&mut q, 7) >= 30);
+        let (batches, uniform) = round_trips(&mut q, 7);
+        assert!(batches >= 30 && uniform < batches);
         let got = log.borrow().clone();
         assert_eq!(got.len(), 60);
         for (k, v) in got.iter().enumerate() {
@@ -834,10 +987,10 @@ mod tests {
             assert_eq!(Rc::strong_count(&rc), 13);
             // Two requests go in flight: their Q halves belong to the batch now.
             // SAFETY: `slot` holds 64 words; the batch is served below.
-            let (w, n) = unsafe { q.send_to(slot.as_mut_ptr(), 2 * 4, 0) };
-            assert_eq!((w, n), (8, 2));
+            let (w, n, uni) = unsafe { q.send_to(slot.as_mut_ptr(), 2 * 4, 0) };
+            assert_eq!((w, n, uni), (8, 2, true));
             // SAFETY: exactly `n` records were copied into `slot`; they need no result space.
-            let panics = unsafe { serve_batch(slot.as_ptr(), n, std::ptr::null_mut()) };
+            let panics = unsafe { serve_batch(slot.as_ptr(), n, uni, std::ptr::null_mut()) };
             assert!(panics.is_empty());
             assert_eq!(Rc::strong_count(&rc), 11, "the batch consumed its two Q halves");
         }
@@ -847,32 +1000,58 @@ mod tests {
 
     #[test]
     fn unwinding_completion_consumes_each_record_once() {
-        let rc = Rc::new(());
-        let mut q = RecordQueue::default();
-        for i in 0..6 {
-            let r = rc.clone();
-            q.push::<NoAux, _, _>(
-                std::ptr::null_mut(),
-                |_, _| None,
-                move |_| {
-                    let _r = r;
-                    assert_ne!(i, 2, "completion 2 fails");
-                },
-            );
+        // Both ways of running completions: the type's own loop and the record walk.
+        for uniform in [true, false] {
+            let rc = Rc::new(());
+            let mut q = RecordQueue::default();
+            for i in 0..6 {
+                let r = rc.clone();
+                q.push::<NoAux, _, _>(
+                    std::ptr::null_mut(),
+                    |_, _| None,
+                    move |_| {
+                        let _r = r;
+                        assert_ne!(i, 2, "completion 2 fails");
+                    },
+                );
+            }
+            let mut slot = vec![0u64; 64];
+            // SAFETY: `slot` holds 64 words; every record is sent and served.
+            let (_, n, uni) = unsafe { q.send_to(slot.as_mut_ptr(), 64, 0) };
+            assert!(uni);
+            // SAFETY: exactly `n` records were copied; no result space needed.
+            unsafe { serve_batch(slot.as_ptr(), n, uniform, std::ptr::null_mut()) };
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                q.complete_front(5, uniform, std::ptr::null(), Vec::new())
+            }));
+            assert!(caught.is_err());
+            // completions 0..=2 consumed (2 unwound, dropping its capture); 3, 4, 5 queued
+            assert_eq!((q.in_flight, Rc::strong_count(&rc)), (3, 4));
+            drop(q);
+            assert_eq!(Rc::strong_count(&rc), 1);
         }
-        let mut slot = vec![0u64; 64];
-        // SAFETY: `slot` holds 64 words; every record is sent and served.
-        let (_, n) = unsafe { q.send_to(slot.as_mut_ptr(), 64, 0) };
-        // SAFETY: exactly `n` records were copied; no result space needed.
-        unsafe { serve_batch(slot.as_ptr(), n, std::ptr::null_mut()) };
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            q.complete_front(5, std::ptr::null(), Vec::new())
-        }));
-        assert!(caught.is_err());
-        // completions 0..=2 consumed (2 unwound, dropping its capture); 3, 4, 5 still queued
-        assert_eq!((q.in_flight, Rc::strong_count(&rc)), (3, 4));
-        drop(q);
-        assert_eq!(Rc::strong_count(&rc), 1);
+    }
+
+    #[test]
+    fn mixed_local_requests_run_in_order() {
+        let log: Log = Rc::default();
+        let mut cell = 0u64;
+        let mut q = RecordQueue::default();
+        for i in 1..=6u64 {
+            if i % 2 == 0 {
+                add(&mut q, &mut cell, i, &log);
+            } else {
+                let l = log.clone();
+                q.push::<NoAux, _, _>(
+                    std::ptr::null_mut(),
+                    |_, _| None,
+                    move |_| l.borrow_mut().push(i),
+                );
+            }
+        }
+        assert!(q.uniform.is_null());
+        q.run_local(6);
+        assert_eq!(*log.borrow(), vec![1, 2002, 3, 4006, 5, 6012]);
     }
 
     #[test]

@@ -10,7 +10,9 @@ use super::context;
 use super::quiesce;
 use super::shared::{PendingFree, Shared};
 pub(crate) use crate::channel::record::Outcome;
-use crate::channel::record::{prefetch, serve_batch, Aux, NoAux, RecordQueue, HEADER_WORDS};
+use crate::channel::record::{
+    prefetch, serve_batch, Aux, NoAux, RecordQueue, HEADER_WORDS, UNIFORM_BATCH,
+};
 use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
 use crate::stats::StatCounters as S;
@@ -27,7 +29,7 @@ struct ClientSide {
     /// [`ClientSide::out`] touches it.
     out: UnsafeCell<RecordQueue>,
     /// The number of requests in the batch in flight in each lane (the first ones in `out`,
-    /// lane by lane in batch order).
+    /// lane by lane in batch order), tagged with [`UNIFORM_BATCH`] as the batch was.
     in_lane: [Cell<u32>; PIPELINE],
     /// An empty queue that keeps its buffer between batches.
     spare: RefCell<RecordQueue>,
@@ -352,9 +354,10 @@ impl Worker {
             }
             // SAFETY: slot rule (2) — we Acquire-loaded the next batch's seq in its lane, so
             // its request data and the lane's response slot belong to us until we publish.
-            let (words, count, resp_data) = unsafe {
-                let (words, count) = lane.req.batch();
-                (words as usize, count as usize, lane.resp.data() as *mut u8)
+            let (words, count, uniform, resp_data) = unsafe {
+                let (words, tagged) = lane.req.batch();
+                let count = (tagged & !UNIFORM_BATCH) as usize;
+                (words as usize, count, tagged & UNIFORM_BATCH != 0, lane.resp.data() as *mut u8)
             };
             // Ask for every line of the batch at once: they arrive from the client's cache in
             // parallel instead of one miss after the other as the records are run.
@@ -363,10 +366,11 @@ impl Worker {
                 prefetch(data.wrapping_add(off));
             }
             // SAFETY: the client copied exactly `count` records into req.data() with `send_to`
-            // (rule 1); their Q halves are ours and consumed only here, once. The client sized
-            // the batch so that the results fit in the response slot, which we own (rule 2).
-            let panics =
-                self.delegated(|| unsafe { serve_batch(lane.req.data(), count, resp_data) });
+            // (rule 1), all of one type if it said `uniform`; their Q halves are ours and
+            // consumed only here, once. The client sized the batch so that the results fit in
+            // the response slot, which we own (rule 2).
+            let panics = self
+                .delegated(|| unsafe { serve_batch(lane.req.data(), count, uniform, resp_data) });
             ts.served.set(ts.served.get() + count as u64);
             ts.served_seq.set(seq);
             let st = &self.ctr().stats;
@@ -419,9 +423,10 @@ impl Worker {
             let resp = lane.resp.data() as *const u8;
             // The requests are taken out of their cell while their completions run; what
             // those queue meanwhile lands in the spare queue, and is appended behind after.
-            let n = cs.in_lane[(seq % PIPELINE as u64) as usize].get() as usize;
+            let tagged = cs.in_lane[(seq % PIPELINE as u64) as usize].get();
+            let (n, uniform) = ((tagged & !UNIFORM_BATCH) as usize, tagged & UNIFORM_BATCH != 0);
             let mut q = cs.take_out();
-            self.delegated(|| q.complete_front(n, resp, panics));
+            self.delegated(|| q.complete_front(n, uniform, resp, panics));
             cs.put_back(q);
             cs.acked.set(seq);
             bump(&self.ctr().finished, n as u64);
@@ -435,14 +440,16 @@ impl Worker {
             // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
             // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
             // area holds `max_words` words.
-            let (words, count) =
+            let (words, count, uniform) =
                 cs.out(|q| unsafe { q.send_to(lane.req.data(), max_words, max_aux) });
             assert!(count > 0, "skein: a request does not fit in an empty slot");
-            cs.in_lane[(seq % PIPELINE as u64) as usize].set(count as u32);
+            // The batch's count as it travels: tagged when its records are all of one type.
+            let count = count as u32 | if uniform { UNIFORM_BATCH } else { 0 };
+            cs.in_lane[(seq % PIPELINE as u64) as usize].set(count);
             debug_assert!(words >= HEADER_WORDS);
             cs.sent.set(seq);
             // SAFETY: rule (1) — we own the request slot and publish it now.
-            unsafe { lane.req.publish(seq, words as u32, count as u32) };
+            unsafe { lane.req.publish(seq, words as u32, count) };
             S::add(&self.ctr().stats.batches_sent, 1);
             self.wake_throttled(&cs.throttled);
             useful = true;
