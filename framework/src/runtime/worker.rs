@@ -1,10 +1,12 @@
 //! One worker: its fibers, its client queues, its trustee role, and the loop that interleaves
 //! them (DESIGN §3.3).
 //!
-//! All state here is owned by the worker thread (`Cell`/`RefCell`, no atomics) except the
+//! All state here is owned by the worker thread (`Cell`/`RefCell`, no atomics; the request
+//! queues are plain `UnsafeCell`s behind one accessor, [`ClientSide::out`]) except the
 //! single-writer counters in [`crate::runtime::shared::WorkerCounters`] and the slots.
-//! No `RefCell` borrow is ever held while user code runs: every piece of user code (fiber
-//! bodies, delegated closures, continuations) is first moved out of the worker's structures.
+//! No borrow is ever held while user code runs: every piece of user code (fiber bodies,
+//! delegated closures, continuations) is first moved out of the worker's structures (a request
+//! queue whose requests run is taken out of its cell whole, [`ClientSide::take_out`]).
 
 use super::context;
 use super::quiesce;
