@@ -107,6 +107,13 @@ pub(crate) trait Aux {
 /// `aux` = 0.
 pub(crate) struct NoAux;
 
+impl VTable {
+    /// `(words, aux)` summed over `n` records of this type.
+    fn totals(&self, n: usize) -> (usize, usize) {
+        (n * self.words as usize, n * self.aux as usize)
+    }
+}
+
 impl Aux for NoAux {
     const AUX: u32 = 0;
 }
@@ -661,12 +668,14 @@ impl RecordQueue {
         self.tail += w;
         self.staged += other.staged;
         self.staged_aux += other.staged_aux;
-        other.head = 0;
-        other.sent_end = 0;
-        other.tail = 0;
-        other.staged = 0;
-        other.staged_aux = 0;
-        other.uniform = ptr::null();
+        other.clear();
+    }
+
+    /// Marks the queue empty (its records were consumed or moved elsewhere).
+    fn clear(&mut self) {
+        (self.head, self.sent_end, self.tail) = (0, 0, 0);
+        (self.in_flight, self.staged, self.staged_aux) = (0, 0, 0);
+        self.uniform = ptr::null();
     }
 
     /// Runs the `D` halves of the first `n` requests in flight (`n` at most their number), in
@@ -685,24 +694,21 @@ impl RecordQueue {
     ) {
         assert!(n <= self.in_flight, "skein: complete_front({n}) of {}", self.in_flight);
         let mut outcomes = Outcomes::new(resp, panics);
-        let progress = Cell::new(0);
-        let start = self.buf[self.head..].as_ptr() as *const u64;
-        let mut g = Consume { q: self, start, progress: &progress, total: None, staged: false };
-        // SAFETY: `n` in-flight records start at `start` (invariant 1), their D halves live
-        // (all of one type if `uniform`); the buffer cannot change while `&mut self` is held;
-        // the guard removes exactly the records called (counted before each call), so each D
-        // is consumed once.
-        g.total = Some(unsafe {
-            if uniform && n > 0 {
-                let h = header(start);
-                (h.done_many)(start, n, &mut outcomes, &progress);
-                (n * h.words as usize, n * h.aux as usize)
-            } else {
-                walk::<false>(start, n, &progress, |i, h, p| {
-                    (h.done)(p, outcomes.next(i, h.aux as usize))
-                })
-            }
-        });
+        // SAFETY: the first `n` records are in flight, their D halves live (invariant 1), all
+        // of one type if `uniform`; each is consumed once, by `done`.
+        unsafe {
+            self.consume_front(n, false, |start, progress| {
+                if uniform {
+                    let h = header(start);
+                    (h.done_many)(start, n, &mut outcomes, progress);
+                    h.totals(n)
+                } else {
+                    walk::<false>(start, n, progress, |i, h, p| {
+                        (h.done)(p, outcomes.next(i, h.aux as usize))
+                    })
+                }
+            })
+        }
     }
 
     /// Runs the first `n` staged requests in place (`Q`, then `D` with its result), in order,
@@ -716,20 +722,42 @@ impl RecordQueue {
             self.in_flight
         );
         let uniform = !self.uniform.is_null();
+        // SAFETY: the first `n` records are staged, both halves live (invariant 1), all of one
+        // type if `uniform` is set (the field's meaning); each is consumed once, by `local`.
+        unsafe {
+            self.consume_front(n, true, |start, progress| {
+                if uniform {
+                    let h = header(start);
+                    (h.local_many)(start, n, progress);
+                    h.totals(n)
+                } else {
+                    walk::<true>(start, n, progress, |_, h, p| (h.local)(p))
+                }
+            })
+        }
+    }
+
+    /// Runs the first `n` records (`staged` ones, or else in flight) with `run(start,
+    /// progress)`, then removes exactly those `run` counted in `progress` — also if it unwinds
+    /// — so none is consumed twice. `run` returns the records' summed `(words, aux)`.
+    ///
+    /// # Safety
+    /// `run` must consume each of the `n` records at `start` at most once, count each in
+    /// `progress` right before consuming it, and return their true totals.
+    unsafe fn consume_front(
+        &mut self,
+        n: usize,
+        staged: bool,
+        run: impl FnOnce(*const u64, &Cell<usize>) -> (usize, usize),
+    ) {
+        if n == 0 {
+            return;
+        }
         let progress = Cell::new(0);
         let start = self.buf[self.head..].as_ptr() as *const u64;
-        let mut g = Consume { q: self, start, progress: &progress, total: None, staged: true };
-        // SAFETY: as in `complete_front`, for staged records (both halves live, both consumed
-        // by `local`), all of one type if `uniform` is set (invariant of the field).
-        g.total = Some(unsafe {
-            if uniform && n > 0 {
-                let h = header(start);
-                (h.local_many)(start, n, &progress);
-                (n * h.words as usize, n * h.aux as usize)
-            } else {
-                walk::<true>(start, n, &progress, |_, h, p| (h.local)(p))
-            }
-        });
+        let mut g = Consume { q: self, start, progress: &progress, total: None, staged };
+        // The buffer cannot change while `&mut self` is held (invariant 1 holds throughout).
+        g.total = Some(run(start, &progress));
     }
 }
 
@@ -768,12 +796,8 @@ impl Drop for Consume<'_> {
         } else {
             q.in_flight -= n;
         }
-        if q.staged + q.in_flight == 0 {
-            q.head = 0;
-            q.sent_end = 0;
-            q.tail = 0;
-            q.staged_aux = 0;
-            q.uniform = ptr::null();
+        if q.is_empty() {
+            q.clear();
         }
     }
 }

@@ -101,8 +101,9 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// Results above this size (or with alignment above 8) travel boxed.
-const RESULT_INLINE_MAX: usize = 256;
+/// Results above this size (or with alignment above 8) travel boxed: the most result space a
+/// request may ask for.
+const RESULT_INLINE_MAX: usize = crate::channel::record::MAX_AUX;
 
 #[inline]
 const fn result_inline<U>() -> bool {
