@@ -241,3 +241,111 @@ fn main_blocked_forever_is_a_deadlock() {
         .unwrap_err();
     assert!(matches!(e, Error::Deadlock { main_finished: false, .. }), "{e}");
 }
+
+/// The panic message of a `catch_unwind` result.
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+#[test]
+fn handle_from_another_run_is_refused() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let (t, l, far) = Runtime::builder()
+        .workers(4)
+        .build()
+        .unwrap()
+        .run(|| {
+            (
+                skein::trustee(1).entrust(5u64),
+                skein::trustee(0).entrust(skein::Latch::new(0u64)),
+                skein::trustee(3).entrust(0u64),
+            )
+        })
+        .unwrap();
+    let (t2, far2) = (t.clone(), far.clone());
+    // `apply` (remote, and inline on the trustee) and `launch` panic in the caller; the
+    // trustee survives.
+    let msgs = rt
+        .run(move || {
+            let mut msgs = Vec::new();
+            let t3 = t2.clone();
+            let remote = skein::spawn_on(0, move || t3.apply(|x| *x + 1));
+            msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| remote.join())).unwrap_err()));
+            let t4 = t2.clone();
+            let inline = skein::spawn_on(1, move || t4.apply(|x| *x + 1));
+            msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| inline.join())).unwrap_err()));
+            msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| l.launch(|x| *x))).unwrap_err()));
+            msgs.push(panic_text(
+                catch_unwind(AssertUnwindSafe(|| far2.apply(|x| *x))).unwrap_err(),
+            ));
+            let own = skein::trustee(1).entrust(1u64);
+            msgs.push(format!("own {}", own.apply(|x| *x + 1)));
+            msgs
+        })
+        .unwrap();
+    assert_eq!(msgs.len(), 5);
+    for m in &msgs[..4] {
+        assert!(m.contains("created by another run"), "{m}");
+    }
+    assert_eq!(msgs[4], "own 2");
+    // `apply_then` fails the run.
+    let e = rt.run(move || t.apply_then(|x| *x += 1, |()| {})).unwrap_err();
+    match e {
+        Error::Panicked { first, count } => {
+            assert_eq!(count, 1);
+            assert!(first.contains("created by another run"), "{first}");
+        }
+        other => panic!("unexpected {other}"),
+    }
+    drop(far);
+}
+
+#[test]
+fn handle_of_a_live_run_is_refused_by_another_live_run() {
+    let (to_b, from_a) = std::sync::mpsc::channel::<Trust<u64>>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<String>();
+    let b = std::thread::spawn(move || {
+        let t = from_a.recv().unwrap();
+        let e = Runtime::builder()
+            .workers(2)
+            .build()
+            .unwrap()
+            .run(move || t.apply(|x| *x += 1))
+            .unwrap_err();
+        done_tx.send(e.to_string()).unwrap();
+    });
+    let r = Runtime::builder()
+        .workers(2)
+        .build()
+        .unwrap()
+        .run(move || {
+            let t = skein::trustee(1).entrust(7u64);
+            to_b.send(t.clone()).unwrap();
+            // Run A stays alive (and keeps serving its property) until run B has given up.
+            let msg = loop {
+                match done_rx.try_recv() {
+                    Ok(m) => break m,
+                    Err(_) => {
+                        t.apply(|x| *x += 1);
+                        skein::yield_now();
+                    }
+                }
+            };
+            (msg, t.apply(|x| *x >= 7))
+        })
+        .unwrap();
+    b.join().unwrap();
+    assert!(r.0.contains("created by another run"), "{}", r.0);
+    assert!(r.1);
+}
+
+#[test]
+fn handles_are_one_word() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<Trust<u64>>(), size_of::<usize>());
+    assert_eq!(size_of::<Option<Trust<[u8; 100]>>>(), size_of::<usize>());
+}

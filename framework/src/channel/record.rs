@@ -166,6 +166,7 @@ const fn d_offset<Q>() -> usize {
     8 + 8 * words_of::<Q>()
 }
 
+#[inline(always)]
 unsafe fn call_q<Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>>(
     p: *mut u8,
     out: *mut u8,
@@ -181,6 +182,7 @@ unsafe fn drop_q<Q>(p: *mut u8) {
     unsafe { ptr::drop_in_place(p.add(8) as *mut Q) }
 }
 
+#[inline(always)]
 unsafe fn call_d<Q, D: FnOnce(Outcome)>(p: *mut u8, o: Outcome) {
     // SAFETY: D follows Q in the record (invariant 1); this is D's one consumption (inv. 2).
     let d = unsafe { ptr::read(p.add(d_offset::<Q>()) as *const D) };
@@ -192,6 +194,7 @@ unsafe fn drop_d<Q, D>(p: *mut u8) {
     unsafe { ptr::drop_in_place(p.add(d_offset::<Q>()) as *mut D) }
 }
 
+#[inline(always)]
 unsafe fn call_local<Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>, D: FnOnce(Outcome)>(
     p: *mut u8,
 ) {

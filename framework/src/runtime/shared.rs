@@ -70,7 +70,8 @@ pub(crate) struct Foreign {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) n: usize,
-    /// Distinguishes runs, so a handle from another run is refused without touching memory.
+    /// Distinguishes runs: every property records the run that entrusted it, and a trustee
+    /// refuses a request on a property of another run (`trust::on_trustee`).
     pub(crate) run_id: u32,
     pub(crate) cfg: Config,
     pairs: Box<[SlotPair]>,

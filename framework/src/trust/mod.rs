@@ -89,12 +89,7 @@ impl TrusteeRef {
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
         let w = context::expect("entrust");
         assert!(self.worker < w.n, "skein: TrusteeRef from another runtime");
-        Trust {
-            prop: prop::alloc(value),
-            trustee: self.worker as u32,
-            run: w.run_id,
-            _t: PhantomData,
-        }
+        Trust::new(prop::alloc(value, w.run_id), self.worker)
     }
 }
 
@@ -126,11 +121,18 @@ impl TrusteeRef {
 /// }
 /// ```
 pub struct Trust<T> {
-    prop: NonNull<Prop<T>>,
-    trustee: u32,
-    run: u32,
+    /// The property's address, with the trustee's index in the bits from [`TRUSTEE_SHIFT`] up:
+    /// a handle is one word, so that the handles of many properties take little cache.
+    tagged: NonNull<Prop<T>>,
     _t: PhantomData<T>,
 }
+
+/// Where a handle keeps its trustee's index: above the 48 bits of a user-space address on
+/// x86-64 and AArch64 (checked when a property is entrusted).
+const TRUSTEE_SHIFT: u32 = 48;
+const ADDR_MASK: usize = (1 << TRUSTEE_SHIFT) - 1;
+// Every worker index fits (the builder allows at most 4096 workers).
+const _: () = assert!(4096 <= 1 << (usize::BITS - TRUSTEE_SHIFT));
 
 // SAFETY: the value is only touched on its trustee (prop invariant 2) and moves there by value
 // inside `entrust`; so a handle may live on any thread when `T: Send`.
@@ -140,17 +142,21 @@ unsafe impl<T: Send> Sync for Trust<T> {}
 
 impl<T> std::fmt::Debug for Trust<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Trust").field("trustee", &self.trustee).field("prop", &self.prop).finish()
+        f.debug_struct("Trust")
+            .field("trustee", &self.trustee_index())
+            .field("prop", &self.prop())
+            .finish()
     }
 }
 
 impl<T> Clone for Trust<T> {
     fn clone(&self) -> Self {
         let old = self.head().refs.fetch_add(1, Ordering::Relaxed);
-        if old > isize::MAX as usize {
+        // Like `Arc`: abort long before the count could wrap (2^31 handles of one property).
+        if old > i32::MAX as u32 {
             std::process::abort();
         }
-        Trust { prop: self.prop, trustee: self.trustee, run: self.run, _t: PhantomData }
+        Trust { tagged: self.tagged, _t: PhantomData }
     }
 }
 
@@ -160,7 +166,7 @@ impl<T> Drop for Trust<T> {
             return;
         }
         fence(Ordering::Acquire);
-        release_last(PropPtr::of(self.prop), self.trustee as usize, self.run);
+        release_last(PropPtr::of(self.prop()), self.trustee_index(), self.head().run);
     }
 }
 
@@ -189,29 +195,52 @@ fn release_last(p: PropPtr, t: usize, run: u32) {
 }
 
 impl<T> Trust<T> {
+    /// The first handle of a property entrusted to worker `trustee`.
+    fn new(p: NonNull<Prop<T>>, trustee: usize) -> Trust<T> {
+        if p.as_ptr() as usize & !ADDR_MASK != 0 {
+            // Not on Linux or macOS on x86-64 or AArch64 with their default address spaces.
+            panic!("skein: a property at {p:p} is above the 48-bit address space skein supports");
+        }
+        // The tag only sets bits above the address, so the pointer stays non-null and keeps
+        // its provenance.
+        Trust { tagged: p.map_addr(|a| a | trustee << TRUSTEE_SHIFT), _t: PhantomData }
+    }
+
+    #[inline(always)]
+    fn prop(&self) -> NonNull<Prop<T>> {
+        self.tagged.map_addr(|a| {
+            // SAFETY: the untagged address is the non-null address `new` was given.
+            unsafe { std::num::NonZero::new_unchecked(a.get() & ADDR_MASK) }
+        })
+    }
+
+    #[inline(always)]
+    fn trustee_index(&self) -> usize {
+        self.tagged.as_ptr() as usize >> TRUSTEE_SHIFT
+    }
+
     fn head(&self) -> &prop::PropHead {
         // SAFETY: we hold a count, so the property is alive (prop invariant 1); the header is
         // never mutated except through its atomic.
-        unsafe { &self.prop.as_ref().head }
+        unsafe { &self.prop().as_ref().head }
     }
 
-    fn value(&self) -> SendPtr<T> {
-        // SAFETY: only computes the address of the value inside the live property.
-        SendPtr(unsafe { self.prop.as_ref() }.value.get())
-    }
-
+    /// The worker to issue on, and the trustee's index there. A handle of another run is not
+    /// refused here (that would mean reading the property's header, a cache line its trustee
+    /// writes) but by the trustee, before it touches the value ([`on_trustee`]).
     #[inline]
     #[track_caller]
-    fn worker_for(&self, what: &'static str) -> &'static Worker {
+    fn worker_for(&self, what: &'static str) -> (&'static Worker, usize) {
+        let t = self.trustee_index();
         match context::current() {
-            Some(w) if w.run_id == self.run => w,
+            Some(w) if t < w.n => (w, t),
             w => wrong_context(what, w.is_some()),
         }
     }
 
     /// The trustee that owns the property.
     pub fn trustee(&self) -> TrusteeRef {
-        TrusteeRef { worker: self.trustee as usize }
+        TrusteeRef { worker: self.trustee_index() }
     }
 }
 
@@ -222,9 +251,17 @@ impl<T> Trust<T> {
 #[track_caller]
 fn wrong_context(what: &str, in_runtime: bool) -> ! {
     if in_runtime {
-        panic!("skein: `{what}` on a Trust created by another run of a runtime");
+        wrong_run(what)
     }
     context::outside(what)
+}
+
+/// The panic of a handle used in a run other than the one that entrusted its property.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn wrong_run(what: &str) -> ! {
+    panic!("skein: `{what}` on a Trust created by another run of a runtime")
 }
 
 /// Moves `job` to trustee `t` and suspends the calling fiber until its result is back; it runs
@@ -292,16 +329,17 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        let w = self.worker_for("apply");
+        let (w, t) = self.worker_for("apply");
         w.check_may_block("apply");
-        let p = self.value();
-        let t = self.trustee as usize;
+        let p = SendPtr(self.prop().as_ptr());
         if t == w.index && w.local_queue_empty() {
-            // SAFETY: prop invariant 2 — we are on the trustee, outside delegated code, and
-            // `f` (delegated, cannot block) runs to completion before anything else here.
-            return w.delegated(|| f(unsafe { p.get_mut() }));
+            // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
+            // runs to completion before anything else here.
+            return w.delegated(|| on_trustee(p, f, "apply"));
         }
-        call_blocking(w, t, p.0 as *mut u8, move |tg| on_trustee(SendPtr(tg as *mut T), f))
+        call_blocking(w, t, p.0 as *mut u8, move |tg| {
+            on_trustee(SendPtr(tg as *mut Prop<T>), f, "apply")
+        })
     }
 
     /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
@@ -327,15 +365,14 @@ impl<T: Send + 'static> Trust<T> {
         U: Send + 'static,
         G: FnOnce(U) + 'static,
     {
-        let w = self.worker_for("apply_then");
-        let target = self.value().0 as *mut u8;
-        let t = self.trustee as usize;
+        let (w, t) = self.worker_for("apply_then");
+        let target = self.prop().as_ptr() as *mut u8;
         let queued = w.request::<ResultSpace<U>, _, _>(
             t,
             target,
             move |tg, out| {
-                let p = SendPtr(tg as *mut T);
-                match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
+                let p = SendPtr(tg as *mut Prop<T>);
+                match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f, "apply_then"))) {
                     Ok(u) => {
                         // SAFETY: `out` is this request's result space (slot rule 2, or the
                         // local trustee's stack).
@@ -386,13 +423,22 @@ impl<T: Send + 'static> Trust<T> {
     }
 }
 
-/// Applies `f` to the property behind `p`. Only ever called from delegated code running on
-/// the property's trustee (a served request or a local-queue record).
-#[inline]
-fn on_trustee<T, U>(p: SendPtr<T>, f: impl FnOnce(&mut T) -> U) -> U {
-    // SAFETY: prop invariant 2 — this runs on the trustee as delegated code that cannot switch
-    // fibers, so no other reference to the value exists meanwhile.
-    f(unsafe { p.get_mut() })
+/// Applies `f` (the closure of `what`) to the value of the property `p`, if it belongs to the
+/// current run. Only ever called as delegated code on the worker the handle names as the
+/// property's trustee (a served request, a local-queue record, or `apply`'s inline call).
+#[inline(always)]
+fn on_trustee<T, U>(p: SendPtr<Prop<T>>, f: impl FnOnce(&mut T) -> U, what: &str) -> U {
+    // SAFETY: the property is alive: its handle held a count when the request was issued, and
+    // a property is freed only after every request issued before its last handle went away
+    // has been served (module docs). `run` is never written after `alloc`.
+    if unsafe { (*p.0).head.run } != context::run_id() {
+        // Another run's property: its own trustee may be using the value right now.
+        wrong_run(what)
+    }
+    // SAFETY: prop invariant 2 — the property belongs to this run, so this worker is its
+    // trustee, and this runs as delegated code that cannot switch fibers: no other reference
+    // to the value exists meanwhile.
+    f(unsafe { &mut *(*p.0).value.get() })
 }
 
 fn run_then<U, G: FnOnce(U)>(then: G, u: U) {
@@ -423,11 +469,16 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        let w = self.worker_for("launch");
+        let (w, t) = self.worker_for("launch");
         w.check_may_block("launch");
+        // The header's `run` is never written after `alloc`: reading it here races with nothing.
+        if self.head().run != w.run_id {
+            wrong_run("launch")
+        }
         let me = self.clone();
-        crate::runtime::spawn_on(self.trustee as usize, move || {
-            let latch: *const Latch<T> = me.value().0;
+        crate::runtime::spawn_on(t, move || {
+            // SAFETY: only computes the address of the value inside the live property.
+            let latch: *const Latch<T> = unsafe { me.prop().as_ref() }.value.get();
             // SAFETY: this fiber runs on the trustee; `me` keeps the property (and so the latch)
             // alive until after the unlock; latch invariant 1 keeps the value apart from any
             // `&mut Latch` that delegated closures may create meanwhile.

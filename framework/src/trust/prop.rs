@@ -2,8 +2,8 @@
 //!
 //! # Invariants
 //!
-//! 1. A property is a `Box<Prop<T>>` leaked by [`alloc`]: a header of one atomic count, then
-//!    the value (16 bytes for a `u64`). It is freed exactly once, by [`free_prop`], after its
+//! 1. A property is a `Box<Prop<T>>` leaked by [`alloc`]: a header of an atomic count and the
+//!    run that entrusted it (never written again), then the value (16 bytes for a `u64`). It is freed exactly once, by [`free_prop`], after its
 //!    reference count reached zero (see the argument in [`crate::trust`]), through the
 //!    [`PropPtr`] that the last handle made with [`PropPtr::of`], which knows `T` and so
 //!    carries `free_typed::<T>`.
@@ -13,14 +13,19 @@
 //! 3. A result written by [`write_result::<U>`] is read exactly once by [`read_result::<U>`]
 //!    with the same `U`, at the same offset, after the slot protocol handed the bytes over.
 
-use crate::sync::{AtomicUsize, UnsafeCell};
+use crate::sync::{AtomicU32, UnsafeCell};
 use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};
 
-/// Header common to every property.
+/// Header common to every property: 8 bytes, so that a `u64` property takes 16.
 #[repr(C)]
 pub(crate) struct PropHead {
-    pub(crate) refs: AtomicUsize,
+    /// Handles in existence (see the counting argument in [`crate::trust`]).
+    pub(crate) refs: AtomicU32,
+    /// The run whose trustee owns the property. A trustee compares it with its own run before
+    /// it touches the value, so that a handle kept from another run of a runtime is refused
+    /// (the handle itself does not carry the run: it is one word).
+    pub(crate) run: u32,
 }
 
 /// A property: header + value.
@@ -54,10 +59,10 @@ unsafe fn free_typed<T>(p: NonNull<PropHead>) {
     drop(unsafe { Box::from_raw(p.as_ptr() as *mut Prop<T>) });
 }
 
-/// Allocates a property with count 1.
-pub(crate) fn alloc<T: Send + 'static>(value: T) -> NonNull<Prop<T>> {
+/// Allocates a property of run `run` with count 1.
+pub(crate) fn alloc<T: Send + 'static>(value: T, run: u32) -> NonNull<Prop<T>> {
     let b = Box::new(Prop {
-        head: PropHead { refs: AtomicUsize::new(1) },
+        head: PropHead { refs: AtomicU32::new(1), run },
         value: UnsafeCell::new(value),
     });
     NonNull::from(Box::leak(b))
