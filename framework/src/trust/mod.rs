@@ -29,6 +29,7 @@
 
 pub(crate) mod latch;
 pub(crate) mod prop;
+mod slab;
 
 use crate::runtime::context;
 use crate::runtime::worker::{Outcome, Worker, STAGING_YIELD};
@@ -89,7 +90,7 @@ impl TrusteeRef {
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
         let w = context::expect("entrust");
         assert!(self.worker < w.n, "skein: TrusteeRef from another runtime");
-        Trust::new(prop::alloc(value, w.run_id), self.worker)
+        Trust::new(prop::alloc(value, w.run_id, self.worker), self.worker)
     }
 }
 
@@ -166,7 +167,8 @@ impl<T> Drop for Trust<T> {
             return;
         }
         fence(Ordering::Acquire);
-        release_last(PropPtr::of(self.prop()), self.trustee_index(), self.head().run);
+        let t = self.trustee_index();
+        release_last(PropPtr::of(self.prop(), t), t, self.head().run);
     }
 }
 

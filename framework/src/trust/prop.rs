@@ -2,17 +2,20 @@
 //!
 //! # Invariants
 //!
-//! 1. A property is a `Box<Prop<T>>` leaked by [`alloc`]: a header of an atomic count and the
-//!    run that entrusted it (never written again), then the value (16 bytes for a `u64`). It is freed exactly once, by [`free_prop`], after its
-//!    reference count reached zero (see the argument in [`crate::trust`]), through the
-//!    [`PropPtr`] that the last handle made with [`PropPtr::of`], which knows `T` and so
-//!    carries `free_typed::<T>`.
+//! 1. A property is a `Prop<T>` made by [`alloc`]: a header of an atomic count and the run
+//!    that entrusted it (never written again), then the value (16 bytes for a `u64`). It lives
+//!    in a slot of its trustee's slab when it is small ([`super::slab::class_of`]), else in a
+//!    leaked `Box` (the choice depends on `T` alone). It is freed exactly once, by
+//!    [`free_prop`], after its reference count reached zero (see the argument in
+//!    [`crate::trust`]), through the [`PropPtr`] that the last handle made with
+//!    [`PropPtr::of`], which knows `T` and so carries `free_typed::<T>`.
 //! 2. `&mut T` to a property's value is only created on its trustee's worker thread (or after
 //!    the runtime stopped), by delegated code that runs to completion without switching fibers,
 //!    so two such references never coexist.
 //! 3. A result written by [`write_result::<U>`] is read exactly once by [`read_result::<U>`]
 //!    with the same `U`, at the same offset, after the slot protocol handed the bytes over.
 
+use super::slab;
 use crate::sync::{AtomicU32, UnsafeCell};
 use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};
@@ -40,32 +43,57 @@ pub(crate) struct Prop<T> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PropPtr {
     ptr: NonNull<PropHead>,
-    free: unsafe fn(NonNull<PropHead>),
+    free: unsafe fn(NonNull<PropHead>, usize),
+    /// The trustee it was entrusted to (whose slab pool takes the slot back).
+    home: u32,
 }
 
 impl PropPtr {
-    /// The pointer to a `Prop<T>` made by [`alloc`].
-    pub(crate) fn of<T>(p: NonNull<Prop<T>>) -> PropPtr {
-        PropPtr { ptr: p.cast(), free: free_typed::<T> }
+    /// The pointer to a `Prop<T>` made by [`alloc`] for trustee `home`.
+    pub(crate) fn of<T>(p: NonNull<Prop<T>>, home: usize) -> PropPtr {
+        PropPtr { ptr: p.cast(), free: free_typed::<T>, home: home as u32 }
     }
+}
+
+/// The slab class of `Prop<T>`, if it is slab-allocated.
+const fn class<T>() -> Option<usize> {
+    slab::class_of(size_of::<Prop<T>>(), align_of::<Prop<T>>())
 }
 
 // SAFETY: the pointer is only dereferenced under invariants 1 and 2 (on the trustee, or to
 // touch the atomic count); the value type is `Send` (required by `entrust`).
 unsafe impl Send for PropPtr {}
 
-unsafe fn free_typed<T>(p: NonNull<PropHead>) {
-    // SAFETY: invariant 1 — `p` came from `Box<Prop<T>>::into_raw` and this is the only free.
-    drop(unsafe { Box::from_raw(p.as_ptr() as *mut Prop<T>) });
+unsafe fn free_typed<T>(p: NonNull<PropHead>, home: usize) {
+    let p = p.cast::<Prop<T>>();
+    match class::<T>() {
+        Some(c) => {
+            // SAFETY: invariant 1 — `p` is a live `Prop<T>` in a slot of class `c` from the
+            // pool of `home` (its trustee), and this is its only free. If the value's drop
+            // unwinds, the slot is leaked, never reused.
+            unsafe {
+                ptr::drop_in_place(p.as_ptr());
+                slab::free(p.cast(), c, home);
+            }
+        }
+        // SAFETY: invariant 1 — `p` came from `Box::leak` and this is the only free.
+        None => drop(unsafe { Box::from_raw(p.as_ptr()) }),
+    }
 }
 
-/// Allocates a property of run `run` with count 1.
-pub(crate) fn alloc<T: Send + 'static>(value: T, run: u32) -> NonNull<Prop<T>> {
-    let b = Box::new(Prop {
-        head: PropHead { refs: AtomicU32::new(1), run },
-        value: UnsafeCell::new(value),
-    });
-    NonNull::from(Box::leak(b))
+/// Allocates a property of run `run`, entrusted to worker `home`, with count 1.
+pub(crate) fn alloc<T: Send + 'static>(value: T, run: u32, home: usize) -> NonNull<Prop<T>> {
+    let prop =
+        Prop { head: PropHead { refs: AtomicU32::new(1), run }, value: UnsafeCell::new(value) };
+    match class::<T>() {
+        Some(c) => {
+            let p = slab::alloc(c, home).cast::<Prop<T>>();
+            // SAFETY: a fresh slot of a class that holds `Prop<T>` with its alignment.
+            unsafe { p.as_ptr().write(prop) };
+            p
+        }
+        None => NonNull::from(Box::leak(Box::new(prop))),
+    }
 }
 
 /// Frees a property.
@@ -75,7 +103,7 @@ pub(crate) fn alloc<T: Send + 'static>(value: T, run: u32) -> NonNull<Prop<T>> {
 /// the caller runs on the trustee's worker or after the runtime stopped.
 pub(crate) unsafe fn free_prop(p: PropPtr) {
     // SAFETY: forwarded caller promise; `free` is the property's own (invariant 1).
-    unsafe { (p.free)(p.ptr) }
+    unsafe { (p.free)(p.ptr, p.home as usize) }
 }
 
 /// A `*mut T` that may be captured by a `Send` closure.
