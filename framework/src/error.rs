@@ -16,6 +16,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Every run id is held: 255 runs are running, or have ended while handles to their
+    /// properties are still alive (a run's id is free again once its last property is gone).
+    #[error(
+        "too many skein runs at once: 255 are running or still have live properties; drop the \
+         handles (Trust) of finished runs"
+    )]
+    TooManyRuns,
     /// User code panicked: the main fiber, another fiber nobody joined, a delegated closure
     /// of `apply_then`, or a continuation. The job ran to quiescence anyway.
     #[error("{count} panic(s) during the skein job; first: {first}")]

@@ -8,7 +8,7 @@
 //! stacks and keeps thread-locals, which loom cannot model, and it never runs under loom.
 
 pub(crate) use std::cell::UnsafeCell;
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(crate) use std::sync::{Arc, Mutex};
 
 /// Slot-protocol primitives: `std` normally, loom in unit tests under `--cfg fw_loom`.

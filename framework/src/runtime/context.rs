@@ -12,15 +12,6 @@ use std::cell::Cell;
 
 thread_local! {
     static WORKER: Cell<*const Worker> = const { Cell::new(std::ptr::null()) };
-    /// The run of `WORKER` (0: none; runs are numbered from 1).
-    static RUN: Cell<u32> = const { Cell::new(0) };
-}
-
-/// The run whose worker this thread is (0 outside a worker): what a trustee compares with a
-/// property's run before it touches the value.
-#[inline]
-pub(crate) fn run_id() -> u32 {
-    RUN.with(|r| r.get())
 }
 
 /// The worker running on this thread, if any.
@@ -57,13 +48,11 @@ pub(crate) struct Entered(());
 impl Drop for Entered {
     fn drop(&mut self) {
         WORKER.with(|w| w.set(std::ptr::null()));
-        RUN.with(|r| r.set(0));
     }
 }
 
 /// Registers `w` as this thread's worker until the guard drops.
 pub(crate) fn enter(w: &Worker) -> Entered {
     WORKER.with(|c| c.set(w as *const Worker));
-    RUN.with(|r| r.set(w.run_id));
     Entered(())
 }

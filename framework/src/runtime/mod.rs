@@ -2,6 +2,7 @@
 
 pub(crate) mod context;
 pub(crate) mod quiesce;
+pub(crate) mod run_ids;
 pub(crate) mod shared;
 pub(crate) mod worker;
 
@@ -160,7 +161,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let shared = Shared::start(self.cfg.clone());
+        let shared = Shared::start(self.cfg.clone()).ok_or(Error::TooManyRuns)?;
         let result: Arc<Mutex<Option<std::thread::Result<R>>>> = Arc::new(Mutex::new(None));
         let mut main = Some({
             let result = result.clone();

@@ -70,8 +70,8 @@ pub(crate) struct Foreign {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) n: usize,
-    /// Distinguishes runs: every property records the run that entrusted it, and a trustee
-    /// refuses a request on a property of another run (`trust::on_trustee`).
+    /// Distinguishes this run from every other run whose handles exist ([`super::run_ids`]):
+    /// a handle of another run is refused without touching memory.
     pub(crate) run_id: u32,
     pub(crate) cfg: Config,
     pairs: Box<[SlotPair]>,
@@ -87,23 +87,24 @@ pub(crate) struct Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         LIVE_RUNS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(r, _)| *r != self.run_id);
+        super::run_ids::run_ended(self.run_id);
     }
 }
 
 impl Shared {
-    /// The shared state of a new run, registered for [`find_run`].
-    pub(crate) fn start(cfg: Config) -> Arc<Shared> {
-        let s = Arc::new(Shared::new(cfg));
+    /// The shared state of a new run, registered for [`find_run`]; `None` when no run id is
+    /// free ([`super::run_ids`]).
+    pub(crate) fn start(cfg: Config) -> Option<Arc<Shared>> {
+        let s = Arc::new(Shared::new(cfg, super::run_ids::acquire()?));
         LIVE_RUNS.lock().unwrap_or_else(|e| e.into_inner()).push((s.run_id, Arc::downgrade(&s)));
-        s
+        Some(s)
     }
 
-    fn new(cfg: Config) -> Shared {
+    fn new(cfg: Config, run_id: u32) -> Shared {
         let n = cfg.workers;
-        static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         Shared {
             n,
-            run_id: RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            run_id,
             pairs: (0..n * n).map(|_| SlotPair::new(cfg.slot_overflow)).collect(),
             counters: (0..n)
                 .map(|_| WorkerCounters {

@@ -38,6 +38,7 @@ use prop::{read_result, write_result, Prop, PropPtr, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
+use std::num::NonZero;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
@@ -90,7 +91,7 @@ impl TrusteeRef {
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
         let w = context::expect("entrust");
         assert!(self.worker < w.n, "skein: TrusteeRef from another runtime");
-        Trust::new(prop::alloc(value, w.run_id, self.worker), self.worker)
+        Trust::new(prop::alloc(value, w.run_id, self.worker), self.worker, w.run_id)
     }
 }
 
@@ -122,18 +123,22 @@ impl TrusteeRef {
 /// }
 /// ```
 pub struct Trust<T> {
-    /// The property's address, with the trustee's index in the bits from [`TRUSTEE_SHIFT`] up:
-    /// a handle is one word, so that the handles of many properties take little cache.
-    tagged: NonNull<Prop<T>>,
+    /// One word, so that the handles of many properties take little cache: the property's
+    /// address divided by 16 in the low [`TRUSTEE_SHIFT`] bits, then the trustee's index,
+    /// then the run's id from [`RUN_SHIFT`] up. The pointer keeps the property's provenance.
+    packed: NonNull<Prop<T>>,
     _t: PhantomData<T>,
 }
 
-/// Where a handle keeps its trustee's index: above the 48 bits of a user-space address on
-/// x86-64 and AArch64 (checked when a property is entrusted).
-const TRUSTEE_SHIFT: u32 = 48;
+/// Properties lie below 2^48 (user space on x86-64 and AArch64, checked when one is
+/// entrusted) and are 16-aligned, so their address takes 44 bits.
+const TRUSTEE_SHIFT: u32 = 44;
 const ADDR_MASK: usize = (1 << TRUSTEE_SHIFT) - 1;
-// Every worker index fits (the builder allows at most 4096 workers).
-const _: () = assert!(4096 <= 1 << (usize::BITS - TRUSTEE_SHIFT));
+const RUN_SHIFT: u32 = 56;
+// Every worker index (the builder allows at most 4096 workers) and every run id fit.
+const _: () = assert!(4096 <= 1 << (RUN_SHIFT - TRUSTEE_SHIFT));
+const _: () = assert!(crate::runtime::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
+const _: () = assert!(std::mem::align_of::<Prop<()>>() == 16);
 
 // SAFETY: the value is only touched on its trustee (prop invariant 2) and moves there by value
 // inside `entrust`; so a handle may live on any thread when `T: Send`.
@@ -153,11 +158,10 @@ impl<T> std::fmt::Debug for Trust<T> {
 impl<T> Clone for Trust<T> {
     fn clone(&self) -> Self {
         let old = self.head().refs.fetch_add(1, Ordering::Relaxed);
-        // Like `Arc`: abort long before the count could wrap (2^31 handles of one property).
-        if old > i32::MAX as u32 {
+        if old > isize::MAX as usize {
             std::process::abort();
         }
-        Trust { tagged: self.tagged, _t: PhantomData }
+        Trust { packed: self.packed, _t: PhantomData }
     }
 }
 
@@ -167,8 +171,8 @@ impl<T> Drop for Trust<T> {
             return;
         }
         fence(Ordering::Acquire);
-        let t = self.trustee_index();
-        release_last(PropPtr::of(self.prop(), t), t, self.head().run);
+        let (t, run) = (self.trustee_index(), self.run());
+        release_last(PropPtr::of(self.prop(), t, run), t, run);
     }
 }
 
@@ -197,28 +201,33 @@ fn release_last(p: PropPtr, t: usize, run: u32) {
 }
 
 impl<T> Trust<T> {
-    /// The first handle of a property entrusted to worker `trustee`.
-    fn new(p: NonNull<Prop<T>>, trustee: usize) -> Trust<T> {
-        if p.as_ptr() as usize & !ADDR_MASK != 0 {
+    /// The first handle of a property of run `run` entrusted to worker `trustee`.
+    fn new(p: NonNull<Prop<T>>, trustee: usize, run: u32) -> Trust<T> {
+        if (p.as_ptr() as usize) >> (TRUSTEE_SHIFT + 4) != 0 {
             // Not on Linux or macOS on x86-64 or AArch64 with their default address spaces.
             panic!("skein: a property at {p:p} is above the 48-bit address space skein supports");
         }
-        // The tag only sets bits above the address, so the pointer stays non-null and keeps
-        // its provenance.
-        Trust { tagged: p.map_addr(|a| a | trustee << TRUSTEE_SHIFT), _t: PhantomData }
+        let tag = trustee << TRUSTEE_SHIFT | (run as usize) << RUN_SHIFT;
+        // SAFETY: run ids are at least 1, so the word is not zero.
+        let packed = p.map_addr(|a| unsafe { NonZero::new_unchecked(a.get() >> 4 | tag) });
+        Trust { packed, _t: PhantomData }
     }
 
     #[inline(always)]
     fn prop(&self) -> NonNull<Prop<T>> {
-        self.tagged.map_addr(|a| {
-            // SAFETY: the untagged address is the non-null address `new` was given.
-            unsafe { std::num::NonZero::new_unchecked(a.get() & ADDR_MASK) }
-        })
+        // SAFETY: the unpacked address is the non-null address `new` was given (16-aligned,
+        // so the shift restores it).
+        self.packed.map_addr(|a| unsafe { NonZero::new_unchecked((a.get() & ADDR_MASK) << 4) })
     }
 
     #[inline(always)]
     fn trustee_index(&self) -> usize {
-        self.tagged.as_ptr() as usize >> TRUSTEE_SHIFT
+        (self.packed.as_ptr() as usize >> TRUSTEE_SHIFT) & ((1 << (RUN_SHIFT - TRUSTEE_SHIFT)) - 1)
+    }
+
+    #[inline(always)]
+    fn run(&self) -> u32 {
+        (self.packed.as_ptr() as usize >> RUN_SHIFT) as u32
     }
 
     fn head(&self) -> &prop::PropHead {
@@ -227,15 +236,14 @@ impl<T> Trust<T> {
         unsafe { &self.prop().as_ref().head }
     }
 
-    /// The worker to issue on, and the trustee's index there. A handle of another run is not
-    /// refused here (that would mean reading the property's header, a cache line its trustee
-    /// writes) but by the trustee, before it touches the value ([`on_trustee`]).
+    /// The worker to issue on, and the trustee's index. Run ids tell the runs of all existing
+    /// handles apart ([`crate::runtime::run_ids`]), so a handle of another run is refused here,
+    /// before anything is queued.
     #[inline]
     #[track_caller]
     fn worker_for(&self, what: &'static str) -> (&'static Worker, usize) {
-        let t = self.trustee_index();
         match context::current() {
-            Some(w) if t < w.n => (w, t),
+            Some(w) if w.run_id == self.run() => (w, self.trustee_index()),
             w => wrong_context(what, w.is_some()),
         }
     }
@@ -253,17 +261,9 @@ impl<T> Trust<T> {
 #[track_caller]
 fn wrong_context(what: &str, in_runtime: bool) -> ! {
     if in_runtime {
-        wrong_run(what)
+        panic!("skein: `{what}` on a Trust created by another run of a runtime");
     }
     context::outside(what)
-}
-
-/// The panic of a handle used in a run other than the one that entrusted its property.
-#[cold]
-#[inline(never)]
-#[track_caller]
-fn wrong_run(what: &str) -> ! {
-    panic!("skein: `{what}` on a Trust created by another run of a runtime")
 }
 
 /// Moves `job` to trustee `t` and suspends the calling fiber until its result is back; it runs
@@ -337,11 +337,9 @@ impl<T: Send + 'static> Trust<T> {
         if t == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
             // runs to completion before anything else here.
-            return w.delegated(|| on_trustee(p, f, "apply"));
+            return w.delegated(|| on_trustee(p, f));
         }
-        call_blocking(w, t, p.0 as *mut u8, move |tg| {
-            on_trustee(SendPtr(tg as *mut Prop<T>), f, "apply")
-        })
+        call_blocking(w, t, p.0 as *mut u8, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f))
     }
 
     /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
@@ -374,7 +372,7 @@ impl<T: Send + 'static> Trust<T> {
             target,
             move |tg, out| {
                 let p = SendPtr(tg as *mut Prop<T>);
-                match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f, "apply_then"))) {
+                match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
                     Ok(u) => {
                         // SAFETY: `out` is this request's result space (slot rule 2, or the
                         // local trustee's stack).
@@ -425,21 +423,14 @@ impl<T: Send + 'static> Trust<T> {
     }
 }
 
-/// Applies `f` (the closure of `what`) to the value of the property `p`, if it belongs to the
-/// current run. Only ever called as delegated code on the worker the handle names as the
+/// Applies `f` to the value of the property `p`. Only ever called as delegated code on the
 /// property's trustee (a served request, a local-queue record, or `apply`'s inline call).
 #[inline(always)]
-fn on_trustee<T, U>(p: SendPtr<Prop<T>>, f: impl FnOnce(&mut T) -> U, what: &str) -> U {
+fn on_trustee<T, U>(p: SendPtr<Prop<T>>, f: impl FnOnce(&mut T) -> U) -> U {
     // SAFETY: the property is alive: its handle held a count when the request was issued, and
     // a property is freed only after every request issued before its last handle went away
-    // has been served (module docs). `run` is never written after `alloc`.
-    if unsafe { (*p.0).head.run } != context::run_id() {
-        // Another run's property: its own trustee may be using the value right now.
-        wrong_run(what)
-    }
-    // SAFETY: prop invariant 2 — the property belongs to this run, so this worker is its
-    // trustee, and this runs as delegated code that cannot switch fibers: no other reference
-    // to the value exists meanwhile.
+    // has been served (module docs). Prop invariant 2: this runs on the trustee as delegated
+    // code that cannot switch fibers, so no other reference to the value exists meanwhile.
     f(unsafe { &mut *(*p.0).value.get() })
 }
 
@@ -473,10 +464,6 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     {
         let (w, t) = self.worker_for("launch");
         w.check_may_block("launch");
-        // The header's `run` is never written after `alloc`: reading it here races with nothing.
-        if self.head().run != w.run_id {
-            wrong_run("launch")
-        }
         let me = self.clone();
         crate::runtime::spawn_on(t, move || {
             // SAFETY: only computes the address of the value inside the live property.

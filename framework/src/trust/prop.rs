@@ -2,10 +2,11 @@
 //!
 //! # Invariants
 //!
-//! 1. A property is a `Prop<T>` made by [`alloc`]: a header of an atomic count and the run
-//!    that entrusted it (never written again), then the value (16 bytes for a `u64`). It lives
-//!    in a slot of its trustee's slab when it is small ([`super::slab::class_of`]), else in a
-//!    leaked `Box` (the choice depends on `T` alone). It is freed exactly once, by
+//! 1. A property is a `Prop<T>` made by [`alloc`]: a header of one atomic count, then the
+//!    value (16 bytes for a `u64`), 16-aligned. It lives in a slot of its trustee's slab when
+//!    it is small ([`super::slab::class_of`]), else in a leaked `Box` (the choice depends on
+//!    `T` alone). It counts towards its run's id ([`crate::runtime::run_ids`]) from `alloc`
+//!    until the free is done. It is freed exactly once, by
 //!    [`free_prop`], after its reference count reached zero (see the argument in
 //!    [`crate::trust`]), through the [`PropPtr`] that the last handle made with
 //!    [`PropPtr::of`], which knows `T` and so carries `free_typed::<T>`.
@@ -16,7 +17,8 @@
 //!    with the same `U`, at the same offset, after the slot protocol handed the bytes over.
 
 use super::slab;
-use crate::sync::{AtomicU32, UnsafeCell};
+use crate::runtime::run_ids;
+use crate::sync::{AtomicUsize, UnsafeCell};
 use std::mem::{align_of, size_of};
 use std::ptr::{self, NonNull};
 
@@ -24,15 +26,12 @@ use std::ptr::{self, NonNull};
 #[repr(C)]
 pub(crate) struct PropHead {
     /// Handles in existence (see the counting argument in [`crate::trust`]).
-    pub(crate) refs: AtomicU32,
-    /// The run whose trustee owns the property. A trustee compares it with its own run before
-    /// it touches the value, so that a handle kept from another run of a runtime is refused
-    /// (the handle itself does not carry the run: it is one word).
-    pub(crate) run: u32,
+    pub(crate) refs: AtomicUsize,
 }
 
-/// A property: header + value.
-#[repr(C)]
+/// A property: header + value. 16-aligned, so that a handle can keep the address in 44 bits
+/// (see [`crate::trust`]).
+#[repr(C, align(16))]
 pub(crate) struct Prop<T> {
     pub(crate) head: PropHead,
     pub(crate) value: UnsafeCell<T>,
@@ -46,12 +45,14 @@ pub(crate) struct PropPtr {
     free: unsafe fn(NonNull<PropHead>, usize),
     /// The trustee it was entrusted to (whose slab pool takes the slot back).
     home: u32,
+    /// Its run's id.
+    run: u32,
 }
 
 impl PropPtr {
-    /// The pointer to a `Prop<T>` made by [`alloc`] for trustee `home`.
-    pub(crate) fn of<T>(p: NonNull<Prop<T>>, home: usize) -> PropPtr {
-        PropPtr { ptr: p.cast(), free: free_typed::<T>, home: home as u32 }
+    /// The pointer to a `Prop<T>` made by [`alloc`] for trustee `home` in run `run`.
+    pub(crate) fn of<T>(p: NonNull<Prop<T>>, home: usize, run: u32) -> PropPtr {
+        PropPtr { ptr: p.cast(), free: free_typed::<T>, home: home as u32, run }
     }
 }
 
@@ -81,10 +82,11 @@ unsafe fn free_typed<T>(p: NonNull<PropHead>, home: usize) {
     }
 }
 
-/// Allocates a property of run `run`, entrusted to worker `home`, with count 1.
+/// Allocates a property of run `run` (which is running), entrusted to worker `home`, with
+/// count 1.
 pub(crate) fn alloc<T: Send + 'static>(value: T, run: u32, home: usize) -> NonNull<Prop<T>> {
-    let prop =
-        Prop { head: PropHead { refs: AtomicU32::new(1), run }, value: UnsafeCell::new(value) };
+    let prop = Prop { head: PropHead { refs: AtomicUsize::new(1) }, value: UnsafeCell::new(value) };
+    run_ids::prop_created(run);
     match class::<T>() {
         Some(c) => {
             let p = slab::alloc(c, home).cast::<Prop<T>>();
@@ -102,6 +104,15 @@ pub(crate) fn alloc<T: Send + 'static>(value: T, run: u32, home: usize) -> NonNu
 /// Invariant 1: the count is zero and no request that names the property is still unserved;
 /// the caller runs on the trustee's worker or after the runtime stopped.
 pub(crate) unsafe fn free_prop(p: PropPtr) {
+    // The run's id is given back also if the value's drop unwinds: the property is gone then
+    // too (its slot leaked), and nothing can name it.
+    struct Freed(u32);
+    impl Drop for Freed {
+        fn drop(&mut self) {
+            run_ids::prop_freed(self.0);
+        }
+    }
+    let _freed = Freed(p.run);
     // SAFETY: forwarded caller promise; `free` is the property's own (invariant 1).
     unsafe { (p.free)(p.ptr, p.home as usize) }
 }
