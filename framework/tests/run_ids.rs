@@ -40,8 +40,7 @@ fn ids_are_held_while_handles_live_and_reused_after() {
     assert!(err.to_string().contains("drop the handles"), "{err}");
     held.clear();
     // All ids are free again.
-    let v: Vec<Trust<u64>> = (0..255)
-        .map(|i| one_worker().run(move || skein::trustee(0).entrust(i)).unwrap())
-        .collect();
+    let v: Vec<Trust<u64>> =
+        (0..255).map(|i| one_worker().run(move || skein::trustee(0).entrust(i)).unwrap()).collect();
     assert_eq!(v.len(), 255);
 }
