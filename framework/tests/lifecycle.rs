@@ -267,8 +267,8 @@ fn handle_from_another_run_is_refused() {
         })
         .unwrap();
     let (t2, far2) = (t.clone(), far.clone());
-    // `apply` (remote, and inline on the trustee) and `launch` panic in the caller; the
-    // trustee survives.
+    // `apply` (from another worker, and from the worker the handle names) and `launch` panic
+    // in the caller before anything is queued; the run goes on and serves its own properties.
     let msgs = rt
         .run(move || {
             let mut msgs = Vec::new();
