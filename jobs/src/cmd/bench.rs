@@ -333,14 +333,12 @@ fn each_op(
     mut pf: impl FnMut(usize),
     mut op: impl FnMut(usize),
 ) {
-    let mine = seq.iter().skip(first).step_by(step);
-    if ahead == 0 {
-        mine.for_each(|&i| op(i as usize));
-        return;
-    }
-    for (k, &i) in mine.enumerate() {
-        if let Some(&next) = seq.get(first + (k + ahead) * step) {
-            pf(next as usize);
+    // One call site for `op`, so that the compiler can inline it into the loop.
+    for (k, &i) in seq.iter().skip(first).step_by(step).enumerate() {
+        if ahead > 0 {
+            if let Some(&next) = seq.get(first + (k + ahead) * step) {
+                pf(next as usize);
+            }
         }
         op(i as usize);
     }
