@@ -239,7 +239,7 @@ impl<T> Trust<T> {
     /// The worker to issue on, and the trustee's index. Run ids tell the runs of all existing
     /// handles apart ([`crate::runtime::run_ids`]), so a handle of another run is refused here,
     /// before anything is queued.
-    #[inline(always)]
+    #[inline]
     #[track_caller]
     fn worker_for(&self, what: &'static str) -> (&'static Worker, usize) {
         match context::current() {
@@ -359,7 +359,6 @@ impl<T: Send + 'static> Trust<T> {
     /// assert_eq!(seen.load(Relaxed), 5);
     /// # }).unwrap();
     /// ```
-    #[inline(always)]
     pub fn apply_then<U, F, G>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
