@@ -57,7 +57,7 @@ pub(crate) const INLINE_MAX: usize = 256;
 /// Header size in words.
 pub(crate) const HEADER_WORDS: usize = 1;
 /// How many records ahead of the one running a trustee prefetches targets.
-const PREFETCH_AHEAD: usize = 8;
+const PREFETCH_AHEAD: usize = 32;
 /// The flag bit of a batch's record count (as it travels in a slot header) that says all its
 /// records are of one type: the trustee then runs them with that type's own loop.
 pub(crate) const UNIFORM_BATCH: u32 = 1 << 31;
@@ -450,9 +450,21 @@ pub(crate) struct RecordQueue {
     staged: usize,
     /// Sum of the staged records' `aux`.
     staged_aux: usize,
-    /// The vtable of every staged record when they are all alike (null: not known so).
-    uniform: *const VTable,
+    /// Bitwise OR and AND of the staged records' vtable addresses: the records are all alike
+    /// iff the two are equal (two branch-free updates per push). [`NO_VT`] when nothing is
+    /// staged; after a partial [`RecordQueue::send_to`] they still cover the sent records too,
+    /// which can only turn a uniform rest into "not known to be uniform".
+    vt_or: usize,
+    vt_and: usize,
 }
+
+/// `(vt_or, vt_and)` of no records.
+const NO_VT: (usize, usize) = (0, usize::MAX);
+
+/// Requests staged towards one trustee from which [`RecordQueue::push`] says so: a fiber that
+/// issues `apply_then` is then suspended until the loop has flushed a batch of them (bounds
+/// memory; does not apply in delegated context).
+pub(crate) const STAGING_YIELD: usize = 512;
 
 impl std::fmt::Debug for RecordQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -473,7 +485,8 @@ impl Default for RecordQueue {
             in_flight: 0,
             staged: 0,
             staged_aux: 0,
-            uniform: ptr::null(),
+            vt_or: NO_VT.0,
+            vt_and: NO_VT.1,
         }
     }
 }
@@ -483,6 +496,22 @@ impl RecordQueue {
     #[inline]
     pub(crate) fn staged(&self) -> usize {
         self.staged
+    }
+
+    /// The vtable of every staged record if they are known to be all alike, else null.
+    #[inline]
+    fn uniform(&self) -> *const VTable {
+        if self.staged > 0 && self.vt_or == self.vt_and {
+            self.vt_or as *const VTable
+        } else {
+            ptr::null()
+        }
+    }
+
+    /// True when a request is staged.
+    #[inline]
+    pub(crate) fn has_staged(&self) -> bool {
+        self.staged > 0
     }
 
     /// True when nothing is staged or in flight.
@@ -519,9 +548,9 @@ impl RecordQueue {
     }
 
     /// Stages the request `(q, d)` on `target`; `q` gets `X::AUX` bytes of result space.
-    /// Returns the number of staged requests.
+    /// Returns true when [`STAGING_YIELD`] or more requests are staged.
     #[inline]
-    pub(crate) fn push<X, Q, D>(&mut self, target: *mut u8, q: Q, d: D) -> usize
+    pub(crate) fn push<X, Q, D>(&mut self, target: *mut u8, q: Q, d: D) -> bool
     where
         X: Aux,
         Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
@@ -561,30 +590,30 @@ impl RecordQueue {
     /// # Safety
     /// `vt` is `(Q, D)`'s vtable and both fit inline.
     #[inline(always)]
-    unsafe fn push_raw<Q, D>(&mut self, vt: &'static VTable, target: *mut u8, q: Q, d: D) -> usize {
+    unsafe fn push_raw<Q, D>(&mut self, vt: &'static VTable, target: *mut u8, q: Q, d: D) -> bool {
         debug_assert!(align_of::<Q>() <= 8 && size_of::<Q>() <= INLINE_MAX);
         debug_assert!(align_of::<D>() <= 8 && size_of::<D>() <= INLINE_MAX);
         let words = vt.words as usize;
         self.reserve_words(words);
+        // The queue's fields are read and updated before the record is written: the compiler
+        // cannot tell the record's stores from the fields, and would read them all again.
+        let (tail, staged) = (self.tail, self.staged + 1);
+        self.tail = tail + words;
+        self.staged = staged;
+        self.staged_aux += vt.aux as usize;
+        self.vt_or |= vt as *const VTable as usize;
+        self.vt_and &= vt as *const VTable as usize;
         // SAFETY: `reserve_words` made room for the whole record at `tail`; the buffer is
         // 8-aligned and Q, D need at most 8. This writes a record as invariant (1) describes.
         unsafe {
-            let at = (self.buf.as_mut_ptr() as *mut u64).add(self.tail);
+            let at = (self.buf.as_mut_ptr() as *mut u64).add(tail);
             ptr::write(at as *mut *const VTable, vt);
             let p = at.add(HEADER_WORDS) as *mut u8;
             ptr::write(p as *mut *mut u8, target);
             ptr::write(p.add(8) as *mut Q, q);
             ptr::write(p.add(d_offset::<Q>()) as *mut D, d);
         }
-        if self.staged == 0 {
-            self.uniform = vt;
-        } else if !ptr::eq(self.uniform, vt) {
-            self.uniform = ptr::null();
-        }
-        self.tail += words;
-        self.staged += 1;
-        self.staged_aux += vt.aux as usize;
-        self.staged
+        staged >= STAGING_YIELD
     }
 
     /// Copies the longest prefix of the staged requests whose total size is at most
@@ -604,15 +633,16 @@ impl RecordQueue {
         max_aux: usize,
     ) -> (usize, usize, bool) {
         let (mut w, mut n, mut aux) = (0usize, 0usize, 0usize);
-        let uniform = !self.uniform.is_null();
+        let uniform_vt = self.uniform();
+        let uniform = !uniform_vt.is_null();
         let base = self.buf[self.sent_end..].as_ptr() as *const u64;
         if self.tail - self.sent_end <= max_words && self.staged_aux <= max_aux {
             // Everything fits: no need to walk the records.
             (w, n, aux) = (self.tail - self.sent_end, self.staged, self.staged_aux);
-        } else if !self.uniform.is_null() {
+        } else if uniform {
             // All records alike: the prefix that fits is a division away.
-            // SAFETY: `uniform` is a vtable constant (set by `push_raw`).
-            let u = unsafe { &*self.uniform };
+            // SAFETY: a vtable constant (the address every staged record's push recorded).
+            let u = unsafe { &*uniform_vt };
             let (rw, ra) = (u.words as usize, u.aux as usize);
             n = self.staged.min(max_words / rw);
             if let Some(by_aux) = max_aux.checked_div(ra) {
@@ -640,7 +670,7 @@ impl RecordQueue {
         self.staged -= n;
         self.staged_aux -= aux;
         if self.staged == 0 {
-            self.uniform = ptr::null();
+            (self.vt_or, self.vt_and) = NO_VT;
         }
         (w, n, uniform && n > 0)
     }
@@ -663,11 +693,9 @@ impl RecordQueue {
                 w,
             )
         };
-        self.uniform = if self.staged == 0 || ptr::eq(self.uniform, other.uniform) {
-            other.uniform
-        } else {
-            ptr::null()
-        };
+        // With nothing staged here, (vt_or, vt_and) is NO_VT, the identity of this merge.
+        self.vt_or |= other.vt_or;
+        self.vt_and &= other.vt_and;
         self.tail += w;
         self.staged += other.staged;
         self.staged_aux += other.staged_aux;
@@ -678,7 +706,7 @@ impl RecordQueue {
     fn clear(&mut self) {
         (self.head, self.sent_end, self.tail) = (0, 0, 0);
         (self.in_flight, self.staged, self.staged_aux) = (0, 0, 0);
-        self.uniform = ptr::null();
+        (self.vt_or, self.vt_and) = NO_VT;
     }
 
     /// Runs the `D` halves of the first `n` requests in flight (`n` at most their number), in
@@ -724,7 +752,7 @@ impl RecordQueue {
             self.staged,
             self.in_flight
         );
-        let uniform = !self.uniform.is_null();
+        let uniform = !self.uniform().is_null();
         // SAFETY: the first `n` records are staged, both halves live (invariant 1), all of one
         // type if `uniform` is set (the field's meaning); each is consumed once, by `local`.
         unsafe {
@@ -796,6 +824,9 @@ impl Drop for Consume<'_> {
             q.sent_end += w;
             q.staged -= n;
             q.staged_aux -= aux;
+            if q.staged == 0 {
+                (q.vt_or, q.vt_and) = NO_VT;
+            }
         } else {
             q.in_flight -= n;
         }
@@ -841,7 +872,7 @@ mod tests {
 
     /// A request that adds `i` to the target's `u64` and answers the new value; its completion
     /// logs `i * 1000 + answer` (or `u64::MAX` for a panic).
-    fn add(q: &mut RecordQueue, target: *mut u64, i: u64, log: &Log) -> usize {
+    fn add(q: &mut RecordQueue, target: *mut u64, i: u64, log: &Log) -> bool {
         let log = log.clone();
         q.push::<Eight, _, _>(
             target as *mut u8,
@@ -886,13 +917,38 @@ mod tests {
     }
 
     #[test]
+    fn staging_limit_and_uniformity() {
+        let mut q = RecordQueue::default();
+        let mut cell = 0u64;
+        let tg = &mut cell as *mut u64 as *mut u8;
+        for i in 1..=600usize {
+            let over = q.push::<NoAux, _, _>(tg, |_, _| None, |_| {});
+            assert_eq!(over, i >= STAGING_YIELD, "push {i}");
+        }
+        assert_eq!(q.staged(), 600);
+        assert!(!q.uniform().is_null(), "one record type");
+        // A record of another type (it captures a word) makes the staged records mixed.
+        let k = 7u64;
+        q.push::<NoAux, _, _>(tg, move |_, _| (k == 0).then(|| unreachable!()), |_| {});
+        q.push::<NoAux, _, _>(tg, |_, _| None, |_| {});
+        assert_eq!(q.staged(), 602);
+        assert!(q.uniform().is_null());
+        q.run_local(602);
+        assert!(q.is_empty() && !q.has_staged());
+        // Empty again: the next records start a new uniform run.
+        q.push::<NoAux, _, _>(tg, |_, _| None, |_| {});
+        assert!(!q.uniform().is_null());
+        q.run_local(1);
+    }
+
+    #[test]
     fn remote_round_trip_in_order() {
         let log: Log = Rc::default();
         let mut cells = vec![0u64; 10];
         let mut q = RecordQueue::default();
         for i in 0..100u64 {
             let t = &mut cells[(i % 10) as usize] as *mut u64;
-            assert_eq!(add(&mut q, t, i, &log), i as usize + 1);
+            assert_eq!(add(&mut q, t, i, &log), i + 1 >= 512);
         }
         // 5-word records (header, target, i; i and the log), 20 per batch of 100 words: the
         // uniform fast path sizes the batches.
@@ -1076,7 +1132,7 @@ mod tests {
                 );
             }
         }
-        assert!(q.uniform.is_null());
+        assert!(q.uniform().is_null());
         q.run_local(6);
         assert_eq!(*log.borrow(), vec![1, 2002, 3, 4006, 5, 6012]);
     }

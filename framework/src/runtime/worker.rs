@@ -84,10 +84,6 @@ struct TrusteeSide {
     served: Cell<u64>,
 }
 
-/// Requests staged towards one trustee before a fiber issuing `apply_then` is suspended until
-/// the loop has flushed a batch of them (bounds memory; does not apply in delegated context).
-pub(crate) const STAGING_YIELD: usize = 512;
-
 /// A worker's thread-owned state.
 pub(crate) struct Worker {
     pub(crate) index: usize,
@@ -313,32 +309,45 @@ impl Worker {
     /// Queues a request for trustee `t` (this worker or another): `req(target, out)` runs
     /// there as delegated code, with `out` pointing to `X::AUX` bytes of result space (a
     /// multiple of 8); `done(outcome)` runs here afterwards, also as delegated code. `target` is
-    /// the address the request works on (the trustee prefetches it), or null. Returns how many
-    /// requests to `t` are staged on this worker.
+    /// the address the request works on (the trustee prefetches it), or null. Returns true
+    /// when [`STAGING_YIELD`](crate::channel::record::STAGING_YIELD) or more requests to `t`
+    /// are staged on this worker.
+    ///
+    /// # Safety
+    /// `t < self.n` (the issuing path reads `t` out of a handle of this run, which is below
+    /// `n` by construction, and indexes without a bounds check).
     #[inline]
-    pub(crate) fn request<X: Aux, Q, D>(&self, t: usize, target: *mut u8, req: Q, done: D) -> usize
+    pub(crate) unsafe fn request<X: Aux, Q, D>(
+        &self,
+        t: usize,
+        target: *mut u8,
+        req: Q,
+        done: D,
+    ) -> bool
     where
         Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
         D: FnOnce(Outcome),
     {
-        let staged = self.clients[t].out(|q| q.push::<X, _, _>(target, req, done));
+        debug_assert!(t < self.n && self.clients.len() == self.n && self.issued.len() == self.n);
+        // SAFETY: t < n (caller promise), the length of both.
+        let (client, issued) =
+            unsafe { (self.clients.get_unchecked(t), self.issued.get_unchecked(t)) };
+        let over = client.out(|q| q.push::<X, _, _>(target, req, done));
         // The one counter a request bumps: it is the request's creation for quiescence
         // detection, the count that frees wait for, and the `requests_sent` statistic.
-        bump(&self.issued[t], 1);
-        staged
+        bump(issued, 1);
+        over
     }
 
     /// Runs `f` on worker `t` (in its loop, as delegated code); fire and forget.
     pub(crate) fn post(&self, t: usize, f: impl FnOnce() + Send + 'static) {
-        self.request::<NoAux, _, _>(
-            t,
-            std::ptr::null_mut(),
-            move |_, _out| {
-                f();
-                None
-            },
-            |_o| {},
-        );
+        assert!(t < self.n, "skein: post to worker {t} of {}", self.n);
+        let req = move |_, _out| {
+            f();
+            None
+        };
+        // SAFETY: t < n, checked above.
+        unsafe { self.request::<NoAux, _, _>(t, std::ptr::null_mut(), req, |_o| {}) };
     }
 
     // ----- trustee role --------------------------------------------------------------
@@ -434,7 +443,7 @@ impl Worker {
             bump(&self.ctr().finished, n as u64);
             useful = true;
         }
-        while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out(|q| q.staged()) > 0 {
+        while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out(|q| q.has_staged()) {
             let seq = cs.sent.get() + 1;
             let lane = pair.lane(seq);
             let max_words = lane.req.data_words();

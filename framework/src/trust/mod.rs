@@ -32,7 +32,7 @@ pub(crate) mod prop;
 mod slab;
 
 use crate::runtime::context;
-use crate::runtime::worker::{Outcome, Worker, STAGING_YIELD};
+use crate::runtime::worker::{Outcome, Worker};
 use crate::sync::{fence, Ordering};
 use prop::{read_result, write_result, Prop, PropPtr, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
@@ -238,7 +238,9 @@ impl<T> Trust<T> {
 
     /// The worker to issue on, and the trustee's index. Run ids tell the runs of all existing
     /// handles apart ([`crate::runtime::run_ids`]), so a handle of another run is refused here,
-    /// before anything is queued.
+    /// before anything is queued. The index is below the worker's `n`: the handle is of this
+    /// run, and every handle of a run names one of its workers (`entrust` goes through a
+    /// [`TrusteeRef`], whose index is checked against the run's worker count).
     #[inline]
     #[track_caller]
     fn worker_for(&self, what: &'static str) -> (&'static Worker, usize) {
@@ -282,26 +284,25 @@ where
         unsafe { *dest.get_mut() = Some(r) };
         context::expect("apply").make_ready(fid);
     };
-    w.request::<ResultSpace<U>, _, _>(
-        t,
-        target,
-        move |tg, out| match catch_unwind(AssertUnwindSafe(|| job(tg))) {
-            Ok(u) => {
-                // SAFETY: `out` is this request's result space (in the response slot, slot
-                // rule 2, or on the local trustee's stack), sized by result_bytes::<U>().
-                unsafe { write_result(out, u) };
-                None
-            }
-            Err(p) => Some(p),
-        },
-        move |o: Outcome| {
-            deliver(match o.panic {
-                // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
-                None => Ok(unsafe { read_result::<U>(o.resp) }),
-                Some(p) => Err(p),
-            })
-        },
-    );
+    let req = move |tg, out| match catch_unwind(AssertUnwindSafe(|| job(tg))) {
+        Ok(u) => {
+            // SAFETY: `out` is this request's result space (in the response slot, slot rule 2,
+            // or on the local trustee's stack), sized by result_bytes::<U>().
+            unsafe { write_result(out, u) };
+            None
+        }
+        Err(p) => Some(p),
+    };
+    let done = move |o: Outcome| {
+        deliver(match o.panic {
+            // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
+            None => Ok(unsafe { read_result::<U>(o.resp) }),
+            Some(p) => Err(p),
+        })
+    };
+    assert!(t < w.n, "skein: trustee {t} of {} workers", w.n);
+    // SAFETY: t < n, checked above.
+    unsafe { w.request::<ResultSpace<U>, _, _>(t, target, req, done) };
     crate::fiber::suspend();
     match res.take().expect("skein: fiber resumed without a result") {
         Ok(u) => u,
@@ -367,28 +368,26 @@ impl<T: Send + 'static> Trust<T> {
     {
         let (w, t) = self.worker_for("apply_then");
         let target = self.prop().as_ptr() as *mut u8;
-        let queued = w.request::<ResultSpace<U>, _, _>(
-            t,
-            target,
-            move |tg, out| {
-                let p = SendPtr(tg as *mut Prop<T>);
-                match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
-                    Ok(u) => {
-                        // SAFETY: `out` is this request's result space (slot rule 2, or the
-                        // local trustee's stack).
-                        unsafe { write_result(out, u) };
-                        None
-                    }
-                    Err(e) => Some(e),
+        let req = move |tg: *mut u8, out| {
+            let p = SendPtr(tg as *mut Prop<T>);
+            match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
+                Ok(u) => {
+                    // SAFETY: `out` is this request's result space (slot rule 2, or the local
+                    // trustee's stack).
+                    unsafe { write_result(out, u) };
+                    None
                 }
-            },
-            move |o: Outcome| match o.panic {
-                // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
-                None => run_then(then, unsafe { read_result::<U>(o.resp) }),
-                Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
-            },
-        );
-        if queued >= STAGING_YIELD && !w.in_delegated() && w.current_fiber().is_some() {
+                Err(e) => Some(e),
+            }
+        };
+        let done = move |o: Outcome| match o.panic {
+            // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
+            None => run_then(then, unsafe { read_result::<U>(o.resp) }),
+            Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
+        };
+        // SAFETY: `t` comes from `worker_for`, which gives an index below `w.n`.
+        let over = unsafe { w.request::<ResultSpace<U>, _, _>(t, target, req, done) };
+        if over && !w.in_delegated() && w.current_fiber().is_some() {
             w.throttle(t);
         }
     }

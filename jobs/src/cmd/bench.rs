@@ -323,25 +323,31 @@ impl Counter for Padded<u64> {
     }
 }
 
-/// Runs `op(seq[j])` for `j = first, first + step, ...`, first prefetching with
-/// `pf(seq[j + ahead * step])` when `ahead > 0`.
-#[inline(always)]
-fn each_op(
-    seq: &[u32],
-    (first, step): (usize, usize),
-    ahead: usize,
-    mut pf: impl FnMut(usize),
-    mut op: impl FnMut(usize),
-) {
-    // One call site for `op`, so that the compiler can inline it into the loop.
-    for (k, &i) in seq.iter().skip(first).step_by(step).enumerate() {
-        if ahead > 0 {
-            if let Some(&next) = seq.get(first + (k + ahead) * step) {
-                pf(next as usize);
+/// Runs `$op` with `$i = seq[j]` for `j = first, first + step, ...`; when `ahead > 0`, first
+/// runs `$pf` with `$n = seq[j + ahead * step]` (a prefetch). A macro, so that every
+/// implementation's operation is written into its loop (twice: without and with prefetching)
+/// and inlined there; called through a shared function it was kept out of line, a call per
+/// operation.
+macro_rules! each_op {
+    ($seq:expr, ($first:expr, $step:expr), $ahead:expr, |$n:ident| $pf:expr, |$i:ident| $op:expr $(,)?) => {{
+        let (seq, first, step, ahead): (&[u32], usize, usize, usize) =
+            ($seq, $first, $step, $ahead);
+        if ahead == 0 {
+            for &$i in seq.iter().skip(first).step_by(step) {
+                let $i = $i as usize;
+                $op;
+            }
+        } else {
+            for (k, &$i) in seq.iter().skip(first).step_by(step).enumerate() {
+                if let Some(&next) = seq.get(first + (k + ahead) * step) {
+                    let $n = next as usize;
+                    $pf;
+                }
+                let $i = $i as usize;
+                $op;
             }
         }
-        op(i as usize);
-    }
+    }};
 }
 
 fn bench_apply_then<C: Counter>(
@@ -362,13 +368,8 @@ fn bench_apply_then<C: Counter>(
                 let trusts = trusts.clone();
                 let seqs = seqs.clone();
                 skein::spawn_on(me, move || {
-                    each_op(
-                        &seqs[me],
-                        (0, 1),
-                        pf,
-                        |n| skein::prefetch(&trusts[n]),
-                        |i| trusts[i].apply_then(|c| c.incr(), |()| {}),
-                    );
+                    each_op!(&seqs[me], (0, 1), pf, |n| skein::prefetch(&trusts[n]), |i| trusts[i]
+                        .apply_then(|c| c.incr(), |()| {}));
                 })
             })
             .collect();
@@ -420,13 +421,9 @@ fn bench_apply<C: Counter>(
                 let seqs = seqs.clone();
                 hs.push(skein::spawn_on(me, move || {
                     // Fiber f takes every fibers-th operation of its worker's sequence.
-                    each_op(
-                        &seqs[me],
-                        (f, fibers),
-                        pf,
-                        |n| skein::prefetch(&trusts[n]),
-                        |i| trusts[i].apply(|c| c.incr()),
-                    );
+                    each_op!(&seqs[me], (f, fibers), pf, |n| skein::prefetch(&trusts[n]), |i| {
+                        trusts[i].apply(|c| c.incr())
+                    });
                 }));
             }
         }
@@ -467,13 +464,8 @@ fn run_lock_threads<C: LockedCounter>(
                     skein::pin_current_thread(me);
                 }
                 barrier.wait();
-                each_op(
-                    &seqs[me],
-                    (0, 1),
-                    ahead,
-                    |n| skein::prefetch(&locks[n]),
-                    |i| locks[i].incr(),
-                );
+                each_op!(&seqs[me], (0, 1), ahead, |n| skein::prefetch(&locks[n]), |i| locks[i]
+                    .incr());
             })
         })
         .collect();
