@@ -368,8 +368,9 @@ fn bench_apply_then<C: Counter>(
                 let trusts = trusts.clone();
                 let seqs = seqs.clone();
                 skein::spawn_on(me, move || {
-                    each_op!(&seqs[me], (0, 1), pf, |n| skein::prefetch(&trusts[n]), |i| trusts[i]
-                        .apply_then(|c| c.incr(), |()| {}));
+                    each_op!(&seqs[me], (0, 1), pf, |n| skein::prefetch(&trusts[n]), |i| {
+                        trusts[i].apply_then(|c| c.incr(), |()| {})
+                    });
                 })
             })
             .collect();
@@ -464,8 +465,9 @@ fn run_lock_threads<C: LockedCounter>(
                     skein::pin_current_thread(me);
                 }
                 barrier.wait();
-                each_op!(&seqs[me], (0, 1), ahead, |n| skein::prefetch(&locks[n]), |i| locks[i]
-                    .incr());
+                each_op!(&seqs[me], (0, 1), ahead, |n| skein::prefetch(&locks[n]), |i| {
+                    locks[i].incr()
+                });
             })
         })
         .collect();
