@@ -60,7 +60,21 @@ pub(crate) const HEADER_WORDS: usize = 1;
 const PREFETCH_AHEAD: usize = 32;
 /// The flag bit of a batch's record count (as it travels in a slot header) that says all its
 /// records are of one type: the trustee then runs them with that type's own loop.
-pub(crate) const UNIFORM_BATCH: u32 = 1 << 31;
+const UNIFORM_BATCH: u32 = 1 << 31;
+
+/// A batch's record count as it travels in a slot header: tagged when all its records are of
+/// one type.
+#[inline]
+pub(crate) fn tag_count(count: usize, uniform: bool) -> u32 {
+    debug_assert!(count < UNIFORM_BATCH as usize);
+    count as u32 | if uniform { UNIFORM_BATCH } else { 0 }
+}
+
+/// `(count, uniform)` of a count made by [`tag_count`].
+#[inline]
+pub(crate) fn untag_count(tagged: u32) -> (usize, bool) {
+    ((tagged & !UNIFORM_BATCH) as usize, tagged & UNIFORM_BATCH != 0)
+}
 /// Result bytes a request may ask for (`aux`): a request to the local trustee writes its result
 /// into a stack buffer of this size.
 pub(crate) const MAX_AUX: usize = 256;

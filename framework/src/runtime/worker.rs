@@ -13,7 +13,7 @@ use super::quiesce;
 use super::shared::{PendingFree, Shared};
 pub(crate) use crate::channel::record::Outcome;
 use crate::channel::record::{
-    prefetch, serve_batch, Aux, NoAux, RecordQueue, HEADER_WORDS, UNIFORM_BATCH,
+    prefetch, serve_batch, tag_count, untag_count, Aux, NoAux, RecordQueue, HEADER_WORDS,
 };
 use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
@@ -31,7 +31,7 @@ struct ClientSide {
     /// [`ClientSide::out`] touches it.
     out: UnsafeCell<RecordQueue>,
     /// The number of requests in the batch in flight in each lane (the first ones in `out`,
-    /// lane by lane in batch order), tagged with [`UNIFORM_BATCH`] as the batch was.
+    /// lane by lane in batch order), tagged by [`tag_count`] as the batch was.
     in_lane: [Cell<u32>; PIPELINE],
     /// An empty queue that keeps its buffer between batches.
     spare: RefCell<RecordQueue>,
@@ -367,8 +367,8 @@ impl Worker {
             // its request data and the lane's response slot belong to us until we publish.
             let (words, count, uniform, resp_data) = unsafe {
                 let (words, tagged) = lane.req.batch();
-                let count = (tagged & !UNIFORM_BATCH) as usize;
-                (words as usize, count, tagged & UNIFORM_BATCH != 0, lane.resp.data() as *mut u8)
+                let (count, uniform) = untag_count(tagged);
+                (words as usize, count, uniform, lane.resp.data() as *mut u8)
             };
             // Ask for every line of the batch at once: they arrive from the client's cache in
             // parallel instead of one miss after the other as the records are run.
@@ -435,7 +435,7 @@ impl Worker {
             // The requests are taken out of their cell while their completions run; what
             // those queue meanwhile lands in the spare queue, and is appended behind after.
             let tagged = cs.in_lane[(seq % PIPELINE as u64) as usize].get();
-            let (n, uniform) = ((tagged & !UNIFORM_BATCH) as usize, tagged & UNIFORM_BATCH != 0);
+            let (n, uniform) = untag_count(tagged);
             let mut q = cs.take_out();
             self.delegated(|| q.complete_front(n, uniform, resp, panics));
             cs.put_back(q);
@@ -454,8 +454,7 @@ impl Worker {
             let (words, count, uniform) =
                 cs.out(|q| unsafe { q.send_to(lane.req.data(), max_words, max_aux) });
             assert!(count > 0, "skein: a request does not fit in an empty slot");
-            // The batch's count as it travels: tagged when its records are all of one type.
-            let count = count as u32 | if uniform { UNIFORM_BATCH } else { 0 };
+            let count = tag_count(count, uniform);
             cs.in_lane[(seq % PIPELINE as u64) as usize].set(count);
             debug_assert!(words >= HEADER_WORDS);
             cs.sent.set(seq);

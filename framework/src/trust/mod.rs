@@ -31,6 +31,7 @@ pub(crate) mod latch;
 pub(crate) mod prop;
 mod slab;
 
+use crate::channel::slot::PanicPayload;
 use crate::runtime::context;
 use crate::runtime::worker::{Outcome, Worker};
 use crate::sync::{fence, Ordering};
@@ -284,15 +285,8 @@ where
         unsafe { *dest.get_mut() = Some(r) };
         context::expect("apply").make_ready(fid);
     };
-    let req = move |tg, out| match catch_unwind(AssertUnwindSafe(|| job(tg))) {
-        Ok(u) => {
-            // SAFETY: `out` is this request's result space (in the response slot, slot rule 2,
-            // or on the local trustee's stack), sized by result_bytes::<U>().
-            unsafe { write_result(out, u) };
-            None
-        }
-        Err(p) => Some(p),
-    };
+    // SAFETY: `out` is this request's result space, sized for a `U`.
+    let req = move |tg, out| unsafe { answer(out, catch_unwind(AssertUnwindSafe(|| job(tg)))) };
     let done = move |o: Outcome| {
         deliver(match o.panic {
             // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
@@ -370,15 +364,8 @@ impl<T: Send + 'static> Trust<T> {
         let target = self.prop().as_ptr() as *mut u8;
         let req = move |tg: *mut u8, out| {
             let p = SendPtr(tg as *mut Prop<T>);
-            match catch_unwind(AssertUnwindSafe(move || on_trustee(p, f))) {
-                Ok(u) => {
-                    // SAFETY: `out` is this request's result space (slot rule 2, or the local
-                    // trustee's stack).
-                    unsafe { write_result(out, u) };
-                    None
-                }
-                Err(e) => Some(e),
-            }
+            // SAFETY: `out` is this request's result space, sized for a `U`.
+            unsafe { answer(out, catch_unwind(AssertUnwindSafe(move || on_trustee(p, f)))) }
         };
         let done = move |o: Outcome| match o.panic {
             // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
@@ -431,6 +418,24 @@ fn on_trustee<T, U>(p: SendPtr<Prop<T>>, f: impl FnOnce(&mut T) -> U) -> U {
     // has been served (module docs). Prop invariant 2: this runs on the trustee as delegated
     // code that cannot switch fibers, so no other reference to the value exists meanwhile.
     f(unsafe { &mut *(*p.0).value.get() })
+}
+
+/// A delegated closure's outcome as a request answers it: the result written into the
+/// request's result space, or the panic handed back.
+///
+/// # Safety
+/// `out` is the request's result space (in the response slot, slot rule 2, or on the local
+/// trustee's stack), sized by `result_bytes::<U>()`.
+#[inline(always)]
+unsafe fn answer<U>(out: *mut u8, r: std::thread::Result<U>) -> Option<PanicPayload> {
+    match r {
+        Ok(u) => {
+            // SAFETY: caller promise.
+            unsafe { write_result(out, u) };
+            None
+        }
+        Err(p) => Some(p),
+    }
 }
 
 fn run_then<U, G: FnOnce(U)>(then: G, u: U) {
