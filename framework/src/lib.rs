@@ -125,7 +125,7 @@ pub use runtime::{
     wait_quiescent, yield_now, Builder, JoinHandle, Runtime,
 };
 pub use stats::{Stats, WorkerStats};
-pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrusteeRef};
+pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, TrusteeRef};
 
 /// Hints the CPU that the cache line holding `*r` will be read soon; it has no other effect
 /// (and none at all where there is no such instruction).

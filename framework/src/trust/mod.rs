@@ -27,6 +27,7 @@
 //! thread that is not a worker of the run is handed to the trustee through a mutex-protected
 //! list; after the run ends, the last drop frees in place.
 
+pub(crate) mod array;
 pub(crate) mod latch;
 pub(crate) mod prop;
 mod slab;
@@ -43,6 +44,7 @@ use std::num::NonZero;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
+pub use array::TrustArray;
 pub use latch::{Latch, LatchGuard};
 
 /// A worker in its trustee role; properties are entrusted to it.
@@ -328,13 +330,9 @@ impl<T: Send + 'static> Trust<T> {
     {
         let (w, t) = self.worker_for("apply");
         w.check_may_block("apply");
-        let p = SendPtr(self.prop().as_ptr());
-        if t == w.index && w.local_queue_empty() {
-            // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
-            // runs to completion before anything else here.
-            return w.delegated(|| on_trustee(p, f));
-        }
-        call_blocking(w, t, p.0 as *mut u8, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f))
+        let target = self.prop().as_ptr() as *mut u8;
+        // SAFETY: `t` comes from `worker_for`; `target` is the property of this live handle.
+        unsafe { call_at(w, t, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
     }
 
     /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
@@ -362,21 +360,9 @@ impl<T: Send + 'static> Trust<T> {
     {
         let (w, t) = self.worker_for("apply_then");
         let target = self.prop().as_ptr() as *mut u8;
-        let req = move |tg: *mut u8, out| {
-            let p = SendPtr(tg as *mut Prop<T>);
-            // SAFETY: `out` is this request's result space, sized for a `U`.
-            unsafe { answer(out, catch_unwind(AssertUnwindSafe(move || on_trustee(p, f)))) }
-        };
-        let done = move |o: Outcome| match o.panic {
-            // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
-            None => run_then(then, unsafe { read_result::<U>(o.resp) }),
-            Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
-        };
-        // SAFETY: `t` comes from `worker_for`, which gives an index below `w.n`.
-        let over = unsafe { w.request::<ResultSpace<U>, _, _>(t, target, req, done) };
-        if over && !w.in_delegated() && w.current_fiber().is_some() {
-            w.throttle(t);
-        }
+        let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
+        // SAFETY: `t` comes from `worker_for`; `target` is the property of this live handle.
+        unsafe { issue_then(w, t, target, job, then) }
     }
 
     /// Like [`Trust::apply`], with an argument that travels serialized through
@@ -406,6 +392,56 @@ impl<T: Send + 'static> Trust<T> {
                 .unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
             f(t, v)
         })
+    }
+}
+
+/// Runs `job(target)` on trustee `t` and returns its result: inline when `t` is this worker
+/// and no earlier local request is queued, else as a request that suspends the calling fiber.
+/// The caller has checked that it may block.
+///
+/// # Safety
+/// `t < w.n`, and `target` is the address `job` works on, kept alive by the caller's handle
+/// (the reference-counting argument of the module docs covers the request).
+#[inline]
+unsafe fn call_at<U, J>(w: &Worker, t: usize, target: *mut u8, job: J) -> U
+where
+    J: FnOnce(*mut u8) -> U + Send + 'static,
+    U: Send + 'static,
+{
+    if t == w.index && w.local_queue_empty() {
+        // We are the trustee, outside delegated code, and `job` (delegated, cannot block)
+        // runs to completion before anything else here.
+        return w.delegated(|| job(target));
+    }
+    call_blocking(w, t, target, job)
+}
+
+/// Queues `job(target)` for trustee `t`; `then(result)` runs on this worker afterwards (a panic
+/// of either is recorded and makes the run fail). Suspends the calling fiber, outside
+/// delegated code, when the staging limit towards `t` is reached.
+///
+/// # Safety
+/// `t < w.n`, and `target` is the address `job` works on, kept alive by the caller's handle
+/// (the reference-counting argument of the module docs covers the request).
+#[inline(always)]
+unsafe fn issue_then<U, J, G>(w: &Worker, t: usize, target: *mut u8, job: J, then: G)
+where
+    J: FnOnce(*mut u8) -> U + Send + 'static,
+    U: Send + 'static,
+    G: FnOnce(U) + 'static,
+{
+    // SAFETY: `out` is this request's result space, sized for a `U`.
+    let req =
+        move |tg: *mut u8, out| unsafe { answer(out, catch_unwind(AssertUnwindSafe(|| job(tg)))) };
+    let done = move |o: Outcome| match o.panic {
+        // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
+        None => run_then(then, unsafe { read_result::<U>(o.resp) }),
+        Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
+    };
+    // SAFETY: t < w.n (caller promise).
+    let over = unsafe { w.request::<ResultSpace<U>, _, _>(t, target, req, done) };
+    if over && !w.in_delegated() && w.current_fiber().is_some() {
+        w.throttle(t);
     }
 }
 

@@ -51,8 +51,15 @@ struct FetchAddArgs {
     /// Fibers per worker for the blocking `apply` variant.
     #[arg(long, default_value_t = 32)]
     fibers: usize,
-    /// Implementations to run (comma-separated subset of apply,apply_then,mutex,spin,parking_lot).
-    #[arg(long, value_delimiter = ',', default_value = "apply,apply_then,mutex,spin,parking_lot")]
+    /// Implementations to run (comma-separated subset of
+    /// apply,apply_then,array,mutex,spin,parking_lot). `apply` and `apply_then` use one
+    /// `Trust` per counter; `array` is `TrustArray::apply_then` on one array of K counters
+    /// spread over the trustees (no handle per counter), as the locks are one array of K.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "apply,apply_then,array,mutex,spin,parking_lot"
+    )]
     impls: Vec<String>,
     /// Pin workers to cores.
     #[arg(long)]
@@ -125,7 +132,7 @@ struct Row {
     mops: f64,
 }
 
-const IMPLS: [&str; 5] = ["apply", "apply_then", "mutex", "spin", "parking_lot"];
+const IMPLS: [&str; 6] = ["apply", "apply_then", "array", "mutex", "spin", "parking_lot"];
 
 fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     if a.workers == 0 {
@@ -172,7 +179,12 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     for i in &a.impls {
         print!(" {i:>11}");
     }
-    println!("  apply_then/best-lock");
+    let ratios: Vec<&str> =
+        ["apply_then", "array"].into_iter().filter(|r| a.impls.iter().any(|i| i == r)).collect();
+    for r in &ratios {
+        print!("  {r}/best-lock");
+    }
+    println!();
     for &dist in &dists {
         for &k in &a.objects {
             let seqs = Arc::new(make_sequences(a.workers, a.ops, k, dist));
@@ -190,6 +202,8 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
                             bench_apply_then::<Padded<u64>>(&rt, k, &seqs, pf)?
                         }
                         "apply_then" => bench_apply_then::<u64>(&rt, k, &seqs, pf)?,
+                        "array" if k <= PAD_UP_TO => bench_array::<Padded<u64>>(&rt, k, &seqs)?,
+                        "array" => bench_array::<u64>(&rt, k, &seqs)?,
                         "mutex" => bench_lock::<StdMutexCounter>(k, &seqs, a.pin, pf),
                         "spin" => bench_lock::<SpinCounter>(k, &seqs, a.pin, pf),
                         "parking_lot" => bench_lock::<ParkingLotCounter>(k, &seqs, a.pin, pf),
@@ -211,10 +225,15 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
                 .iter()
                 .filter_map(|i| got.get(*i))
                 .fold(0.0f64, |m, &x| m.max(x));
-            match got.get("apply_then") {
-                Some(&at) if best_lock > 0.0 => println!("  {:>6.2}x", at / best_lock),
-                _ => println!(),
+            for r in &ratios {
+                match got.get(*r) {
+                    Some(&x) if best_lock > 0.0 => {
+                        print!("  {:>w$.2}x", x / best_lock, w = r.len() + 10)
+                    }
+                    _ => print!("  {:>w$}", "-", w = r.len() + 11),
+                }
             }
+            println!();
         }
     }
     if let Some(path) = &a.json {
@@ -382,6 +401,47 @@ fn bench_apply_then<C: Counter>(
     })?;
     if total != expect {
         bail!("apply_then: counters sum to {total}, expected {expect}");
+    }
+    Ok(expect as f64 / secs / 1e6)
+}
+
+/// `apply_then` on one [`skein::TrustArray`] of `k` counters (the loop of
+/// [`bench_apply_then`] without prefetching: there is no per-counter handle to prefetch).
+fn bench_array<C: Counter>(
+    rt: &skein::Runtime,
+    k: usize,
+    seqs: &Arc<Vec<Vec<u32>>>,
+) -> anyhow::Result<f64> {
+    let seqs = seqs.clone();
+    let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
+    let (secs, total) = rt.run(move || {
+        let w = skein::num_workers();
+        let counters = skein::TrustArray::new(k, |_| C::default());
+        let t0 = Instant::now();
+        let hs: Vec<_> = (0..w)
+            .map(|me| {
+                let counters = counters.clone();
+                let seqs = seqs.clone();
+                skein::spawn_on(me, move || {
+                    for &i in seqs[me].iter() {
+                        counters.apply_then(i as usize, |c| c.incr(), |()| {});
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().for_each(|h| h.join());
+        skein::wait_quiescent();
+        let secs = t0.elapsed().as_secs_f64();
+        let sum = Arc::new(AtomicU64::new(0));
+        for i in 0..k {
+            let s = sum.clone();
+            counters.apply_then(i, |c| c.get(), move |v| _ = s.fetch_add(v, Ordering::Relaxed));
+        }
+        skein::wait_quiescent();
+        (secs, sum.load(Ordering::Relaxed))
+    })?;
+    if total != expect {
+        bail!("array: counters sum to {total}, expected {expect}");
     }
     Ok(expect as f64 / secs / 1e6)
 }

@@ -1,0 +1,154 @@
+//! `TrustArray`: values spread over the trustees, addressed by index.
+
+use skein::{Runtime, TrustArray};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+fn rt(w: usize) -> Runtime {
+    Runtime::builder().workers(w).fibers_per_worker(4).build().unwrap()
+}
+
+/// Every fiber of every worker sends increments (tagged with the fiber and its sequence
+/// number) to every value; the counts are exact, each value sits on trustee `i % n`, and the
+/// requests of one fiber to one value arrive in order. 1 to 4 workers: the index is split by
+/// mask and shift for powers of two, by division otherwise.
+#[test]
+fn counts_placement_and_order_for_any_worker_count() {
+    for w in 1..=4usize {
+        let (len, fibers, rounds) = (37usize, 3usize, 50u64);
+        let (counts, placed) = rt(w)
+            .run(move || {
+                // Each value: (its trustee as seen when a request runs, count, last seq per fiber)
+                let a = TrustArray::new(len, |_| (usize::MAX, 0u64, vec![0u64; w * fibers]));
+                assert_eq!((a.len(), a.is_empty()), (len, false));
+                let hs: Vec<_> = (0..w * fibers)
+                    .map(|f| {
+                        let a = a.clone();
+                        skein::spawn_on(f % w, move || {
+                            for r in 1..=rounds {
+                                for i in 0..len {
+                                    a.apply_then(
+                                        i,
+                                        move |(at, c, last)| {
+                                            assert_eq!(last[f] + 1, r, "order of fiber {f}");
+                                            last[f] = r;
+                                            *at = skein::local_trustee().worker();
+                                            *c += 1;
+                                        },
+                                        |()| {},
+                                    );
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                hs.into_iter().for_each(|h| h.join());
+                skein::wait_quiescent();
+                let counts: Vec<u64> = (0..len).map(|i| a.apply(i, |v| v.1)).collect();
+                let placed: Vec<(usize, usize)> =
+                    (0..len).map(|i| (a.apply(i, |v| v.0), a.trustee_of(i).worker())).collect();
+                (counts, placed)
+            })
+            .unwrap();
+        assert!(counts.iter().all(|&c| c == rounds * (w * fibers) as u64), "{w} workers");
+        for (i, (ran_on, owner)) in placed.into_iter().enumerate() {
+            assert_eq!((ran_on, owner), (i % w, i % w), "value {i} with {w} workers");
+        }
+    }
+}
+
+/// Values start as `init(i)`; results come back through `apply` and `apply_then`, also from
+/// delegated context (a continuation issuing to the array).
+#[test]
+fn init_results_and_nested_requests() {
+    let got = rt(3)
+        .run(|| {
+            let a = TrustArray::new(10, |i| i as u64 * 100);
+            assert_eq!(a.apply(7, |v| *v), 700);
+            let seen = Arc::new(AtomicU64::new(0));
+            let (a2, s2) = (a.clone(), seen.clone());
+            a.apply_then(
+                1,
+                |v| *v + 1,
+                move |x| {
+                    // In a continuation (delegated context): issue again, to another value.
+                    a2.apply_then(2, move |v| *v + x, move |y| s2.store(y, Relaxed));
+                },
+            );
+            skein::wait_quiescent();
+            seen.load(Relaxed)
+        })
+        .unwrap();
+    assert_eq!(got, 200 + 101);
+}
+
+/// Each value is dropped exactly once, on its own trustee, after the last clone is gone.
+#[test]
+fn values_dropped_once_on_their_trustee() {
+    struct D(usize, Arc<Mutex<Vec<(usize, usize)>>>);
+    impl Drop for D {
+        fn drop(&mut self) {
+            let w = skein::local_trustee().worker();
+            self.1.lock().unwrap().push((self.0, w));
+        }
+    }
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    rt(3)
+        .run(move || {
+            let a = TrustArray::new(20, |i| D(i, l.clone()));
+            let b = a.clone();
+            a.apply_then(5, |d| d.0, |x| assert_eq!(x, 5));
+            drop(a);
+            skein::wait_quiescent();
+            assert!(l.lock().unwrap().is_empty(), "a clone is still alive");
+            let h = skein::spawn_on(1, move || drop(b));
+            h.join();
+        })
+        .unwrap();
+    let mut got = log.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, (0..20).map(|i| (i, i % 3)).collect::<Vec<_>>());
+}
+
+#[test]
+fn out_of_bounds_and_panics_are_reported() {
+    let r = rt(2).run(|| {
+        let a = TrustArray::new(3, |_| 0u8);
+        a.apply(3, |v| *v)
+    });
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("TrustArray index 3 out of bounds (len 3)"), "{e}");
+
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r2 = ran.clone();
+    let r = rt(2).run(move || {
+        let a = TrustArray::new(4, |_| 0u32);
+        a.apply_then(1, |_| panic!("value closure fails"), |()| {});
+        skein::wait_quiescent();
+        // The trustee survived: later requests are still served.
+        r2.store(a.apply(1, |v| *v as usize + 1), Relaxed);
+    });
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("value closure fails"), "{e}");
+    assert_eq!(ran.load(Relaxed), 1);
+
+    let r = rt(2).run(|| {
+        let a = TrustArray::new(4, |_| 0u32);
+        a.apply(2, |_| -> u32 { panic!("blocking closure fails") })
+    });
+    assert!(r.unwrap_err().to_string().contains("blocking closure fails"));
+}
+
+#[test]
+fn empty_array_and_outside_a_runtime() {
+    rt(2)
+        .run(|| {
+            let a: TrustArray<u64> = TrustArray::new(0, |_| unreachable!());
+            assert!(a.is_empty());
+        })
+        .unwrap();
+    let e = std::panic::catch_unwind(|| TrustArray::new(1, |_| 0u8)).unwrap_err();
+    let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("TrustArray::new"), "{msg}");
+}
