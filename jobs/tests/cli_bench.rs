@@ -32,11 +32,14 @@ fn fetch_add_writes_one_row_per_measurement() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
-    assert!(out.contains("apply_then/best-lock"), "{out}");
+    assert!(out.contains("apply_then/best-lock") && out.contains("array/best-lock"), "{out}");
     assert!(out.contains("[apply_then K=16] worker 1: served"), "{out}");
+    assert!(out.contains("[array K=5000] worker 0: served"), "{out}");
     let rows: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(rows.len(), 3 * 2 * 5, "3 K x 2 distributions x 5 implementations");
+    assert_eq!(rows.len(), 3 * 2 * 6, "3 K x 2 distributions x 6 implementations");
+    let array_rows = rows.iter().filter(|r| r["impl"] == "array").count();
+    assert_eq!(array_rows, 3 * 2, "{rows:?}");
     for r in &rows {
         assert!(r["mops"].as_f64().unwrap() > 0.0, "{r}");
         assert!(["uniform", "zipf"].contains(&r["dist"].as_str().unwrap()), "{r}");

@@ -209,7 +209,7 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
                         "parking_lot" => bench_lock::<ParkingLotCounter>(k, &seqs, a.pin, pf),
                         _ => unreachable!("validated above"),
                     });
-                    if a.stats && imp.starts_with("apply") {
+                    if a.stats && (imp.starts_with("apply") || imp == "array") {
                         print_stats(&format!("{imp} K={k}"), &rt.stats());
                     }
                 }
