@@ -9,7 +9,7 @@ use skein_generators::kronecker::{self, KroneckerParams};
 use skein_generators::validate::{validate_bfs, validate_sssp};
 use skein_generators::{Csr, UNREACHED_LEVEL};
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testvectors/graph500/");
+const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/");
 
 /// (root, bfs levels, sssp distance bits) from `kron_sNN_ef16_root0.txt`.
 fn root0(scale: u32) -> (u64, Vec<u32>, Vec<u32>) {

@@ -228,7 +228,7 @@ fn kronecker_engines_agree_bit_for_bit() {
 /// Columns of a reference root-0 file: (bfs level, sssp distance bits) per vertex.
 fn reference_root0(scale: u32) -> Vec<(i64, u32)> {
     let path = format!(
-        "{}/../../shared/testvectors/graph500/kron_s{scale:02}_ef16_root0.txt",
+        "{}/../testdata/graph500/kron_s{scale:02}_ef16_root0.txt",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

@@ -2,7 +2,7 @@
 //!
 //! The same parameters give the reference's edge list in its edge-index order, the
 //! same binary32 SSSP weights and the same search roots. The facts it follows are in
-//! `shared/testvectors/graph500/GENERATOR.md`; the test vectors there check it.
+//! `testdata/graph500/GENERATOR.md`; the test vectors there check it.
 //!
 //! Edge `k` is a pure function of `(seeds, SCALE, k)` ([`edge`]): generation is split
 //! over rayon tasks by fixed blocks of edge indices, so the output never depends on the
@@ -512,7 +512,7 @@ mod tests {
     fn intermediates() -> Vec<(String, Vec<String>)> {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/testvectors/graph500/prng_intermediates.txt"
+            "/../testdata/graph500/prng_intermediates.txt"
         );
         let text = std::fs::read_to_string(path).expect("read prng_intermediates.txt");
         text.lines()

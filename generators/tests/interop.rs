@@ -72,7 +72,7 @@ fn petgraph_dijkstra_reproduces_the_reference_distances() {
     // SCALE 8, root 0 (vertex 53): the Graph500 reference's binary32 distances.
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/testvectors/graph500/kron_s08_ef16_root0.txt"
+        "/../testdata/graph500/kron_s08_ef16_root0.txt"
     ))
     .expect("read the SCALE 8 root-0 vector");
     let el = kronecker::generate(&KroneckerParams::new(8, 16, 2, 3).unwrap());

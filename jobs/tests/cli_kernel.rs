@@ -61,7 +61,7 @@ fn read_dump(path: &Path) -> Vec<(String, i64)> {
 fn reference_s10() -> Vec<(String, String)> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/testvectors/graph500/kron_s10_ef16_root0.txt"
+        "/../testdata/graph500/kron_s10_ef16_root0.txt"
     );
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{path}: {e}"))

@@ -1,13 +1,13 @@
-//! Readers for the Graph500 reference test vectors in `shared/testvectors/graph500/`.
+//! Readers for the Graph500 reference test vectors in `testdata/graph500/`.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 
 use skein_generators::{BfsResult, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
-/// The vectors' folder (the repository sits beside `shared/`).
+/// The vectors' folder, `testdata/graph500/` at the repository root.
 pub(crate) const DIR: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testvectors/graph500/");
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/");
 
 pub(crate) fn read(name: &str) -> String {
     let path = format!("{DIR}{name}");
