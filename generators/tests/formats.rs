@@ -4,9 +4,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use skein_generators::formats::{
-    self, binary_checksum, detect_format, read_binary, read_edges, read_el, read_mtx, read_wel,
-    write_binary, write_edges, write_edges_with, write_el, write_mtx, write_wel, Format,
-    FormatError, Location, MtxSymmetry, WriteOptions, BINARY_MAGIC,
+    self, binary_checksum, detect_format, read_binary, read_edges, read_el, read_gr, read_mtx,
+    read_wel, write_binary, write_edges, write_edges_with, write_el, write_gr, write_mtx,
+    write_wel, Format, FormatError, Location, MtxSymmetry, WriteOptions, BINARY_MAGIC,
 };
 use skein_generators::EdgeList;
 
@@ -88,12 +88,22 @@ fn message(e: &FormatError) -> String {
     e.to_string()
 }
 
+/// These tests are about formats, not memory: a generous fixed memory limit keeps their
+/// outcome independent of the machine where a graph declares a huge vertex count
+/// (the readers allocate nothing per vertex; `tests/limits.rs` tests the limit).
+fn generous_memory_limit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var(skein_generators::memory::MEMORY_LIMIT_ENV, "1024T"));
+}
+
 #[test]
 fn format_names_and_extensions() {
     assert_eq!(Format::from_path(Path::new("a/b.skg")), Some(Format::Binary));
     assert_eq!(Format::from_path(Path::new("g.EL")), Some(Format::El));
     assert_eq!(Format::from_path(Path::new("g.wel")), Some(Format::Wel));
     assert_eq!(Format::from_path(Path::new("g.mtx")), Some(Format::Mtx));
+    assert_eq!(Format::from_path(Path::new("road.GR")), Some(Format::Gr));
+    assert_eq!("dimacs".parse::<Format>().unwrap(), Format::Gr);
     assert_eq!(Format::from_path(Path::new("g.txt")), None);
     assert_eq!(Format::from_path(Path::new("noext")), None);
     for f in Format::ALL {
@@ -101,7 +111,7 @@ fn format_names_and_extensions() {
         assert_eq!(Format::from_path(Path::new(&format!("x.{}", f.extension()))), Some(f));
     }
     let err = "csv".parse::<Format>().unwrap_err();
-    assert!(err.to_string().contains("bin, el, wel, mtx"), "{err}");
+    assert!(err.to_string().contains("bin, el, wel, mtx, gr"), "{err}");
 }
 
 #[test]
@@ -111,12 +121,24 @@ fn every_format_round_trips_through_files() {
         let el = sample(weighted);
         for format in Format::ALL {
             let path = dir.path(&format!("g{weighted}.{}", format.extension()));
+            if format == Format::Gr && weighted {
+                // DIMACS weights are integers: the sample's are not.
+                let e = write_edges(&path, &el, format).unwrap_err();
+                assert!(matches!(e, FormatError::Unwritable { .. }), "{e:?}");
+                assert!(
+                    message(&e).contains(
+                        "edge 0 has weight 0.1, but DIMACS .gr weights are whole numbers"
+                    ),
+                    "{e}"
+                );
+                continue;
+            }
             write_edges(&path, &el, format).unwrap();
             assert_eq!(detect_format(&path).unwrap(), format);
             let back = read_edges(&path).unwrap();
             match (format, weighted) {
                 (Format::El, true) => assert_same(&back, &EdgeList { weights: None, ..el.clone() }),
-                (Format::Wel, false) => assert_same(
+                (Format::Wel | Format::Gr, false) => assert_same(
                     &back,
                     &EdgeList { weights: Some(vec![1.0; el.len()]), ..el.clone() },
                 ),
@@ -128,6 +150,7 @@ fn every_format_round_trips_through_files() {
 
 #[test]
 fn random_graphs_round_trip_through_streams() {
+    generous_memory_limit();
     let name = Path::new("stream");
     for (n, m, seed) in [(1u64, 5usize, 1u64), (1000, 3000, 2), (1 << 40, 500, 3)] {
         let el = random(n, m, true, seed);
@@ -142,6 +165,14 @@ fn random_graphs_round_trip_through_streams() {
         let mut buf = Vec::new();
         write_mtx(&mut buf, &el, &WriteOptions::default(), name).unwrap();
         assert_same(&read_mtx(&buf[..], name).unwrap(), &el);
+
+        let whole = EdgeList {
+            weights: el.weights.as_ref().map(|w| w.iter().map(|x| (x * 1e6).floor()).collect()),
+            ..el.clone()
+        };
+        let mut buf = Vec::new();
+        write_gr(&mut buf, &whole, &WriteOptions::default(), name).unwrap();
+        assert_same(&read_gr(&buf[..], name).unwrap(), &whole);
 
         let unweighted = EdgeList { weights: None, ..el };
         let mut buf = Vec::new();
@@ -247,7 +278,8 @@ fn matrix_market_variants() {
 #[test]
 fn write_with_progress_reports_every_edge() {
     let dir = Scratch::new("progress");
-    let el = random(1 << 10, (1 << 20) + 12_345, true, 5);
+    let mut el = random(1 << 10, (1 << 20) + 12_345, true, 5);
+    el.weights.as_mut().unwrap().iter_mut().for_each(|w| *w = w.floor());
     for format in Format::ALL {
         let path = dir.path(&format!("p.{}", format.extension()));
         let last = std::cell::Cell::new(0u64);
@@ -483,7 +515,7 @@ fn foreign_files_are_refused() {
     fs::write(&path, "0 1\n").unwrap();
     let e = read_edges(&path).unwrap_err();
     assert!(matches!(e, FormatError::UnknownFormat { .. }));
-    assert!(message(&e).contains("name the file .skg, .el, .wel or .mtx"));
+    assert!(message(&e).contains("name the file .skg, .el, .wel, .mtx or .gr"));
     // ... but a Matrix Market banner is enough.
     let path = dir.path("matrix");
     fs::write(&path, "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n").unwrap();
@@ -565,6 +597,7 @@ fn binary_of_a_newer_version_is_refused() {
 
 #[test]
 fn absurd_header_counts_do_not_allocate() {
+    generous_memory_limit();
     let mut bytes = binary_of(&sample(false));
     bytes[32..40].copy_from_slice(&(u64::MAX / 4).to_le_bytes());
     let e = read_binary(&bytes[..], Path::new("h.skg")).unwrap_err();
