@@ -682,3 +682,111 @@ fn error_paths_survive_format_dispatch() {
     );
     let _ = formats::BINARY_VERSION;
 }
+
+// ---------------------------------------------------------------- DIMACS .gr
+
+/// A road-network style file: comments anywhere, both directions of most roads.
+const DIMACS: &str = "c 9th DIMACS Implementation Challenge: Shortest Paths
+c a small graph
+p sp 5 6
+
+a 1 2 7
+a 2 1 7
+c a comment between arcs
+a 2 3 0
+a 3 5 16777216
+a 5 5 2
+a 4 1 1073741824
+";
+
+/// The same graph as a `.wel` (ids from 0).
+const DIMACS_AS_WEL: &str = "# vertices 5
+0 1 7
+1 0 7
+1 2 0
+2 4 16777216
+4 4 2
+3 0 1073741824
+";
+
+#[test]
+fn dimacs_reads_as_the_same_graph_as_wel() {
+    let gr = read_gr(DIMACS.as_bytes(), Path::new("g.gr")).unwrap();
+    let wel = read_wel(DIMACS_AS_WEL.as_bytes(), Path::new("g.wel")).unwrap();
+    assert_same(&gr, &wel);
+    assert_eq!(gr.num_vertices, 5);
+    // Through a file, told by its extension, and by its content without one.
+    let dir = Scratch::new("dimacs");
+    for name in ["road.gr", "road"] {
+        let path = dir.path(name);
+        fs::write(&path, DIMACS).unwrap();
+        assert_eq!(detect_format(&path).unwrap(), Format::Gr, "{name}");
+        assert_same(&read_edges(&path).unwrap(), &wel);
+    }
+    // Written and read back (CRLF line ends are fine too).
+    let mut out = Vec::new();
+    write_gr(
+        &mut out,
+        &gr,
+        &WriteOptions { comments: vec!["two\nlines".into()], ..Default::default() },
+        Path::new("o.gr"),
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("\nc two lines\np sp 5 6\na 1 2 7\n"), "{text}");
+    let crlf = text.replace('\n', "\r\n");
+    assert_same(&read_gr(crlf.as_bytes(), Path::new("o.gr")).unwrap(), &gr);
+    // An empty graph.
+    let empty = read_gr(&b"p sp 0 0\n"[..], Path::new("e.gr")).unwrap();
+    assert_eq!((empty.num_vertices, empty.len(), empty.weights), (0, 0, Some(vec![])));
+}
+
+#[test]
+fn malformed_dimacs_names_file_and_line() {
+    let cases: &[(&str, &str)] = &[
+        ("", "e.gr:1: expected the problem line `p sp VERTICES ARCS`, found end of file"),
+        ("c only\n", "e.gr:2: expected the problem line `p sp VERTICES ARCS`, found end of file"),
+        (
+            "a 1 2 3\np sp 2 1\n",
+            "e.gr:1: expected the problem line `p sp VERTICES ARCS` before the first arc, found `a 1 2 3`",
+        ),
+        (
+            "p sp 2 1\np sp 2 1\na 1 2 3\n",
+            "e.gr:2: expected a single problem line (the first is on line 1), found a second `p` line",
+        ),
+        ("p max 2 1\n", "e.gr:1: the DIMACS problem `max` (only `sp`, shortest paths, describes a weighted graph) is not supported"),
+        ("p sp 2\n", "e.gr:1: expected the problem line `p sp VERTICES ARCS` (two integers), found end of line"),
+        ("p sp -2 1\n", "e.gr:1: expected the problem line `p sp VERTICES ARCS` (two integers), found `-2`"),
+        ("p sp 2 1 9\n", "e.gr:1: expected end of the problem line `p sp VERTICES ARCS`, found `9`"),
+        ("p 2 1\n", "e.gr:1: expected the problem line `p sp VERTICES ARCS`, found `2`"),
+        (
+            "p sp 3 2\na 1 2 3\n",
+            "e.gr:3: expected 2 arcs (as the problem line, line 1, says), found end of file after 1 arc (is the file truncated?)",
+        ),
+        (
+            "p sp 3 1\na 1 2 3\na 2 3 4\n",
+            "e.gr:3: expected end of file (the problem line, line 1, announces 1 arc), found another arc `a 2 3 4`",
+        ),
+        ("p sp 3 1\na 0 2 3\n", "e.gr:2: expected the tail vertex of an arc `a u v w` in 1..=3 (the problem line, line 1, declares 3 vertices), found `0`"),
+        ("p sp 3 1\na 1 4 3\n", "e.gr:2: expected the head vertex of an arc `a u v w` in 1..=3 (the problem line, line 1, declares 3 vertices), found `4`"),
+        ("p sp 3 1\na 1 x 3\n", "e.gr:2: expected the head vertex of an arc `a u v w` (an integer in 1..=3), found `x`"),
+        ("p sp 3 1\na 1 2\n", "e.gr:2: expected a weight after the two vertices of an arc `a u v w`, found end of line"),
+        ("p sp 3 1\na 1 2 1.5\n", "e.gr:2: expected an integer weight (DIMACS weights are whole numbers; a .wel file holds fractional weights), found `1.5`"),
+        ("p sp 3 1\na 1 2 -4\n", "e.gr:2: weight -4 is not allowed: weights must be finite and non-negative"),
+        ("p sp 3 1\na 1 2 16777217\n", "e.gr:2: expected a weight that an f32 holds exactly (every integer up to 2^24 = 16777216; above that only multiples of the f32 spacing), found `16777217`"),
+        ("p sp 3 1\na 1 2 18446744073709551615\n", "e.gr:2: expected a weight that an f32 holds exactly (every integer up to 2^24 = 16777216; above that only multiples of the f32 spacing), found `18446744073709551615`"),
+        ("p sp 3 1\na 1 2 3 4\n", "e.gr:2: expected end of an arc `a u v w`, found `4`"),
+        ("p sp 3 1\nx 1 2 3\n", "e.gr:2: expected a comment `c ...`, the problem line `p sp VERTICES ARCS` or an arc `a u v w`, found `x 1 2 3`"),
+    ];
+    for (text, want) in cases {
+        let e = read_gr(text.as_bytes(), Path::new("e.gr")).unwrap_err();
+        assert_eq!(&message(&e), want, "input {text:?}");
+    }
+    // "-0" is zero; 2^24 and 2^40 are exact.
+    let el = read_gr(
+        &b"p sp 2 3\na 1 2 -0\na 1 2 16777216\na 2 1 1099511627776\n"[..],
+        Path::new("e.gr"),
+    )
+    .unwrap();
+    assert_eq!(el.weights.unwrap(), [0.0, 16_777_216.0, 1_099_511_627_776.0]);
+}

@@ -162,7 +162,10 @@ pub(crate) fn read_stream<R: BufRead>(
                     return Err(syntax(
                         path,
                         ln,
-                        format!("end of file (the problem line, line {pln}, announces {m} arcs)"),
+                        format!(
+                            "end of file (the problem line, line {pln}, announces {})",
+                            memory::count(m, "arc", "arcs")
+                        ),
                         format!("another arc {}", quote(line)),
                     ));
                 }
@@ -221,8 +224,11 @@ pub(crate) fn read_stream<R: BufRead>(
         return Err(syntax(
             path,
             lines.line() + 1,
-            format!("{m} arcs (as the problem line, line {pln}, says)"),
-            format!("end of file after {} arcs (is the file truncated?)", src.len()),
+            format!("{} (as the problem line, line {pln}, says)", memory::count(m, "arc", "arcs")),
+            format!(
+                "end of file after {} (is the file truncated?)",
+                memory::count(src.len() as u64, "arc", "arcs")
+            ),
         ));
     }
     Ok(EdgeList { num_vertices: n, src, dst, weights: Some(wts) })
