@@ -1,4 +1,5 @@
-//! Graph files: text edge lists, Matrix Market, and Skein's own binary format.
+//! Graph files: text edge lists, Matrix Market, DIMACS shortest-path files, and Skein's
+//! own binary format.
 //!
 //! Every format stores an [`EdgeList`] exactly: self-loops and repeated edges are kept,
 //! in file order, and weights round-trip to the same binary32 value. Readers check what
@@ -12,6 +13,45 @@
 //! | [`Format::El`] | `.el` | text, one `u v` edge per line |
 //! | [`Format::Wel`] | `.wel` | text, one `u v w` edge per line |
 //! | [`Format::Mtx`] | `.mtx` | Matrix Market coordinate, `general` or `symmetric`, `pattern`, `real` or `integer` |
+//! | [`Format::Gr`] | `.gr` | DIMACS shortest paths: `p sp N M`, then `a u v w` lines (1-based, integer weights) |
+//!
+//! # Inputs: files, pipes, standard input
+//!
+//! [`read_edges`], [`read_edges_detected`] and [`read_edges_as`] open their input once
+//! and read it once, front to back, so a named pipe (FIFO), a character device or
+//! standard input (the path `-`, [`STDIN_PATH`]; errors call it `<stdin>`) works like a
+//! regular file. The format is told from a prefix read from the same stream and then
+//! handed to the reader ahead of the rest; nothing is read twice. The rules:
+//!
+//! 1. The Skein binary magic at the start wins (a `.skg` file under any name).
+//! 2. Otherwise the extension, when it is one of the table's.
+//! 3. Otherwise the content: a `%%MatrixMarket` banner at the start is Matrix Market; a
+//!    first non-blank line whose first word is `c` or `p` is DIMACS.
+//! 4. Otherwise, only for inputs that are not regular files (pipes, standard input,
+//!    which may have no name at all): a text edge list, after any `#` comment lines,
+//!    whose first edge line decides the weights: two columns `u v` make a `.el`, three
+//!    `u v w` a `.wel`. An input of only comments and blank lines is an empty `.el`.
+//!    (At most 1 MiB is looked at.) A regular file without a known extension or a
+//!    signature is refused ([`FormatError::UnknownFormat`]): name it.
+//!
+//! To force a format on a stream, use [`read_edges_as`] (`-` works there too).
+//! [`detect_format`] answers without reading pipes (what is read from a pipe is gone):
+//! their extension decides, and a pipe without one, or standard input, gets
+//! [`FormatError::Undetectable`]; use [`read_edges_detected`] for those.
+//!
+//! # Memory
+//!
+//! Before allocating for a graph, every reader checks the size the file declares (the
+//! binary header's counts, `# vertices` and `# edges` directives, the Matrix Market size
+//! line, the DIMACS problem line) against the available memory with
+//! [`memory::check_fits`](crate::memory::check_fits): the graph's edge list and the CSR
+//! built from it ([`memory::graph_bytes`](crate::memory::graph_bytes)). A text edge
+//! list without `# vertices` has as many vertices as its largest id + 1, known only at
+//! its end: the CSR for that count is checked then, before the edge list is returned.
+//! A graph that would not fit is refused with [`FormatError::Memory`] (`file[:line]:
+//! a graph of N vertices and M edges needs X GiB, only Y GiB available`), never by an
+//! aborted allocation. The environment variable `SKEIN_MEMORY_LIMIT` overrides what
+//! counts as available (see [`memory`](crate::memory)).
 //!
 //! # Text edge lists (`.el`, `.wel`)
 //!
@@ -50,6 +90,24 @@
 //! `integer` values become `f32` (exact up to 2^24). The writer emits `general` (which
 //! keeps each edge's orientation) unless [`WriteOptions::mtx_symmetry`] asks for
 //! `symmetric` (then each entry is written with row >= column).
+//!
+//! # DIMACS shortest paths (`.gr`)
+//!
+//! The format of the 9th DIMACS Implementation Challenge: lines whose first word is `c`
+//! are comments (anywhere; blank lines are skipped too); one problem line `p sp N M`
+//! comes before the first arc and declares `N` vertices (ids `1..=N`) and `M` arcs;
+//! then exactly `M` arc lines `a u v w`, with `u` and `v` in `1..=N` and an integer
+//! weight `w >= 0`. Each arc is one undirected edge `(u - 1, v - 1)` of weight `w`, like
+//! a line of a `.wel` file: the graph is undirected, so a file that lists both
+//! directions of a road (as the DIMACS road networks do) gives that edge twice, which
+//! changes no shortest path. Weights are stored as `f32` and must be exact there: every
+//! integer up to 2^24, and above that only those `f32` holds (a multiple of its
+//! spacing); any other weight is refused rather than rounded, since rounding would
+//! change path lengths. Other DIMACS problem types (`p max`, ...) are refused as
+//! unsupported. Every error names the file and the line. The writer emits a `c`
+//! comment, the problem line and one arc per edge (weight 1 for an unweighted graph);
+//! it refuses a weight that is not a whole number below 2^64 (a `.wel` keeps it), and
+//! writes `-0.0` as `0`.
 //!
 //! # Skein binary (`.skg`)
 //!
