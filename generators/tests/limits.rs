@@ -184,3 +184,19 @@ fn kronecker_scale_beyond_the_limit() {
     assert!(e.to_string().ends_with("GiB, only 1.0 GiB available"), "{e}");
     assert_eq!(KroneckerParams::new(10, 16, 2, 3).unwrap().check_memory(), Ok(()));
 }
+
+#[test]
+fn petgraph_conversion_of_a_huge_vertex_count() {
+    limit_1g();
+    let n = u64::from(u32::MAX) - 1;
+    let el = EdgeList { num_vertices: n, src: vec![0], dst: vec![n - 1], weights: None };
+    let e = skein_generators::interop::to_petgraph(&el).unwrap_err();
+    assert!(
+        matches!(e, skein_generators::interop::InteropError::Memory(MemoryError::TooLarge { .. })),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().starts_with("a petgraph graph of 4294967294 vertices and 1 edge needs "),
+        "{e}"
+    );
+}
