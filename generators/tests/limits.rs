@@ -200,3 +200,34 @@ fn petgraph_conversion_of_a_huge_vertex_count() {
         "{e}"
     );
 }
+
+/// Child side of [`a_malformed_limit_is_an_error`]: runs only when the parent sets
+/// `SKEIN_TEST_BAD_LIMIT_CHILD` (with a malformed `SKEIN_MEMORY_LIMIT`).
+#[test]
+fn bad_limit_child() {
+    if std::env::var_os("SKEIN_TEST_BAD_LIMIT_CHILD").is_none() {
+        return;
+    }
+    let e = read_el(&b"0 1\n"[..], Path::new("b.el")).unwrap_err();
+    println!("RESULT {e}");
+    assert_eq!(memory::available_memory(), None);
+    let e = memory::check_fits(1, || "one byte".to_owned()).unwrap_err();
+    println!("RESULT {e}");
+}
+
+#[test]
+fn a_malformed_limit_is_an_error() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "bad_limit_child", "--nocapture", "--test-threads=1"])
+        .env("SKEIN_TEST_BAD_LIMIT_CHILD", "1")
+        .env(MEMORY_LIMIT_ENV, "lots")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let results: Vec<&str> =
+        text.lines().filter_map(|l| l.split_once("RESULT ").map(|(_, r)| r)).collect();
+    let bad = "the environment variable SKEIN_MEMORY_LIMIT is `lots`: expected a byte count \
+               such as 1073741824, 512M or 2G";
+    assert_eq!(results, [format!("b.el: {bad}"), bad.to_owned()], "{text}");
+    assert!(out.status.success(), "{text}");
+}
