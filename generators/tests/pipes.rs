@@ -241,3 +241,35 @@ fn standard_input_is_read_as_dash() {
     assert_eq!(run_child(b""), "el n=0 m=0 ids=0 w=None");
     assert!(run_child(b"x y\n").starts_with("error <stdin>: cannot tell the graph format"));
 }
+
+#[test]
+fn long_prefixes_are_bounded() {
+    let dir = Scratch::new("long");
+    // A megabyte of comments before the first edge: told apart within the first MiB.
+    let mut comments = Vec::new();
+    while comments.len() < (1 << 20) + 10 {
+        comments.extend_from_slice(b"# a long header comment line, repeated many times\n");
+    }
+    let path = dir.path("comments");
+    let mut text = comments.clone();
+    text.extend_from_slice(b"0 1\n");
+    fifo_with(&path, text);
+    let e = within_timeout("read_edges", move || read_edges(&path)).unwrap_err();
+    assert!(
+        e.to_string()
+            .ends_with("its first MiB holds only comments, no edge line (name the format)"),
+        "{e}"
+    );
+    // ... which read_edges_as reads, told the format.
+    let path = dir.path("comments2");
+    let mut text = comments;
+    text.extend_from_slice(b"0 1\n");
+    fifo_with(&path, text);
+    let el = within_timeout("read_edges_as", move || read_edges_as(&path, Format::El, &|_| {}));
+    assert_eq!(el.unwrap().len(), 1);
+    // A long binary blob without line ends.
+    let path = dir.path("blob");
+    fifo_with(&path, vec![0xff; 3 << 20]);
+    let e = within_timeout("read_edges", move || read_edges(&path)).unwrap_err();
+    assert!(matches!(e, FormatError::Undetectable { .. }), "{e:?}");
+}

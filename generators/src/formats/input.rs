@@ -124,20 +124,18 @@ impl Input {
                 scanned += end + 1;
                 continue;
             }
-            if self.eof {
-                // The last line, unterminated, decides if anything does.
+            if self.eof || self.prefix.len() >= SNIFF_LIMIT {
+                // The last line looked at, unterminated, decides if anything does.
                 return match line_format(rest, stream) {
                     Some(f) => f.ok_or_else(|| self.unknown(stream, NOT_A_GRAPH)),
                     // Only blank lines and `#` comments: an edge list without edges.
-                    None if stream => Ok(Format::El),
-                    None => Err(self.unknown(stream, NOT_A_GRAPH)),
+                    None if self.eof && stream => Ok(Format::El),
+                    None if self.eof => Err(self.unknown(stream, NOT_A_GRAPH)),
+                    None => Err(self.unknown(
+                        stream,
+                        "its first MiB holds only comments, no edge line (name the format)",
+                    )),
                 };
-            }
-            if self.prefix.len() >= SNIFF_LIMIT {
-                return Err(self.unknown(
-                    stream,
-                    "its first MiB holds only comments, no edge line (name the format)",
-                ));
             }
             let want = (self.prefix.len() + 64 * 1024).min(SNIFF_LIMIT);
             self.fill_to(want)?;
