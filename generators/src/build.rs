@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 
 use crate::graph::{Csr, CsrError, EdgeList};
-use crate::hugepage;
+use crate::{hugepage, memory};
 
 /// Edges between two progress reports of one chunk.
 const PROGRESS_EVERY: usize = 1 << 16;
@@ -48,7 +48,8 @@ impl Csr {
     ///
     /// # Panics
     /// If `el` breaks the [`EdgeList`] invariants (an endpoint `>= num_vertices`, arrays
-    /// of different lengths); [`Csr::try_from_edge_list`] reports those as errors.
+    /// of different lengths) or the CSR would not fit in the available memory
+    /// ([`Csr::build_bytes`]); [`Csr::try_from_edge_list`] reports those as errors.
     pub fn from_edge_list(el: &EdgeList) -> Csr {
         Self::from_edge_list_with_progress(el, &|_| {})
     }
@@ -71,7 +72,9 @@ impl Csr {
         Self::from_edge_list(&el)
     }
 
-    /// [`Csr::from_edge_list`] that reports a broken edge list instead of panicking.
+    /// [`Csr::from_edge_list`] that reports a broken edge list, or a graph too large for
+    /// the available memory ([`memory::check_fits`] of [`Csr::build_bytes`], checked
+    /// before anything is allocated), instead of panicking.
     pub fn try_from_edge_list(el: &EdgeList) -> Result<Csr, CsrError> {
         Self::try_from_edge_list_with_progress(el, &|_| {})
     }
@@ -90,11 +93,34 @@ impl Csr {
                 weights: el.weights.as_ref().map(Vec::len),
             });
         }
-        let n = usize::try_from(el.num_vertices).expect("vertex count exceeds the address space");
-        let chunks =
-            rayon::current_num_threads().clamp(1, MAX_CHUNKS).min(m / PROGRESS_EVERY).max(1);
-        build(el, n, chunks, progress)
+        let need = Csr::build_bytes(el.num_vertices, m as u64);
+        memory::check_fits(need, || {
+            format!(
+                "building the CSR of {} (edge list aside)",
+                memory::describe_graph(el.num_vertices, Some(m as u64))
+            )
+        })?;
+        // check_fits refuses needs beyond isize::MAX bytes, and the offsets alone take 8
+        // bytes per vertex: the vertex count fits in a usize.
+        let n = usize::try_from(el.num_vertices).expect("bounded by check_fits");
+        build(el, n, build_chunks(m), progress)
     }
+
+    /// Bytes a CSR construction allocates for `num_vertices` vertices and `num_edges`
+    /// edges on rayon's current pool: the CSR itself (offsets, then a target and a
+    /// weight per arc, two arcs per edge at most) and one cursor per vertex for each
+    /// edge chunk. The edge list is not included ([`memory::graph_bytes`] adds it).
+    /// Computed in `u128`: never overflows.
+    pub fn build_bytes(num_vertices: u64, num_edges: u64) -> u128 {
+        let chunks = build_chunks(usize::try_from(num_edges).unwrap_or(usize::MAX)) as u128;
+        let n = u128::from(num_vertices);
+        (n + 1) * 8 + chunks * n * 8 + u128::from(num_edges) * 2 * 12
+    }
+}
+
+/// Edge chunks of a build over `m` edges on rayon's current pool.
+fn build_chunks(m: usize) -> usize {
+    rayon::current_num_threads().clamp(1, MAX_CHUNKS).min(m / PROGRESS_EVERY).max(1)
 }
 
 /// The edge range of chunk `c` of `chunks` over `m` edges.
@@ -364,6 +390,28 @@ mod tests {
         let mut e = el(3, &[(0, 1, 0.0)]);
         e.dst.push(2);
         assert!(matches!(Csr::try_from_edge_list(&e), Err(CsrError::EdgeArrays { .. })));
+    }
+
+    #[test]
+    fn vertex_counts_beyond_memory_are_errors_not_aborts() {
+        // 2^64 - 1 vertices used to panic with "capacity overflow"; 2^61 vertices need
+        // more bytes than any address space holds: refused whatever the machine.
+        for n in [u64::MAX, u64::MAX - 1, 1 << 61] {
+            let e = el(n, &[(0, 1, 1.0), (1, n - 1, 2.0)]);
+            let err = Csr::try_from_edge_list(&e).unwrap_err();
+            assert!(matches!(err, CsrError::Memory(_)), "{err:?}");
+            let msg = err.to_string();
+            assert!(
+                msg.starts_with(&format!(
+                    "building the CSR of a graph of {n} vertices and 2 edges (edge list aside) needs "
+                )) && msg.contains(" GiB, only "),
+                "{msg}"
+            );
+        }
+        assert!(Csr::build_bytes(u64::MAX, u64::MAX) > u128::from(u64::MAX));
+        assert_eq!(Csr::build_bytes(0, 0), 8);
+        // One chunk for few edges: offsets, one cursor array, two arcs per edge.
+        assert_eq!(Csr::build_bytes(10, 3), 11 * 8 + 10 * 8 + 3 * 24);
     }
 
     #[test]

@@ -103,6 +103,9 @@ pub enum CsrError {
         /// Vertex count.
         num_vertices: u64,
     },
+    /// The CSR would not fit in the available memory.
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
     /// An edge list's arrays have different lengths.
     #[error(
         "edge list arrays differ in length: {src} sources, {dst} targets, weights {weights:?}"

@@ -1,7 +1,7 @@
 //! Large buffers backed by transparent huge pages where the kernel offers them.
 //!
 //! Random reads into a 1 GiB array run about twice as fast with 2 MiB pages as with
-//! 4 KiB pages on our machines (DESIGN §7), and THP is in `madvise` mode there, so the
+//! 4 KiB pages on our machines, and THP is in `madvise` mode there, so the
 //! big graph arrays (edge lists, CSR offsets, targets, weights) ask for huge pages with
 //! `madvise(MADV_HUGEPAGE)` before their pages are first touched. Elsewhere (non-Linux,
 //! small buffers) the advice is skipped; it never changes a buffer's contents.

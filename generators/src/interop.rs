@@ -17,6 +17,7 @@
 use petgraph::graph::NodeIndex;
 
 use crate::graph::{Csr, EdgeList};
+use crate::memory::{self, MemoryError};
 
 /// The petgraph graph type Skein converts to and from.
 pub type PetGraph = petgraph::Graph<(), f32, petgraph::Undirected>;
@@ -45,6 +46,25 @@ pub enum InteropError {
     /// different lengths).
     #[error("invalid edge list: {0}")]
     InvalidEdgeList(String),
+    /// The petgraph graph would not fit in the available memory.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+}
+
+/// Checks that a [`PetGraph`] of `n` nodes and `m` edges fits in memory (petgraph's own
+/// node and edge records, allocated up front by `with_capacity`).
+fn check_memory(n: u64, m: u64) -> Result<(), InteropError> {
+    let node = std::mem::size_of::<petgraph::graph::Node<(), u32>>() as u128;
+    let edge = std::mem::size_of::<petgraph::graph::Edge<f32, u32>>() as u128;
+    let need = u128::from(n) * node + u128::from(m) * edge;
+    memory::check_fits(need, || {
+        format!(
+            "a petgraph graph of {} and {}",
+            memory::count(n, "vertex", "vertices"),
+            memory::count(m, "edge", "edges")
+        )
+    })?;
+    Ok(())
 }
 
 /// Most vertices (and edges) of a [`PetGraph`]: `u32::MAX` is petgraph's "no index".
@@ -95,6 +115,7 @@ pub fn to_petgraph(el: &EdgeList) -> Result<PetGraph, InteropError> {
             el.src[k], el.dst[k]
         )));
     }
+    check_memory(n, el.len() as u64)?;
     let mut g = PetGraph::with_capacity(n as usize, el.len());
     for _ in 0..n {
         g.add_node(());
@@ -117,6 +138,7 @@ pub fn csr_to_petgraph(csr: &Csr) -> Result<PetGraph, InteropError> {
     if csr.num_arcs() / 2 > MAX_INDEX {
         return Err(InteropError::TooManyEdges { num_edges: csr.num_arcs() / 2, max: MAX_INDEX });
     }
+    check_memory(n, csr.num_arcs() / 2)?;
     let mut g = PetGraph::with_capacity(n as usize, (csr.num_arcs() / 2) as usize);
     for _ in 0..n {
         g.add_node(());

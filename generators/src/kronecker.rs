@@ -10,8 +10,8 @@
 //!
 //! Supported parameters: SCALE in [`SCALE_RANGE`] (1 to 40) and edgefactor in
 //! [`EDGEFACTOR_RANGE`] (1 to 1024), any two 64-bit seeds. The largest of these graphs
-//! do not fit in any machine's memory; callers that allocate should check
-//! [`KroneckerParams::edge_list_bytes`] first.
+//! do not fit in any machine's memory; callers that allocate should call
+//! [`KroneckerParams::check_memory`] first.
 //!
 //! ```
 //! use skein_generators::kronecker::{self, KroneckerParams};
@@ -30,6 +30,7 @@ use rayon::prelude::*;
 
 use crate::graph::{Csr, EdgeList};
 use crate::hugepage;
+use crate::memory::{self, MemoryError};
 use crate::prng::{jumps, MrgLanes, MrgState, LANES};
 
 /// Supported SCALE values (`2^SCALE` vertices).
@@ -116,6 +117,24 @@ impl KroneckerParams {
     /// Bytes of the full generated [`EdgeList`] (`20 * num_edges()`), saturating.
     pub fn edge_list_bytes(&self) -> u64 {
         self.num_edges().saturating_mul(EDGE_LIST_BYTES_PER_EDGE)
+    }
+
+    /// Checks that this graph fits in the available memory while it is loaded: its edge
+    /// list (weighted) next to the CSR being built from it ([`memory::graph_bytes`]).
+    /// Call it before [`generate`], which would abort on a failed allocation. Never
+    /// panics, whatever the fields hold (an unchecked SCALE of 64 or more counts as
+    /// needing more than any memory).
+    pub fn check_memory(&self) -> Result<(), MemoryError> {
+        let n = 1u64.checked_shl(self.scale).unwrap_or(u64::MAX);
+        let m = u64::from(self.edgefactor).saturating_mul(n);
+        let need = if n == u64::MAX { u128::MAX } else { memory::graph_bytes(n, m, true) };
+        memory::check_fits(need, || {
+            format!(
+                "the Kronecker graph of SCALE {} and edgefactor {} ({} vertices and {m} edges: \
+                 edge list and CSR)",
+                self.scale, self.edgefactor, n
+            )
+        })
     }
 
     /// Upper bound of the bytes of the [`Csr`] built from this graph: offsets plus
@@ -510,10 +529,8 @@ mod tests {
     use super::*;
 
     fn intermediates() -> Vec<(String, Vec<String>)> {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../testdata/graph500/prng_intermediates.txt"
-        );
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/prng_intermediates.txt");
         let text = std::fs::read_to_string(path).expect("read prng_intermediates.txt");
         text.lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -643,5 +660,25 @@ mod tests {
         let p = KroneckerParams::new(40, 1024, u64::MAX, 0).unwrap();
         assert_eq!(p.num_edges(), 1 << 50);
         assert_eq!(KroneckerParams::default(), KroneckerParams::new(16, 16, 2, 3).unwrap());
+    }
+
+    #[test]
+    fn memory_is_checked_without_overflow() {
+        assert_eq!(KroneckerParams::new(4, 16, 2, 3).unwrap().check_memory(), Ok(()));
+        // 2^50 edges: about 44 PiB, beyond any machine.
+        let p = KroneckerParams::new(40, 1024, 2, 3).unwrap();
+        let e = p.check_memory().unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "the Kronecker graph of SCALE 40 and edgefactor 1024 (1099511627776 vertices \
+                 and 1125899906842624 edges: edge list and CSR) needs "
+            ),
+            "{e}"
+        );
+        // Unchecked fields never panic.
+        for scale in [63, 64, 200, u32::MAX] {
+            let p = KroneckerParams { scale, edgefactor: u32::MAX, seed1: 2, seed2: 3 };
+            assert!(p.check_memory().is_err(), "SCALE {scale}");
+        }
     }
 }

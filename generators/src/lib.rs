@@ -9,7 +9,9 @@
 //! - [`kronecker`]: the Graph500 Kronecker generator, bit-compatible with the reference 3.0.1.
 //! - [`build`]: parallel CSR construction.
 //! - [`validate`]: Graph500 validation of BFS and SSSP results.
-//! - [`formats`]: graph files (`.el`, `.wel`, `.mtx`, Skein binary).
+//! - [`formats`]: graph files (`.el`, `.wel`, `.mtx`, DIMACS `.gr`, Skein binary), from
+//!   files, pipes or standard input.
+//! - [`memory`]: will it fit? checks made before a graph's arrays are allocated.
 //! - [`interop`]: conversion to and from `petgraph`.
 
 pub mod build;
@@ -19,6 +21,7 @@ pub mod graph;
 pub mod hugepage;
 pub mod interop;
 pub mod kronecker;
+pub mod memory;
 mod prng;
 pub mod result;
 pub mod validate;

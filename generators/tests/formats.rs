@@ -4,9 +4,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use skein_generators::formats::{
-    self, binary_checksum, detect_format, read_binary, read_edges, read_el, read_mtx, read_wel,
-    write_binary, write_edges, write_edges_with, write_el, write_mtx, write_wel, Format,
-    FormatError, Location, MtxSymmetry, WriteOptions, BINARY_MAGIC,
+    self, binary_checksum, detect_format, read_binary, read_edges, read_el, read_gr, read_mtx,
+    read_wel, write_binary, write_edges, write_edges_with, write_el, write_gr, write_mtx,
+    write_wel, Format, FormatError, Location, MtxSymmetry, WriteOptions, BINARY_MAGIC,
 };
 use skein_generators::EdgeList;
 
@@ -88,12 +88,22 @@ fn message(e: &FormatError) -> String {
     e.to_string()
 }
 
+/// These tests are about formats, not memory: a generous fixed memory limit keeps their
+/// outcome independent of the machine where a graph declares a huge vertex count
+/// (the readers allocate nothing per vertex; `tests/limits.rs` tests the limit).
+fn generous_memory_limit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var(skein_generators::memory::MEMORY_LIMIT_ENV, "1024T"));
+}
+
 #[test]
 fn format_names_and_extensions() {
     assert_eq!(Format::from_path(Path::new("a/b.skg")), Some(Format::Binary));
     assert_eq!(Format::from_path(Path::new("g.EL")), Some(Format::El));
     assert_eq!(Format::from_path(Path::new("g.wel")), Some(Format::Wel));
     assert_eq!(Format::from_path(Path::new("g.mtx")), Some(Format::Mtx));
+    assert_eq!(Format::from_path(Path::new("road.GR")), Some(Format::Gr));
+    assert_eq!("dimacs".parse::<Format>().unwrap(), Format::Gr);
     assert_eq!(Format::from_path(Path::new("g.txt")), None);
     assert_eq!(Format::from_path(Path::new("noext")), None);
     for f in Format::ALL {
@@ -101,7 +111,7 @@ fn format_names_and_extensions() {
         assert_eq!(Format::from_path(Path::new(&format!("x.{}", f.extension()))), Some(f));
     }
     let err = "csv".parse::<Format>().unwrap_err();
-    assert!(err.to_string().contains("bin, el, wel, mtx"), "{err}");
+    assert!(err.to_string().contains("bin, el, wel, mtx, gr"), "{err}");
 }
 
 #[test]
@@ -111,12 +121,24 @@ fn every_format_round_trips_through_files() {
         let el = sample(weighted);
         for format in Format::ALL {
             let path = dir.path(&format!("g{weighted}.{}", format.extension()));
+            if format == Format::Gr && weighted {
+                // DIMACS weights are integers: the sample's are not.
+                let e = write_edges(&path, &el, format).unwrap_err();
+                assert!(matches!(e, FormatError::Unwritable { .. }), "{e:?}");
+                assert!(
+                    message(&e).contains(
+                        "edge 0 has weight 0.1, but DIMACS .gr weights are whole numbers"
+                    ),
+                    "{e}"
+                );
+                continue;
+            }
             write_edges(&path, &el, format).unwrap();
             assert_eq!(detect_format(&path).unwrap(), format);
             let back = read_edges(&path).unwrap();
             match (format, weighted) {
                 (Format::El, true) => assert_same(&back, &EdgeList { weights: None, ..el.clone() }),
-                (Format::Wel, false) => assert_same(
+                (Format::Wel | Format::Gr, false) => assert_same(
                     &back,
                     &EdgeList { weights: Some(vec![1.0; el.len()]), ..el.clone() },
                 ),
@@ -128,6 +150,7 @@ fn every_format_round_trips_through_files() {
 
 #[test]
 fn random_graphs_round_trip_through_streams() {
+    generous_memory_limit();
     let name = Path::new("stream");
     for (n, m, seed) in [(1u64, 5usize, 1u64), (1000, 3000, 2), (1 << 40, 500, 3)] {
         let el = random(n, m, true, seed);
@@ -142,6 +165,14 @@ fn random_graphs_round_trip_through_streams() {
         let mut buf = Vec::new();
         write_mtx(&mut buf, &el, &WriteOptions::default(), name).unwrap();
         assert_same(&read_mtx(&buf[..], name).unwrap(), &el);
+
+        let whole = EdgeList {
+            weights: el.weights.as_ref().map(|w| w.iter().map(|x| (x * 1e6).floor()).collect()),
+            ..el.clone()
+        };
+        let mut buf = Vec::new();
+        write_gr(&mut buf, &whole, &WriteOptions::default(), name).unwrap();
+        assert_same(&read_gr(&buf[..], name).unwrap(), &whole);
 
         let unweighted = EdgeList { weights: None, ..el };
         let mut buf = Vec::new();
@@ -247,7 +278,8 @@ fn matrix_market_variants() {
 #[test]
 fn write_with_progress_reports_every_edge() {
     let dir = Scratch::new("progress");
-    let el = random(1 << 10, (1 << 20) + 12_345, true, 5);
+    let mut el = random(1 << 10, (1 << 20) + 12_345, true, 5);
+    el.weights.as_mut().unwrap().iter_mut().for_each(|w| *w = w.floor());
     for format in Format::ALL {
         let path = dir.path(&format!("p.{}", format.extension()));
         let last = std::cell::Cell::new(0u64);
@@ -483,7 +515,7 @@ fn foreign_files_are_refused() {
     fs::write(&path, "0 1\n").unwrap();
     let e = read_edges(&path).unwrap_err();
     assert!(matches!(e, FormatError::UnknownFormat { .. }));
-    assert!(message(&e).contains("name the file .skg, .el, .wel or .mtx"));
+    assert!(message(&e).contains("name the file .skg, .el, .wel, .mtx or .gr"));
     // ... but a Matrix Market banner is enough.
     let path = dir.path("matrix");
     fs::write(&path, "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\n").unwrap();
@@ -565,6 +597,7 @@ fn binary_of_a_newer_version_is_refused() {
 
 #[test]
 fn absurd_header_counts_do_not_allocate() {
+    generous_memory_limit();
     let mut bytes = binary_of(&sample(false));
     bytes[32..40].copy_from_slice(&(u64::MAX / 4).to_le_bytes());
     let e = read_binary(&bytes[..], Path::new("h.skg")).unwrap_err();
@@ -648,4 +681,112 @@ fn error_paths_survive_format_dispatch() {
         )
     );
     let _ = formats::BINARY_VERSION;
+}
+
+// ---------------------------------------------------------------- DIMACS .gr
+
+/// A road-network style file: comments anywhere, both directions of most roads.
+const DIMACS: &str = "c 9th DIMACS Implementation Challenge: Shortest Paths
+c a small graph
+p sp 5 6
+
+a 1 2 7
+a 2 1 7
+c a comment between arcs
+a 2 3 0
+a 3 5 16777216
+a 5 5 2
+a 4 1 1073741824
+";
+
+/// The same graph as a `.wel` (ids from 0).
+const DIMACS_AS_WEL: &str = "# vertices 5
+0 1 7
+1 0 7
+1 2 0
+2 4 16777216
+4 4 2
+3 0 1073741824
+";
+
+#[test]
+fn dimacs_reads_as_the_same_graph_as_wel() {
+    let gr = read_gr(DIMACS.as_bytes(), Path::new("g.gr")).unwrap();
+    let wel = read_wel(DIMACS_AS_WEL.as_bytes(), Path::new("g.wel")).unwrap();
+    assert_same(&gr, &wel);
+    assert_eq!(gr.num_vertices, 5);
+    // Through a file, told by its extension, and by its content without one.
+    let dir = Scratch::new("dimacs");
+    for name in ["road.gr", "road"] {
+        let path = dir.path(name);
+        fs::write(&path, DIMACS).unwrap();
+        assert_eq!(detect_format(&path).unwrap(), Format::Gr, "{name}");
+        assert_same(&read_edges(&path).unwrap(), &wel);
+    }
+    // Written and read back (CRLF line ends are fine too).
+    let mut out = Vec::new();
+    write_gr(
+        &mut out,
+        &gr,
+        &WriteOptions { comments: vec!["two\nlines".into()], ..Default::default() },
+        Path::new("o.gr"),
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("\nc two lines\np sp 5 6\na 1 2 7\n"), "{text}");
+    let crlf = text.replace('\n', "\r\n");
+    assert_same(&read_gr(crlf.as_bytes(), Path::new("o.gr")).unwrap(), &gr);
+    // An empty graph.
+    let empty = read_gr(&b"p sp 0 0\n"[..], Path::new("e.gr")).unwrap();
+    assert_eq!((empty.num_vertices, empty.len(), empty.weights), (0, 0, Some(vec![])));
+}
+
+#[test]
+fn malformed_dimacs_names_file_and_line() {
+    let cases: &[(&str, &str)] = &[
+        ("", "e.gr:1: expected the problem line `p sp VERTICES ARCS`, found end of file"),
+        ("c only\n", "e.gr:2: expected the problem line `p sp VERTICES ARCS`, found end of file"),
+        (
+            "a 1 2 3\np sp 2 1\n",
+            "e.gr:1: expected the problem line `p sp VERTICES ARCS` before the first arc, found `a 1 2 3`",
+        ),
+        (
+            "p sp 2 1\np sp 2 1\na 1 2 3\n",
+            "e.gr:2: expected a single problem line (the first is on line 1), found a second `p` line",
+        ),
+        ("p max 2 1\n", "e.gr:1: the DIMACS problem `max` (only `sp`, shortest paths, describes a weighted graph) is not supported"),
+        ("p sp 2\n", "e.gr:1: expected the problem line `p sp VERTICES ARCS` (two integers), found end of line"),
+        ("p sp -2 1\n", "e.gr:1: expected the problem line `p sp VERTICES ARCS` (two integers), found `-2`"),
+        ("p sp 2 1 9\n", "e.gr:1: expected end of the problem line `p sp VERTICES ARCS`, found `9`"),
+        ("p 2 1\n", "e.gr:1: expected the problem line `p sp VERTICES ARCS`, found `2`"),
+        (
+            "p sp 3 2\na 1 2 3\n",
+            "e.gr:3: expected 2 arcs (as the problem line, line 1, says), found end of file after 1 arc (is the file truncated?)",
+        ),
+        (
+            "p sp 3 1\na 1 2 3\na 2 3 4\n",
+            "e.gr:3: expected end of file (the problem line, line 1, announces 1 arc), found another arc `a 2 3 4`",
+        ),
+        ("p sp 3 1\na 0 2 3\n", "e.gr:2: expected the tail vertex of an arc `a u v w` in 1..=3 (the problem line, line 1, declares 3 vertices), found `0`"),
+        ("p sp 3 1\na 1 4 3\n", "e.gr:2: expected the head vertex of an arc `a u v w` in 1..=3 (the problem line, line 1, declares 3 vertices), found `4`"),
+        ("p sp 3 1\na 1 x 3\n", "e.gr:2: expected the head vertex of an arc `a u v w` (an integer in 1..=3), found `x`"),
+        ("p sp 3 1\na 1 2\n", "e.gr:2: expected a weight after the two vertices of an arc `a u v w`, found end of line"),
+        ("p sp 3 1\na 1 2 1.5\n", "e.gr:2: expected an integer weight (DIMACS weights are whole numbers; a .wel file holds fractional weights), found `1.5`"),
+        ("p sp 3 1\na 1 2 -4\n", "e.gr:2: weight -4 is not allowed: weights must be finite and non-negative"),
+        ("p sp 3 1\na 1 2 16777217\n", "e.gr:2: expected a weight that an f32 holds exactly (every integer up to 2^24 = 16777216; above that only multiples of the f32 spacing), found `16777217`"),
+        ("p sp 3 1\na 1 2 18446744073709551615\n", "e.gr:2: expected a weight that an f32 holds exactly (every integer up to 2^24 = 16777216; above that only multiples of the f32 spacing), found `18446744073709551615`"),
+        ("p sp 3 1\na 1 2 3 4\n", "e.gr:2: expected end of an arc `a u v w`, found `4`"),
+        ("p sp 3 1\nx 1 2 3\n", "e.gr:2: expected a comment `c ...`, the problem line `p sp VERTICES ARCS` or an arc `a u v w`, found `x 1 2 3`"),
+    ];
+    for (text, want) in cases {
+        let e = read_gr(text.as_bytes(), Path::new("e.gr")).unwrap_err();
+        assert_eq!(&message(&e), want, "input {text:?}");
+    }
+    // "-0" is zero; 2^24 and 2^40 are exact.
+    let el = read_gr(
+        &b"p sp 2 3\na 1 2 -0\na 1 2 16777216\na 2 1 1099511627776\n"[..],
+        Path::new("e.gr"),
+    )
+    .unwrap();
+    assert_eq!(el.weights.unwrap(), [0.0, 16_777_216.0, 1_099_511_627_776.0]);
 }

@@ -4,7 +4,6 @@
 //! converting to and from little-endian and feeding the XXH64 checksum on the way, so
 //! the cost is close to that of copying the bytes.
 
-use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
@@ -13,7 +12,7 @@ use rayon::prelude::*;
 use super::xxh64::Xxh64;
 use super::{weight_ok, FormatError, Location, IO_BUFFER};
 use crate::graph::EdgeList;
-use crate::hugepage;
+use crate::{hugepage, memory};
 
 /// The first 8 bytes of every Skein binary graph file.
 pub const MAGIC: [u8; 8] = *b"\x89SKG\r\n\x1a\n";
@@ -205,16 +204,6 @@ pub fn write_binary(writer: impl Write, el: &EdgeList, name: &Path) -> Result<()
     writer.flush().map_err(|e| FormatError::io(name, "write", e))
 }
 
-/// Reads a binary graph file, checking its length against the header first.
-pub(crate) fn read_file(
-    file: File,
-    path: &Path,
-    progress: &dyn Fn(u64),
-) -> Result<EdgeList, FormatError> {
-    let len = file.metadata().map_err(|e| FormatError::io(path, "read", e))?.len();
-    read_stream(file, path, Some(len), progress)
-}
-
 /// Fills `buf` from `r`; returns how many bytes were read (less than `buf.len()` only
 /// at the end of the input).
 fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize, FormatError> {
@@ -230,8 +219,9 @@ fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize, Fo
     Ok(got)
 }
 
-/// Reads and checks a binary graph. `file_len` is the input's length when known.
-fn read_stream(
+/// Reads and checks a binary graph. `file_len` is the input's length when known (a
+/// regular file): the header is then checked against it before anything is allocated.
+pub(crate) fn read_stream(
     mut r: impl Read,
     path: &Path,
     file_len: Option<u64>,
@@ -267,6 +257,11 @@ fn read_stream(
         }
     }
     let m = header.num_edges;
+    let need = memory::graph_bytes(header.num_vertices, m, header.weighted);
+    memory::check_fits(need, || {
+        format!("{} (as the header declares)", memory::describe_graph(header.num_vertices, Some(m)))
+    })
+    .map_err(|error| FormatError::Memory { path: path.to_owned(), line: None, error })?;
     // With the file's length checked against the header, `m` is trusted: the arrays
     // are allocated whole (huge pages, no memset). A stream's arrays grow as bytes arrive.
     let trusted = file_len.is_some();

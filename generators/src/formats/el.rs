@@ -9,6 +9,7 @@ use std::path::Path;
 use super::text::{self, found, quote, syntax, Lines, Tokens};
 use super::{weight_ok, FormatError, Location, WriteOptions};
 use crate::graph::EdgeList;
+use crate::memory;
 
 /// Reads an unweighted edge list (`u v` lines) from `reader`; `name` is the file name
 /// errors report.
@@ -325,6 +326,27 @@ fn read_text_blocks<R: BufRead>(
         }
         *slot = Some((value, ln));
     }
+    if let Some((n, vline)) = dirs.vertices {
+        // Before any edge is stored: the declared counts (edges unknown count as none).
+        let m = dirs.edges.map(|d| d.0);
+        memory::check_fits(memory::graph_bytes(n, m.unwrap_or(0), weighted), || {
+            memory::describe_graph(n, m)
+        })
+        .map_err(|error| FormatError::Memory {
+            path: path.to_owned(),
+            line: Some(vline),
+            error,
+        })?;
+    } else if let Some((m, eline)) = dirs.edges {
+        memory::check_fits(memory::edge_list_bytes(m, weighted), || {
+            format!("an edge list of {}", memory::count(m, "edge", "edges"))
+        })
+        .map_err(|error| FormatError::Memory {
+            path: path.to_owned(),
+            line: Some(eline),
+            error,
+        })?;
+    }
     if let Some((m, _)) = dirs.edges {
         let by_size = size_hint.map_or(MAX_TRUSTED_RESERVE, |s| s / 4);
         let reserve = m.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize;
@@ -398,6 +420,19 @@ fn read_text_blocks<R: BufRead>(
         Some((n, _)) => n,
         None => all.max_id.map_or(0, |m| m + 1),
     };
+    // The edges are in memory; the CSR built from them must fit beside them. (Ids are
+    // below u64::MAX, so `max_id + 1` cannot overflow.)
+    memory::check_fits(crate::Csr::build_bytes(num_vertices, n_edges), || {
+        let largest = match (dirs.vertices, all.max_id) {
+            (None, Some(id)) => format!(", largest vertex id {id}"),
+            _ => String::new(),
+        };
+        format!(
+            "building the CSR of {} (edge list aside{largest})",
+            memory::describe_graph(num_vertices, Some(n_edges))
+        )
+    })
+    .map_err(|error| FormatError::Memory { path: path.to_owned(), line: None, error })?;
     let weights = weighted.then(|| {
         all.wts.shrink_to_fit();
         all.wts

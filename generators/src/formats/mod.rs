@@ -1,4 +1,5 @@
-//! Graph files: text edge lists, Matrix Market, and Skein's own binary format.
+//! Graph files: text edge lists, Matrix Market, DIMACS shortest-path files, and Skein's
+//! own binary format.
 //!
 //! Every format stores an [`EdgeList`] exactly: self-loops and repeated edges are kept,
 //! in file order, and weights round-trip to the same binary32 value. Readers check what
@@ -12,6 +13,45 @@
 //! | [`Format::El`] | `.el` | text, one `u v` edge per line |
 //! | [`Format::Wel`] | `.wel` | text, one `u v w` edge per line |
 //! | [`Format::Mtx`] | `.mtx` | Matrix Market coordinate, `general` or `symmetric`, `pattern`, `real` or `integer` |
+//! | [`Format::Gr`] | `.gr` | DIMACS shortest paths: `p sp N M`, then `a u v w` lines (1-based, integer weights) |
+//!
+//! # Inputs: files, pipes, standard input
+//!
+//! [`read_edges`], [`read_edges_detected`] and [`read_edges_as`] open their input once
+//! and read it once, front to back, so a named pipe (FIFO), a character device or
+//! standard input (the path `-`, [`STDIN_PATH`]; errors call it `<stdin>`) works like a
+//! regular file. The format is told from a prefix read from the same stream and then
+//! handed to the reader ahead of the rest; nothing is read twice. The rules:
+//!
+//! 1. The Skein binary magic at the start wins (a `.skg` file under any name).
+//! 2. Otherwise the extension, when it is one of the table's.
+//! 3. Otherwise the content: a `%%MatrixMarket` banner at the start is Matrix Market; a
+//!    first non-blank line whose first word is `c` or `p` is DIMACS.
+//! 4. Otherwise, only for inputs that are not regular files (pipes, standard input,
+//!    which may have no name at all): a text edge list, after any `#` comment lines,
+//!    whose first edge line decides the weights: two columns `u v` make a `.el`, three
+//!    `u v w` a `.wel`. An input of only comments and blank lines is an empty `.el`.
+//!    (At most 1 MiB is looked at.) A regular file without a known extension or a
+//!    signature is refused ([`FormatError::UnknownFormat`]): name it.
+//!
+//! To force a format on a stream, use [`read_edges_as`] (`-` works there too).
+//! [`detect_format`] answers without reading pipes (what is read from a pipe is gone):
+//! their extension decides, and a pipe without one, or standard input, gets
+//! [`FormatError::Undetectable`]; use [`read_edges_detected`] for those.
+//!
+//! # Memory
+//!
+//! Before allocating for a graph, every reader checks the size the file declares (the
+//! binary header's counts, `# vertices` and `# edges` directives, the Matrix Market size
+//! line, the DIMACS problem line) against the available memory with
+//! [`memory::check_fits`](crate::memory::check_fits): the graph's edge list and the CSR
+//! built from it ([`memory::graph_bytes`](crate::memory::graph_bytes)). A text edge
+//! list without `# vertices` has as many vertices as its largest id + 1, known only at
+//! its end: the CSR for that count is checked then, before the edge list is returned.
+//! A graph that would not fit is refused with [`FormatError::Memory`] (`file[:line]:
+//! a graph of N vertices and M edges needs X GiB, only Y GiB available`), never by an
+//! aborted allocation. The environment variable `SKEIN_MEMORY_LIMIT` overrides what
+//! counts as available (see [`memory`](crate::memory)).
 //!
 //! # Text edge lists (`.el`, `.wel`)
 //!
@@ -51,6 +91,24 @@
 //! keeps each edge's orientation) unless [`WriteOptions::mtx_symmetry`] asks for
 //! `symmetric` (then each entry is written with row >= column).
 //!
+//! # DIMACS shortest paths (`.gr`)
+//!
+//! The format of the 9th DIMACS Implementation Challenge: lines whose first word is `c`
+//! are comments (anywhere; blank lines are skipped too); one problem line `p sp N M`
+//! comes before the first arc and declares `N` vertices (ids `1..=N`) and `M` arcs;
+//! then exactly `M` arc lines `a u v w`, with `u` and `v` in `1..=N` and an integer
+//! weight `w >= 0`. Each arc is one undirected edge `(u - 1, v - 1)` of weight `w`, like
+//! a line of a `.wel` file: the graph is undirected, so a file that lists both
+//! directions of a road (as the DIMACS road networks do) gives that edge twice, which
+//! changes no shortest path. Weights are stored as `f32` and must be exact there: every
+//! integer up to 2^24, and above that only those `f32` holds (a multiple of its
+//! spacing); any other weight is refused rather than rounded, since rounding would
+//! change path lengths. Other DIMACS problem types (`p max`, ...) are refused as
+//! unsupported. Every error names the file and the line. The writer emits a `c`
+//! comment, the problem line and one arc per edge (weight 1 for an unweighted graph);
+//! it refuses a weight that is not a whole number below 2^64 (a `.wel` keeps it), and
+//! writes `-0.0` as `0`.
+//!
 //! # Skein binary (`.skg`)
 //!
 //! All integers little-endian. A 64-byte header:
@@ -82,9 +140,12 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::graph::EdgeList;
+use crate::memory::MemoryError;
 
 mod binary;
 mod el;
+mod gr;
+mod input;
 mod mtx;
 mod text;
 mod xxh64;
@@ -93,6 +154,8 @@ pub use binary::{
     binary_checksum, read_binary, write_binary, MAGIC as BINARY_MAGIC, VERSION as BINARY_VERSION,
 };
 pub use el::{read_el, read_wel, write_el, write_wel};
+pub use gr::{read_gr, write_gr};
+pub use input::{is_stdin, STDIN_PATH};
 pub use mtx::{read_mtx, write_mtx};
 
 /// A graph file format.
@@ -106,14 +169,16 @@ pub enum Format {
     Wel,
     /// Matrix Market coordinate (`.mtx`).
     Mtx,
+    /// DIMACS shortest paths (`.gr`): `p sp N M`, then `a u v w` per edge.
+    Gr,
 }
 
 impl Format {
     /// Every format, in the order the CLI lists them.
-    pub const ALL: [Format; 4] = [Format::Binary, Format::El, Format::Wel, Format::Mtx];
+    pub const ALL: [Format; 5] = [Format::Binary, Format::El, Format::Wel, Format::Mtx, Format::Gr];
 
-    /// The format named by `path`'s extension (`.skg`, `.el`, `.wel`, `.mtx`; ASCII case
-    /// ignored), if any.
+    /// The format named by `path`'s extension (`.skg`, `.el`, `.wel`, `.mtx`, `.gr`;
+    /// ASCII case ignored), if any.
     pub fn from_path(path: &Path) -> Option<Format> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
@@ -121,6 +186,7 @@ impl Format {
             "el" => Some(Format::El),
             "wel" => Some(Format::Wel),
             "mtx" => Some(Format::Mtx),
+            "gr" => Some(Format::Gr),
             _ => None,
         }
     }
@@ -132,10 +198,11 @@ impl Format {
             Format::El => "el",
             Format::Wel => "wel",
             Format::Mtx => "mtx",
+            Format::Gr => "gr",
         }
     }
 
-    /// The short name the CLI uses (`bin`, `el`, `wel`, `mtx`).
+    /// The short name the CLI uses (`bin`, `el`, `wel`, `mtx`, `gr`).
     pub fn name(self) -> &'static str {
         match self {
             Format::Binary => "bin",
@@ -156,25 +223,27 @@ impl fmt::Display for Format {
             Format::El => "edge list (.el)",
             Format::Wel => "weighted edge list (.wel)",
             Format::Mtx => "Matrix Market (.mtx)",
+            Format::Gr => "DIMACS shortest paths (.gr)",
         })
     }
 }
 
 /// The error of [`Format::from_str`](std::str::FromStr::from_str).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown graph format `{0}` (expected one of: bin, el, wel, mtx)")]
+#[error("unknown graph format `{0}` (expected one of: bin, el, wel, mtx, gr)")]
 pub struct UnknownFormatName(pub String);
 
 impl std::str::FromStr for Format {
     type Err = UnknownFormatName;
 
-    /// Parses `bin` (also `skg`, `binary`), `el`, `wel` or `mtx`.
+    /// Parses `bin` (also `skg`, `binary`), `el`, `wel`, `mtx` or `gr` (also `dimacs`).
     fn from_str(s: &str) -> Result<Format, UnknownFormatName> {
         match s.to_ascii_lowercase().as_str() {
             "bin" | "skg" | "binary" => Ok(Format::Binary),
             "el" => Ok(Format::El),
             "wel" => Ok(Format::Wel),
             "mtx" => Ok(Format::Mtx),
+            "gr" | "dimacs" => Ok(Format::Gr),
             _ => Err(UnknownFormatName(s.to_owned())),
         }
     }
@@ -319,12 +388,31 @@ pub enum FormatError {
     },
     /// The format of a file could not be determined.
     #[error(
-        "{}: cannot tell the graph format: name the file .skg, .el, .wel or .mtx",
+        "{}: cannot tell the graph format: name the file .skg, .el, .wel, .mtx or .gr",
         path.display()
     )]
     UnknownFormat {
         /// The file.
         path: PathBuf,
+    },
+    /// The format of a pipe or of standard input could not be determined.
+    #[error("{}: cannot tell the graph format: {reason}", path.display())]
+    Undetectable {
+        /// The input (`<stdin>` for standard input).
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The graph the file declares (or holds) would not fit in the available memory;
+    /// nothing was allocated for it.
+    #[error("{}{}: {error}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+    Memory {
+        /// The file.
+        path: PathBuf,
+        /// The line that declares the size, for text formats.
+        line: Option<u64>,
+        /// What needs how much, and how much is available.
+        error: MemoryError,
     },
     /// A valid file that uses a feature this reader does not support.
     #[error("{}{}: {what} is not supported", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
@@ -361,6 +449,8 @@ impl FormatError {
             | FormatError::TrailingData { path, .. }
             | FormatError::Checksum { path, .. }
             | FormatError::UnknownFormat { path }
+            | FormatError::Undetectable { path, .. }
+            | FormatError::Memory { path, .. }
             | FormatError::Unsupported { path, .. }
             | FormatError::Unwritable { path, .. } => path,
         }
@@ -408,54 +498,93 @@ pub enum MtxSymmetry {
 pub(crate) const IO_BUFFER: usize = 8 << 20;
 
 /// Determines the format of the file at `path`: the Skein magic wins; otherwise the
-/// extension; otherwise a Matrix Market banner.
+/// extension; otherwise the content (a Matrix Market banner, or a first line that is a
+/// DIMACS `c` comment or `p` problem line).
+///
+/// A regular file is opened and its first bytes read. A pipe or device is not opened
+/// (what is read from a pipe is gone): its extension decides, and without one the
+/// answer is [`FormatError::Undetectable`]; so is standard input (`-`), which has no
+/// name. [`read_edges_detected`] reads such inputs, telling the format from what it
+/// reads.
 pub fn detect_format(path: &Path) -> Result<Format, FormatError> {
-    let mut file = File::open(path).map_err(|e| FormatError::io(path, "open", e))?;
-    let mut head = [0u8; 14];
-    let mut got = 0;
-    while got < head.len() {
-        match file.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FormatError::io(path, "read", e)),
-        }
+    let name = input::display_name(path);
+    let once = |what: &str| FormatError::Undetectable {
+        path: name.clone(),
+        reason: format!(
+            "{what} can be read only once, so its format is told while it is read \
+             (read_edges_detected), or named by an extension (.skg, .el, .wel, .mtx, .gr)"
+        ),
+    };
+    if is_stdin(path) {
+        return Err(once("standard input"));
     }
-    if got >= 8 && head[..8] == binary::MAGIC {
-        return Ok(Format::Binary);
+    let meta = std::fs::metadata(path).map_err(|e| FormatError::io(path, "open", e))?;
+    if !meta.is_file() && !meta.is_dir() {
+        return Format::from_path(path).ok_or_else(|| once("a pipe or device"));
     }
-    if let Some(f) = Format::from_path(path) {
-        return Ok(f);
-    }
-    if head[..got].eq_ignore_ascii_case(b"%%MatrixMarket") {
-        return Ok(Format::Mtx);
-    }
-    Err(FormatError::UnknownFormat { path: path.to_owned() })
+    input::Input::open(path)?.detect()
 }
 
-/// Reads the graph file at `path`, its format told by [`detect_format`].
+/// Reads the graph at `path` (`-`: standard input), its format told by
+/// [`read_edges_detected`].
 pub fn read_edges(path: &Path) -> Result<EdgeList, FormatError> {
-    read_edges_as(path, detect_format(path)?, &|_| {})
+    read_edges_detected(path, &|_| {}).map(|(_, el)| el)
 }
 
-/// Reads the graph file at `path` as `format`, calling `progress` with the number of
-/// bytes consumed so far from time to time (for progress bars).
+/// Reads the graph at `path` (a file, a pipe, a device, or `-` for standard input),
+/// opening it once and reading it once; returns its format (told as by
+/// [`detect_format`], from a prefix of the same stream, and for a pipe or standard
+/// input also from the content: see the [module docs](self)) and its edges. `progress`
+/// is called with the number of bytes consumed so far from time to time.
+pub fn read_edges_detected(
+    path: &Path,
+    progress: &dyn Fn(u64),
+) -> Result<(Format, EdgeList), FormatError> {
+    let mut input = input::Input::open(path)?;
+    let format = input.detect()?;
+    Ok((format, read_input(input, format, progress)?))
+}
+
+/// Reads the graph at `path` (a file, a pipe, a device, or `-` for standard input) as
+/// `format`, calling `progress` with the number of bytes consumed so far from time to
+/// time (for progress bars).
 pub fn read_edges_as(
     path: &Path,
     format: Format,
     progress: &dyn Fn(u64),
 ) -> Result<EdgeList, FormatError> {
-    let file = File::open(path).map_err(|e| FormatError::io(path, "open", e))?;
-    if format == Format::Binary {
-        return binary::read_file(file, path, progress);
+    read_input(input::Input::open(path)?, format, progress)
+}
+
+/// The length in bytes of the regular file at `path`; `None` for pipes, devices and
+/// standard input (`-`), whose length is unknown until they end (for progress bars).
+pub fn input_len(path: &Path) -> Result<Option<u64>, FormatError> {
+    if is_stdin(path) {
+        return Ok(None);
     }
-    let size = file.metadata().map_err(|e| FormatError::io(path, "read", e))?.len();
-    let reader = ProgressReader { inner: file, done: 0, reported: 0, progress };
+    let meta = std::fs::metadata(path).map_err(|e| FormatError::io(path, "open", e))?;
+    Ok(meta.is_file().then_some(meta.len()))
+}
+
+/// Reads an opened input as `format`.
+fn read_input(
+    input: input::Input,
+    format: Format,
+    progress: &dyn Fn(u64),
+) -> Result<EdgeList, FormatError> {
+    let name = input.name.clone();
+    let len = input.len;
+    let reader = input.into_reader();
+    if format == Format::Binary {
+        return binary::read_stream(reader, &name, len, progress);
+    }
+    let reader = ProgressReader { inner: reader, done: 0, reported: 0, progress };
     let reader = BufReader::with_capacity(1 << 20, reader);
     match format {
-        Format::El => el::read_text_sized(reader, path, false, Some(size)),
-        Format::Wel => el::read_text_sized(reader, path, true, Some(size)),
-        Format::Mtx => mtx::read_stream(reader, path, Some(size)),
+        Format::El => el::read_text_sized(reader, &name, false, len),
+        Format::Wel => el::read_text_sized(reader, &name, true, len),
+        Format::Mtx => mtx::read_stream(reader, &name, len),
+        Format::Gr => gr::read_stream(reader, &name, len),
         Format::Binary => unreachable!("handled above"),
     }
 }
@@ -488,6 +617,7 @@ pub fn write_edges_with(
         Format::El => el::write_text(&mut w, el, false, &options.comments, path, progress)?,
         Format::Wel => el::write_text(&mut w, el, true, &options.comments, path, progress)?,
         Format::Mtx => mtx::write_stream(&mut w, el, options, path, progress)?,
+        Format::Gr => gr::write_stream(&mut w, el, options, path, progress)?,
     }
     let file = w.into_inner().map_err(|e| FormatError::io(path, "write", e.into_error()))?;
     file.sync_data().or_else(ignore_unsupported).map_err(|e| FormatError::io(path, "write", e))
