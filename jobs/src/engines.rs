@@ -9,9 +9,9 @@ use anyhow::Context;
 use skein_algorithms::{Engine as SkeinEngine, EngineOptions};
 use skein_baselines::{Engine as Baseline, Options, Solver};
 
-use crate::cmd::kernel::Kernel;
 use crate::graph_source::LoadedGraph;
-use crate::job::EngineName;
+use crate::limits;
+use crate::names::{EngineName, Kernel};
 use crate::report::{EngineInfo, KernelOutput};
 
 /// How to set an engine up (what a job file's `[runtime]` or the CLI flags say).
@@ -160,6 +160,10 @@ impl<'g> Runner<'g> {
         } else {
             spec.threads
         };
+        // The same limits as a job file's `[runtime]` (one definition: `limits`).
+        let skein = spec.engine == EngineName::Skein;
+        limits::check_engine(skein, threads, spec.fibers, EngineOptions::default().slot_bytes)
+            .map_err(|e| anyhow::anyhow!("{} engine: {e}", spec.engine))?;
         let mut settings = serde_json::Map::new();
         let inner = match spec.engine {
             EngineName::Seq | EngineName::Rayon => {
