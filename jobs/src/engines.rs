@@ -45,6 +45,23 @@ impl EngineSpec {
     }
 }
 
+impl EngineSpec {
+    /// Checks the thread and fiber counts against [`limits::check_engine`] (the same
+    /// limits as a job file's `[runtime]`); returns the thread count (0 resolved to one
+    /// per CPU). Cheap: callers check before loading a graph.
+    pub(crate) fn check(&self) -> anyhow::Result<usize> {
+        let threads = if self.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.threads
+        };
+        let skein = self.engine == EngineName::Skein;
+        limits::check_engine(skein, threads, self.fibers, EngineOptions::default().slot_bytes)
+            .map_err(|e| anyhow::anyhow!("{} engine: {e}", self.engine))?;
+        Ok(threads)
+    }
+}
+
 /// What the Skein engine did besides its results, summed over roots.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SkeinTotals {
@@ -155,15 +172,7 @@ impl<'g> Runner<'g> {
         } else {
             1.0
         };
-        let threads = if spec.threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            spec.threads
-        };
-        // The same limits as a job file's `[runtime]` (one definition: `limits`).
-        let skein = spec.engine == EngineName::Skein;
-        limits::check_engine(skein, threads, spec.fibers, EngineOptions::default().slot_bytes)
-            .map_err(|e| anyhow::anyhow!("{} engine: {e}", spec.engine))?;
+        let threads = spec.check()?;
         let mut settings = serde_json::Map::new();
         let inner = match spec.engine {
             EngineName::Seq | EngineName::Rayon => {

@@ -1,30 +1,13 @@
-//! Job files: what `skein run JOB.toml` reads.
+//! Job files: what `skein run JOB.toml` reads, and the checks that turn one into a [`Job`].
 //!
-//! A job file is TOML with four sections; only `[graph]` is required:
-//!
-//! ```toml
-//! [graph]
-//! generator = "kronecker"   # or: file = "graphs/web.wel"
-//! scale = 20                # kronecker only
-//! edgefactor = 16           # Graph500 default
-//! seeds = [2, 3]            # Graph500 default
-//! [job]
-//! kernel = "sssp"           # sssp | bfs
-//! roots = 64                # first N Graph500 roots, or a list such as [1, 5, 9]
-//! engine = "skein"          # skein | rayon | seq
-//! validate = true
-//! [runtime]
-//! workers = 2               # trustee workers (skein) or threads (rayon)
-//! fibers = 8                # fibers per worker (skein)
-//! pin = false               # pin workers to cores
-//! [report]
-//! json = "reports/sssp-s20.json"
-//! dump = "reports/sssp-s20.dump"   # first root's result, one line per vertex
-//! ```
-//!
-//! Unknown keys, wrong types and impossible values are errors that name the file, the
-//! key and the line. `--set section.key=value` overrides a key before checking, as if the
-//! file said so; an error about an overridden key names the `--set` instead of a line.
+//! The format is [`JOB_HELP`] (also printed by `skein run --help`). Unknown keys, wrong
+//! types (anywhere in an array too: `seeds = [7, 8, "x"]`), arrays of the wrong length
+//! (`seeds` takes exactly two) and impossible values are errors that name the file, the
+//! key and the line. Counts are bounded by [`crate::limits`], the same limits as the
+//! command line's; a Kronecker graph must fit in available memory. `--set
+//! section.key=value` overrides a key before checking, as if the file said so; an error
+//! about an overridden key names the `--set` instead of a line. Job files larger than
+//! [`MAX_JOB_FILE_BYTES`] are refused unread.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -37,6 +20,34 @@ pub(crate) use crate::names::{EngineName, Kernel};
 
 use crate::limits;
 use skein_generators::kronecker::{KroneckerParams, ParamError};
+
+/// The job file format, for `skein run --help`.
+pub(crate) const JOB_HELP: &str = "\
+A job file is TOML with four sections; only [graph] is required:
+
+  [graph]
+  generator = \"kronecker\"   # or: file = \"graphs/web.wel\" (relative to the job file)
+  scale = 20                # kronecker only: 1 to 40, memory permitting
+  edgefactor = 16           # 1 to 1024 (Graph500 default 16)
+  seeds = [2, 3]            # exactly two (Graph500 default)
+  [job]
+  kernel = \"sssp\"           # sssp | bfs
+  roots = 64                # first N Graph500 roots (at most one per vertex), or a list
+                            # of vertex ids such as [1, 5, 9]
+  engine = \"skein\"          # skein | rayon | seq
+  validate = true
+  [runtime]
+  workers = 2               # skein workers or rayon threads (1 to 4096, memory permitting)
+  fibers = 8                # fibers per skein worker (bounded by memory and vm.max_map_count)
+  pin = false               # pin workers to cores
+  [report]
+  json = \"reports/sssp-s20.json\"
+  dump = \"reports/sssp-s20.dump\"   # the first root's result, one line per vertex
+
+The dump has one line per vertex, in vertex order: `v value parent`. value is the BFS level
+(-1 unreached) or the SSSP distance as 8 hex digits of its IEEE-754 binary32 bits (bf800000,
+the bits of -1.0, unreached); parent is -1 when unreached, and the root is its own parent.
+Reports and dumps are written atomically (a temporary file renamed over the path).";
 
 /// Largest job file read (a job is a few lines of TOML; this keeps `skein run /dev/zero`
 /// from reading forever).

@@ -4,7 +4,8 @@
 //! Graph500 rules of `skein-generators`, and returns a [`KernelReport`], which prints in
 //! the Graph500 reference's output style ([`KernelReport::print`]) and serializes to JSON
 //! ([`KernelReport::to_json`]). `skein sssp|bfs` and `skein run` share it; an engine is
-//! just a closure `root -> KernelOutput`.
+//! just a closure `root -> KernelOutput`. Reports and result dumps ([`DUMP_HELP`] is the
+//! dump format) are written atomically through [`crate::output`].
 //!
 //! Statistics follow the reference 3.0.1: order statistics of the sorted sample
 //! (`(x[(n-1)/4] + x[n/4]) / 2` for the first quartile, and so on), standard deviation with

@@ -63,15 +63,16 @@ pub(crate) struct Args {
 pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     limits::check_count(args.warmup.max(1), limits::MAX_REPEAT, "more only add run time")
         .map_err(|e| anyhow::anyhow!("--warmup: {e}"))?;
-    let spec: GraphSpec = args.graph.parse()?;
-    let graph = graph_source::load(&spec)?;
-    let roots = graph.choose_roots(&args.root, args.roots, "--roots")?;
     let mut spec = EngineSpec::new(args.engine, args.threads.unwrap_or(0));
     spec.fibers = args.fibers;
     spec.pin = args.pin;
     spec.delta = args.delta;
     spec.alpha = args.alpha;
     spec.beta = args.beta;
+    spec.check()?;
+    let graph_spec: GraphSpec = args.graph.parse()?;
+    let graph = graph_source::load(&graph_spec)?;
+    let roots = graph.choose_roots(&args.root, args.roots, "--roots")?;
     let mut runner = Runner::new(&spec, kernel, &graph)?;
     for _ in 0..args.warmup {
         runner.run(roots[0])?;

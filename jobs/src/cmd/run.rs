@@ -19,6 +19,7 @@ use crate::report::{self, KernelReport};
 
 /// Arguments of `skein run`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = job::JOB_HELP)]
 pub(crate) struct Args {
     /// The job file (TOML): graph, kernel, roots, engine, runtime, report.
     #[arg(value_name = "JOB.toml")]
@@ -30,6 +31,7 @@ pub(crate) struct Args {
 
 /// Arguments of `skein compare`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = job::JOB_HELP)]
 pub(crate) struct CompareArgs {
     /// The job file (TOML); its engine is ignored, every engine runs.
     #[arg(value_name = "JOB.toml")]
@@ -74,6 +76,12 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let job = job::load(&args.job, &args.set)?;
     let engines: Vec<EngineName> =
         if args.engines.is_empty() { EngineName::ALL.to_vec() } else { args.engines.clone() };
+    // Every engine's limits, before the graph is built.
+    for &engine in &engines {
+        engine_spec(&job, engine)
+            .check()
+            .with_context(|| format!("{}: [runtime]", job.source.display()))?;
+    }
     let graph = load_graph(&job)?;
     let roots = job_roots(&job, &graph)?;
     let mut rows = Vec::new();
