@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-pub(crate) use crate::names::{EngineName, Kernel};
+use crate::names::{EngineName, Kernel};
 
 use crate::limits;
 use skein_generators::kronecker::{KroneckerParams, ParamError};

@@ -11,9 +11,10 @@
 //! an existing file). The final extension is kept at the end because some writers (the
 //! PNG encoder) choose the format by extension.
 //!
-//! Paths that are not regular files (`/dev/null`, `/dev/full`, a FIFO) are written in
-//! place: renaming over a device would replace it. A symbolic link is followed, and its
-//! target replaced.
+//! Paths that are not regular files (`/dev/null`, `/dev/full`, a FIFO), and links under
+//! `/dev` and `/proc` (`/dev/stdout` may lead to a regular file the shell holds open), are
+//! written in place: renaming over them would replace the device or detach the
+//! descriptor. A symbolic link is followed, and its target replaced.
 //!
 //! # Interrupts
 //!
@@ -68,24 +69,31 @@ impl AtomicFile {
     /// a folder) and creates the temporary file beside it. Nothing at `path` changes yet.
     pub(crate) fn create(path: &Path) -> anyhow::Result<AtomicFile> {
         let cannot = || format!("cannot create {}", path.display());
-        let target = resolve_links(path).with_context(cannot)?;
-        match std::fs::metadata(&target) {
-            Ok(md) if md.is_dir() => {
-                anyhow::bail!("cannot create {}: it is a folder", path.display())
-            }
-            Ok(md) if !md.is_file() => {
-                // A device or FIFO: write in place (renaming would replace the device).
-                let file = OpenOptions::new().write(true).open(&target).with_context(cannot)?;
-                return Ok(AtomicFile {
-                    shown: path.to_path_buf(),
-                    target,
-                    temp: None,
-                    file: Some(file),
-                });
-            }
-            Ok(_) | Err(_) => {}
+        let md = std::fs::metadata(path); // links followed
+        if md.as_ref().is_ok_and(|md| md.is_dir()) {
+            anyhow::bail!("cannot create {}: it is a folder", path.display());
         }
-        let old_permissions = std::fs::metadata(&target).ok().map(|md| md.permissions());
+        let special = md.as_ref().is_ok_and(|md| !md.is_file());
+        let descriptor = (path.starts_with("/dev") || path.starts_with("/proc"))
+            && std::fs::symlink_metadata(path).is_ok_and(|md| md.file_type().is_symlink());
+        if special || descriptor {
+            // A device, FIFO or descriptor (`/dev/stdout` may lead to a regular file that
+            // the shell holds open): write in place, as renaming would replace it.
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)
+                .with_context(cannot)?;
+            return Ok(AtomicFile {
+                shown: path.to_path_buf(),
+                target: path.to_path_buf(),
+                temp: None,
+                file: Some(file),
+            });
+        }
+        let target = resolve_links(path).with_context(cannot)?;
+        let old_permissions = md.ok().map(|md| md.permissions());
         let (temp, file) = create_temp(&target).with_context(cannot)?;
         let mut out =
             AtomicFile { shown: path.to_path_buf(), target, temp: Some(temp), file: Some(file) };
@@ -455,7 +463,34 @@ mod tests {
         if !Path::new("/dev/null").exists() {
             return;
         }
+        // Through a link, too (the link is kept, the device written).
+        let dir = scratch("special");
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("/dev/null", dir.join("null")).unwrap();
+            write_file(&dir.join("null"), "the test file", |w| w.write_all(b"x")).unwrap();
+            assert!(std::fs::symlink_metadata(dir.join("null")).unwrap().is_symlink());
+            assert_eq!(entries(&dir), ["null"]);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
         write_file(Path::new("/dev/null"), "the test file", |w| w.write_all(b"gone")).unwrap();
+        // A link under /dev that leads to a regular file (as `/dev/stdout > file` does) is
+        // written through, not replaced.
+        #[cfg(unix)]
+        if Path::new("/dev/shm").is_dir() {
+            let name = format!("skein-output-{}", std::process::id());
+            let (file, link) =
+                (Path::new("/dev/shm").join(&name), Path::new("/dev/shm").join(name + ".link"));
+            std::fs::write(&file, "old").unwrap();
+            std::os::unix::fs::symlink(&file, &link).unwrap();
+            let held = File::open(&file).unwrap();
+            write_file(&link, "the test file", |w| w.write_all(b"new")).unwrap();
+            let mut seen = String::new();
+            std::io::Read::read_to_string(&mut &held, &mut seen).unwrap();
+            assert_eq!(seen, "new", "the same file, written in place");
+            let _ = std::fs::remove_file(&link);
+            std::fs::remove_file(&file).unwrap();
+        }
         assert!(!std::fs::metadata("/dev/null").unwrap().is_file());
         if Path::new("/dev/full").exists() {
             let e =
