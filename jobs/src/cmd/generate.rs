@@ -100,6 +100,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     // file stays intact until then, and whatever happens before (an error, an interrupt)
     // leaves it as it was.
     let mut out = AtomicFile::create(&args.output)?;
+    out.release_old_cache();
 
     let t = Instant::now();
     let bar = progress::phase("generate", m);
