@@ -43,9 +43,7 @@ impl EngineSpec {
             beta: skein_baselines::DEFAULT_BETA,
         }
     }
-}
 
-impl EngineSpec {
     /// Checks the thread and fiber counts against [`limits::check_engine`] (the same
     /// limits as a job file's `[runtime]`); returns the thread count (0 resolved to one
     /// per CPU). Cheap: callers check before loading a graph.

@@ -69,6 +69,7 @@ impl AtomicFile {
     /// a folder) and creates the temporary file beside it. Nothing at `path` changes yet.
     pub(crate) fn create(path: &Path) -> anyhow::Result<AtomicFile> {
         let cannot = || format!("cannot create {}", path.display());
+        anyhow::ensure!(!path.as_os_str().is_empty(), "the output path is empty");
         let md = std::fs::metadata(path); // links followed
         if md.as_ref().is_ok_and(|md| md.is_dir()) {
             anyhow::bail!("cannot create {}: it is a folder", path.display());
@@ -468,6 +469,8 @@ mod tests {
         let dir = scratch("refuse");
         let e = format!("{:#}", AtomicFile::create(&dir).unwrap_err());
         assert!(e.contains("is a folder") && e.contains(&dir.display().to_string()), "{e}");
+        let e = format!("{:#}", AtomicFile::create(Path::new("")).unwrap_err());
+        assert!(e.contains("the output path is empty"), "{e}");
         let e = format!("{:#}", AtomicFile::create(&dir.join("no/such/f")).unwrap_err());
         assert!(e.contains("cannot create") && e.contains("No such file"), "{e}");
         assert!(entries(&dir).is_empty());
