@@ -18,8 +18,9 @@
 //!
 //! # Interrupts
 //!
-//! On Unix, SIGINT, SIGTERM and SIGHUP end a run by their default action (the process
-//! dies; nothing in the CLI catches them). So that an interrupted run leaves no temporary
+//! On Unix, SIGINT, SIGTERM, SIGHUP and SIGQUIT end a run by their default action (the
+//! process dies; nothing in the CLI catches them), and so does SIGXFSZ when a write passes
+//! the file size limit. So that an interrupted run leaves no temporary
 //! file behind, the first [`AtomicFile`] installs a handler for those signals whose
 //! default action was still in place (an ignored signal stays ignored). The handler
 //! unlinks every temporary file still pending, restores the default action and raises the
@@ -292,7 +293,10 @@ mod interrupts {
 
     static PENDING: [AtomicPtr<c_char>; SLOTS] = [const { AtomicPtr::new(null_mut()) }; SLOTS];
 
-    const SIGNALS: [c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    /// Signals whose default action ends the process while a write may be pending: the
+    /// interrupts, and SIGXFSZ (a write past the file size limit, `ulimit -f`).
+    const SIGNALS: [c_int; 5] =
+        [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGXFSZ];
 
     /// Records `path` for removal on an interrupt; returns its slot.
     pub(super) fn register(path: &Path) -> Option<usize> {

@@ -293,3 +293,47 @@ fn an_interrupted_generate_keeps_the_old_graph_and_leaves_no_temporary() {
         assert!(temporaries(&dir.0).is_empty(), "{:?}", temporaries(&dir.0));
     }
 }
+
+/// Runs `skein` with a file size limit of `limit` bytes: writes past it fail with EFBIG,
+/// as on a full disk (SIGXFSZ ignored, so the write returns the error).
+#[cfg(unix)]
+fn skein_with_file_limit(args: &[&str], limit: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
+    cmd.args(args).env_remove("SKEIN_PROGRESS");
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (signal, setrlimit) on values it owns.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    cmd.output().expect("run skein")
+}
+
+#[cfg(unix)]
+#[test]
+fn a_write_that_fails_midway_keeps_the_old_graph() {
+    let dir = Scratch::new("full");
+    let good = dir.path("graph"); // no extension: any --format
+    ok(&["generate", "--scale", "5", "-o", p(&good)]);
+    let before = fs::read(&good).unwrap();
+    assert!(before.len() < 64 << 10);
+    for format in ["bin", "el"] {
+        // SCALE 12 is far more than 64 KiB in either format.
+        let out = skein_with_file_limit(
+            &["generate", "--scale", "12", "--format", format, "-o", p(&good)],
+            64 << 10,
+        );
+        let e = text(&out.stderr);
+        assert!(!out.status.success() && out.status.code().is_some(), "{format}: {e}");
+        assert!(e.contains("writing the graph failed") && e.contains(p(&good)), "{format}: {e}");
+        assert_eq!(fs::read(&good).unwrap(), before, "{format}: the old graph is intact");
+        assert!(temporaries(&dir.0).is_empty(), "{:?}", temporaries(&dir.0));
+    }
+}

@@ -320,3 +320,60 @@ fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
         assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn a_report_that_cannot_be_written_whole_keeps_the_old_one() {
+    use std::os::unix::process::CommandExt;
+    let dir = tmp("full");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, dump) = (dir.join("r.json"), dir.join("r.dump"));
+    std::fs::write(&json, "{}\n").unwrap();
+    std::fs::write(&dump, "old\n").unwrap();
+    for (flag, path) in [("--dump", &dump), ("--json", &json)] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
+        // A dump of 4096 vertices and a JSON report of 64 runs are both past 8 KiB.
+        cmd.args(["sssp", "--engine", "seq", flag, s(path), "kron:12"]);
+        cmd.env("SKEIN_PROGRESS", "0");
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // async-signal-safe functions (signal, setrlimit) on values it owns.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit { rlim_cur: 8 << 10, rlim_max: 8 << 10 };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        let out = cmd.output().unwrap();
+        let e = text(&out.stderr);
+        assert!(!out.status.success() && out.status.code().is_some(), "{flag}: {e}");
+        assert!(e.contains("cannot write the ") && e.contains(s(path)), "{flag}: {e}");
+        assert_eq!(std::fs::read_to_string(&json).unwrap(), "{}\n");
+        assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old\n");
+        assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+    }
+    // Where SIGXFSZ keeps its default action, the write kills the process: still nothing
+    // partial, and no temporary file.
+    use std::os::unix::process::ExitStatusExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
+    cmd.args(["sssp", "--engine", "seq", "--dump", s(&dump), "kron:12"]);
+    cmd.env("SKEIN_PROGRESS", "0");
+    // SAFETY: as above: only async-signal-safe calls (signal, setrlimit) in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+            let lim = libc::rlimit { rlim_cur: 8 << 10, rlim_max: 8 << 10 };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGXFSZ), "{:?}", out.status);
+    assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old\n");
+    assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+}
