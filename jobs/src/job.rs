@@ -455,7 +455,7 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
             match r.into_inner() {
                 Roots::Count(n) => {
                     limits::check_roots(n, vertices.unwrap_or(u64::MAX))
-                        .map_err(|e| ctx.at("job.roots", span, format!("roots: {e}")))?;
+                        .map_err(|e| ctx.at("job.roots", span, e))?;
                     Roots::Count(n)
                 }
                 Roots::List(l) if l.is_empty() => {
