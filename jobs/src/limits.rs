@@ -159,7 +159,7 @@ fn check_stacks(threads: u64, fibers: u64) -> Result<(), String> {
     let need = threads.saturating_add(fibers).saturating_mul(MAPS_PER_STACK);
     if need.saturating_add(MAPS_RESERVED) > limit {
         let what = if fibers > 0 {
-            format!("{threads} workers x {} fibers", fibers / threads.max(1))
+            format!("{threads} workers with {} fibers each", fibers / threads.max(1))
         } else {
             format!("{threads} threads")
         };
@@ -211,11 +211,12 @@ mod tests {
     fn engines_are_bounded_by_memory_and_mappings() {
         assert!(check_engine(true, 2, 8, 32 << 10).is_ok());
         assert!(check_engine(false, 16, 0, 0).is_ok());
-        // 1000 workers: 4 x 10^6 slots of 32 KiB, far more than any test machine has.
-        let e = check_engine(true, 1000, 8, 32 << 10).unwrap_err();
+        // 2000 workers: 16 x 10^6 slots of 32 KiB (500 GiB), far more than any test machine has.
+        let e = check_engine(true, 2000, 8, 32 << 10).unwrap_err();
         assert!(e.contains("GiB") && e.contains("available"), "{e}");
-        let e = check_engine(true, 2, 1 << 20, 512).unwrap_err();
-        assert!(e.contains("mappings") || e.contains("GiB"), "{e}");
+        // Past the mapping limit or memory, whichever is lower here: the same words.
+        let e = check_engine(true, 2, 1_000_000, 512).unwrap_err();
+        assert!(e.starts_with("2 workers with 1000000 fibers each"), "{e}");
         let e = check_engine(true, 5000, 8, 512).unwrap_err();
         assert!(e.starts_with("workers: 5000 is more than 4096"), "{e}");
         let e = check_engine(false, 0, 0, 0).unwrap_err();

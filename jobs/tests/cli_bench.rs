@@ -60,7 +60,7 @@ fn fetch_add_refuses_bad_arguments() {
         (&["--fibers", "2000000"][..], "--fibers: 2000000 is more than"),
         (&["--workers", "64", "--slot-size", "16777216"][..], "GiB, but only"),
         (&["--slot-size", "100"][..], "--slot-size: 100 is outside"),
-        (&["--fibers", "100000"][..], "vm.max_map_count"),
+        (&["--fibers", "1000000"][..], "2 workers with 1000001 fibers each"),
         (&["--repeat", "0"][..], "--repeat: must be at least 1"),
         (&["--repeat", "1000000"][..], "--repeat: 1000000 is more than 10000"),
         (&["--prefetch", "11"][..], "--prefetch: 11 is more than --ops 10"),

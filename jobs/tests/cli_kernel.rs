@@ -226,11 +226,14 @@ fn counts_and_memory_are_checked_before_anything_is_allocated() {
         assert!(e.contains("available"), "{graph}: {e}");
     }
     for (args, want) in [
-        (&["--engine", "skein", "--workers", "1000"][..], "GiB, but only"),
+        (&["--engine", "skein", "--workers", "2000"][..], "GiB, but only"),
         (&["--engine", "skein", "--workers", "5000"][..], "workers: 5000 is more than 4096"),
         (&["--engine", "rayon", "--threads", "5000"][..], "threads: 5000 is more than 4096"),
         (&["--engine", "skein", "--fibers", "2000000"][..], "fibers: 2000000 is more than"),
-        (&["--engine", "skein", "--fibers", "100000"][..], "vm.max_map_count"),
+        (
+            &["--engine", "skein", "--workers", "2", "--fibers", "1000000"][..],
+            "2 workers with 1000000 fibers each",
+        ),
         (&["--engine", "skein", "--fibers", "0"][..], "fibers: must be at least 1"),
         (&["--roots", "100000"][..], "--roots: 100000 roots, but the graph has only 256"),
         (&["--warmup", "100000"][..], "--warmup: 100000 is more than 10000"),
