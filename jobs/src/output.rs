@@ -95,6 +95,11 @@ impl AtomicFile {
             });
         }
         let target = resolve_links(path).with_context(cannot)?;
+        if md.is_ok() {
+            // Only a file this user may write is replaced (as writing it in place needed):
+            // opening it for writing, without truncating, changes nothing.
+            OpenOptions::new().write(true).open(&target).with_context(cannot)?;
+        }
         let old_permissions = md.ok().map(|md| md.permissions());
         let (temp, file) = create_temp(&target).with_context(cannot)?;
         let mut out =
@@ -547,6 +552,26 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         write_file(&path, "the test file", |w| w.write_all(b"new")).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file this user may not write is not replaced either (skipped as root, who may).
+    #[cfg(unix)]
+    #[test]
+    fn read_only_files_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("readonly");
+        let path = dir.join("keep.json");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let refused = write_file(&path, "the test file", |w| w.write_all(b"new"));
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            let e = format!("{:#}", refused.unwrap_err());
+            assert!(e.contains("Permission denied"), "{e}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        }
+        assert_eq!(entries(&dir), ["keep.json"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
