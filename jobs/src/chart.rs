@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Once;
 
-use anyhow::anyhow;
+use anyhow::{anyhow, Context};
 use plotters::prelude::*;
 
 fn register_font() {
@@ -20,10 +20,21 @@ fn register_font() {
     });
 }
 
-/// Draws one bar per `(label, teps)` into `path` (PNG), values in MTEPS above the bars.
+/// Draws one bar per `(label, teps)` into `path` (PNG, written atomically: see
+/// [`crate::output`]), values in MTEPS above the bars.
 pub(crate) fn teps_bars(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> {
+    crate::output::create_parent(path)?;
+    let out = crate::output::AtomicFile::create(path)
+        .with_context(|| format!("cannot draw the chart {}", path.display()))?;
+    draw(out.write_path(), title, bars)
+        .map_err(|e| anyhow!("cannot draw the chart {}: {e}", path.display()))?;
+    out.commit().with_context(|| format!("cannot draw the chart {}", path.display()))
+}
+
+/// Renders the chart of [`teps_bars`] to `path` (which plotters opens itself).
+fn draw(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> {
     register_font();
-    let err = |e: &dyn std::fmt::Display| anyhow!("cannot draw the chart {}: {e}", path.display());
+    let err = |e: &dyn std::fmt::Display| anyhow!("{e}");
     let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let max = bars.iter().map(|b| b.1 / 1e6).fold(0.0, f64::max).max(1e-3);

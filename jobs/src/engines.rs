@@ -9,9 +9,9 @@ use anyhow::Context;
 use skein_algorithms::{Engine as SkeinEngine, EngineOptions};
 use skein_baselines::{Engine as Baseline, Options, Solver};
 
-use crate::cmd::kernel::Kernel;
 use crate::graph_source::LoadedGraph;
-use crate::job::EngineName;
+use crate::limits;
+use crate::names::{EngineName, Kernel};
 use crate::report::{EngineInfo, KernelOutput};
 
 /// How to set an engine up (what a job file's `[runtime]` or the CLI flags say).
@@ -42,6 +42,21 @@ impl EngineSpec {
             alpha: skein_baselines::DEFAULT_ALPHA,
             beta: skein_baselines::DEFAULT_BETA,
         }
+    }
+
+    /// Checks the thread and fiber counts against [`limits::check_engine`] (the same
+    /// limits as a job file's `[runtime]`); returns the thread count (0 resolved to one
+    /// per CPU). Cheap: callers check before loading a graph.
+    pub(crate) fn check(&self) -> anyhow::Result<usize> {
+        let threads = if self.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.threads
+        };
+        let skein = self.engine == EngineName::Skein;
+        limits::check_engine(skein, threads, self.fibers, EngineOptions::default().slot_bytes)
+            .map_err(|e| anyhow::anyhow!("{} engine: {e}", self.engine))?;
+        Ok(threads)
     }
 }
 
@@ -155,11 +170,7 @@ impl<'g> Runner<'g> {
         } else {
             1.0
         };
-        let threads = if spec.threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            spec.threads
-        };
+        let threads = spec.check()?;
         let mut settings = serde_json::Map::new();
         let inner = match spec.engine {
             EngineName::Seq | EngineName::Rayon => {

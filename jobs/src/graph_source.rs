@@ -3,7 +3,8 @@
 //! `GRAPH` on the command line is `kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]]` (Graph500
 //! defaults: edgefactor 16, seeds 2 and 3) or the path of a graph file in any format
 //! `skein-generators` reads. [`load`] produces the CSR and times its phases: generation
-//! (or reading) and construction (CSR build, the Graph500 "construction_time").
+//! (or reading) and construction (CSR build, the Graph500 "construction_time"). A
+//! Kronecker graph is checked against available memory before anything is allocated.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use anyhow::Context;
 use skein_generators::kronecker::{self, KroneckerParams};
 use skein_generators::{formats, Csr};
 
-use crate::progress;
+use crate::{limits, progress};
 
 /// Seeds of the Graph500 root sequence for graphs read from files.
 pub(crate) const FILE_ROOT_SEEDS: (u64, u64) = (2, 3);
@@ -115,6 +116,29 @@ impl LoadedGraph {
         }
     }
 
+    /// The roots to run: `explicit` ones (checked to be vertices), else the first `count`
+    /// of the graph's Graph500 root sequence (checked by [`limits::check_roots`]);
+    /// `count_name` names the count in errors (`--roots`, `job.roots`).
+    pub(crate) fn choose_roots(
+        &self,
+        explicit: &[u64],
+        count: u64,
+        count_name: &str,
+    ) -> anyhow::Result<Vec<u64>> {
+        let n = self.csr.num_vertices();
+        if !explicit.is_empty() {
+            if let Some(&bad) = explicit.iter().find(|&&r| r >= n) {
+                anyhow::bail!(
+                    "root {bad} is not a vertex of {} (it has {n} vertices: 0..{n})",
+                    self.description
+                );
+            }
+            return Ok(explicit.to_vec());
+        }
+        limits::check_roots(count, n).map_err(|e| anyhow::anyhow!("{count_name}: {e}"))?;
+        Ok(self.roots(count as usize))
+    }
+
     /// `(SCALE, edgefactor)` of a Kronecker graph.
     pub(crate) fn scale_edgefactor(&self) -> Option<(u32, u32)> {
         match &self.spec {
@@ -129,6 +153,9 @@ pub(crate) fn load(spec: &GraphSpec) -> anyhow::Result<LoadedGraph> {
     let start = Instant::now();
     let (edges, description) = match spec {
         GraphSpec::Kronecker(p) => {
+            // Refuse before allocating anything (the generator would abort).
+            limits::check_kronecker_run(p.scale, p.edgefactor)
+                .map_err(|e| anyhow::anyhow!("graph {spec}: {e}"))?;
             let bar = progress::phase("generate", p.num_edges());
             let el = kronecker::generate_with_progress(p, &|done| bar.set(done));
             bar.finish();

@@ -7,6 +7,9 @@ mod cmd;
 mod engines;
 mod graph_source;
 mod job;
+mod limits;
+mod names;
+mod output;
 mod progress;
 mod report;
 
@@ -41,8 +44,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Generate(a) => cmd::generate::run(a),
         Command::Info(a) => cmd::info::run(a),
-        Command::Sssp(a) => cmd::kernel::run(cmd::kernel::Kernel::Sssp, a),
-        Command::Bfs(a) => cmd::kernel::run(cmd::kernel::Kernel::Bfs, a),
+        Command::Sssp(a) => cmd::kernel::run(names::Kernel::Sssp, a),
+        Command::Bfs(a) => cmd::kernel::run(names::Kernel::Bfs, a),
         Command::Run(a) => cmd::run::run(a),
         Command::Compare(a) => cmd::run::compare(a),
         Command::Bench(a) => cmd::bench::run(a),

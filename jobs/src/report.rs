@@ -4,7 +4,8 @@
 //! Graph500 rules of `skein-generators`, and returns a [`KernelReport`], which prints in
 //! the Graph500 reference's output style ([`KernelReport::print`]) and serializes to JSON
 //! ([`KernelReport::to_json`]). `skein sssp|bfs` and `skein run` share it; an engine is
-//! just a closure `root -> KernelOutput`.
+//! just a closure `root -> KernelOutput`. Reports and result dumps ([`DUMP_HELP`] is the
+//! dump format) are written atomically through [`crate::output`].
 //!
 //! Statistics follow the reference 3.0.1: order statistics of the sorted sample
 //! (`(x[(n-1)/4] + x[n/4]) / 2` for the first quartile, and so on), standard deviation with
@@ -21,18 +22,24 @@ use serde::Serialize;
 use skein_generators::validate::{teps_edge_count, validate_bfs, validate_sssp};
 use skein_generators::{BfsResult, SsspResult, UNREACHED_LEVEL};
 
-use crate::cmd::kernel::Kernel;
 use crate::graph_source::LoadedGraph;
+use crate::names::Kernel;
 
-impl Kernel {
-    /// The kernel's name in reports (`sssp`, `bfs`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kernel::Sssp => "sssp",
-            Kernel::Bfs => "bfs",
-        }
-    }
-}
+/// The dump format, for `--help` (`--dump`, `report.dump`): what [`KernelOutput::dump`]
+/// writes.
+pub(crate) const DUMP_HELP: &str = "\
+Write the first root's result to FILE, one line per vertex, in vertex order: `v value parent`.
+
+  v       the vertex id (0, 1, ...).
+  value   BFS: the level (hops from the root; the root is 0), or -1 when unreached.
+          SSSP: the distance as exactly 8 lowercase hex digits, the bits of its IEEE-754
+          binary32 value (e.g. 3f400000 is 0.75; 00000000 for the root), so it reads back
+          without rounding; bf800000 (the bits of -1.0) when unreached.
+  parent  the vertex's parent in the search tree (the root is its own parent), or -1 when
+          unreached.
+
+The file is written atomically: a temporary file beside it is renamed over FILE when done,
+so FILE holds the old contents or the new ones, never a mix.";
 
 /// What an engine returns for one root.
 #[derive(Debug, Clone)]
@@ -61,7 +68,7 @@ impl KernelOutput {
     /// Writes the result one line per vertex: `v value parent`, where value is the BFS
     /// level (`-1` unreached) or the SSSP distance as the 8 hex digits of its binary32 bits
     /// (`bf800000`, i.e. -1.0, unreached); parent is `-1` when unreached.
-    pub(crate) fn dump(&self, out: &mut impl Write) -> std::io::Result<()> {
+    pub(crate) fn dump(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let parent_text = |p: u64| {
             if p == skein_generators::NO_PARENT {
                 "-1".to_string()
@@ -243,10 +250,11 @@ pub(crate) fn run_kernel(
     let csr = &graph.csr;
     let mut runs = Vec::with_capacity(roots.len());
     let mut validation = if validate { Validation::Passed } else { Validation::Skipped };
-    let bar = crate::progress::phase(&format!("{} roots", kernel.name()), roots.len() as u64);
+    let bar = crate::progress::phase(&format!("{} roots", kernel.as_str()), roots.len() as u64);
     for (i, &root) in roots.iter().enumerate() {
         let start = Instant::now();
-        let out = engine_fn(root).with_context(|| format!("{} from root {root}", kernel.name()))?;
+        let out =
+            engine_fn(root).with_context(|| format!("{} from root {root}", kernel.as_str()))?;
         let seconds = start.elapsed().as_secs_f64();
         let (nedge, validate_seconds) = if validate {
             let start = Instant::now();
@@ -319,7 +327,7 @@ impl KernelReport {
 
     /// Prints the report in the Graph500 reference's output style.
     pub(crate) fn print(&self, out: &mut impl Write) -> std::io::Result<()> {
-        let k = self.kernel.name();
+        let k = self.kernel.as_str();
         let line = |out: &mut dyn Write, key: &str, value: String| {
             writeln!(out, "{:<32}{value}", format!("{key}:"))
         };
@@ -389,7 +397,7 @@ impl KernelReport {
     pub(crate) fn to_json(&self) -> serde_json::Value {
         let teps = self.teps_stats();
         serde_json::json!({
-            "kernel": self.kernel.name(),
+            "kernel": self.kernel.as_str(),
             "engine": self.engine.name,
             "threads": self.engine.threads,
             "settings": self.engine.settings,
@@ -421,18 +429,17 @@ impl KernelReport {
     }
 }
 
-/// Writes a JSON report to `path`, creating its folder.
+/// Writes a JSON report to `path` (atomically, creating its folder).
 pub(crate) fn write_json_value(path: &Path, json: &serde_json::Value) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the folder {}", dir.display()))?;
-    }
-    let text = serde_json::to_string_pretty(json)?;
-    std::fs::write(path, text + "\n")
-        .with_context(|| format!("cannot write the JSON report {}", path.display()))
+    let text = serde_json::to_string_pretty(json)? + "\n";
+    crate::output::write_file(path, "the JSON report", |w| w.write_all(text.as_bytes()))
 }
 
-impl KernelReport {}
+/// Writes one result to `path` (atomically, creating its folder) in the dump format of
+/// [`KernelOutput::dump`].
+pub(crate) fn write_dump(path: &Path, out: &KernelOutput) -> anyhow::Result<()> {
+    crate::output::write_file(path, "the dump file", |w| out.dump(w))
+}
 
 #[cfg(test)]
 mod tests {

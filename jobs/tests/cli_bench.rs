@@ -53,9 +53,33 @@ fn fetch_add_refuses_bad_arguments() {
         (&["--objects", "0"][..], "--objects: every K must be in"),
         (&["--impls", "apply,rwlock"][..], "unknown implementation `rwlock`"),
         (&["--dist", "normal"][..], "expected uniform, zipf or both"),
-        (&["--workers", "0"][..], "--workers must be at least 1"),
+        (&["--workers", "0"][..], "--workers: must be at least 1"),
+        // Every count is bounded by what the machine can hold, with the reason.
+        (&["--workers", "5000"][..], "--workers: 5000 is more than 4096"),
+        (&["--objects", "4294967295"][..], "GiB, but only"),
+        (&["--fibers", "2000000"][..], "--fibers: 2000000 is more than"),
+        (&["--workers", "64", "--slot-size", "16777216"][..], "GiB, but only"),
+        (&["--slot-size", "100"][..], "--slot-size: 100 is outside"),
+        (&["--fibers", "1000000"][..], "2 workers with 1000001 fibers each"),
+        (&["--repeat", "0"][..], "--repeat: must be at least 1"),
+        (&["--repeat", "1000000"][..], "--repeat: 1000000 is more than 10000"),
+        (&["--prefetch", "11"][..], "--prefetch: 11 is more than --ops 10"),
     ] {
         let mut a = vec!["bench", "fetch-add", "--ops", "10"];
+        a.extend_from_slice(args);
+        let o = skein(&a);
+        assert!(!o.status.success(), "{args:?} should fail");
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{args:?}: {}", text(&o));
+    }
+    let o = skein(&["bench", "fetch-add", "--ops", "0"]);
+    assert!(!o.status.success() && text(&o).contains("--ops: must be at least 1"), "{}", text(&o));
+    for (args, want) in [
+        (&["--iters", "0"][..], "--iters: must be at least 1"),
+        (&["--iters", "18446744073709551615"][..], "--iters: 18446744073709551615 is more than"),
+        (&["--slot-size", "1"][..], "--slot-size: slot size 1 is outside"),
+    ] {
+        let mut a = vec!["bench", "micro"];
         a.extend_from_slice(args);
         let o = skein(&a);
         assert!(!o.status.success(), "{args:?} should fail");

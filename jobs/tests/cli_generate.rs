@@ -225,3 +225,115 @@ fn corrupt_and_missing_files_are_refused() {
     let e = fails(&["info", p(&unknown)]);
     assert!(e.contains("cannot tell the graph format"), "{e}");
 }
+
+/// Entries of `dir` that are temporary files of an unfinished write.
+fn temporaries(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect()
+}
+
+#[test]
+fn an_existing_graph_is_replaced_whole_or_not_at_all() {
+    let dir = Scratch::new("replace");
+    let good = dir.path("g.skg");
+    ok(&["generate", "--scale", "6", "-o", p(&good)]);
+    let before = fs::read(&good).unwrap();
+    // Refused arguments, whenever they are found, leave the old graph as it was.
+    for args in [
+        &["--scale", "36"][..],
+        &["--scale", "6", "--format", "wel"][..],
+        &["--scale", "6", "--edgefactor", "0"][..],
+    ] {
+        let mut a = vec!["generate", "-o", p(&good)];
+        a.extend_from_slice(args);
+        fails(&a);
+        assert_eq!(fs::read(&good).unwrap(), before, "{args:?}");
+    }
+    // A new graph replaces it whole, and nothing else is left in the folder.
+    ok(&["generate", "--scale", "7", "-o", p(&good)]);
+    assert_eq!(read_edges(&good).unwrap().num_vertices, 128);
+    assert_eq!(fs::read_dir(&dir.0).unwrap().count(), 1);
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_generate_keeps_the_old_graph_and_leaves_no_temporary() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = Scratch::new("interrupt");
+    let good = dir.path("g.skg");
+    ok(&["generate", "--scale", "6", "-o", p(&good)]);
+    let before = fs::read(&good).unwrap();
+    for (signal, format) in [(libc::SIGINT, "bin"), (libc::SIGTERM, "bin"), (libc::SIGHUP, "bin")] {
+        // The commit waits 30 s with the new graph complete in its temporary file.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
+            .args(["generate", "--scale", "10", "--format", format, "-o", p(&good)])
+            .env_remove("SKEIN_PROGRESS")
+            .env("SKEIN_HOLD_OUTPUT_MS", "30000")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while !fs::read_dir(&dir.0).unwrap().any(|e| {
+            let e = e.unwrap();
+            e.file_name().to_string_lossy().contains(".tmp") && e.metadata().unwrap().len() > 4096
+        }) {
+            assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the pid of our own child, which has not been waited for yet.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(signal), "{status:?}");
+        assert_eq!(fs::read(&good).unwrap(), before, "the old graph is intact");
+        assert!(temporaries(&dir.0).is_empty(), "{:?}", temporaries(&dir.0));
+    }
+}
+
+/// Runs `skein` with a file size limit of `limit` bytes: writes past it fail with EFBIG,
+/// as on a full disk (SIGXFSZ ignored, so the write returns the error).
+#[cfg(unix)]
+fn skein_with_file_limit(args: &[&str], limit: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
+    cmd.args(args).env_remove("SKEIN_PROGRESS");
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (signal, setrlimit) on values it owns.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    cmd.output().expect("run skein")
+}
+
+#[cfg(unix)]
+#[test]
+fn a_write_that_fails_midway_keeps_the_old_graph() {
+    let dir = Scratch::new("full");
+    let good = dir.path("graph"); // no extension: any --format
+    ok(&["generate", "--scale", "5", "-o", p(&good)]);
+    let before = fs::read(&good).unwrap();
+    assert!(before.len() < 64 << 10);
+    for format in ["bin", "el"] {
+        // SCALE 12 is far more than 64 KiB in either format.
+        let out = skein_with_file_limit(
+            &["generate", "--scale", "12", "--format", format, "-o", p(&good)],
+            64 << 10,
+        );
+        let e = text(&out.stderr);
+        assert!(!out.status.success() && out.status.code().is_some(), "{format}: {e}");
+        assert!(e.contains("writing the graph failed") && e.contains(p(&good)), "{format}: {e}");
+        assert_eq!(fs::read(&good).unwrap(), before, "{format}: the old graph is intact");
+        assert!(temporaries(&dir.0).is_empty(), "{:?}", temporaries(&dir.0));
+    }
+}

@@ -29,7 +29,11 @@ fn ok(args: &[&str]) -> String {
 fn fails(args: &[&str]) -> String {
     let out = skein(args);
     assert!(!out.status.success(), "skein {args:?} should fail\n{}", text(&out.stdout));
-    text(&out.stderr)
+    let e = text(&out.stderr);
+    // A clean error, not an abort or a panic.
+    assert!(out.status.code().is_some(), "skein {args:?} was killed by a signal:\n{e}");
+    assert!(!e.contains("panicked"), "skein {args:?} panicked:\n{e}");
+    e
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -59,10 +63,7 @@ fn read_dump(path: &Path) -> Vec<(String, i64)> {
 
 /// Columns (bfs level, sssp distance bits) of the Graph500 reference's SCALE 10 root 0.
 fn reference_s10() -> Vec<(String, String)> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testdata/graph500/kron_s10_ef16_root0.txt"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/kron_s10_ef16_root0.txt");
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{path}: {e}"))
         .lines()
@@ -203,4 +204,179 @@ fn bad_input_is_a_clear_error() {
     assert!(e.contains("does-not-exist.el"), "{e}");
     let e = fails(&["sssp", "--delta", "0", "kron:6"]);
     assert!(e.contains("delta"), "{e}");
+}
+
+#[test]
+fn help_explains_the_dump_format() {
+    for kernel in ["sssp", "bfs"] {
+        let help = ok(&[kernel, "--help"]);
+        for word in ["v value parent", "binary32", "bf800000", "-1 when unreached"] {
+            assert!(help.contains(word), "{kernel} --help lacks {word}:\n{help}");
+        }
+    }
+}
+
+#[test]
+fn counts_and_memory_are_checked_before_anything_is_allocated() {
+    // The message `generate` and `run` give, for every kron: argument.
+    for graph in ["kron:40", "kron:36:16", "kron:30:1024:5:7"] {
+        let e = fails(&["sssp", graph]);
+        assert!(e.contains(graph) && e.contains("GiB, but only"), "{graph}: {e}");
+        let e = fails(&["bfs", "--engine", "seq", graph]);
+        assert!(e.contains("available"), "{graph}: {e}");
+    }
+    for (args, want) in [
+        (&["--engine", "skein", "--workers", "2000"][..], "GiB, but only"),
+        (&["--engine", "skein", "--workers", "5000"][..], "workers: 5000 is more than 4096"),
+        (&["--engine", "rayon", "--threads", "5000"][..], "threads: 5000 is more than 4096"),
+        (&["--engine", "skein", "--fibers", "2000000"][..], "fibers: 2000000 is more than"),
+        (
+            &["--engine", "skein", "--workers", "2", "--fibers", "1000000"][..],
+            "2 workers with 1000000 fibers each",
+        ),
+        (&["--engine", "skein", "--fibers", "0"][..], "fibers: must be at least 1"),
+        (&["--roots", "100000"][..], "--roots: 100000 roots, but the graph has only 256"),
+        (&["--warmup", "100000"][..], "--warmup: 100000 is more than 10000"),
+    ] {
+        let mut a = vec!["sssp"];
+        a.extend_from_slice(args);
+        a.push("kron:8");
+        let e = fails(&a);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+/// Entries of `dir` that are temporary files of an unfinished write.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect()
+}
+
+#[test]
+fn concurrent_runs_with_one_report_path_leave_whole_files() {
+    let dir = tmp("concurrent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, dump) = (dir.join("same.json"), dir.join("same.dump"));
+    for _ in 0..3 {
+        let runs: Vec<_> = (0..4)
+            .map(|i| {
+                let root = (i * 7).to_string();
+                Command::new(env!("CARGO_BIN_EXE_skein"))
+                    .args(["bfs", "--engine", "seq", "--root", &root, "--json", s(&json)])
+                    .args(["--dump", s(&dump), "kron:9"])
+                    .env("SKEIN_PROGRESS", "0")
+                    .output()
+                    .expect("run skein")
+            })
+            .collect();
+        for out in &runs {
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(j["runs"].as_array().unwrap().len(), 1);
+        assert_eq!(read_dump(&dump).len(), 512);
+        assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tmp("interrupted");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dump = dir.join("keep.dump");
+    std::fs::write(&dump, "old dump\n").unwrap();
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // Every commit waits 30 s with its temporary file complete: interrupt it there.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skein"))
+            .args(["sssp", "--engine", "seq", "--roots", "1", "--dump", s(&dump), "kron:8"])
+            .env("SKEIN_PROGRESS", "0")
+            .env("SKEIN_HOLD_OUTPUT_MS", "30000")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        loop {
+            let written = std::fs::read_dir(&dir).unwrap().any(|e| {
+                let e = e.unwrap();
+                e.file_name().to_string_lossy().contains(".tmp")
+                    && e.metadata().unwrap().len() > 1000
+            });
+            if written {
+                break;
+            }
+            assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the pid of our own child, which has not been waited for yet.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(signal), "{status:?}");
+        assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old dump\n");
+        assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_report_that_cannot_be_written_whole_keeps_the_old_one() {
+    use std::os::unix::process::CommandExt;
+    let dir = tmp("full");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, dump) = (dir.join("r.json"), dir.join("r.dump"));
+    std::fs::write(&json, "{}\n").unwrap();
+    std::fs::write(&dump, "old\n").unwrap();
+    for (flag, path) in [("--dump", &dump), ("--json", &json)] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
+        // A dump of 4096 vertices and a JSON report of 64 runs are both past 8 KiB.
+        cmd.args(["sssp", "--engine", "seq", flag, s(path), "kron:12"]);
+        cmd.env("SKEIN_PROGRESS", "0");
+        // SAFETY: the closure runs in the forked child before exec and calls only
+        // async-signal-safe functions (signal, setrlimit) on values it owns.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit { rlim_cur: 8 << 10, rlim_max: 8 << 10 };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        let out = cmd.output().unwrap();
+        let e = text(&out.stderr);
+        assert!(!out.status.success() && out.status.code().is_some(), "{flag}: {e}");
+        assert!(e.contains("cannot write the ") && e.contains(s(path)), "{flag}: {e}");
+        assert_eq!(std::fs::read_to_string(&json).unwrap(), "{}\n");
+        assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old\n");
+        assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+    }
+    // Where SIGXFSZ keeps its default action, the write kills the process: still nothing
+    // partial, and no temporary file.
+    use std::os::unix::process::ExitStatusExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
+    cmd.args(["sssp", "--engine", "seq", "--dump", s(&dump), "kron:12"]);
+    cmd.env("SKEIN_PROGRESS", "0");
+    // SAFETY: as above: only async-signal-safe calls (signal, setrlimit) in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+            let lim = libc::rlimit { rlim_cur: 8 << 10, rlim_max: 8 << 10 };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGXFSZ), "{:?}", out.status);
+    assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old\n");
+    assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
 }

@@ -125,3 +125,37 @@ fn shipped_jobs_parse() {
     let out = skein(&["run", &format!("{dir}file-sssp.toml"), "--set", "report.json=/dev/null"]);
     assert!(out.status.success(), "file-sssp.toml: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn job_files_are_bounded_and_checked_whole() {
+    let fails = |args: &[&str], want: &str| {
+        let out = skein(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(out.status.code().is_some() && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    };
+    if Path::new("/dev/zero").exists() {
+        // Refused after reading 1 MiB, instead of reading forever.
+        fails(&["run", "/dev/zero"], "larger than 1024 KiB");
+    }
+    let base = "[graph]\ngenerator = \"kronecker\"\nscale = 8\n";
+    let j = job("seeds.toml", &format!("{base}seeds = [7, 8, 9, 10, 11]\n"));
+    fails(&["run", s(&j)], "seeds.toml:line 4: key `graph.seeds`: expected two seeds");
+    let j = job("seeds-x.toml", &format!("{base}seeds = [7, 8, \"x\"]\n"));
+    fails(&["run", s(&j)], "seeds-x.toml:line 4: key `graph.seeds`: invalid type");
+    let j = job("workers.toml", &format!("{base}[runtime]\nworkers = 2000\n"));
+    fails(&["run", s(&j)], "workers.toml:line 5: key `runtime.workers`");
+    fails(&["run", s(&j)], "GiB, but only");
+    let j = job("fibers.toml", base);
+    fails(&["run", s(&j), "--set", "runtime.fibers=2000000"], "--set runtime.fibers");
+    fails(&["compare", s(&j), "--set", "runtime.workers=5000"], "more than 4096");
+    // `compare` runs skein too: its limits apply whatever engine the job names.
+    fails(
+        &["compare", s(&j), "--set", "job.engine=rayon", "--set", "runtime.fibers=1000000"],
+        "2 workers with 1000000 fibers each",
+    );
+    let out = skein(&["run", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("seeds = [2, 3]") && help.contains("bf800000"), "{help}");
+}

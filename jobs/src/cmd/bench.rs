@@ -134,22 +134,55 @@ struct Row {
 
 const IMPLS: [&str; 6] = ["apply", "apply_then", "array", "mutex", "spin", "parking_lot"];
 
-fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
-    if a.workers == 0 {
-        bail!("--workers must be at least 1");
-    }
-    if a.ops == 0 {
-        bail!("--ops must be at least 1");
-    }
-    if a.fibers == 0 {
-        bail!("--fibers must be at least 1");
-    }
-    if a.repeat == 0 {
-        bail!("--repeat must be at least 1");
+/// Bytes per object a fetch-add measurement may hold at once, generously: a `Trust`
+/// handle and its entrusted counter (a cache line when padded), or a lock and its counter
+/// (the same), and a Zipf CDF entry.
+const BYTES_PER_OBJECT: u128 = 256;
+
+/// Checks every count of `skein bench fetch-add` against [`crate::limits`] and memory.
+fn check_fetch_add(a: &FetchAddArgs) -> anyhow::Result<()> {
+    use crate::limits::{self, check_count};
+    let flag = |name: &'static str| move |e: String| anyhow::anyhow!("--{name}: {e}");
+    check_count(a.workers, limits::MAX_WORKERS, "the runtime's limit").map_err(flag("workers"))?;
+    check_count(a.fibers, limits::MAX_FIBERS - 1, "fiber stacks are allocated up front")
+        .map_err(flag("fibers"))?;
+    check_count(a.repeat, limits::MAX_REPEAT, "more add nothing to a median but run time")
+        .map_err(flag("repeat"))?;
+    check_count(a.ops, usize::MAX, "").map_err(flag("ops"))?;
+    if a.prefetch > a.ops {
+        bail!(
+            "--prefetch: {} is more than --ops {} (there is nothing that far ahead)",
+            a.prefetch,
+            a.ops
+        );
     }
     if let Some(k) = a.objects.iter().find(|&&k| k == 0 || k > u32::MAX as usize) {
         bail!("--objects: every K must be in 1..=4294967295, got {k}");
     }
+    let slot = a.slot_size.unwrap_or(*limits::SLOT_SIZE_RANGE.start());
+    if a.slot_size.is_some() && !limits::SLOT_SIZE_RANGE.contains(&slot) {
+        bail!(
+            "--slot-size: {slot} is outside {}..={} bytes (the runtime's range)",
+            limits::SLOT_SIZE_RANGE.start(),
+            limits::SLOT_SIZE_RANGE.end()
+        );
+    }
+    // The runtime: its message slots and a stack per fiber (one more per worker than
+    // asked for: the measurement's own driver).
+    limits::check_engine(true, a.workers, a.fibers + 1, slot).map_err(anyhow::Error::msg)?;
+    // The largest K's objects next to the per-worker operation sequences (4 bytes each).
+    let k = a.objects.iter().copied().max().unwrap_or(1) as u128;
+    let seqs = a.workers as u128 * a.ops as u128 * 4;
+    limits::check_memory(
+        k * BYTES_PER_OBJECT + seqs,
+        format_args!("{k} objects and {} workers x {} operations (4 bytes each)", a.workers, a.ops),
+    )
+    .map_err(anyhow::Error::msg)?;
+    Ok(())
+}
+
+fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
+    check_fetch_add(&a)?;
     for i in &a.impls {
         if !IMPLS.contains(&i.as_str()) {
             bail!("--impls: unknown implementation `{i}` (expected one of {})", IMPLS.join(","));
@@ -238,7 +271,7 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &a.json {
         let s = serde_json::to_string_pretty(&rows)?;
-        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -552,7 +585,13 @@ struct Micro {
 }
 
 fn micro(a: MicroArgs) -> anyhow::Result<()> {
-    let n = a.iters.max(1);
+    crate::limits::check_count(a.iters, crate::limits::MAX_ITERS, "it would run for hours")
+        .map_err(|e| anyhow::anyhow!("--iters: {e}"))?;
+    if let Some(slot) = a.slot_size {
+        crate::limits::check_engine(true, 2, 1, slot)
+            .map_err(|e| anyhow::anyhow!("--slot-size: {e}"))?;
+    }
+    let n = a.iters;
     // Fiber switch: one fiber yielding to the scheduler and back (two switches per yield).
     let rt1 = skein::Runtime::builder().workers(1).pin(a.pin).build()?;
     let yield_ns = rt1.run(move || {
@@ -601,8 +640,8 @@ fn micro(a: MicroArgs) -> anyhow::Result<()> {
         r.trustee_serves_per_sec / 1e6
     );
     if let Some(path) = &a.json {
-        std::fs::write(path, serde_json::to_string_pretty(&r)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        let s = serde_json::to_string_pretty(&r)?;
+        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
     }
     Ok(())
 }

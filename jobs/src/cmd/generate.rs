@@ -1,5 +1,7 @@
-//! `skein generate`: write a Graph500 Kronecker graph to a file.
+//! `skein generate`: write a Graph500 Kronecker graph to a file (atomically: see
+//! [`crate::output`]).
 
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -7,7 +9,8 @@ use anyhow::{bail, Context};
 use skein_generators::formats::{self, Format, WriteOptions};
 use skein_generators::kronecker::{self, KroneckerParams};
 
-use crate::progress;
+use crate::output::AtomicFile;
+use crate::{limits, progress};
 
 /// Output formats of `skein generate`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -84,22 +87,20 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let params = KroneckerParams::new(args.scale, args.edgefactor, seed1, seed2)?;
     let format = output_format(&args.output, args.format)?;
     let m = params.num_edges();
-    let need = params.edge_list_bytes();
-    if let Some(avail) = crate::job::available_memory() {
-        if need > avail {
-            bail!(
-                "SCALE {} with edgefactor {} has {m} edges, which need {:.1} GiB in memory, \
-                 but only {:.1} GiB are available",
-                params.scale,
-                params.edgefactor,
-                need as f64 / f64::from(1u32 << 30),
-                avail as f64 / f64::from(1u32 << 30)
-            );
-        }
-    }
-    // Fail on an unwritable output before spending time on generation.
-    std::fs::File::create(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    limits::check_memory(
+        u128::from(params.edge_list_bytes()),
+        format_args!(
+            "the edge list of SCALE {} with edgefactor {} ({m} edges)",
+            params.scale, params.edgefactor
+        ),
+    )
+    .map_err(anyhow::Error::msg)?;
+    // Fail on an unwritable output before spending time on generation. The graph goes to
+    // a temporary file beside the output, renamed over it only once complete: an existing
+    // file stays intact until then, and whatever happens before (an error, an interrupt)
+    // leaves it as it was.
+    let mut out = AtomicFile::create(&args.output)?;
+    out.release_old_cache();
 
     let t = Instant::now();
     let bar = progress::phase("generate", m);
@@ -125,17 +126,25 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         ..WriteOptions::default()
     };
     let t = Instant::now();
-    let bar = progress::phase("write", m);
-    let written = formats::write_edges_with(&args.output, &el, format, &options, &|d| bar.set(d));
-    bar.finish();
-    if let Err(e) = written {
-        // Leave no half-written graph behind (readers would refuse it anyway); never
-        // remove anything but a plain file (`-o /dev/full` must survive).
-        if std::fs::symlink_metadata(&args.output).is_ok_and(|md| md.is_file()) {
-            let _ = std::fs::remove_file(&args.output);
+    let bar = progress::phase_bytes("write", estimated_bytes(&params, format));
+    let written = {
+        let counting = Counting { inner: out.file_mut(), done: 0, bar: &bar };
+        // Errors name the output the user gave, not the temporary file.
+        let name = args.output.as_path();
+        match format {
+            Format::Binary => {
+                formats::write_binary(BufWriter::with_capacity(8 << 20, counting), &el, name)
+            }
+            Format::El => formats::write_el(counting, &el, &options, name),
+            Format::Wel => formats::write_wel(counting, &el, &options, name),
+            Format::Mtx => formats::write_mtx(counting, &el, &options, name),
         }
-        return Err(e).context("writing the graph failed");
-    }
+    };
+    bar.finish();
+    drop(el);
+    // On error, dropping `out` removes the temporary file; the output is untouched.
+    written.context("writing the graph failed")?;
+    out.commit().context("writing the graph failed")?;
     let write_s = t.elapsed().as_secs_f64();
     let bytes = std::fs::metadata(&args.output).map(|md| md.len()).unwrap_or(0);
     eprintln!(
@@ -146,6 +155,41 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         m as f64 / write_s / 1e6
     );
     Ok(())
+}
+
+/// About how many bytes the file will have (for the progress bar only).
+fn estimated_bytes(params: &KroneckerParams, format: Format) -> u64 {
+    let m = params.num_edges();
+    let id_digits = params.num_vertices().to_string().len() as u64;
+    let per_edge = match format {
+        // Two ids of 4 bytes (8 above 2^32 vertices) and an f32 weight.
+        Format::Binary if params.scale <= 32 => 12,
+        Format::Binary => 20,
+        Format::El => 2 * id_digits + 2,
+        // A weight prints as up to 9 characters (`0.12345678`) and a space.
+        Format::Wel | Format::Mtx => 2 * id_digits + 12,
+    };
+    m.saturating_mul(per_edge)
+}
+
+/// A writer that reports the bytes it passed on to a progress bar.
+struct Counting<'a, W> {
+    inner: W,
+    done: u64,
+    bar: &'a progress::Progress,
+}
+
+impl<W: Write> Write for Counting<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.done += n as u64;
+        self.bar.set(self.done);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[cfg(test)]

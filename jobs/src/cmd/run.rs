@@ -11,14 +11,15 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use skein_generators::kronecker::KroneckerParams;
 
-use crate::cmd::kernel::{choose_roots, write_dump, Kernel};
 use crate::engines::{EngineSpec, Runner};
 use crate::graph_source::{self, GraphSpec, LoadedGraph};
-use crate::job::{self, EngineName, Job, JobGraph, KernelName, Roots};
+use crate::job::{self, Job, JobGraph, Roots};
+use crate::names::EngineName;
 use crate::report::{self, KernelReport};
 
 /// Arguments of `skein run`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = job::JOB_HELP)]
 pub(crate) struct Args {
     /// The job file (TOML): graph, kernel, roots, engine, runtime, report.
     #[arg(value_name = "JOB.toml")]
@@ -30,6 +31,7 @@ pub(crate) struct Args {
 
 /// Arguments of `skein compare`.
 #[derive(Debug, clap::Args)]
+#[command(after_long_help = job::JOB_HELP)]
 pub(crate) struct CompareArgs {
     /// The job file (TOML); its engine is ignored, every engine runs.
     #[arg(value_name = "JOB.toml")]
@@ -38,8 +40,8 @@ pub(crate) struct CompareArgs {
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     set: Vec<String>,
     /// Engines to compare, in order (default: seq, rayon, skein).
-    #[arg(long, value_delimiter = ',', value_name = "ENGINE,...")]
-    engines: Vec<String>,
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "ENGINE,...")]
+    engines: Vec<EngineName>,
     /// Where to write the chart (default: beside the job's JSON report, `.png`, or
     /// `reports/compare-KERNEL.png`).
     #[arg(long, value_name = "FILE.png")]
@@ -72,19 +74,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 
 pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let job = job::load(&args.job, &args.set)?;
-    let engines: Vec<EngineName> = if args.engines.is_empty() {
-        EngineName::ALL.to_vec()
-    } else {
-        args.engines
-            .iter()
-            .map(|e| match e.trim() {
-                "seq" => Ok(EngineName::Seq),
-                "rayon" => Ok(EngineName::Rayon),
-                "skein" => Ok(EngineName::Skein),
-                other => anyhow::bail!("--engines: unknown engine `{other}` (seq, rayon, skein)"),
-            })
-            .collect::<anyhow::Result<_>>()?
-    };
+    let engines: Vec<EngineName> =
+        if args.engines.is_empty() { EngineName::ALL.to_vec() } else { args.engines.clone() };
+    // Every engine's limits, before the graph is built.
+    for &engine in &engines {
+        engine_spec(&job, engine)
+            .check()
+            .with_context(|| format!("{}: [runtime]", job.source.display()))?;
+    }
     let graph = load_graph(&job)?;
     let roots = job_roots(&job, &graph)?;
     let mut rows = Vec::new();
@@ -127,7 +124,6 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
         Some(p) => p.with_extension("compare.png"),
         None => PathBuf::from(format!("reports/compare-{}.png", job.kernel)),
     });
-    ensure_parent(&chart)?;
     let bars: Vec<(String, f64)> = rows
         .iter()
         .map(|(r, _)| {
@@ -166,13 +162,6 @@ fn engine_spec(job: &Job, engine: EngineName) -> EngineSpec {
     spec
 }
 
-fn kernel_of(job: &Job) -> Kernel {
-    match job.kernel {
-        KernelName::Sssp => Kernel::Sssp,
-        KernelName::Bfs => Kernel::Bfs,
-    }
-}
-
 fn load_graph(job: &Job) -> anyhow::Result<LoadedGraph> {
     let spec = match &job.graph {
         JobGraph::Kronecker { scale, edgefactor, seeds } => GraphSpec::Kronecker(
@@ -195,10 +184,10 @@ fn load_graph(job: &Job) -> anyhow::Result<LoadedGraph> {
 
 fn job_roots(job: &Job, graph: &LoadedGraph) -> anyhow::Result<Vec<u64>> {
     match &job.roots {
-        Roots::Count(n) => choose_roots(graph, &[], *n as usize),
-        Roots::List(list) => choose_roots(graph, list, list.len())
-            .with_context(|| format!("{}: key `job.roots`", job.source.display())),
+        Roots::Count(n) => graph.choose_roots(&[], *n, "roots"),
+        Roots::List(list) => graph.choose_roots(list, list.len() as u64, "roots"),
     }
+    .with_context(|| format!("{}: key `job.roots`", job.source.display()))
 }
 
 fn run_engine(
@@ -208,7 +197,7 @@ fn run_engine(
     spec: &EngineSpec,
     dump: Option<&Path>,
 ) -> anyhow::Result<(KernelReport, Option<crate::engines::SkeinTotals>)> {
-    let kernel = kernel_of(job);
+    let kernel = job.kernel;
     let mut runner = Runner::new(spec, kernel, graph)?;
     let info = runner.info();
     let report = report::run_kernel(
@@ -218,16 +207,8 @@ fn run_engine(
         info,
         &mut |root| runner.run(root),
         job.validate,
-        &mut |out| dump.map_or(Ok(()), |path| write_dump(path, out)),
+        &mut |out| dump.map_or(Ok(()), |path| report::write_dump(path, out)),
     )?;
     let totals = runner.skein_totals().cloned();
     Ok((report, totals))
-}
-
-fn ensure_parent(path: &Path) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the folder {}", dir.display()))?;
-    }
-    Ok(())
 }
