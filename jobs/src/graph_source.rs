@@ -162,13 +162,12 @@ pub(crate) fn load(spec: &GraphSpec) -> anyhow::Result<LoadedGraph> {
             (el, format!("{spec} (Graph500 Kronecker)"))
         }
         GraphSpec::File(path) => {
-            let size = std::fs::metadata(path)
-                .with_context(|| format!("cannot load the graph file {}", path.display()))?
-                .len();
-            let bar = progress::phase_bytes("load", size);
-            let el = formats::detect_format(path)
-                .and_then(|format| formats::read_edges_as(path, format, &|done| bar.set(done)))
-                .with_context(|| format!("cannot load the graph file {}", path.display()))?;
+            let context = || format!("cannot load the graph file {}", path.display());
+            // A pipe or standard input (`-`) has no length until it ends.
+            let size = formats::input_len(path).with_context(context)?;
+            let bar = progress::phase_bytes("load", size.unwrap_or(0));
+            let (_, el) =
+                formats::read_edges_detected(path, &|done| bar.set(done)).with_context(context)?;
             bar.finish();
             (el, format!("{}", path.display()))
         }

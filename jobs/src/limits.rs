@@ -72,12 +72,11 @@ pub(crate) fn gib(bytes: u128) -> String {
     format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
 }
 
-/// `MemAvailable` from /proc/meminfo, in bytes (None where unknown).
+/// Bytes of memory available now (None where unknown): `MemAvailable`, or the limit set
+/// by `SKEIN_MEMORY_LIMIT` (see [`skein_generators::memory`]), so that the CLI's checks
+/// and the graph readers' agree.
 pub(crate) fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
+    skein_generators::memory::available_memory()
 }
 
 /// The process's limit of memory mappings (`vm.max_map_count`, Linux's default where

@@ -77,6 +77,11 @@ fn output_format(path: &Path, arg: Option<FormatArg>) -> anyhow::Result<Format> 
             f.extension()
         ),
         (Some(f), _) => Ok(f),
+        (None, Some(Format::Gr)) => bail!(
+            "{} is a DIMACS .gr file, whose weights are integers, but Graph500 weights are \
+             real numbers in [0, 1); write .wel, .mtx or .skg instead",
+            path.display()
+        ),
         (None, Some(e)) => Ok(e),
         (None, None) => Ok(Format::Binary),
     }
@@ -138,6 +143,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             Format::El => formats::write_el(counting, &el, &options, name),
             Format::Wel => formats::write_wel(counting, &el, &options, name),
             Format::Mtx => formats::write_mtx(counting, &el, &options, name),
+            Format::Gr => unreachable!("output_format refuses .gr"),
         }
     };
     bar.finish();
@@ -167,7 +173,7 @@ fn estimated_bytes(params: &KroneckerParams, format: Format) -> u64 {
         Format::Binary => 20,
         Format::El => 2 * id_digits + 2,
         // A weight prints as up to 9 characters (`0.12345678`) and a space.
-        Format::Wel | Format::Mtx => 2 * id_digits + 12,
+        Format::Wel | Format::Mtx | Format::Gr => 2 * id_digits + 12,
     };
     m.saturating_mul(per_edge)
 }

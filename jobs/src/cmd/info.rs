@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use anyhow::Context;
 use rayon::prelude::*;
 use skein_generators::checksum::EdgeSummary;
 use skein_generators::formats;
@@ -15,7 +14,7 @@ use crate::progress;
 /// Arguments of `skein info`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The graph file (.skg, .el, .wel, .mtx).
+    /// The graph file (.skg, .el, .wel, .mtx, .gr; `-` reads standard input).
     #[arg(value_name = "FILE")]
     pub(crate) file: PathBuf,
 }
@@ -89,15 +88,13 @@ fn degrees_sparse(el: &EdgeList) -> Degrees {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let path = &args.file;
-    let format = formats::detect_format(path)?;
-    let size =
-        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
+    let size = formats::input_len(path)?;
 
     let t = Instant::now();
-    let bar = progress::phase_bytes("load", size);
-    let el = formats::read_edges_as(path, format, &|b| bar.set(b));
+    let bar = progress::phase_bytes("load", size.unwrap_or(0));
+    let loaded = formats::read_edges_detected(path, &|b| bar.set(b));
     bar.finish();
-    let el = el?;
+    let (format, el) = loaded?;
     let load_s = t.elapsed().as_secs_f64();
 
     let summary = EdgeSummary::of(&el);
@@ -108,7 +105,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     };
     println!("file          {}", path.display());
     println!("format        {format}");
-    println!("size          {size} bytes");
+    match size {
+        Some(size) => println!("size          {size} bytes"),
+        None => println!("size          unknown (a pipe or standard input)"),
+    }
     println!("vertices      {}", el.num_vertices);
     println!("edges         {}", el.len());
     println!("weighted      {weights}");
