@@ -167,5 +167,5 @@ pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, Tr
 /// ```
 #[inline(always)]
 pub fn prefetch<T: ?Sized>(r: &T) {
-    channel::record::prefetch(r as *const T as *const u8);
+    channel::prefetch::prefetch(r as *const T as *const u8);
 }

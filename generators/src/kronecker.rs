@@ -510,10 +510,8 @@ mod tests {
     use super::*;
 
     fn intermediates() -> Vec<(String, Vec<String>)> {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../testdata/graph500/prng_intermediates.txt"
-        );
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/prng_intermediates.txt");
         let text = std::fs::read_to_string(path).expect("read prng_intermediates.txt");
         text.lines()
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())

@@ -59,10 +59,7 @@ fn read_dump(path: &Path) -> Vec<(String, i64)> {
 
 /// Columns (bfs level, sssp distance bits) of the Graph500 reference's SCALE 10 root 0.
 fn reference_s10() -> Vec<(String, String)> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testdata/graph500/kron_s10_ef16_root0.txt"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/kron_s10_ef16_root0.txt");
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{path}: {e}"))
         .lines()

@@ -11,10 +11,11 @@
 use super::context;
 use super::quiesce;
 use super::shared::{PendingFree, Shared};
+use crate::channel::batch::{serve_batch, tag_count, untag_count};
+use crate::channel::prefetch::prefetch;
+use crate::channel::queue::RecordQueue;
 pub(crate) use crate::channel::record::Outcome;
-use crate::channel::record::{
-    prefetch, serve_batch, tag_count, untag_count, Aux, NoAux, RecordQueue, HEADER_WORDS,
-};
+use crate::channel::record::{NoResult, ResultSize, HEADER_WORDS};
 use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
 use crate::stats::StatCounters as S;
@@ -306,33 +307,33 @@ impl Worker {
         self.clients[self.index].out(|q| q.is_empty())
     }
 
-    /// Queues a request for trustee `t` (this worker or another): `req(target, out)` runs
-    /// there as delegated code, with `out` pointing to `X::AUX` bytes of result space (a
-    /// multiple of 8); `done(outcome)` runs here afterwards, also as delegated code. `target` is
+    /// Queues a request for trustee `t` (this worker or another): `request(target, out)` runs
+    /// there as delegated code, with `out` pointing to `Space::BYTES` bytes of result space (a
+    /// multiple of 8); `completion(outcome)` runs here afterwards, also as delegated code. `target` is
     /// the address the request works on (the trustee prefetches it), or null. Returns true
-    /// when [`STAGING_YIELD`](crate::channel::record::STAGING_YIELD) or more requests to `t`
+    /// when [`STAGING_YIELD`](crate::channel::queue::STAGING_YIELD) or more requests to `t`
     /// are staged on this worker.
     ///
     /// # Safety
     /// `t < self.n` (the issuing path reads `t` out of a handle of this run, which is below
     /// `n` by construction, and indexes without a bounds check).
     #[inline]
-    pub(crate) unsafe fn request<X: Aux, Q, D>(
+    pub(crate) unsafe fn request<Space: ResultSize, Request, Completion>(
         &self,
         t: usize,
         target: *mut u8,
-        req: Q,
-        done: D,
+        request: Request,
+        completion: Completion,
     ) -> bool
     where
-        Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
-        D: FnOnce(Outcome),
+        Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
+        Completion: FnOnce(Outcome),
     {
         debug_assert!(t < self.n && self.clients.len() == self.n && self.issued.len() == self.n);
         // SAFETY: t < n (caller promise), the length of both.
         let (client, issued) =
             unsafe { (self.clients.get_unchecked(t), self.issued.get_unchecked(t)) };
-        let over = client.out(|q| q.push::<X, _, _>(target, req, done));
+        let over = client.out(|q| q.push::<Space, _, _>(target, request, completion));
         // The one counter a request bumps: it is the request's creation for quiescence
         // detection, the count that frees wait for, and the `requests_sent` statistic.
         bump(issued, 1);
@@ -347,7 +348,7 @@ impl Worker {
             None
         };
         // SAFETY: t < n, checked above.
-        unsafe { self.request::<NoAux, _, _>(t, std::ptr::null_mut(), req, |_o| {}) };
+        unsafe { self.request::<NoResult, _, _>(t, std::ptr::null_mut(), req, |_o| {}) };
     }
 
     // ----- trustee role --------------------------------------------------------------
@@ -447,12 +448,12 @@ impl Worker {
             let seq = cs.sent.get() + 1;
             let lane = pair.lane(seq);
             let max_words = lane.req.data_words();
-            let max_aux = lane.resp.data_bytes();
+            let max_result_bytes = lane.resp.data_bytes();
             // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
             // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
             // area holds `max_words` words.
             let (words, count, uniform) =
-                cs.out(|q| unsafe { q.send_to(lane.req.data(), max_words, max_aux) });
+                cs.out(|q| unsafe { q.send_to(lane.req.data(), max_words, max_result_bytes) });
             assert!(count > 0, "skein: a request does not fit in an empty slot");
             let count = tag_count(count, uniform);
             cs.in_lane[(seq % PIPELINE as u64) as usize].set(count);

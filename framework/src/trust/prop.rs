@@ -147,7 +147,7 @@ impl<T> SendPtr<T> {
 
 /// Results above this size (or with alignment above 8) travel boxed: the most result space a
 /// request may ask for.
-const RESULT_INLINE_MAX: usize = crate::channel::record::MAX_AUX;
+const RESULT_INLINE_MAX: usize = crate::channel::record::MAX_RESULT_BYTES;
 
 #[inline]
 const fn result_inline<U>() -> bool {
@@ -164,11 +164,11 @@ pub(crate) const fn result_bytes<U>() -> u32 {
     }
 }
 
-/// The response space of a request whose result is a `U`, as a record's `aux`.
+/// The response space of a request whose result is a `U`, as a record's result bytes.
 pub(crate) struct ResultSpace<U>(std::marker::PhantomData<U>);
 
-impl<U> crate::channel::record::Aux for ResultSpace<U> {
-    const AUX: u32 = result_bytes::<U>();
+impl<U> crate::channel::record::ResultSize for ResultSpace<U> {
+    const BYTES: u32 = result_bytes::<U>();
 }
 
 /// Writes a result into a response slot.

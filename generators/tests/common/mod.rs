@@ -6,8 +6,7 @@ use std::collections::HashMap;
 use skein_generators::{BfsResult, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
 /// The vectors' folder, `testdata/graph500/` at the repository root.
-pub(crate) const DIR: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/");
+pub(crate) const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/graph500/");
 
 pub(crate) fn read(name: &str) -> String {
     let path = format!("{DIR}{name}");
