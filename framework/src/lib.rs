@@ -131,6 +131,8 @@ compile_error!(
 mod channel;
 mod error;
 mod fiber;
+mod property;
+mod run_ids;
 mod runtime;
 mod stats;
 mod sync;

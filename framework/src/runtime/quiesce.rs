@@ -1,4 +1,6 @@
-//! Global quiescence detection: "no trustee has work and no request is in flight".
+//! Global quiescence detection: "no trustee has work and no request is in flight", and what
+//! worker 0 does when it finds it ([`detect`]: wake the `wait_quiescent` callers, or end the
+//! run, or report a deadlock).
 //!
 //! # Model
 //!
@@ -26,7 +28,7 @@
 //!
 //! # Detection (two waves, Mattern's four-counter idea)
 //!
-//! The detector (worker 0, only when its loop is idle) reads all `finished[w]` (Acquire) in a
+//! The detector ([`detect`]: worker 0, only when its loop is idle) reads all `finished[w]` (Acquire) in a
 //! first wave, then all creation counters (Acquire) in a second wave, and declares quiescence
 //! iff the sums are equal.
 //!
@@ -62,21 +64,78 @@
 //! No timeouts are involved anywhere; a detection is only a handful of loads per worker, done
 //! when worker 0 has nothing else to do.
 
-use super::shared::Shared;
+use super::context;
+use super::run_state::WorkerCounters;
+use super::worker::Worker;
 use crate::sync::Ordering;
 
-/// Two-wave check; true means the job was quiescent between the waves (and still is).
-pub(crate) fn is_quiescent(shared: &Shared) -> bool {
-    let finished: u64 = shared
-        .counters
-        .iter()
-        .map(|c| c.finished.load(Ordering::Acquire))
-        .fold(0, u64::wrapping_add);
-    let created: u64 = shared
-        .counters
-        .iter()
-        .flat_map(|c| std::iter::once(&c.created).chain(c.issued.iter()))
-        .map(|x| x.load(Ordering::Acquire))
-        .fold(0, u64::wrapping_add);
+/// Two-wave check over the counters of every worker; true means the job was quiescent between
+/// the waves (and still is).
+pub(crate) fn is_quiescent(counters: &[WorkerCounters]) -> bool {
+    let (finished, created) = waves(counters, true);
     finished == created
+}
+
+/// `(finished, created)` summed over all workers, read in two waves: all `finished` counters
+/// first (the correct order, which the proof above needs), or, with `finished_first` false,
+/// the creation counters first (wrong: the loom tests use it to show the model can fail).
+#[inline(always)]
+fn waves(counters: &[WorkerCounters], finished_first: bool) -> (u64, u64) {
+    let finished =
+        || counters.iter().map(|c| c.finished.load(Ordering::Acquire)).fold(0, u64::wrapping_add);
+    let created = || {
+        counters
+            .iter()
+            .flat_map(|c| std::iter::once(&c.created).chain(c.issued.iter()))
+            .map(|x| x.load(Ordering::Acquire))
+            .fold(0, u64::wrapping_add)
+    };
+    if finished_first {
+        let f = finished();
+        (f, created())
+    } else {
+        let c = created();
+        (finished(), c)
+    }
+}
+
+/// Worker 0's quiescence step, taken when its loop is idle: wakes `wait_quiescent` callers, or
+/// decides shutdown (recording a deadlock if fibers are still parked or `main` has not
+/// returned). Returns true when the loop must stop.
+pub(crate) fn detect(w: &Worker) -> bool {
+    let run_state = &w.run_state;
+    if !is_quiescent(&run_state.counters) {
+        return false;
+    }
+    // Quiescent: nothing changes until we act (see the proof above), so these sums are exact.
+    let mut waiting_elsewhere = false;
+    for worker in 0..w.n {
+        let q = run_state.counters[worker].quiesce_waiters.load(Ordering::Acquire);
+        if q > 0 {
+            if worker == w.index {
+                w.wake_quiesce_waiters();
+            } else {
+                waiting_elsewhere = true;
+                w.post(worker, || context::expect("wake").wake_quiesce_waiters());
+            }
+        }
+    }
+    if waiting_elsewhere {
+        // Publish those wake-ups now (nothing is in flight, so the slots are free). Otherwise
+        // the waiters woken here run first, and one long delegated call among them would hold
+        // every other worker's wake-up back until it returned: the other workers' rounds would
+        // start only after this worker's round.
+        w.flush_requests();
+        return false;
+    }
+    if w.has_quiesce_waiters() || w.has_ready_fibers() {
+        return false;
+    }
+    let parked: u64 = run_state.counters.iter().map(|c| c.parked.load(Ordering::Acquire)).sum();
+    let main_done = run_state.main_done.load(Ordering::Acquire);
+    if !main_done || parked > 0 {
+        run_state.set_deadlock(parked, main_done);
+    }
+    run_state.shutdown.store(true, Ordering::Release);
+    true
 }
