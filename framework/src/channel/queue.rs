@@ -666,16 +666,16 @@ mod tests {
                 );
             }
             assert_eq!(Rc::strong_count(&rc), 13);
-            // Two requests go in flight: their Q halves belong to the batch now.
+            // Two requests go in flight: their request halves belong to the batch now.
             // SAFETY: `slot` holds 64 words; the batch is served below.
             let (w, n, uni) = unsafe { q.send_to(slot.as_mut_ptr(), 2 * 4, 0) };
             assert_eq!((w, n, uni), (8, 2, true));
             // SAFETY: exactly `n` records were copied into `slot`; they need no result space.
             let panics = unsafe { serve_batch(slot.as_ptr(), n, uni, std::ptr::null_mut()) };
             assert!(panics.is_empty());
-            assert_eq!(Rc::strong_count(&rc), 11, "the batch consumed its two Q halves");
+            assert_eq!(Rc::strong_count(&rc), 11, "the batch consumed its two request halves");
         }
-        // Dropping the queue dropped the two in-flight D halves and four staged pairs.
+        // Dropping the queue dropped the two in-flight completions and four staged pairs.
         assert_eq!(Rc::strong_count(&rc), 1);
     }
 

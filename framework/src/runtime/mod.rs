@@ -87,7 +87,7 @@ impl Builder {
     /// of every (client, trustee) pair, so that one batch is served while the next is filled).
     /// Default: 8192 with up to 16 workers (a batch then holds the 512 small requests of 16
     /// bytes a fiber stages before it waits; on 2 workers this took 15-30% fewer cycles per
-    /// `apply_then` than 4096), 1024 (the seeds' size) above that.
+    /// `apply_then` than 4096), 1024 above that.
     pub fn slot_size(mut self, overflow_bytes: usize) -> Self {
         self.cfg.slot_overflow = overflow_bytes;
         self.slot_explicit = true;

@@ -393,7 +393,7 @@ impl Worker {
                 prefetch(data.wrapping_add(off));
             }
             // SAFETY: the client copied exactly `count` records into req.data() with `send_to`
-            // (rule 1), all of one type if it said `uniform`; their Q halves are ours and
+            // (rule 1), all of one type if it said `uniform`; their request halves are ours and
             // consumed only here, once. The client sized the batch so that the results fit in
             // the response slot, which we own (rule 2).
             let panics = self

@@ -406,7 +406,7 @@ where
 fn on_trustee<T, U>(p: SendPtr<Prop<T>>, f: impl FnOnce(&mut T) -> U) -> U {
     // SAFETY: the property is alive: its handle held a count when the request was issued, and
     // a property is freed only after every request issued before its last handle went away
-    // has been served ([`crate::runtime::free`]). Prop invariant 2: this runs on the trustee as delegated
+    // has been served ([`crate::runtime::free`]). Property invariant 2: this runs on the trustee as delegated
     // code that cannot switch fibers, so no other reference to the value exists meanwhile.
     f(unsafe { &mut *(*p.0).value.get() })
 }

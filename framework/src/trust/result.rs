@@ -75,7 +75,7 @@ impl<U> crate::channel::record::ResultSize for ResultSpace<U> {
 ///
 /// # Safety
 /// `out` is 8-aligned, valid for `result_bytes::<U>()` bytes and owned by the caller (slot
-/// rule 2).
+/// rule 2, [`crate::channel::slot`]).
 #[inline]
 pub(crate) unsafe fn write_result<U>(out: *mut u8, u: U) {
     if result_inline::<U>() {
