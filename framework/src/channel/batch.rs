@@ -59,6 +59,7 @@ pub(crate) struct Outcomes {
 }
 
 impl Outcomes {
+    #[inline]
     pub(crate) fn new(resp: *const u8, panics: Vec<(u32, PanicPayload)>) -> Outcomes {
         Outcomes { resp, panics: panics.into_iter().peekable() }
     }

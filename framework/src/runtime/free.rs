@@ -197,10 +197,17 @@ impl PendingFrees {
 
     /// Frees, on worker `w` (their trustee), the properties whose requests have all been
     /// served; true when it freed one. A panic in a value's drop is recorded as the run's error.
+    /// (Called on every pass of the worker loop: the common case, nothing pending, is inlined.)
+    #[inline]
     pub(crate) fn process(&self, w: &Worker) -> bool {
         if self.queue.borrow().is_empty() {
             return false;
         }
+        self.process_pending(w)
+    }
+
+    #[inline(never)]
+    fn process_pending(&self, w: &Worker) -> bool {
         // Readiness is monotone in queue order: `schedule` snapshots the `issued` counters,
         // which only grow, so a later entry's targets are componentwise >= an earlier one's.
         // Hence the ready entries form a prefix, and a pass costs O(ready + 1) instead of a
@@ -209,7 +216,11 @@ impl PendingFrees {
         {
             let mut pending = self.queue.borrow_mut();
             while let Some(pf) = pending.front() {
-                let met = pf.targets.iter().enumerate().all(|(c, &t)| w.served_from(c) >= t);
+                let met = pf
+                    .targets
+                    .iter()
+                    .enumerate()
+                    .all(|(client, &target)| w.served_from(client) >= target);
                 if !met {
                     break;
                 }
@@ -301,7 +312,7 @@ impl<P> ForeignFrees<P> {
         }
         let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
         let (mine, rest): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut list.frees).into_iter().partition(|(t, _)| *t == trustee);
+            std::mem::take(&mut list.frees).into_iter().partition(|(to, _)| *to == trustee);
         list.frees = rest;
         self.pending.store(!list.frees.is_empty(), Ordering::Release);
         mine.into_iter().map(|(_, p)| p).collect()

@@ -63,6 +63,12 @@
 //!
 //! No timeouts are involved anywhere; a detection is only a handful of loads per worker, done
 //! when worker 0 has nothing else to do.
+//!
+//! # Model checking
+//!
+//! The `loom_*` tests at the bottom run the real two-wave check on the real counters under
+//! loom against a model of the workers (their doc comment lists the lines of the real code
+//! each step mirrors), and show that reading the waves in the other order is caught.
 
 use super::context;
 use super::run_state::WorkerCounters;
