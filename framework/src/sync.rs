@@ -71,7 +71,7 @@ pub(crate) mod proto {
         c.store(c.load(super::Ordering::Relaxed).wrapping_add(by), super::Ordering::Release);
     }
 
-    /// [`super::set`] for a model-checked counter.
+    /// Stores a new value into a model-checked counter that only the calling thread writes.
     #[inline]
     pub(crate) fn set(c: &AtomicU64, v: u64) {
         c.store(v, super::Ordering::Release);

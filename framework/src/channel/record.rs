@@ -18,12 +18,12 @@
 //! alignment are boxed by the queue, and the record holds the box (one word).
 //!
 //! Where records live and move: [`super::queue`] (the client's queue, which writes them with
-//! [`write`]); [`super::batch`] runs the request halves of a batch copied into a slot, and the
+//! [`write()`]); [`super::batch`] runs the request halves of a batch copied into a slot, and the
 //! loops over runs of records of one type.
 //!
 //! # Invariants (every unsafe function of `record`, `batch` and `queue` relies on them)
 //!
-//! 1. Every record in a queue's `buf[head..tail]` was written by [`write`] (and possibly moved
+//! 1. Every record in a queue's `buf[head..tail]` was written by [`write()`] (and possibly moved
 //!    since, invariant 3) with the vtable of its closure types. The records in
 //!    `buf[head..sent_end]` are *in flight*: their request closure was handed to a batch (the
 //!    bytes here are dead), their completion is live. The records in `buf[sent_end..tail]` are

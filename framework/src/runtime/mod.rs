@@ -4,7 +4,7 @@
 //! * [`worker`]: one worker thread's state and its loop (fibers, client role, trustee role).
 //! * [`run_state`]: what the workers of one run share.
 //! * [`context`]: the thread-local pointer from a worker thread to its worker.
-//! * [`spawn`]: fibers as user code sees them (`spawn`, `spawn_on`, `JoinHandle`).
+//! * [`mod@spawn`]: fibers as user code sees them (`spawn`, `spawn_on`, `JoinHandle`).
 //! * [`quiesce`]: global quiescence detection and its proof.
 //! * [`free`]: the reference count and the property-free path, with their proof.
 

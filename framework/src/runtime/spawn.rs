@@ -49,7 +49,7 @@ impl<R> JoinCell<R> {
 
 /// Handle of a fiber started with [`spawn`] or [`spawn_on`].
 ///
-/// Dropping it detaches the fiber; a panic of a detached fiber makes [`Runtime::run`] fail.
+/// Dropping it detaches the fiber; a panic of a detached fiber makes [`crate::Runtime::run`] fail.
 pub struct JoinHandle<R> {
     cell: Arc<JoinCell<R>>,
 }
