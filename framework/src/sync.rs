@@ -15,10 +15,11 @@
 //! in both builds: the rest of the runtime switches stacks and keeps thread-locals, which loom
 //! cannot model, and it never runs under loom (a loom build runs only the `loom_*` tests).
 //!
-//! The loom run (bounded; about a minute in a release build):
+//! The loom run (bounded: about two minutes from a cold release build on two cores, about a
+//! second of model checking once built):
 //!
 //! ```text
-//! RUSTFLAGS="--cfg fw_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//! RUSTFLAGS="--cfg fw_loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
 //!     cargo test -p skein --release --lib loom_
 //! ```
 

@@ -356,7 +356,7 @@ pub(crate) fn find_run(id: u32) -> Option<Arc<RunState>> {
 }
 
 /// Model checking with loom (module docs, "Model checking"): `RUSTFLAGS="--cfg fw_loom"
-/// LOOM_MAX_PREEMPTIONS=2 cargo test -p skein --release --lib loom_`.
+/// LOOM_MAX_PREEMPTIONS=3 cargo test -p skein --release --lib loom_`.
 #[cfg(all(test, fw_loom))]
 mod loom_tests {
     use super::*;

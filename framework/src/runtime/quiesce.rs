@@ -147,7 +147,7 @@ pub(crate) fn detect(w: &Worker) -> bool {
 }
 
 /// Model checking of the detector with loom: `RUSTFLAGS="--cfg fw_loom"
-/// LOOM_MAX_PREEMPTIONS=2 cargo test -p skein --release --lib loom_`.
+/// LOOM_MAX_PREEMPTIONS=3 cargo test -p skein --release --lib loom_`.
 ///
 /// The detector is the real [`is_quiescent`] (through [`waves`]) over real [`WorkerCounters`],
 /// whose atomics are loom's under `fw_loom`. The workers are a model of the worker loop (which
