@@ -23,12 +23,14 @@ pub(crate) struct Config {
     pub(crate) slot_overflow: usize,
 }
 
-/// Counters one worker publishes to the others (single writer: that worker).
+/// Counters one worker publishes to the others (single writer: that worker, with
+/// [`crate::sync::proto::bump`]). The task counters are the ones quiescence detection sums
+/// ([`super::quiesce`]), and `issued` is also what frees wait for ([`super::free`]); they are
+/// `sync::proto` atomics, so the loom models run on this very type.
 #[derive(Debug)]
 #[repr(align(128))]
 pub(crate) struct WorkerCounters {
-    /// Fiber segments created on this worker (quiescence detection, see `quiesce`; requests
-    /// are counted in `issued`).
+    /// Fiber segments created on this worker (requests are counted in `issued`).
     pub(crate) created: AtomicU64,
     /// Tasks finished on this worker.
     pub(crate) finished: AtomicU64,
@@ -36,8 +38,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) parked: AtomicU64,
     /// Fibers parked in `wait_quiescent` right now.
     pub(crate) quiesce_waiters: AtomicU64,
-    /// `issued[t]`: requests this worker has queued for trustee `t` (local ones for itself).
-    /// Each is also a task created on this worker (see `quiesce`).
+    /// `issued[trustee]`: requests this worker has queued for `trustee` (local ones for
+    /// itself). Each is also a task created on this worker.
     pub(crate) issued: Arc<[AtomicU64]>,
     /// Statistics.
     pub(crate) stats: LiveStats,
