@@ -2,7 +2,8 @@
 //!
 //! Skein runs a program on a few *workers* (OS threads). Shared state is never locked: each
 //! piece of it is a *property* entrusted to one worker, its *trustee*, and everyone else sends
-//! the trustee a closure to apply. This crate is the single-machine runtime (DESIGN §3).
+//! the trustee a closure to apply. This crate is the single-machine runtime;
+//! `docs/ARCHITECTURE.md` in the repository walks through its modules and protocols.
 //!
 //! ## Glossary
 //!
@@ -115,8 +116,8 @@
 //!
 //! ## Features
 //!
-//! * `mpi` — reserved for rack mode (DESIGN §3.5); not implemented yet: enabling it stops
-//!   the build with a message saying so.
+//! * `mpi` — reserved for rack mode (several machines over MPI); not implemented yet: enabling
+//!   it stops the build with a message saying so.
 //!
 //! No environment variables are read.
 
@@ -124,13 +125,13 @@
 #![doc(test(attr(deny(warnings))))]
 
 #[cfg(feature = "mpi")]
-compile_error!(
-    "skein: rack mode (feature `mpi`, DESIGN §3.5) is not yet supported; build without it"
-);
+compile_error!("skein: rack mode (feature `mpi`) is not yet supported; build without it");
 
 mod channel;
 mod error;
 mod fiber;
+mod property;
+mod run_ids;
 mod runtime;
 mod stats;
 mod sync;
@@ -167,5 +168,5 @@ pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, Tr
 /// ```
 #[inline(always)]
 pub fn prefetch<T: ?Sized>(r: &T) {
-    channel::record::prefetch(r as *const T as *const u8);
+    channel::prefetch::prefetch(r as *const T as *const u8);
 }

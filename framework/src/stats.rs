@@ -1,10 +1,11 @@
-//! Per-worker counters (DESIGN §3.3): cheap, always on, readable while a job runs
-//! ([`crate::stats`]) and after it ([`crate::Runtime::stats`]).
+//! Per-worker statistics: cheap, always on, readable while a job runs ([`crate::stats()`])
+//! and after it ([`crate::Runtime::stats`]). [`LiveStats`] are the counters a worker bumps;
+//! [`WorkerStats`] and [`Stats`] are the snapshots users read.
 //!
 //! Every counter has a single writer (its worker) that bumps it with a plain load and Release
 //! store; readers may see slightly stale values while the job runs.
 
-use crate::sync::{bump, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// Counters of one worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -122,9 +123,10 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
     }
 }
 
-/// The live, single-writer counters of one worker.
+/// The live, single-writer counters of one worker (bumped with [`crate::sync::bump`]);
+/// [`LiveStats::snapshot`] turns them into a [`WorkerStats`].
 #[derive(Debug, Default)]
-pub(crate) struct StatCounters {
+pub(crate) struct LiveStats {
     pub(crate) requests_served: AtomicU64,
     pub(crate) batches_served: AtomicU64,
     pub(crate) batches_sent: AtomicU64,
@@ -134,12 +136,7 @@ pub(crate) struct StatCounters {
     pub(crate) idle_polls: AtomicU64,
 }
 
-impl StatCounters {
-    #[inline]
-    pub(crate) fn add(c: &AtomicU64, by: u64) {
-        bump(c, by);
-    }
-
+impl LiveStats {
     pub(crate) fn snapshot(&self) -> WorkerStats {
         let l = |c: &AtomicU64| c.load(Ordering::Acquire);
         WorkerStats {

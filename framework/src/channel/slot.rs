@@ -322,7 +322,7 @@ mod pipeline_tests {
 }
 
 /// Model checking of the protocol with loom: `RUSTFLAGS="--cfg fw_loom"
-/// LOOM_MAX_PREEMPTIONS=2 cargo test -p skein --release loom_`. One loom thread plays the
+/// LOOM_MAX_PREEMPTIONS=3 cargo test -p skein --release --lib loom_`. One loom thread plays the
 /// client, one the trustee; the slot code is the real one (its atomics and header cells are
 /// loom's under `fw_loom`, see `crate::sync::proto`), so loom checks that every access to the
 /// header fields and the panic list is ordered after the previous owner's writes.

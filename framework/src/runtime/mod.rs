@@ -1,15 +1,26 @@
-//! The runtime: builder, worker threads, `run`, fibers (`spawn`, `join`), quiescence.
+//! The runtime: the builder, `Runtime::run` (starting and joining the worker threads), and the
+//! free functions a program calls inside a run.
+//!
+//! * [`worker`]: one worker thread's state and its loop (fibers, client role, trustee role).
+//! * [`run_state`]: what the workers of one run share.
+//! * [`context`]: the thread-local pointer from a worker thread to its worker.
+//! * [`mod@spawn`]: fibers as user code sees them (`spawn`, `spawn_on`, `JoinHandle`).
+//! * [`quiesce`]: global quiescence detection and its proof.
+//! * [`free`]: the reference count and the property-free path, with their proof.
 
 pub(crate) mod context;
+pub(crate) mod free;
 pub(crate) mod quiesce;
-pub(crate) mod run_ids;
-pub(crate) mod shared;
+pub(crate) mod run_state;
+pub(crate) mod spawn;
 pub(crate) mod worker;
+
+pub use spawn::{spawn, spawn_on, JoinHandle};
 
 use crate::error::{panic_message, Error, Result};
 use crate::stats::Stats;
 use crate::sync::{Arc, Mutex, Ordering};
-use shared::{Config, Shared};
+use run_state::{Config, RunState};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use worker::Worker;
 
@@ -76,7 +87,7 @@ impl Builder {
     /// of every (client, trustee) pair, so that one batch is served while the next is filled).
     /// Default: 8192 with up to 16 workers (a batch then holds the 512 small requests of 16
     /// bytes a fiber stages before it waits; on 2 workers this took 15-30% fewer cycles per
-    /// `apply_then` than 4096), 1024 (the seeds' size) above that.
+    /// `apply_then` than 4096), 1024 above that.
     pub fn slot_size(mut self, overflow_bytes: usize) -> Self {
         self.cfg.slot_overflow = overflow_bytes;
         self.slot_explicit = true;
@@ -161,31 +172,31 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let shared = Shared::start(self.cfg.clone()).ok_or(Error::TooManyRuns)?;
+        let run_state = RunState::start(self.cfg.clone()).ok_or(Error::TooManyRuns)?;
         let result: Arc<Mutex<Option<std::thread::Result<R>>>> = Arc::new(Mutex::new(None));
         let mut main = Some({
             let result = result.clone();
-            let shared = shared.clone();
+            let run_state = run_state.clone();
             move || {
                 let r = catch_unwind(AssertUnwindSafe(main));
                 *result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-                shared.main_done.store(true, Ordering::Release);
+                run_state.main_done.store(true, Ordering::Release);
             }
         });
         let mut handles = Vec::with_capacity(self.cfg.workers);
         let mut spawn_err = None;
         for w in 0..self.cfg.workers {
-            let sh = shared.clone();
+            let rs = run_state.clone();
             let m = if w == 0 { main.take() } else { None };
             let h = std::thread::Builder::new()
                 .name(format!("skein-worker-{w}"))
                 .stack_size(self.cfg.worker_stack_size)
-                .spawn(move || worker_thread(w, sh, m));
+                .spawn(move || worker_thread(w, rs, m));
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
                     spawn_err = Some(Error::Spawn { worker: w, source: e });
-                    shared.shutdown.store(true, Ordering::Release);
+                    run_state.shutdown.store(true, Ordering::Release);
                     break;
                 }
             }
@@ -199,18 +210,9 @@ impl Runtime {
             }
         }
         *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
-            Stats { workers: (0..shared.n).map(|w| shared.stats_of(w)).collect() };
-        // Frees that arrived from foreign threads after the workers stopped: drop them here.
-        let left = {
-            let mut f = shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
-            f.running = false;
-            std::mem::take(&mut f.frees)
-        };
-        for (_, p) in left {
-            // SAFETY: the workers are gone, so no request can reach the property, and its
-            // count is zero.
-            unsafe { crate::trust::prop::free_prop(p) };
-        }
+            Stats { workers: (0..run_state.n).map(|w| run_state.stats_of(w)).collect() };
+        // Frees that arrived from foreign threads after the workers stopped.
+        free::free_leftovers(&run_state);
         if let Some(e) = spawn_err {
             return Err(e);
         }
@@ -219,7 +221,7 @@ impl Runtime {
         }
         let main_result = result.lock().unwrap_or_else(|e| e.into_inner()).take();
         let mut errors =
-            std::mem::take(&mut *shared.errors.lock().unwrap_or_else(|e| e.into_inner()));
+            std::mem::take(&mut *run_state.errors.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(Err(p)) = &main_result {
             errors.insert(0, format!("main fiber panicked: {}", panic_message(&**p)));
         }
@@ -227,7 +229,7 @@ impl Runtime {
             return Err(Error::Panicked { first: errors[0].clone(), count: errors.len() });
         }
         if let Some((blocked, main_finished)) =
-            *shared.deadlock.lock().unwrap_or_else(|e| e.into_inner())
+            *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner())
         {
             return Err(Error::Deadlock { blocked, main_finished });
         }
@@ -240,10 +242,10 @@ impl Runtime {
 
 fn worker_thread(
     index: usize,
-    shared: Arc<Shared>,
+    run_state: Arc<RunState>,
     main: Option<impl FnOnce() + 'static>,
 ) -> Result<()> {
-    struct StopOnPanic(Arc<Shared>);
+    struct StopOnPanic(Arc<RunState>);
     impl Drop for StopOnPanic {
         fn drop(&mut self) {
             if std::thread::panicking() {
@@ -251,14 +253,14 @@ fn worker_thread(
             }
         }
     }
-    let _stop = StopOnPanic(shared.clone());
-    if shared.cfg.pin {
+    let _stop = StopOnPanic(run_state.clone());
+    if run_state.cfg.pin {
         pin_current_thread(index);
     }
-    let w = match Worker::new(index, shared.clone()) {
+    let w = match Worker::new(index, run_state.clone()) {
         Ok(w) => w,
         Err(e) => {
-            shared.shutdown.store(true, Ordering::Release);
+            run_state.shutdown.store(true, Ordering::Release);
             return Err(Error::Spawn { worker: index, source: e });
         }
     };
@@ -288,169 +290,6 @@ pub fn pin_current_thread(index: usize) {
 /// Pins the calling thread (not supported on this OS: does nothing).
 #[cfg(not(target_os = "linux"))]
 pub fn pin_current_thread(_index: usize) {}
-
-// ----- fibers --------------------------------------------------------------------------
-
-struct JoinState<R> {
-    result: Option<std::thread::Result<R>>,
-    waiter: Option<(usize, u32)>,
-    detached: bool,
-}
-
-struct JoinCell<R> {
-    st: Mutex<JoinState<R>>,
-    shared: Arc<Shared>,
-}
-
-impl<R> JoinCell<R> {
-    fn complete(&self, r: std::thread::Result<R>) {
-        let waiter = {
-            let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
-            if st.detached {
-                if let Err(p) = r {
-                    self.shared.record_error(format!("fiber panicked: {}", panic_message(&*p)));
-                }
-            } else {
-                st.result = Some(r);
-            }
-            st.waiter.take()
-        };
-        if let Some((w, id)) = waiter {
-            let me = context::expect("join");
-            if w == me.index {
-                me.wake_parked(id);
-            } else {
-                me.post(w, move || context::expect("join").wake_parked(id));
-            }
-        }
-    }
-}
-
-/// Handle of a fiber started with [`spawn`] or [`spawn_on`].
-///
-/// Dropping it detaches the fiber; a panic of a detached fiber makes [`Runtime::run`] fail.
-pub struct JoinHandle<R> {
-    cell: Arc<JoinCell<R>>,
-}
-
-impl<R> std::fmt::Debug for JoinHandle<R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JoinHandle").finish_non_exhaustive()
-    }
-}
-
-impl<R> JoinHandle<R> {
-    /// Waits (suspending only this fiber) for the fiber to finish and returns its value;
-    /// resumes its panic if it panicked.
-    ///
-    /// # Panics
-    /// In delegated context (use `apply_then` or `launch`), or outside a fiber.
-    ///
-    /// ```
-    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
-    /// # rt.run(|| {
-    /// let h = skein::spawn_on(1, || skein::current_worker() * 10);
-    /// assert_eq!(h.join(), 10);
-    /// # }).unwrap();
-    /// ```
-    pub fn join(self) -> R {
-        let w = context::expect("join");
-        w.check_may_block("join");
-        let r = {
-            let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
-            match st.result.take() {
-                Some(r) => Some(r),
-                None => {
-                    st.waiter = Some((w.index, w.current_fiber().expect("fiber")));
-                    None
-                }
-            }
-        };
-        let r = match r {
-            Some(r) => r,
-            None => {
-                w.park();
-                let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
-                st.result.take().expect("skein: woken join without a result")
-            }
-        };
-        match r {
-            Ok(v) => v,
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    }
-
-    /// True once the fiber has finished.
-    pub fn is_finished(&self) -> bool {
-        self.cell.st.lock().unwrap_or_else(|e| e.into_inner()).result.is_some()
-    }
-}
-
-impl<R> Drop for JoinHandle<R> {
-    fn drop(&mut self) {
-        let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
-        st.detached = true;
-        if let Some(Err(p)) = st.result.take() {
-            self.cell.shared.record_error(format!("fiber panicked: {}", panic_message(&*p)));
-        }
-    }
-}
-
-/// Starts a fiber running `f` on some worker (round-robin) and returns its handle.
-///
-/// May be called from fibers and from delegated context.
-///
-/// ```
-/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
-/// # rt.run(|| {
-/// let hs: Vec<_> = (0..4).map(|i| skein::spawn(move || i * i)).collect();
-/// let sum: i32 = hs.into_iter().map(|h| h.join()).sum();
-/// assert_eq!(sum, 14);
-/// # }).unwrap();
-/// ```
-pub fn spawn<F, R>(f: F) -> JoinHandle<R>
-where
-    F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let w = context::expect("spawn");
-    spawn_on(w.next_spawn_target(), f)
-}
-
-/// Starts a fiber running `f` on worker `worker`.
-///
-/// # Panics
-/// If `worker >= num_workers()` or outside a runtime.
-///
-/// ```
-/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
-/// # rt.run(|| {
-/// assert_eq!(skein::spawn_on(1, skein::current_worker).join(), 1);
-/// # }).unwrap();
-/// ```
-pub fn spawn_on<F, R>(worker: usize, f: F) -> JoinHandle<R>
-where
-    F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let w = context::expect("spawn_on");
-    assert!(worker < w.n, "skein: spawn_on({worker}) but the runtime has {} workers", w.n);
-    let cell = Arc::new(JoinCell {
-        st: Mutex::new(JoinState { result: None, waiter: None, detached: false }),
-        shared: w.shared.clone(),
-    });
-    let c2 = cell.clone();
-    let body = move || {
-        let r = catch_unwind(AssertUnwindSafe(f));
-        c2.complete(r);
-    };
-    if worker == w.index {
-        w.spawn_local(body);
-    } else {
-        w.post(worker, move || context::expect("spawn").spawn_local(body));
-    }
-    JoinHandle { cell }
-}
 
 /// Lets the other fibers of this worker and its loop run, then continues.
 ///
@@ -519,5 +358,5 @@ pub fn in_delegated_context() -> bool {
 /// Outside a runtime; use [`Runtime::stats`] after a run.
 pub fn stats() -> Stats {
     let w = context::expect("stats");
-    Stats { workers: (0..w.shared.n).map(|i| w.shared.stats_of(i)).collect() }
+    Stats { workers: (0..w.run_state.n).map(|i| w.run_state.stats_of(i)).collect() }
 }

@@ -1,28 +1,29 @@
 //! One worker: its fibers, its client queues, its trustee role, and the loop that interleaves
-//! them (DESIGN §3.3).
+//! them.
 //!
 //! All state here is owned by the worker thread (`Cell`/`RefCell`, no atomics; the request
 //! queues are plain `UnsafeCell`s behind one accessor, [`ClientSide::out`]) except the
-//! single-writer counters in [`crate::runtime::shared::WorkerCounters`] and the slots.
+//! single-writer counters in [`crate::runtime::run_state::WorkerCounters`] and the slots.
+//! The frees waiting on this trustee are in [`super::free`], quiescence detection (which
+//! worker 0's loop calls when idle) in [`super::quiesce`].
 //! No borrow is ever held while user code runs: every piece of user code (fiber bodies,
 //! delegated closures, continuations) is first moved out of the worker's structures (a request
 //! queue whose requests run is taken out of its cell whole, [`ClientSide::take_out`]).
 
-use super::context;
+use super::free::{self, PendingFrees};
 use super::quiesce;
-use super::shared::{PendingFree, Shared};
+use super::run_state::{RunState, WorkerCounters};
+use crate::channel::batch::{serve_batch, tag_count, untag_count};
+use crate::channel::prefetch::prefetch;
+use crate::channel::queue::RecordQueue;
 pub(crate) use crate::channel::record::Outcome;
-use crate::channel::record::{
-    prefetch, serve_batch, tag_count, untag_count, Aux, NoAux, RecordQueue, HEADER_WORDS,
-};
+use crate::channel::record::{NoResult, ResultSize, HEADER_WORDS};
 use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
-use crate::stats::StatCounters as S;
-use crate::sync::{bump, set, Arc, AtomicU64, Ordering};
-use crate::trust::prop::{free_prop, PropPtr};
+use crate::sync::proto::{self, AtomicU64};
+use crate::sync::{bump, Arc, Ordering};
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Client-side state of one (this worker, trustee) pair; the trustee may be this worker.
 #[derive(Default)]
@@ -88,11 +89,11 @@ struct TrusteeSide {
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) n: usize,
-    /// `shared.run_id`, one load closer.
+    /// `run_state.run_id`, one load closer.
     pub(crate) run_id: u32,
-    /// This worker's `issued` counters (`shared.counters[index].issued`), one load closer.
+    /// This worker's `issued` counters (`run_state.counters[index].issued`), one load closer.
     issued: Arc<[AtomicU64]>,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) run_state: Arc<RunState>,
     clients: Box<[ClientSide]>,
     trustees: Box<[TrusteeSide]>,
     /// Requests this worker has served for itself.
@@ -103,8 +104,8 @@ pub(crate) struct Worker {
     pool: RefCell<StackPool>,
     current: Cell<Option<u32>>,
     delegated: Cell<u32>,
-    /// In `schedule_free` order, which is also readiness order (see `process_frees`).
-    pending_frees: RefCell<VecDeque<PendingFree>>,
+    /// The frees of this trustee's properties that wait for requests to be served.
+    pub(super) frees: PendingFrees,
     quiesce_waiters: RefCell<Vec<u32>>,
     next_spawn: Cell<usize>,
 }
@@ -116,17 +117,17 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>) -> std::io::Result<Worker> {
-        let n = shared.n;
-        let pool = StackPool::new(shared.cfg.stack_size, shared.cfg.fibers_per_worker)?;
+    pub(crate) fn new(index: usize, run_state: Arc<RunState>) -> std::io::Result<Worker> {
+        let n = run_state.n;
+        let pool = StackPool::new(run_state.cfg.stack_size, run_state.cfg.fibers_per_worker)?;
         Ok(Worker {
             index,
             n,
-            run_id: shared.run_id,
-            issued: shared.counters[index].issued.clone(),
+            run_id: run_state.run_id,
+            issued: run_state.counters[index].issued.clone(),
             clients: (0..n).map(|_| ClientSide::default()).collect(),
             trustees: (0..n).map(|_| TrusteeSide::default()).collect(),
-            shared,
+            run_state,
             local_served: Cell::new(0),
             ready: RefCell::default(),
             fibers: RefCell::default(),
@@ -134,15 +135,15 @@ impl Worker {
             pool: RefCell::new(pool),
             current: Cell::new(None),
             delegated: Cell::new(0),
-            pending_frees: RefCell::default(),
+            frees: PendingFrees::default(),
             quiesce_waiters: RefCell::default(),
             next_spawn: Cell::new(index),
         })
     }
 
     #[inline]
-    fn ctr(&self) -> &super::shared::WorkerCounters {
-        &self.shared.counters[self.index]
+    fn ctr(&self) -> &WorkerCounters {
+        &self.run_state.counters[self.index]
     }
 
     // ----- context checks -------------------------------------------------------------
@@ -183,7 +184,8 @@ impl Worker {
 
     /// Records a panic of user code that has nobody to resume it.
     pub(crate) fn record_panic(&self, p: PanicPayload, what: &str) {
-        self.shared.record_error(format!("{what} panicked: {}", crate::error::panic_message(&*p)));
+        self.run_state
+            .record_error(format!("{what} panicked: {}", crate::error::panic_message(&*p)));
     }
 
     // ----- fibers -----------------------------------------------------------------------
@@ -208,21 +210,21 @@ impl Worker {
                 (v.len() - 1) as u32
             }
         };
-        bump(&self.ctr().created, 1);
-        S::add(&self.ctr().stats.fibers_spawned, 1);
+        proto::bump(&self.ctr().created, 1);
+        bump(&self.ctr().stats.fibers_spawned, 1);
         self.ready.borrow_mut().push_back(id);
     }
 
     fn run_fiber(&self, id: u32) {
         let mut f = self.fibers.borrow_mut()[id as usize].take().expect("skein: fiber slot empty");
         self.current.set(Some(id));
-        S::add(&self.ctr().stats.fibers_run, 1);
+        bump(&self.ctr().stats.fibers_run, 1);
         let done = f.resume();
         self.current.set(None);
         if done {
             self.pool.borrow_mut().put(f.into_stack());
             self.free_ids.borrow_mut().push(id);
-            bump(&self.ctr().finished, 1);
+            proto::bump(&self.ctr().finished, 1);
         } else {
             self.fibers.borrow_mut()[id as usize] = Some(f);
         }
@@ -236,16 +238,16 @@ impl Worker {
     /// Parks the current fiber: it stops being an active task until [`Worker::wake_parked`].
     pub(crate) fn park(&self) {
         let c = self.ctr();
-        set(&c.parked, c.parked.load(Ordering::Relaxed) + 1);
-        bump(&c.finished, 1);
+        proto::set(&c.parked, c.parked.load(Ordering::Relaxed) + 1);
+        proto::bump(&c.finished, 1);
         fiber::suspend();
     }
 
     /// Wakes a fiber parked with [`Worker::park`] (creates a task).
     pub(crate) fn wake_parked(&self, id: u32) {
         let c = self.ctr();
-        bump(&c.created, 1);
-        set(&c.parked, c.parked.load(Ordering::Relaxed) - 1);
+        proto::bump(&c.created, 1);
+        proto::set(&c.parked, c.parked.load(Ordering::Relaxed) - 1);
         self.ready.borrow_mut().push_back(id);
     }
 
@@ -256,13 +258,13 @@ impl Worker {
         fiber::suspend();
     }
 
-    /// Suspends the current fiber until the requests it queued towards trustee `t` have moved
-    /// on: until the next batch to `t` is published, or the local queue has been run. The
+    /// Suspends the current fiber until the requests it queued towards `trustee` have moved
+    /// on: until the next batch to `trustee` is published, or the local queue has been run. The
     /// fiber stays an active task (like one blocked in `apply`), and is resumed once per batch
     /// instead of after every loop pass.
-    pub(crate) fn throttle(&self, t: usize) {
+    pub(crate) fn throttle(&self, trustee: usize) {
         let id = self.current.get().expect("skein: throttle outside a fiber");
-        self.clients[t].throttled.borrow_mut().push(id);
+        self.clients[trustee].throttled.borrow_mut().push(id);
         fiber::suspend();
     }
 
@@ -286,16 +288,28 @@ impl Worker {
         let id = self.current.get().expect("fiber");
         self.quiesce_waiters.borrow_mut().push(id);
         let c = self.ctr();
-        set(&c.quiesce_waiters, c.quiesce_waiters.load(Ordering::Relaxed) + 1);
+        proto::set(&c.quiesce_waiters, c.quiesce_waiters.load(Ordering::Relaxed) + 1);
         self.park();
     }
 
-    fn wake_quiesce_waiters(&self) {
+    /// True when a fiber of this worker waits in `wait_quiescent`.
+    pub(super) fn has_quiesce_waiters(&self) -> bool {
+        !self.quiesce_waiters.borrow().is_empty()
+    }
+
+    /// True when a fiber of this worker is ready to run.
+    pub(super) fn has_ready_fibers(&self) -> bool {
+        !self.ready.borrow().is_empty()
+    }
+
+    /// Wakes every fiber of this worker that waits in `wait_quiescent` (on a positive
+    /// detection, [`super::quiesce`]).
+    pub(crate) fn wake_quiesce_waiters(&self) {
         let ws = std::mem::take(&mut *self.quiesce_waiters.borrow_mut());
         for id in ws {
             self.wake_parked(id);
             let c = self.ctr();
-            set(&c.quiesce_waiters, c.quiesce_waiters.load(Ordering::Relaxed) - 1);
+            proto::set(&c.quiesce_waiters, c.quiesce_waiters.load(Ordering::Relaxed) - 1);
         }
     }
 
@@ -306,56 +320,58 @@ impl Worker {
         self.clients[self.index].out(|q| q.is_empty())
     }
 
-    /// Queues a request for trustee `t` (this worker or another): `req(target, out)` runs
-    /// there as delegated code, with `out` pointing to `X::AUX` bytes of result space (a
-    /// multiple of 8); `done(outcome)` runs here afterwards, also as delegated code. `target` is
+    /// Queues a request for `trustee` (this worker or another): `request(target, out)` runs
+    /// there as delegated code, with `out` pointing to `Space::BYTES` bytes of result space (a
+    /// multiple of 8); `completion(outcome)` runs here afterwards, also as delegated code. `target` is
     /// the address the request works on (the trustee prefetches it), or null. Returns true
-    /// when [`STAGING_YIELD`](crate::channel::record::STAGING_YIELD) or more requests to `t`
+    /// when [`STAGING_YIELD`](crate::channel::queue::STAGING_YIELD) or more requests to `trustee`
     /// are staged on this worker.
     ///
     /// # Safety
-    /// `t < self.n` (the issuing path reads `t` out of a handle of this run, which is below
+    /// `trustee < self.n` (the issuing path reads `trustee` out of a handle of this run, which is below
     /// `n` by construction, and indexes without a bounds check).
     #[inline]
-    pub(crate) unsafe fn request<X: Aux, Q, D>(
+    pub(crate) unsafe fn request<Space: ResultSize, Request, Completion>(
         &self,
-        t: usize,
+        trustee: usize,
         target: *mut u8,
-        req: Q,
-        done: D,
+        request: Request,
+        completion: Completion,
     ) -> bool
     where
-        Q: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
-        D: FnOnce(Outcome),
+        Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
+        Completion: FnOnce(Outcome),
     {
-        debug_assert!(t < self.n && self.clients.len() == self.n && self.issued.len() == self.n);
-        // SAFETY: t < n (caller promise), the length of both.
-        let (client, issued) =
-            unsafe { (self.clients.get_unchecked(t), self.issued.get_unchecked(t)) };
-        let over = client.out(|q| q.push::<X, _, _>(target, req, done));
+        debug_assert!(
+            trustee < self.n && self.clients.len() == self.n && self.issued.len() == self.n
+        );
+        // SAFETY: trustee < n (caller promise), the length of both.
+        let (side, issued) =
+            unsafe { (self.clients.get_unchecked(trustee), self.issued.get_unchecked(trustee)) };
+        let over = side.out(|q| q.push::<Space, _, _>(target, request, completion));
         // The one counter a request bumps: it is the request's creation for quiescence
         // detection, the count that frees wait for, and the `requests_sent` statistic.
-        bump(issued, 1);
+        proto::bump(issued, 1);
         over
     }
 
-    /// Runs `f` on worker `t` (in its loop, as delegated code); fire and forget.
-    pub(crate) fn post(&self, t: usize, f: impl FnOnce() + Send + 'static) {
-        assert!(t < self.n, "skein: post to worker {t} of {}", self.n);
+    /// Runs `f` on worker `trustee` (in its loop, as delegated code); fire and forget.
+    pub(crate) fn post(&self, trustee: usize, f: impl FnOnce() + Send + 'static) {
+        assert!(trustee < self.n, "skein: post to worker {trustee} of {}", self.n);
         let req = move |_, _out| {
             f();
             None
         };
-        // SAFETY: t < n, checked above.
-        unsafe { self.request::<NoAux, _, _>(t, std::ptr::null_mut(), req, |_o| {}) };
+        // SAFETY: trustee < n, checked above.
+        unsafe { self.request::<NoResult, _, _>(trustee, std::ptr::null_mut(), req, |_o| {}) };
     }
 
     // ----- trustee role --------------------------------------------------------------
 
-    /// Serves the batches client `c` has published (up to one per lane, in order).
-    fn serve(&self, c: usize) -> bool {
-        let pair = self.shared.pair(c, self.index);
-        let ts = &self.trustees[c];
+    /// Serves the batches `client` has published (up to one per lane, in order).
+    fn serve(&self, client: usize) -> bool {
+        let pair = self.run_state.pair(client, self.index);
+        let ts = &self.trustees[client];
         let mut useful = false;
         loop {
             let seq = ts.served_seq.get() + 1;
@@ -377,7 +393,7 @@ impl Worker {
                 prefetch(data.wrapping_add(off));
             }
             // SAFETY: the client copied exactly `count` records into req.data() with `send_to`
-            // (rule 1), all of one type if it said `uniform`; their Q halves are ours and
+            // (rule 1), all of one type if it said `uniform`; their request halves are ours and
             // consumed only here, once. The client sized the batch so that the results fit in
             // the response slot, which we own (rule 2).
             let panics = self
@@ -385,8 +401,8 @@ impl Worker {
             ts.served.set(ts.served.get() + count as u64);
             ts.served_seq.set(seq);
             let st = &self.ctr().stats;
-            S::add(&st.requests_served, count as u64);
-            S::add(&st.batches_served, 1);
+            bump(&st.requests_served, count as u64);
+            bump(&st.batches_served, 1);
             // SAFETY: rule (2) — we own the lane's response slot and hand it to the client now.
             unsafe {
                 if !panics.is_empty() {
@@ -410,18 +426,28 @@ impl Worker {
         self.delegated(|| q.run_local(n));
         cs.put_back(q);
         self.local_served.set(self.local_served.get() + n as u64);
-        bump(&self.ctr().finished, n as u64);
+        proto::bump(&self.ctr().finished, n as u64);
         self.wake_throttled(&cs.throttled);
         true
     }
 
     // ----- client role: responses and flushing ------------------------------------------
 
-    /// Runs the completions of the batches to trustee `t` that have been answered (in order),
+    /// Publishes the requests staged towards every other trustee while a lane is free (and
+    /// runs the completions of answered batches on the way).
+    pub(super) fn flush_requests(&self) {
+        for trustee in 0..self.n {
+            if trustee != self.index {
+                self.poll_client(trustee);
+            }
+        }
+    }
+
+    /// Runs the completions of the batches to `trustee` that have been answered (in order),
     /// then publishes queued requests while a lane is free.
-    fn poll_client(&self, t: usize) -> bool {
-        let cs = &self.clients[t];
-        let pair = self.shared.pair(self.index, t);
+    fn poll_client(&self, trustee: usize) -> bool {
+        let cs = &self.clients[trustee];
+        let pair = self.run_state.pair(self.index, trustee);
         let mut useful = false;
         while cs.acked.get() < cs.sent.get() {
             let seq = cs.acked.get() + 1;
@@ -440,19 +466,19 @@ impl Worker {
             self.delegated(|| q.complete_front(n, uniform, resp, panics));
             cs.put_back(q);
             cs.acked.set(seq);
-            bump(&self.ctr().finished, n as u64);
+            proto::bump(&self.ctr().finished, n as u64);
             useful = true;
         }
         while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out(|q| q.has_staged()) {
             let seq = cs.sent.get() + 1;
             let lane = pair.lane(seq);
             let max_words = lane.req.data_words();
-            let max_aux = lane.resp.data_bytes();
+            let max_result_bytes = lane.resp.data_bytes();
             // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
             // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
             // area holds `max_words` words.
             let (words, count, uniform) =
-                cs.out(|q| unsafe { q.send_to(lane.req.data(), max_words, max_aux) });
+                cs.out(|q| unsafe { q.send_to(lane.req.data(), max_words, max_result_bytes) });
             assert!(count > 0, "skein: a request does not fit in an empty slot");
             let count = tag_count(count, uniform);
             cs.in_lane[(seq % PIPELINE as u64) as usize].set(count);
@@ -460,7 +486,7 @@ impl Worker {
             cs.sent.set(seq);
             // SAFETY: rule (1) — we own the request slot and publish it now.
             unsafe { lane.req.publish(seq, words as u32, count) };
-            S::add(&self.ctr().stats.batches_sent, 1);
+            bump(&self.ctr().stats.batches_sent, 1);
             self.wake_throttled(&cs.throttled);
             useful = true;
         }
@@ -469,68 +495,13 @@ impl Worker {
 
     // ----- property frees ----------------------------------------------------------------
 
-    /// Frees `prop` (entrusted to this worker) once every request that could still name it has
-    /// been served; see [`crate::trust`]'s reference-counting argument.
-    pub(crate) fn schedule_free(&self, prop: PropPtr) {
-        let targets = (0..self.n)
-            .map(|c| self.shared.counters[c].issued[self.index].load(Ordering::Acquire))
-            .collect();
-        self.pending_frees.borrow_mut().push_back(PendingFree { prop, targets });
-    }
-
-    fn served_from(&self, c: usize) -> u64 {
-        if c == self.index {
+    /// Requests this trustee has served from `client` (the counts frees wait for,
+    /// [`super::free`]).
+    pub(super) fn served_from(&self, client: usize) -> u64 {
+        if client == self.index {
             self.local_served.get()
         } else {
-            self.trustees[c].served.get()
-        }
-    }
-
-    fn process_frees(&self) -> bool {
-        if self.pending_frees.borrow().is_empty() {
-            return false;
-        }
-        // Readiness is monotone in queue order: `schedule_free` snapshots the `issued`
-        // counters, which only grow, so a later entry's targets are componentwise >= an earlier
-        // one's. Hence the ready entries form a prefix, and a pass costs O(ready + 1) instead of
-        // a scan of every pending free (which made dropping many trusts quadratic).
-        let mut ready = Vec::new();
-        {
-            let mut pending = self.pending_frees.borrow_mut();
-            while let Some(pf) = pending.front() {
-                if !pf.targets.iter().enumerate().all(|(c, &t)| self.served_from(c) >= t) {
-                    break;
-                }
-                ready.push(pending.pop_front().expect("front exists").prop);
-            }
-        }
-        let useful = !ready.is_empty();
-        for p in ready {
-            // SAFETY: the property's count reached zero and every request issued before that
-            // has been served (targets met), so nothing can reach it any more; we are its
-            // trustee's worker.
-            let r = self.delegated(|| catch_unwind(AssertUnwindSafe(|| unsafe { free_prop(p) })));
-            if let Err(e) = r {
-                self.record_panic(e, "drop of a property");
-            }
-        }
-        useful
-    }
-
-    fn take_foreign_frees(&self) {
-        if !self.shared.foreign_pending.load(Ordering::Acquire) {
-            return;
-        }
-        let mine = {
-            let mut f = self.shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
-            let (mine, rest): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut f.frees).into_iter().partition(|(t, _)| *t == self.index);
-            f.frees = rest;
-            self.shared.foreign_pending.store(!f.frees.is_empty(), Ordering::Release);
-            mine
-        };
-        for (_, p) in mine {
-            self.schedule_free(p);
+            self.trustees[client].served.get()
         }
     }
 
@@ -551,30 +522,30 @@ impl Worker {
             }
             // 2. trustee role: local queue, then incoming slots.
             useful |= self.run_local();
-            for c in 0..self.n {
-                if c != self.index {
-                    useful |= self.serve(c);
+            for client in 0..self.n {
+                if client != self.index {
+                    useful |= self.serve(client);
                 }
             }
             // 3. client role: responses, continuations, flushes.
-            for t in 0..self.n {
-                if t != self.index {
-                    useful |= self.poll_client(t);
+            for trustee in 0..self.n {
+                if trustee != self.index {
+                    useful |= self.poll_client(trustee);
                 }
             }
-            useful |= self.process_frees();
+            useful |= self.frees.process(self);
             let st = &self.ctr().stats;
             if useful {
                 idle = 0;
                 incoming = false;
-                S::add(&st.useful_polls, 1);
+                bump(&st.useful_polls, 1);
                 continue;
             }
-            S::add(&st.idle_polls, 1);
-            if self.shared.shutdown.load(Ordering::Acquire) {
+            bump(&st.idle_polls, 1);
+            if self.run_state.shutdown.load(Ordering::Acquire) {
                 break;
             }
-            self.take_foreign_frees();
+            free::take_foreign(self);
             idle = idle.saturating_add(1);
             if self.own_work_due() {
                 // A response is due: poll, spinning longer than a busy peer's loop pass takes,
@@ -587,7 +558,7 @@ impl Worker {
                 }
                 continue;
             }
-            if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && self.detect() {
+            if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && quiesce::detect(self) {
                 break;
             }
             // Requests on their way to us: treated like a due response. Other workers'
@@ -608,9 +579,9 @@ impl Worker {
         }
         // Shutdown is only decided at quiescence: every request has been served, so every
         // pending free is eligible now.
-        self.take_foreign_frees();
-        self.process_frees();
-        debug_assert!(self.pending_frees.borrow().is_empty());
+        free::take_foreign(self);
+        self.frees.process(self);
+        debug_assert!(self.frees.is_empty());
         // Deadlocked fibers (reported as Error::Deadlock) are leaked, never unwound.
         for f in self.fibers.borrow_mut().drain(..).flatten() {
             std::mem::forget(f);
@@ -630,58 +601,11 @@ impl Worker {
     /// they are staged on the client or in a slot (the client bumped `issued` when it queued
     /// them), so a trustee never sleeps while requests are on their way to it.
     fn incoming_due(&self) -> bool {
-        (0..self.n).any(|c| {
-            c != self.index
-                && self.shared.counters[c].issued[self.index].load(Ordering::Relaxed)
-                    > self.trustees[c].served.get()
+        (0..self.n).any(|client| {
+            client != self.index
+                && self.run_state.counters[client].issued[self.index].load(Ordering::Relaxed)
+                    > self.trustees[client].served.get()
         })
-    }
-
-    /// Worker 0's quiescence step: wakes `wait_quiescent` callers, or decides shutdown.
-    /// Returns true when the loop must stop.
-    fn detect(&self) -> bool {
-        if !quiesce::is_quiescent(&self.shared) {
-            return false;
-        }
-        // Quiescent: nothing changes until we act (module docs of `quiesce`), so these sums
-        // are exact.
-        let mut waiting_elsewhere = false;
-        for w in 0..self.n {
-            let q = self.shared.counters[w].quiesce_waiters.load(Ordering::Acquire);
-            if q > 0 {
-                if w == self.index {
-                    self.wake_quiesce_waiters();
-                } else {
-                    waiting_elsewhere = true;
-                    self.post(w, || context::expect("wake").wake_quiesce_waiters());
-                }
-            }
-        }
-        if waiting_elsewhere {
-            // Publish those wake-ups now (nothing is in flight, so the slots are free).
-            // Otherwise the waiters woken here run first, and one long delegated call among
-            // them would hold every other worker's wake-up back until it returned: the
-            // other workers' rounds would start only after this worker's round.
-            for t in 0..self.n {
-                if t != self.index {
-                    self.poll_client(t);
-                }
-            }
-        }
-        if !self.quiesce_waiters.borrow().is_empty() || waiting_elsewhere {
-            return false;
-        }
-        if !self.ready.borrow().is_empty() {
-            return false;
-        }
-        let parked: u64 =
-            self.shared.counters.iter().map(|c| c.parked.load(Ordering::Acquire)).sum();
-        let main_done = self.shared.main_done.load(Ordering::Acquire);
-        if !main_done || parked > 0 {
-            self.shared.set_deadlock(parked, main_done);
-        }
-        self.shared.shutdown.store(true, Ordering::Release);
-        true
     }
 }
 

@@ -9,14 +9,15 @@
 //!
 //! # Invariants
 //!
-//! 1. `parts[t]` holds the only handle to trustee `t`'s vector (clones of the `TrustArray`
+//! 1. `parts[trustee]` holds the only handle to `trustee`'s vector (clones of the `TrustArray`
 //!    share it through the `Arc`); `base` is the address of its first value, and `part_len`
 //!    its length. The vector is never resized or replaced (nothing outside this module can
 //!    reach it, and this module never touches it after `new`), so `base` stays valid while
 //!    the property lives. (A `Vec`, not a `Box<[T]>`: moving a `Box` asserts that nothing
 //!    else points into it, which `base` does.)
 //! 2. Values are only accessed by delegated code on their trustee, through requests issued
-//!    with a live handle to their slice: the reference-counting argument of [`crate::trust`]
+//!    with a live handle to their slice: the reference-counting argument of
+//!    [`crate::runtime::free`]
 //!    keeps the slice alive until they are served, and property invariant 2 keeps `&mut` to a
 //!    value unique.
 
@@ -84,19 +85,20 @@ impl<T: Send + 'static> TrustArray<T> {
     /// Outside a runtime.
     pub fn new(len: usize, mut init: impl FnMut(usize) -> T) -> TrustArray<T> {
         let n = context::expect("TrustArray::new").n;
-        let mut slices: Vec<Vec<T>> =
-            (0..n).map(|t| Vec::with_capacity(len / n + usize::from(t < len % n))).collect();
+        let mut slices: Vec<Vec<T>> = (0..n)
+            .map(|trustee| Vec::with_capacity(len / n + usize::from(trustee < len % n)))
+            .collect();
         for i in 0..len {
             slices[i % n].push(init(i));
         }
         let parts: Arc<[Part<T>]> = slices
             .into_iter()
             .enumerate()
-            .map(|(t, v)| {
+            .map(|(trustee, v)| {
                 let mut v = v;
                 let (base, part_len) = (v.as_mut_ptr(), v.len());
                 // The vector moves into the property; its values stay where they are.
-                Part { slice: super::trustee(t).entrust(v), base, part_len }
+                Part { slice: super::trustee(trustee).entrust(v), base, part_len }
             })
             .collect();
         let (mask, shift) = if n.is_power_of_two() { (n - 1, n.trailing_zeros()) } else { (0, 0) };
@@ -128,12 +130,12 @@ impl<T: Send + 'static> TrustArray<T> {
         if i >= self.len {
             out_of_bounds(i, self.len);
         }
-        let (t, j) = if self.mask != 0 || self.parts.len() == 1 {
+        let (trustee, j) = if self.mask != 0 || self.parts.len() == 1 {
             (i & self.mask, i >> self.shift)
         } else {
             (i % self.parts.len(), i / self.parts.len())
         };
-        let part = &self.parts[t];
+        let part = &self.parts[trustee];
         debug_assert!(j < part.part_len);
         // Only computes the address (invariant 1: inside the slice, since j < part_len).
         (part, part.base.wrapping_add(j) as *mut u8)
@@ -158,13 +160,13 @@ impl<T: Send + 'static> TrustArray<T> {
         U: Send + 'static,
     {
         let (part, target) = self.locate(i);
-        let (w, t) = part.slice.worker_for("TrustArray::apply");
+        let (w, trustee) = part.slice.worker_for("TrustArray::apply");
         w.check_may_block("TrustArray::apply");
         // SAFETY: `tg` is `target` handed back on the trustee, as delegated code.
         let job = move |tg| f(unsafe { value_at(tg) });
-        // SAFETY: `t` comes from `worker_for`; `target` is value `i`, kept alive by the part's
+        // SAFETY: `trustee` comes from `worker_for`; `target` is value `i`, kept alive by the part's
         // handle (invariant 2).
-        unsafe { call_at(w, t, target, job) }
+        unsafe { call_at(w, trustee, target, job) }
     }
 
     /// Queues `f` for value `i`'s trustee and returns at once; `then(result)` runs later on
@@ -190,12 +192,12 @@ impl<T: Send + 'static> TrustArray<T> {
         G: FnOnce(U) + 'static,
     {
         let (part, target) = self.locate(i);
-        let (w, t) = part.slice.worker_for("TrustArray::apply_then");
+        let (w, trustee) = part.slice.worker_for("TrustArray::apply_then");
         // SAFETY: `tg` is `target` handed back on the trustee, as delegated code.
         let job = move |tg| f(unsafe { value_at(tg) });
-        // SAFETY: `t` comes from `worker_for`; `target` is value `i`, kept alive by the part's
+        // SAFETY: `trustee` comes from `worker_for`; `target` is value `i`, kept alive by the part's
         // handle (invariant 2).
-        unsafe { issue_then(w, t, target, job, then) }
+        unsafe { issue_then(w, trustee, target, job, then) }
     }
 }
 

@@ -1,42 +1,26 @@
-//! `Trust<T>`, `TrusteeRef`, the delegation calls, `Latch<T>`, and reference counting.
+//! `Trust<T>` and `TrusteeRef`: handles to properties, and the delegation calls (`apply`,
+//! `apply_then`, `apply_with`, `launch`) that turn a closure into a request.
 //!
-//! # Reference counting (DESIGN §3.4)
+//! A [`Trust`] is one word (the property's address, its trustee's index and its run's id,
+//! packed). A call finds the calling worker, checks that the handle belongs to its run, and
+//! queues a request with [`Worker::request`]: a request closure that applies the user's
+//! closure to the property's value on the trustee and writes the result back ([`result`]),
+//! and a completion that delivers it (waking the fiber blocked in `apply`, or running the
+//! `apply_then` continuation). [`TrustArray`] does the same for values addressed by index.
 //!
-//! Every property has one atomic count in its header, touched only by `Trust::clone` and
-//! `Trust::drop` (never on the request path). Clone increments it *before* the new handle
-//! exists, drop decrements it (Release) after the handle's last use, and the thread that takes
-//! it to zero (with an Acquire fence) is the only one that goes on to free the property. So the
-//! count is never zero while a handle exists, in every interleaving: clone on worker A, move
-//! the clone to B, drop the original on A, drop the clone on B — whichever drop comes second
-//! sees the other's decrement and is the one that frees. (The seeds' scheme announced clones
-//! and drops as messages on different channels, so a drop could overtake the clone's
-//! announcement; a single count updated synchronously cannot be overtaken.)
-//!
-//! Reaching zero does not free at once: a request issued through some handle before it was
-//! dropped may still be queued or in flight on another channel (A queues `apply_then`, then
-//! moves its handle to B, which drops it last; B's free message must not overtake A's
-//! request). Therefore the last dropper sends a *free* to the trustee (or queues it locally),
-//! and the trustee snapshots, for every client `c`, how many requests `c` has queued for it so
-//! far (`issued[c][t]`, a single-writer counter that `c` bumps when it queues a request). Every
-//! request that names the property was queued before its handle's drop, which happens before
-//! the final decrement, which happens before the snapshot — so the snapshot covers it. The
-//! trustee serves each client's requests in order and frees the property once it has served
-//! `issued[c][t]` requests from every `c`. Frees always run in the worker loop, never inside
-//! a delegated closure, so a closure that drops the last handle of its own property is fine.
-//! Properties are thus dropped exactly once, on their trustee's worker. A handle dropped on a
-//! thread that is not a worker of the run is handed to the trustee through a mutex-protected
-//! list; after the run ends, the last drop frees in place.
+//! Cloning and dropping a handle only touch the property's reference count; the count, the
+//! deferred free of the property and the proof that both are right live in
+//! [`crate::runtime::free`]. The property's memory is [`crate::property`].
 
 pub(crate) mod array;
 pub(crate) mod latch;
-pub(crate) mod prop;
-mod slab;
+pub(crate) mod result;
 
 use crate::channel::slot::PanicPayload;
-use crate::runtime::context;
+use crate::property::{self, Prop, PropHead, PropPtr};
 use crate::runtime::worker::{Outcome, Worker};
-use crate::sync::{fence, Ordering};
-use prop::{read_result, write_result, Prop, PropPtr, ResultSpace, SendPtr};
+use crate::runtime::{context, free};
+use result::{read_result, write_result, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
@@ -60,7 +44,7 @@ pub use latch::{Latch, LatchGuard};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TrusteeRef {
-    worker: usize,
+    trustee: usize,
 }
 
 /// The trustee role of the calling worker.
@@ -68,7 +52,7 @@ pub struct TrusteeRef {
 /// # Panics
 /// Outside a runtime.
 pub fn local_trustee() -> TrusteeRef {
-    TrusteeRef { worker: context::expect("local_trustee").index }
+    TrusteeRef { trustee: context::expect("local_trustee").index }
 }
 
 /// The trustee role of worker `worker`.
@@ -78,13 +62,13 @@ pub fn local_trustee() -> TrusteeRef {
 pub fn trustee(worker: usize) -> TrusteeRef {
     let n = context::expect("trustee").n;
     assert!(worker < n, "skein: trustee({worker}) but the runtime has {n} workers");
-    TrusteeRef { worker }
+    TrusteeRef { trustee: worker }
 }
 
 impl TrusteeRef {
     /// The worker index.
     pub fn worker(&self) -> usize {
-        self.worker
+        self.trustee
     }
 
     /// Makes `value` a property of this trustee and returns the first handle to it.
@@ -93,8 +77,8 @@ impl TrusteeRef {
     /// Outside a runtime.
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
         let w = context::expect("entrust");
-        assert!(self.worker < w.n, "skein: TrusteeRef from another runtime");
-        Trust::new(prop::alloc(value, w.run_id, self.worker), self.worker, w.run_id)
+        assert!(self.trustee < w.n, "skein: TrusteeRef from another runtime");
+        Trust::new(property::alloc(value, w.run_id, self.trustee), self.trustee, w.run_id)
     }
 }
 
@@ -140,10 +124,10 @@ const ADDR_MASK: usize = (1 << TRUSTEE_SHIFT) - 1;
 const RUN_SHIFT: u32 = 56;
 // Every worker index (the builder allows at most 4096 workers) and every run id fit.
 const _: () = assert!(4096 <= 1 << (RUN_SHIFT - TRUSTEE_SHIFT));
-const _: () = assert!(crate::runtime::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
+const _: () = assert!(crate::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
 const _: () = assert!(std::mem::align_of::<Prop<()>>() == 16);
 
-// SAFETY: the value is only touched on its trustee (prop invariant 2) and moves there by value
+// SAFETY: the value is only touched on its trustee (property invariant 2) and moves there by value
 // inside `entrust`; so a handle may live on any thread when `T: Send`.
 unsafe impl<T: Send> Send for Trust<T> {}
 // SAFETY: all `&self` methods only queue closures (which need `Send`) or touch the atomic count.
@@ -160,47 +144,18 @@ impl<T> std::fmt::Debug for Trust<T> {
 
 impl<T> Clone for Trust<T> {
     fn clone(&self) -> Self {
-        let old = self.head().refs.fetch_add(1, Ordering::Relaxed);
-        if old > isize::MAX as usize {
-            std::process::abort();
-        }
+        free::clone_ref(self.head());
         Trust { packed: self.packed, _t: PhantomData }
     }
 }
 
 impl<T> Drop for Trust<T> {
     fn drop(&mut self) {
-        if self.head().refs.fetch_sub(1, Ordering::Release) != 1 {
-            return;
-        }
-        fence(Ordering::Acquire);
-        let (t, run) = (self.trustee_index(), self.run());
-        release_last(PropPtr::of(self.prop(), t, run), t, run);
-    }
-}
-
-fn release_last(p: PropPtr, t: usize, run: u32) {
-    if let Some(w) = context::current().filter(|w| w.run_id == run) {
-        if w.index == t {
-            w.schedule_free(p);
-        } else {
-            w.post(t, move || context::expect("free").schedule_free(p));
-        }
-        return;
-    }
-    // A thread that is not a worker of the property's run: hand the free to the trustee if the
-    // run is still going.
-    if let Some(shared) = crate::runtime::shared::find_run(run) {
-        let mut f = shared.foreign.lock().unwrap_or_else(|e| e.into_inner());
-        if f.running {
-            f.frees.push((t, p));
-            shared.foreign_pending.store(true, Ordering::Release);
-            return;
+        if free::drop_ref(self.head()) {
+            let (trustee, run) = (self.trustee_index(), self.run());
+            free::release_last(PropPtr::of(self.prop(), trustee, run), run);
         }
     }
-    // SAFETY: the count is zero and the run is over (its workers stopped, or its shared state
-    // is gone): nothing can reach the property.
-    unsafe { prop::free_prop(p) };
 }
 
 impl<T> Trust<T> {
@@ -233,14 +188,14 @@ impl<T> Trust<T> {
         (self.packed.as_ptr() as usize >> RUN_SHIFT) as u32
     }
 
-    fn head(&self) -> &prop::PropHead {
-        // SAFETY: we hold a count, so the property is alive (prop invariant 1); the header is
-        // never mutated except through its atomic.
+    fn head(&self) -> &PropHead {
+        // SAFETY: we hold a count, so the property is alive (property invariant 1); the header
+        // is never mutated except through its atomic.
         unsafe { &self.prop().as_ref().head }
     }
 
     /// The worker to issue on, and the trustee's index. Run ids tell the runs of all existing
-    /// handles apart ([`crate::runtime::run_ids`]), so a handle of another run is refused here,
+    /// handles apart ([`crate::run_ids`]), so a handle of another run is refused here,
     /// before anything is queued. The index is below the worker's `n`: the handle is of this
     /// run, and every handle of a run names one of its workers (`entrust` goes through a
     /// [`TrusteeRef`], whose index is checked against the run's worker count).
@@ -255,7 +210,7 @@ impl<T> Trust<T> {
 
     /// The trustee that owns the property.
     pub fn trustee(&self) -> TrusteeRef {
-        TrusteeRef { worker: self.trustee_index() }
+        TrusteeRef { trustee: self.trustee_index() }
     }
 }
 
@@ -271,9 +226,9 @@ fn wrong_context(what: &str, in_runtime: bool) -> ! {
     context::outside(what)
 }
 
-/// Moves `job` to trustee `t` and suspends the calling fiber until its result is back; it runs
+/// Moves `job` to `trustee` and suspends the calling fiber until its result is back; it runs
 /// there as `job(target)` (`target`: the property's value, prefetched by the trustee).
-fn call_blocking<U, J>(w: &Worker, t: usize, target: *mut u8, job: J) -> U
+fn call_blocking<U, J>(w: &Worker, trustee: usize, target: *mut u8, job: J) -> U
 where
     J: FnOnce(*mut u8) -> U + Send + 'static,
     U: Send + 'static,
@@ -296,9 +251,9 @@ where
             Some(p) => Err(p),
         })
     };
-    assert!(t < w.n, "skein: trustee {t} of {} workers", w.n);
-    // SAFETY: t < n, checked above.
-    unsafe { w.request::<ResultSpace<U>, _, _>(t, target, req, done) };
+    assert!(trustee < w.n, "skein: trustee {trustee} of {} workers", w.n);
+    // SAFETY: trustee < n, checked above.
+    unsafe { w.request::<ResultSpace<U>, _, _>(trustee, target, req, done) };
     crate::fiber::suspend();
     match res.take().expect("skein: fiber resumed without a result") {
         Ok(u) => u,
@@ -328,11 +283,11 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        let (w, t) = self.worker_for("apply");
+        let (w, trustee) = self.worker_for("apply");
         w.check_may_block("apply");
         let target = self.prop().as_ptr() as *mut u8;
-        // SAFETY: `t` comes from `worker_for`; `target` is the property of this live handle.
-        unsafe { call_at(w, t, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
+        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        unsafe { call_at(w, trustee, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
     }
 
     /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
@@ -358,11 +313,11 @@ impl<T: Send + 'static> Trust<T> {
         U: Send + 'static,
         G: FnOnce(U) + 'static,
     {
-        let (w, t) = self.worker_for("apply_then");
+        let (w, trustee) = self.worker_for("apply_then");
         let target = self.prop().as_ptr() as *mut u8;
         let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
-        // SAFETY: `t` comes from `worker_for`; `target` is the property of this live handle.
-        unsafe { issue_then(w, t, target, job, then) }
+        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        unsafe { issue_then(w, trustee, target, job, then) }
     }
 
     /// Like [`Trust::apply`], with an argument that travels serialized through
@@ -395,36 +350,36 @@ impl<T: Send + 'static> Trust<T> {
     }
 }
 
-/// Runs `job(target)` on trustee `t` and returns its result: inline when `t` is this worker
+/// Runs `job(target)` on `trustee` and returns its result: inline when `trustee` is this worker
 /// and no earlier local request is queued, else as a request that suspends the calling fiber.
 /// The caller has checked that it may block.
 ///
 /// # Safety
-/// `t < w.n`, and `target` is the address `job` works on, kept alive by the caller's handle
-/// (the reference-counting argument of the module docs covers the request).
+/// `trustee < w.n`, and `target` is the address `job` works on, kept alive by the caller's handle
+/// (the reference-counting argument of [`crate::runtime::free`] covers the request).
 #[inline]
-unsafe fn call_at<U, J>(w: &Worker, t: usize, target: *mut u8, job: J) -> U
+unsafe fn call_at<U, J>(w: &Worker, trustee: usize, target: *mut u8, job: J) -> U
 where
     J: FnOnce(*mut u8) -> U + Send + 'static,
     U: Send + 'static,
 {
-    if t == w.index && w.local_queue_empty() {
+    if trustee == w.index && w.local_queue_empty() {
         // We are the trustee, outside delegated code, and `job` (delegated, cannot block)
         // runs to completion before anything else here.
         return w.delegated(|| job(target));
     }
-    call_blocking(w, t, target, job)
+    call_blocking(w, trustee, target, job)
 }
 
-/// Queues `job(target)` for trustee `t`; `then(result)` runs on this worker afterwards (a panic
+/// Queues `job(target)` for `trustee`; `then(result)` runs on this worker afterwards (a panic
 /// of either is recorded and makes the run fail). Suspends the calling fiber, outside
-/// delegated code, when the staging limit towards `t` is reached.
+/// delegated code, when the staging limit towards `trustee` is reached.
 ///
 /// # Safety
-/// `t < w.n`, and `target` is the address `job` works on, kept alive by the caller's handle
-/// (the reference-counting argument of the module docs covers the request).
+/// `trustee < w.n`, and `target` is the address `job` works on, kept alive by the caller's handle
+/// (the reference-counting argument of [`crate::runtime::free`] covers the request).
 #[inline(always)]
-unsafe fn issue_then<U, J, G>(w: &Worker, t: usize, target: *mut u8, job: J, then: G)
+unsafe fn issue_then<U, J, G>(w: &Worker, trustee: usize, target: *mut u8, job: J, then: G)
 where
     J: FnOnce(*mut u8) -> U + Send + 'static,
     U: Send + 'static,
@@ -438,10 +393,10 @@ where
         None => run_then(then, unsafe { read_result::<U>(o.resp) }),
         Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
     };
-    // SAFETY: t < w.n (caller promise).
-    let over = unsafe { w.request::<ResultSpace<U>, _, _>(t, target, req, done) };
+    // SAFETY: trustee < w.n (caller promise).
+    let over = unsafe { w.request::<ResultSpace<U>, _, _>(trustee, target, req, done) };
     if over && !w.in_delegated() && w.current_fiber().is_some() {
-        w.throttle(t);
+        w.throttle(trustee);
     }
 }
 
@@ -451,7 +406,7 @@ where
 fn on_trustee<T, U>(p: SendPtr<Prop<T>>, f: impl FnOnce(&mut T) -> U) -> U {
     // SAFETY: the property is alive: its handle held a count when the request was issued, and
     // a property is freed only after every request issued before its last handle went away
-    // has been served (module docs). Prop invariant 2: this runs on the trustee as delegated
+    // has been served ([`crate::runtime::free`]). Property invariant 2: this runs on the trustee as delegated
     // code that cannot switch fibers, so no other reference to the value exists meanwhile.
     f(unsafe { &mut *(*p.0).value.get() })
 }
@@ -502,10 +457,10 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        let (w, t) = self.worker_for("launch");
+        let (w, trustee) = self.worker_for("launch");
         w.check_may_block("launch");
         let me = self.clone();
-        crate::runtime::spawn_on(t, move || {
+        crate::runtime::spawn_on(trustee, move || {
             // SAFETY: only computes the address of the value inside the live property.
             let latch: *const Latch<T> = unsafe { me.prop().as_ref() }.value.get();
             // SAFETY: this fiber runs on the trustee; `me` keeps the property (and so the latch)

@@ -75,16 +75,16 @@ const EMPTY: Class = Class {
 
 static POOL: [Mutex<Pool>; POOLS] = [const { Mutex::new(Pool { classes: [EMPTY; 3] }) }; POOLS];
 
-fn pool(home: usize) -> std::sync::MutexGuard<'static, Pool> {
+fn pool(trustee: usize) -> std::sync::MutexGuard<'static, Pool> {
     // A panic never happens while the lock is held (nothing in here panics but allocation
     // failure, which aborts), so a poisoned lock still guards consistent lists.
-    POOL[home % POOLS].lock().unwrap_or_else(|e| e.into_inner())
+    POOL[trustee % POOLS].lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A slot of class `class` from the pool of trustee `home` (uninitialized).
-pub(crate) fn alloc(class: usize, home: usize) -> NonNull<u8> {
+/// A slot of class `class` from the pool of trustee `trustee` (uninitialized).
+pub(crate) fn alloc(class: usize, trustee: usize) -> NonNull<u8> {
     let size = CLASSES[class];
-    let mut p = pool(home);
+    let mut p = pool(trustee);
     let c = &mut p.classes[class];
     if !c.free.is_null() {
         let slot = c.free;
@@ -108,12 +108,12 @@ pub(crate) fn alloc(class: usize, home: usize) -> NonNull<u8> {
     unsafe { NonNull::new_unchecked(slot) }
 }
 
-/// Returns a slot to the pool of trustee `home`.
+/// Returns a slot to the pool of trustee `trustee`.
 ///
 /// # Safety
 /// `slot` came from [`alloc`] with this `class` and is not used afterwards (invariant 2).
-pub(crate) unsafe fn free(slot: NonNull<u8>, class: usize, home: usize) {
-    let mut p = pool(home);
+pub(crate) unsafe fn free(slot: NonNull<u8>, class: usize, trustee: usize) {
+    let mut p = pool(trustee);
     let c = &mut p.classes[class];
     // SAFETY: the slot is ours (caller promise) and at least one aligned word long.
     unsafe { ptr::write(slot.as_ptr() as *mut *mut u8, c.free) };
@@ -154,9 +154,9 @@ mod tests {
     #[test]
     fn slots_are_distinct_aligned_and_reused() {
         // A pool no other test uses.
-        let home = 41;
+        let trustee = 41;
         let n = 3 * FIRST_BLOCK / 16; // spans several blocks
-        let slots: Vec<_> = (0..n).map(|_| alloc(0, home)).collect();
+        let slots: Vec<_> = (0..n).map(|_| alloc(0, trustee)).collect();
         let set: HashSet<usize> = slots.iter().map(|p| p.as_ptr() as usize).collect();
         assert_eq!(set.len(), n);
         assert!(set.iter().all(|a| a % 16 == 0));
@@ -172,15 +172,15 @@ mod tests {
         }
         for p in &slots[..100] {
             // SAFETY: from alloc with class 0, not used again.
-            unsafe { free(*p, 0, home) };
+            unsafe { free(*p, 0, trustee) };
         }
-        let again: HashSet<usize> = (0..100).map(|_| alloc(0, home).as_ptr() as usize).collect();
+        let again: HashSet<usize> = (0..100).map(|_| alloc(0, trustee).as_ptr() as usize).collect();
         let freed: HashSet<usize> = slots[..100].iter().map(|p| p.as_ptr() as usize).collect();
         assert_eq!(again, freed);
     }
 
     #[test]
-    fn pools_are_per_home_and_thread_safe() {
+    fn pools_are_per_trustee_and_thread_safe() {
         let (a, b) = (alloc(2, 42), alloc(2, 43));
         assert_ne!(a.as_ptr() as usize / FIRST_BLOCK, b.as_ptr() as usize / FIRST_BLOCK);
         assert_eq!(a.as_ptr() as usize % 64, 0);

@@ -1,0 +1,140 @@
+//! The state shared by all workers of one run: settings, the slot matrix, the counters each
+//! worker publishes, the foreign-thread free hand-off, flags and error lists.
+//!
+//! Everything here is written either by one worker only (the counters, single writer each;
+//! the slots, by the protocol of [`crate::channel::slot`]) or under a mutex; the flags are
+//! monotonic (`false` to `true` once).
+
+use super::free::{self, ForeignFrees};
+use crate::channel::slot::SlotPair;
+use crate::property::PropPtr;
+use crate::stats::LiveStats;
+use crate::sync::proto::AtomicU64;
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
+
+/// Runtime settings (from the builder).
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) workers: usize,
+    pub(crate) fibers_per_worker: usize,
+    pub(crate) pin: bool,
+    pub(crate) stack_size: usize,
+    pub(crate) worker_stack_size: usize,
+    pub(crate) slot_overflow: usize,
+}
+
+/// Counters one worker publishes to the others (single writer: that worker, with
+/// [`crate::sync::proto::bump`]). The task counters are the ones quiescence detection sums
+/// ([`super::quiesce`]), and `issued` is also what frees wait for ([`super::free`]); they are
+/// `sync::proto` atomics, so the loom models run on this very type.
+#[derive(Debug)]
+#[repr(align(128))]
+pub(crate) struct WorkerCounters {
+    /// Fiber segments created on this worker (requests are counted in `issued`).
+    pub(crate) created: AtomicU64,
+    /// Tasks finished on this worker.
+    pub(crate) finished: AtomicU64,
+    /// Fibers parked (join, latch, wait_quiescent) right now.
+    pub(crate) parked: AtomicU64,
+    /// Fibers parked in `wait_quiescent` right now.
+    pub(crate) quiesce_waiters: AtomicU64,
+    /// `issued[trustee]`: requests this worker has queued for `trustee` (local ones for
+    /// itself). Each is also a task created on this worker.
+    pub(crate) issued: Arc<[AtomicU64]>,
+    /// Statistics.
+    pub(crate) stats: LiveStats,
+}
+
+impl WorkerCounters {
+    /// The counters of a worker of a run of `n` workers, all zero.
+    pub(crate) fn new(n: usize) -> WorkerCounters {
+        WorkerCounters {
+            created: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            parked: AtomicU64::new(0),
+            quiesce_waiters: AtomicU64::new(0),
+            issued: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            stats: LiveStats::default(),
+        }
+    }
+}
+
+/// Everything the workers of one run share.
+#[derive(Debug)]
+pub(crate) struct RunState {
+    pub(crate) n: usize,
+    /// Distinguishes this run from every other run whose handles exist ([`crate::run_ids`]):
+    /// a handle of another run is refused without touching memory.
+    pub(crate) run_id: u32,
+    pub(crate) cfg: Config,
+    pairs: Box<[SlotPair]>,
+    pub(crate) counters: Box<[WorkerCounters]>,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) main_done: AtomicBool,
+    pub(crate) errors: Mutex<Vec<String>>,
+    pub(crate) deadlock: Mutex<Option<(u64, bool)>>,
+    /// Frees handed over by threads that are not workers of this run ([`free`]).
+    pub(crate) foreign_frees: ForeignFrees<PropPtr>,
+}
+
+impl Drop for RunState {
+    fn drop(&mut self) {
+        free::unregister_run(self.run_id);
+        crate::run_ids::run_ended(self.run_id);
+    }
+}
+
+impl RunState {
+    /// The shared state of a new run, registered for [`free::find_run`]; `None` when no run
+    /// id is free ([`crate::run_ids`]).
+    pub(crate) fn start(cfg: Config) -> Option<Arc<RunState>> {
+        let s = Arc::new(RunState::new(cfg, crate::run_ids::acquire()?));
+        free::register_run(&s);
+        Some(s)
+    }
+
+    fn new(cfg: Config, run_id: u32) -> RunState {
+        let n = cfg.workers;
+        RunState {
+            n,
+            run_id,
+            pairs: (0..n * n).map(|_| SlotPair::new(cfg.slot_overflow)).collect(),
+            counters: (0..n).map(|_| WorkerCounters::new(n)).collect(),
+            cfg,
+            shutdown: AtomicBool::new(false),
+            main_done: AtomicBool::new(false),
+            errors: Mutex::new(Vec::new()),
+            deadlock: Mutex::new(None),
+            foreign_frees: ForeignFrees::new(),
+        }
+    }
+
+    /// The statistics of worker `w` (requests sent and local requests come from `issued`).
+    pub(crate) fn stats_of(&self, w: usize) -> crate::stats::WorkerStats {
+        let c = &self.counters[w];
+        let mut s = c.stats.snapshot();
+        for (trustee, i) in c.issued.iter().enumerate() {
+            let i = i.load(Ordering::Acquire);
+            if trustee == w {
+                s.local_requests = i;
+            } else {
+                s.requests_sent += i;
+            }
+        }
+        s
+    }
+
+    /// The slots of the pair (`client`, `trustee`).
+    #[inline]
+    pub(crate) fn pair(&self, client: usize, trustee: usize) -> &SlotPair {
+        &self.pairs[client * self.n + trustee]
+    }
+
+    pub(crate) fn record_error(&self, msg: String) {
+        self.errors.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+    }
+
+    pub(crate) fn set_deadlock(&self, blocked: u64, main_finished: bool) {
+        *self.deadlock.lock().unwrap_or_else(|e| e.into_inner()) = Some((blocked, main_finished));
+    }
+}

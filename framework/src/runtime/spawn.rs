@@ -1,0 +1,174 @@
+//! Fibers as user code sees them: [`spawn`], [`spawn_on`] and the [`JoinHandle`] that joins
+//! or detaches them.
+//!
+//! A fiber's result (or panic) goes into a `JoinCell` shared by the fiber and its handle; a
+//! fiber waiting in [`JoinHandle::join`] parks (it stops being an active task for quiescence
+//! detection) and is woken on its own worker when the result arrives. A detached fiber's panic
+//! is recorded as the run's error.
+
+use super::context;
+use super::run_state::RunState;
+use crate::error::panic_message;
+use crate::sync::{Arc, Mutex};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+struct JoinState<R> {
+    result: Option<std::thread::Result<R>>,
+    waiter: Option<(usize, u32)>,
+    detached: bool,
+}
+
+struct JoinCell<R> {
+    st: Mutex<JoinState<R>>,
+    run_state: Arc<RunState>,
+}
+
+impl<R> JoinCell<R> {
+    fn complete(&self, r: std::thread::Result<R>) {
+        let waiter = {
+            let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
+            if st.detached {
+                if let Err(p) = r {
+                    self.run_state.record_error(format!("fiber panicked: {}", panic_message(&*p)));
+                }
+            } else {
+                st.result = Some(r);
+            }
+            st.waiter.take()
+        };
+        if let Some((worker, id)) = waiter {
+            let me = context::expect("join");
+            if worker == me.index {
+                me.wake_parked(id);
+            } else {
+                me.post(worker, move || context::expect("join").wake_parked(id));
+            }
+        }
+    }
+}
+
+/// Handle of a fiber started with [`spawn`] or [`spawn_on`].
+///
+/// Dropping it detaches the fiber; a panic of a detached fiber makes [`crate::Runtime::run`] fail.
+pub struct JoinHandle<R> {
+    cell: Arc<JoinCell<R>>,
+}
+
+impl<R> std::fmt::Debug for JoinHandle<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle").finish_non_exhaustive()
+    }
+}
+
+impl<R> JoinHandle<R> {
+    /// Waits (suspending only this fiber) for the fiber to finish and returns its value;
+    /// resumes its panic if it panicked.
+    ///
+    /// # Panics
+    /// In delegated context (use `apply_then` or `launch`), or outside a fiber.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let h = skein::spawn_on(1, || skein::current_worker() * 10);
+    /// assert_eq!(h.join(), 10);
+    /// # }).unwrap();
+    /// ```
+    pub fn join(self) -> R {
+        let w = context::expect("join");
+        w.check_may_block("join");
+        let r = {
+            let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
+            match st.result.take() {
+                Some(r) => Some(r),
+                None => {
+                    st.waiter = Some((w.index, w.current_fiber().expect("fiber")));
+                    None
+                }
+            }
+        };
+        let r = match r {
+            Some(r) => r,
+            None => {
+                w.park();
+                let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
+                st.result.take().expect("skein: woken join without a result")
+            }
+        };
+        match r {
+            Ok(v) => v,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+
+    /// True once the fiber has finished.
+    pub fn is_finished(&self) -> bool {
+        self.cell.st.lock().unwrap_or_else(|e| e.into_inner()).result.is_some()
+    }
+}
+
+impl<R> Drop for JoinHandle<R> {
+    fn drop(&mut self) {
+        let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
+        st.detached = true;
+        if let Some(Err(p)) = st.result.take() {
+            self.cell.run_state.record_error(format!("fiber panicked: {}", panic_message(&*p)));
+        }
+    }
+}
+
+/// Starts a fiber running `f` on some worker (round-robin) and returns its handle.
+///
+/// May be called from fibers and from delegated context.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let hs: Vec<_> = (0..4).map(|i| skein::spawn(move || i * i)).collect();
+/// let sum: i32 = hs.into_iter().map(|h| h.join()).sum();
+/// assert_eq!(sum, 14);
+/// # }).unwrap();
+/// ```
+pub fn spawn<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let w = context::expect("spawn");
+    spawn_on(w.next_spawn_target(), f)
+}
+
+/// Starts a fiber running `f` on worker `worker`.
+///
+/// # Panics
+/// If `worker >= num_workers()` or outside a runtime.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// assert_eq!(skein::spawn_on(1, skein::current_worker).join(), 1);
+/// # }).unwrap();
+/// ```
+pub fn spawn_on<F, R>(worker: usize, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let w = context::expect("spawn_on");
+    assert!(worker < w.n, "skein: spawn_on({worker}) but the runtime has {} workers", w.n);
+    let cell = Arc::new(JoinCell {
+        st: Mutex::new(JoinState { result: None, waiter: None, detached: false }),
+        run_state: w.run_state.clone(),
+    });
+    let c2 = cell.clone();
+    let body = move || {
+        let r = catch_unwind(AssertUnwindSafe(f));
+        c2.complete(r);
+    };
+    if worker == w.index {
+        w.spawn_local(body);
+    } else {
+        w.post(worker, move || context::expect("spawn").spawn_local(body));
+    }
+    JoinHandle { cell }
+}
