@@ -1,7 +1,7 @@
 //! Graph files: round trips of every format, and a clear error for each kind of bad input.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use skein_generators::formats::{
     self, binary_checksum, detect_format, read_binary, read_edges, read_el, read_gr, read_mtx,
@@ -10,27 +10,8 @@ use skein_generators::formats::{
 };
 use skein_generators::EdgeList;
 
-/// A scratch folder removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("skein-formats-test-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+mod scratch;
+use scratch::Scratch;
 
 /// Self-loops, repeats, both orientations, an isolated top vertex, awkward weights.
 fn sample(weighted: bool) -> EdgeList {
@@ -634,7 +615,7 @@ fn unwritable_output_names_the_file() {
         assert!(matches!(e, FormatError::Io { action: "create", .. }), "{e:?}");
         assert!(message(&e).starts_with(&format!("{}: cannot create", path.display())));
     }
-    let e = write_edges(&dir.0, &el, Format::Binary).unwrap_err();
+    let e = write_edges(dir.dir(), &el, Format::Binary).unwrap_err();
     assert!(matches!(e, FormatError::Io { .. }), "{e:?}");
     // A full device.
     if Path::new("/dev/full").exists() {

@@ -7,7 +7,7 @@
 //! for every test of this file).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use skein_generators::formats::{
     read_binary, read_edges, read_el, read_gr, read_mtx, read_wel, write_binary, FormatError,
@@ -22,27 +22,8 @@ fn limit_1g() {
     ONCE.call_once(|| std::env::set_var(MEMORY_LIMIT_ENV, "1G"));
 }
 
-/// A scratch folder removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("skein-limits-test-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+mod scratch;
+use scratch::Scratch;
 
 /// Asserts a memory error at `line` whose message is `PREFIX needs N GiB, only 1.0 GiB
 /// available` (N at least `min_gib`).
