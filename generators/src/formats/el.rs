@@ -329,14 +329,7 @@ fn read_text_blocks<R: BufRead>(
     if let Some((n, vline)) = dirs.vertices {
         // Before any edge is stored: the declared counts (edges unknown count as none).
         let m = dirs.edges.map(|d| d.0);
-        memory::check_fits(memory::graph_bytes(n, m.unwrap_or(0), weighted), || {
-            memory::describe_graph(n, m)
-        })
-        .map_err(|error| FormatError::Memory {
-            path: path.to_owned(),
-            line: Some(vline),
-            error,
-        })?;
+        super::check_declared_graph(path, vline, n, m, weighted)?;
     } else if let Some((m, eline)) = dirs.edges {
         memory::check_fits(memory::edge_list_bytes(m, weighted), || {
             format!("an edge list of {}", memory::count(m, "edge", "edges"))

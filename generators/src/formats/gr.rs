@@ -134,14 +134,7 @@ pub(crate) fn read_stream<R: BufRead>(
                 if let Some(extra) = t.next() {
                     return Err(syntax(path, ln, format!("end of {SHAPE}"), quote(extra)));
                 }
-                memory::check_fits(memory::graph_bytes(n, m, true), || {
-                    memory::describe_graph(n, Some(m))
-                })
-                .map_err(|error| FormatError::Memory {
-                    path: path.to_owned(),
-                    line: Some(ln),
-                    error,
-                })?;
+                super::check_declared_graph(path, ln, n, Some(m), true)?;
                 let by_size = size_hint.map_or(MAX_TRUSTED_RESERVE, |s| s / 8);
                 let reserve = m.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize;
                 src.reserve_exact(reserve);

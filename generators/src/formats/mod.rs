@@ -494,6 +494,21 @@ pub enum MtxSymmetry {
     Symmetric,
 }
 
+/// Checks that a graph of `n` vertices and `m` edges (unknown: counted as none), declared
+/// at `line` of the text file `path`, fits in memory before its reader allocates anything.
+pub(crate) fn check_declared_graph(
+    path: &Path,
+    line: u64,
+    n: u64,
+    m: Option<u64>,
+    weighted: bool,
+) -> Result<(), FormatError> {
+    crate::memory::check_fits(crate::memory::graph_bytes(n, m.unwrap_or(0), weighted), || {
+        crate::memory::describe_graph(n, m)
+    })
+    .map_err(|error| FormatError::Memory { path: path.to_owned(), line: Some(line), error })
+}
+
 /// Size of the read and write buffers of the file-level functions.
 pub(crate) const IO_BUFFER: usize = 8 << 20;
 

@@ -7,7 +7,6 @@ use std::path::Path;
 use super::text::{self, found, quote, syntax, Lines, Tokens};
 use super::{weight_ok, FormatError, Location, MtxSymmetry, WriteOptions};
 use crate::graph::EdgeList;
-use crate::memory;
 
 /// Most entries reserved up front on the word of the size line alone.
 const MAX_TRUSTED_RESERVE: u64 = 1 << 16;
@@ -149,14 +148,7 @@ pub(crate) fn read_stream<R: BufRead>(
         break (rows, nnz, ln);
     };
     let weighted = field != Field::Pattern;
-    memory::check_fits(memory::graph_bytes(n, nnz, weighted), || {
-        memory::describe_graph(n, Some(nnz))
-    })
-    .map_err(|error| FormatError::Memory {
-        path: path.to_owned(),
-        line: Some(size_ln),
-        error,
-    })?;
+    super::check_declared_graph(path, size_ln, n, Some(nnz), weighted)?;
 
     let by_size = size_hint.map_or(MAX_TRUSTED_RESERVE, |s| s / 4);
     let reserve = nnz.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize;
