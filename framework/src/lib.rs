@@ -170,3 +170,8 @@ pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, Tr
 pub fn prefetch<T: ?Sized>(r: &T) {
     channel::prefetch::prefetch(r as *const T as *const u8);
 }
+
+/// The README's Rust examples, compiled and run as doc tests so that they keep working.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
