@@ -69,6 +69,25 @@ fn rank_side(case: &str, dir: &Path) {
             std::thread::sleep(Duration::from_secs(30));
             println!("SURVIVED rank={rank}");
         }
+        "panic-while-0-finalizes" => {
+            skein::rack::init().expect("bootstrap");
+            if rank == 1 {
+                // Rank 0 is in MPI_Finalize by now, which waits for every rank.
+                std::thread::sleep(Duration::from_millis(500));
+                write_file(&dir.join("panicking"), "");
+                panic!("deliberate panic on rank {rank}");
+            }
+            // Returns at once: MPI_Finalize (at exit) waits for rank 1.
+        }
+        "abort" => {
+            skein::rack::init().expect("bootstrap");
+            if rank == 1 {
+                write_file(&dir.join("panicking"), "");
+                skein::rack::abort(7, "deliberate abort");
+            }
+            std::thread::sleep(Duration::from_secs(30));
+            println!("SURVIVED rank={rank}");
+        }
         "kill" => {
             skein::rack::init().expect("bootstrap");
             write_file(&dir.join(format!("ready.{rank}")), "");
@@ -130,11 +149,15 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 8] = [
+    let cases: [Case; 10] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
-        ("panic_on_rank_1_ends_every_rank", panic_case),
+        ("panic_on_rank_1_ends_every_rank", |d| panic_case_of(d, "panic")),
+        ("panic_on_rank_1_while_rank_0_finalizes_ends_every_rank", |d| {
+            panic_case_of(d, "panic-while-0-finalizes")
+        }),
+        ("abort_on_rank_1_ends_every_rank", abort_case),
         ("kill_9_of_rank_1_ends_every_rank", kill_case),
         ("run_on_2_ranks_is_not_yet_supported", run_case),
         ("one_rank_under_mpirun_runs_a_job", job_case),
@@ -415,9 +438,11 @@ fn foreign_case(dir: &Path) -> Result<(), String> {
     check(l.lines("ACCEPTED").is_empty(), "no rank may accept", &l)
 }
 
-fn panic_case(dir: &Path) -> Result<(), String> {
+/// Rank 1 panics (on its main thread) while rank 0 sleeps for 30 s, or waits in
+/// `MPI_Finalize`: both must end within [`FATE_LIMIT`].
+fn panic_case_of(dir: &Path, case: &str) -> Result<(), String> {
     let mut panicked_at = None;
-    let l = launch(dir, "panic", &[(2, &own_exe())], |d| {
+    let l = launch(dir, case, &[(2, &own_exe())], |d| {
         panicked_at = Some(wait_for_file(&d.join("panicking"))?);
         Ok(())
     })?;
@@ -434,6 +459,24 @@ fn panic_case(dir: &Path) -> Result<(), String> {
         &l,
     )?;
     check(l.stderr.contains("deliberate panic on rank 1"), "the panic's own message is shown", &l)?;
+    check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)
+}
+
+fn abort_case(dir: &Path) -> Result<(), String> {
+    let mut aborted_at = None;
+    let l = launch(dir, "abort", &[(2, &own_exe())], |d| {
+        aborted_at = Some(wait_for_file(&d.join("panicking"))?);
+        Ok(())
+    })?;
+    let took = l.ended.duration_since(aborted_at.expect("set by `during`"));
+    check(
+        took < FATE_LIMIT,
+        &format!("the job must end within {FATE_LIMIT:?} of abort, took {took:?}"),
+        &l,
+    )?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    check(l.stderr.contains("skein: rank 1: deliberate abort"), "the message names rank 1", &l)?;
+    check(l.stderr.contains("errorcode 7"), "MPI_Abort gets the code", &l)?;
     check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)
 }
 
