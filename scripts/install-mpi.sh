@@ -27,7 +27,8 @@ have_libclang() {
     if [ -n "${LIBCLANG_PATH:-}" ] && ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1; then
         return 0
     fi
-    if command -v ldconfig >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so'; then
+    if command -v ldconfig >/dev/null 2>&1 &&
+        ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so'; then
         return 0
     fi
     ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1
@@ -45,7 +46,8 @@ fi
 
 say "missing: ${missing[*]}"
 if ! command -v apt-get >/dev/null 2>&1; then
-    say "error: apt-get not found (not a Debian-like system): install Open MPI (mpirun, mpicc and its headers) and libclang with this system's package manager" >&2
+    say "error: apt-get not found (not a Debian-like system): install Open MPI" \
+        "(mpirun, mpicc and its headers) and libclang with this system's package manager" >&2
     exit 1
 fi
 if [ "$(id -u)" -eq 0 ]; then
@@ -53,7 +55,8 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     sudo=(sudo)
 else
-    say "error: installing ${missing[*]} needs root; run this script as root or with sudo rights" >&2
+    say "error: installing ${missing[*]} needs root;" \
+        "run this script as root or with sudo rights" >&2
     exit 1
 fi
 

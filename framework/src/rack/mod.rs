@@ -2,9 +2,8 @@
 //!
 //! Only the first slice exists: the **bootstrap**. Requests across ranks (the transport,
 //! handles that name a property on another rank, quiescence over all ranks) do not exist yet,
-//! so [`crate::Runtime::run`] on more than one rank returns
-//! [`Error::RackNotYetSupported`](crate::Error::RackNotYetSupported) instead of silently
-//! running one independent copy of the job per rank.
+//! so [`crate::Runtime::run`] on more than one rank returns [`Error::RackNotYetSupported`]
+//! instead of silently running one independent copy of the job per rank.
 //!
 //! # What the bootstrap does
 //!
@@ -27,7 +26,8 @@
 //! 4. **Job token.** Rank 0 draws 64 random bits from the OS (`/dev/urandom`) and broadcasts
 //!    them. Every incoming batch will be checked against this token, so that a message of
 //!    another job (or of an earlier one on a reused port) is refused instead of executed.
-//!    ("Job", not "run": a rack job is one `mpirun`, which may hold many [`crate::Runtime::run`]s.)
+//!    ("Job", not "run": a rack job is one `mpirun`, which may hold many
+//!    [`crate::Runtime::run`]s.)
 //!
 //! The bootstrap is **collective**: on every rank, one of the calls above must come, or the
 //! ranks that did call wait for the others (until `mpirun` ends the job because a rank exited).
@@ -40,7 +40,7 @@
 //!   returned an error that was unwrapped, or any panic that escapes) prints
 //!   `skein: rank R: panicked at ...` and calls `MPI_Abort`, which ends every rank of the job
 //!   at once with a non-zero status. Panics on workers are not escaping panics: the runtime
-//!   catches them and `Runtime::run` returns [`Error::Panicked`](crate::Error::Panicked), an
+//!   catches them and `Runtime::run` returns [`Error::Panicked`], an
 //!   ordinary error the program handles as it likes. A consequence: under `mpirun` with
 //!   several ranks a panic outside the workers cannot be caught (with `catch_unwind` or by
 //!   joining a `std::thread`); it ends the job.
