@@ -43,7 +43,9 @@
 //!   catches them and `Runtime::run` returns [`Error::Panicked`], an
 //!   ordinary error the program handles as it likes. A consequence: under `mpirun` with
 //!   several ranks a panic outside the workers cannot be caught (with `catch_unwind` or by
-//!   joining a `std::thread`); it ends the job.
+//!   joining a `std::thread`); it ends the job. This is a panic hook, installed by the
+//!   bootstrap: a program that sets its own hook afterwards must call the one it replaces
+//!   (`std::panic::take_hook`), or it loses fate sharing for panics.
 //! * A rank that dies without `MPI_Finalize` (killed with `kill -9`, `abort`) is noticed by
 //!   `mpirun`, which kills the other ranks and reports the rank that died.
 //! * [`abort`] ends the job on purpose, with a message naming the rank.

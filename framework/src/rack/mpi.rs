@@ -208,8 +208,10 @@ fn install_panic_hook() {
     }));
 }
 
-/// `MPI_Abort` on the world communicator if MPI is up, else a plain exit.
+/// `MPI_Abort` on the world communicator if MPI is up, else a plain exit. Standard output is
+/// flushed first: `MPI_Abort` ends the process without Rust's clean-up.
 pub(super) fn abort_job(code: i32) -> ! {
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     if mpi::is_initialized() && !mpi::is_finalized() {
         SimpleCommunicator::world().abort(code)
     }
