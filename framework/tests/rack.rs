@@ -474,9 +474,11 @@ fn abort_case(dir: &Path) -> Result<(), String> {
         &format!("the job must end within {FATE_LIMIT:?} of abort, took {took:?}"),
         &l,
     )?;
-    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    // mpirun exits with the code given to MPI_Abort. (Its own "MPI_ABORT was invoked on rank
+    // 1" notice is not checked: Open MPI 4.1 sometimes loses it, logging an ORTE_ERROR_LOG
+    // from show_help.c instead.)
+    check(l.status.and_then(|s| s.code()) == Some(7), "mpirun must exit with code 7", &l)?;
     check(l.stderr.contains("skein: rank 1: deliberate abort"), "the message names rank 1", &l)?;
-    check(l.stderr.contains("errorcode 7"), "MPI_Abort gets the code", &l)?;
     check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)
 }
 
