@@ -179,7 +179,10 @@ fn harness(args: &[String]) {
     }
     let mut failures = Vec::new();
     for (name, case) in &selected {
-        let dir = std::env::temp_dir().join(format!("skein-rack-{}-{name}", std::process::id()));
+        // Under the target folder (CARGO_TARGET_TMPDIR), not /tmp, which may be mounted noexec:
+        // the foreign-binary case runs a copy of this binary from there.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("skein-rack-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create a temporary directory");
         let t = Instant::now();
