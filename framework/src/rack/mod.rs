@@ -171,8 +171,19 @@ pub fn abort(code: i32, message: &str) -> ! {
     std::process::exit(code)
 }
 
-/// Refuses a run on more than one rank: delegation across ranks does not exist yet.
-pub(crate) fn check_run() -> Result<()> {
+/// `Ok` on one rank (and outside `mpirun`); on more,
+/// [`Error::RackNotYetSupported`], because delegation across ranks does not exist yet. Runs
+/// the bootstrap first and returns its error, if any.
+///
+/// [`crate::Runtime::run`] calls it; so should any program entry point that would otherwise
+/// do its work once per rank without the runtime (a baseline engine, a file generator), so
+/// that a multi-rank launch is refused instead of running several independent copies.
+///
+/// ```
+/// skein::rack::require_one_rank()?; // outside mpirun: one rank
+/// # Ok::<(), skein::Error>(())
+/// ```
+pub fn require_one_rank() -> Result<()> {
     init()?;
     let p = placement();
     if p.ranks > 1 {
@@ -206,7 +217,7 @@ mod tests {
         assert!(super::init().is_ok());
         assert_eq!((super::rank(), super::ranks()), (0, 1));
         assert_eq!(super::job_token(), None);
-        assert!(super::check_run().is_ok());
+        assert!(super::require_one_rank().is_ok());
     }
 
     #[test]

@@ -179,7 +179,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        crate::rack::check_run()?;
+        crate::rack::require_one_rank()?;
         let run_state = RunState::start(self.cfg.clone()).ok_or(Error::TooManyRuns)?;
         let result: Arc<Mutex<Option<std::thread::Result<R>>>> = Arc::new(Mutex::new(None));
         let mut main = Some({
