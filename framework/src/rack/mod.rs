@@ -5,10 +5,28 @@
 //! so [`crate::Runtime::run`] on more than one rank returns [`Error::RackNotYetSupported`]
 //! instead of silently running one independent copy of the job per rank.
 //!
+//! What exists: [`rank`] and [`ranks`] (re-exported at the crate root), [`init`] (the
+//! bootstrap's verdict), [`job_token`], [`abort`], [`require_one_rank`], and fate sharing.
+//! What does not yet: requests across ranks, handles to properties on other ranks,
+//! quiescence over ranks, the per-batch token check.
+//!
+//! # Launching
+//!
+//! Build with `--features mpi` (Open MPI and libclang: `scripts/install-mpi.sh` in the
+//! repository) and start the same executable on every rank, for example:
+//!
+//! ```text
+//! mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 target/release/skein ...
+//! ```
+//!
+//! `--bind-to none` matters: by default Open MPI pins each rank to one core, and a rank's
+//! workers then share it. (`--allow-run-as-root` is needed only as root, `--oversubscribe`
+//! only with more ranks than cores.)
+//!
 //! # What the bootstrap does
 //!
 //! It runs once per process, on the first call of [`init`], [`rank`], [`ranks`],
-//! [`job_token`] or [`crate::Builder::build`], and its outcome is kept for the life of the
+//! [`job_token`], [`require_one_rank`] or [`crate::Builder::build`], and its outcome is kept for the life of the
 //! process (a `OnceLock`):
 //!
 //! 1. **Am I under `mpirun`?** Only when the crate is built with the `mpi` feature and the
@@ -40,11 +58,11 @@
 //!   returned an error that was unwrapped, or any panic that escapes) prints
 //!   `skein: rank R: panicked at ...` and calls `MPI_Abort`, which ends every rank of the job
 //!   at once with a non-zero status. Panics on workers are not escaping panics: the runtime
-//!   catches them and `Runtime::run` returns [`Error::Panicked`], an
-//!   ordinary error the program handles as it likes. A consequence: under `mpirun` with
-//!   several ranks a panic outside the workers cannot be caught (with `catch_unwind` or by
-//!   joining a `std::thread`); it ends the job. This is a panic hook, installed by the
-//!   bootstrap: a program that sets its own hook afterwards must call the one it replaces
+//!   catches them and `Runtime::run` returns [`Error::Panicked`], an ordinary error the
+//!   program handles as it likes. A consequence: under `mpirun` with several ranks a panic
+//!   outside the workers cannot be caught (with `catch_unwind` or by joining a
+//!   `std::thread`); it ends the job. This is a panic hook, installed by the bootstrap: a
+//!   program that sets its own hook afterwards must call the one it replaces
 //!   (`std::panic::take_hook`), or it loses fate sharing for panics.
 //! * A rank that dies without `MPI_Finalize` (killed with `kill -9`, `abort`) is noticed by
 //!   `mpirun`, which kills the other ranks and reports the rank that died.
