@@ -44,6 +44,27 @@ pub enum Error {
         /// Whether the main fiber had returned.
         main_finished: bool,
     },
+    /// Rack mode (several ranks under `mpirun`) cannot start on this rank; every rank of the
+    /// job gets the same message (see [`crate::rack`]).
+    #[error("skein rack mode, rank {rank}: {message}")]
+    Rack {
+        /// The rank reporting it.
+        rank: usize,
+        /// What is wrong (names the ranks at fault).
+        message: String,
+    },
+    /// [`crate::Runtime::run`] was called on more than one rank: delegation across ranks does
+    /// not exist yet, and running one independent copy of the job per rank would be wrong.
+    #[error(
+        "skein rank {rank} of {ranks}: rack mode's delegation across ranks is not yet \
+         supported; run the job on one rank (without mpirun, or with mpirun -np 1)"
+    )]
+    RackNotYetSupported {
+        /// The rank reporting it.
+        rank: usize,
+        /// Number of ranks in the job.
+        ranks: usize,
+    },
     /// A worker thread itself failed (a bug in skein).
     #[error("skein worker thread failed: {0}")]
     Internal(String),

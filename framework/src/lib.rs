@@ -116,21 +116,24 @@
 //!
 //! ## Features
 //!
-//! * `mpi` — reserved for rack mode (several machines over MPI); not implemented yet: enabling
-//!   it stops the build with a message saying so.
+//! * `mpi` — rack mode: one job over several processes (*ranks*) started by `mpirun`. So far
+//!   only the bootstrap exists ([`rack`]: MPI start-up, the same-binary check, the job token,
+//!   fate sharing, [`rank`]/[`ranks`]); delegation across ranks does not, and
+//!   [`Runtime::run`] on more than one rank says so. Needs Open MPI and libclang
+//!   (`scripts/install-mpi.sh` in the repository).
 //!
-//! No environment variables are read.
+//! No environment variables are read, except, with the `mpi` feature, the MPI launcher's
+//! (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`, `PMIX_RANK`) to tell whether the process runs under
+//! `mpirun`.
 
 #![warn(missing_docs)]
 #![doc(test(attr(deny(warnings))))]
-
-#[cfg(feature = "mpi")]
-compile_error!("skein: rack mode (feature `mpi`) is not yet supported; build without it");
 
 mod channel;
 mod error;
 mod fiber;
 mod property;
+pub mod rack;
 mod run_ids;
 mod runtime;
 mod stats;
@@ -139,6 +142,7 @@ mod trust;
 pub mod wire;
 
 pub use error::{Error, Result};
+pub use rack::{rank, ranks};
 pub use runtime::{
     current_worker, in_delegated_context, num_workers, pin_current_thread, spawn, spawn_on, stats,
     wait_quiescent, yield_now, Builder, JoinHandle, Runtime,

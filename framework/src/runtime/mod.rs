@@ -99,7 +99,12 @@ impl Builder {
     /// ```
     /// assert!(skein::Runtime::builder().workers(0).build().is_err());
     /// ```
+    ///
+    /// Under `mpirun` (feature `mpi`) the first call runs the rack bootstrap
+    /// ([`crate::rack::init`]), which is collective, and returns its error if this rank may not
+    /// take part in the job.
     pub fn build(mut self) -> Result<Runtime> {
+        crate::rack::init()?;
         if !self.slot_explicit {
             self.cfg.slot_overflow = if self.cfg.workers <= 16 {
                 crate::channel::slot::DEFAULT_OVERFLOW_FEW_WORKERS
@@ -157,6 +162,8 @@ impl Runtime {
     ///
     /// Errors: a panic anywhere in user code ([`Error::Panicked`]; a panic of `main` itself is
     /// reported there too), a deadlock ([`Error::Deadlock`]), or a failure to start threads.
+    /// Under `mpirun` with more than one rank: [`Error::RackNotYetSupported`], on every rank
+    /// (delegation across ranks does not exist yet).
     ///
     /// ```
     /// let rt = skein::Runtime::builder().workers(2).build()?;
@@ -172,6 +179,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
+        crate::rack::require_one_rank()?;
         let run_state = RunState::start(self.cfg.clone()).ok_or(Error::TooManyRuns)?;
         let result: Arc<Mutex<Option<std::thread::Result<R>>>> = Arc::new(Mutex::new(None));
         let mut main = Some({
@@ -245,6 +253,7 @@ fn worker_thread(
     run_state: Arc<RunState>,
     main: Option<impl FnOnce() + 'static>,
 ) -> Result<()> {
+    crate::rack::mark_worker_thread();
     struct StopOnPanic(Arc<RunState>);
     impl Drop for StopOnPanic {
         fn drop(&mut self) {

@@ -1,0 +1,252 @@
+//! Rack mode: one skein job over several processes (*ranks*) started by `mpirun`.
+//!
+//! Only the first slice exists: the **bootstrap**. Requests across ranks (the transport,
+//! handles that name a property on another rank, quiescence over all ranks) do not exist yet,
+//! so [`crate::Runtime::run`] on more than one rank returns [`Error::RackNotYetSupported`]
+//! instead of silently running one independent copy of the job per rank.
+//!
+//! What exists: [`rank`] and [`ranks`] (re-exported at the crate root), [`init`] (the
+//! bootstrap's verdict), [`job_token`], [`abort`], [`require_one_rank`], and fate sharing.
+//! What does not yet: requests across ranks, handles to properties on other ranks,
+//! quiescence over ranks, the per-batch token check.
+//!
+//! # Launching
+//!
+//! Build with `--features mpi` (Open MPI and libclang: `scripts/install-mpi.sh` in the
+//! repository) and start the same executable on every rank, for example:
+//!
+//! ```text
+//! mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 target/release/skein ...
+//! ```
+//!
+//! `--bind-to none` matters: by default Open MPI pins each rank to one core, and a rank's
+//! workers then share it. (`--allow-run-as-root` is needed only as root, `--oversubscribe`
+//! only with more ranks than cores.)
+//!
+//! # What the bootstrap does
+//!
+//! It runs once per process, on the first call of [`init`], [`rank`], [`ranks`],
+//! [`job_token`], [`require_one_rank`] or [`crate::Builder::build`], and its outcome is kept for the life of the
+//! process (a `OnceLock`):
+//!
+//! 1. **Am I under `mpirun`?** Only when the crate is built with the `mpi` feature and the
+//!    launcher's variables are set (`OMPI_COMM_WORLD_SIZE` from Open MPI, `PMI_SIZE` or
+//!    `PMIX_RANK` from other launchers). Otherwise the process is rank 0 of 1, MPI is never
+//!    touched, and everything behaves as without rack mode.
+//! 2. **MPI** is initialised with `MPI_THREAD_MULTIPLE` (any thread may call MPI); a library
+//!    that grants less is an error. The rank and the number of ranks come from
+//!    `MPI_COMM_WORLD`.
+//! 3. **Same binary.** Every rank hashes the file of its own executable (`/proc/self/exe`:
+//!    length and SipHash of the content) and the results are all-gathered, so *every* rank
+//!    compares every rank's hash with rank 0's and fails with the same message naming the
+//!    ranks that differ (or could not read their executable). A request will carry code
+//!    addresses, which mean the same thing only in the same build.
+//! 4. **Job token.** Rank 0 draws 64 random bits from the OS (`/dev/urandom`) and broadcasts
+//!    them. Every incoming batch will be checked against this token, so that a message of
+//!    another job (or of an earlier one on a reused port) is refused instead of executed.
+//!    ("Job", not "run": a rack job is one `mpirun`, which may hold many
+//!    [`crate::Runtime::run`]s.)
+//!
+//! The bootstrap is **collective**: on every rank, one of the calls above must come, or the
+//! ranks that did call wait for the others (until `mpirun` ends the job because a rank exited).
+//!
+//! # Fate sharing
+//!
+//! A rack job lives or dies whole. With more than one rank:
+//!
+//! * A panic on a thread that is not a skein worker (typically `main` after `Runtime::run`
+//!   returned an error that was unwrapped, or any panic that escapes) prints
+//!   `skein: rank R: panicked at ...` and calls `MPI_Abort`, which ends every rank of the job
+//!   at once with a non-zero status. Panics on workers are not escaping panics: the runtime
+//!   catches them and `Runtime::run` returns [`Error::Panicked`], an ordinary error the
+//!   program handles as it likes. A consequence: under `mpirun` with several ranks a panic
+//!   outside the workers cannot be caught (with `catch_unwind` or by joining a
+//!   `std::thread`); it ends the job. This is a panic hook, installed by the bootstrap: a
+//!   program that sets its own hook afterwards must call the one it replaces
+//!   (`std::panic::take_hook`), or it loses fate sharing for panics.
+//! * A rank that dies without `MPI_Finalize` (killed with `kill -9`, `abort`) is noticed by
+//!   `mpirun`, which kills the other ranks and reports the rank that died.
+//! * [`abort`] ends the job on purpose, with a message naming the rank.
+//!
+//! # Invariants
+//!
+//! * MPI is initialised at most once per process, by the bootstrap (or by the program itself
+//!   before it, in which case the program owns finalisation and the bootstrap only checks that
+//!   `MPI_THREAD_MULTIPLE` was granted).
+//! * rsmpi's `Universe` (whose `Drop` calls `MPI_Finalize`, which waits for every other rank)
+//!   lives in a `static` and is never dropped by unwinding: statics are not dropped. It is
+//!   finalised by an `atexit` handler, so a rank that returns from `main` or calls
+//!   `std::process::exit` finalises, and the job ends cleanly once every rank has.
+//! * rsmpi's communicators and requests are not `Send` under Open MPI: none is stored. Each
+//!   MPI call makes a fresh handle to `MPI_COMM_WORLD` on the calling thread and drops it
+//!   there, which `MPI_THREAD_MULTIPLE` allows from any thread.
+
+#[cfg(feature = "mpi")]
+mod exe_hash;
+#[cfg(feature = "mpi")]
+mod mpi;
+
+use crate::error::{Error, Result};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// This process's rank as soon as the bootstrap knows it (0 before), for messages printed
+/// while the bootstrap itself runs (a panic in it, [`abort`]).
+static RANK: AtomicUsize = AtomicUsize::new(0);
+
+/// Where this process stands in the rack job: the bootstrap's outcome.
+#[derive(Debug)]
+struct Placement {
+    rank: usize,
+    ranks: usize,
+    /// The job token; `None` outside `mpirun` (no job to tell apart).
+    token: Option<u64>,
+    /// Why this rank must not take part in a job (same on every rank), if so.
+    failure: Option<String>,
+}
+
+static PLACEMENT: OnceLock<Placement> = OnceLock::new();
+
+fn placement() -> &'static Placement {
+    PLACEMENT.get_or_init(bootstrap)
+}
+
+#[cfg(feature = "mpi")]
+fn bootstrap() -> Placement {
+    mpi::bootstrap()
+}
+
+#[cfg(not(feature = "mpi"))]
+fn bootstrap() -> Placement {
+    Placement { rank: 0, ranks: 1, token: None, failure: None }
+}
+
+/// Runs the rack bootstrap if it has not run yet (see the module docs) and returns its
+/// outcome: `Ok` when this process may take part in the job, the same error on every call
+/// otherwise (an executable that differs from rank 0's, `MPI_THREAD_MULTIPLE` not granted,
+/// ...). [`crate::Builder::build`] calls it; a program calls it itself only to fail early.
+///
+/// Without the `mpi` feature, or outside `mpirun`, it does nothing and returns `Ok`.
+///
+/// ```
+/// skein::rack::init()?;
+/// assert_eq!((skein::rank(), skein::ranks()), (0, 1)); // not under mpirun
+/// # Ok::<(), skein::Error>(())
+/// ```
+pub fn init() -> Result<()> {
+    let p = placement();
+    match &p.failure {
+        None => Ok(()),
+        Some(message) => Err(Error::Rack { rank: p.rank, message: message.clone() }),
+    }
+}
+
+/// This process's rank in the rack job: `0..ranks()`. It is 0 without the `mpi` feature and
+/// outside `mpirun`. The first call may run the bootstrap, which is collective (module docs).
+///
+/// ```
+/// if skein::rank() == 0 {
+///     println!("only rank 0 prints the report");
+/// }
+/// ```
+pub fn rank() -> usize {
+    placement().rank
+}
+
+/// Number of ranks (processes) in the rack job: 1 without the `mpi` feature and outside
+/// `mpirun`. The first call may run the bootstrap, which is collective (module docs).
+pub fn ranks() -> usize {
+    placement().ranks
+}
+
+/// The job token drawn by rank 0 at the bootstrap and shared with every rank: the same on
+/// every rank of one `mpirun`, different (with overwhelming probability) between jobs.
+/// `None` outside `mpirun`, without the `mpi` feature, or when the bootstrap failed (then
+/// [`init`] says why).
+pub fn job_token() -> Option<u64> {
+    let p = placement();
+    if p.failure.is_some() {
+        None
+    } else {
+        p.token
+    }
+}
+
+/// Ends the whole rack job now: prints `skein: rank R: <message>` on standard error and calls
+/// `MPI_Abort` with `code`, which ends every rank with a non-zero status. Outside `mpirun` it
+/// prints the same line and exits the process with `code` (`std::process::exit`).
+///
+/// For failures the program cannot recover from where other ranks might otherwise wait for
+/// this one forever. It does not run the bootstrap: before it (or outside `mpirun`) the rank
+/// printed is 0.
+pub fn abort(code: i32, message: &str) -> ! {
+    let rank = RANK.load(Ordering::Relaxed);
+    eprintln!("skein: rank {rank}: {message}");
+    #[cfg(feature = "mpi")]
+    mpi::abort_job(code);
+    #[cfg(not(feature = "mpi"))]
+    std::process::exit(code)
+}
+
+/// `Ok` on one rank (and outside `mpirun`); on more,
+/// [`Error::RackNotYetSupported`], because delegation across ranks does not exist yet. Runs
+/// the bootstrap first and returns its error, if any.
+///
+/// [`crate::Runtime::run`] calls it; so should any program entry point that would otherwise
+/// do its work once per rank without the runtime (a baseline engine, a file generator), so
+/// that a multi-rank launch is refused instead of running several independent copies.
+///
+/// ```
+/// skein::rack::require_one_rank()?; // outside mpirun: one rank
+/// # Ok::<(), skein::Error>(())
+/// ```
+pub fn require_one_rank() -> Result<()> {
+    init()?;
+    let p = placement();
+    if p.ranks > 1 {
+        return Err(Error::RackNotYetSupported { rank: p.rank, ranks: p.ranks });
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// True on skein's worker threads: the runtime catches their panics and reports them as
+    /// errors, so they are not escaping panics (module docs, fate sharing).
+    static WORKER_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as a skein worker for the rest of its life.
+pub(crate) fn mark_worker_thread() {
+    WORKER_THREAD.with(|w| w.set(true));
+}
+
+/// Whether the calling thread is a skein worker (see [`mark_worker_thread`]).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn is_worker_thread() -> bool {
+    WORKER_THREAD.try_with(|w| w.get()).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn outside_mpirun_is_rank_0_of_1() {
+        // The unit tests never run under mpirun (the multi-rank tests are in tests/rack.rs).
+        assert!(super::init().is_ok());
+        assert_eq!((super::rank(), super::ranks()), (0, 1));
+        assert_eq!(super::job_token(), None);
+        assert!(super::require_one_rank().is_ok());
+    }
+
+    #[test]
+    fn worker_mark_is_per_thread() {
+        assert!(!super::is_worker_thread());
+        std::thread::spawn(|| {
+            super::mark_worker_thread();
+            assert!(super::is_worker_thread());
+        })
+        .join()
+        .unwrap();
+        assert!(!super::is_worker_thread());
+    }
+}

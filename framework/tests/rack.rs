@@ -1,0 +1,550 @@
+//! Rack mode's bootstrap on several ranks (feature `mpi`; `harness = false`).
+//!
+//! `cargo test --features mpi` runs this binary without `mpirun`: it is then the *harness*,
+//! and re-launches itself under `mpirun` once per case (MPI can be initialised only once per
+//! process), with `--rack-case NAME DIR`, where the copies run the case's rank side. Each
+//! launch is a subprocess with a deadline; the harness checks its exit status, its output and
+//! that no rank outlives it, and prints a libtest-style summary. Arguments that are not flags
+//! filter the cases by name, as with libtest.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The launch line that works as root and on a 2-core machine (without `--bind-to none`
+/// Open MPI pins each rank to one core).
+const MPIRUN_FLAGS: [&str; 4] = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none"];
+
+/// How long a launch may take before the harness kills it and fails the case.
+const HARD_LIMIT: Duration = Duration::from_secs(40);
+
+/// Fate sharing promises every rank ends within this long of a panic or `kill -9`.
+const FATE_LIMIT: Duration = Duration::from_secs(10);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--rack-case") {
+        let (case, dir) = match (args.get(i + 1), args.get(i + 2)) {
+            (Some(c), Some(d)) => (c.clone(), PathBuf::from(d)),
+            _ => {
+                eprintln!("usage: rack --rack-case NAME DIR");
+                std::process::exit(2);
+            }
+        };
+        rank_side(&case, &dir);
+        return;
+    }
+    harness(&args[1..]);
+}
+
+// ---------------------------------------------------------------------------------------
+// The rank side: what each process started by mpirun does.
+// ---------------------------------------------------------------------------------------
+
+fn rank_side(case: &str, dir: &Path) {
+    // rank() runs the bootstrap (collective) and is known even when the bootstrap failed.
+    let (rank, ranks) = (skein::rank(), skein::ranks());
+    write_file(&dir.join(format!("pid.{rank}")), &std::process::id().to_string());
+    match case {
+        "info" => {
+            skein::rack::init().expect("bootstrap");
+            let token = skein::rack::job_token().expect("a token under mpirun");
+            println!("INFO rank={rank} ranks={ranks} token={token:016x}");
+        }
+        "foreign" => match skein::Runtime::builder().workers(1).build() {
+            Err(e) => {
+                println!("REFUSED rank={rank}: {e}");
+                std::process::exit(3);
+            }
+            Ok(_) => println!("ACCEPTED rank={rank}"),
+        },
+        "panic" => {
+            skein::rack::init().expect("bootstrap");
+            if rank == 1 {
+                write_file(&dir.join("panicking"), "");
+                panic!("deliberate panic on rank {rank}");
+            }
+            // Rank 0 would finish only after 30 s: fate sharing must end it long before.
+            std::thread::sleep(Duration::from_secs(30));
+            println!("SURVIVED rank={rank}");
+        }
+        "panic-while-0-finalizes" => {
+            skein::rack::init().expect("bootstrap");
+            if rank == 1 {
+                // Rank 0 is in MPI_Finalize by now, which waits for every rank.
+                std::thread::sleep(Duration::from_millis(500));
+                write_file(&dir.join("panicking"), "");
+                panic!("deliberate panic on rank {rank}");
+            }
+            // Returns at once: MPI_Finalize (at exit) waits for rank 1.
+        }
+        "abort" => {
+            skein::rack::init().expect("bootstrap");
+            if rank == 1 {
+                write_file(&dir.join("panicking"), "");
+                skein::rack::abort(7, "deliberate abort");
+            }
+            std::thread::sleep(Duration::from_secs(30));
+            println!("SURVIVED rank={rank}");
+        }
+        "kill" => {
+            skein::rack::init().expect("bootstrap");
+            write_file(&dir.join(format!("ready.{rank}")), "");
+            std::thread::sleep(Duration::from_secs(30));
+            println!("SURVIVED rank={rank}");
+        }
+        "run" => {
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            match rt.run(|| 6 * 7) {
+                Err(e) => {
+                    println!("RUN-ERROR rank={rank}: {e}");
+                    std::process::exit(4);
+                }
+                Ok(v) => println!("RUN-OK rank={rank} value={v}"),
+            }
+        }
+        "job" => {
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let total = rt
+                .run(|| {
+                    let counter = skein::trustee(1).entrust(0u64);
+                    let hs: Vec<_> = (0..8)
+                        .map(|_| {
+                            let c = counter.clone();
+                            skein::spawn(move || {
+                                for _ in 0..100 {
+                                    c.apply(|x| *x += 1)
+                                }
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().for_each(|h| h.join());
+                    counter.apply(|x| *x)
+                })
+                .expect("run on one rank");
+            let token = skein::rack::job_token().is_some();
+            println!("JOB rank={rank} ranks={ranks} total={total} token={token}");
+        }
+        other => {
+            eprintln!("unknown rack case {other:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn write_file(path: &Path, content: &str) {
+    // Written under a temporary name and renamed, so the harness never reads half a file.
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, content).expect("write to the case's directory");
+    std::fs::rename(&tmp, path).expect("rename in the case's directory");
+}
+
+// ---------------------------------------------------------------------------------------
+// The harness.
+// ---------------------------------------------------------------------------------------
+
+type Case = (&'static str, fn(&Path) -> Result<(), String>);
+
+fn harness(args: &[String]) {
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let cases: [Case; 10] = [
+        ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
+        ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
+        ("foreign_binary_is_refused_on_every_rank", foreign_case),
+        ("panic_on_rank_1_ends_every_rank", |d| panic_case_of(d, "panic")),
+        ("panic_on_rank_1_while_rank_0_finalizes_ends_every_rank", |d| {
+            panic_case_of(d, "panic-while-0-finalizes")
+        }),
+        ("abort_on_rank_1_ends_every_rank", abort_case),
+        ("kill_9_of_rank_1_ends_every_rank", kill_case),
+        ("run_on_2_ranks_is_not_yet_supported", run_case),
+        ("one_rank_under_mpirun_runs_a_job", job_case),
+        ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
+    ];
+    let selected: Vec<&Case> = cases
+        .iter()
+        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    let filtered_out = cases.len() - selected.len();
+    let start = Instant::now();
+    println!("\nrunning {} tests", selected.len());
+    if selected.iter().any(|(n, _)| *n != "outside_mpirun_is_rank_0_of_1") && !have_mpirun() {
+        eprintln!(
+            "error: `mpirun` not found on PATH: the rack tests launch ranks with it; install \
+             Open MPI with scripts/install-mpi.sh"
+        );
+        std::process::exit(1);
+    }
+    let mut failures = Vec::new();
+    for (name, case) in &selected {
+        // Under the target folder (CARGO_TARGET_TMPDIR), not /tmp, which may be mounted noexec:
+        // the foreign-binary case runs a copy of this binary from there.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("skein-rack-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a temporary directory");
+        let t = Instant::now();
+        let mut result = case(&dir);
+        if let Err(left) = reap_leftover_ranks(&dir) {
+            result = result.and(Err(left));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        match result {
+            Ok(()) => println!("test {name} ... ok ({:.1}s)", t.elapsed().as_secs_f64()),
+            Err(e) => {
+                println!("test {name} ... FAILED");
+                failures.push((name, e));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        println!("\nfailures:\n");
+        for (name, e) in &failures {
+            println!("---- {name} ----\n{e}\n");
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed; 0 ignored; 0 measured; {filtered_out} filtered \
+         out; finished in {:.2}s\n",
+        if failures.is_empty() { "ok" } else { "FAILED" },
+        selected.len() - failures.len(),
+        failures.len(),
+        start.elapsed().as_secs_f64()
+    );
+    if !failures.is_empty() {
+        std::process::exit(101);
+    }
+}
+
+fn have_mpirun() -> bool {
+    Command::new("mpirun")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// What a launch did.
+struct Launch {
+    /// `None` when the harness had to kill it at [`HARD_LIMIT`].
+    status: Option<ExitStatus>,
+    /// When it ended, or was killed.
+    ended: Instant,
+    stdout: String,
+    stderr: String,
+}
+
+impl Launch {
+    fn output(&self) -> String {
+        format!(
+            "status: {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+    fn lines(&self, prefix: &str) -> Vec<&str> {
+        self.stdout.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+}
+
+/// `mpirun FLAGS` followed by `apps` (each: ranks, executable, case) joined with `:` (MPMD
+/// form); `during` runs while it is up (it gets the case directory).
+fn launch(
+    dir: &Path,
+    case: &str,
+    apps: &[(usize, &Path)],
+    during: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<Launch, String> {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(MPIRUN_FLAGS);
+    for (i, (np, exe)) in apps.iter().enumerate() {
+        if i > 0 {
+            cmd.arg(":");
+        }
+        cmd.arg("-np").arg(np.to_string()).arg(exe).arg("--rack-case").arg(case).arg(dir);
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // Its own process group, so a launch that outlives the deadline is killed whole.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start mpirun: {e}"))?;
+    let pgid = child.id() as i32;
+    let out = reader(child.stdout.take().expect("piped stdout"));
+    let err = reader(child.stderr.take().expect("piped stderr"));
+    let start = Instant::now();
+    let during_result = during(dir);
+    let mut status = None;
+    while start.elapsed() < HARD_LIMIT {
+        if let Some(s) = child.try_wait().map_err(|e| format!("waiting for mpirun: {e}"))? {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ended = Instant::now();
+    if status.is_none() {
+        // SAFETY: kill(2) with a negative pid signals the process group of the mpirun we
+        // started (its own group, made above); it touches no memory of ours.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    let launch = Launch {
+        status,
+        ended,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    };
+    during_result.map_err(|e| format!("{e}\n{}", launch.output()))?;
+    if launch.status.is_none() {
+        return Err(format!(
+            "mpirun still running after {HARD_LIMIT:?}; killed\n{}",
+            launch.output()
+        ));
+    }
+    Ok(launch)
+}
+
+fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = r.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Waits until `path` exists (written by a rank), at most [`HARD_LIMIT`].
+fn wait_for_file(path: &Path) -> Result<Instant, String> {
+    let start = Instant::now();
+    while start.elapsed() < HARD_LIMIT {
+        if path.exists() {
+            return Ok(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(format!("{} never appeared", path.display()))
+}
+
+fn pid_of(dir: &Path, rank: usize) -> Result<i32, String> {
+    let p = dir.join(format!("pid.{rank}"));
+    std::fs::read_to_string(&p)
+        .map_err(|e| format!("no pid file for rank {rank}: {e}"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad pid file for rank {rank}: {e}"))
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+    }
+}
+
+/// After a launch: every rank that wrote its pid must be gone (within a short grace for the
+/// reaping of orphans). Survivors are killed and reported.
+fn reap_leftover_ranks(dir: &Path) -> Result<(), String> {
+    let mut pids = Vec::new();
+    for rank in 0..16 {
+        if let Ok(pid) = pid_of(dir, rank) {
+            pids.push((rank, pid));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while pids.iter().any(|&(_, p)| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let survivors: Vec<_> = pids.iter().filter(|&&(_, p)| alive(p)).collect();
+    for &&(_, pid) in &survivors {
+        // SAFETY: kill(2) on a pid a rank of our own launch wrote; it touches no memory.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    if survivors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("rank(s) (rank, pid) {survivors:?} outlived mpirun; killed"))
+    }
+}
+
+fn check(cond: bool, what: &str, launch: &Launch) -> Result<(), String> {
+    if cond {
+        Ok(())
+    } else {
+        Err(format!("{what}\n{}", launch.output()))
+    }
+}
+
+fn own_exe() -> PathBuf {
+    std::env::current_exe().expect("the test binary's path")
+}
+
+// ---------------------------------------------------------------------------------------
+// The cases.
+// ---------------------------------------------------------------------------------------
+
+fn info_case(dir: &Path, n: usize) -> Result<(), String> {
+    let l = launch(dir, "info", &[(n, &own_exe())], |_| Ok(()))?;
+    check(l.status.is_some_and(|s| s.success()), "mpirun must exit 0 (every rank finalised)", &l)?;
+    let lines = l.lines("INFO ");
+    check(lines.len() == n, &format!("expected {n} INFO lines"), &l)?;
+    let mut ranks_seen = Vec::new();
+    let mut tokens = Vec::new();
+    for line in &lines {
+        let field =
+            |k: &str| line.split_whitespace().find_map(|f| f.strip_prefix(k)).map(str::to_string);
+        let rank: usize = field("rank=").and_then(|v| v.parse().ok()).ok_or("no rank")?;
+        check(field("ranks=") == Some(n.to_string()), "ranks() must be the -np", &l)?;
+        ranks_seen.push(rank);
+        tokens.push(field("token=").ok_or("no token")?);
+    }
+    ranks_seen.sort_unstable();
+    check(ranks_seen == (0..n).collect::<Vec<_>>(), "each rank 0..n exactly once", &l)?;
+    check(tokens.iter().all(|t| *t == tokens[0]), "the same job token on every rank", &l)?;
+    // A second job draws another token.
+    let l2 = launch(dir, "info", &[(n, &own_exe())], |_| Ok(()))?;
+    let other =
+        l2.lines("INFO ").first().and_then(|s| s.split("token=").nth(1)).map(str::to_string);
+    check(other.is_some_and(|t| t != tokens[0]), "another job must draw another token", &l2)
+}
+
+fn foreign_case(dir: &Path) -> Result<(), String> {
+    // A different executable: the test binary with one more byte at the end (it runs the
+    // same code, so it takes part in the bootstrap, but its file differs).
+    let foreign = dir.join("foreign-rack-binary");
+    std::fs::copy(own_exe(), &foreign).map_err(|e| format!("copy the test binary: {e}"))?;
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&foreign)
+            .map_err(|e| format!("open the copy: {e}"))?;
+        f.write_all(&[0]).map_err(|e| format!("append to the copy: {e}"))?;
+    }
+    let l = launch(dir, "foreign", &[(1, &own_exe()), (1, &foreign)], |_| Ok(()))?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    let refused = l.lines("REFUSED ");
+    check(refused.len() == 2, "both ranks must refuse the job", &l)?;
+    for r in 0..2 {
+        check(
+            refused.iter().any(|s| {
+                s.starts_with(&format!("REFUSED rank={r}: skein rack mode, rank {r}: "))
+                    && s.contains("rank(s) 1 run a different executable than rank 0")
+            }),
+            &format!("rank {r} must refuse, naming rank 1 as the foreign one"),
+            &l,
+        )?;
+    }
+    check(l.lines("ACCEPTED").is_empty(), "no rank may accept", &l)
+}
+
+/// Rank 1 panics (on its main thread) while rank 0 sleeps for 30 s, or waits in
+/// `MPI_Finalize`: both must end within [`FATE_LIMIT`].
+fn panic_case_of(dir: &Path, case: &str) -> Result<(), String> {
+    let mut panicked_at = None;
+    let l = launch(dir, case, &[(2, &own_exe())], |d| {
+        panicked_at = Some(wait_for_file(&d.join("panicking"))?);
+        Ok(())
+    })?;
+    let took = l.ended.duration_since(panicked_at.expect("set by `during`"));
+    check(
+        took < FATE_LIMIT,
+        &format!("the job must end within {FATE_LIMIT:?} of the panic, took {took:?}"),
+        &l,
+    )?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    check(
+        l.stderr.contains("skein: rank 1: thread 'main' panicked"),
+        "the message names rank 1",
+        &l,
+    )?;
+    check(l.stderr.contains("deliberate panic on rank 1"), "the panic's own message is shown", &l)?;
+    check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)
+}
+
+fn abort_case(dir: &Path) -> Result<(), String> {
+    let mut aborted_at = None;
+    let l = launch(dir, "abort", &[(2, &own_exe())], |d| {
+        aborted_at = Some(wait_for_file(&d.join("panicking"))?);
+        Ok(())
+    })?;
+    let took = l.ended.duration_since(aborted_at.expect("set by `during`"));
+    check(
+        took < FATE_LIMIT,
+        &format!("the job must end within {FATE_LIMIT:?} of abort, took {took:?}"),
+        &l,
+    )?;
+    // mpirun exits with the code given to MPI_Abort. (Its own "MPI_ABORT was invoked on rank
+    // 1" notice is not checked: Open MPI 4.1 sometimes loses it, logging an ORTE_ERROR_LOG
+    // from show_help.c instead.)
+    check(l.status.and_then(|s| s.code()) == Some(7), "mpirun must exit with code 7", &l)?;
+    check(l.stderr.contains("skein: rank 1: deliberate abort"), "the message names rank 1", &l)?;
+    check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)
+}
+
+fn kill_case(dir: &Path) -> Result<(), String> {
+    let mut killed_at = None;
+    let l = launch(dir, "kill", &[(2, &own_exe())], |d| {
+        wait_for_file(&d.join("ready.0"))?;
+        wait_for_file(&d.join("ready.1"))?;
+        let pid = pid_of(d, 1)?;
+        // SAFETY: kill(2) on the pid rank 1 of our own launch wrote; it touches no memory.
+        if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
+            return Err(format!("kill -9 {pid}: {}", std::io::Error::last_os_error()));
+        }
+        killed_at = Some(Instant::now());
+        Ok(())
+    })?;
+    let took = l.ended.duration_since(killed_at.expect("set by `during`"));
+    check(
+        took < FATE_LIMIT,
+        &format!("the job must end within {FATE_LIMIT:?} of kill -9, took {took:?}"),
+        &l,
+    )?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)?;
+    check(l.stderr.contains("rank 1"), "mpirun's message names rank 1", &l)
+}
+
+fn run_case(dir: &Path) -> Result<(), String> {
+    let l = launch(dir, "run", &[(2, &own_exe())], |_| Ok(()))?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    let errors = l.lines("RUN-ERROR ");
+    for r in 0..2 {
+        check(
+            errors.iter().any(|s| {
+                s.starts_with(&format!("RUN-ERROR rank={r}: skein rank {r} of 2: "))
+                    && s.contains("not yet supported")
+            }),
+            &format!("rank {r} must get the not-yet-supported error"),
+            &l,
+        )?;
+    }
+    check(l.lines("RUN-OK").is_empty(), "no rank may run the job", &l)
+}
+
+fn job_case(dir: &Path) -> Result<(), String> {
+    let l = launch(dir, "job", &[(1, &own_exe())], |_| Ok(()))?;
+    check(l.status.is_some_and(|s| s.success()), "mpirun must exit 0", &l)?;
+    check(l.lines("JOB ") == ["JOB rank=0 ranks=1 total=800 token=true"], "the job's result", &l)
+}
+
+fn outside_case() -> Result<(), String> {
+    // The harness itself runs outside mpirun: rank 0 of 1, no token, runs work as ever.
+    let rt = skein::Runtime::builder().workers(2).build().map_err(|e| e.to_string())?;
+    let v =
+        rt.run(|| skein::trustee(1).entrust(40).apply(|x| *x + 2)).map_err(|e| e.to_string())?;
+    if (skein::rank(), skein::ranks(), skein::rack::job_token(), v) == (0, 1, None, 42) {
+        Ok(())
+    } else {
+        Err(format!(
+            "outside mpirun: rank {} of {}, token {:?}, value {v}",
+            skein::rank(),
+            skein::ranks(),
+            skein::rack::job_token()
+        ))
+    }
+}
