@@ -41,6 +41,13 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Under `mpirun` with more than one rank every command would run once per rank, each
+    // on its own: refuse until delegation across ranks exists (with one rank, or without
+    // the `mpi` feature, this is a no-op).
+    if let Err(e) = skein::rack::require_one_rank() {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Generate(a) => cmd::generate::run(a),
         Command::Info(a) => cmd::info::run(a),
