@@ -76,7 +76,8 @@ fn every_graph500_root_validates_with_several_deltas() {
     let p = KroneckerParams::new(9, 16, 2, 3).unwrap();
     let roots = kronecker::search_roots(&p, &g, 8);
     for delta in [0.01, 0.3, 10.0] {
-        let opts = EngineOptions { workers: 3, delta, chunk: 5, ..EngineOptions::default() };
+        let opts =
+            EngineOptions { workers: 3, delta: Some(delta), chunk: 5, ..EngineOptions::default() };
         let e = Engine::new(Arc::clone(&g), opts).unwrap();
         let first = e.sssp(roots[0]).unwrap().0;
         for &root in &roots {
@@ -97,7 +98,7 @@ fn bad_roots_and_options_are_errors() {
     assert!(e.bfs(u64::MAX).is_err());
     let bad = EngineOptions { workers: 0, ..EngineOptions::default() };
     assert!(Engine::new(Arc::clone(&g), bad).is_err());
-    let bad = EngineOptions { delta: 0.0, ..EngineOptions::default() };
+    let bad = EngineOptions { delta: Some(0.0), ..EngineOptions::default() };
     assert!(Engine::new(g, bad).is_err());
 }
 
@@ -139,4 +140,73 @@ fn bfs_directions_all_give_the_reference_levels() {
             }
         }
     }
+}
+
+/// Dijkstra's distances (the sequential baseline) as bits.
+fn dijkstra_bits(g: &Csr, root: u64) -> Vec<u32> {
+    let opts = skein_baselines::Options::with_threads(1);
+    let r = skein_baselines::sssp(skein_baselines::Engine::Seq, g, root, &opts).unwrap();
+    r.dist.iter().map(|d| d.to_bits()).collect()
+}
+
+fn sssp_bits(g: &Arc<Csr>, workers: usize, delta: Option<f32>, root: u64) -> Vec<u32> {
+    let opts = EngineOptions { workers, delta, ..EngineOptions::default() };
+    let (r, _) = Engine::new(Arc::clone(g), opts).unwrap().sssp(root).unwrap();
+    r.dist.iter().map(|d| d.to_bits()).collect()
+}
+
+#[test]
+fn tiny_and_subnormal_deltas_give_dijkstras_distances() {
+    // Each of these once overflowed the bucket index (a panic, or gigabytes of bins).
+    let g = graph(10);
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let root = kronecker::search_roots(&p, &g, 1)[0];
+    let want = dijkstra_bits(&g, root);
+    for delta in [1e-30, 1e-9, f32::MIN_POSITIVE, f32::from_bits(1)] {
+        for workers in [1, 2, 3] {
+            let got = sssp_bits(&g, workers, Some(delta), root);
+            assert!(got == want, "delta {delta:e}, {workers} workers");
+        }
+    }
+}
+
+/// A path `0 - 1 - ... - n-1` whose edges all weigh `w`.
+fn path(n: u64, w: f32) -> Arc<Csr> {
+    let el = skein_generators::EdgeList {
+        num_vertices: n,
+        src: (0..n - 1).collect(),
+        dst: (1..n).collect(),
+        weights: Some(vec![w; n as usize - 1]),
+    };
+    Arc::new(Csr::from_edge_list(&el))
+}
+
+#[test]
+fn integer_weighted_paths_match_dijkstra() {
+    // The 11-vertex chain weighing 100000 per edge once made this engine allocate 19 GB
+    // of bins (its default delta was an absolute 0.002); long paths aborted it.
+    for (n, w) in [(11, 100_000.0), (100_000, 1.0), (100_000, 100_000.0)] {
+        let g = path(n, w);
+        let want = dijkstra_bits(&g, n / 3);
+        // An absolute 0.002 (the old default) as well on the short chain.
+        let deltas = if n < 1000 { vec![None, Some(0.002)] } else { vec![None] };
+        for delta in deltas {
+            let got = sssp_bits(&g, 2, delta, n / 3);
+            assert!(got == want, "path of {n} weighing {w}, delta {delta:?}");
+        }
+    }
+}
+
+#[test]
+fn default_delta_follows_the_largest_weight() {
+    let g = path(5, 100_000.0);
+    let e = Engine::new(Arc::clone(&g), EngineOptions::default()).unwrap();
+    assert_eq!(e.delta(), skein_algorithms::default_delta(100_000.0));
+    assert!((e.delta() - 200.0).abs() < 1e-3, "{}", e.delta());
+    let e = Engine::new(g, EngineOptions { delta: Some(0.5), ..EngineOptions::default() });
+    assert_eq!(e.unwrap().delta(), 0.5);
+    let kron = graph(8);
+    let e = Engine::new(kron, EngineOptions::default()).unwrap();
+    // Graph500 weights: the largest is just below 1, so the tuned 0.002 up to rounding.
+    assert!((e.delta() - 0.002).abs() < 1e-6, "{}", e.delta());
 }

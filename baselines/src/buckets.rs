@@ -59,6 +59,18 @@ impl BucketIndex {
         BucketIndex { inv: 1.0 / f64::from(width) }
     }
 
+    /// The keys of buckets `width / parts` wide (each `width` cut into `parts` bins),
+    /// computed without rounding `width / parts` to binary32, so a subnormal `width` still
+    /// gives positive bins.
+    ///
+    /// # Panics
+    /// If `width` is not finite and positive, or `parts` is 0.
+    pub fn subdivided(width: f32, parts: u32) -> BucketIndex {
+        assert!(width.is_finite() && width > 0.0, "bucket width must be > 0, got {width}");
+        assert!(parts > 0, "a bucket has at least one bin");
+        BucketIndex { inv: f64::from(parts) / f64::from(width) }
+    }
+
     /// The key of distance `d` (finite, >= 0): `floor(d / width)` while that is below
     /// [`LINEAR_KEYS`], then increasing with `d` as the module docs say. Never decreases
     /// as `d` grows.
@@ -271,10 +283,13 @@ impl BucketQueue {
         }
     }
 
-    /// Removes and returns the last entry filed under `key` (a key inside the window).
+    /// Removes and returns the last entry filed under `key` (`key >= base`).
     #[inline]
     pub fn pop(&mut self, key: u64) -> Option<u32> {
-        debug_assert!(self.in_window(key), "pop outside the window");
+        debug_assert!(key >= self.base);
+        if !self.in_window(key) {
+            return self.pop_far(key);
+        }
         let s = (key & self.mask) as usize;
         let slot = &mut self.slots[s];
         let v = slot.pop();
@@ -284,16 +299,25 @@ impl BucketQueue {
         v
     }
 
-    /// The last entry filed under `key` (a key inside the window), without removing it.
-    #[inline]
-    pub fn last(&self, key: u64) -> Option<u32> {
-        debug_assert!(self.in_window(key), "last outside the window");
-        self.slots[(key & self.mask) as usize].last().copied()
+    #[cold]
+    fn pop_far(&mut self, key: u64) -> Option<u32> {
+        let entries = self.far.get_mut(&key)?;
+        let v = entries.pop();
+        if entries.is_empty() {
+            self.far.remove(&key);
+        }
+        v
     }
 
-    /// True when `key` is inside the window (so [`BucketQueue::pop`] may take it).
-    pub fn holds_in_window(&self, key: u64) -> bool {
-        key >= self.base && self.in_window(key)
+    /// The last entry filed under `key` (`key >= base`), without removing it.
+    #[inline]
+    pub fn last(&self, key: u64) -> Option<u32> {
+        debug_assert!(key >= self.base);
+        if self.in_window(key) {
+            self.slots[(key & self.mask) as usize].last().copied()
+        } else {
+            self.far.get(&key).and_then(|e| e.last().copied())
+        }
     }
 
     /// Empties the queue and sets the base to 0, keeping the window's allocations.
@@ -337,6 +361,8 @@ mod tests {
         }
         assert_eq!(BucketIndex::new(0.5).key(3.9), 7);
         assert_eq!(BucketIndex::new(1.0).key(100_000.0), 100_000);
+        assert_eq!(BucketIndex::subdivided(0.5, 16).key(3.9), 124);
+        assert_eq!(BucketIndex::subdivided(f32::from_bits(1), 16).key(f32::from_bits(3)), 48);
     }
 
     #[test]
@@ -372,6 +398,10 @@ mod tests {
         q.swap_out(1001, &mut Vec::new());
         q.swap_out(1063, &mut Vec::new());
         assert_eq!(q.first(), Some(u64::MAX - 1));
+        assert_eq!(q.last(u64::MAX - 1), Some(6));
+        q.push(u64::MAX - 1, 12);
+        assert_eq!(q.pop(u64::MAX - 1), Some(12));
+        assert_eq!(q.pop(u64::MAX - 2), None);
         q.advance(u64::MAX - 1);
         assert_eq!(q.pop(u64::MAX - 1), Some(6));
         assert!(q.is_empty());

@@ -69,20 +69,31 @@ use skein_generators::{BfsResult, Csr, SsspResult, VertexId};
 /// window the bucket queues are sized for (see [`buckets`]). See [`default_delta`].
 pub const DEFAULT_RELATIVE_DELTA: f32 = 0.0007;
 
-/// The default delta-stepping bucket width of every engine (the rayon engine here and
-/// the delegation engine of `skein-algorithms`) for a graph whose largest weight is
-/// `max_weight`: [`DEFAULT_RELATIVE_DELTA`] times `max_weight`, so 0.0007 for Graph500
-/// weights (uniform in `[0, 1)`), 0.0007 for an unweighted graph (weights 1) and 70 for
-/// integer weights up to 100000.
-///
-/// Always finite and > 0: the smallest positive binary32 value when the product
-/// underflows, and [`DEFAULT_RELATIVE_DELTA`] itself when `max_weight` is 0 (all weights
-/// zero), negative, infinite or NaN (no meaningful scale).
+/// The default delta-stepping bucket width of the rayon engine for a graph whose largest
+/// weight is `max_weight`: [`relative_delta`]`(`[`DEFAULT_RELATIVE_DELTA`]`, max_weight)`,
+/// so 0.0007 for Graph500 weights (uniform in `[0, 1)`) and for an unweighted graph
+/// (weights 1), and 70 for integer weights up to 100000. The delegation engine of
+/// `skein-algorithms` applies the same rule with its own constant
+/// (`skein_algorithms::default_delta`).
 pub fn default_delta(max_weight: f32) -> f32 {
+    relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
+}
+
+/// The default-delta rule every engine shares: the bucket width is `relative` times the
+/// graph's largest weight, so that the number of buckets and the span of keys one
+/// relaxation can reach (`1 / relative + 1` buckets, what the bucket queues' windows are
+/// sized for: see [`buckets`]) do not depend on the scale of the weights. Integer weights
+/// (road networks) and Graph500 weights in `[0, 1)` get the same number of buckets per
+/// largest weight.
+///
+/// Always finite and > 0 for a finite `relative > 0`: the smallest positive binary32
+/// value when the product underflows, and `relative` itself when `max_weight` is 0 (all
+/// weights zero), negative, infinite or NaN (no meaningful scale).
+pub fn relative_delta(relative: f32, max_weight: f32) -> f32 {
     if max_weight > 0.0 && max_weight.is_finite() {
-        (DEFAULT_RELATIVE_DELTA * max_weight).max(f32::from_bits(1))
+        (relative * max_weight).clamp(f32::from_bits(1), f32::MAX)
     } else {
-        DEFAULT_RELATIVE_DELTA
+        relative
     }
 }
 
@@ -356,8 +367,10 @@ mod tests {
         assert_eq!(default_delta(1.0), DEFAULT_RELATIVE_DELTA);
         assert_eq!(default_delta(100_000.0), DEFAULT_RELATIVE_DELTA * 100_000.0);
         for w in [0.0, -0.0, f32::from_bits(1), 1e-40, 1e30, f32::MAX, f32::INFINITY, f32::NAN] {
-            let d = default_delta(w);
-            assert!(d.is_finite() && d > 0.0, "max weight {w}: delta {d}");
+            for relative in [DEFAULT_RELATIVE_DELTA, 0.002, 1.0, 3.0] {
+                let d = relative_delta(relative, w);
+                assert!(d.is_finite() && d > 0.0, "max weight {w}, relative {relative}: {d}");
+            }
         }
     }
 }
