@@ -210,3 +210,65 @@ fn default_delta_follows_the_largest_weight() {
     // Graph500 weights: the largest is just below 1, so the tuned 0.002 up to rounding.
     assert!((e.delta() - 0.002).abs() < 1e-6, "{}", e.delta());
 }
+
+#[test]
+fn huge_weights_match_dijkstra() {
+    // Sums overflow to +inf: those vertices stay unreached, as in Dijkstra.
+    let big = f32::MAX * 0.75;
+    let edges = [(0, 1, big), (1, 2, big), (2, 3, 1.0), (0, 4, 1e30), (4, 5, 3e38), (1, 5, 0.0)];
+    let el = skein_generators::EdgeList {
+        num_vertices: 6,
+        src: edges.iter().map(|e| e.0).collect(),
+        dst: edges.iter().map(|e| e.1).collect(),
+        weights: Some(edges.iter().map(|e| e.2).collect()),
+    };
+    let g = Arc::new(Csr::from_edge_list(&el));
+    for root in 0..6 {
+        let want = dijkstra_bits(&g, root);
+        for workers in [1, 2, 3] {
+            for delta in [None, Some(1e-30), Some(f32::MAX)] {
+                let got = sssp_bits(&g, workers, delta, root);
+                assert!(got == want, "root {root}, {workers} workers, delta {delta:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn grids_with_integer_weights_match_dijkstra() {
+    // A 40 x 40 grid, weights 1..=1000 (a small xorshift): high diameter, many
+    // distinct distances, every round's bucket far from the previous one.
+    let side = 40u64;
+    let mut x = 88172645463325252u64;
+    let mut weight = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (1 + x % 1000) as f32
+    };
+    let (mut src, mut dst, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..side {
+        for c in 0..side {
+            let v = r * side + c;
+            if c + 1 < side {
+                src.push(v);
+                dst.push(v + 1);
+                w.push(weight());
+            }
+            if r + 1 < side {
+                src.push(v);
+                dst.push(v + side);
+                w.push(weight());
+            }
+        }
+    }
+    let el = skein_generators::EdgeList { num_vertices: side * side, src, dst, weights: Some(w) };
+    let g = Arc::new(Csr::from_edge_list(&el));
+    let want = dijkstra_bits(&g, 0);
+    for workers in [1, 2, 3] {
+        for delta in [None, Some(1.0), Some(1e-3)] {
+            let got = sssp_bits(&g, workers, delta, 0);
+            assert!(got == want, "{workers} workers, delta {delta:?}");
+        }
+    }
+}

@@ -78,8 +78,10 @@ impl BucketIndex {
     pub fn key(&self, d: f32) -> u64 {
         let x = f64::from(d) * self.inv;
         if x < TWO_POW_63 {
-            // `x >= -0.0`: the cast truncates, which is the floor; `-0.0` gives 0.
-            x as u64
+            // `-0.0 <= x < 2^63`: the cast truncates, which is the floor (`-0.0` gives 0),
+            // and the value fits `i64` (one conversion instruction, where a `u64` cast
+            // needs a range fix-up).
+            x as i64 as u64
         } else {
             huge_key(x)
         }

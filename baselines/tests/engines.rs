@@ -359,3 +359,28 @@ fn grids_with_integer_weights_match_dijkstra() {
         }
     }
 }
+
+#[test]
+fn huge_weights_match_dijkstra() {
+    // Sums overflow to +inf: those vertices stay unreached on every engine, and the
+    // default delta (relative to the largest weight) stays finite.
+    let big = f32::MAX * 0.75;
+    let csr =
+        graph(6, &[(0, 1, big), (1, 2, big), (2, 3, 1.0), (0, 4, 1e30), (4, 5, 3e38), (1, 5, 0.0)]);
+    for root in 0..6 {
+        let want = distances(&csr, Engine::Seq, 1, root, None);
+        for threads in [1, 2, 3] {
+            for delta in [None, Some(1e-30), Some(f32::MAX)] {
+                let got = distances(&csr, Engine::Rayon, threads, root, delta);
+                assert!(got == want, "root {root}, {threads} threads, delta {delta:?}");
+            }
+        }
+    }
+    let want = distances(&csr, Engine::Seq, 1, 0, None);
+    assert_eq!(f32::from_bits(want[1]), big);
+    assert!(
+        f32::from_bits(want[2]).is_infinite(),
+        "{:?}",
+        want.iter().map(|&b| f32::from_bits(b)).collect::<Vec<_>>()
+    );
+}
