@@ -32,6 +32,11 @@
 //!
 //! Entries are never removed when a vertex's distance drops (lazy deletion): the engines
 //! recognise stale entries when they take them.
+//!
+//! # Unsafe code
+//!
+//! One block: [`BucketIndex::key`] converts a binary64 value it has just checked to be
+//! in `[0, 2^63)` with `to_int_unchecked`. Invariant: the check dominates the conversion.
 
 use std::collections::BTreeMap;
 
@@ -71,17 +76,20 @@ impl BucketIndex {
         BucketIndex { inv: f64::from(parts) / f64::from(width) }
     }
 
-    /// The key of distance `d` (finite, >= 0): `floor(d / width)` while that is below
+    /// The key of distance `d` (>= 0): `floor(d / width)` while that is below
     /// [`LINEAR_KEYS`], then increasing with `d` as the module docs say. Never decreases
-    /// as `d` grows.
+    /// as `d` grows. (A negative or NaN `d`, never a distance, gets some key >=
+    /// [`LINEAR_KEYS`].)
     #[inline]
     pub fn key(&self, d: f32) -> u64 {
         let x = f64::from(d) * self.inv;
-        if x < TWO_POW_63 {
-            // `-0.0 <= x < 2^63`: the cast truncates, which is the floor (`-0.0` gives 0),
-            // and the value fits `i64` (one conversion instruction, where a `u64` cast
-            // needs a range fix-up).
-            x as i64 as u64
+        if (0.0..TWO_POW_63).contains(&x) {
+            // SAFETY: the test above makes `x` not NaN, not infinite and
+            // `-0.0 <= x < 2^63`, so its truncation (the floor; 0 for -0.0) is in the
+            // range of `i64`, as `to_int_unchecked` requires. (One conversion instruction,
+            // where a checked cast adds a saturation fix-up to every key.)
+            let floor: i64 = unsafe { x.to_int_unchecked() };
+            floor as u64
         } else {
             huge_key(x)
         }
@@ -362,6 +370,10 @@ mod tests {
             last = k;
         }
         assert_eq!(BucketIndex::new(0.5).key(3.9), 7);
+        // Never distances, but no undefined behaviour either.
+        for d in [-1.0, -1e30, f32::NEG_INFINITY, f32::NAN] {
+            assert!(BucketIndex::new(1e-30).key(d) >= LINEAR_KEYS);
+        }
         assert_eq!(BucketIndex::new(1.0).key(100_000.0), 100_000);
         assert_eq!(BucketIndex::subdivided(0.5, 16).key(3.9), 124);
         assert_eq!(BucketIndex::subdivided(f32::from_bits(1), 16).key(f32::from_bits(3)), 48);
