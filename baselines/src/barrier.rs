@@ -121,29 +121,33 @@ mod tests {
 
     #[test]
     fn a_panicking_participant_releases_the_waiters() {
-        let barrier = SpinBarrier::new(3);
-        let started = std::time::Instant::now();
-        let outcomes: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..3)
-                .map(|t| {
-                    let barrier = &barrier;
-                    s.spawn(move || {
-                        let _guard = PoisonOnPanic(barrier);
-                        for round in 0..10 {
-                            if t == 1 && round == 4 {
-                                panic!("injected");
+        // On its own thread, so that a hang (waiters spinning forever) fails the test.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let barrier = SpinBarrier::new(3);
+            let outcomes: Vec<_> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..3)
+                    .map(|t| {
+                        let barrier = &barrier;
+                        s.spawn(move || {
+                            let _guard = PoisonOnPanic(barrier);
+                            for round in 0..10 {
+                                if t == 1 && round == 4 {
+                                    panic!("injected");
+                                }
+                                barrier.wait()?;
                             }
-                            barrier.wait()?;
-                        }
-                        Ok::<(), Poisoned>(())
+                            Ok::<(), Poisoned>(())
+                        })
                     })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join()).collect()
+                    .collect();
+                handles.into_iter().map(|h| h.join().ok()).collect()
+            });
+            done.send(outcomes).unwrap();
         });
-        assert!(outcomes[1].is_err(), "thread 1 panicked");
-        assert_eq!(outcomes[0].as_ref().ok(), Some(&Err(Poisoned)));
-        assert_eq!(outcomes[2].as_ref().ok(), Some(&Err(Poisoned)));
-        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        let outcomes = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the waiters hung after a participant panicked");
+        assert_eq!(outcomes, [Some(Err(Poisoned)), None, Some(Err(Poisoned))]);
     }
 }
