@@ -39,7 +39,7 @@ fn parse() -> Result<Grid, String> {
     let mut g = Grid {
         scale: 16,
         workers: vec![d.workers],
-        delta: vec![d.delta],
+        delta: vec![d.delta.unwrap_or(skein_algorithms::DEFAULT_DELTA)],
         chunk: vec![d.chunk],
         slot: vec![d.slot_bytes],
         roots: 4,
@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 for &slot_bytes in &g.slot {
                     let opts = EngineOptions {
                         workers,
-                        delta,
+                        delta: Some(delta),
                         chunk,
                         slot_bytes,
                         ..EngineOptions::default()

@@ -1,4 +1,6 @@
-//! SSSP and BFS on the delegation runtime.
+//! The engine: a runtime of workers, the graph view partitioned over them, the options,
+//! and the two kernels' entry points ([`Engine::sssp`], [`Engine::bfs`]; the kernels
+//! themselves are `crate::sssp` and `crate::bfs`).
 //!
 //! The graph's vertices are split over all workers ([`Partitioning`]); each worker is the
 //! trustee of one partition (its vertices' distances or levels, parents and work
@@ -22,32 +24,50 @@
 //!    (BFS drivers likewise return the size of their next frontier.)
 //!
 //! No round ever ends on a timeout. SSSP rounds follow delta-stepping buckets (a bucket
-//! is repeated while relaxations arriving from other partitions refill it); BFS rounds
-//! are levels. Distances and levels do not depend on the number of workers: see
-//! [`crate::state`] for why.
+//! is repeated while relaxations arriving from other partitions refill it, and empty
+//! buckets are skipped); BFS rounds are levels. Distances and levels do not depend on
+//! the number of workers.
 //!
 //! Communication volume per partition and search: for SSSP one scan (24 bytes) per
 //! relaxed vertex and other partition its arcs reach (the receiver relaxes those arcs
 //! against its own distances); for BFS at most one message per remote vertex.
+//!
+//! A panic anywhere in a search (a bug) ends it with [`EngineError::Runtime`] naming the
+//! panic: the runtime resumes a driver's panic in the main fiber and records a panic in a
+//! delegated closure, and the round's quiescence still comes, so nothing hangs.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use skein::{Runtime, Trust};
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
+use crate::graph::GraphView;
 use crate::output;
 use crate::partition::Partitioning;
-use crate::state::{BfsCounts, BfsPart, Shared, SsspPart};
+use crate::{bfs, sssp};
 
-/// Default bucket width for SSSP on Graph500 weights (uniform in `[0, 1)`).
+/// Default SSSP bucket width as a fraction of the graph's largest weight (see
+/// [`default_delta`]); for Graph500 weights (uniform in `[0, 1)`) it is the width itself.
 ///
 /// Chosen with `examples/sweep.rs` on SCALE 18 and 20 Kronecker graphs with 2 workers:
 /// from 0.001 to 0.004 the time is flat within noise (SCALE 20: 69.6, 74.6, 76.3 MTEPS
 /// at 0.001, 0.002, 0.004; 1.00x to 1.04x the relaxations of Dijkstra, 1478 to 442
 /// rounds); above, relaxations arriving late from other partitions redo work (1.46x the
-/// relaxations and 62 MTEPS at 0.008).
-pub const DEFAULT_DELTA: f32 = 0.002;
+/// relaxations and 62 MTEPS at 0.008). Below, rounds (each a quiescence detection) cost
+/// more than the finer order saves: at 0.0007, the rayon engine's constant, SCALE 18
+/// took 2.5 times the rounds of 0.002 and up to 3.7 times the time. Bins of a sixteenth
+/// of a bucket keep the order within a round close to Dijkstra's anyway.
+pub const DEFAULT_RELATIVE_DELTA: f32 = 0.002;
+
+/// The default bucket width for Graph500 weights: [`default_delta`]`(1.0)`.
+pub const DEFAULT_DELTA: f32 = DEFAULT_RELATIVE_DELTA;
+
+/// The default SSSP bucket width for a graph whose largest weight is `max_weight`: the
+/// rule every engine shares, [`skein_baselines::relative_delta`], with this engine's
+/// [`DEFAULT_RELATIVE_DELTA`]. Finite and > 0 for any `max_weight`.
+pub fn default_delta(max_weight: f32) -> f32 {
+    skein_baselines::relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
+}
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -58,8 +78,10 @@ pub struct EngineOptions {
     pub fibers: usize,
     /// Pin workers to cores.
     pub pin: bool,
-    /// SSSP bucket width.
-    pub delta: f32,
+    /// SSSP bucket width: finite and > 0 (subnormals are accepted). `None`:
+    /// [`default_delta`] of the graph's largest weight (0.002 times it; see
+    /// [`Engine::delta`]).
+    pub delta: Option<f32>,
     /// Vertices a driver processes before it yields to its worker loop (and flushes its
     /// batches). 64 measured about 5% faster than 16 and 256 for SSSP at SCALE 20 with 2
     /// workers (`examples/sweep.rs --chunk 16,64,256`), with a third fewer requests than 16;
@@ -83,7 +105,7 @@ impl Default for EngineOptions {
             workers: 2,
             fibers: 8,
             pin: false,
-            delta: DEFAULT_DELTA,
+            delta: None,
             chunk: 64,
             slot_bytes: 32 * 1024,
             alpha: 15,
@@ -141,11 +163,15 @@ pub struct SearchStats {
 #[derive(Debug)]
 pub struct Engine {
     rt: Runtime,
-    shared: Arc<Shared>,
+    view: Arc<GraphView>,
     opts: EngineOptions,
     /// The first arc whose weight SSSP cannot use (negative, NaN or infinite), found
     /// once per graph.
     bad_weight: Option<(usize, f32)>,
+    /// The largest weight (0 for a graph without arcs; meaningless with a bad weight).
+    max_weight: f32,
+    /// The SSSP bucket width: the option, or the default for `max_weight`.
+    delta: f32,
 }
 
 impl Engine {
@@ -158,8 +184,12 @@ impl Engine {
                 "workers, fibers and chunk must be at least 1".into(),
             ));
         }
-        if !(opts.delta > 0.0 && opts.delta.is_finite()) {
-            return Err(EngineError::Options(format!("delta must be > 0, got {}", opts.delta)));
+        if let Some(delta) = opts.delta {
+            if !(delta > 0.0 && delta.is_finite()) {
+                return Err(EngineError::Options(format!(
+                    "delta must be a finite number > 0, got {delta}"
+                )));
+            }
         }
         let rt = Runtime::builder()
             .workers(opts.workers)
@@ -167,26 +197,34 @@ impl Engine {
             .pin(opts.pin)
             .slot_size(opts.slot_bytes)
             .build()?;
-        let shared = Shared::new(graph, opts.workers).map_err(EngineError::Options)?;
-        let graph = &shared.graph;
+        let view = GraphView::new(graph, opts.workers).map_err(EngineError::Options)?;
+        let graph = &view.graph;
         let bad_weight = graph
             .weights()
             .iter()
             .position(|&w| !w.is_finite() || w < 0.0)
             .map(|arc| (arc, graph.weights()[arc]));
-        Ok(Engine { rt, shared: Arc::new(shared), opts, bad_weight })
+        let max_weight = graph.weights().iter().copied().fold(0.0, f32::max);
+        let delta = opts.delta.unwrap_or_else(|| default_delta(max_weight));
+        Ok(Engine { rt, view: Arc::new(view), opts, bad_weight, max_weight, delta })
+    }
+
+    /// The SSSP bucket width searches use: [`EngineOptions::delta`], or by default
+    /// [`default_delta`] of the graph's largest weight.
+    pub fn delta(&self) -> f32 {
+        self.delta
     }
 
     /// Copies the partitions' arcs for SSSP (8 bytes per arc, in parallel) unless done
     /// already, so that the first search's time does not include it.
     pub fn prepare_sssp(&self) {
-        self.shared.weighted();
+        self.view.weighted();
     }
 
     /// Copies the partitions' arcs for BFS (4 bytes per arc, in parallel) unless done
     /// already.
     pub fn prepare_bfs(&self) {
-        self.shared.bare();
+        self.view.bare();
     }
 
     /// The options the engine runs with.
@@ -196,11 +234,11 @@ impl Engine {
 
     /// The partitioning of the vertices over the workers.
     pub fn partitioning(&self) -> &Partitioning {
-        &self.shared.parts
+        &self.view.parts
     }
 
     fn check_root(&self, root: u64) -> Result<(), EngineError> {
-        let n = self.shared.graph.num_vertices();
+        let n = self.view.graph.num_vertices();
         if root >= n {
             return Err(EngineError::Root { root, num_vertices: n });
         }
@@ -213,52 +251,25 @@ impl Engine {
     /// # Complexity
     /// `O(m)` relaxations per bucket pass in the worst case; in practice close to the
     /// `m` of one Dijkstra plus re-relaxations inside a bucket. Memory per partition:
-    /// 8 bytes and one bit per owned vertex, plus its pending-vertex bins.
+    /// 8 bytes and one bit per owned vertex, plus its pending-vertex bins: one entry per
+    /// improvement not yet taken, and a window of at most 2^15 empty bins (never
+    /// `largest distance / delta` of them). Rounds: one per non-empty bucket (repeated
+    /// when remote relaxations refill it), however many empty buckets lie between.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         self.check_root(root)?;
         if let Some((arc, weight)) = self.bad_weight {
             return Err(EngineError::NegativeWeight { arc, weight });
         }
         self.prepare_sssp();
-        let shared = Arc::clone(&self.shared);
-        let (delta, chunk) = (self.opts.delta, self.opts.chunk);
-        let (dist, parent, mut stats) = self.rt.run(move || {
-            let np = skein::num_workers();
-            let sh = Arc::clone(&shared);
-            let parts = entrust_each(np, move |p| SsspPart::new(Arc::clone(&sh), p, delta));
-            let start = Instant::now();
-            let (rp, rl) = shared.parts.locate(root);
-            let root_tag = shared.tag(root);
-            parts[rp].apply(move |s| {
-                s.relax(rl, 0.0, root_tag);
-            });
-            let mut bucket = 0usize;
-            let mut rounds = 0u64;
-            loop {
-                rounds += 1;
-                let drivers: Vec<_> = (0..np)
-                    .map(|p| {
-                        let parts = Arc::clone(&parts);
-                        skein::spawn_on(p, move || sssp_driver(&parts, p, bucket, chunk))
-                    })
-                    .collect();
-                // Each driver returns its partition's next bucket, read after quiescence.
-                let next = drivers.into_iter().filter_map(|h| h.join()).min();
-                match next {
-                    Some(b) => bucket = b,
-                    None => break,
-                }
-            }
-            let seconds = start.elapsed().as_secs_f64();
-            let g = gather(&parts, &shared.parts, |s, dist, parents| {
-                dist.copy_from_slice(&s.dist);
-                s.write_parents(parents);
-                (s.requests(), s.relaxed_arcs)
-            });
-            let stats =
-                SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
-            (g.values, g.parents, stats)
-        })?;
+        let view = Arc::clone(&self.view);
+        let params = sssp::Params {
+            delta: self.delta,
+            max_weight: self.max_weight,
+            chunk: self.opts.chunk,
+            #[cfg(test)]
+            fault: None,
+        };
+        let (dist, parent, mut stats) = self.rt.run(move || sssp::search(view, root, params))?;
         stats.runtime = Some(self.rt.stats());
         Ok((SsspResult { root, dist, parent }, stats))
     }
@@ -271,61 +282,10 @@ impl Engine {
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
         self.check_root(root)?;
         self.prepare_bfs();
-        let shared = Arc::clone(&self.shared);
-        let (chunk, alpha, beta) = (self.opts.chunk, self.opts.alpha, self.opts.beta);
-        let (level, parent, mut stats) = self.rt.run(move || {
-            let np = skein::num_workers();
-            let sh = Arc::clone(&shared);
-            let parts = entrust_each(np, move |p| BfsPart::new(Arc::clone(&sh), p));
-            let start = Instant::now();
-            let (rp, rl) = shared.parts.locate(root);
-            let root_tag = shared.tag(root);
-            let mut counts = parts[rp].apply(move |s| {
-                s.visit(rl, 0, root_tag);
-                s.advance();
-                s.counts()
-            });
-            let n = shared.parts.num_vertices();
-            let (mut level, mut bottom_up) = (0u32, false);
-            loop {
-                // Direction heuristic of Beamer et al. (as in GAP): go bottom-up when the
-                // frontier's arcs outweigh the unexplored arcs, back when it is small.
-                if !bottom_up {
-                    bottom_up = alpha > 0 && counts.frontier_arcs > counts.unvisited_arcs / alpha;
-                } else if counts.frontier < n / beta.max(1) {
-                    bottom_up = false;
-                }
-                let drivers: Vec<_> = (0..np)
-                    .map(|p| {
-                        let parts = Arc::clone(&parts);
-                        skein::spawn_on(p, move || {
-                            if bottom_up {
-                                bfs_bottom_up_driver(&parts, p, level)
-                            } else {
-                                bfs_driver(&parts, p, level, chunk)
-                            }
-                        })
-                    })
-                    .collect();
-                // Each driver returns the counts of its partition's next frontier.
-                counts =
-                    drivers.into_iter().map(|h| h.join()).fold(BfsCounts::default(), |a, b| a + b);
-                level += 1;
-                if counts.frontier == 0 {
-                    break;
-                }
-            }
-            let seconds = start.elapsed().as_secs_f64();
-            let g = gather(&parts, &shared.parts, |s, level, parents| {
-                level.copy_from_slice(&s.level);
-                s.write_parents(parents);
-                (s.requests(), s.scanned_arcs)
-            });
-            let rounds = u64::from(level);
-            let stats =
-                SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
-            (g.values, g.parents, stats)
-        })?;
+        let view = Arc::clone(&self.view);
+        let params =
+            bfs::Params { chunk: self.opts.chunk, alpha: self.opts.alpha, beta: self.opts.beta };
+        let (level, parent, mut stats) = self.rt.run(move || bfs::search(view, root, params))?;
         stats.runtime = Some(self.rt.stats());
         debug_assert!(level
             .iter()
@@ -337,7 +297,7 @@ impl Engine {
 
 /// Every partition's values and parents as vectors indexed by global id, written by
 /// all trustees at once (see [`output::fill`]).
-fn gather<P: Send + 'static, V: Copy + Default + Send + 'static>(
+pub(crate) fn gather<P: Send + 'static, V: Copy + Default + Send + 'static>(
     parts: &Arc<Vec<Trust<P>>>,
     partitioning: &Partitioning,
     write: output::Writer<P, V>,
@@ -353,7 +313,7 @@ fn gather<P: Send + 'static, V: Copy + Default + Send + 'static>(
 
 /// Makes partition `p`'s state on its own worker and entrusts it there, all
 /// partitions at once (each allocates and touches its own arrays).
-fn entrust_each<P: Send + 'static>(
+pub(crate) fn entrust_each<P: Send + 'static>(
     np: usize,
     make: impl Fn(usize) -> P + Clone + Send + 'static,
 ) -> Arc<Vec<Trust<P>>> {
@@ -364,73 +324,4 @@ fn entrust_each<P: Send + 'static>(
         })
         .collect();
     Arc::new(makers.into_iter().map(|h| h.join()).collect())
-}
-
-/// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices;
-/// then waits until every relaxation of the round has been applied everywhere and
-/// returns the partition's next bucket.
-fn sssp_driver(
-    parts: &Arc<Vec<Trust<SsspPart>>>,
-    p: usize,
-    bucket: usize,
-    chunk: usize,
-) -> Option<usize> {
-    loop {
-        let all = Arc::clone(parts);
-        let processed = parts[p].apply(move |s| {
-            s.process_bucket(bucket, chunk, &mut |owner, batch| {
-                all[owner].apply_then(move |t| t.scan_batch(&batch), |_| ());
-            })
-        });
-        if processed == 0 {
-            break;
-        }
-        skein::yield_now();
-    }
-    skein::wait_quiescent();
-    parts[p].apply(|s| s.next_bucket())
-}
-
-/// A top-down level: expands partition `p`'s frontier at `level`, yielding every
-/// `chunk` vertices; then waits until every visit of the round has been applied
-/// everywhere, makes the vertices visited this round the next frontier and returns its
-/// counts.
-fn bfs_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32, chunk: usize) -> BfsCounts {
-    loop {
-        let all = Arc::clone(parts);
-        let more = parts[p].apply(move |s| {
-            s.expand(level, chunk, &mut |owner, batch| {
-                all[owner].apply_then(move |t| t.visit_batch(&batch, level + 1), |_| ());
-            })
-        });
-        if !more {
-            break;
-        }
-        skein::yield_now();
-    }
-    skein::wait_quiescent();
-    parts[p].apply(|s| {
-        s.advance();
-        s.counts()
-    })
-}
-
-/// A bottom-up level: sends partition `p`'s frontier bitmap to every partition (as
-/// data, through the codec), waits until every partition holds the whole frontier,
-/// then lets `p`'s unvisited vertices find their parents locally. Returns the counts of
-/// the next frontier.
-fn bfs_bottom_up_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32) -> BfsCounts {
-    let (part, bits) = parts[p].apply(|s| s.frontier_bits());
-    for q in parts.iter() {
-        q.apply_with(
-            |s, (part, bits): (usize, Vec<u64>)| s.merge_frontier(part, &bits),
-            (part, bits.clone()),
-        );
-    }
-    skein::wait_quiescent();
-    parts[p].apply(move |s| {
-        s.bottom_up(level);
-        s.advance();
-        s.counts()
-    })
 }

@@ -4,12 +4,24 @@
 //! - [`Engine`]: SSSP (bucketed delta-stepping, asynchronous within a bucket) and BFS
 //!   (level-synchronous) where every partition is a property entrusted to one worker,
 //!   and remote updates are delegated with `apply_then`.
+//!
+//! Modules, one concern each: `engine` (the runtime, options, errors, entry points),
+//! `sssp` and `bfs` (each kernel's partition state and round loop), `graph` (the graph
+//! view every partition reads), `adjacency` (each partition's arc copy), `outbox` (the
+//! batching of updates between partitions), `output` (gathering results), [`partition`]
+//! (the vertex-to-owner mapping).
 
 mod adjacency;
+mod bfs;
 pub mod engine;
+mod graph;
+mod outbox;
 mod output;
 pub mod partition;
-mod state;
+mod sssp;
 
-pub use engine::{Engine, EngineError, EngineOptions, SearchStats, DEFAULT_DELTA};
+pub use engine::{
+    default_delta, Engine, EngineError, EngineOptions, SearchStats, DEFAULT_DELTA,
+    DEFAULT_RELATIVE_DELTA,
+};
 pub use partition::Partitioning;

@@ -1,7 +1,7 @@
 //! Vertex partitioning: which trustee owns a vertex, and at which local index.
 //!
-//! Vertices are split into contiguous blocks of global ids, one block per trustee
-//! (DESIGN §4). Graph500 ids are already scrambled by the generator, so contiguous
+//! Vertices are split into contiguous blocks of global ids, one block per trustee (see
+//! `crate::engine` for how trustees use them, and `docs/ARCHITECTURE.md`). Graph500 ids are already scrambled by the generator, so contiguous
 //! blocks are balanced in edges as well as in vertices.
 //!
 //! The owner function is one multiply: `owner(v) = (v * m) >> 64` with

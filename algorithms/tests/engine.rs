@@ -76,7 +76,8 @@ fn every_graph500_root_validates_with_several_deltas() {
     let p = KroneckerParams::new(9, 16, 2, 3).unwrap();
     let roots = kronecker::search_roots(&p, &g, 8);
     for delta in [0.01, 0.3, 10.0] {
-        let opts = EngineOptions { workers: 3, delta, chunk: 5, ..EngineOptions::default() };
+        let opts =
+            EngineOptions { workers: 3, delta: Some(delta), chunk: 5, ..EngineOptions::default() };
         let e = Engine::new(Arc::clone(&g), opts).unwrap();
         let first = e.sssp(roots[0]).unwrap().0;
         for &root in &roots {
@@ -97,7 +98,7 @@ fn bad_roots_and_options_are_errors() {
     assert!(e.bfs(u64::MAX).is_err());
     let bad = EngineOptions { workers: 0, ..EngineOptions::default() };
     assert!(Engine::new(Arc::clone(&g), bad).is_err());
-    let bad = EngineOptions { delta: 0.0, ..EngineOptions::default() };
+    let bad = EngineOptions { delta: Some(0.0), ..EngineOptions::default() };
     assert!(Engine::new(g, bad).is_err());
 }
 
@@ -137,6 +138,137 @@ fn bfs_directions_all_give_the_reference_levels() {
                 // Bottom-up levels send no visits at all.
                 assert_eq!(stats.messages, 0, "{workers} workers");
             }
+        }
+    }
+}
+
+/// Dijkstra's distances (the sequential baseline) as bits.
+fn dijkstra_bits(g: &Csr, root: u64) -> Vec<u32> {
+    let opts = skein_baselines::Options::with_threads(1);
+    let r = skein_baselines::sssp(skein_baselines::Engine::Seq, g, root, &opts).unwrap();
+    r.dist.iter().map(|d| d.to_bits()).collect()
+}
+
+fn sssp_bits(g: &Arc<Csr>, workers: usize, delta: Option<f32>, root: u64) -> Vec<u32> {
+    let opts = EngineOptions { workers, delta, ..EngineOptions::default() };
+    let (r, _) = Engine::new(Arc::clone(g), opts).unwrap().sssp(root).unwrap();
+    r.dist.iter().map(|d| d.to_bits()).collect()
+}
+
+#[test]
+fn tiny_and_subnormal_deltas_give_dijkstras_distances() {
+    // Each of these once overflowed the bucket index (a panic, or gigabytes of bins).
+    let g = graph(10);
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let root = kronecker::search_roots(&p, &g, 1)[0];
+    let want = dijkstra_bits(&g, root);
+    for delta in [1e-30, 1e-9, f32::MIN_POSITIVE, f32::from_bits(1)] {
+        for workers in [1, 2, 3] {
+            let got = sssp_bits(&g, workers, Some(delta), root);
+            assert!(got == want, "delta {delta:e}, {workers} workers");
+        }
+    }
+}
+
+/// A path `0 - 1 - ... - n-1` whose edges all weigh `w`.
+fn path(n: u64, w: f32) -> Arc<Csr> {
+    let el = skein_generators::EdgeList {
+        num_vertices: n,
+        src: (0..n - 1).collect(),
+        dst: (1..n).collect(),
+        weights: Some(vec![w; n as usize - 1]),
+    };
+    Arc::new(Csr::from_edge_list(&el))
+}
+
+#[test]
+fn integer_weighted_paths_match_dijkstra() {
+    // The 11-vertex chain weighing 100000 per edge once made this engine allocate 19 GB
+    // of bins (its default delta was an absolute 0.002); long paths aborted it.
+    for (n, w) in [(11, 100_000.0), (100_000, 1.0), (100_000, 100_000.0)] {
+        let g = path(n, w);
+        let want = dijkstra_bits(&g, n / 3);
+        // An absolute 0.002 (the old default) as well on the short chain.
+        let deltas = if n < 1000 { vec![None, Some(0.002)] } else { vec![None] };
+        for delta in deltas {
+            let got = sssp_bits(&g, 2, delta, n / 3);
+            assert!(got == want, "path of {n} weighing {w}, delta {delta:?}");
+        }
+    }
+}
+
+#[test]
+fn default_delta_follows_the_largest_weight() {
+    let g = path(5, 100_000.0);
+    let e = Engine::new(Arc::clone(&g), EngineOptions::default()).unwrap();
+    assert_eq!(e.delta(), skein_algorithms::default_delta(100_000.0));
+    assert!((e.delta() - 200.0).abs() < 1e-3, "{}", e.delta());
+    let e = Engine::new(g, EngineOptions { delta: Some(0.5), ..EngineOptions::default() });
+    assert_eq!(e.unwrap().delta(), 0.5);
+    let kron = graph(8);
+    let e = Engine::new(kron, EngineOptions::default()).unwrap();
+    // Graph500 weights: the largest is just below 1, so the tuned 0.002 up to rounding.
+    assert!((e.delta() - 0.002).abs() < 1e-6, "{}", e.delta());
+}
+
+#[test]
+fn huge_weights_match_dijkstra() {
+    // Sums overflow to +inf: those vertices stay unreached, as in Dijkstra.
+    let big = f32::MAX * 0.75;
+    let edges = [(0, 1, big), (1, 2, big), (2, 3, 1.0), (0, 4, 1e30), (4, 5, 3e38), (1, 5, 0.0)];
+    let el = skein_generators::EdgeList {
+        num_vertices: 6,
+        src: edges.iter().map(|e| e.0).collect(),
+        dst: edges.iter().map(|e| e.1).collect(),
+        weights: Some(edges.iter().map(|e| e.2).collect()),
+    };
+    let g = Arc::new(Csr::from_edge_list(&el));
+    for root in 0..6 {
+        let want = dijkstra_bits(&g, root);
+        for workers in [1, 2, 3] {
+            for delta in [None, Some(1e-30), Some(f32::MAX)] {
+                let got = sssp_bits(&g, workers, delta, root);
+                assert!(got == want, "root {root}, {workers} workers, delta {delta:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn grids_with_integer_weights_match_dijkstra() {
+    // A 40 x 40 grid, weights 1..=1000 (a small xorshift): high diameter, many
+    // distinct distances, every round's bucket far from the previous one.
+    let side = 40u64;
+    let mut x = 88172645463325252u64;
+    let mut weight = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (1 + x % 1000) as f32
+    };
+    let (mut src, mut dst, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..side {
+        for c in 0..side {
+            let v = r * side + c;
+            if c + 1 < side {
+                src.push(v);
+                dst.push(v + 1);
+                w.push(weight());
+            }
+            if r + 1 < side {
+                src.push(v);
+                dst.push(v + side);
+                w.push(weight());
+            }
+        }
+    }
+    let el = skein_generators::EdgeList { num_vertices: side * side, src, dst, weights: Some(w) };
+    let g = Arc::new(Csr::from_edge_list(&el));
+    let want = dijkstra_bits(&g, 0);
+    for workers in [1, 2, 3] {
+        for delta in [None, Some(1.0), Some(1e-3)] {
+            let got = sssp_bits(&g, workers, delta, 0);
+            assert!(got == want, "{workers} workers, delta {delta:?}");
         }
     }
 }

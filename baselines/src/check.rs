@@ -46,20 +46,13 @@ pub(crate) fn weights(csr: &Csr) -> Result<f32> {
 
 pub(crate) fn options(options: &Options) -> Result<()> {
     if let Some(delta) = options.delta {
-        if !(delta.is_finite() && delta > 0.0 && (1.0 / delta).is_finite()) {
+        if !(delta.is_finite() && delta > 0.0) {
             return Err(BaselineError::BadOption {
                 name: "delta",
                 value: delta.to_string(),
-                expected: "a finite number > 0 with a finite inverse",
+                expected: "a finite number > 0",
             });
         }
-    }
-    if options.alpha == 0 {
-        return Err(BaselineError::BadOption {
-            name: "alpha",
-            value: "0".into(),
-            expected: "an integer > 0",
-        });
     }
     if options.beta == 0 {
         return Err(BaselineError::BadOption {

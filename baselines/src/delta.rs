@@ -13,29 +13,40 @@
 //!   offer of the final distance is never worse than `dist[v]`, so in the end `offer[v]`
 //!   holds the final distance and the smallest *tight* neighbour, whatever the thread
 //!   count or timing. Parents come for free, deterministic (see [`crate::parents`]).
-//! - Each thread owns `bins`: bin `i` lists vertices whose distance fell in
-//!   `[iΔ, (i+1)Δ)` when the thread lowered it. Entries are never removed when a distance
-//!   drops further (*lazy deletion*): a stale entry is recognised and skipped when its bin
-//!   is processed, because the vertex's current distance belongs to an earlier bin.
-//! - `outboxes[round % 2][t]`: thread `t`'s offer for a round, one of its bins moved there
-//!   without copying and tagged with the bin's index; the round's frontier is the
+//! - Each thread owns `bins`, a [`BucketQueue`]: vertices filed under the bucket key
+//!   ([`BucketIndex::key`], `floor(d / Δ)` for all but absurdly small Δ) of the distance
+//!   the thread lowered them to. Its storage is bounded by the entries, not by the
+//!   number of buckets, and its next non-empty bucket is found by a bitmap scan (see
+//!   [`crate::buckets`]). Entries are never removed when a distance drops further (*lazy
+//!   deletion*): a stale entry is recognised and skipped when its bucket is processed,
+//!   because the vertex's current distance belongs to an earlier bucket.
+//! - `outboxes[round % 2][t]`: thread `t`'s offer for a round, one of its buckets moved
+//!   there without copying and tagged with the bucket's key; the round's frontier is the
 //!   concatenation of the offers tagged with the round's bucket.
 //!
 //! # One round (all threads inside one `broadcast`, one [`SpinBarrier`] per round)
 //!
-//! 0. The round's bucket `b` is the smallest bin index offered in the previous round. A
-//!    thread whose offer was a later bin takes it back into its bins.
+//! 0. The round's bucket `b` is the smallest key offered in the previous round: rounds
+//!    jump over empty buckets, however many. A thread whose offer was a later bucket
+//!    takes it back into its queue.
 //! 1. Every thread takes chunks of the frontier (the concatenation of the outboxes offered
 //!    for `b`) from a shared cursor and relaxes the arcs of each vertex still in bucket `b`.
-//! 2. *Bucket fusion*: while its own bin `b` is non-empty and small
+//! 2. *Bucket fusion*: while its own bucket `b` is non-empty and small
 //!    (< [`FUSION_THRESHOLD`]), a thread keeps processing it without a barrier. This
 //!    removes most of the rounds of a Kronecker graph's long, thin tail.
-//! 3. Each thread moves its first non-empty bin into its outbox for the next round (outboxes
-//!    alternate by round parity), tags it with the bin's index and takes the atomic minimum
-//!    of the tags; barrier. Offering before the minimum is known saves GAP's second barrier.
+//! 3. Each thread moves its first non-empty bucket into its outbox for the next round
+//!    (outboxes alternate by round parity), tags it with the bucket's key and takes the
+//!    atomic minimum of the tags; barrier. Offering before the minimum is known saves
+//!    GAP's second barrier.
 //!
-//! The search ends when no thread has a non-empty bin. Distances are exact binary32
+//! The search ends when no thread has a non-empty bucket. Distances are exact binary32
 //! (see the crate docs).
+//!
+//! # Panics
+//!
+//! A thread that panics poisons the barrier while it unwinds ([`PoisonOnPanic`]), so the
+//! others leave their loop instead of waiting for it forever; `broadcast` then hands the
+//! panic to the caller, and [`crate::Solver`] turns it into an error.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
@@ -43,18 +54,19 @@ use std::sync::RwLock;
 use rayon::ThreadPool;
 use skein_generators::{Csr, SsspResult};
 
-use crate::barrier::SpinBarrier;
+use crate::barrier::{PoisonOnPanic, Poisoned, SpinBarrier};
+use crate::buckets::{BucketIndex, BucketQueue};
 use crate::compact::WeightedArc;
 
-/// A thread keeps processing its own current bin without a barrier while it holds fewer
-/// entries than this (GAP's `kBinSizeThreshold`).
+/// A thread keeps processing its own current bucket without a barrier while it holds
+/// fewer entries than this (GAP's `kBinSizeThreshold`).
 const FUSION_THRESHOLD: usize = 1000;
 
 /// Frontier vertices taken from the shared cursor at a time.
 const CHUNK: usize = 64;
 
-/// "No bin": the search is over.
-const NO_BIN: usize = usize::MAX;
+/// "No bucket": the search is over (bucket keys stay below `2^63 + 2^62`).
+const NO_BIN: u64 = u64::MAX;
 
 /// A distance and the vertex that offered it, ordered by distance then vertex.
 #[inline]
@@ -72,29 +84,28 @@ struct Shared<'a> {
     arcs: &'a [WeightedArc],
     dist: Vec<AtomicU32>,
     offer: Vec<AtomicU64>,
-    inv_delta: f32,
-    /// `outboxes[i & 1][t]`: thread `t`'s offer for round `i`, a bin of index
+    index: BucketIndex,
+    /// Keys one relaxation can move a distance by, at most: the window of the queues.
+    reach: u64,
+    /// `outboxes[i & 1][t]`: thread `t`'s offer for round `i`, the bucket of key
     /// `tags[i & 1][t]` (`NO_BIN`: nothing).
     outboxes: [Vec<RwLock<Vec<u32>>>; 2],
-    tags: [Vec<AtomicUsize>; 2],
+    tags: [Vec<AtomicU64>; 2],
     /// `bucket[i % 3]` is round `i`'s bucket; `bucket[(i + 1) % 3]` collects the next one
     /// (an atomic minimum of the offers); `bucket[(i + 2) % 3]` is reset for round `i + 2`.
-    bucket: [AtomicUsize; 3],
+    bucket: [AtomicU64; 3],
     /// `cursor[i % 3]` hands out round `i`'s frontier.
     cursor: [AtomicUsize; 3],
     barrier: SpinBarrier,
+    /// Test-only fault injection: thread `.0` panics at the start of round `.1`.
+    #[cfg(test)]
+    panic_at: Option<(usize, usize)>,
 }
 
 impl Shared<'_> {
-    #[inline]
-    fn bin_of(&self, d: f32) -> usize {
-        // Monotone in `d` (a product and a truncation), so bins order like distances.
-        (d * self.inv_delta) as usize
-    }
-
     /// Relaxes every arc of `u`, whose distance is `du`.
     #[inline]
-    fn relax(&self, u: u32, du: f32, bins: &mut Vec<Vec<u32>>) {
+    fn relax(&self, u: u32, du: f32, bins: &mut BucketQueue) {
         let (a, b) = (self.offsets[u as usize] as usize, self.offsets[u as usize + 1] as usize);
         for &WeightedArc { target: v, weight: w } in &self.arcs[a..b] {
             let nd = du + w;
@@ -107,26 +118,25 @@ impl Shared<'_> {
             // Not worse: record the offer (a tie may still bring a smaller parent id).
             self.offer[v as usize].fetch_min(pack(nd, u), Ordering::Relaxed);
             if bits < current && bits < slot.fetch_min(bits, Ordering::Relaxed) {
-                let bin = self.bin_of(nd);
-                if bin >= bins.len() {
-                    bins.resize_with(bin + 1, Vec::new);
-                }
-                bins[bin].push(v);
+                bins.push(self.index.key(nd), v);
             }
         }
     }
 
     /// Relaxes `u` if it still belongs to bucket `bucket` (skips stale entries).
     #[inline]
-    fn process(&self, u: u32, bucket: usize, bins: &mut Vec<Vec<u32>>) {
+    fn process(&self, u: u32, bucket: u64, bins: &mut BucketQueue) {
         let du = f32::from_bits(self.dist[u as usize].load(Ordering::Relaxed));
-        if self.bin_of(du) >= bucket {
+        if self.index.key(du) >= bucket {
             self.relax(u, du, bins);
         }
     }
 
-    fn thread_main(&self, me: usize) {
-        let mut bins: Vec<Vec<u32>> = Vec::new();
+    fn thread_main(&self, me: usize) -> Result<(), Poisoned> {
+        let _poison = PoisonOnPanic(&self.barrier);
+        let mut bins = BucketQueue::new(self.reach);
+        // An empty vector whose allocation is reused for the fused buckets.
+        let mut spare: Vec<u32> = Vec::new();
         let mut round = 0usize;
         loop {
             let (p, r3) = (round & 1, round % 3);
@@ -134,15 +144,17 @@ impl Shared<'_> {
             if bucket == NO_BIN {
                 break;
             }
-            // An outbox holding a later bin than the round's bucket goes back to its bin.
+            #[cfg(test)]
+            if self.panic_at == Some((me, round)) {
+                panic!("injected panic in thread {me} at round {round}");
+            }
+            // Every entry of this thread, queued or offered, is in this bucket or later.
+            bins.advance(bucket);
+            // An outbox holding a later bucket than the round's goes back to the queue.
             let tag = self.tags[p][me].load(Ordering::Relaxed);
             if tag != bucket && tag != NO_BIN {
                 let mut outbox = self.outboxes[p][me].write().expect("outbox lock");
-                if bins[tag].is_empty() {
-                    std::mem::swap(&mut bins[tag], &mut *outbox);
-                } else {
-                    bins[tag].append(&mut outbox);
-                }
+                bins.put(tag, &mut outbox);
                 self.tags[p][me].store(NO_BIN, Ordering::Relaxed);
             }
             // Phase 1: the shared frontier, the outboxes tagged with this round's bucket.
@@ -177,29 +189,26 @@ impl Shared<'_> {
                 }
             }
             // Phase 2: bucket fusion.
-            while bucket < bins.len()
-                && !bins[bucket].is_empty()
-                && bins[bucket].len() < FUSION_THRESHOLD
-            {
-                let current = std::mem::take(&mut bins[bucket]);
-                for &u in &current {
+            loop {
+                let len = bins.len_of(bucket);
+                if len == 0 || len >= FUSION_THRESHOLD {
+                    break;
+                }
+                bins.swap_out(bucket, &mut spare);
+                for &u in &spare {
                     self.process(u, bucket, &mut bins);
                 }
-                // Keep the larger allocation for reuse.
-                if bins[bucket].is_empty() && current.capacity() > bins[bucket].capacity() {
-                    bins[bucket] = current;
-                    bins[bucket].clear();
-                }
+                spare.clear();
             }
-            // Phase 3: offer this thread's first non-empty bin for the next round. Nobody
-            // reads the other parity's outboxes until the barrier.
+            // Phase 3: offer this thread's first non-empty bucket for the next round.
+            // Nobody reads the other parity's outboxes until the barrier.
             {
                 let q = 1 - p;
                 let mut outbox = self.outboxes[q][me].write().expect("outbox lock");
                 outbox.clear();
-                match (bucket..bins.len()).find(|&i| !bins[i].is_empty()) {
+                match bins.first() {
                     Some(i) => {
-                        std::mem::swap(&mut bins[i], &mut *outbox);
+                        bins.swap_out(i, &mut outbox);
                         self.tags[q][me].store(i, Ordering::Relaxed);
                         self.bucket[(round + 1) % 3].fetch_min(i, Ordering::Relaxed);
                     }
@@ -213,29 +222,48 @@ impl Shared<'_> {
                 self.cursor[(round + 2) % 3].store(0, Ordering::Relaxed);
             }
             round += 1;
-            self.barrier.wait();
+            self.barrier.wait()?;
         }
+        Ok(())
     }
 }
 
-/// Delta-stepping from `root` with bucket width `delta` on `pool`'s threads; `arcs` are
-/// `csr`'s arcs in the compact layout.
+/// Delta-stepping from `root` with bucket width `delta` (finite, > 0) on `pool`'s
+/// threads; `arcs` are `csr`'s arcs in the compact layout, none heavier than
+/// `max_weight`.
+///
+/// # Panics
+/// If a thread panics (a bug): the panic reaches the caller once every thread has left.
 pub(crate) fn delta_stepping(
     pool: &ThreadPool,
     csr: &Csr,
     arcs: &[WeightedArc],
     root: u32,
     delta: f32,
+    max_weight: f32,
+) -> SsspResult {
+    run(pool, csr, arcs, root, delta, max_weight, None)
+}
+
+fn run(
+    pool: &ThreadPool,
+    csr: &Csr,
+    arcs: &[WeightedArc],
+    root: u32,
+    delta: f32,
+    max_weight: f32,
+    #[cfg_attr(not(test), allow(unused_variables))] panic_at: Option<(usize, usize)>,
 ) -> SsspResult {
     let threads = pool.current_num_threads();
     let n = csr.num_vertices() as usize;
     let unreached = pack(f32::INFINITY, u32::MAX);
     let outbox = || (0..threads).map(|_| RwLock::new(Vec::new())).collect::<Vec<_>>();
-    let tag = || (0..threads).map(|_| AtomicUsize::new(NO_BIN)).collect::<Vec<_>>();
+    let tag = || (0..threads).map(|_| AtomicU64::new(NO_BIN)).collect::<Vec<_>>();
     let mut outboxes = [outbox(), outbox()];
     outboxes[0][0].get_mut().expect("fresh lock").push(root);
     let tags = [tag(), tag()];
     tags[0][0].store(0, Ordering::Relaxed);
+    let index = BucketIndex::new(delta);
     let shared = Shared {
         offsets: csr.offsets(),
         arcs,
@@ -247,16 +275,21 @@ pub(crate) fn delta_stepping(
             use rayon::prelude::*;
             (0..n).into_par_iter().map(|_| AtomicU64::new(unreached)).collect()
         }),
-        inv_delta: 1.0 / delta,
+        index,
+        reach: index.reach(max_weight),
         outboxes,
         tags,
-        bucket: [AtomicUsize::new(0), AtomicUsize::new(NO_BIN), AtomicUsize::new(NO_BIN)],
+        bucket: [AtomicU64::new(0), AtomicU64::new(NO_BIN), AtomicU64::new(NO_BIN)],
         cursor: [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)],
         barrier: SpinBarrier::new(threads),
+        #[cfg(test)]
+        panic_at,
     };
     shared.dist[root as usize].store(0.0f32.to_bits(), Ordering::Relaxed);
     shared.offer[root as usize].store(pack(0.0, root), Ordering::Relaxed);
-    pool.broadcast(|ctx| shared.thread_main(ctx.index()));
+    let outcomes = pool.broadcast(|ctx| shared.thread_main(ctx.index()));
+    // Only a panicking thread poisons the barrier, and its panic has been resumed above.
+    assert!(outcomes.iter().all(Result::is_ok), "delta-stepping barrier poisoned");
     let (dist, offered): (Vec<f32>, Vec<u32>) = pool.install(|| {
         use rayon::prelude::*;
         shared
@@ -268,4 +301,54 @@ pub(crate) fn delta_stepping(
     });
     let parent = crate::parents::sssp_parents_from_offers(pool, csr, root, &dist, &offered);
     SsspResult { root: u64::from(root), dist, parent }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A 200-vertex path with weights 1, as CSR and compact arcs.
+    fn path() -> (Csr, Vec<WeightedArc>) {
+        let list = skein_generators::EdgeList {
+            num_vertices: 200,
+            src: (0..199).collect(),
+            dst: (1..200).collect(),
+            weights: Some(vec![1.0; 199]),
+        };
+        let csr = Csr::from_edge_list(&list);
+        let arcs = crate::compact::weighted_arcs(&csr);
+        (csr, arcs)
+    }
+
+    #[test]
+    fn a_panicking_thread_ends_the_search_without_hanging() {
+        let (done, finished) = std::sync::mpsc::channel();
+        // The search runs on another thread, so that a hang fails the test (below)
+        // instead of blocking it.
+        std::thread::spawn(move || {
+            let (csr, arcs) = path();
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+            for (thread, round) in [(0, 0), (1, 5), (2, 150)] {
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run(&pool, &csr, &arcs, 0, 0.5, 1.0, Some((thread, round)))
+                }));
+                let payload = outcome.expect_err("the injected panic reaches the caller");
+                let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+                assert!(message.contains("injected panic"), "{message}");
+            }
+            // The pool still works afterwards.
+            let r = run(&pool, &csr, &arcs, 0, 0.5, 1.0, None);
+            assert_eq!(r.dist[199], 199.0);
+            done.send(()).unwrap();
+        });
+        let started = Instant::now();
+        match finished.recv_timeout(Duration::from_secs(60)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("the search hung after a thread panicked")
+            }
+            Err(e) => panic!("the test thread failed ({e}) after {:?}", started.elapsed()),
+        }
+    }
 }

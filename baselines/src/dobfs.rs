@@ -11,8 +11,8 @@
 //!   unvisited vertex scans its neighbours and stops at the first one in the frontier
 //!   bitmap. A thread owns whole words of the next bitmap, so it stores them without atomics.
 //! - Switching (alpha, beta as in GAP): go bottom-up when the frontier's arcs exceed the
-//!   unexplored arcs / alpha; go back top-down when the frontier stops growing and holds
-//!   fewer than `vertices / beta` vertices.
+//!   unexplored arcs / alpha (never when alpha is 0); go back top-down when the frontier
+//!   stops growing and holds fewer than `vertices / beta` vertices.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -206,7 +206,7 @@ pub(crate) fn direction_optimizing(
     let mut scout = csr.degree(u64::from(root));
     let mut depth = 0u32;
     while start < end {
-        if scout > edges_to_check / options.alpha {
+        if options.alpha > 0 && scout > edges_to_check / options.alpha {
             s.queue_to_bitmap(pool, start, end, &front);
             let mut awake = end - start;
             start = end;

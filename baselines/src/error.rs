@@ -57,6 +57,15 @@ pub enum BaselineError {
     /// An engine name that is not `seq` or `rayon`.
     #[error("unknown engine `{0}` (expected `seq` or `rayon`)")]
     UnknownEngine(String),
+    /// A thread of the engine panicked during a search (a bug): the search was abandoned
+    /// once every thread had stopped.
+    #[error("the {engine} engine panicked during the search: {message}")]
+    Panicked {
+        /// The engine's name.
+        engine: &'static str,
+        /// The panic's message.
+        message: String,
+    },
     /// The rayon thread pool could not start.
     #[error("could not start the rayon thread pool: {0}")]
     ThreadPool(String),

@@ -33,6 +33,7 @@
 
 mod barrier;
 mod bitmap;
+pub mod buckets;
 mod check;
 mod compact;
 mod delta;
@@ -63,8 +64,38 @@ use skein_generators::{BfsResult, Csr, SsspResult, VertexId};
 /// Δ = 1–2 for integer weights 1–255 is 0.004–0.008 of the largest weight; binary32
 /// weights in `[0, 1)` have no integer granularity, and narrower buckets measured faster.
 /// Scaling by the largest weight keeps the number of buckets (largest distance / delta)
-/// the same for a graph whose weights are the Kronecker ones times a constant.
+/// the same for a graph whose weights are the Kronecker ones times a constant, and keeps
+/// every key a relaxation produces within `1 / 0.0007 + 1` buckets of the current one, the
+/// window the bucket queues are sized for (see [`buckets`]). See [`default_delta`].
 pub const DEFAULT_RELATIVE_DELTA: f32 = 0.0007;
+
+/// The default delta-stepping bucket width of the rayon engine for a graph whose largest
+/// weight is `max_weight`: [`relative_delta`]`(`[`DEFAULT_RELATIVE_DELTA`]`, max_weight)`,
+/// so 0.0007 for Graph500 weights (uniform in `[0, 1)`) and for an unweighted graph
+/// (weights 1), and 70 for integer weights up to 100000. The delegation engine of
+/// `skein-algorithms` applies the same rule with its own constant
+/// (`skein_algorithms::default_delta`).
+pub fn default_delta(max_weight: f32) -> f32 {
+    relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
+}
+
+/// The default-delta rule every engine shares: the bucket width is `relative` times the
+/// graph's largest weight, so that the number of buckets and the span of keys one
+/// relaxation can reach (`1 / relative + 1` buckets, what the bucket queues' windows are
+/// sized for: see [`buckets`]) do not depend on the scale of the weights. Integer weights
+/// (road networks) and Graph500 weights in `[0, 1)` get the same number of buckets per
+/// largest weight.
+///
+/// Always finite and > 0 for a finite `relative > 0`: the smallest positive binary32
+/// value when the product underflows, and `relative` itself when `max_weight` is 0 (all
+/// weights zero), negative, infinite or NaN (no meaningful scale).
+pub fn relative_delta(relative: f32, max_weight: f32) -> f32 {
+    if max_weight > 0.0 && max_weight.is_finite() {
+        (relative * max_weight).clamp(f32::from_bits(1), f32::MAX)
+    } else {
+        relative
+    }
+}
 
 /// Default direction-optimizing BFS switching parameter alpha (top-down to bottom-up when
 /// the frontier's arcs exceed the unexplored arcs divided by alpha), as in GAP.
@@ -120,10 +151,10 @@ pub struct Options {
     /// Threads of the rayon engine (0: rayon's default, the number of CPUs). Ignored by
     /// [`Engine::Seq`].
     pub threads: usize,
-    /// Delta-stepping bucket width (`None`: [`DEFAULT_RELATIVE_DELTA`] times the largest
-    /// weight). Must be finite and > 0, and so must its inverse.
+    /// Delta-stepping bucket width (`None`: [`default_delta`] of the largest weight). Must
+    /// be finite and > 0 (subnormals are accepted).
     pub delta: Option<f32>,
-    /// Direction-optimizing BFS alpha ([`DEFAULT_ALPHA`]). Must be > 0.
+    /// Direction-optimizing BFS alpha ([`DEFAULT_ALPHA`]); 0: never bottom-up.
     pub alpha: u64,
     /// Direction-optimizing BFS beta ([`DEFAULT_BETA`]). Must be > 0.
     pub beta: u64,
@@ -143,11 +174,7 @@ impl Options {
 
     /// The bucket width for a graph whose largest weight is `max_weight`.
     pub fn delta_for(&self, max_weight: f32) -> f32 {
-        self.delta.unwrap_or(if max_weight > 0.0 {
-            (DEFAULT_RELATIVE_DELTA * max_weight).max(f32::MIN_POSITIVE)
-        } else {
-            DEFAULT_RELATIVE_DELTA
-        })
+        self.delta.unwrap_or_else(|| default_delta(max_weight))
     }
 }
 
@@ -237,30 +264,56 @@ impl<'g> Solver<'g> {
     }
 
     /// Single-source shortest paths from `root`.
+    ///
+    /// A panic in any thread of the engine (a bug) ends the search with
+    /// [`BaselineError::Panicked`] once every thread has stopped; nothing hangs.
     pub fn sssp(&self, root: VertexId) -> Result<SsspResult> {
         check::root(self.csr, root)?;
         let max_weight = self.prepare_sssp()?;
         let arcs = self.weighted_arcs.get().expect("prepared above");
-        Ok(match &self.pool {
+        self.catch_panic(|| match &self.pool {
             None => seq::dijkstra(self.csr, arcs, root as u32),
             Some(pool) => {
                 let delta = self.options.delta_for(max_weight);
-                delta::delta_stepping(pool, self.csr, arcs, root as u32, delta)
+                delta::delta_stepping(pool, self.csr, arcs, root as u32, delta, max_weight)
             }
         })
     }
 
     /// Breadth-first search from `root`.
+    ///
+    /// A panic in any thread of the engine (a bug) ends the search with
+    /// [`BaselineError::Panicked`].
     pub fn bfs(&self, root: VertexId) -> Result<BfsResult> {
         check::root(self.csr, root)?;
         self.prepare_bfs();
         let targets = self.targets.get().expect("prepared above");
-        Ok(match &self.pool {
+        self.catch_panic(|| match &self.pool {
             None => seq::bfs(self.csr, targets, root as u32),
             Some(pool) => {
                 dobfs::direction_optimizing(pool, self.csr, targets, root as u32, &self.options)
             }
         })
+    }
+
+    /// Runs a search, turning a panic of any of its threads into an error.
+    fn catch_panic<T>(&self, search: impl FnOnce() -> T) -> Result<T> {
+        // Unwind safety: a search only reads the solver (its cells are filled before),
+        // and everything it writes is its own, dropped during the unwinding.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(search)).map_err(|payload| {
+            BaselineError::Panicked { engine: self.engine.name(), message: panic_text(&*payload) }
+        })
+    }
+}
+
+/// The text of a panic payload (a `&str` or `String` message), or a placeholder.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
     }
 }
 
@@ -286,4 +339,38 @@ pub fn check_graph(csr: &Csr) -> Result<()> {
 /// returns the largest weight.
 pub fn check_weights(csr: &Csr) -> Result<f32> {
     check::weights(csr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_generators::EdgeList;
+
+    #[test]
+    fn a_panicking_search_is_an_error_naming_the_panic() {
+        let el = EdgeList { num_vertices: 2, src: vec![0], dst: vec![1], weights: None };
+        let csr = Csr::from_edge_list(&el);
+        for engine in Engine::ALL {
+            let solver = Solver::new(engine, &csr, &Options::with_threads(2)).unwrap();
+            let err = solver.catch_panic(|| -> u32 { panic!("boom {}", 7) }).unwrap_err();
+            assert_eq!(
+                err,
+                BaselineError::Panicked { engine: engine.name(), message: "boom 7".into() }
+            );
+            assert!(err.to_string().contains("panicked during the search: boom 7"), "{err}");
+            assert_eq!(solver.catch_panic(|| 5), Ok(5));
+        }
+    }
+
+    #[test]
+    fn default_delta_is_positive_and_finite_for_any_largest_weight() {
+        assert_eq!(default_delta(1.0), DEFAULT_RELATIVE_DELTA);
+        assert_eq!(default_delta(100_000.0), DEFAULT_RELATIVE_DELTA * 100_000.0);
+        for w in [0.0, -0.0, f32::from_bits(1), 1e-40, 1e30, f32::MAX, f32::INFINITY, f32::NAN] {
+            for relative in [DEFAULT_RELATIVE_DELTA, 0.002, 1.0, 3.0] {
+                let d = relative_delta(relative, w);
+                assert!(d.is_finite() && d > 0.0, "max weight {w}, relative {relative}: {d}");
+            }
+        }
+    }
 }

@@ -106,8 +106,8 @@ fn extreme_tuning_gives_the_same_results() {
     for delta in [1e-4, 0.003, 0.5, 100.0] {
         check_all(&csr, 5, &Options { delta: Some(delta), ..Options::default() });
     }
-    // alpha 1: bottom-up almost at once; a huge alpha: top-down only; beta 1 and huge.
-    for (alpha, beta) in [(1, 1), (1, 1 << 40), (1 << 40, 18), (2, 2)] {
+    // alpha 1: bottom-up almost at once; a huge alpha or 0: top-down only; beta 1 and huge.
+    for (alpha, beta) in [(1, 1), (1, 1 << 40), (1 << 40, 18), (2, 2), (0, 18)] {
         check_all(&csr, 7, &Options { alpha, beta, ..Options::default() });
     }
 }
@@ -207,11 +207,12 @@ fn bad_input_is_a_clear_error() {
         skein_baselines::sssp(Engine::Rayon, &nan, 0, &Options::default()),
         Err(BaselineError::BadWeight { .. })
     ));
-    let bad_delta = Options { delta: Some(0.0), ..Options::default() };
-    assert!(matches!(
-        Solver::new(Engine::Rayon, &g, &bad_delta),
-        Err(BaselineError::BadOption { name: "delta", .. })
-    ));
+    for delta in [0.0, -1e-30, f32::INFINITY, f32::NAN] {
+        let bad_delta = Options { delta: Some(delta), ..Options::default() };
+        let e = Solver::new(Engine::Rayon, &g, &bad_delta).unwrap_err();
+        assert!(matches!(e, BaselineError::BadOption { name: "delta", .. }), "{e:?}");
+        assert!(e.to_string().contains("delta"), "{e}");
+    }
     assert_eq!("gpu".parse::<Engine>(), Err(BaselineError::UnknownEngine("gpu".into())));
 }
 
@@ -267,4 +268,119 @@ fn graph500_reference_root0_vectors() {
             validate_bfs(&csr, &b).unwrap();
         }
     }
+}
+
+/// Distances of `engine` with `threads` threads from `root`, as bits.
+fn distances(csr: &Csr, engine: Engine, threads: usize, root: u64, delta: Option<f32>) -> Vec<u32> {
+    let opts = Options { threads, delta, ..Options::default() };
+    bits(&Solver::new(engine, csr, &opts).unwrap().sssp(root).unwrap().dist)
+}
+
+#[test]
+fn tiny_and_subnormal_deltas_give_dijkstras_distances() {
+    // Each of these once overflowed the bucket index (a panic, a hang in the barrier, or
+    // tens of gigabytes of buckets).
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let csr = Csr::from_edge_list(&kronecker::generate(&p));
+    let root = kronecker::search_roots(&p, &csr, 1)[0];
+    let want = distances(&csr, Engine::Seq, 1, root, None);
+    let deltas = [1e-30, 1e-9, f32::MIN_POSITIVE, f32::from_bits(1), f32::from_bits(0x1234)];
+    for delta in deltas {
+        for threads in [1, 2, 3] {
+            let got = distances(&csr, Engine::Rayon, threads, root, Some(delta));
+            assert!(got == want, "delta {delta:e}, {threads} threads");
+        }
+    }
+    let s = Solver::new(Engine::Rayon, &csr, &Options { delta: Some(1e-30), ..Options::default() })
+        .unwrap()
+        .sssp(root)
+        .unwrap();
+    validate_sssp(&csr, &s).unwrap();
+}
+
+/// A path `0 - 1 - ... - n-1` whose edges all weigh `w`.
+fn path(n: u64, w: f32) -> Csr {
+    let el = EdgeList {
+        num_vertices: n,
+        src: (0..n - 1).collect(),
+        dst: (1..n).collect(),
+        weights: Some(vec![w; n as usize - 1]),
+    };
+    Csr::from_edge_list(&el)
+}
+
+#[test]
+fn long_paths_with_integer_weights_match_dijkstra() {
+    // Buckets once grew with (largest distance / delta): these made the rayon engine
+    // allocate gigabytes or abort. Default delta, and one far below the weights (most
+    // keys then lie beyond the bucket window).
+    let cases = [(11, 100_000.0, true), (100_000, 1.0, true), (100_000, 100_000.0, false)];
+    for (n, w, far) in cases {
+        let csr = path(n, w);
+        let roots = if n < 1000 { vec![0, n / 3] } else { vec![n / 3] };
+        for root in roots {
+            let want = distances(&csr, Engine::Seq, 1, root, None);
+            // Exact while the sums stay below 2^24 (binary32 integers).
+            if w == 1.0 {
+                assert_eq!(f32::from_bits(want[0]), root as f32);
+            }
+            let deltas = if far { vec![None, Some(w / 1e6)] } else { vec![None] };
+            for delta in deltas {
+                let got = distances(&csr, Engine::Rayon, 2, root, delta);
+                assert!(got == want, "path of {n} weighing {w}, root {root}, delta {delta:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn grids_with_integer_weights_match_dijkstra() {
+    // A 150 x 150 grid, weights 1..=1000: a high-diameter graph with many distinct distances.
+    let side = 150u64;
+    let mut rng = Rng(5);
+    let mut edges = Vec::new();
+    for r in 0..side {
+        for c in 0..side {
+            let v = r * side + c;
+            if c + 1 < side {
+                edges.push((v, v + 1, (1 + rng.below(1000)) as f32));
+            }
+            if r + 1 < side {
+                edges.push((v, v + side, (1 + rng.below(1000)) as f32));
+            }
+        }
+    }
+    let csr = graph(side * side, &edges);
+    let want = distances(&csr, Engine::Seq, 1, 0, None);
+    for threads in [1, 2, 3] {
+        for delta in [None, Some(1.0), Some(1e-3)] {
+            let got = distances(&csr, Engine::Rayon, threads, 0, delta);
+            assert!(got == want, "{threads} threads, delta {delta:?}");
+        }
+    }
+}
+
+#[test]
+fn huge_weights_match_dijkstra() {
+    // Sums overflow to +inf: those vertices stay unreached on every engine, and the
+    // default delta (relative to the largest weight) stays finite.
+    let big = f32::MAX * 0.75;
+    let csr =
+        graph(6, &[(0, 1, big), (1, 2, big), (2, 3, 1.0), (0, 4, 1e30), (4, 5, 3e38), (1, 5, 0.0)]);
+    for root in 0..6 {
+        let want = distances(&csr, Engine::Seq, 1, root, None);
+        for threads in [1, 2, 3] {
+            for delta in [None, Some(1e-30), Some(f32::MAX)] {
+                let got = distances(&csr, Engine::Rayon, threads, root, delta);
+                assert!(got == want, "root {root}, {threads} threads, delta {delta:?}");
+            }
+        }
+    }
+    let want = distances(&csr, Engine::Seq, 1, 0, None);
+    assert_eq!(f32::from_bits(want[1]), big);
+    assert!(
+        f32::from_bits(want[2]).is_infinite(),
+        "{:?}",
+        want.iter().map(|&b| f32::from_bits(b)).collect::<Vec<_>>()
+    );
 }

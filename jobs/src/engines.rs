@@ -206,7 +206,7 @@ impl<'g> Runner<'g> {
                     workers: threads,
                     fibers: spec.fibers,
                     pin: spec.pin,
-                    delta: spec.delta.unwrap_or(defaults.delta),
+                    delta: spec.delta,
                     alpha: spec.alpha,
                     beta: spec.beta,
                     ..defaults
@@ -215,7 +215,9 @@ impl<'g> Runner<'g> {
                 settings.insert("pin".into(), opts.pin.into());
                 match kernel {
                     Kernel::Sssp => {
-                        settings.insert("delta".into(), json_f32(opts.delta));
+                        let delta =
+                            spec.delta.unwrap_or(skein_algorithms::default_delta(max_weight));
+                        settings.insert("delta".into(), json_f32(delta));
                     }
                     Kernel::Bfs => {
                         settings.insert("alpha".into(), opts.alpha.into());

@@ -43,8 +43,8 @@ pub(crate) struct Args {
     /// Skip Graph500 validation of the results.
     #[arg(long)]
     pub(crate) no_validate: bool,
-    /// Delta-stepping bucket width (default: rayon 0.0007 times the largest weight, skein
-    /// 0.002).
+    /// Delta-stepping bucket width (default: the largest weight times 0.0007 for rayon,
+    /// 0.002 for skein).
     #[arg(long)]
     pub(crate) delta: Option<f32>,
     /// Direction-optimizing BFS (rayon, skein): go bottom-up when frontier arcs >

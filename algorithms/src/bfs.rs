@@ -1,0 +1,407 @@
+//! The BFS kernel: level-synchronous and direction-optimizing, over partitions entrusted
+//! to the workers. [`BfsPart`] is one partition's state and its local steps (nothing
+//! there knows about the runtime: a step that must reach another partition calls the
+//! `send` function it is given); [`search`] is the level loop on the runtime.
+//!
+//! Each partition keeps its current frontier and the next one. A *top-down* level
+//! expands the frontier: every neighbour is visited, locally in place, remotely through
+//! `send` (each remote vertex at most once per partition and search, with a bitmap;
+//! [`crate::outbox::BATCH`] visits to a request).
+//! A *bottom-up* level (Beamer et al., "Direction-optimizing breadth-first search",
+//! SC 2012) works the other way round: every partition first receives every
+//! partition's frontier as a bitmap (a replica of the whole frontier, sent as data),
+//! then each of its unvisited vertices looks for a neighbour in that bitmap and stops
+//! at the first one found — no message at all, and few arcs read when the frontier is
+//! large. The counts [`BfsPart::counts`] feed the switching heuristic (as in GAP: go
+//! bottom-up when the frontier's arcs outweigh the unexplored arcs / alpha, never when
+//! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
+//! vertices).
+//!
+//! Each level is one round: every worker runs a driver fiber for its partition, which
+//! waits for quiescence (every visit of the level applied everywhere) and returns the
+//! counts of its next frontier. Levels do not depend on the number of workers.
+//!
+//! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
+//! [`Tag`]s there, and parents are kept as tags until the results are gathered.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use skein::Trust;
+use skein_generators::UNREACHED_LEVEL;
+
+use crate::adjacency::{Tag, NO_TAG};
+use crate::engine::{entrust_each, gather, SearchStats};
+use crate::graph::GraphView;
+use crate::outbox::{Batch, Outbox};
+
+/// A remote BFS visit of the owner's `local` vertex from `parent`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Visit {
+    local: u32,
+    parent: Tag,
+}
+
+/// One partition's BFS state.
+#[derive(Debug)]
+pub(crate) struct BfsPart {
+    view: Arc<GraphView>,
+    part: usize,
+    pub(crate) level: Vec<u32>,
+    pub(crate) parent: Vec<Tag>,
+    frontier: Vec<u32>,
+    next: Vec<u32>,
+    /// One bit per tag: already sent a visit this search.
+    sent: Vec<u64>,
+    outbox: Outbox<Visit>,
+    /// One bit per tag: the whole current frontier (bottom-up levels only).
+    replica: Vec<u64>,
+    /// Arcs of the vertices not reached yet.
+    unvisited_arcs: u64,
+    pub(crate) scanned_arcs: u64,
+}
+
+/// What a partition tells the direction heuristic after a level.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct BfsCounts {
+    /// Vertices in the new frontier.
+    pub(crate) frontier: u64,
+    /// Arcs leaving the new frontier.
+    pub(crate) frontier_arcs: u64,
+    /// Arcs of vertices not reached yet.
+    pub(crate) unvisited_arcs: u64,
+}
+
+impl std::ops::Add for BfsCounts {
+    type Output = BfsCounts;
+    fn add(self, o: BfsCounts) -> BfsCounts {
+        BfsCounts {
+            frontier: self.frontier + o.frontier,
+            frontier_arcs: self.frontier_arcs + o.frontier_arcs,
+            unvisited_arcs: self.unvisited_arcs + o.unvisited_arcs,
+        }
+    }
+}
+
+impl BfsPart {
+    pub(crate) fn new(view: Arc<GraphView>, part: usize) -> BfsPart {
+        let len = view.parts.len(part) as usize;
+        let np = view.parts.parts();
+        let words = view.tags.space(np).div_ceil(64);
+        let sent = if np > 1 { vec![0u64; words] } else { Vec::new() };
+        let unvisited_arcs = view.bare()[part].num_arcs();
+        BfsPart {
+            view,
+            part,
+            level: vec![UNREACHED_LEVEL; len],
+            parent: vec![NO_TAG; len],
+            frontier: Vec::new(),
+            next: Vec::new(),
+            sent,
+            outbox: Outbox::new(np),
+            replica: vec![0u64; words],
+            unvisited_arcs,
+            scanned_arcs: 0,
+        }
+    }
+
+    /// Requests this partition sent.
+    pub(crate) fn requests(&self) -> u64 {
+        self.outbox.requests
+    }
+
+    /// Visits local vertex `local` at `level` from `parent` (first visit wins).
+    #[inline]
+    pub(crate) fn visit(&mut self, local: u32, level: u32, parent: Tag) {
+        let l = local as usize;
+        if self.level[l] == UNREACHED_LEVEL {
+            self.level[l] = level;
+            self.parent[l] = parent;
+            self.next.push(local);
+            self.unvisited_arcs -= self.view.bare()[self.part].degree(local);
+        }
+    }
+
+    /// Applies a batch of remote visits at `level`.
+    pub(crate) fn visit_batch(&mut self, batch: &Batch<Visit>, level: u32) {
+        for v in batch.items() {
+            self.visit(v.local, level, v.parent);
+        }
+    }
+
+    /// The heuristic's counts for the current frontier.
+    pub(crate) fn counts(&self) -> BfsCounts {
+        let arcs = &self.view.bare()[self.part];
+        BfsCounts {
+            frontier: self.frontier.len() as u64,
+            frontier_arcs: self.frontier.iter().map(|&u| arcs.degree(u)).sum(),
+            unvisited_arcs: self.unvisited_arcs,
+        }
+    }
+
+    /// This partition's frontier as `(part, bits over the partition's local indices)`.
+    pub(crate) fn frontier_bits(&self) -> (usize, Vec<u64>) {
+        let mut bits = vec![0u64; self.level.len().div_ceil(64)];
+        for &u in &self.frontier {
+            bits[u as usize / 64] |= 1 << (u % 64);
+        }
+        (self.part, bits)
+    }
+
+    /// Adds partition `part`'s frontier (from [`BfsPart::frontier_bits`]) to the replica.
+    pub(crate) fn merge_frontier(&mut self, part: usize, bits: &[u64]) {
+        let tags = self.view.tags;
+        if tags.shift() >= 6 {
+            // A part's tags start on a word boundary: whole words.
+            let base = tags.tag(part, 0) as usize / 64;
+            for (r, &w) in self.replica[base..base + bits.len()].iter_mut().zip(bits) {
+                *r |= w;
+            }
+            return;
+        }
+        for (i, &word) in bits.iter().enumerate() {
+            let mut w = word;
+            while w != 0 {
+                let t = tags.tag(part, i as u32 * 64 + w.trailing_zeros()) as usize;
+                self.replica[t / 64] |= 1 << (t % 64);
+                w &= w - 1;
+            }
+        }
+    }
+
+    /// A bottom-up level: every unvisited local vertex with a neighbour in the replica
+    /// of the frontier (level `level`) gets level `level + 1`. Clears the replica.
+    pub(crate) fn bottom_up(&mut self, level: u32) {
+        let view = Arc::clone(&self.view);
+        let arcs = &view.bare()[self.part];
+        let mut scanned = 0;
+        for u in 0..self.level.len() as u32 {
+            if self.level[u as usize] != UNREACHED_LEVEL {
+                continue;
+            }
+            for &t in arcs.arcs(u) {
+                scanned += 1;
+                if self.replica[t as usize / 64] & (1 << (t % 64)) != 0 {
+                    self.visit(u, level + 1, t);
+                    break;
+                }
+            }
+        }
+        self.scanned_arcs += scanned;
+        self.replica.fill(0);
+        self.frontier.clear();
+    }
+
+    /// Makes the vertices visited last round the frontier; returns its size.
+    pub(crate) fn advance(&mut self) -> usize {
+        std::mem::swap(&mut self.frontier, &mut self.next);
+        self.next.clear();
+        self.frontier.len()
+    }
+
+    /// Expands up to `limit` vertices of the frontier (level `level`): their
+    /// neighbours get level `level + 1`, remote ones through `send(owner, batch)`, every
+    /// batch flushed before returning. Returns true while frontier vertices remain.
+    pub(crate) fn expand(
+        &mut self,
+        level: u32,
+        limit: usize,
+        send: &mut impl FnMut(usize, Batch<Visit>),
+    ) -> bool {
+        let view = Arc::clone(&self.view);
+        let arcs = &view.bare()[self.part];
+        let tags = view.tags;
+        for _ in 0..limit {
+            let Some(u) = self.frontier.pop() else { break };
+            let me = tags.tag(self.part, u);
+            let (own, other) = arcs.split(u);
+            self.scanned_arcs += (own.len() + other.len()) as u64;
+            for &t in own {
+                self.visit(tags.local(t), level + 1, me);
+            }
+            for &t in other {
+                let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
+                if self.sent[word] & bit == 0 {
+                    self.sent[word] |= bit;
+                    let v = Visit { local: tags.local(t), parent: me };
+                    self.outbox.push(tags.part(t), v, send);
+                }
+            }
+        }
+        self.outbox.flush(send);
+        !self.frontier.is_empty()
+    }
+
+    /// Writes the parents as global ids into `out` (one per local vertex).
+    pub(crate) fn write_parents(&self, out: &mut [u64]) {
+        self.view.write_globals(&self.parent, out);
+    }
+}
+
+/// Direction-optimizing BFS parameters (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Params {
+    /// Frontier vertices a driver expands between yields.
+    pub(crate) chunk: usize,
+    /// Bottom-up when frontier arcs > unexplored arcs / alpha (0: never).
+    pub(crate) alpha: u64,
+    /// Back top-down when the frontier has fewer than `vertices / beta` vertices.
+    pub(crate) beta: u64,
+}
+
+/// One BFS from `root`, run by the main fiber of a runtime whose workers each own one
+/// partition of `view`: levels and parents (global ids) indexed by global id.
+pub(crate) fn search(
+    view: Arc<GraphView>,
+    root: u64,
+    params: Params,
+) -> (Vec<u32>, Vec<u64>, SearchStats) {
+    let Params { chunk, alpha, beta } = params;
+    let np = skein::num_workers();
+    let v = Arc::clone(&view);
+    let parts = entrust_each(np, move |p| BfsPart::new(Arc::clone(&v), p));
+    let start = Instant::now();
+    let (rp, rl) = view.parts.locate(root);
+    let root_tag = view.tag(root);
+    let mut counts = parts[rp].apply(move |s| {
+        s.visit(rl, 0, root_tag);
+        s.advance();
+        s.counts()
+    });
+    let n = view.parts.num_vertices();
+    let (mut level, mut bottom_up) = (0u32, false);
+    loop {
+        // Direction heuristic of Beamer et al. (as in GAP): go bottom-up when the
+        // frontier's arcs outweigh the unexplored arcs, back when it is small.
+        if !bottom_up {
+            bottom_up = alpha > 0 && counts.frontier_arcs > counts.unvisited_arcs / alpha;
+        } else if counts.frontier < n / beta.max(1) {
+            bottom_up = false;
+        }
+        let drivers: Vec<_> = (0..np)
+            .map(|p| {
+                let parts = Arc::clone(&parts);
+                skein::spawn_on(p, move || {
+                    if bottom_up {
+                        bottom_up_driver(&parts, p, level)
+                    } else {
+                        top_down_driver(&parts, p, level, chunk)
+                    }
+                })
+            })
+            .collect();
+        // Each driver returns the counts of its partition's next frontier.
+        counts = drivers.into_iter().map(|h| h.join()).fold(BfsCounts::default(), |a, b| a + b);
+        level += 1;
+        if counts.frontier == 0 {
+            break;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let g = gather(&parts, &view.parts, |s, level, parents| {
+        level.copy_from_slice(&s.level);
+        s.write_parents(parents);
+        (s.requests(), s.scanned_arcs)
+    });
+    let rounds = u64::from(level);
+    let stats = SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
+    (g.values, g.parents, stats)
+}
+
+/// A top-down level: expands partition `p`'s frontier at `level`, yielding every
+/// `chunk` vertices; then waits until every visit of the round has been applied
+/// everywhere, makes the vertices visited this round the next frontier and returns its
+/// counts.
+fn top_down_driver(
+    parts: &Arc<Vec<Trust<BfsPart>>>,
+    p: usize,
+    level: u32,
+    chunk: usize,
+) -> BfsCounts {
+    loop {
+        let all = Arc::clone(parts);
+        let more = parts[p].apply(move |s| {
+            s.expand(level, chunk, &mut |owner, batch| {
+                all[owner].apply_then(move |t| t.visit_batch(&batch, level + 1), |_| ());
+            })
+        });
+        if !more {
+            break;
+        }
+        skein::yield_now();
+    }
+    skein::wait_quiescent();
+    parts[p].apply(|s| {
+        s.advance();
+        s.counts()
+    })
+}
+
+/// A bottom-up level: sends partition `p`'s frontier bitmap to every partition (as
+/// data, through the codec), waits until every partition holds the whole frontier,
+/// then lets `p`'s unvisited vertices find their parents locally. Returns the counts of
+/// the next frontier.
+fn bottom_up_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32) -> BfsCounts {
+    let (part, bits) = parts[p].apply(|s| s.frontier_bits());
+    for q in parts.iter() {
+        q.apply_with(
+            |s, (part, bits): (usize, Vec<u64>)| s.merge_frontier(part, &bits),
+            (part, bits.clone()),
+        );
+    }
+    skein::wait_quiescent();
+    parts[p].apply(move |s| {
+        s.bottom_up(level);
+        s.advance();
+        s.counts()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_generators::kronecker::{self, KroneckerParams};
+    use skein_generators::Csr;
+
+    fn view(scale: u32, parts: usize) -> Arc<GraphView> {
+        let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
+        let graph = Arc::new(Csr::from_edge_list(&kronecker::generate(&p)));
+        Arc::new(GraphView::new(graph, parts).unwrap())
+    }
+
+    #[test]
+    fn bfs_levels_match_a_queue_bfs() {
+        for parts in [1, 2, 4] {
+            let sh = view(9, parts);
+            let np = sh.parts.parts();
+            let mut ps: Vec<BfsPart> = (0..np).map(|p| BfsPart::new(Arc::clone(&sh), p)).collect();
+            let root = 0u64;
+            let (rp, rl) = sh.parts.locate(root);
+            ps[rp].visit(rl, 0, sh.tag(root));
+            let mut level = 0;
+            loop {
+                let total: usize = ps.iter_mut().map(BfsPart::advance).sum();
+                if total == 0 {
+                    break;
+                }
+                let mut msgs = Vec::new();
+                for p in ps.iter_mut() {
+                    while p.expand(level, 7, &mut |o, batch| msgs.push((o, batch))) {}
+                }
+                for (o, batch) in msgs {
+                    ps[o].visit_batch(&batch, level + 1);
+                }
+                level += 1;
+            }
+            let opts = skein_baselines::Options::with_threads(1);
+            let want = skein_baselines::bfs(skein_baselines::Engine::Seq, &sh.graph, root, &opts)
+                .unwrap()
+                .level;
+            let mut got = Vec::new();
+            for p in &ps {
+                got.extend_from_slice(&p.level);
+            }
+            assert_eq!(got, want, "parts={parts}");
+        }
+    }
+}

@@ -1,0 +1,514 @@
+//! The SSSP kernel: bucketed, label-correcting delta-stepping over partitions entrusted
+//! to the workers. [`SsspPart`] is one partition's state and its local steps (nothing
+//! there knows about the runtime: a step that must reach another partition calls the
+//! `send` function it is given); [`search`] is the round loop on the runtime, which turns
+//! those calls into delegated requests.
+//!
+//! # Buckets and bins
+//!
+//! Tentative distances live with the owning partition. Vertex `u` is *pending* from
+//! an improvement of `dist[u]` until it relaxes its arcs (one bit per vertex, small
+//! enough to stay in cache where a second array of distances would not). Pending
+//! vertices wait in *bins* of width `delta / 16` by distance (entries are never
+//! removed: an entry whose vertex is no longer pending in that bin is skipped — lazy
+//! deletion). Globally, distances are cut into buckets of width
+//! `delta` (16 bins) and all partitions work on the same bucket in a round; within the
+//! round each partition takes its bins in increasing order, nearly as Dijkstra orders
+//! vertices, so a vertex is rarely relaxed twice unless a *remote* relaxation improves
+//! it later. (Taking a bucket's vertices in arbitrary order made Kronecker hubs rescan
+//! their huge adjacency lists 5 to 11 times per search; a binary heap ordered them
+//! exactly but cost a logarithmic factor and cache misses on large graphs.)
+//!
+//! Bins are keyed by [`skein_baselines::buckets::BucketIndex`] (`floor(d * 16 / delta)`
+//! in 64-bit arithmetic, never overflowing for any positive delta) and held in a
+//! [`BucketQueue`]: a cyclic window of bins sized from the largest weight plus an
+//! ordered map of the non-empty bins beyond it. So a partition's memory is bounded by
+//! its pending entries, not by `largest distance / delta`, and the next non-empty bin is
+//! found by a bitmap scan instead of a walk over empty bins. The bucket of bin key `k`
+//! is `k / 16` for keys below [`LINEAR_KEYS`] and `k` itself above (where keys are no
+//! longer linear in the distance: each is its own bucket).
+//!
+//! # Remote relaxations
+//!
+//! Arcs are relaxed by the partition that owns their *target*. A vertex relaxes its
+//! arcs into its own partition in place; for each other partition its arcs reach, it
+//! sends one [`Scan`] (the range of those arcs in its partition's read-only arc copy,
+//! its distance and its tag), and the receiver relaxes that range against its own
+//! distances. So every distance check is local, no partition keeps a filter of what
+//! it sent (which cost a random read per remote arc), and a hub's arc scan is split
+//! among the partitions its neighbours live in instead of falling on its owner alone
+//! (the round waits for the busiest partition). Scans to one owner travel
+//! [`crate::outbox::BATCH`] to a request, handed to `send` when full and at the end of
+//! every [`SsspPart::process_bucket`] call.
+//!
+//! # Rounds
+//!
+//! The main fiber runs one round per bucket pass: every worker runs a driver fiber that
+//! works through its partition's part of the bucket in chunks, yielding between chunks
+//! so that its worker serves incoming scans; then it waits for quiescence (every scan of
+//! the round applied everywhere) and returns its partition's next non-empty bucket. The
+//! next round's bucket is the minimum: rounds jump over empty buckets, however many. A
+//! bucket is repeated while scans arriving from other partitions refill it.
+//!
+//! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
+//! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
+//! the order in which relaxations arrive or the number of workers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use skein::Trust;
+use skein_baselines::buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
+
+use crate::adjacency::{Arc32, Tag, NO_TAG};
+use crate::engine::{entrust_each, gather, SearchStats};
+use crate::graph::GraphView;
+use crate::outbox::{Batch, Outbox};
+
+/// Bins per delta-bucket.
+const SUB: u32 = 16;
+
+/// The bucket of bin key `bin` (see the module docs).
+#[inline]
+fn bucket_of(bin: u64) -> u64 {
+    if bin < LINEAR_KEYS {
+        bin / u64::from(SUB)
+    } else {
+        bin
+    }
+}
+
+/// The bin keys of bucket `b`: `first..end`.
+#[inline]
+fn bins_of(b: u64) -> (u64, u64) {
+    if b < LINEAR_KEYS / u64::from(SUB) {
+        (b * u64::from(SUB), (b + 1) * u64::from(SUB))
+    } else {
+        (b, b + 1)
+    }
+}
+
+/// A remote SSSP scan: the receiving partition relaxes the arcs `start..end` of the
+/// partition that owns `parent` (all of them point into the receiver) with `parent`'s
+/// distance `dist`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scan {
+    start: u64,
+    end: u64,
+    parent: Tag,
+    dist: f32,
+}
+
+/// Test-only fault injection: where a partition panics.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Fault {
+    /// Partition `.0` panics in its driver's first processing step of a bucket `>= .1`.
+    Process(usize, u64),
+    /// Partition `.0` panics when it applies its first remote scan (a delegated closure).
+    Scan(usize),
+}
+
+/// One partition's SSSP state.
+#[derive(Debug)]
+pub(crate) struct SsspPart {
+    view: Arc<GraphView>,
+    part: usize,
+    pub(crate) dist: Vec<f32>,
+    pub(crate) parent: Vec<Tag>,
+    /// Bit `u` set: `u` is pending (improved since it last relaxed its arcs).
+    pending: Vec<u64>,
+    outbox: Outbox<Scan>,
+    /// Local vertices made pending, filed by the bin key of their distance then.
+    bins: BucketQueue,
+    /// No bin below this key holds an entry.
+    cur: u64,
+    /// Bin keys of distances.
+    index: BucketIndex,
+    /// Work counters of the last search.
+    pub(crate) relaxed_arcs: u64,
+    #[cfg(test)]
+    fault: Option<Fault>,
+}
+
+impl SsspPart {
+    /// Partition `part`'s state for a search with bucket width `delta` (finite, > 0) on
+    /// a graph whose largest weight is `max_weight`.
+    pub(crate) fn new(view: Arc<GraphView>, part: usize, delta: f32, max_weight: f32) -> SsspPart {
+        let len = view.parts.len(part) as usize;
+        let np = view.parts.parts();
+        let index = BucketIndex::subdivided(delta, SUB);
+        SsspPart {
+            view,
+            part,
+            dist: vec![f32::INFINITY; len],
+            parent: vec![NO_TAG; len],
+            pending: vec![0; len.div_ceil(64)],
+            outbox: Outbox::new(np),
+            // A relaxation moves a distance by at most `max_weight`: with the default
+            // delta its bin stays inside the window.
+            bins: BucketQueue::new(index.reach(max_weight)),
+            cur: 0,
+            index,
+            relaxed_arcs: 0,
+            #[cfg(test)]
+            fault: None,
+        }
+    }
+
+    /// Requests this partition sent.
+    pub(crate) fn requests(&self) -> u64 {
+        self.outbox.requests
+    }
+
+    /// Offers distance `d` through `parent` to local vertex `local`; true if it improved.
+    #[inline]
+    pub(crate) fn relax(&mut self, local: u32, d: f32, parent: Tag) -> bool {
+        if d < self.dist[local as usize] {
+            self.improve(local, d, parent);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Applies a batch of remote scans: relaxes the arcs they name, which all point into
+    /// this partition.
+    pub(crate) fn scan_batch(&mut self, batch: &Batch<Scan>) {
+        #[cfg(test)]
+        if let Some(Fault::Scan(p)) = self.fault {
+            if p == self.part {
+                self.fault = None;
+                panic!("injected panic in a scan of partition {p}");
+            }
+        }
+        let view = Arc::clone(&self.view);
+        let tags = view.tags;
+        for s in batch.items() {
+            let arcs = view.weighted()[tags.part(s.parent)].range(s.start, s.end);
+            self.relaxed_arcs += arcs.len() as u64;
+            for &Arc32 { tag, weight } in arcs {
+                self.relax(tags.local(tag), s.dist + weight, s.parent);
+            }
+        }
+    }
+
+    /// Lowers `local`'s distance to `d` (known to be an improvement) and files it.
+    #[inline(never)]
+    fn improve(&mut self, local: u32, d: f32, parent: Tag) {
+        let l = local as usize;
+        self.dist[l] = d;
+        self.parent[l] = parent;
+        self.pending[l / 64] |= 1 << (l % 64);
+        let bin = self.index.key(d);
+        self.bins.push(bin, local);
+        self.cur = self.cur.min(bin);
+    }
+
+    /// True when `u`, found in bin `bin`, is pending there.
+    #[inline]
+    fn is_live(&self, u: u32, bin: u64) -> bool {
+        let u = u as usize;
+        self.pending[u / 64] & (1 << (u % 64)) != 0 && self.index.key(self.dist[u]) == bin
+    }
+
+    /// The bucket of the closest pending vertex, if any (never below the current
+    /// bucket: relaxations only produce distances at or above the one relaxed).
+    /// Drops the stale entries it passes.
+    pub(crate) fn next_bucket(&mut self) -> Option<u64> {
+        while let Some(bin) = self.bins.first_from(self.cur) {
+            self.cur = bin;
+            while let Some(u) = self.bins.last(bin) {
+                if self.is_live(u, bin) {
+                    return Some(bucket_of(bin));
+                }
+                self.bins.pop(bin);
+            }
+        }
+        None
+    }
+
+    /// Relaxes the arcs of pending vertices of bucket `b`, lowest bin first, taking at
+    /// most `limit` entries; relaxations that land in bucket `b` are taken in the same
+    /// call. Remote relaxations go to `send(owner, batch)`, every batch flushed before
+    /// returning. Returns the number of entries taken: 0 means bucket `b` has no pending
+    /// vertex here.
+    ///
+    /// `b` is at most the bucket of every pending vertex of every partition (the
+    /// minimum of their [`SsspPart::next_bucket`]).
+    pub(crate) fn process_bucket(
+        &mut self,
+        b: u64,
+        limit: usize,
+        send: &mut impl FnMut(usize, Batch<Scan>),
+    ) -> usize {
+        #[cfg(test)]
+        if let Some(Fault::Process(p, round)) = self.fault {
+            if p == self.part && b >= round {
+                self.fault = None;
+                panic!("injected panic in partition {p}, bucket {b}");
+            }
+        }
+        let (first, end) = bins_of(b);
+        if self.bins.base() < first {
+            // No entry is below `first`: `next_bucket` dropped the stale ones, and every
+            // live one is in bucket `b` or later.
+            self.bins.advance(first);
+        }
+        self.cur = self.cur.max(first);
+        let view = Arc::clone(&self.view);
+        let arcs = &view.weighted()[self.part];
+        let tags = view.tags;
+        let mut taken = 0;
+        while taken < limit && self.cur < end {
+            let bin = self.cur;
+            let Some(u) = self.bins.pop(bin) else {
+                // Skip to the next non-empty bin (or past the bucket).
+                self.cur = self.bins.first_from(bin).map_or(end, |k| k.min(end));
+                continue;
+            };
+            taken += 1;
+            if !self.is_live(u, bin) {
+                continue; // stale entry: improved since, or already relaxed
+            }
+            let du = self.dist[u as usize];
+            self.pending[u as usize / 64] &= !(1 << (u % 64));
+            let me = tags.tag(self.part, u);
+            let (own, _) = arcs.split(u);
+            self.relaxed_arcs += own.len() as u64;
+            for &Arc32 { tag, weight } in own {
+                self.relax(tags.local(tag), du + weight, me);
+            }
+            for (owner, start, end) in arcs.segments(u, tags) {
+                let scan = Scan { start, end, parent: me, dist: du };
+                self.outbox.push(owner, scan, send);
+            }
+        }
+        self.outbox.flush(send);
+        taken
+    }
+
+    /// Writes the parents as global ids into `out` (one per local vertex).
+    pub(crate) fn write_parents(&self, out: &mut [u64]) {
+        self.view.write_globals(&self.parent, out);
+    }
+}
+
+/// What one search needs besides the graph and the root.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Params {
+    /// Bucket width (finite, > 0).
+    pub(crate) delta: f32,
+    /// The graph's largest weight (sizes the bin windows).
+    pub(crate) max_weight: f32,
+    /// Vertices a driver processes between yields.
+    pub(crate) chunk: usize,
+    #[cfg(test)]
+    pub(crate) fault: Option<Fault>,
+}
+
+/// One SSSP search from `root`, run by the main fiber of a runtime whose workers each
+/// own one partition of `view`: distances and parents (global ids) indexed by global id.
+pub(crate) fn search(
+    view: Arc<GraphView>,
+    root: u64,
+    params: Params,
+) -> (Vec<f32>, Vec<u64>, SearchStats) {
+    let np = skein::num_workers();
+    let (delta, max_weight, chunk) = (params.delta, params.max_weight, params.chunk);
+    let v = Arc::clone(&view);
+    #[cfg(test)]
+    let fault = params.fault;
+    let parts = entrust_each(np, move |p| {
+        #[allow(unused_mut)]
+        let mut part = SsspPart::new(Arc::clone(&v), p, delta, max_weight);
+        #[cfg(test)]
+        {
+            part.fault = fault;
+        }
+        part
+    });
+    let start = Instant::now();
+    let (rp, rl) = view.parts.locate(root);
+    let root_tag = view.tag(root);
+    parts[rp].apply(move |s| {
+        s.relax(rl, 0.0, root_tag);
+    });
+    let mut bucket = 0u64;
+    let mut rounds = 0u64;
+    loop {
+        rounds += 1;
+        let drivers: Vec<_> = (0..np)
+            .map(|p| {
+                let parts = Arc::clone(&parts);
+                skein::spawn_on(p, move || driver(&parts, p, bucket, chunk))
+            })
+            .collect();
+        // Each driver returns its partition's next bucket, read after quiescence.
+        let next = drivers.into_iter().filter_map(|h| h.join()).min();
+        match next {
+            Some(b) => bucket = b,
+            None => break,
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let g = gather(&parts, &view.parts, |s, dist, parents| {
+        dist.copy_from_slice(&s.dist);
+        s.write_parents(parents);
+        (s.requests(), s.relaxed_arcs)
+    });
+    let stats = SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
+    (g.values, g.parents, stats)
+}
+
+/// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices;
+/// then waits until every relaxation of the round has been applied everywhere and
+/// returns the partition's next bucket.
+fn driver(parts: &Arc<Vec<Trust<SsspPart>>>, p: usize, bucket: u64, chunk: usize) -> Option<u64> {
+    loop {
+        let all = Arc::clone(parts);
+        let processed = parts[p].apply(move |s| {
+            s.process_bucket(bucket, chunk, &mut |owner, batch| {
+                all[owner].apply_then(move |t| t.scan_batch(&batch), |_| ());
+            })
+        });
+        if processed == 0 {
+            break;
+        }
+        skein::yield_now();
+    }
+    skein::wait_quiescent();
+    parts[p].apply(|s| s.next_bucket())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skein_generators::kronecker::{self, KroneckerParams};
+    use skein_generators::{Csr, EdgeList};
+
+    fn view(scale: u32, parts: usize) -> Arc<GraphView> {
+        let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
+        let graph = Arc::new(Csr::from_edge_list(&kronecker::generate(&p)));
+        Arc::new(GraphView::new(graph, parts).unwrap())
+    }
+
+    fn max_weight(g: &Csr) -> f32 {
+        g.weights().iter().copied().fold(0.0, f32::max)
+    }
+
+    /// Runs the bucketed SSSP with every partition in this thread, delivering sends in
+    /// a deliberately scrambled order, and returns global distances.
+    fn simulate(sh: &Arc<GraphView>, root: u64, delta: f32) -> Vec<f32> {
+        let np = sh.parts.parts();
+        let mw = max_weight(&sh.graph);
+        let mut parts: Vec<SsspPart> =
+            (0..np).map(|p| SsspPart::new(Arc::clone(sh), p, delta, mw)).collect();
+        let (rp, rl) = sh.parts.locate(root);
+        parts[rp].relax(rl, 0.0, sh.tag(root));
+        let mut b = 0;
+        loop {
+            let mut msgs = Vec::new();
+            for part in parts.iter_mut() {
+                while part.process_bucket(b, 5, &mut |o, batch| msgs.push((o, batch))) > 0 {}
+            }
+            msgs.reverse();
+            for (o, batch) in msgs {
+                parts[o].scan_batch(&batch);
+            }
+            match parts.iter_mut().filter_map(|p| p.next_bucket()).min() {
+                Some(nb) => b = nb,
+                None => break,
+            }
+        }
+        let mut dist = vec![f32::INFINITY; sh.parts.num_vertices() as usize];
+        for (i, p) in parts.iter().enumerate() {
+            let f = sh.parts.range(i).start as usize;
+            dist[f..f + p.dist.len()].copy_from_slice(&p.dist);
+        }
+        dist
+    }
+
+    /// The sequential baseline (binary32 Dijkstra), the COST reference.
+    fn dijkstra(g: &Csr, root: u64) -> Vec<f32> {
+        let opts = skein_baselines::Options::with_threads(1);
+        skein_baselines::sssp(skein_baselines::Engine::Seq, g, root, &opts).unwrap().dist
+    }
+
+    fn same(a: &[f32], b: &[f32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    }
+
+    #[test]
+    fn bucketed_sssp_matches_dijkstra_for_any_part_count_and_delta() {
+        for parts in [1, 2, 3, 5] {
+            let sh = view(9, parts);
+            let root =
+                kronecker::search_roots(&KroneckerParams::new(9, 16, 2, 3).unwrap(), &sh.graph, 1)
+                    [0];
+            let want = dijkstra(&sh.graph, root);
+            let tiny = [1e-30, f32::MIN_POSITIVE, f32::from_bits(1)];
+            for delta in [0.01f32, 0.1, 1.0, 100.0].into_iter().chain(tiny) {
+                let got = simulate(&sh, root, delta);
+                assert!(same(&got, &want), "parts={parts} delta={delta:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn bin_keys_map_to_ordered_buckets() {
+        let keys = [0, 15, 16, 17, LINEAR_KEYS - 1, LINEAR_KEYS, LINEAR_KEYS + 5, u64::MAX - 1];
+        for w in keys.windows(2) {
+            assert!(bucket_of(w[0]) <= bucket_of(w[1]));
+        }
+        for &k in &keys {
+            let (first, end) = bins_of(bucket_of(k));
+            assert!(first <= k && k < end, "bin {k}: bucket bins {first}..{end}");
+        }
+    }
+
+    #[test]
+    fn integer_weighted_paths_keep_few_bins() {
+        // A path whose weights are 100000: with delta 0.002 the old bins grew to one
+        // vector per 0.000125 of distance (gigabytes); the window stays bounded.
+        let n = 11u64;
+        let el = EdgeList {
+            num_vertices: n,
+            src: (0..n - 1).collect(),
+            dst: (1..n).collect(),
+            weights: Some(vec![100_000.0; n as usize - 1]),
+        };
+        let graph = Arc::new(Csr::from_edge_list(&el));
+        let sh = Arc::new(GraphView::new(Arc::clone(&graph), 2).unwrap());
+        let want = dijkstra(&graph, 0);
+        for delta in [0.002, 70.0, 1e-30] {
+            assert!(same(&simulate(&sh, 0, delta), &want), "delta {delta}");
+            let part = SsspPart::new(Arc::clone(&sh), 0, delta, 100_000.0);
+            assert!(part.bins.window() <= 1 << 15);
+        }
+    }
+
+    /// Runs `f` on another thread; fails if it takes more than a minute (a hang).
+    fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()).unwrap());
+        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("hung (or the thread died)")
+    }
+
+    #[test]
+    fn a_panic_in_any_partition_ends_the_run_with_an_error() {
+        for fault in [Fault::Process(1, 0), Fault::Process(0, 3), Fault::Scan(1), Fault::Scan(0)] {
+            let outcome = within_a_minute(move || {
+                let sh = view(8, 2);
+                let mw = max_weight(&sh.graph);
+                let kp = KroneckerParams::new(8, 16, 2, 3).unwrap();
+                let root = kronecker::search_roots(&kp, &sh.graph, 1)[0];
+                let rt = skein::Runtime::builder().workers(2).build().unwrap();
+                let params = Params { delta: 0.01, max_weight: mw, chunk: 4, fault: Some(fault) };
+                rt.run(move || search(sh, root, params).0).map_err(|e| e.to_string())
+            });
+            let err = outcome.expect_err("the injected panic makes the run fail");
+            assert!(err.contains("injected panic"), "{fault:?}: {err}");
+        }
+    }
+}
