@@ -213,19 +213,16 @@ impl<'g> Runner<'g> {
                 };
                 settings.insert("fibers".into(), opts.fibers.into());
                 settings.insert("pin".into(), opts.pin.into());
-                match kernel {
-                    Kernel::Sssp => {
-                        let delta =
-                            spec.delta.unwrap_or(skein_algorithms::default_delta(max_weight));
-                        settings.insert("delta".into(), json_f32(delta));
-                    }
-                    Kernel::Bfs => {
-                        settings.insert("alpha".into(), opts.alpha.into());
-                        settings.insert("beta".into(), opts.beta.into());
-                    }
+                if kernel == Kernel::Bfs {
+                    settings.insert("alpha".into(), opts.alpha.into());
+                    settings.insert("beta".into(), opts.beta.into());
                 }
                 settings.insert("slot_bytes".into(), opts.slot_bytes.into());
                 let engine = SkeinEngine::new(Arc::clone(csr), opts)?;
+                if kernel == Kernel::Sssp {
+                    // The width the engine chose (the option, or its default for the graph).
+                    settings.insert("delta".into(), json_f32(engine.delta()));
+                }
                 // As for the baselines: the arc copy is made before any search is timed.
                 match kernel {
                     Kernel::Sssp => engine.prepare_sssp(),
