@@ -363,6 +363,8 @@ fn malformed_matrix_market() {
         ("%%MatrixMarket matrix coordinate real general\n3 3 1\n1 2\n", "bad.mtx:3: expected a real value after the two indices, found end of line"),
         ("%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2 3\n", "bad.mtx:3: expected end of the entry `i j`, found `3`"),
         ("%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 2 0.5\n", "bad.mtx:3: expected an integer value after the two indices, found `0.5`"),
+        ("%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 2 16777217\n", "bad.mtx:3: expected an integer value that an f32 holds exactly (every integer up to 2^24 = 16777216; above that only multiples of the f32 spacing), found `16777217`"),
+        ("%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 2 9223372036854775807\n", "bad.mtx:3: expected an integer value that an f32 holds exactly (every integer up to 2^24 = 16777216; above that only multiples of the f32 spacing), found `9223372036854775807`"),
     ];
     for (text, want) in cases {
         let e = read_mtx(text.as_bytes(), name).expect_err(text);

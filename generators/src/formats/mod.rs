@@ -87,7 +87,9 @@
 //! undirected edge `(i - 1, j - 1)`: a `symmetric` file stores each edge once (the
 //! readers accept entries on either side of the diagonal), and a `general` file that
 //! lists both `(i, j)` and `(j, i)` gives two edges. `pattern` files are unweighted;
-//! `integer` values become `f32` (exact up to 2^24). The writer emits `general` (which
+//! `integer` values become `f32`, and one that `f32` cannot hold exactly (above 2^24, not a
+//! multiple of its spacing) is an error, as in `.gr`: rounding would change path lengths
+//! silently. The writer emits `general` (which
 //! keeps each edge's orientation) unless [`WriteOptions::mtx_symmetry`] asks for
 //! `symmetric` (then each entry is written with row >= column).
 //!

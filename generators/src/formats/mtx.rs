@@ -216,6 +216,16 @@ pub(crate) fn read_stream<R: BufRead>(
                 if w < 0 {
                     return Err(bad_weight(w as f32));
                 }
+                // Rounding to binary32 would change path lengths silently: refuse it.
+                if i128::from(w) != w as f32 as i128 {
+                    return Err(syntax(
+                        path,
+                        ln,
+                        "an integer value that an f32 holds exactly (every integer up to \
+                         2^24 = 16777216; above that only multiples of the f32 spacing)",
+                        found(tok),
+                    ));
+                }
                 wts.push(w as f32);
             }
         }
