@@ -132,6 +132,7 @@
 mod channel;
 mod error;
 mod fiber;
+mod plain;
 mod property;
 pub mod rack;
 mod run_ids;
@@ -142,6 +143,7 @@ mod trust;
 pub mod wire;
 
 pub use error::{Error, Result};
+pub use plain::Plain;
 pub use rack::{rank, ranks};
 pub use runtime::{
     current_worker, in_delegated_context, num_workers, pin_current_thread, spawn, spawn_on, stats,
