@@ -6,11 +6,14 @@
 //! * [`context`]: the thread-local pointer from a worker thread to its worker.
 //! * [`mod@spawn`]: fibers as user code sees them (`spawn`, `spawn_on`, `JoinHandle`).
 //! * [`quiesce`]: global quiescence detection and its proof.
+//! * [`quiesce_ranks`]: quiescence detection across ranks (rack mode), its all-reduce seam
+//!   and its proof.
 //! * [`free`]: the reference count and the property-free path, with their proof.
 
 pub(crate) mod context;
 pub(crate) mod free;
 pub(crate) mod quiesce;
+pub(crate) mod quiesce_ranks;
 pub(crate) mod run_state;
 pub(crate) mod spawn;
 pub(crate) mod worker;

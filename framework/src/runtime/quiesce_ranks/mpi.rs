@@ -1,0 +1,149 @@
+//! [`MpiAllReduce`]: the all-reduce seam over `MPI_Iallreduce` (feature `mpi`).
+//!
+//! rsmpi's safe non-blocking collectives return a request that borrows a scope and is not
+//! `Send`, which a poll-style call made from a worker's idle loop, round after round, cannot
+//! hold. So this type keeps raw handles and calls `mpi::ffi` directly.
+//!
+//! # Invariants (every `unsafe` block below relies on them)
+//!
+//! 1. `comm` is a duplicate of `MPI_COMM_WORLD` made by [`MpiAllReduce::new`] and used by
+//!    this value only: no other collective can match ours, and it is freed at most once (in
+//!    `drop`, and only when no all-reduce is outstanding on it).
+//! 2. `outstanding` is true exactly from a successful `MPI_Iallreduce` until the `MPI_Test`
+//!    that reports it complete. Meanwhile MPI owns `send` and `recv`: they are not read,
+//!    written, resized or freed (dropped with an all-reduce outstanding, they are leaked,
+//!    since a collective request cannot be cancelled), and `request` is the request MPI gave.
+//! 3. The value is used by one thread at a time (`&mut self` on every call); moving it to
+//!    another thread is allowed because the bootstrap requires `MPI_THREAD_MULTIPLE`
+//!    (`crate::rack`), under which any thread may call MPI on any handle.
+
+// Nothing calls it until the worker loop does (the parent module's docs); the unit tests use
+// the threads all-reduce.
+#![allow(dead_code)]
+
+use super::AllReduce;
+use mpi::ffi;
+use std::os::raw::c_int;
+
+/// A sum all-reduce over `u64`s on a communicator of its own (a duplicate of
+/// `MPI_COMM_WORLD`), non-blocking: `MPI_Iallreduce` to start, `MPI_Test` to poll.
+pub(crate) struct MpiAllReduce {
+    comm: ffi::MPI_Comm,
+    request: ffi::MPI_Request,
+    send: Vec<u64>,
+    recv: Vec<u64>,
+    outstanding: bool,
+}
+
+// SAFETY: the raw handles are plain values that any thread may pass to MPI under
+// `MPI_THREAD_MULTIPLE` (invariant 3), and `&mut self` on every method keeps their use to one
+// thread at a time; the buffers are owned `Vec`s.
+unsafe impl Send for MpiAllReduce {}
+
+impl std::fmt::Debug for MpiAllReduce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiAllReduce").field("outstanding", &self.outstanding).finish()
+    }
+}
+
+/// Ends the job (`crate::rack::abort`) if an MPI call failed. With the default error handler
+/// (`MPI_ERRORS_ARE_FATAL`, inherited by the duplicate) MPI aborts by itself first; this is
+/// for a program that installed another handler.
+fn check(rc: c_int, call: &str) {
+    if rc != ffi::MPI_SUCCESS as c_int {
+        crate::rack::abort(
+            1,
+            &format!("{call} failed (MPI error code {rc}) in quiescence detection"),
+        );
+    }
+}
+
+impl MpiAllReduce {
+    /// Duplicates `MPI_COMM_WORLD` for the detector's all-reduces. **Collective**: every rank
+    /// calls it, in the same order relative to its other collectives on `MPI_COMM_WORLD` (at
+    /// the start of `Runtime::run`). Errors when MPI is not initialised (or already
+    /// finalised): the rack bootstrap (`crate::rack::init`) must have run.
+    pub(crate) fn new() -> Result<MpiAllReduce, String> {
+        if !mpi::is_initialized() || mpi::is_finalized() {
+            return Err("quiescence detection across ranks needs MPI initialised by the rack \
+                        bootstrap (skein::rack::init), and not yet finalised"
+                .into());
+        }
+        // SAFETY: MPI is initialised and not finalised (checked above); reading the extern
+        // statics of rsmpi's shim is reading constants it set at load time; `comm` is a
+        // valid place for MPI to write the new handle.
+        let comm = unsafe {
+            let mut comm = ffi::RSMPI_COMM_NULL;
+            check(ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm), "MPI_Comm_dup");
+            comm
+        };
+        // SAFETY: a constant of rsmpi's shim, read after initialisation.
+        let request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        Ok(MpiAllReduce { comm, request, send: Vec::new(), recv: Vec::new(), outstanding: false })
+    }
+}
+
+impl AllReduce for MpiAllReduce {
+    fn start(&mut self, values: &[u64]) {
+        assert!(!self.outstanding, "an all-reduce is still outstanding");
+        let count = c_int::try_from(values.len()).expect("all-reduce of more than i32::MAX values");
+        // Not outstanding: the buffers are ours (invariant 2).
+        self.send.clear();
+        self.send.extend_from_slice(values);
+        self.recv.clear();
+        self.recv.resize(values.len(), 0);
+        // SAFETY: `send` and `recv` hold `count` u64s each and stay untouched until MPI_Test
+        // reports completion (invariant 2); `comm` is our live duplicate (invariant 1);
+        // `RSMPI_UINT64_T` and `RSMPI_SUM` are rsmpi's constants for MPI_UINT64_T and
+        // MPI_SUM, which sums unsigned values modulo 2^64; MPI writes the request handle.
+        let rc = unsafe {
+            ffi::MPI_Iallreduce(
+                self.send.as_ptr().cast(),
+                self.recv.as_mut_ptr().cast(),
+                count,
+                ffi::RSMPI_UINT64_T,
+                ffi::RSMPI_SUM,
+                self.comm,
+                &mut self.request,
+            )
+        };
+        check(rc, "MPI_Iallreduce");
+        self.outstanding = true;
+    }
+
+    fn test(&mut self) -> Option<&[u64]> {
+        if !self.outstanding {
+            return None;
+        }
+        let mut flag: c_int = 0;
+        // SAFETY: `request` is the live request of the outstanding all-reduce (invariant 2);
+        // MPI_Test never blocks, sets it to MPI_REQUEST_NULL on completion, and the status
+        // is ignored (rsmpi's constant for MPI_STATUS_IGNORE).
+        let rc = unsafe { ffi::MPI_Test(&mut self.request, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+        check(rc, "MPI_Test");
+        if flag == 0 {
+            return None;
+        }
+        self.outstanding = false;
+        Some(&self.recv)
+    }
+}
+
+impl Drop for MpiAllReduce {
+    fn drop(&mut self) {
+        if self.outstanding {
+            // MPI may still write `recv` (and read `send`): leak both, and the communicator
+            // with them (invariant 2). Only reached when a run is torn down mid-round.
+            std::mem::forget(std::mem::take(&mut self.send));
+            std::mem::forget(std::mem::take(&mut self.recv));
+            return;
+        }
+        if mpi::is_finalized() {
+            return;
+        }
+        // SAFETY: `comm` is our duplicate, with nothing outstanding on it, freed only here
+        // (invariant 1); MPI is not finalised (checked above).
+        let rc = unsafe { ffi::MPI_Comm_free(&mut self.comm) };
+        check(rc, "MPI_Comm_free");
+    }
+}
