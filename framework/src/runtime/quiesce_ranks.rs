@@ -10,8 +10,9 @@
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
 
+use super::run_state::{RunState, WorkerCounters};
 use crate::sync::proto::Mutex;
-use crate::sync::Arc;
+use crate::sync::{Arc, Ordering};
 use std::collections::VecDeque;
 
 // ----- the all-reduce seam -------------------------------------------------------------------
@@ -200,6 +201,244 @@ impl Drop for ThreadsAllReduce {
     }
 }
 
+// ----- the detector ----------------------------------------------------------------------------
+
+/// What the detector reads on its rank: the task counters of `runtime/quiesce.rs`, summed
+/// over the rank's workers, and the gauges. Every read is an Acquire load.
+pub(crate) trait RankCounters {
+    /// Wave 1: the sum of the workers' `finished` counters.
+    fn finished(&self) -> u64;
+    /// Wave 2: the sum of the workers' creation counters (`created` and every `issued`).
+    fn created(&self) -> u64;
+    /// The gauges: fibers parked, fibers in `wait_quiescent`, and whether `main` returned
+    /// (true only on the rank that runs `main`).
+    fn gauges(&self) -> Gauges;
+}
+
+/// A rank's gauges (read after wave 1), or their all-reduced sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Gauges {
+    pub(crate) parked: u64,
+    pub(crate) quiesce_waiters: u64,
+    pub(crate) main_done: bool,
+}
+
+/// `finished` of one worker (Acquire): its part of wave 1.
+#[inline]
+pub(crate) fn worker_finished(c: &WorkerCounters) -> u64 {
+    c.finished.load(Ordering::Acquire)
+}
+
+/// The creation counters of one worker (Acquire), summed: its part of wave 2.
+#[inline]
+pub(crate) fn worker_created(c: &WorkerCounters) -> u64 {
+    c.issued
+        .iter()
+        .fold(c.created.load(Ordering::Acquire), |s, i| s.wrapping_add(i.load(Ordering::Acquire)))
+}
+
+/// The gauges of one worker (Acquire); `main_done` false.
+#[inline]
+pub(crate) fn worker_gauges(c: &WorkerCounters) -> Gauges {
+    Gauges {
+        parked: c.parked.load(Ordering::Acquire),
+        quiesce_waiters: c.quiesce_waiters.load(Ordering::Acquire),
+        main_done: false,
+    }
+}
+
+/// The workers of a rank that does not run `main` (and the loom model's ranks).
+impl RankCounters for [WorkerCounters] {
+    fn finished(&self) -> u64 {
+        self.iter().map(worker_finished).fold(0, u64::wrapping_add)
+    }
+
+    fn created(&self) -> u64 {
+        self.iter().map(worker_created).fold(0, u64::wrapping_add)
+    }
+
+    fn gauges(&self) -> Gauges {
+        self.iter().map(worker_gauges).fold(Gauges::default(), |a, g| Gauges {
+            parked: a.parked + g.parked,
+            quiesce_waiters: a.quiesce_waiters + g.quiesce_waiters,
+            main_done: false,
+        })
+    }
+}
+
+/// A run's workers on this rank, with its `main_done` flag (set only where `main` runs).
+impl RankCounters for RunState {
+    fn finished(&self) -> u64 {
+        self.counters.finished()
+    }
+
+    fn created(&self) -> u64 {
+        self.counters.created()
+    }
+
+    fn gauges(&self) -> Gauges {
+        Gauges { main_done: self.main_done.load(Ordering::Acquire), ..self.counters.gauges() }
+    }
+}
+
+/// Positions in the all-reduced vector of a round.
+const C: usize = 0;
+const F: usize = 1;
+const PARKED: usize = 2;
+const WAITERS: usize = 3;
+const MAIN_DONE: usize = 4;
+const LEN: usize = 5;
+
+/// The outcome of detection `detection`, the same on every rank (computed from the same
+/// sums).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// Which detection: wave 1 in round `detection`, wave 2 in round `detection + 1`.
+    pub(crate) detection: u64,
+    /// The job was quiescent between the waves, and stays so until a detector acts on this.
+    pub(crate) quiescent: bool,
+    /// Σ wave 1 (tasks finished) and Σ wave 2 (tasks created) over every worker of every rank.
+    pub(crate) finished: u64,
+    pub(crate) created: u64,
+    /// The gauges summed over every rank (`main_done`: on some rank), read in round
+    /// `detection + 1`: exact when `quiescent`.
+    pub(crate) gauges: Gauges,
+}
+
+/// What a rank does on a verdict: the same on every rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Not quiescent: nothing.
+    Continue,
+    /// Quiescent with fibers in `wait_quiescent`: every rank wakes its own (the waiters on
+    /// its workers), then goes on detecting.
+    WakeWaiters,
+    /// Quiescent with nobody to wake: every rank stops its loops. `deadlock` is
+    /// `Some((parked, main_done))` when fibers are still parked or `main` has not returned
+    /// (what `RunState::set_deadlock` records).
+    Stop { deadlock: Option<(u64, bool)> },
+}
+
+impl Verdict {
+    /// What every rank does on this verdict.
+    pub(crate) fn action(&self) -> Action {
+        let g = self.gauges;
+        if !self.quiescent {
+            Action::Continue
+        } else if g.quiesce_waiters > 0 {
+            Action::WakeWaiters
+        } else if g.parked > 0 || !g.main_done {
+            Action::Stop { deadlock: Some((g.parked, g.main_done)) }
+        } else {
+            Action::Stop { deadlock: None }
+        }
+    }
+}
+
+/// The pipelined detector of one rank (module docs): run by worker 0 of the rank, from its
+/// idle loop, through [`Detector::poll`], which never blocks.
+#[derive(Debug)]
+pub(crate) struct Detector<A> {
+    all_reduce: A,
+    /// The round whose all-reduce is outstanding (`posted`), or the next one to post.
+    round: u64,
+    posted: bool,
+    /// Σ wave 1 of the previous round's detection (from the previous all-reduce).
+    prev_finished: u64,
+    /// The broken variant the tests must catch: wave 2 of detection `d` read in round `d`
+    /// right after its wave 1, before the all-reduce (so before the other ranks' wave 1).
+    wave2_early: bool,
+}
+
+impl<A: AllReduce> Detector<A> {
+    /// A detector over `all_reduce` (this rank's handle of a group that spans every rank of
+    /// the run, used by nothing else). Its first `poll` posts round 0.
+    pub(crate) fn new(all_reduce: A) -> Detector<A> {
+        Detector { all_reduce, round: 0, posted: false, prev_finished: 0, wave2_early: false }
+    }
+
+    /// The broken variant (see the field); tests only.
+    #[cfg(test)]
+    pub(crate) fn with_wave2_before_all_reduce(mut self) -> Detector<A> {
+        self.wave2_early = true;
+        self
+    }
+
+    /// The round whose all-reduce is outstanding, or the next one to post.
+    pub(crate) fn round(&self) -> u64 {
+        self.round
+    }
+
+    /// One step, never blocking. Posts the next round when none is outstanding; otherwise
+    /// tests the outstanding all-reduce and, when it has completed, returns the verdict it
+    /// decides (round `d` decides detection `d − 1`; round 0 decides nothing).
+    ///
+    /// After a **positive** verdict the next round is only posted by the next call, so the
+    /// caller must act on it (wake its waiters, or stop and not call again) *before* calling
+    /// `poll` again: the proof needs the wake-ups before the next wave-2 read. After a
+    /// negative one (nothing to do), the next round is posted in the same call.
+    pub(crate) fn poll<K: RankCounters + ?Sized>(&mut self, counters: &K) -> Option<Verdict> {
+        if !self.posted {
+            self.post(counters);
+            return None;
+        }
+        let sums: [u64; LEN] = self.all_reduce.test()?.try_into().unwrap_or_else(|_| {
+            panic!("the all-reduce of round {} returned a vector of another length", self.round)
+        });
+        self.posted = false;
+        let verdict = if self.wave2_early {
+            // Broken: this round's own waves.
+            Some(self.verdict(self.round, sums[F], sums))
+        } else {
+            // Detection round − 1: wave 1 from the previous all-reduce, wave 2 from this one.
+            self.round.checked_sub(1).map(|d| self.verdict(d, self.prev_finished, sums))
+        };
+        self.prev_finished = sums[F];
+        self.round += 1;
+        if !verdict.is_some_and(|v| v.quiescent) {
+            self.post(counters);
+        }
+        verdict
+    }
+
+    fn verdict(&self, detection: u64, finished: u64, sums: [u64; LEN]) -> Verdict {
+        Verdict {
+            detection,
+            quiescent: finished == sums[C],
+            finished,
+            created: sums[C],
+            gauges: Gauges {
+                parked: sums[PARKED],
+                quiesce_waiters: sums[WAITERS],
+                main_done: sums[MAIN_DONE] > 0,
+            },
+        }
+    }
+
+    /// Round `self.round`, steps 2 to 4 (module docs; step 1 is the caller's action on the
+    /// previous verdict).
+    fn post<K: RankCounters + ?Sized>(&mut self, counters: &K) {
+        debug_assert!(!self.posted);
+        let mut v = [0u64; LEN];
+        if !self.wave2_early && self.round > 0 {
+            // Step 2: wave 2 of detection round − 1, after all-reduce round − 1 completed.
+            v[C] = counters.created();
+        }
+        // Step 3: wave 1 of detection round, then the gauges.
+        v[F] = counters.finished();
+        if self.wave2_early {
+            v[C] = counters.created();
+        }
+        let g = counters.gauges();
+        v[PARKED] = g.parked;
+        v[WAITERS] = g.quiesce_waiters;
+        v[MAIN_DONE] = u64::from(g.main_done);
+        // Step 4.
+        self.all_reduce.start(&v);
+        self.posted = true;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,5 +543,505 @@ mod tests {
         let mut g = ThreadsAllReduce::group(2);
         g[0].start(&[1]);
         g[1].start(&[1, 2]);
+    }
+}
+
+/// A deterministic simulation of a rack job: fake ranks of fake workers whose real
+/// [`WorkerCounters`] move as tasks are created and finished, the real [`Detector`] on each
+/// rank over the real [`ThreadsAllReduce`], and a seeded scheduler that interleaves worker
+/// steps, message deliveries and detector polls at random, down to single counter reads inside
+/// a detector's waves. The world knows the truth (tasks alive, parked fibers, waiters), which
+/// every positive verdict is checked against.
+#[cfg(test)]
+mod sim {
+    use super::tests::Rng;
+    use super::*;
+    use crate::sync::proto;
+    use std::cell::RefCell;
+
+    /// A fiber segment (running) or a parked fiber.
+    struct Fib {
+        steps: u32,
+        main: bool,
+        /// `main` only: how many more times it calls `wait_quiescent`.
+        phases: u32,
+    }
+
+    enum Kind {
+        /// A delegated closure: spawns fibers on its trustee, maybe issues a request of its
+        /// own; the completion on the client maybe spawns a fiber.
+        Work { spawns: u32, nested: bool, then_spawn: bool },
+        /// The detector's wake-up post from worker 0 of a rank to another worker of it.
+        Wake,
+    }
+
+    struct Msg {
+        client: usize,
+        trustee: usize,
+        kind: Kind,
+    }
+
+    /// What a run of the simulation must show; the outcome of one seed.
+    pub(super) struct Setup {
+        pub(super) seed: u64,
+        pub(super) ranks: usize,
+        pub(super) workers: usize,
+        /// The detector's broken variant (wave 2 before the all-reduce).
+        pub(super) early: bool,
+        /// A fiber parks for good: the end must be reported as a deadlock.
+        pub(super) park_forever: bool,
+    }
+
+    struct World {
+        rng: Rng,
+        w: usize,
+        counters: Vec<Arc<Vec<WorkerCounters>>>,
+        running: Vec<Vec<Fib>>,
+        waiting: Vec<Vec<Fib>>,
+        requests: Vec<Msg>,
+        responses: Vec<Msg>,
+        /// The truth: tasks created and not finished, tasks ever created, gauges.
+        live: u64,
+        created: u64,
+        parked: u64,
+        waiters: u64,
+        main_done: bool,
+        /// Tasks the work may still create in this phase (main's wake-up renews it).
+        budget: u64,
+        /// How often a detector's read is preceded by worker steps (percent).
+        interleave: usize,
+        park_forever: bool,
+        /// Max over ranks of `Detector::round` (updated after each poll), when the job last
+        /// went quiet; `None` while it is not.
+        quiet_at: Option<u64>,
+        rounds: Vec<u64>,
+    }
+
+    const BUDGET: u64 = 60;
+
+    impl World {
+        fn ctr(&self, gid: usize) -> &WorkerCounters {
+            &self.counters[gid / self.w][gid % self.w]
+        }
+
+        fn gids(&self) -> usize {
+            self.running.len()
+        }
+
+        fn create_fiber(&mut self, gid: usize, f: Fib) {
+            proto::bump(&self.ctr(gid).created, 1);
+            self.live += 1;
+            self.created += 1;
+            self.running[gid].push(f);
+        }
+
+        fn issue(&mut self, client: usize, trustee: usize, kind: Kind) {
+            proto::bump(&self.ctr(client).issued[trustee], 1);
+            self.live += 1;
+            self.created += 1;
+            self.requests.push(Msg { client, trustee, kind });
+        }
+
+        fn finish(&mut self, gid: usize) {
+            proto::bump(&self.ctr(gid).finished, 1);
+            self.live -= 1;
+            if self.live == 0 {
+                self.quiet_at = Some(self.rounds.iter().copied().max().unwrap_or(0));
+            }
+        }
+
+        fn set(&self, c: &crate::sync::proto::AtomicU64, delta: i64) {
+            proto::set(c, c.load(Ordering::Relaxed).wrapping_add_signed(delta));
+        }
+
+        fn wake(&mut self, gid: usize) {
+            for mut f in std::mem::take(&mut self.waiting[gid]) {
+                if f.main {
+                    self.budget = BUDGET;
+                    f.steps = 1 + self.rng.below(6) as u32;
+                }
+                // `Worker::wake_parked`, then the waiter count (`wake_quiesce_waiters`).
+                self.create_fiber(gid, f);
+                self.set(&self.ctr(gid).parked, -1);
+                self.set(&self.ctr(gid).quiesce_waiters, -1);
+                self.parked -= 1;
+                self.waiters -= 1;
+            }
+        }
+
+        fn take_budget(&mut self) -> bool {
+            let ok = self.budget > 0;
+            self.budget = self.budget.saturating_sub(1);
+            ok
+        }
+
+        /// One step of fiber `i` on worker `gid`.
+        fn fiber_step(&mut self, gid: usize, i: usize) {
+            let roll = self.rng.below(100);
+            if self.running[gid][i].steps > 0 && self.take_budget() {
+                self.running[gid][i].steps -= 1;
+                match roll {
+                    0..=44 => {
+                        let t = self.rng.below(self.gids());
+                        let kind = Kind::Work {
+                            spawns: self.rng.below(3) as u32,
+                            nested: self.rng.below(100) < 20,
+                            then_spawn: self.rng.below(100) < 20,
+                        };
+                        self.issue(gid, t, kind);
+                    }
+                    45..=69 => {
+                        let steps = self.rng.below(5) as u32;
+                        self.create_fiber(gid, Fib { steps, main: false, phases: 0 });
+                    }
+                    70..=77 if !self.running[gid][i].main => self.wait_quiescent(gid, i),
+                    78..=80 if self.park_forever && !self.running[gid][i].main => {
+                        // Parks on something nobody will ever set.
+                        self.park_forever = false;
+                        self.running[gid].swap_remove(i);
+                        self.set(&self.ctr(gid).parked, 1);
+                        self.parked += 1;
+                        self.finish(gid);
+                    }
+                    _ => {} // local computation
+                }
+                return;
+            }
+            let f = &mut self.running[gid][i];
+            if f.main && f.phases > 0 {
+                f.phases -= 1;
+                self.wait_quiescent(gid, i);
+            } else {
+                if f.main {
+                    self.main_done = true;
+                }
+                self.running[gid].swap_remove(i);
+                self.finish(gid);
+            }
+        }
+
+        /// `Worker::wait_quiescent`: a waiter, parked (its segment finishes).
+        fn wait_quiescent(&mut self, gid: usize, i: usize) {
+            let f = self.running[gid].swap_remove(i);
+            self.waiting[gid].push(f);
+            self.set(&self.ctr(gid).quiesce_waiters, 1);
+            self.set(&self.ctr(gid).parked, 1);
+            self.waiters += 1;
+            self.parked += 1;
+            self.finish(gid);
+        }
+
+        fn serve(&mut self, j: usize) {
+            let m = self.requests.swap_remove(j);
+            match m.kind {
+                Kind::Work { spawns, nested, .. } => {
+                    for _ in 0..spawns {
+                        if self.take_budget() {
+                            let steps = self.rng.below(4) as u32;
+                            self.create_fiber(m.trustee, Fib { steps, main: false, phases: 0 });
+                        }
+                    }
+                    if nested && self.take_budget() {
+                        let t = self.rng.below(self.gids());
+                        let kind = Kind::Work { spawns: 1, nested: false, then_spawn: false };
+                        self.issue(m.trustee, t, kind);
+                    }
+                }
+                Kind::Wake => self.wake(m.trustee),
+            }
+            // The response is sent after the closure returned (T2).
+            self.responses.push(m);
+        }
+
+        fn complete(&mut self, j: usize) {
+            let m = self.responses.swap_remove(j);
+            if let Kind::Work { then_spawn: true, .. } = m.kind {
+                if self.take_budget() {
+                    self.create_fiber(m.client, Fib { steps: 1, main: false, phases: 0 });
+                }
+            }
+            self.finish(m.client);
+        }
+
+        /// Number of worker events available now.
+        fn events(&self) -> usize {
+            self.running.iter().map(Vec::len).sum::<usize>()
+                + self.requests.len()
+                + self.responses.len()
+        }
+
+        /// Runs one random worker event, if any.
+        fn worker_event(&mut self) {
+            let n = self.events();
+            if n == 0 {
+                return;
+            }
+            let mut k = self.rng.below(n);
+            for gid in 0..self.gids() {
+                if k < self.running[gid].len() {
+                    return self.fiber_step(gid, k);
+                }
+                k -= self.running[gid].len();
+            }
+            if k < self.requests.len() {
+                return self.serve(k);
+            }
+            self.complete(k - self.requests.len())
+        }
+
+        /// Before each of a detector's counter reads: maybe some worker events.
+        fn maybe_interleave(&mut self) {
+            while self.rng.below(100) < self.interleave {
+                self.worker_event();
+            }
+        }
+    }
+
+    /// A rank's counters as its detector reads them, one worker at a time, with worker events
+    /// of any rank slipped in between the reads.
+    struct Reader<'a> {
+        world: &'a RefCell<World>,
+        counters: Arc<Vec<WorkerCounters>>,
+        rank: usize,
+    }
+
+    impl Reader<'_> {
+        fn each<T>(&self, read: impl Fn(&WorkerCounters) -> T) -> Vec<T> {
+            (0..self.counters.len())
+                .map(|i| {
+                    self.world.borrow_mut().maybe_interleave();
+                    read(&self.counters[i])
+                })
+                .collect()
+        }
+    }
+
+    impl RankCounters for Reader<'_> {
+        fn finished(&self) -> u64 {
+            self.each(worker_finished).into_iter().fold(0, u64::wrapping_add)
+        }
+
+        fn created(&self) -> u64 {
+            self.each(worker_created).into_iter().fold(0, u64::wrapping_add)
+        }
+
+        fn gauges(&self) -> Gauges {
+            let g = self.each(worker_gauges);
+            Gauges {
+                parked: g.iter().map(|g| g.parked).sum(),
+                quiesce_waiters: g.iter().map(|g| g.quiesce_waiters).sum(),
+                main_done: self.rank == 0 && self.world.borrow().main_done,
+            }
+        }
+    }
+
+    /// What a correct run showed.
+    #[derive(Debug)]
+    pub(super) struct Outcome {
+        pub(super) detections: u64,
+        pub(super) wakes: u64,
+        pub(super) tasks: u64,
+        pub(super) deadlock: Option<(u64, bool)>,
+    }
+
+    /// Runs the simulation of `s`; `Err` names the first property that failed.
+    pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
+        let mut rng = Rng(s.seed);
+        let gids = s.ranks * s.workers;
+        let world = RefCell::new(World {
+            counters: (0..s.ranks)
+                .map(|_| Arc::new((0..s.workers).map(|_| WorkerCounters::new(gids)).collect()))
+                .collect(),
+            running: (0..gids).map(|_| Vec::new()).collect(),
+            waiting: (0..gids).map(|_| Vec::new()).collect(),
+            requests: Vec::new(),
+            responses: Vec::new(),
+            w: s.workers,
+            live: 0,
+            created: 0,
+            parked: 0,
+            waiters: 0,
+            main_done: false,
+            budget: BUDGET,
+            interleave: rng.below(60),
+            park_forever: s.park_forever,
+            quiet_at: None,
+            rounds: vec![0; s.ranks],
+            rng: Rng(rng.next()),
+        });
+        // `Runtime::run`: main is created on worker 0 of rank 0 before anything runs.
+        let phases = 1 + rng.below(3) as u32;
+        world.borrow_mut().create_fiber(0, Fib { steps: 3, main: true, phases });
+        let mut detectors: Vec<_> = ThreadsAllReduce::group(s.ranks)
+            .into_iter()
+            .map(|a| {
+                let d = Detector::new(a);
+                if s.early {
+                    d.with_wave2_before_all_reduce()
+                } else {
+                    d
+                }
+            })
+            .collect();
+        // How often the scheduler polls a detector rather than a worker event, and each
+        // rank's relative speed.
+        let poll_percent = 5 + rng.below(60);
+        let speed: Vec<usize> = (0..s.ranks).map(|_| 1 + rng.below(4)).collect();
+        let mut verdicts: Vec<Vec<Verdict>> = vec![Vec::new(); s.ranks];
+        let mut first: Vec<Verdict> = Vec::new();
+        let mut stopped: Vec<Option<Option<(u64, bool)>>> = vec![None; s.ranks];
+        let mut wakes = 0;
+        for step in 0.. {
+            if stopped.iter().all(Option::is_some) {
+                break;
+            }
+            if step > 1_000_000 {
+                return Err(format!("no end after {step} steps: {verdicts:?}"));
+            }
+            let worker_turn = world.borrow().events() > 0 && rng.below(100) >= poll_percent;
+            if worker_turn {
+                world.borrow_mut().worker_event();
+                continue;
+            }
+            let r = rng.below(s.ranks);
+            if stopped[r].is_some() || rng.below(4) >= speed[r] {
+                continue;
+            }
+            let reader =
+                Reader { world: &world, counters: world.borrow().counters[r].clone(), rank: r };
+            let v = detectors[r].poll(&reader);
+            world.borrow_mut().rounds[r] = detectors[r].round();
+            let Some(v) = v else { continue };
+            // (c) Agreement: every rank's k-th verdict is the first rank's k-th verdict.
+            let k = verdicts[r].len();
+            verdicts[r].push(v);
+            if k < first.len() {
+                if first[k] != v {
+                    return Err(format!(
+                        "rank {r}: verdict {v:?}, another rank had {:?}",
+                        first[k]
+                    ));
+                }
+            } else {
+                first.push(v);
+                // (a) The first rank to learn a positive verdict: the job is quiescent now
+                // (nobody has acted on it yet), and the sums are the whole truth.
+                if v.quiescent {
+                    let w = world.borrow();
+                    let truth = Gauges {
+                        parked: w.parked,
+                        quiesce_waiters: w.waiters,
+                        main_done: w.main_done,
+                    };
+                    if w.live != 0 || v.created != w.created || v.gauges != truth {
+                        return Err(format!(
+                            "positive verdict {v:?} while {} task(s) are alive, {} created, \
+                             gauges {truth:?}",
+                            w.live, w.created
+                        ));
+                    }
+                    // (b) Promptly: at most two detections after the one running when the
+                    // job went quiet.
+                    let q = w.quiet_at.expect("quiet");
+                    if v.detection > q + 2 {
+                        return Err(format!(
+                            "quiet since round {q}, detected only by detection {}",
+                            v.detection
+                        ));
+                    }
+                }
+            }
+            match v.action() {
+                Action::Continue => {}
+                Action::WakeWaiters => {
+                    // This rank wakes its own: on worker 0 directly, elsewhere by a post.
+                    wakes += 1;
+                    let mut w = world.borrow_mut();
+                    w.quiet_at = None;
+                    let base = r * s.workers;
+                    w.wake(base);
+                    for v in 1..s.workers {
+                        if !w.waiting[base + v].is_empty() {
+                            w.issue(base, base + v, Kind::Wake);
+                        }
+                    }
+                    if w.live == 0 {
+                        // Nothing woken on this rank (its waiters were elsewhere).
+                        w.quiet_at = Some(w.rounds.iter().copied().max().unwrap_or(0));
+                    }
+                }
+                Action::Stop { deadlock } => stopped[r] = Some(deadlock),
+            }
+        }
+        let w = world.borrow();
+        let deadlock = stopped[0].expect("stopped");
+        if stopped.iter().any(|s| *s != Some(deadlock)) {
+            return Err(format!("ranks stopped differently: {stopped:?}"));
+        }
+        if verdicts.iter().any(|v| v.len() != verdicts[0].len()) {
+            return Err("ranks stopped after different numbers of verdicts".into());
+        }
+        if w.live != 0 || w.waiters != 0 || !w.main_done {
+            return Err(format!("stopped with {} task(s) alive, {} waiter(s)", w.live, w.waiters));
+        }
+        Ok(Outcome { detections: first.len() as u64, wakes, tasks: w.created, deadlock })
+    }
+}
+
+#[cfg(test)]
+mod detector_tests {
+    use super::sim::{run, Setup};
+
+    fn setups(early: bool) -> impl Iterator<Item = Setup> {
+        (0..600u64).map(move |seed| Setup {
+            seed,
+            ranks: 2 + (seed % 3) as usize,
+            workers: 1 + (seed / 3 % 3) as usize,
+            early,
+            park_forever: false,
+        })
+    }
+
+    /// (a) no positive verdict while a task is unfinished, (b) a positive verdict within two
+    /// detections of the job going quiet, (c) every rank the same verdicts in the same
+    /// rounds: 2-4 ranks of 1-3 workers, 600 seeded schedules.
+    #[test]
+    fn pipelined_detector_is_safe_prompt_and_agreed() {
+        let (mut wakes, mut tasks) = (0, 0);
+        for s in setups(false) {
+            let o = run(&s).unwrap_or_else(|e| {
+                panic!("seed {} ({} ranks x {} workers): {e}", s.seed, s.ranks, s.workers)
+            });
+            assert_eq!(o.deadlock, None, "seed {}", s.seed);
+            assert!(o.detections >= 1);
+            wakes += o.wakes;
+            tasks += o.tasks;
+        }
+        // The schedules did exercise wake-ups and real work.
+        assert!(wakes > 600, "{wakes} wake-ups");
+        assert!(tasks > 600 * 30, "{tasks} tasks");
+    }
+
+    /// Reading wave 2 before the all-reduce completes must be caught by the same checks.
+    #[test]
+    fn wave2_before_the_all_reduce_is_caught() {
+        let failures = setups(true).filter(|s| run(s).is_err()).count();
+        assert!(failures > 0, "the broken detector passed every schedule");
+    }
+
+    /// A fiber parked for good: every rank stops with the same deadlock report.
+    #[test]
+    fn deadlock_is_reported_by_every_rank() {
+        let mut reported = 0;
+        for seed in 0..200 {
+            let s = Setup { seed, ranks: 3, workers: 2, early: false, park_forever: true };
+            let o = run(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            if let Some(d) = o.deadlock {
+                assert_eq!(d, (1, true), "seed {seed}");
+                reported += 1;
+            }
+        }
+        // Not every schedule reaches the park (the work may end first).
+        assert!(reported > 20, "{reported} deadlocks");
     }
 }
