@@ -1,9 +1,110 @@
 //! Quiescence detection across ranks (rack mode): the pipelined detector that worker 0 of
 //! every rank runs from its idle loop, one non-blocking sum all-reduce per round, and the
 //! all-reduce seam it runs on ([`AllReduce`]: [`ThreadsAllReduce`] for fake ranks in one
-//! process, `MpiAllReduce` over `MPI_Iallreduce` with the `mpi` feature).
+//! process, `mpi::MpiAllReduce` over `MPI_Iallreduce` with the `mpi` feature). The design
+//! is `docs/rack-mode.md`, section 6; this module holds the code and the argument.
 //!
-//! Not wired into the worker loop yet (see "How the worker loop calls it" below).
+//! # Counting
+//!
+//! Tasks, their counters and the *rule of activity* are those of [`super::quiesce`],
+//! unchanged on every worker of every rank: a request (remote or local, control messages
+//! included) is created when its client queues it (`issued[c][g]`, indexed by global
+//! trustee) and finished when its client has run its completion, after the response arrived.
+//! Control messages across ranks are answered like requests, so every task is still created
+//! and finished on one worker, which is the first premise of the proof in `quiesce.rs`.
+//!
+//! # The detector: rounds
+//!
+//! On every rank, worker 0 runs a [`Detector`] in rounds `d = 0, 1, 2, ...`, one all-reduce
+//! per round. Round `d`, on each rank, once the all-reduce of round `d − 1` has completed
+//! there:
+//!
+//! 1. act on verdict `d − 2` (decided by all-reduce `d − 1`) if it was positive: wake this
+//!    rank's `wait_quiescent` waiters, or stop ([`Verdict::action`]; the caller does this);
+//! 2. read `C` = the rank's creation counters (Acquire): wave 2 of detection `d − 1`;
+//! 3. read `F` = the rank's `finished` counters (Acquire): wave 1 of detection `d`; then
+//!    the gauges `parked`, `quiesce_waiters`, `main_done`;
+//! 4. post the all-reduce of `[C, F, parked, waiters, main_done]`. When it completes,
+//!    detection `d − 1` is positive iff `ΣF(d − 1) == ΣC(d − 1)` (`ΣF(d − 1)` came with
+//!    all-reduce `d − 1`), and every rank computes the same [`Verdict`] from the same sums.
+//!
+//! A rank with work keeps taking part: the all-reduce is non-blocking, and a busy rank only
+//! makes every rank's detection lag, never wait.
+//!
+//! # Why it is correct
+//!
+//! The proof in `quiesce.rs` uses two facts about the waves: (i) per worker, wave 2 is read
+//! after wave 1, so `C[w] >= F[w]`; (ii) every wave-1 read happens before every wave-2 read.
+//! Here:
+//!
+//! * (i) on each rank, `C(d)` is read after `F(d)`: step 3 of round `d`, then step 2 of
+//!   round `d + 1`, both by worker 0, in program order.
+//! * (ii) every rank's wave-1 reads `F(d)` precede its contribution to all-reduce `d`, and
+//!   every rank reads wave 2 `C(d)` only after all-reduce `d` completed on that rank.
+//!   **Transport condition T1**: an all-reduce completes on a rank only after every rank has
+//!   contributed (true of any all-reduce: its result depends on every input), and its
+//!   completion orders memory: the reads precede the call in program order, and the
+//!   completion follows the other ranks' calls ([`ThreadsAllReduce`]: its lock;
+//!   `MPI_Iallreduce`: the result cannot exist before every input was sent).
+//! * The proof's case "the parent is a request from client `v`, served on `w`" now crosses
+//!   ranks: the child `Z` is created on the trustee before the response is sent; the
+//!   client's completion runs after the response is received, then `finished[v]` is bumped,
+//!   then read in wave 1. **Transport condition T2**: a response's receipt happens after its
+//!   send, and a trustee sends a response only after the records' closures returned (so
+//!   their creations are counted, Release-bumped, before the send). With a landing worker
+//!   and an atomic countdown (`docs/rack-mode.md`, section 4.2) the chain is: the trustee's
+//!   bump → Release countdown → Acquire countdown by the last trustee → `MPI_Isend` →
+//!   receipt on the client → completion → `finished` bump: a chain of happens-before.
+//! * Equal sums then give `C[w] == F[w]` on every worker of every rank, and the argument of
+//!   `quiesce.rs` (take a task `Z` created beyond the count whose parent was counted; its
+//!   creation would have been counted) goes through word for word. Messages in flight need no
+//!   counter of their own: a request envelope in flight belongs to an unfinished request task
+//!   of its client, and so does a response in flight.
+//! * Wake-ups by the detector (the proof's exception: roots with no counted parent) happen
+//!   in step 1 of round `d`: after this rank's wave-1 read `F(d − 1)` (round `d − 1`, step 3)
+//!   and before its wave-2 read `C(d − 1)` (round `d`, step 2). Waking creates a task on
+//!   worker 0 (`Worker::wake_parked` bumps `created`; a wake-up posted to another worker is
+//!   a request `issued` by worker 0), so it is counted in `C(d − 1)` while its finish is not
+//!   in `F(d − 1)`: with `C[w] >= F[w]` everywhere, `ΣC > ΣF`, and detection `d − 1` is
+//!   negative. So a positive detection never overlaps a wake-up, and no rank acts twice on
+//!   one quiescent state. This is why [`Detector::poll`] posts the next round only on the
+//!   call after a positive verdict: the caller must act in between.
+//! * The gauges read in step 3 of round `d` are exact for a positive detection `d − 1`: the
+//!   job is quiescent from the completion of all-reduce `d − 1` on, and nothing but the
+//!   detector's own action (step 1 of round `d + 1`) changes them.
+//! * Agreement: every rank sees the same sums, hence the same verdict in the same round; all
+//!   ranks wake their waiters, or all stop, or all report the same deadlock. A rank must not
+//!   override a verdict with local state (that would break agreement).
+//!
+//! # How the worker loop calls it (not wired yet)
+//!
+//! * At `Runtime::run`, on every rank, on the thread that calls `run` (collective):
+//!   `mpi::MpiAllReduce::new()` (or one handle of `ThreadsAllReduce::group(R)` per fake rank
+//!   for the loopback split), then `Detector::new(Box::new(it) as Box<dyn AllReduce + Send>)`,
+//!   handed to worker 0 of the rank. Nothing else may use that all-reduce.
+//! * Worker 0's idle loop, where it calls `quiesce::detect` today, calls
+//!   `detector.poll(&*run_state)` (never blocks; [`RankCounters`] is implemented for
+//!   `RunState`) and on `Some(v)` acts on [`Verdict::action`] *before* its next `poll`:
+//!   `Continue`: nothing; `WakeWaiters`: wake this rank's waiters as `quiesce::detect` does
+//!   (its own, and a post to each other local worker that has some, then flush), and keep
+//!   polling; `Stop { deadlock }`: `RunState::set_deadlock` if `Some`, set `shutdown`, stop
+//!   the loop and never poll again. Every rank takes the same action in the same round, so
+//!   no all-reduce is left outstanding at a stop.
+//! * Worker 0 must keep polling while its rank has work (at least when idle), or every rank's
+//!   detection waits for it.
+//!
+//! # Checks
+//!
+//! * `sim` (unit tests): a seeded simulation of 2 to 4 fake ranks of 1 to 3 fake workers
+//!   whose real counters move (requests across ranks whose closures spawn on the trustee,
+//!   completions, `wait_quiescent` and its wake-ups, a deadlock), with worker steps slipped
+//!   between single counter reads of the detector's waves. Every positive verdict is checked
+//!   against the truth (no task alive, sums equal to every task ever created, exact gauges),
+//!   for promptness, and for agreement; the broken variant (wave 2 before the all-reduce) is
+//!   caught.
+//! * `loom_tests`: two ranks of one worker over the real detector and the real
+//!   [`ThreadsAllReduce`] under loom, and the same broken variant, caught.
+//! * `mpi::tests` (feature `mpi`): the test binary re-launched under `mpirun -np 3`.
 
 #![cfg_attr(not(test), allow(dead_code))]
 
