@@ -362,8 +362,8 @@ impl RankCounters for [WorkerCounters] {
 
     fn gauges(&self) -> Gauges {
         self.iter().map(worker_gauges).fold(Gauges::default(), |a, g| Gauges {
-            parked: a.parked + g.parked,
-            quiesce_waiters: a.quiesce_waiters + g.quiesce_waiters,
+            parked: a.parked.wrapping_add(g.parked),
+            quiesce_waiters: a.quiesce_waiters.wrapping_add(g.quiesce_waiters),
             main_done: false,
         })
     }
@@ -629,6 +629,57 @@ mod tests {
         for h in handles {
             h.join().unwrap();
         }
+    }
+
+    /// What the worker loop will hand the detector: a run's counters and its `main_done`.
+    #[test]
+    fn run_state_counters_are_summed_over_the_rank() {
+        use crate::runtime::run_state::Config;
+        use crate::sync::proto;
+        let cfg = Config {
+            workers: 3,
+            fibers_per_worker: 1,
+            pin: false,
+            stack_size: 64 * 1024,
+            worker_stack_size: 64 * 1024,
+            slot_overflow: crate::channel::slot::DEFAULT_OVERFLOW,
+        };
+        let rs = RunState::start(cfg).expect("a run id");
+        let c = &rs.counters;
+        proto::bump(&c[0].created, 2);
+        proto::bump(&c[1].issued[2], 3);
+        proto::bump(&c[2].issued[0], 4);
+        proto::bump(&c[1].finished, 5);
+        proto::bump(&c[2].finished, 1);
+        proto::set(&c[2].parked, 2);
+        proto::set(&c[0].quiesce_waiters, 1);
+        proto::set(&c[0].parked, 1);
+        assert_eq!((rs.created(), rs.finished()), (9, 6));
+        let g = Gauges { parked: 3, quiesce_waiters: 1, main_done: false };
+        assert_eq!(rs.gauges(), g);
+        rs.main_done.store(true, Ordering::Release);
+        assert_eq!(rs.gauges(), Gauges { main_done: true, ..g });
+    }
+
+    /// The actions every rank takes on a verdict.
+    #[test]
+    fn verdict_actions() {
+        let g = Gauges { parked: 0, quiesce_waiters: 0, main_done: true };
+        let v = Verdict { detection: 4, quiescent: true, finished: 7, created: 7, gauges: g };
+        assert_eq!(v.action(), Action::Stop { deadlock: None });
+        assert_eq!(Verdict { quiescent: false, ..v }.action(), Action::Continue);
+        let waiters = Gauges { quiesce_waiters: 2, parked: 2, ..g };
+        assert_eq!(Verdict { gauges: waiters, ..v }.action(), Action::WakeWaiters);
+        let parked = Gauges { parked: 1, ..g };
+        assert_eq!(
+            Verdict { gauges: parked, ..v }.action(),
+            Action::Stop { deadlock: Some((1, true)) }
+        );
+        let no_main = Gauges { main_done: false, ..g };
+        assert_eq!(
+            Verdict { gauges: no_main, ..v }.action(),
+            Action::Stop { deadlock: Some((0, false)) }
+        );
     }
 
     #[test]
