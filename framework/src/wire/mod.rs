@@ -17,4 +17,6 @@
 pub(crate) mod code_id;
 pub mod codec;
 #[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod envelope;
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod remote;
