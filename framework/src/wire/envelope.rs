@@ -811,6 +811,26 @@ impl RequestWriter {
         super::remote::push_plain(&mut self.buf, arg);
     }
 
+    /// Appends a record on element `index` of a `TrustArray` part (a table of
+    /// `RemoteVTable::of_element`): the index, then the `Plain` argument.
+    pub(crate) fn push_element<A: Plain>(
+        &mut self,
+        vt: &'static RemoteVTable,
+        target: u64,
+        index: u64,
+        arg: A,
+    ) {
+        assert_eq!(vt.kind, super::remote::KIND_ELEMENT, "skein: not an element table");
+        assert_eq!(
+            vt.arg_bytes as usize,
+            8 + std::mem::size_of::<A>().next_multiple_of(8),
+            "skein: argument of the wrong size"
+        );
+        self.push_head(vt, target);
+        super::remote::push_plain(&mut self.buf, index);
+        super::remote::push_plain(&mut self.buf, arg);
+    }
+
     /// Closes the open segment.
     pub(crate) fn end_segment(&mut self) {
         let open = self.open.take().expect("skein: no segment open");

@@ -67,6 +67,12 @@ fn elem() -> &'static RemoteVTable {
         *v
     })
 }
+fn elem_wide() -> &'static RemoteVTable {
+    RemoteVTable::of_element(&|v: &mut u32, a: u128| {
+        *v = (a >> 100) as u32;
+        a as u8
+    })
+}
 fn spawn() -> &'static RemoteVTable {
     RemoteVTable::of_spawn(&|a: (u32, u32)| a.0 as u64 * a.1 as u64)
 }
@@ -118,12 +124,14 @@ fn build_requests() -> Built {
     w.push_plain(pair(), 1, (3u8, 9u32));
     w.push_plain(boom(), 0, 4u32);
     w.push(with(), 1, &codec::encode(&"xy".to_string()).unwrap());
-    w.push_plain(elem(), 0, (1u64, 5u32));
+    w.push_element(elem(), 0, 1, 5u32);
     w.push_plain(spawn(), 0, (6u32, 7u32));
     w.push_plain(wide(), 1, [1u32; 10]);
     w.push_plain(unit(), 1, ());
+    w.push_element(elem_wide(), 0, 3, (9u128 << 100) | 0x1ff);
     w.end_segment();
-    batches.push((2, 5, vec![add(), pair(), boom(), with(), elem(), spawn(), wide(), unit()]));
+    let tables = vec![add(), pair(), boom(), with(), elem(), spawn(), wide(), unit(), elem_wide()];
+    batches.push((2, 5, tables));
     w.begin_segment(3, 0, Some(add()));
     for i in 0..3u64 {
         w.push_plain(add(), 2, i + 1);
@@ -208,7 +216,7 @@ fn a_request_batch_runs_in_one_process() {
     }));
 
     let mut props = vec![10u64, 20, 100];
-    let mut parts = vec![vec![1u32, 2, 3]];
+    let mut parts = vec![vec![1u32, 2, 3, 4]];
     let response = serve(&env, &mut props, &mut parts);
     // The fixed part, plus what it leaves out: one panic entry (8 bytes and "boom 4" padded
     // to 8) and the serialized result of `with` ("xy22": 5 bytes, padded to 8).
@@ -223,7 +231,7 @@ fn a_request_batch_runs_in_one_process() {
     assert_eq!(segs.len(), 2);
 
     let r: Vec<&[u8]> = segs[0].results().collect();
-    assert_eq!(r.len(), 8);
+    assert_eq!(r.len(), 9);
     assert_eq!(read_plain::<u64>(r[0]), 17); // add: 10 + 7
     assert_eq!(read_plain::<(u64, u32)>(r[1]), (60, 9)); // pair: 3 · 20, 9
     assert_eq!(r[2], &[0; 8]); // boom: panicked, zeros
@@ -232,13 +240,14 @@ fn a_request_batch_runs_in_one_process() {
     assert_eq!(read_plain::<u64>(r[5]), 42); // spawn
     assert_eq!(read_plain::<[u16; 5]>(r[6]), [32; 5]); // wide: 10 + 22
     assert!(r[7].is_empty()); // unit: no result bytes
+    assert_eq!(read_plain::<u8>(r[8]), 0xff); // elem_wide: a u128 argument after the index
     let panics: Vec<_> = segs[0].panics().collect();
     assert_eq!(panics, [(2, "boom 4")]);
     let r: Vec<u64> = segs[1].results().map(read_plain::<u64>).collect();
     assert_eq!(r, [101, 103, 106]);
     assert_eq!(segs[1].panics().count(), 0);
     assert_eq!(props, [17, 44, 106]);
-    assert_eq!(parts, [vec![1, 7, 3]]);
+    assert_eq!(parts, [vec![1, 7, 3, 9]]);
 }
 
 #[test]
@@ -325,13 +334,13 @@ fn forged_requests_are_refused_naming_the_rank() {
     ));
     // A count that overflows the segment, and one that leaves records over.
     assert!(matches!(
-        reason(&with_mut(&|b| set32(b, 80, 9)), 0, &e),
-        Reason::Record { record: 8, .. }
+        reason(&with_mut(&|b| set32(b, 80, 10)), 0, &e),
+        Reason::Record { record: 9, .. }
     ));
     assert!(matches!(reason(&with_mut(&|b| set32(b, 80, 1 << 30)), 0, &e), Reason::Records { .. }));
     assert!(matches!(
-        reason(&with_mut(&|b| set32(b, 80, 7)), 0, &e),
-        Reason::Record { record: 7, fault: Fault::Overrun, .. }
+        reason(&with_mut(&|b| set32(b, 80, 8)), 0, &e),
+        Reason::Record { record: 8, fault: Fault::Overrun, .. }
     ));
     assert!(matches!(
         reason(&with_mut(&|b| set32(b, 84, 1 << 20)), 0, &e),
@@ -434,8 +443,8 @@ fn forged_responses_are_refused() {
     set64(&mut b, 72, 6); // no batch 6 to trustee 2
     assert!(matches!(reason(&b, 1), Reason::NotInFlight { trustee: 2, seq: 6, .. }));
     let mut b = good.clone();
-    set32(&mut b, 80, 7); // 7 results for a batch of 8
-    assert!(matches!(reason(&b, 1), Reason::Records { records: 7, expected: 8, .. }));
+    set32(&mut b, 80, 8); // 8 results for a batch of 9
+    assert!(matches!(reason(&b, 1), Reason::Records { records: 8, expected: 9, .. }));
     let mut b = good.clone();
     set32(&mut b, 68, 1); // uniform is for requests
     assert!(matches!(reason(&b, 1), Reason::Flags { .. }));
@@ -454,7 +463,7 @@ fn forged_responses_are_refused() {
     b[list + 16] = 0xff;
     assert!(matches!(reason(&b, 1), Reason::Panics { what: "message is not UTF-8", .. }));
     let mut b = good.clone();
-    set32(&mut b, list + 8, 8);
+    set32(&mut b, list + 8, 9); // 9 records: 0..=8
     assert!(matches!(
         reason(&b, 1),
         Reason::Panics { what: "record index out of order or range", .. }
