@@ -217,6 +217,41 @@ mod tests {
         }
     }
 
+    /// Prints the code id of a table and where ANCHOR is (read by the next test, from
+    /// another process).
+    #[test]
+    fn print_code_id() {
+        println!("code id {} anchor {:#x}", code_id(tables()[2]), &ANCHOR as *const u8 as usize);
+    }
+
+    #[test]
+    fn code_ids_are_the_same_in_another_process() {
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "wire::code_id::tests::print_code_id",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        // libtest may print "test ... " before the test's own output on the same line.
+        let at = text.find("code id ").expect("no code id printed");
+        let mut words = text[at..].lines().next().unwrap_or("").split(' ');
+        let theirs: u64 = words.nth(2).unwrap().parse().unwrap();
+        let their_anchor = words.nth(1).unwrap().to_string();
+        assert_eq!(theirs, code_id(tables()[2]));
+        assert!(std::ptr::eq(resolve(theirs).unwrap(), tables()[2]));
+        // The other process was placed elsewhere (ASLR), yet the offset is the same. Where
+        // ASLR is off, the addresses are equal and the test shows only the offsets' equality.
+        let mine = format!("{:#x}", &ANCHOR as *const u8 as usize);
+        if mine == their_anchor {
+            eprintln!("note: ASLR seems off: both processes have ANCHOR at {mine}");
+        }
+    }
+
     #[test]
     fn every_magic_in_relro_is_a_table() {
         let tables = tables(); // the scan must see these at least
