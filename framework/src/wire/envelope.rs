@@ -159,7 +159,8 @@ pub(crate) type InFlight<'a> = dyn Fn(u32, u64) -> Option<&'a [&'static RemoteVT
 pub(crate) struct ExpectResponse<'a> {
     /// The job.
     pub(crate) job: Job,
-    /// The batches this client has in flight.
+    /// The batches this client has in flight. The accepted [`Response`] calls it again to
+    /// walk its segments, so it must answer the same until the `Response` is dropped.
     pub(crate) in_flight: &'a InFlight<'a>,
 }
 
@@ -304,6 +305,9 @@ pub(crate) enum Reason {
         /// What is wrong.
         fault: Fault,
     },
+    /// A request segment with no records.
+    #[error("segment {0} has no records")]
+    EmptySegment(u32),
     /// A uniform segment of a table with serialized arguments.
     #[error("segment {0}: uniform, but its records have serialized arguments")]
     UniformPrefixed(u32),
@@ -599,7 +603,7 @@ fn validate_requests<'b>(
         let records_err =
             |expected| Reason::Records { segment: s, records: h.records, bytes: h.bytes, expected };
         if h.records == 0 {
-            return Err(records_err(0));
+            return Err(Reason::EmptySegment(s));
         }
         response += SEGMENT_HEADER_BYTES as u64 + 8; // header, empty panic list
         if h.flags & FLAG_UNIFORM != 0 {

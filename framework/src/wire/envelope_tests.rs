@@ -313,6 +313,10 @@ fn forged_requests_are_refused_naming_the_rank() {
     });
     assert_eq!(reason(&longer, 0, &e), Reason::Trailing(8));
     assert_eq!(reason(&with_mut(&|b| set32(b, 32, 0)), 0, &e), Reason::NoSegments);
+    let mut empty = RequestWriter::new(&request_head());
+    empty.begin_segment(2, 5, None);
+    empty.end_segment();
+    assert_eq!(reason(&empty.finish(), 0, &e), Reason::EmptySegment(0));
     // First segment header at 64: trustee, flags, pair seq, records, bytes.
     assert!(matches!(
         reason(&with_mut(&|b| set32(b, 64, 4)), 0, &e),
