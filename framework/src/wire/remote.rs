@@ -1,0 +1,654 @@
+//! [`RemoteVTable`]: how a trustee in another process runs a request it only knows by bytes.
+//!
+//! A request that may travel (`docs/rack-mode.md` §2) is a closure `F` that captures nothing,
+//! an argument `A: Plain` (or a serialized value, for `apply_with`) and a result `U: Plain` (or
+//! serialized). Of these only the argument's bytes travel; the closure is named by the *code
+//! id* of a `RemoteVTable` (`super::code_id`), one constant per `(T, A, U, F)` made by
+//! [`RemoteVTable::of`] and its siblings. The serving process finds the same constant from the
+//! code id (one binary, §3.2), and its [`run`](RemoteVTable::run) entry reads the argument,
+//! recreates `F` (zero-sized: there is nothing to read) and runs it.
+//!
+//! # Kinds
+//!
+//! | kind | constructor | closure | target | argument bytes |
+//! | --- | --- | --- | --- | --- |
+//! | [`KIND_PROPERTY`] | [`RemoteVTable::of`] | `FnOnce(&mut T, A) -> U` | `*mut T` | `A`, rounded up to 8 |
+//! | [`KIND_PROPERTY`] | [`RemoteVTable::of_with`] | `FnOnce(&mut T, V) -> U`, bincode | `*mut T` | length-prefixed ([`LEN_PREFIXED`]) |
+//! | [`KIND_ELEMENT`] | [`RemoteVTable::of_element`] | `FnOnce(&mut T, A) -> U` on element `i` of a `TrustArray` part | `*mut Vec<T>` | `i: u64`, then `A` rounded up to 8 |
+//! | [`KIND_SPAWN`] | [`RemoteVTable::of_spawn`] | `FnOnce(A) -> R` | none (null) | `A`, rounded up to 8 |
+//!
+//! Results: a `Plain` result takes `size_of::<U>()` rounded up to 8 bytes; a serialized one is
+//! length-prefixed (`len: u32 | 0u32 | len bytes | zeros to a multiple of 8`).
+//!
+//! # Invariants
+//!
+//! 1. A `RemoteVTable` is only ever made by the constructors of this module, as the
+//!    associated constant of [`Of`] (promoted to `'static`), so every one in the binary has
+//!    `magic == REMOTE_MAGIC`, a known `kind`, sizes that match its `run`, and a `run` made
+//!    for exactly those sizes and types. No other constant of the crate holds `REMOTE_MAGIC`
+//!    (it is used as an immediate everywhere else); `code_id`'s scan test checks this of
+//!    every build it runs in.
+//! 2. `F` is zero-sized and `Copy`, and not known by rustc to be uninhabited (checked at
+//!    compile time in every constructor): a value of `F` has no bytes, so the one recreated
+//!    from nothing is the only value there is; `Copy` means it has no drop glue either.
+//!
+//! **Known limit (found while writing this module, rustc 1.95).** A closure whose body is an
+//! empty `match` on a variable of an uninhabited type (`move |c, ()| match never {}` with
+//! `never: Infallible`) does not capture that variable: its type is zero-sized and inhabited
+//! (`size_of::<Option<F>>() == 1`), so no compile-time check can refuse it, and its body is
+//! unreachable code. Such a closure can only be *made* in dead code, but if the call site is
+//! compiled its table exists (checked: it is monomorphised), and a forged batch naming it
+//! would run unreachable code. Corrupted bytes cannot hit it by chance beyond the odds of
+//! forging any code id (its magic, alignment and RELRO checks); a deliberate forger needs
+//! the job token. The entry points should document "no `match` on uninhabited values in a
+//! closure sent to a trustee".
+//! 3. `A` and `U` are `Plain`: every bit pattern of their size is a valid value, so reading
+//!    an argument from bytes of a batch, whatever they are, makes a valid value. They are
+//!    read and written with `read_unaligned`/`write_unaligned` (no alignment requirement on
+//!    the buffers).
+//! 4. `run` appends to `out` exactly the result encoding its table describes, whatever
+//!    happens (a panic or a refused record leaves zeros, or an empty length-prefixed
+//!    result), so the size of a response is a function of the tables of its records alone.
+//!
+//! # Why running an accepted record is safe
+//!
+//! `run`'s only preconditions are about the *target* (a live `T`, or `Vec<T>`, that nothing
+//! else accesses during the call) and the argument length (checked again, with a panic,
+//! before any read). The serving side gets the table from a code id that passed
+//! `code_id::resolve` (so it is one of these constants, invariant 1) and the argument slice
+//! from `envelope::validate` (so its length is the table's `arg_bytes`, or the length prefix
+//! for serialized arguments). By invariants 2 and 3 the closure and its argument are then
+//! valid values whatever the bytes were, the closure is safe Rust, and a panic in it is
+//! caught here. So no sequence of bytes can make an accepted record undefined behaviour; the
+//! worst a forged argument can do is call the program's own closure with a value it did not
+//! mean, exactly as a bad value computed locally could.
+
+use crate::channel::record::{INLINE_MAX, MAX_RESULT_BYTES};
+use crate::wire::codec;
+use crate::Plain;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::any::Any;
+use std::marker::PhantomData;
+use std::mem::{size_of, MaybeUninit};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+/// The first word of every [`RemoteVTable`]; the code-id validator looks for it. Drawn at
+/// random; it must appear in the executable's RELRO segment only as a table's `magic`.
+pub(crate) const REMOTE_MAGIC: u64 = 0x5f9e_3c2a_d17b_86e4;
+
+/// `arg_bytes`/`result_bytes` value of a length-prefixed (serialized) argument or result.
+pub(crate) const LEN_PREFIXED: u32 = u32::MAX;
+
+/// The most bytes of a serialized argument or result (its length prefix is refused above).
+pub(crate) const MAX_SERIALIZED_BYTES: usize = 1 << 24;
+
+/// Kind of a request on a property: the target is the property, `*mut T`.
+pub(crate) const KIND_PROPERTY: u32 = 1;
+/// Kind of a request on one element of a `TrustArray` part: the target is the part,
+/// `*mut Vec<T>`, and the argument starts with the element's index in the part (`u64`).
+pub(crate) const KIND_ELEMENT: u32 = 2;
+/// Kind of a spawn: no target (the target word is 0), the closure takes only the argument.
+pub(crate) const KIND_SPAWN: u32 = 3;
+
+/// Runs a record: `(target, argument bytes, response buffer)`. See [`RemoteVTable::run`].
+pub(crate) type RunFn = unsafe fn(*mut u8, &[u8], &mut Vec<u8>) -> Result<(), RunError>;
+
+/// Why a record ran without a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunError {
+    /// The closure panicked; the panic's message (`&str`/`String` payloads, else
+    /// `"<non-string panic>"`).
+    Panicked(String),
+    /// The record cannot run: its argument does not decode (serialized arguments) or its
+    /// `TrustArray` index is out of the part. The batch is bad (`docs/rack-mode.md` §3.4
+    /// item 4); the closure did not run.
+    Refused(String),
+}
+
+/// The static description of one remote-capable request type; see the module docs.
+///
+/// `repr(C)`, so the validator may read `magic` and the sizes at fixed offsets.
+#[repr(C, align(8))]
+#[derive(Debug)]
+pub(crate) struct RemoteVTable {
+    /// [`REMOTE_MAGIC`].
+    pub(crate) magic: u64,
+    /// Argument bytes on the wire (a multiple of 8), or [`LEN_PREFIXED`].
+    pub(crate) arg_bytes: u32,
+    /// Result bytes in the response (a multiple of 8), or [`LEN_PREFIXED`].
+    pub(crate) result_bytes: u32,
+    /// [`KIND_PROPERTY`], [`KIND_ELEMENT`] or [`KIND_SPAWN`].
+    pub(crate) kind: u32,
+    /// Runs the request; see [`RemoteVTable::run`].
+    pub(crate) run: RunFn,
+}
+
+/// Byte offsets of the fields the code-id validator reads (checked by a test).
+pub(crate) const OFFSET_ARG_BYTES: usize = 8;
+pub(crate) const OFFSET_RESULT_BYTES: usize = 12;
+pub(crate) const OFFSET_KIND: usize = 16;
+pub(crate) const OFFSET_RUN: usize = 24;
+
+const fn round8(n: usize) -> u32 {
+    (n.div_ceil(8) * 8) as u32
+}
+
+/// The holder of the constant table of `(T, A, U, F)`; `K` picks the constructor.
+pub(crate) struct Of<T, A, U, F, K>(PhantomData<OfTypes<T, A, U, F, K>>);
+
+/// The types an [`Of`] is instantiated with (a function type: no auto-trait or drop effects).
+type OfTypes<T, A, U, F, K> = fn() -> (*const T, A, U, F, K);
+
+/// Marker for [`RemoteVTable::of`].
+pub(crate) struct Property;
+/// Marker for [`RemoteVTable::of_with`].
+pub(crate) struct Serialized;
+/// Marker for [`RemoteVTable::of_element`].
+pub(crate) struct Element;
+/// Marker for [`RemoteVTable::of_spawn`].
+pub(crate) struct Spawn;
+
+/// Compile-time checks on a closure type that is recreated from nothing (invariant 2).
+const fn check_closure<F>() {
+    assert!(
+        size_of::<F>() == 0,
+        "skein: a closure sent to a trustee must capture nothing: pass its data as the \
+         argument (a skein::Plain value) or serialize it with apply_with"
+    );
+    // An uninhabited zero-sized type has no value to recreate. rustc lays out `Option` of a
+    // type it knows to be uninhabited without a tag (size 0), and of an inhabited ZST with
+    // one (size 1); `option_of_uninhabited_is_zero_sized` checks that this still holds.
+    // (Best effort: see the known limit in the module docs.)
+    assert!(size_of::<Option<F>>() != 0, "skein: a closure sent to a trustee must be inhabited");
+}
+
+impl<T, A: Plain, U: Plain, F> Of<T, A, U, F, Property>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    const VT: &'static RemoteVTable = &{
+        check_closure::<F>();
+        assert!(
+            size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
+            "skein: argument or result too big to travel inline: use apply_with"
+        );
+        RemoteVTable {
+            magic: REMOTE_MAGIC,
+            arg_bytes: round8(size_of::<A>()),
+            result_bytes: round8(size_of::<U>()),
+            kind: KIND_PROPERTY,
+            run: run_property::<T, A, U, F>,
+        }
+    };
+}
+
+impl<T, V, U, F> Of<T, V, U, F, Serialized>
+where
+    V: Serialize + DeserializeOwned,
+    U: Serialize + DeserializeOwned,
+    F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
+{
+    const VT: &'static RemoteVTable = &{
+        check_closure::<F>();
+        RemoteVTable {
+            magic: REMOTE_MAGIC,
+            arg_bytes: LEN_PREFIXED,
+            result_bytes: LEN_PREFIXED,
+            kind: KIND_PROPERTY,
+            run: run_serialized::<T, V, U, F>,
+        }
+    };
+}
+
+impl<T, A: Plain, U: Plain, F> Of<T, A, U, F, Element>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    const VT: &'static RemoteVTable = &{
+        check_closure::<F>();
+        assert!(
+            8 + size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
+            "skein: argument or result too big to travel inline"
+        );
+        RemoteVTable {
+            magic: REMOTE_MAGIC,
+            arg_bytes: 8 + round8(size_of::<A>()),
+            result_bytes: round8(size_of::<U>()),
+            kind: KIND_ELEMENT,
+            run: run_element::<T, A, U, F>,
+        }
+    };
+}
+
+impl<A: Plain, R: Plain, F> Of<(), A, R, F, Spawn>
+where
+    F: FnOnce(A) -> R + Copy + Send + 'static,
+{
+    const VT: &'static RemoteVTable = &{
+        check_closure::<F>();
+        assert!(
+            size_of::<A>() <= INLINE_MAX && size_of::<R>() <= MAX_RESULT_BYTES,
+            "skein: argument or result too big to travel inline"
+        );
+        RemoteVTable {
+            magic: REMOTE_MAGIC,
+            arg_bytes: round8(size_of::<A>()),
+            result_bytes: round8(size_of::<R>()),
+            kind: KIND_SPAWN,
+            run: run_spawn::<A, R, F>,
+        }
+    };
+}
+
+impl RemoteVTable {
+    /// The table of a request `f(&mut property, arg)` with a `Plain` argument and result.
+    /// The argument only names `F`'s type.
+    pub(crate) fn of<T, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
+    where
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+    {
+        const { check_closure::<F>() };
+        Of::<T, A, U, F, Property>::VT
+    }
+
+    /// The table of an `apply_with` request: argument and result serialized by
+    /// [`codec`], length-prefixed on the wire.
+    pub(crate) fn of_with<T, V, U, F>(_: &F) -> &'static RemoteVTable
+    where
+        V: Serialize + DeserializeOwned,
+        U: Serialize + DeserializeOwned,
+        F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
+    {
+        const { check_closure::<F>() };
+        Of::<T, V, U, F, Serialized>::VT
+    }
+
+    /// The table of a request on one element of a `TrustArray` part (a `Vec<T>` property);
+    /// the wire argument is the element's index in the part (`u64`), then `A`.
+    pub(crate) fn of_element<T, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
+    where
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+    {
+        const { check_closure::<F>() };
+        Of::<T, A, U, F, Element>::VT
+    }
+
+    /// The table of a spawn `f(arg)` on a remote worker (no target).
+    pub(crate) fn of_spawn<A: Plain, R: Plain, F>(_: &F) -> &'static RemoteVTable
+    where
+        F: FnOnce(A) -> R + Copy + Send + 'static,
+    {
+        const { check_closure::<F>() };
+        Of::<(), A, R, F, Spawn>::VT
+    }
+
+    /// True for serialized (length-prefixed) arguments.
+    pub(crate) fn arg_prefixed(&self) -> bool {
+        self.arg_bytes == LEN_PREFIXED
+    }
+
+    /// True for serialized (length-prefixed) results.
+    pub(crate) fn result_prefixed(&self) -> bool {
+        self.result_bytes == LEN_PREFIXED
+    }
+
+    /// Runs the request on `target` with the argument `arg` and appends its result to `out`
+    /// (always exactly the encoding the table describes: invariant 4).
+    ///
+    /// # Safety
+    /// * [`KIND_PROPERTY`]: `target` points to a live `T` of the table's type, which nothing
+    ///   else reads or writes during the call; [`KIND_ELEMENT`]: the same for a `Vec<T>`;
+    ///   [`KIND_SPAWN`]: `target` is ignored.
+    /// * `arg` holds the argument as the table describes it (`arg_bytes` bytes, or the
+    ///   serialized bytes without their length prefix): what `envelope::validate` hands out.
+    ///   (A shorter argument panics before any read, it is not undefined behaviour.)
+    pub(crate) unsafe fn run(
+        &self,
+        target: *mut u8,
+        arg: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), RunError> {
+        // SAFETY: caller promise, passed on to the table's own `run` (invariant 1: it was made
+        // for this table's types and sizes).
+        unsafe { (self.run)(target, arg, out) }
+    }
+}
+
+/// Recreates the zero-sized, inhabited, `Copy` closure `F`.
+///
+/// # Safety
+/// `F` passed [`check_closure`] (every constructor checks it at compile time).
+unsafe fn conjure<F>() -> F {
+    const { check_closure::<F>() };
+    // SAFETY: `F` is zero-sized, so a value of it has no bytes and none can be uninitialised
+    // or invalid; it is not known to be uninhabited (`check_closure`; see the module docs'
+    // known limit for the one case it misses), so the type has a value, and being a ZST it
+    // has exactly one. A closure that captures nothing has no state, and one that
+    // captures only `Copy` zero-sized values (the type system cannot tell them apart) holds
+    // nothing either; so this is the value the client made, which it could copy (`F: Copy`).
+    // (Clippy's `uninit_assumed_init` warns for types whose bytes must be initialised; a
+    // zero-sized type has none. `ptr::read` from a dangling pointer would be equivalent.)
+    #[allow(clippy::uninit_assumed_init)]
+    unsafe {
+        MaybeUninit::<F>::uninit().assume_init()
+    }
+}
+
+/// Reads a `Plain` value from the start of `bytes` (panics if there are too few).
+pub(crate) fn read_plain<A: Plain>(bytes: &[u8]) -> A {
+    assert!(bytes.len() >= size_of::<A>(), "skein: argument shorter than its type");
+    // SAFETY: `bytes` holds at least `size_of::<A>()` initialised bytes (checked above), and
+    // every bit pattern is a valid `A` (`Plain`); `read_unaligned` needs no alignment.
+    unsafe { ptr::read_unaligned(bytes.as_ptr() as *const A) }
+}
+
+/// Appends `v` rounded up to 8 bytes (zeros after it) to `out`.
+pub(crate) fn push_plain<U: Plain>(out: &mut Vec<u8>, v: U) {
+    let at = out.len();
+    out.resize(at + round8(size_of::<U>()) as usize, 0);
+    // SAFETY: `out[at..]` has `size_of::<U>()` bytes or more (just resized); a byte copy of
+    // `v` (`write_unaligned` needs no alignment; padding bytes of `U` are copied as bytes,
+    // never read as values).
+    unsafe { ptr::write_unaligned(out.as_mut_ptr().add(at) as *mut U, v) };
+}
+
+/// Appends a length-prefixed blob: `len: u32 | 0u32 | bytes | zeros to a multiple of 8`.
+pub(crate) fn push_prefixed(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(bytes);
+    out.resize(out.len() + (round8(bytes.len()) as usize - bytes.len()), 0);
+}
+
+/// The message of a panic payload, as it travels: `&str` and `String` payloads, else
+/// `"<non-string panic>"`. Drops the payload (a panic while dropping it is swallowed).
+pub(crate) fn panic_message(p: Box<dyn Any + Send>) -> String {
+    let msg = if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic>".to_string()
+    };
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(p))) {
+        std::mem::forget(again);
+    }
+    msg
+}
+
+/// Runs `f` under `catch_unwind` and writes its `Plain` result into the `U` space reserved
+/// at `out[at..]` (zeros stay there if it panics).
+fn run_caught<U: Plain>(out: &mut Vec<u8>, f: impl FnOnce() -> U) -> Result<(), RunError> {
+    let at = out.len();
+    out.resize(at + round8(size_of::<U>()) as usize, 0);
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(u) => {
+            // SAFETY: `out[at..]` holds `round8(size_of::<U>())` bytes (resized above, and the
+            // closure cannot touch `out`); a byte copy of `u` (no alignment needed).
+            unsafe { ptr::write_unaligned(out.as_mut_ptr().add(at) as *mut U, u) };
+            Ok(())
+        }
+        Err(p) => Err(RunError::Panicked(panic_message(p))),
+    }
+}
+
+/// `run` of [`RemoteVTable::of`].
+///
+/// # Safety
+/// As [`RemoteVTable::run`] for [`KIND_PROPERTY`].
+unsafe fn run_property<T, A: Plain, U: Plain, F>(
+    target: *mut u8,
+    arg: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), RunError>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    let a = read_plain::<A>(arg);
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    // SAFETY: caller promise: `target` is a live `T` that only this call accesses.
+    let t = unsafe { &mut *(target as *mut T) };
+    run_caught(out, move || f(t, a))
+}
+
+/// `run` of [`RemoteVTable::of_element`].
+///
+/// # Safety
+/// As [`RemoteVTable::run`] for [`KIND_ELEMENT`].
+unsafe fn run_element<T, A: Plain, U: Plain, F>(
+    target: *mut u8,
+    arg: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), RunError>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    let i = read_plain::<u64>(arg);
+    let a = read_plain::<A>(arg.get(8..).unwrap_or(&[]));
+    // SAFETY: caller promise: `target` is a live `Vec<T>` that only this call accesses.
+    let part = unsafe { &mut *(target as *mut Vec<T>) };
+    let len = part.len();
+    let Some(t) = usize::try_from(i).ok().and_then(|i| part.get_mut(i)) else {
+        out.resize(out.len() + round8(size_of::<U>()) as usize, 0);
+        return Err(RunError::Refused(format!("element index {i} out of a part of {len}")));
+    };
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    run_caught(out, move || f(t, a))
+}
+
+/// `run` of [`RemoteVTable::of_spawn`].
+///
+/// # Safety
+/// None beyond [`RemoteVTable::run`]'s argument rule (`target` is ignored).
+unsafe fn run_spawn<A: Plain, R: Plain, F>(
+    _target: *mut u8,
+    arg: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), RunError>
+where
+    F: FnOnce(A) -> R + Copy + Send + 'static,
+{
+    let a = read_plain::<A>(arg);
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    run_caught(out, move || f(a))
+}
+
+/// `run` of [`RemoteVTable::of_with`].
+///
+/// # Safety
+/// As [`RemoteVTable::run`] for [`KIND_PROPERTY`].
+unsafe fn run_serialized<T, V, U, F>(
+    target: *mut u8,
+    arg: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), RunError>
+where
+    V: Serialize + DeserializeOwned,
+    U: Serialize + DeserializeOwned,
+    F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
+{
+    let v = match catch_unwind(|| codec::decode::<V>(arg)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            push_prefixed(out, &[]);
+            return Err(RunError::Refused(e.to_string()));
+        }
+        Err(p) => {
+            push_prefixed(out, &[]);
+            return Err(RunError::Panicked(panic_message(p)));
+        }
+    };
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    // SAFETY: caller promise: `target` is a live `T` that only this call accesses.
+    let t = unsafe { &mut *(target as *mut T) };
+    // The result is encoded inside the guard: a `Serialize` impl may panic too.
+    match catch_unwind(AssertUnwindSafe(move || codec::encode(&f(t, v)))) {
+        Ok(Ok(bytes)) if bytes.len() <= MAX_SERIALIZED_BYTES => {
+            push_prefixed(out, &bytes);
+            Ok(())
+        }
+        Ok(Ok(bytes)) => {
+            push_prefixed(out, &[]);
+            Err(RunError::Panicked(format!(
+                "result of {} bytes is over the {MAX_SERIALIZED_BYTES}-byte limit",
+                bytes.len()
+            )))
+        }
+        Ok(Err(e)) => {
+            push_prefixed(out, &[]);
+            Err(RunError::Panicked(e.to_string()))
+        }
+        Err(p) => {
+            push_prefixed(out, &[]);
+            Err(RunError::Panicked(panic_message(p)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    #[test]
+    fn field_offsets_are_the_validators() {
+        assert_eq!(offset_of!(RemoteVTable, magic), 0);
+        assert_eq!(offset_of!(RemoteVTable, arg_bytes), OFFSET_ARG_BYTES);
+        assert_eq!(offset_of!(RemoteVTable, result_bytes), OFFSET_RESULT_BYTES);
+        assert_eq!(offset_of!(RemoteVTable, kind), OFFSET_KIND);
+        assert_eq!(offset_of!(RemoteVTable, run), OFFSET_RUN);
+        assert_eq!(size_of::<RemoteVTable>(), 32);
+    }
+
+    #[test]
+    fn option_of_uninhabited_is_zero_sized() {
+        // The inhabitedness check of `check_closure` relies on this layout.
+        fn size_of_option_of<F>(_: &F) -> usize {
+            size_of::<Option<F>>()
+        }
+        let g = |_: &mut u64, (): ()| 1u64;
+        assert_eq!(size_of_option_of(&g), 1);
+        assert_eq!(size_of::<Option<std::convert::Infallible>>(), 0);
+        #[derive(Clone, Copy)]
+        #[allow(dead_code)]
+        struct Captures(std::convert::Infallible);
+        assert_eq!(size_of::<Option<Captures>>(), 0);
+    }
+
+    #[test]
+    fn tables_describe_their_sizes() {
+        let vt = RemoteVTable::of(&|c: &mut u64, a: u32| *c + a as u64);
+        assert_eq!(
+            (vt.magic, vt.arg_bytes, vt.result_bytes, vt.kind),
+            (REMOTE_MAGIC, 8, 8, KIND_PROPERTY)
+        );
+        let vt = RemoteVTable::of(&|_: &mut u64, (): ()| [0u8; 20]);
+        assert_eq!((vt.arg_bytes, vt.result_bytes), (0, 24));
+        let vt = RemoteVTable::of_element(&|c: &mut u32, a: (u8, u64)| (*c, a.0));
+        assert_eq!((vt.arg_bytes, vt.result_bytes, vt.kind), (24, 8, KIND_ELEMENT));
+        let vt = RemoteVTable::of_spawn(&|a: u128| a as u8);
+        assert_eq!((vt.arg_bytes, vt.result_bytes, vt.kind), (16, 8, KIND_SPAWN));
+        let vt = RemoteVTable::of_with(&|c: &mut String, s: String| c.len() + s.len());
+        assert!(vt.arg_prefixed() && vt.result_prefixed());
+        // One constant per type: the same closure type gives the same table.
+        fn table_of<F: FnOnce(&mut u64, u64) -> u64 + Copy + Send + 'static>(f: F) -> usize {
+            RemoteVTable::of(&f) as *const RemoteVTable as usize
+        }
+        let f = |c: &mut u64, a: u64| *c * a;
+        assert_eq!(table_of(f), table_of(f));
+        assert_ne!(table_of(f), table_of(|c: &mut u64, a: u64| *c + a));
+    }
+
+    #[test]
+    fn run_reads_the_argument_and_writes_the_result() {
+        let vt = RemoteVTable::of(&|c: &mut u64, (a, b): (u32, u16)| {
+            *c += a as u64;
+            (*c, b as u8)
+        });
+        let mut target = 10u64;
+        let mut arg = Vec::new();
+        push_plain(&mut arg, (5u32, 300u16));
+        let mut out = vec![0xee]; // results are appended
+                                  // SAFETY: `target` is a live u64 used by nothing else; `arg` is the argument's bytes.
+        let r = unsafe { vt.run(&mut target as *mut u64 as *mut u8, &arg, &mut out) };
+        assert_eq!(r, Ok(()));
+        assert_eq!(target, 15);
+        assert_eq!(out.len(), 1 + 16);
+        assert_eq!(read_plain::<(u64, u8)>(&out[1..]), (15, 44));
+    }
+
+    #[test]
+    fn a_panic_becomes_its_message_and_leaves_zeros() {
+        let mut target = 1u64;
+        let mut out = Vec::new();
+        let vt = RemoteVTable::of(&|_: &mut u64, a: u64| -> u64 { panic!("bad {a}") });
+        // SAFETY: as above.
+        let r =
+            unsafe { vt.run(&mut target as *mut u64 as *mut u8, &7u64.to_ne_bytes(), &mut out) };
+        assert_eq!(r, Err(RunError::Panicked("bad 7".into())));
+        assert_eq!(out, [0; 8]);
+        let vt = RemoteVTable::of(&|_: &mut u64, (): ()| -> u32 { panic!("static str") });
+        // SAFETY: as above.
+        let r = unsafe { vt.run(&mut target as *mut u64 as *mut u8, &[], &mut out) };
+        assert_eq!(r, Err(RunError::Panicked("static str".into())));
+        let vt = RemoteVTable::of(&|_: &mut u64, (): ()| -> u32 { std::panic::panic_any(3u8) });
+        // SAFETY: as above.
+        let r = unsafe { vt.run(&mut target as *mut u64 as *mut u8, &[], &mut out) };
+        assert_eq!(r, Err(RunError::Panicked("<non-string panic>".into())));
+        assert_eq!(out.len(), 8 + 8 + 8);
+    }
+
+    #[test]
+    fn elements_spawns_and_serialized_requests_run() {
+        let mut part = vec![1u32, 2, 3];
+        let vt = RemoteVTable::of_element(&|v: &mut u32, a: u32| {
+            *v *= a;
+            *v
+        });
+        let mut arg = Vec::new();
+        push_plain(&mut arg, 2u64);
+        push_plain(&mut arg, 10u32);
+        let mut out = Vec::new();
+        let p = &mut part as *mut Vec<u32> as *mut u8;
+        // SAFETY: `p` is a live Vec<u32> used by nothing else.
+        assert_eq!(unsafe { vt.run(p, &arg, &mut out) }, Ok(()));
+        assert_eq!((part[2], read_plain::<u32>(&out)), (30, 30));
+        arg[..8].copy_from_slice(&3u64.to_ne_bytes());
+        // SAFETY: as above.
+        let r = unsafe { vt.run(p, &arg, &mut out) };
+        assert_eq!(r, Err(RunError::Refused("element index 3 out of a part of 3".into())));
+        assert_eq!(out.len(), 16);
+
+        let vt = RemoteVTable::of_spawn(&|a: [u8; 3]| a.iter().map(|&b| b as u64).sum::<u64>());
+        let mut out = Vec::new();
+        // SAFETY: spawns have no target.
+        assert_eq!(unsafe { vt.run(ptr::null_mut(), &[1, 2, 3, 0, 0, 0, 0, 0], &mut out) }, Ok(()));
+        assert_eq!(read_plain::<u64>(&out), 6);
+
+        let vt = RemoteVTable::of_with(&|c: &mut String, s: String| {
+            c.push_str(&s);
+            c.clone()
+        });
+        let mut target = "ab".to_string();
+        let arg = codec::encode(&"cd".to_string()).unwrap();
+        let mut out = Vec::new();
+        let t = &mut target as *mut String as *mut u8;
+        // SAFETY: `t` is a live String used by nothing else.
+        assert_eq!(unsafe { vt.run(t, &arg, &mut out) }, Ok(()));
+        let len = u32::from_le_bytes(out[..4].try_into().unwrap()) as usize;
+        assert_eq!(out.len(), 8 + len.div_ceil(8) * 8);
+        assert_eq!(codec::decode::<String>(&out[8..8 + len]).unwrap(), "abcd");
+        // An argument that does not decode is refused, the closure does not run.
+        let mut out = Vec::new();
+        // SAFETY: as above.
+        let r = unsafe { vt.run(t, &[0xff, 0xff], &mut out) };
+        assert!(matches!(r, Err(RunError::Refused(_))), "{r:?}");
+        assert_eq!((target.as_str(), out.as_slice()), ("abcd", &[0u8; 8][..]));
+    }
+}
