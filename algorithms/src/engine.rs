@@ -320,7 +320,7 @@ pub(crate) fn entrust_each<P: Send + 'static>(
     let makers: Vec<_> = (0..np)
         .map(|p| {
             let make = make.clone();
-            skein::spawn_on(p, move || skein::local_trustee().entrust(make(p)))
+            skein::spawn_local_on(p, move || skein::local_trustee().entrust(make(p)))
         })
         .collect();
     Arc::new(makers.into_iter().map(|h| h.join()).collect())

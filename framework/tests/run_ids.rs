@@ -19,8 +19,8 @@ fn ids_are_held_while_handles_live_and_reused_after() {
         let refused = one_worker()
             .run(move || {
                 let own = skein::trustee(0).entrust(i as u64);
-                assert_eq!(own.apply(|x| *x), i as u64);
-                catch_unwind(AssertUnwindSafe(|| h.apply(|x| *x))).is_err()
+                assert_eq!(own.apply((), |x, ()| *x), i as u64);
+                catch_unwind(AssertUnwindSafe(|| h.apply((), |x, ()| *x))).is_err()
             })
             .unwrap();
         assert!(refused, "run {i} accepted a handle of another run");

@@ -15,7 +15,7 @@ pub(crate) mod run_state;
 pub(crate) mod spawn;
 pub(crate) mod worker;
 
-pub use spawn::{spawn, spawn_on, JoinHandle};
+pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
 
 use crate::error::{panic_message, Error, Result};
 use crate::stats::Stats;
@@ -169,7 +169,7 @@ impl Runtime {
     /// let rt = skein::Runtime::builder().workers(2).build()?;
     /// let v = rt.run(|| {
     ///     let t = skein::trustee(1).entrust(40);
-    ///     t.apply(|x| *x + 2)
+    ///     t.apply((), |x, ()| *x + 2)
     /// })?;
     /// assert_eq!(v, 42);
     /// # Ok::<(), skein::Error>(())
@@ -325,7 +325,7 @@ pub fn yield_now() {
 /// let t = skein::trustee(1).entrust(0u64);
 /// for _ in 0..100 {
 ///     let h = hits.clone();
-///     t.apply_then(|c| *c += 1, move |()| { h.fetch_add(1, Relaxed); });
+///     t.apply_then((), |c, ()| *c += 1, move |()| { h.fetch_add(1, Relaxed); });
 /// }
 /// skein::wait_quiescent();
 /// assert_eq!(hits.load(Relaxed), 100);
@@ -352,6 +352,41 @@ pub fn current_worker() -> usize {
 /// Outside a runtime.
 pub fn num_workers() -> usize {
     context::expect("num_workers").n
+}
+
+/// Number of workers of this rank (W): the global ids `rank() * W .. (rank() + 1) * W` are
+/// this process's (`docs/rack-mode.md` §1.1). With one rank it is [`num_workers`].
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(3).build().unwrap();
+/// # rt.run(|| {
+/// assert_eq!(skein::local_workers(), 3); // one rank
+/// assert_eq!(skein::local_workers() * skein::ranks(), skein::num_workers());
+/// # }).unwrap();
+/// ```
+///
+/// # Panics
+/// Outside a runtime.
+pub fn local_workers() -> usize {
+    context::expect("local_workers").n
+}
+
+/// The rank that runs global worker id `g`: `g / local_workers()` (every rank has the same
+/// number of workers), so 0 for every id with one rank. Worker ids (`trustee`, `spawn_on`,
+/// `current_worker`, `TrusteeRef::worker`) are global ids (`docs/rack-mode.md` §1.1).
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// assert_eq!(skein::rank_of(skein::num_workers() - 1), 0); // one rank
+/// assert_eq!(skein::rank_of(skein::current_worker()), skein::rank());
+/// # }).unwrap();
+/// ```
+///
+/// # Panics
+/// Outside a runtime.
+pub fn rank_of(g: usize) -> usize {
+    g / local_workers()
 }
 
 /// True when called from delegated context (a closure applied by a trustee, or a
