@@ -165,15 +165,15 @@ where
 ///
 /// A capture, and a non-`Plain` argument, do not compile:
 /// ```compile_fail
-/// # fn f() {
+/// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
 /// let k = 10usize;
 /// skein::spawn_on(1, (), move |()| skein::current_worker() * k);
-/// # }
+/// # }).unwrap();
 /// ```
 /// ```compile_fail
-/// # fn f() {
+/// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
 /// skein::spawn_on(1, vec![10usize], |v| skein::current_worker() * v[0]);
-/// # }
+/// # }).unwrap();
 /// ```
 /// Their twin:
 /// ```

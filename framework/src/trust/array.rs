@@ -92,10 +92,10 @@ impl<T: Send + 'static> TrustArray<T> {
     /// Outside a runtime, or if `init` panics.
     ///
     /// ```compile_fail
-    /// # fn f() {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
     /// let base = 10usize;
     /// skein::TrustArray::new(5, (), move |(), i| i + base); // pass base as the argument
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -185,15 +185,15 @@ impl<T: Send + 'static> TrustArray<T> {
     ///
     /// A capture, and a non-`Plain` argument, do not compile:
     /// ```compile_fail
-    /// # fn f(a: &skein::TrustArray<usize>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let a = &skein::TrustArray::new(5, (), |(), i| i * 10);
     /// let k = 1usize;
     /// a.apply(4, (), move |v, ()| *v + k);
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// ```compile_fail
-    /// # fn f(a: &skein::TrustArray<usize>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let a = &skein::TrustArray::new(5, (), |(), i| i * 10);
     /// a.apply(4, vec![1usize], |v, k| *v + k[0]);
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// Their twin:
     /// ```

@@ -141,15 +141,15 @@ impl TrusteeRef {
     ///
     /// A capture, and a non-`Plain` argument, do not compile:
     /// ```compile_fail
-    /// # fn f(t: skein::TrusteeRef) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = skein::trustee(1);
     /// let n = 3usize;
     /// t.entrust_new((), move |()| vec![7u8; n]);
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// ```compile_fail
-    /// # fn f(t: skein::TrusteeRef) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = skein::trustee(1);
     /// t.entrust_new(String::from("abc"), |s| s.len());
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// Their twin:
     /// ```
@@ -455,7 +455,10 @@ impl<T> Place for OnProp<T> {
 /// value from the place `P`, recreates the zero-sized closure `F`, runs it with the argument
 /// and writes its `Plain` result unaligned. Built only by the entry points below, each of
 /// which held a value of `F` (record's [`ArgCall`] safety contract).
-pub(crate) struct RunArg<P, U, F>(PhantomData<fn() -> (P, U, F)>);
+pub(crate) struct RunArg<P, U, F>(PhantomData<RunArgTypes<P, U, F>>);
+
+/// The types a [`RunArg`] names (function types: no auto-trait or drop effects).
+type RunArgTypes<P, U, F> = (fn() -> P, fn() -> U, fn() -> F);
 
 // SAFETY: `RunArg` is zero-sized and only named by entry points that were handed an `F` (and
 // checked that it is zero-sized, `travel_check!`).
@@ -468,10 +471,12 @@ where
 {
     #[inline(always)]
     unsafe fn run(target: *mut u8, arg: A, out: *mut u8) -> Option<PanicPayload> {
+        travel_check!(F = F);
         // SAFETY: `F` is zero-sized (`travel_check!` in every entry point that names this
-        // type), so it has no bytes to initialise; it is `Copy` and a value of it existed (the
-        // entry point's `f`), so this is a copy of that value, not a forgery.
-        let f: F = unsafe { std::mem::MaybeUninit::<F>::uninit().assume_init() };
+        // type), so reading one through a dangling, non-null, aligned pointer reads no bytes;
+        // it is `Copy` and a value of it existed (the entry point's `f`), so this is a copy of
+        // that value, not a forgery.
+        let f: F = unsafe { NonNull::<F>::dangling().as_ptr().read() };
         // SAFETY: caller promise (delegated code on the value's trustee).
         let value = unsafe { P::value(target) };
         match catch_unwind(AssertUnwindSafe(move || f(value, arg))) {
@@ -539,53 +544,53 @@ impl<T: Send + 'static> Trust<T> {
     ///
     /// A captured reference:
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u64>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
     /// let k = 1u64;
     /// let r = &k;
     /// t.apply((), move |c, ()| *c += *r); // a reference: pass the value as the argument
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// A pointer laundered through `usize`:
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u64>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
     /// static K: u64 = 1;
     /// let p = &K as *const u64 as usize;
     /// t.apply((), move |c, ()| *c += unsafe { *(p as *const u64) }); // an address
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// A `Box`:
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u64>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
     /// let b = Box::new(1u64);
     /// t.apply((), move |c, ()| *c += *b); // Box: pass the value as the argument
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// A `Vec`:
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u64>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
     /// let v = vec![1u64];
     /// t.apply((), move |c, ()| *c += v[0]); // Vec: use apply_with
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// A `String`:
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u64>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
     /// let s = String::from("x");
     /// t.apply((), move |c, ()| *c += s.len() as u64); // String: use apply_with
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// A captured `u64` (on another rank it would be lost):
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u64>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
     /// let k = 1u64;
     /// t.apply((), move |c, ()| *c += k); // pass k as the argument
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// A `Vec` argument (not `Plain`):
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u64>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
     /// t.apply(vec![1u64], |c, v| *c += v[0]); // use apply_with
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// The twins, with the data as the argument:
     /// ```
@@ -651,15 +656,15 @@ impl<T: Send + 'static> Trust<T> {
     ///
     /// A capture, and a non-`Plain` argument, do not compile:
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u32>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u32);
     /// let k = 5u32;
     /// t.apply_then((), move |c, ()| *c += k, |()| {}); // pass k as the argument
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// ```compile_fail
-    /// # fn f(t: &skein::Trust<u32>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u32);
     /// t.apply_then(String::from("x"), |c, s| *c += s.len() as u32, |()| {}); // not Plain
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// Their twin:
     /// ```
@@ -943,15 +948,15 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     ///
     /// A capture, and a non-`Plain` argument, do not compile:
     /// ```compile_fail
-    /// # fn f(l: &skein::Trust<skein::Latch<u32>>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let l = &skein::trustee(1).entrust(skein::Latch::new(0u32));
     /// let k = 5u32;
     /// l.launch((), move |x, ()| *x += k);
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// ```compile_fail
-    /// # fn f(l: &skein::Trust<skein::Latch<u32>>) {
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let l = &skein::trustee(1).entrust(skein::Latch::new(0u32));
     /// l.launch(vec![5u32], |x, v| *x += v[0]);
-    /// # }
+    /// # }).unwrap();
     /// ```
     /// Their twin:
     /// ```
