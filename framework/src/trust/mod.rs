@@ -1,12 +1,30 @@
-//! `Trust<T>` and `TrusteeRef`: handles to properties, and the delegation calls (`apply`,
-//! `apply_then`, `apply_with`, `launch`) that turn a closure into a request.
+//! `Trust<T>` and `TrusteeRef`: handles to properties, and the delegation calls that turn a
+//! closure into a request.
 //!
 //! A [`Trust`] is one word (the property's address, its trustee's index and its run's id,
 //! packed). A call finds the calling worker, checks that the handle belongs to its run, and
-//! queues a request with [`Worker::request`]: a request closure that applies the user's
-//! closure to the property's value on the trustee and writes the result back ([`result`]),
-//! and a completion that delivers it (waking the fiber blocked in `apply`, or running the
-//! `apply_then` continuation). [`TrustArray`] does the same for values addressed by index.
+//! queues a request with [`Worker::request`]; its completion delivers the result (waking the
+//! fiber blocked in `apply`, or running the `apply_then` continuation). [`TrustArray`] does
+//! the same for values addressed by index.
+//!
+//! # The travel rule (`docs/rack-mode.md` §2)
+//!
+//! The *remote-capable* calls (`apply`, `apply_then`, `apply_with`, `apply_with_then`,
+//! `launch`, `TrusteeRef::entrust_new`, `spawn_on`, `TrustArray::{new, apply, apply_then}`)
+//! take a closure that captures nothing and its data as an explicit argument: `F: Copy +
+//! Send + 'static` (a captured `Box`, `Vec`, `String`, handle is an error already in `cargo
+//! check`) plus `travel_check!`, an inline `const` assertion per instantiation that `F` is
+//! zero-sized (a captured reference, integer or laundered pointer is an error of the build)
+//! and that the [`Plain`] argument and result fit 256 bytes each. Their record's request half
+//! is the argument itself ([`ArgRequest`]); its code ([`RunArg`]) reads the value from its
+//! [`Place`] (a property, or an array element), recreates `F` and runs it, writing the `Plain`
+//! result unaligned into a [`PlainSpace`]. `apply_with*` encode the argument and the result
+//! with [`crate::wire::codec`], even in-process.
+//!
+//! The *local* calls (`apply_local`, `apply_then_local`, `TrusteeRef::entrust`, and
+//! `spawn_local_on` and `spawn` in [`crate::runtime::spawn`]) keep capturing closures and
+//! values built here, and refuse, at run time, an id of another rank (none exists while
+//! there is one rank; `crate::rank_of`). Their records hold the request closure.
 //!
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in
