@@ -142,7 +142,7 @@ mod tests {
             let n = lens.iter().sum();
             let rs = ranges(&lens);
             let out = rt
-                .run(move || {
+                .run_local(move || {
                     let parts: Arc<Vec<Trust<(usize, usize)>>> = Arc::new(
                         (0..workers).map(|p| skein::trustee(p).entrust((p, rs[p].start))).collect(),
                     );

@@ -110,7 +110,7 @@ fn trust_outliving_the_run_is_dropped_once() {
         }
     }
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let t: Trust<D> = rt.run(|| skein::trustee(1).entrust(D)).unwrap();
+    let t: Trust<D> = rt.run_local(|| skein::trustee(1).entrust(D)).unwrap();
     let t2 = t.clone();
     assert_eq!(DROPS.load(Relaxed), 0);
     drop(t);
@@ -195,7 +195,12 @@ fn panic_in_apply_then_fails_the_run() {
 
 #[test]
 fn panic_in_main_and_detached_fiber() {
-    let e = Runtime::builder().workers(2).build().unwrap().run(|| panic!("main died")).unwrap_err();
+    let e = Runtime::builder()
+        .workers(2)
+        .build()
+        .unwrap()
+        .run_local(|| panic!("main died"))
+        .unwrap_err();
     assert!(e.to_string().contains("main died"));
     let e = Runtime::builder()
         .workers(2)
@@ -260,7 +265,7 @@ fn handle_from_another_run_is_refused() {
         .workers(4)
         .build()
         .unwrap()
-        .run(|| {
+        .run_local(|| {
             (
                 skein::trustee(1).entrust(5u64),
                 skein::trustee(0).entrust(skein::Latch::new(0u64)),

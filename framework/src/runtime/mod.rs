@@ -174,7 +174,58 @@ impl Runtime {
     /// assert_eq!(v, 42);
     /// # Ok::<(), skein::Error>(())
     /// ```
+    ///
+    /// `main`'s value must be serializable: across ranks it will travel as bytes to every rank
+    /// (`docs/rack-mode.md` §1.2). A program that returns anything else (handles, closures,
+    /// `Arc`s) uses [`Runtime::run_local`]:
+    ///
+    /// ```compile_fail
+    /// let rt = skein::Runtime::builder().workers(2).build()?;
+    /// let _t = rt.run(|| skein::trustee(1).entrust(1u64))?; // a handle is not serializable
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).build()?;
+    /// let t = rt.run_local(|| skein::trustee(1).entrust(1u64))?;
+    /// assert_eq!(t.trustee().worker(), 1);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
     pub fn run<F, R>(&self, main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    {
+        self.run_inner(main)
+    }
+
+    /// [`Runtime::run`] for a `main` whose value is not serializable (any `Send` value). It
+    /// can only run on one rank: under `mpirun` with more than one rank it returns
+    /// [`Error::Rack`] on every rank.
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).build()?;
+    /// let counter = rt.run_local(|| std::sync::Arc::new(std::sync::atomic::AtomicU64::new(7)))?;
+    /// assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), 7);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn run_local<F, R>(&self, main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let ranks = crate::rack::ranks();
+        if ranks > 1 {
+            return Err(Error::Rack {
+                rank: crate::rack::rank(),
+                message: format!(
+                    "run_local cannot run on {ranks} ranks; return a serializable value from run"
+                ),
+            });
+        }
+        self.run_inner(main)
+    }
+
+    fn run_inner<F, R>(&self, main: F) -> Result<R>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
