@@ -68,9 +68,9 @@ fn components(graph: Arc<Csr>, workers: usize) -> Result<Vec<u64>, skein::Error>
             let fibers: Vec<_> = (0..np)
                 .map(|p| {
                     let (graph, parts, trusts) = (graph.clone(), parts.clone(), trusts.clone());
-                    skein::spawn_on(p, move || {
+                    skein::spawn_local_on(p, move || {
                         let all = trusts.clone();
-                        trusts[p].apply(move |s| {
+                        trusts[p].apply_local(move |s| {
                             let changed = std::mem::take(&mut s.changed);
                             for &u in &changed {
                                 let (gu, label) = (s.first + u as u64, s.label[u as usize]);
@@ -80,8 +80,10 @@ fn components(graph: Arc<Csr>, workers: usize) -> Result<Vec<u64>, skein::Error>
                                         s.offer(local, label);
                                     } else {
                                         // Delegate: runs on v's trustee, later.
-                                        all[owner]
-                                            .apply_then(move |t| t.offer(local, label), |_| ());
+                                        all[owner].apply_then_local(
+                                            move |t| t.offer(local, label),
+                                            |_| (),
+                                        );
                                     }
                                 }
                             }
@@ -95,7 +97,7 @@ fn components(graph: Arc<Csr>, workers: usize) -> Result<Vec<u64>, skein::Error>
             // Next round: the vertices whose label dropped (each once).
             let mut active = 0;
             for t in trusts.iter() {
-                active += t.apply(|s| {
+                active += t.apply((), |s, ()| {
                     let mut next = std::mem::take(&mut s.next);
                     next.sort_unstable();
                     next.dedup();
@@ -109,7 +111,7 @@ fn components(graph: Arc<Csr>, workers: usize) -> Result<Vec<u64>, skein::Error>
         }
         let mut labels = Vec::with_capacity(graph.num_vertices() as usize);
         for t in trusts.iter() {
-            labels.extend(t.apply(|s| std::mem::take(&mut s.label)));
+            labels.extend(t.apply_with((), |s, ()| std::mem::take(&mut s.label)));
         }
         labels
     })

@@ -63,6 +63,7 @@ pub(crate) struct BfsPart {
 
 /// What a partition tells the direction heuristic after a level.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
 pub(crate) struct BfsCounts {
     /// Vertices in the new frontier.
     pub(crate) frontier: u64,
@@ -71,6 +72,9 @@ pub(crate) struct BfsCounts {
     /// Arcs of vertices not reached yet.
     pub(crate) unvisited_arcs: u64,
 }
+
+// SAFETY: repr(C) of three u64: no address, every bit pattern is a valid value.
+unsafe impl skein::Plain for BfsCounts {}
 
 impl std::ops::Add for BfsCounts {
     type Output = BfsCounts;
@@ -263,7 +267,7 @@ pub(crate) fn search(
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
     let root_tag = view.tag(root);
-    let mut counts = parts[rp].apply(move |s| {
+    let mut counts = parts[rp].apply_local(move |s| {
         s.visit(rl, 0, root_tag);
         s.advance();
         s.counts()
@@ -281,7 +285,7 @@ pub(crate) fn search(
         let drivers: Vec<_> = (0..np)
             .map(|p| {
                 let parts = Arc::clone(&parts);
-                skein::spawn_on(p, move || {
+                skein::spawn_local_on(p, move || {
                     if bottom_up {
                         bottom_up_driver(&parts, p, level)
                     } else {
@@ -320,9 +324,9 @@ fn top_down_driver(
 ) -> BfsCounts {
     loop {
         let all = Arc::clone(parts);
-        let more = parts[p].apply(move |s| {
+        let more = parts[p].apply_local(move |s| {
             s.expand(level, chunk, &mut |owner, batch| {
-                all[owner].apply_then(move |t| t.visit_batch(&batch, level + 1), |_| ());
+                all[owner].apply_then_local(move |t| t.visit_batch(&batch, level + 1), |_| ());
             })
         });
         if !more {
@@ -331,7 +335,7 @@ fn top_down_driver(
         skein::yield_now();
     }
     skein::wait_quiescent();
-    parts[p].apply(|s| {
+    parts[p].apply((), |s, ()| {
         s.advance();
         s.counts()
     })
@@ -342,15 +346,14 @@ fn top_down_driver(
 /// then lets `p`'s unvisited vertices find their parents locally. Returns the counts of
 /// the next frontier.
 fn bottom_up_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32) -> BfsCounts {
-    let (part, bits) = parts[p].apply(|s| s.frontier_bits());
+    let (part, bits) = parts[p].apply_local(|s| s.frontier_bits());
     for q in parts.iter() {
-        q.apply_with(
-            |s, (part, bits): (usize, Vec<u64>)| s.merge_frontier(part, &bits),
-            (part, bits.clone()),
-        );
+        q.apply_with((part, bits.clone()), |s, (part, bits): (usize, Vec<u64>)| {
+            s.merge_frontier(part, &bits)
+        });
     }
     skein::wait_quiescent();
-    parts[p].apply(move |s| {
+    parts[p].apply_local(move |s| {
         s.bottom_up(level);
         s.advance();
         s.counts()

@@ -269,7 +269,8 @@ impl Engine {
             #[cfg(test)]
             fault: None,
         };
-        let (dist, parent, mut stats) = self.rt.run(move || sssp::search(view, root, params))?;
+        let (dist, parent, mut stats) =
+            self.rt.run_local(move || sssp::search(view, root, params))?;
         stats.runtime = Some(self.rt.stats());
         Ok((SsspResult { root, dist, parent }, stats))
     }
@@ -285,7 +286,8 @@ impl Engine {
         let view = Arc::clone(&self.view);
         let params =
             bfs::Params { chunk: self.opts.chunk, alpha: self.opts.alpha, beta: self.opts.beta };
-        let (level, parent, mut stats) = self.rt.run(move || bfs::search(view, root, params))?;
+        let (level, parent, mut stats) =
+            self.rt.run_local(move || bfs::search(view, root, params))?;
         stats.runtime = Some(self.rt.stats());
         debug_assert!(level
             .iter()
@@ -320,7 +322,7 @@ pub(crate) fn entrust_each<P: Send + 'static>(
     let makers: Vec<_> = (0..np)
         .map(|p| {
             let make = make.clone();
-            skein::spawn_on(p, move || skein::local_trustee().entrust(make(p)))
+            skein::spawn_local_on(p, move || skein::local_trustee().entrust(make(p)))
         })
         .collect();
     Arc::new(makers.into_iter().map(|h| h.join()).collect())

@@ -87,9 +87,9 @@ where
                 RawRange { values: vp.add(r.start), parents: pp.add(r.start), len: r.len() }
             };
             let parts = Arc::clone(parts);
-            skein::spawn_on(p, move || {
+            skein::spawn_local_on(p, move || {
                 catch_unwind(AssertUnwindSafe(|| {
-                    parts[p].apply(move |s| {
+                    parts[p].apply_local(move |s| {
                         let raw = raw;
                         // SAFETY: invariants 1-3: this range of both vectors is this
                         // writer's alone, and the vectors stay put until it is joined.
@@ -142,7 +142,7 @@ mod tests {
             let n = lens.iter().sum();
             let rs = ranges(&lens);
             let out = rt
-                .run(move || {
+                .run_local(move || {
                     let parts: Arc<Vec<Trust<(usize, usize)>>> = Arc::new(
                         (0..workers).map(|p| skein::trustee(p).entrust((p, rs[p].start))).collect(),
                     );

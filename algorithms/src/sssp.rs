@@ -331,7 +331,7 @@ pub(crate) fn search(
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
     let root_tag = view.tag(root);
-    parts[rp].apply(move |s| {
+    parts[rp].apply_local(move |s| {
         s.relax(rl, 0.0, root_tag);
     });
     let mut bucket = 0u64;
@@ -341,7 +341,7 @@ pub(crate) fn search(
         let drivers: Vec<_> = (0..np)
             .map(|p| {
                 let parts = Arc::clone(&parts);
-                skein::spawn_on(p, move || driver(&parts, p, bucket, chunk))
+                skein::spawn_local_on(p, move || driver(&parts, p, bucket, chunk))
             })
             .collect();
         // Each driver returns its partition's next bucket, read after quiescence.
@@ -367,9 +367,9 @@ pub(crate) fn search(
 fn driver(parts: &Arc<Vec<Trust<SsspPart>>>, p: usize, bucket: u64, chunk: usize) -> Option<u64> {
     loop {
         let all = Arc::clone(parts);
-        let processed = parts[p].apply(move |s| {
+        let processed = parts[p].apply_local(move |s| {
             s.process_bucket(bucket, chunk, &mut |owner, batch| {
-                all[owner].apply_then(move |t| t.scan_batch(&batch), |_| ());
+                all[owner].apply_then_local(move |t| t.scan_batch(&batch), |_| ());
             })
         });
         if processed == 0 {
@@ -378,7 +378,7 @@ fn driver(parts: &Arc<Vec<Trust<SsspPart>>>, p: usize, bucket: u64, chunk: usize
         skein::yield_now();
     }
     skein::wait_quiescent();
-    parts[p].apply(|s| s.next_bucket())
+    parts[p].apply_local(|s| s.next_bucket())
 }
 
 #[cfg(test)]

@@ -60,7 +60,7 @@ fn apply_latency(c: &mut Criterion) {
                     let t = skein::trustee(owner).entrust(0u64);
                     let t0 = Instant::now();
                     for _ in 0..iters {
-                        black_box(t.apply(|c| {
+                        black_box(t.apply((), |c, ()| {
                             *c += 1;
                             *c
                         }));
@@ -85,11 +85,11 @@ fn single_trustee(c: &mut Criterion) {
                     let t = skein::trustee(1).entrust(0u64);
                     let t0 = Instant::now();
                     for _ in 0..iters {
-                        t.apply_then(|c| *c += 1, |()| {});
+                        t.apply_then((), |c, ()| *c += 1, |()| {});
                     }
                     skein::wait_quiescent();
                     let d = t0.elapsed();
-                    (d, t.apply(|c| *c))
+                    (d, t.apply((), |c, ()| *c))
                 })
                 .expect("run");
             assert_eq!(total, iters);

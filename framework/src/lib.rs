@@ -27,19 +27,22 @@
 //! # Ok::<(), skein::Error>(())
 //! ```
 //!
-//! 2. Entrust a value to a trustee and delegate to it. [`Trust::apply`] blocks the calling
-//!    fiber until the result is back; [`Trust::apply_then`] returns at once and runs a
-//!    continuation on the calling worker later; [`Trust::apply_with`] ships a serialized
-//!    argument:
+//! 2. Entrust a value to a trustee and delegate to it. A delegated closure captures nothing:
+//!    its data is its argument, a [`Plain`] value (numbers, arrays, tuples; `()` for none),
+//!    and so is its result, because the trustee may be in another process (rack mode).
+//!    [`Trust::apply`] blocks the calling fiber until the result is back;
+//!    [`Trust::apply_then`] returns at once and runs a continuation (which may capture
+//!    anything) on the calling worker later; [`Trust::apply_with`] ships a serialized
+//!    argument and result; the `*_local` calls take capturing closures to local trustees:
 //!
 //! ```
 //! # let rt = skein::Runtime::builder().workers(2).build().unwrap();
 //! rt.run(|| {
-//!     let counter = skein::trustee(1).entrust(17);        // Trust<i32>, owned by worker 1
-//!     counter.apply(|c| *c += 1);                          // suspends this fiber only
-//!     counter.apply_then(|c| *c, |v| assert_eq!(v, 18));   // continuation runs here, later
-//!     counter.apply_with(|c, s: String| *c += s.len() as i32, "xyz".to_string());
-//!     assert_eq!(counter.apply(|c| *c), 21);
+//!     let counter = skein::trustee(1).entrust(17);           // Trust<i32>, owned by worker 1
+//!     counter.apply(1, |c, k| *c += k);                       // suspends this fiber only
+//!     counter.apply_then((), |c, ()| *c, |v| assert_eq!(v, 18)); // continuation runs here, later
+//!     counter.apply_with("xyz".to_string(), |c, s: String| *c += s.len() as i32);
+//!     assert_eq!(counter.apply((), |c, ()| *c), 21);
 //! }).unwrap();
 //! ```
 //!
@@ -52,11 +55,11 @@
 //!     let hs: Vec<_> = (0..8)
 //!         .map(|_| {
 //!             let c = counter.clone();
-//!             skein::spawn(move || for _ in 0..100 { c.apply(|x| *x += 1) })
+//!             skein::spawn(move || for _ in 0..100 { c.apply((), |x, ()| *x += 1) })
 //!         })
 //!         .collect();
 //!     hs.into_iter().for_each(|h| h.join());
-//!     counter.apply(|x| *x)
+//!     counter.apply((), |x, ()| *x)
 //! }).unwrap();
 //! assert_eq!(total, 800);
 //! ```
@@ -71,7 +74,7 @@
 //!     let cells = std::sync::Arc::new(cells);
 //!     fn visit(cells: std::sync::Arc<Vec<skein::Trust<u32>>>, i: usize, depth: u32) {
 //!         let c2 = cells.clone();
-//!         cells[i].apply_then(|v| *v += 1, move |()| {
+//!         cells[i].apply_then(1, |v, k| *v += k, move |()| {
 //!             if depth > 0 {
 //!                 visit(c2.clone(), (i + 1) % 4, depth - 1);
 //!                 visit(c2, (i + 3) % 4, depth - 1);
@@ -80,7 +83,7 @@
 //!     }
 //!     visit(cells.clone(), 0, 6);
 //!     skein::wait_quiescent();
-//!     let sum: u32 = cells.iter().map(|c| c.apply(|v| *v)).sum();
+//!     let sum: u32 = cells.iter().map(|c| c.apply((), |v, ()| *v)).sum();
 //!     assert_eq!(sum, 127);
 //! }).unwrap();
 //! ```
@@ -96,18 +99,23 @@
 //! ```
 //! # let rt = skein::Runtime::builder().workers(2).build().unwrap();
 //! rt.run(|| {
-//!     let hits = skein::TrustArray::new(1_000, |_| 0u32);   // 500 values on each trustee
+//!     let hits = skein::TrustArray::new(1_000, (), |(), _| 0u32); // 500 values per trustee
 //!     for i in 0..5_000 {
-//!         hits.apply_then(i % 1_000, |h| *h += 1, |()| {});
+//!         hits.apply_then(i % 1_000, (), |h, ()| *h += 1, |()| {});
 //!     }
 //!     skein::wait_quiescent();
-//!     assert_eq!(hits.apply(999, |h| *h), 5);
+//!     assert_eq!(hits.apply(999, (), |h, ()| *h), 5);
 //! }).unwrap();
 //! ```
 //!
 //! ## Rules
 //!
-//! * Closures sent to trustees are `Send + 'static`; so are results.
+//! * Closures sent to trustees (`apply`, `apply_then`, `apply_with`, `launch`, `spawn_on`,
+//!   `entrust_new`, `TrustArray`) capture nothing: their data is a [`Plain`] argument (or a
+//!   serialized one, `apply_with`), their result is `Plain` (or serialized), at most 256 bytes
+//!   each; a capture is a compile error. The same program then runs on one process or on a
+//!   rack. `apply_local`, `apply_then_local`, `spawn_local_on`, `spawn` and `entrust` take any
+//!   `Send + 'static` closure or value, for this rank only.
 //! * Blocking calls (`apply`, `join`, `launch`, `wait_quiescent`) panic in delegated context,
 //!   naming the fix (`apply_then` or `launch`).
 //! * A panic in a delegated closure is resumed in the caller (`apply`) or makes
@@ -146,8 +154,9 @@ pub use error::{Error, Result};
 pub use plain::Plain;
 pub use rack::{rank, ranks};
 pub use runtime::{
-    current_worker, in_delegated_context, num_workers, pin_current_thread, spawn, spawn_on, stats,
-    wait_quiescent, yield_now, Builder, JoinHandle, Runtime,
+    current_worker, in_delegated_context, local_workers, num_workers, pin_current_thread, rank_of,
+    spawn, spawn_local_on, spawn_on, stats, wait_quiescent, yield_now, Builder, JoinHandle,
+    Runtime,
 };
 pub use stats::{Stats, WorkerStats};
 pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, TrusteeRef};

@@ -74,7 +74,7 @@ impl Stats {
     /// let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// rt.run(|| {
     ///     let t = skein::trustee(1).entrust(0u32);
-    ///     t.apply(|c| *c += 1);
+    ///     t.apply((), |c, ()| *c += 1);
     /// })
     /// .unwrap();
     /// assert!(rt.stats().total().requests_served >= 1);
@@ -93,7 +93,7 @@ impl Stats {
     /// let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// let mut sum = skein::Stats::default();
     /// for _ in 0..2 {
-    ///     rt.run(|| skein::trustee(1).entrust(0u8).apply(|c| *c += 1)).unwrap();
+    ///     rt.run(|| skein::trustee(1).entrust(0u8).apply((), |c, ()| *c += 1)).unwrap();
     ///     sum.accumulate(&rt.stats());
     /// }
     /// assert_eq!(sum.workers.len(), 2);

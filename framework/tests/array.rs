@@ -19,17 +19,18 @@ fn counts_placement_and_order_for_any_worker_count() {
         let (counts, placed) = rt(w)
             .run(move || {
                 // Each value: (its trustee as seen when a request runs, count, last seq per fiber)
-                let a = TrustArray::new(len, |_| (usize::MAX, 0u64, vec![0u64; w * fibers]));
+                let a = TrustArray::new(len, w * fibers, |n, _| (usize::MAX, 0u64, vec![0u64; n]));
                 assert_eq!((a.len(), a.is_empty()), (len, false));
                 let hs: Vec<_> = (0..w * fibers)
                     .map(|f| {
                         let a = a.clone();
-                        skein::spawn_on(f % w, move || {
+                        skein::spawn_local_on(f % w, move || {
                             for r in 1..=rounds {
                                 for i in 0..len {
                                     a.apply_then(
                                         i,
-                                        move |(at, c, last)| {
+                                        (f, r),
+                                        |(at, c, last), (f, r)| {
                                             assert_eq!(last[f] + 1, r, "order of fiber {f}");
                                             last[f] = r;
                                             *at = skein::local_trustee().worker();
@@ -44,9 +45,10 @@ fn counts_placement_and_order_for_any_worker_count() {
                     .collect();
                 hs.into_iter().for_each(|h| h.join());
                 skein::wait_quiescent();
-                let counts: Vec<u64> = (0..len).map(|i| a.apply(i, |v| v.1)).collect();
-                let placed: Vec<(usize, usize)> =
-                    (0..len).map(|i| (a.apply(i, |v| v.0), a.trustee_of(i).worker())).collect();
+                let counts: Vec<u64> = (0..len).map(|i| a.apply(i, (), |v, ()| v.1)).collect();
+                let placed: Vec<(usize, usize)> = (0..len)
+                    .map(|i| (a.apply(i, (), |v, ()| v.0), a.trustee_of(i).worker()))
+                    .collect();
                 (counts, placed)
             })
             .unwrap();
@@ -63,16 +65,17 @@ fn counts_placement_and_order_for_any_worker_count() {
 fn init_results_and_nested_requests() {
     let got = rt(3)
         .run(|| {
-            let a = TrustArray::new(10, |i| i as u64 * 100);
-            assert_eq!(a.apply(7, |v| *v), 700);
+            let a = TrustArray::new(10, 100u64, |k, i| i as u64 * k);
+            assert_eq!(a.apply(7, (), |v, ()| *v), 700);
             let seen = Arc::new(AtomicU64::new(0));
             let (a2, s2) = (a.clone(), seen.clone());
             a.apply_then(
                 1,
-                |v| *v + 1,
+                1u64,
+                |v, k| *v + k,
                 move |x| {
                     // In a continuation (delegated context): issue again, to another value.
-                    a2.apply_then(2, move |v| *v + x, move |y| s2.store(y, Relaxed));
+                    a2.apply_then(2, x, |v, x| *v + x, move |y| s2.store(y, Relaxed));
                 },
             );
             skein::wait_quiescent();
@@ -85,28 +88,28 @@ fn init_results_and_nested_requests() {
 /// Each value is dropped exactly once, on its own trustee, after the last clone is gone.
 #[test]
 fn values_dropped_once_on_their_trustee() {
-    struct D(usize, Arc<Mutex<Vec<(usize, usize)>>>);
+    // `init` captures nothing, so the log is a static (only this test uses it).
+    static LOG: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+    struct D(usize);
     impl Drop for D {
         fn drop(&mut self) {
             let w = skein::local_trustee().worker();
-            self.1.lock().unwrap().push((self.0, w));
+            LOG.lock().unwrap().push((self.0, w));
         }
     }
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let l = log.clone();
     rt(3)
         .run(move || {
-            let a = TrustArray::new(20, |i| D(i, l.clone()));
+            let a = TrustArray::new(20, (), |(), i| D(i));
             let b = a.clone();
-            a.apply_then(5, |d| d.0, |x| assert_eq!(x, 5));
+            a.apply_then(5, (), |d, ()| d.0, |x| assert_eq!(x, 5));
             drop(a);
             skein::wait_quiescent();
-            assert!(l.lock().unwrap().is_empty(), "a clone is still alive");
-            let h = skein::spawn_on(1, move || drop(b));
+            assert!(LOG.lock().unwrap().is_empty(), "a clone is still alive");
+            let h = skein::spawn_local_on(1, move || drop(b));
             h.join();
         })
         .unwrap();
-    let mut got = log.lock().unwrap().clone();
+    let mut got = LOG.lock().unwrap().clone();
     got.sort();
     assert_eq!(got, (0..20).map(|i| (i, i % 3)).collect::<Vec<_>>());
 }
@@ -114,8 +117,8 @@ fn values_dropped_once_on_their_trustee() {
 #[test]
 fn out_of_bounds_and_panics_are_reported() {
     let r = rt(2).run(|| {
-        let a = TrustArray::new(3, |_| 0u8);
-        a.apply(3, |v| *v)
+        let a = TrustArray::new(3, (), |(), _| 0u8);
+        a.apply(3, (), |v, ()| *v)
     });
     let e = r.unwrap_err().to_string();
     assert!(e.contains("TrustArray index 3 out of bounds (len 3)"), "{e}");
@@ -123,19 +126,19 @@ fn out_of_bounds_and_panics_are_reported() {
     let ran = Arc::new(AtomicUsize::new(0));
     let r2 = ran.clone();
     let r = rt(2).run(move || {
-        let a = TrustArray::new(4, |_| 0u32);
-        a.apply_then(1, |_| panic!("value closure fails"), |()| {});
+        let a = TrustArray::new(4, (), |(), _| 0u32);
+        a.apply_then(1, (), |_, ()| panic!("value closure fails"), |()| {});
         skein::wait_quiescent();
         // The trustee survived: later requests are still served.
-        r2.store(a.apply(1, |v| *v as usize + 1), Relaxed);
+        r2.store(a.apply(1, (), |v, ()| *v as usize + 1), Relaxed);
     });
     let e = r.unwrap_err().to_string();
     assert!(e.contains("value closure fails"), "{e}");
     assert_eq!(ran.load(Relaxed), 1);
 
     let r = rt(2).run(|| {
-        let a = TrustArray::new(4, |_| 0u32);
-        a.apply(2, |_| -> u32 { panic!("blocking closure fails") })
+        let a = TrustArray::new(4, (), |(), _| 0u32);
+        a.apply(2, (), |_, ()| -> u32 { panic!("blocking closure fails") })
     });
     assert!(r.unwrap_err().to_string().contains("blocking closure fails"));
 }
@@ -144,11 +147,11 @@ fn out_of_bounds_and_panics_are_reported() {
 fn empty_array_and_outside_a_runtime() {
     rt(2)
         .run(|| {
-            let a: TrustArray<u64> = TrustArray::new(0, |_| unreachable!());
+            let a: TrustArray<u64> = TrustArray::new(0, (), |(), _| unreachable!());
             assert!(a.is_empty());
         })
         .unwrap();
-    let e = std::panic::catch_unwind(|| TrustArray::new(1, |_| 0u8)).unwrap_err();
+    let e = std::panic::catch_unwind(|| TrustArray::new(1, (), |(), _| 0u8)).unwrap_err();
     let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("TrustArray::new"), "{msg}");
 }

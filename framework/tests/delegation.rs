@@ -15,15 +15,14 @@ fn design_example() {
         .run(|| {
             let ct = skein::local_trustee().entrust(17);
             let ct2 = ct.clone();
-            let h = skein::spawn(move || ct2.apply(|c| *c += 1));
-            ct.apply(|c| *c += 1);
+            let h = skein::spawn(move || ct2.apply((), |c, ()| *c += 1));
+            ct.apply((), |c, ()| *c += 1);
             h.join();
-            ct.apply_then(|c| *c, |v| assert_eq!(v, 19));
-            ct.apply_with(
-                |c, (k, s): (u32, String)| *c += k as i32 + s.len() as i32,
-                (1, "x".into()),
-            );
-            ct.apply(|c| *c)
+            ct.apply_then((), |c, ()| *c, |v| assert_eq!(v, 19));
+            ct.apply_with((1, "x".to_string()), |c, (k, s): (u32, String)| {
+                *c += k as i32 + s.len() as i32
+            });
+            ct.apply((), |c, ()| *c)
         })
         .unwrap();
     assert_eq!(r, 21);
@@ -38,15 +37,15 @@ fn remote_and_local_apply_with_many_fibers() {
                 let hs: Vec<_> = (0..4 * w)
                     .map(|f| {
                         let ts = ts.clone();
-                        skein::spawn_on(f % w, move || {
+                        skein::spawn_local_on(f % w, move || {
                             for i in 0..200 {
-                                ts[i % ts.len()].apply(|c| *c += 1);
+                                ts[i % ts.len()].apply((), |c, ()| *c += 1);
                             }
                         })
                     })
                     .collect();
                 hs.into_iter().for_each(|h| h.join());
-                ts.iter().map(|t| t.apply(|c| *c)).sum::<u64>()
+                ts.iter().map(|t| t.apply((), |c, ()| *c)).sum::<u64>()
             })
             .unwrap();
         assert_eq!(total, 4 * w as u64 * 200);
@@ -74,14 +73,14 @@ fn stress_apply_then_order_and_counts() {
                 for f in 0..FIBERS * w {
                     let ts = ts.clone();
                     let d = d2.clone();
-                    hs.push(skein::spawn_on(f % w, move || {
+                    hs.push(skein::spawn_local_on(f % w, move || {
                         let mut seq = [0u64; TRUSTS];
                         for i in 0..ops {
                             let k = (i * 7 + f) % TRUSTS;
                             seq[k] += 1;
                             let s = seq[k];
                             let d = d.clone();
-                            ts[k].apply_then(
+                            ts[k].apply_then_local(
                                 move |v| {
                                     assert_eq!(v[f] + 1, s, "order violated");
                                     v[f] = s;
@@ -95,7 +94,7 @@ fn stress_apply_then_order_and_counts() {
                 }
                 hs.into_iter().for_each(|h| h.join());
                 skein::wait_quiescent();
-                ts.iter().map(|t| t.apply(|v| v.iter().sum::<u64>())).sum::<u64>()
+                ts.iter().map(|t| t.apply((), |v, ()| v.iter().sum::<u64>())).sum::<u64>()
             })
             .unwrap();
         let expect = (FIBERS * w * ops) as u64;
@@ -111,7 +110,7 @@ fn large_arguments_and_results() {
             let t = skein::trustee(1).entrust(0u64);
             // Captured environment far bigger than a slot (boxed record).
             let big = [3u64; 1000];
-            let r = t.apply(move |c| {
+            let r = t.apply_local(move |c| {
                 *c += big.iter().sum::<u64>();
                 [*c; 600] // result bigger than a slot
             });
@@ -120,19 +119,19 @@ fn large_arguments_and_results() {
             let mut hs = Vec::new();
             for i in 0..20u64 {
                 let t = t.clone();
-                hs.push(skein::spawn_on(0, move || t.apply(move |_| [i; 30])));
+                hs.push(skein::spawn_local_on(0, move || t.apply(i, |_, i| [i; 30])));
             }
             for (i, h) in hs.into_iter().enumerate() {
                 assert_eq!(h.join(), [i as u64; 30]);
             }
             // Heap arguments through the codec.
             let v: Vec<u32> = (0..10_000).collect();
-            let s = t.apply_with(|_, v: Vec<u32>| v.iter().map(|&x| x as u64).sum::<u64>(), v);
+            let s = t.apply_with(v, |_, v: Vec<u32>| v.iter().map(|&x| x as u64).sum::<u64>());
             assert_eq!(s, 49_995_000);
             // apply_then with a big result.
             let ok = Arc::new(AtomicU64::new(0));
             let ok2 = ok.clone();
-            t.apply_then(
+            t.apply_then_local(
                 |_| vec![7u8; 100_000],
                 move |v| {
                     ok2.store(v.len() as u64, Relaxed);
@@ -162,7 +161,7 @@ fn many_trusts() {
             let acc = std::rc::Rc::new(std::cell::Cell::new(0u64));
             for t in &ts {
                 let a = acc.clone();
-                t.apply_then(|d| d.0 as u64, move |v| a.set(a.get() + v));
+                t.apply_then((), |d, ()| d.0 as u64, move |v| a.set(a.get() + v));
             }
             skein::wait_quiescent();
             drop(ts);
@@ -184,14 +183,15 @@ fn nested_apply_then_in_delegated_context() {
             for _ in 0..100 {
                 let b2 = b.clone();
                 let h = h2.clone();
-                a.apply_then(
+                a.apply_then_local(
                     move |x| {
                         *x += 1;
                         assert!(skein::in_delegated_context());
                         // From delegated context: a request to another trustee...
                         let h = h.clone();
                         b2.apply_then(
-                            |y| *y += 1,
+                            (),
+                            |y, ()| *y += 1,
                             move |()| {
                                 h.fetch_add(1, Relaxed);
                             },
@@ -202,8 +202,8 @@ fn nested_apply_then_in_delegated_context() {
                 );
             }
             skein::wait_quiescent();
-            assert_eq!(a.apply(|x| *x), 100);
-            assert_eq!(b.apply(|y| *y), 100);
+            assert_eq!(a.apply((), |x, ()| *x), 100);
+            assert_eq!(b.apply((), |y, ()| *y), 100);
         })
         .unwrap();
     assert_eq!(hits.load(Relaxed), 100);
@@ -215,16 +215,16 @@ fn apply_then_to_own_property_from_its_closure() {
         .run(|| {
             let a = skein::local_trustee().entrust(0u64);
             let a2 = a.clone();
-            a.apply_then(
+            a.apply_then_local(
                 move |x| {
                     *x += 1;
                     // Re-entrant request on the same property: queued, not run inline.
-                    a2.apply_then(|x| *x *= 10, |()| {});
+                    a2.apply_then((), |x, ()| *x *= 10, |()| {});
                 },
                 |()| {},
             );
             skein::wait_quiescent();
-            assert_eq!(a.apply(|x| *x), 10);
+            assert_eq!(a.apply((), |x, ()| *x), 10);
         })
         .unwrap();
 }
@@ -234,15 +234,15 @@ fn launch_blocks_on_other_trustee() {
     rt(2)
         .run(|| {
             let counter = skein::trustee(0).entrust(5u64);
-            let l = skein::trustee(1).entrust(Latch::new(Vec::<u64>::new()));
+            // The launched closure captures nothing: the handle it needs lives in the value.
+            let l = skein::trustee(1).entrust(Latch::new((Vec::<u64>::new(), counter.clone())));
             let mut hs = Vec::new();
             for i in 0..10u64 {
                 let l = l.clone();
-                let c = counter.clone();
                 hs.push(skein::spawn(move || {
-                    l.launch(move |v| {
+                    l.launch(i, |(v, c), i| {
                         assert_eq!(skein::current_worker(), 1);
-                        let x = c.apply(move |c| {
+                        let x = c.apply(i, |c, i| {
                             *c += i;
                             *c
                         });
@@ -255,9 +255,9 @@ fn launch_blocks_on_other_trustee() {
             let mut lens: Vec<usize> = hs.into_iter().map(|h| h.join()).collect();
             lens.sort();
             assert_eq!(lens, (1..=10).collect::<Vec<_>>());
-            assert_eq!(counter.apply(|c| *c), 5 + 45);
+            assert_eq!(counter.apply((), |c, ()| *c), 5 + 45);
             // A plain apply sees the latch unlocked afterwards.
-            assert_eq!(l.apply(|l| l.get_mut().map(|v| v.len())), Some(10));
+            assert_eq!(l.apply_local(|l| l.get_mut().map(|v| v.0.len())), Some(10));
         })
         .unwrap();
 }
@@ -268,7 +268,7 @@ fn blocking_in_delegated_context_panics_with_fix() {
         .run(|| {
             let a = skein::trustee(1).entrust(0u64);
             let b = skein::trustee(0).entrust(0u64);
-            a.apply(move |_| b.apply(|y| *y))
+            a.apply_local(move |_| b.apply((), |y, ()| *y))
         })
         .unwrap_err();
     let msg = e.to_string();
@@ -281,7 +281,7 @@ fn stats_count_requests() {
     r.run(|| {
         let t = skein::trustee(1).entrust(0u64);
         for _ in 0..1000 {
-            t.apply_then(|c| *c += 1, |()| {});
+            t.apply_then((), |c, ()| *c += 1, |()| {});
         }
         skein::wait_quiescent();
         let s = skein::stats();
@@ -301,7 +301,7 @@ fn stats_count_requests() {
 fn runtime_can_run_twice() {
     let r = rt(2);
     for i in 0..3u64 {
-        let v = r.run(move || skein::trustee(1).entrust(i).apply(|x| *x * 2)).unwrap();
+        let v = r.run(move || skein::trustee(1).entrust(i).apply((), |x, ()| *x * 2)).unwrap();
         assert_eq!(v, 2 * i);
     }
 }

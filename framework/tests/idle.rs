@@ -12,9 +12,9 @@ fn idle_worker_sleeps_instead_of_spinning() {
         // Worker 1 has nothing to do: no fibers, no requests for it, none of its own in flight.
         // Block worker 0's thread (not just the fiber) for a while.
         let t = skein::trustee(1).entrust(0u32);
-        t.apply(|c| *c += 1);
+        t.apply((), |c, ()| *c += 1);
         std::thread::sleep(std::time::Duration::from_millis(300));
-        assert_eq!(t.apply(|c| *c), 1);
+        assert_eq!(t.apply((), |c, ()| *c), 1);
     })
     .unwrap();
     let idle = rt.stats().workers[1].idle_polls;

@@ -43,14 +43,14 @@ fn clone_move_drop_interleaving_frees_once_on_trustee() {
                 let c = t.clone();
                 let b = ((i + 1) % 3) as usize;
                 let order = i % 4;
-                let h = skein::spawn_on(b, move || {
-                    c.apply_then(|_| (), |()| {});
+                let h = skein::spawn_local_on(b, move || {
+                    c.apply_then((), |_, ()| (), |()| {});
                     if order == 0 {
                         skein::yield_now();
                     }
                     drop(c);
                 });
-                t.apply_then(|_| (), |()| {});
+                t.apply_then((), |_, ()| (), |()| {});
                 if order < 2 {
                     drop(t);
                     h.join();
@@ -86,7 +86,7 @@ fn last_handle_dropped_inside_own_closure() {
                 let t2 = t.clone();
                 drop(t);
                 // The closure owns the last handle and drops it while using the property.
-                t2.clone().apply_then(
+                t2.clone().apply_then_local(
                     move |p| {
                         drop(t2);
                         p.owner
@@ -110,7 +110,7 @@ fn trust_outliving_the_run_is_dropped_once() {
         }
     }
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let t: Trust<D> = rt.run(|| skein::trustee(1).entrust(D)).unwrap();
+    let t: Trust<D> = rt.run_local(|| skein::trustee(1).entrust(D)).unwrap();
     let t2 = t.clone();
     assert_eq!(DROPS.load(Relaxed), 0);
     drop(t);
@@ -156,13 +156,15 @@ fn panic_in_apply_resumes_in_caller() {
         .run(|| {
             let t = skein::trustee(1).entrust(1u64);
             let t2 = t.clone();
-            let h = skein::spawn_on(0, move || t2.apply(|_| -> u64 { panic!("boom in trustee") }));
+            let h = skein::spawn_local_on(0, move || {
+                t2.apply((), |_, ()| -> u64 { panic!("boom in trustee") })
+            });
             let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.join()))
                 .map(|_| String::new())
                 .unwrap_err();
             let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
             // The trustee survives and keeps serving.
-            (msg.to_string(), t.apply(|x| *x + 1))
+            (msg.to_string(), t.apply((), |x, ()| *x + 1))
         })
         .unwrap();
     assert_eq!(r, ("boom in trustee".to_string(), 2));
@@ -176,10 +178,10 @@ fn panic_in_apply_then_fails_the_run() {
         .unwrap()
         .run(|| {
             let t = skein::trustee(1).entrust(0u64);
-            t.apply_then(|_| panic!("boom async"), |()| {});
+            t.apply_then((), |_, ()| panic!("boom async"), |()| {});
             let l = skein::trustee(0).entrust(0u64);
-            l.apply_then(|_| 1, |_| panic!("boom then"));
-            t.apply(|x| *x) // the trustee still answers
+            l.apply_then((), |_, ()| 1, |_| panic!("boom then"));
+            t.apply((), |x, ()| *x) // the trustee still answers
         })
         .unwrap_err();
     match e {
@@ -193,14 +195,19 @@ fn panic_in_apply_then_fails_the_run() {
 
 #[test]
 fn panic_in_main_and_detached_fiber() {
-    let e = Runtime::builder().workers(2).build().unwrap().run(|| panic!("main died")).unwrap_err();
+    let e = Runtime::builder()
+        .workers(2)
+        .build()
+        .unwrap()
+        .run_local(|| panic!("main died"))
+        .unwrap_err();
     assert!(e.to_string().contains("main died"));
     let e = Runtime::builder()
         .workers(2)
         .build()
         .unwrap()
         .run(|| {
-            drop(skein::spawn_on(1, || panic!("lost fiber")));
+            drop(skein::spawn_local_on(1, || panic!("lost fiber")));
         })
         .unwrap_err();
     assert!(e.to_string().contains("lost fiber"), "{e}");
@@ -216,7 +223,7 @@ fn deadlock_is_reported_not_hung() {
             let l = std::sync::Arc::new(Mutex::new(None::<skein::JoinHandle<()>>));
             let l2 = l.clone();
             // A fiber that joins itself (through a shared slot) can never finish.
-            let h = skein::spawn_on(1, move || {
+            let h = skein::spawn_local_on(1, move || {
                 skein::yield_now();
                 let me = l2.lock().unwrap().take().unwrap();
                 me.join();
@@ -258,7 +265,7 @@ fn handle_from_another_run_is_refused() {
         .workers(4)
         .build()
         .unwrap()
-        .run(|| {
+        .run_local(|| {
             (
                 skein::trustee(1).entrust(5u64),
                 skein::trustee(0).entrust(skein::Latch::new(0u64)),
@@ -273,17 +280,19 @@ fn handle_from_another_run_is_refused() {
         .run(move || {
             let mut msgs = Vec::new();
             let t3 = t2.clone();
-            let remote = skein::spawn_on(0, move || t3.apply(|x| *x + 1));
+            let remote = skein::spawn_local_on(0, move || t3.apply((), |x, ()| *x + 1));
             msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| remote.join())).unwrap_err()));
             let t4 = t2.clone();
-            let inline = skein::spawn_on(1, move || t4.apply(|x| *x + 1));
+            let inline = skein::spawn_local_on(1, move || t4.apply((), |x, ()| *x + 1));
             msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| inline.join())).unwrap_err()));
-            msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| l.launch(|x| *x))).unwrap_err()));
             msgs.push(panic_text(
-                catch_unwind(AssertUnwindSafe(|| far2.apply(|x| *x))).unwrap_err(),
+                catch_unwind(AssertUnwindSafe(|| l.launch((), |x, ()| *x))).unwrap_err(),
+            ));
+            msgs.push(panic_text(
+                catch_unwind(AssertUnwindSafe(|| far2.apply((), |x, ()| *x))).unwrap_err(),
             ));
             let own = skein::trustee(1).entrust(1u64);
-            msgs.push(format!("own {}", own.apply(|x| *x + 1)));
+            msgs.push(format!("own {}", own.apply((), |x, ()| *x + 1)));
             msgs
         })
         .unwrap();
@@ -293,7 +302,7 @@ fn handle_from_another_run_is_refused() {
     }
     assert_eq!(msgs[4], "own 2");
     // `apply_then` fails the run.
-    let e = rt.run(move || t.apply_then(|x| *x += 1, |()| {})).unwrap_err();
+    let e = rt.run(move || t.apply_then((), |x, ()| *x += 1, |()| {})).unwrap_err();
     match e {
         Error::Panicked { first, count } => {
             assert_eq!(count, 1);
@@ -314,7 +323,7 @@ fn handle_of_a_live_run_is_refused_by_another_live_run() {
             .workers(2)
             .build()
             .unwrap()
-            .run(move || t.apply(|x| *x += 1))
+            .run(move || t.apply((), |x, ()| *x += 1))
             .unwrap_err();
         done_tx.send(e.to_string()).unwrap();
     });
@@ -330,12 +339,12 @@ fn handle_of_a_live_run_is_refused_by_another_live_run() {
                 match done_rx.try_recv() {
                     Ok(m) => break m,
                     Err(_) => {
-                        t.apply(|x| *x += 1);
+                        t.apply((), |x, ()| *x += 1);
                         skein::yield_now();
                     }
                 }
             };
-            (msg, t.apply(|x| *x >= 7))
+            (msg, t.apply((), |x, ()| *x) >= 7)
         })
         .unwrap();
     b.join().unwrap();

@@ -12,7 +12,7 @@ fn fan_out(vs: Arc<Vec<Trust<u64>>>, v: usize, depth: u32, from_closure: bool) {
     let vs2 = vs.clone();
     let n = vs.len();
     if from_closure {
-        vs[v].apply_then(
+        vs[v].apply_then_local(
             move |c| {
                 *c += 1;
                 if depth > 0 {
@@ -24,7 +24,8 @@ fn fan_out(vs: Arc<Vec<Trust<u64>>>, v: usize, depth: u32, from_closure: bool) {
         );
     } else {
         vs[v].apply_then(
-            |c| *c += 1,
+            (),
+            |c, ()| *c += 1,
             move |()| {
                 if depth > 0 {
                     fan_out(vs2.clone(), (v * 7 + 3) % n, depth - 1, true);
@@ -50,13 +51,13 @@ fn fan_out_trees_finish_exactly() {
                     let hs: Vec<_> = (0..w)
                         .map(|k| {
                             let vs = vs.clone();
-                            skein::spawn_on(k, move || fan_out(vs, k, 9 + round, k % 2 == 0))
+                            skein::spawn_local_on(k, move || fan_out(vs, k, 9 + round, k % 2 == 0))
                         })
                         .collect();
                     hs.into_iter().for_each(|h| h.join());
                     skein::wait_quiescent();
                     expect += w as u64 * ((1u64 << (10 + round)) - 1);
-                    let got: u64 = vs.iter().map(|t| t.apply(|c| *c)).sum();
+                    let got: u64 = vs.iter().map(|t| t.apply((), |c, ()| *c)).sum();
                     assert_eq!(got, expect, "workers={w} round={round}");
                 }
                 expect
@@ -74,18 +75,18 @@ fn quiescence_waits_for_other_fibers_and_continuations() {
         let seen = Rc::new(Cell::new(0u64));
         // A detached fiber that keeps issuing for a while.
         let t2 = t.clone();
-        drop(skein::spawn_on(1, move || {
+        drop(skein::spawn_local_on(1, move || {
             for _ in 0..1000 {
-                t2.apply(|c| *c += 1);
+                t2.apply((), |c, ()| *c += 1);
             }
         }));
         for _ in 0..1000 {
             let s = seen.clone();
-            t.apply_then(|c| *c += 1, move |()| s.set(s.get() + 1));
+            t.apply_then((), |c, ()| *c += 1, move |()| s.set(s.get() + 1));
         }
         skein::wait_quiescent();
         assert_eq!(seen.get(), 1000);
-        assert_eq!(t.apply(|c| *c), 2000);
+        assert_eq!(t.apply((), |c, ()| *c), 2000);
         // Idempotent: nothing in flight.
         skein::wait_quiescent();
     })
@@ -100,12 +101,12 @@ fn quiesce_from_several_fibers_at_once() {
         let hs: Vec<_> = (0..6)
             .map(|i| {
                 let t = t.clone();
-                skein::spawn_on(i % 3, move || {
+                skein::spawn_local_on(i % 3, move || {
                     for _ in 0..100 {
-                        t.apply_then(|c| *c += 1, |()| {});
+                        t.apply_then((), |c, ()| *c += 1, |()| {});
                     }
                     skein::wait_quiescent();
-                    t.apply(|c| *c)
+                    t.apply((), |c, ()| *c)
                 })
             })
             .collect();
@@ -113,7 +114,7 @@ fn quiesce_from_several_fibers_at_once() {
             // Every waiter saw at least its own 100 (all were issued before it waited).
             assert!(h.join() >= 100);
         }
-        assert_eq!(t.apply(|c| *c), 600);
+        assert_eq!(t.apply((), |c, ()| *c), 600);
     })
     .unwrap();
 }
@@ -128,7 +129,8 @@ fn shutdown_with_requests_in_flight() {
         for _ in 0..10_000 {
             let h = h2.clone();
             t.apply_then(
-                |c| *c += 1,
+                (),
+                |c, ()| *c += 1,
                 move |()| {
                     h.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 },

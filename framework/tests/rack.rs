@@ -114,13 +114,13 @@ fn rank_side(case: &str, dir: &Path) {
                             let c = counter.clone();
                             skein::spawn(move || {
                                 for _ in 0..100 {
-                                    c.apply(|x| *x += 1)
+                                    c.apply((), |x, ()| *x += 1)
                                 }
                             })
                         })
                         .collect();
                     hs.into_iter().for_each(|h| h.join());
-                    counter.apply(|x| *x)
+                    counter.apply((), |x, ()| *x)
                 })
                 .expect("run on one rank");
             let token = skein::rack::job_token().is_some();
@@ -535,8 +535,9 @@ fn job_case(dir: &Path) -> Result<(), String> {
 fn outside_case() -> Result<(), String> {
     // The harness itself runs outside mpirun: rank 0 of 1, no token, runs work as ever.
     let rt = skein::Runtime::builder().workers(2).build().map_err(|e| e.to_string())?;
-    let v =
-        rt.run(|| skein::trustee(1).entrust(40).apply(|x| *x + 2)).map_err(|e| e.to_string())?;
+    let v = rt
+        .run(|| skein::trustee(1).entrust(40).apply((), |x, ()| *x + 2))
+        .map_err(|e| e.to_string())?;
     if (skein::rank(), skein::ranks(), skein::rack::job_token(), v) == (0, 1, None, 42) {
         Ok(())
     } else {

@@ -13,14 +13,14 @@ fn one_worker() -> Runtime {
 fn ids_are_held_while_handles_live_and_reused_after() {
     // A kept handle holds its run's id through hundreds of later runs (ids rotate), and every
     // one of those refuses it.
-    let kept: Trust<u64> = one_worker().run(|| skein::trustee(0).entrust(7)).unwrap();
+    let kept: Trust<u64> = one_worker().run_local(|| skein::trustee(0).entrust(7)).unwrap();
     for i in 0..300 {
         let h = kept.clone();
         let refused = one_worker()
             .run(move || {
                 let own = skein::trustee(0).entrust(i as u64);
-                assert_eq!(own.apply(|x| *x), i as u64);
-                catch_unwind(AssertUnwindSafe(|| h.apply(|x| *x))).is_err()
+                assert_eq!(own.apply((), |x, ()| *x), i as u64);
+                catch_unwind(AssertUnwindSafe(|| h.apply((), |x, ()| *x))).is_err()
             })
             .unwrap();
         assert!(refused, "run {i} accepted a handle of another run");
@@ -29,7 +29,7 @@ fn ids_are_held_while_handles_live_and_reused_after() {
     // time (one of them is `kept`'s).
     let mut held = vec![kept];
     let err = loop {
-        match one_worker().run(|| skein::trustee(0).entrust(0u64)) {
+        match one_worker().run_local(|| skein::trustee(0).entrust(0u64)) {
             Ok(h) => held.push(h),
             Err(e) => break e,
         }
@@ -40,7 +40,8 @@ fn ids_are_held_while_handles_live_and_reused_after() {
     assert!(err.to_string().contains("drop the handles"), "{err}");
     held.clear();
     // All ids are free again.
-    let v: Vec<Trust<u64>> =
-        (0..255).map(|i| one_worker().run(move || skein::trustee(0).entrust(i)).unwrap()).collect();
+    let v: Vec<Trust<u64>> = (0..255)
+        .map(|i| one_worker().run_local(move || skein::trustee(0).entrust(i)).unwrap())
+        .collect();
     assert_eq!(v.len(), 255);
 }

@@ -199,7 +199,7 @@ pub(crate) unsafe fn serve_uniform<Request, Completion>(
     out: *mut u8,
     panics: &mut Vec<(u32, PanicPayload)>,
 ) where
-    Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    Request: super::record::RequestHalf,
 {
     // SAFETY: n >= 1 records start at `src` (caller promise).
     let (words, result_bytes) =
@@ -260,7 +260,7 @@ pub(crate) unsafe fn run_in_place_uniform<Request, Completion>(
     n: usize,
     progress: &Cell<usize>,
 ) where
-    Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    Request: super::record::RequestHalf,
     Completion: FnOnce(Outcome),
 {
     let words = record_words::<Request, Completion>();

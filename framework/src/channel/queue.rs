@@ -16,7 +16,9 @@
 //! invariant 1 (which records are staged, which in flight) is maintained.
 
 use super::batch::{walk, Outcomes};
-use super::record::{self, fits_inline, header, vtable_of, Outcome, ResultSize, VTable, VTableOf};
+use super::record::{
+    self, fits_inline, header, vtable_of, Outcome, RequestHalf, ResultSize, VTable, VTableOf,
+};
 use super::slot::PanicPayload;
 use std::cell::Cell;
 use std::mem::MaybeUninit;
@@ -142,7 +144,7 @@ impl RecordQueue {
     ) -> bool
     where
         Space: ResultSize,
-        Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+        Request: RequestHalf,
         Completion: FnOnce(Outcome),
     {
         // A closure that does not fit is boxed, and the record holds the box (one word).
@@ -154,7 +156,10 @@ impl RecordQueue {
             }
             (false, true) => {
                 let b = Box::new(request);
-                let request = move |t: *mut u8, o: *mut u8| (*b)(t, o);
+                let request = move |t: *mut u8, o: *mut u8| {
+                    // SAFETY: this closure is the record's request half; its caller's promise.
+                    unsafe { (*b).call(t, o) }
+                };
                 let vt = vtable_of::<_, _, Space>(&request, &completion);
                 // SAFETY: the vtable is that of the pair written; both fit inline.
                 unsafe { self.push_record(vt, target, request, completion) }
@@ -168,7 +173,10 @@ impl RecordQueue {
             }
             (false, false) => {
                 let (br, bc) = (Box::new(request), Box::new(completion));
-                let request = move |t: *mut u8, o: *mut u8| (*br)(t, o);
+                let request = move |t: *mut u8, o: *mut u8| {
+                    // SAFETY: this closure is the record's request half; its caller's promise.
+                    unsafe { (*br).call(t, o) }
+                };
                 let completion = move |o: Outcome| (*bc)(o);
                 let vt = vtable_of::<_, _, Space>(&request, &completion);
                 // SAFETY: as above.

@@ -8,11 +8,24 @@
 //! ```text
 //! word 0: &'static VTable   (the code id: one constant per (request, completion) type pair)
 //! word 1: target address    (the property the request works on; null: none)
-//! word 2 ..: the request closure's bytes, then the completion's, each rounded up to whole words
+//! word 2 ..: the request half's bytes (the argument, or a closure's captures), then the
+//!            completion's, each rounded up to whole words
 //! ```
 //!
+//! The request half comes in two kinds ([`RequestHalf`]):
+//!
+//! * **argument-first** (the remote-capable calls: `apply`, `apply_then`, `TrustArray`, ...;
+//!   `docs/rack-mode.md` §2.4): the request half is **the argument itself**, an
+//!   [`ArgRequest`] (`repr(C, packed)`), so bytes `8..8 + size_of::<A>()` after the target
+//!   word are `A`'s own bytes in `A`'s own layout, read back unaligned. The code that runs
+//!   it is named by the record's type alone ([`ArgCall`]: it reads `A`, recreates the
+//!   zero-sized user closure and runs it), so those bytes and the target are all a remote
+//!   trustee will need;
+//! * **closure** (the `*_local` calls, `post`, the runtime's own requests): the request
+//!   closure's captured bytes, in the closure's (unspecified) layout.
+//!
 //! A record of a request that captures only a property address and answers nothing is two
-//! words: the code id and the address. The [`VTable`] is how code that does not know the
+//! words: the code id and the address (an argument-first record with `A = ()` is the same). The [`VTable`] is how code that does not know the
 //! closure types runs or drops them: its entries are monomorphized per type pair
 //! ([`VTableOf`]). Closures that are larger than [`INLINE_MAX`] bytes or need more than 8-byte
 //! alignment are boxed by the queue, and the record holds the box (one word).
@@ -114,6 +127,71 @@ impl ResultSize for NoResult {
     const BYTES: u32 = 0;
 }
 
+/// The request half of a record: what a trustee runs with the record's target and its result
+/// space. Either a closure (the `*_local` calls, `post`, the runtime's own requests), or an
+/// [`ArgRequest`]: the argument of a remote-capable call, whose code is its type.
+pub(crate) trait RequestHalf {
+    /// Runs the request on its trustee with `target` (the record's target word) and `out`
+    /// (its result space); returns the panic payload if the user's closure panicked.
+    ///
+    /// # Safety
+    /// As [`run_request`]: once per request, as delegated code on the trustee that owns
+    /// `target`, with `out` valid for writes of the request's result bytes.
+    unsafe fn call(self, target: *mut u8, out: *mut u8) -> Option<PanicPayload>;
+}
+
+impl<R: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>> RequestHalf for R {
+    #[inline(always)]
+    unsafe fn call(self, target: *mut u8, out: *mut u8) -> Option<PanicPayload> {
+        self(target, out)
+    }
+}
+
+/// How a remote-capable request runs: the code of an [`ArgRequest`], given by its type alone
+/// (the user's closure is zero-sized and captures nothing, `docs/rack-mode.md` §2).
+///
+/// # Safety
+/// Implementors are zero-sized markers built only where a value of the user's closure type
+/// existed (so recreating that zero-sized, `Copy` closure is a copy of it, not a forgery).
+pub(crate) unsafe trait ArgCall<A> {
+    /// Runs the user's closure on the value at `target` with `arg`, writing its result at
+    /// `out`; returns the panic payload if it panicked.
+    ///
+    /// # Safety
+    /// As [`run_request`]: called once per request, as delegated code on the trustee that
+    /// owns `target`, with `out` valid for the request's result bytes.
+    unsafe fn run(target: *mut u8, arg: A, out: *mut u8) -> Option<PanicPayload>;
+}
+
+/// The request half of a remote-capable record: **the argument itself**. `repr(C, packed)`
+/// with one field (the marker is zero-sized), so the bytes a record holds after its target
+/// word are exactly `A`'s own bytes in `A`'s own layout, at any alignment (a `u128` is fine at
+/// the record's 8-byte alignment): moving it in and out is a byte copy, read back unaligned.
+/// This is what will travel between ranks (`docs/rack-mode.md` §3.1).
+#[repr(C, packed)]
+pub(crate) struct ArgRequest<A, K> {
+    arg: A,
+    _code: PhantomData<fn() -> K>,
+}
+
+impl<A: crate::Plain, K: ArgCall<A>> ArgRequest<A, K> {
+    /// The request half for `arg`, run by `K`.
+    #[inline(always)]
+    pub(crate) fn new(arg: A) -> Self {
+        ArgRequest { arg, _code: PhantomData }
+    }
+}
+
+impl<A: crate::Plain, K: ArgCall<A>> RequestHalf for ArgRequest<A, K> {
+    #[inline(always)]
+    unsafe fn call(self, target: *mut u8, out: *mut u8) -> Option<PanicPayload> {
+        // A by-value read of a packed field: an unaligned copy of the argument's bytes.
+        let arg = self.arg;
+        // SAFETY: forwarded caller promise.
+        unsafe { K::run(target, arg, out) }
+    }
+}
+
 /// True when a closure of type `F` is stored inline in a record (else the queue boxes it).
 pub(crate) const fn fits_inline<F>() -> bool {
     size_of::<F>() <= INLINE_MAX && align_of::<F>() <= 8
@@ -135,7 +213,7 @@ type VTableTypes<Request, Completion, Space> = (fn() -> Request, fn() -> Complet
 
 impl<Request, Completion, Space> VTableOf<Request, Completion, Space>
 where
-    Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    Request: RequestHalf,
     Completion: FnOnce(Outcome),
     Space: ResultSize,
 {
@@ -162,7 +240,7 @@ where
 /// The vtable of the pair `(Request, Completion)` (the arguments only name the types).
 pub(crate) fn vtable_of<Request, Completion, Space>(_: &Request, _: &Completion) -> &'static VTable
 where
-    Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    Request: RequestHalf,
     Completion: FnOnce(Outcome),
     Space: ResultSize,
 {
@@ -233,7 +311,7 @@ pub(crate) unsafe fn target(at: *const u64) -> *const u8 {
 /// (invariant 1) and owned by the caller; it is consumed here (invariant 2). `out` is valid
 /// for writes of the type's result bytes, 8-aligned, and owned by the caller.
 #[inline(always)]
-pub(crate) unsafe fn run_request<Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>>(
+pub(crate) unsafe fn run_request<Request: RequestHalf>(
     p: *mut u8,
     out: *mut u8,
 ) -> Option<PanicPayload> {
@@ -242,7 +320,8 @@ pub(crate) unsafe fn run_request<Request: FnOnce(*mut u8, *mut u8) -> Option<Pan
     // runs.
     let (target, request) =
         unsafe { (ptr::read(p as *const *mut u8), ptr::read(p.add(8) as *const Request)) };
-    request(target, out)
+    // SAFETY: forwarded caller promise (`out`, and this runs on the trustee as delegated code).
+    unsafe { request.call(target, out) }
 }
 
 /// Drops the request closure of the record whose target word is at `p`, unrun.
@@ -288,7 +367,7 @@ pub(crate) unsafe fn drop_completion<Request, Completion>(p: *mut u8) {
 #[inline(always)]
 pub(crate) unsafe fn run_in_place<Request, Completion>(p: *mut u8)
 where
-    Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>,
+    Request: RequestHalf,
     Completion: FnOnce(Outcome),
 {
     // SAFETY: caller promise: both halves live, each read out (consumed, invariant 2) before
@@ -303,6 +382,60 @@ where
     // The result space: at most MAX_RESULT_BYTES (checked in the vtable constant), 8-aligned.
     let mut space = MaybeUninit::<[u64; MAX_RESULT_BYTES / 8]>::uninit();
     let out = space.as_mut_ptr() as *mut u8;
-    let panic = request(target, out);
+    // SAFETY: caller promise: this is the staged record's one run, on its trustee.
+    let panic = unsafe { request.call(target, out) };
     completion(Outcome { resp: out, panic })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell as StdCell;
+
+    /// Sums the argument into the result space.
+    struct SumArg;
+    // SAFETY: a test marker; `run` touches only `out`.
+    unsafe impl ArgCall<[u32; 3]> for SumArg {
+        unsafe fn run(_target: *mut u8, arg: [u32; 3], out: *mut u8) -> Option<PanicPayload> {
+            // SAFETY: the test's result space holds 8 bytes.
+            unsafe {
+                ptr::write_unaligned(out as *mut u64, arg.iter().map(|&x| u64::from(x)).sum())
+            };
+            None
+        }
+    }
+
+    struct Eight;
+    impl ResultSize for Eight {
+        const BYTES: u32 = 8;
+    }
+
+    /// The request half of an argument-first record is the argument's own bytes, right after
+    /// the target word; running the record in place runs the code its type names.
+    #[test]
+    fn arg_record_holds_the_argument_bytes() {
+        thread_local!(static GOT: StdCell<u64> = const { StdCell::new(0) });
+        let arg = [7u32, 11, 13];
+        let req = ArgRequest::<[u32; 3], SumArg>::new(arg);
+        let done = |o: Outcome| {
+            assert!(o.panic.is_none());
+            // SAFETY: the request wrote a u64 there.
+            GOT.with(|g| g.set(unsafe { ptr::read_unaligned(o.resp as *const u64) }));
+        };
+        let vt = vtable_of::<_, _, Eight>(&req, &done);
+        // Header, target, 12 bytes of argument in 2 words, no completion bytes.
+        assert_eq!(vt.words, 4);
+        let mut buf = [0u64; 4];
+        let target = 0x1234usize as *mut u8;
+        // SAFETY: the vtable is the pair's own, both fit inline, and buf has 4 free words.
+        unsafe { write(buf.as_mut_ptr(), vt, target, req, done) };
+        assert_eq!(buf[1], 0x1234);
+        // SAFETY: reads the 12 argument bytes written just above.
+        let bytes: [u32; 3] =
+            unsafe { ptr::read_unaligned(buf.as_ptr().add(2) as *const [u32; 3]) };
+        assert_eq!(bytes, arg);
+        // SAFETY: a staged record of this type, both halves live, consumed here once.
+        unsafe { (vt.run_in_place)(buf.as_mut_ptr().add(HEADER_WORDS) as *mut u8) };
+        assert_eq!(GOT.with(|g| g.get()), 31);
+    }
 }

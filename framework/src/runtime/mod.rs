@@ -18,7 +18,7 @@ pub(crate) mod run_state;
 pub(crate) mod spawn;
 pub(crate) mod worker;
 
-pub use spawn::{spawn, spawn_on, JoinHandle};
+pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
 
 use crate::error::{panic_message, Error, Result};
 use crate::stats::Stats;
@@ -172,12 +172,63 @@ impl Runtime {
     /// let rt = skein::Runtime::builder().workers(2).build()?;
     /// let v = rt.run(|| {
     ///     let t = skein::trustee(1).entrust(40);
-    ///     t.apply(|x| *x + 2)
+    ///     t.apply((), |x, ()| *x + 2)
     /// })?;
     /// assert_eq!(v, 42);
     /// # Ok::<(), skein::Error>(())
     /// ```
+    ///
+    /// `main`'s value must be serializable: across ranks it will travel as bytes to every rank
+    /// (`docs/rack-mode.md` §1.2). A program that returns anything else (handles, closures,
+    /// `Arc`s) uses [`Runtime::run_local`]:
+    ///
+    /// ```compile_fail
+    /// let rt = skein::Runtime::builder().workers(2).build()?;
+    /// let _t = rt.run(|| skein::trustee(1).entrust(1u64))?; // a handle is not serializable
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).build()?;
+    /// let t = rt.run_local(|| skein::trustee(1).entrust(1u64))?;
+    /// assert_eq!(t.trustee().worker(), 1);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
     pub fn run<F, R>(&self, main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    {
+        self.run_inner(main)
+    }
+
+    /// [`Runtime::run`] for a `main` whose value is not serializable (any `Send` value). It
+    /// can only run on one rank: under `mpirun` with more than one rank it returns
+    /// [`Error::Rack`] on every rank.
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).build()?;
+    /// let counter = rt.run_local(|| std::sync::Arc::new(std::sync::atomic::AtomicU64::new(7)))?;
+    /// assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), 7);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn run_local<F, R>(&self, main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let ranks = crate::rack::ranks();
+        if ranks > 1 {
+            return Err(Error::Rack {
+                rank: crate::rack::rank(),
+                message: format!(
+                    "run_local cannot run on {ranks} ranks; return a serializable value from run"
+                ),
+            });
+        }
+        self.run_inner(main)
+    }
+
+    fn run_inner<F, R>(&self, main: F) -> Result<R>
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
@@ -328,7 +379,7 @@ pub fn yield_now() {
 /// let t = skein::trustee(1).entrust(0u64);
 /// for _ in 0..100 {
 ///     let h = hits.clone();
-///     t.apply_then(|c| *c += 1, move |()| { h.fetch_add(1, Relaxed); });
+///     t.apply_then((), |c, ()| *c += 1, move |()| { h.fetch_add(1, Relaxed); });
 /// }
 /// skein::wait_quiescent();
 /// assert_eq!(hits.load(Relaxed), 100);
@@ -355,6 +406,41 @@ pub fn current_worker() -> usize {
 /// Outside a runtime.
 pub fn num_workers() -> usize {
     context::expect("num_workers").n
+}
+
+/// Number of workers of this rank (W): the global ids `rank() * W .. (rank() + 1) * W` are
+/// this process's (`docs/rack-mode.md` §1.1). With one rank it is [`num_workers`].
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(3).build().unwrap();
+/// # rt.run(|| {
+/// assert_eq!(skein::local_workers(), 3); // one rank
+/// assert_eq!(skein::local_workers() * skein::ranks(), skein::num_workers());
+/// # }).unwrap();
+/// ```
+///
+/// # Panics
+/// Outside a runtime.
+pub fn local_workers() -> usize {
+    context::expect("local_workers").n
+}
+
+/// The rank that runs global worker id `g`: `g / local_workers()` (every rank has the same
+/// number of workers), so 0 for every id with one rank. Worker ids (`trustee`, `spawn_on`,
+/// `current_worker`, `TrusteeRef::worker`) are global ids (`docs/rack-mode.md` §1.1).
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// assert_eq!(skein::rank_of(skein::num_workers() - 1), 0); // one rank
+/// assert_eq!(skein::rank_of(skein::current_worker()), skein::rank());
+/// # }).unwrap();
+/// ```
+///
+/// # Panics
+/// Outside a runtime.
+pub fn rank_of(g: usize) -> usize {
+    g / local_workers()
 }
 
 /// True when called from delegated context (a closure applied by a trustee, or a

@@ -1,5 +1,9 @@
-//! Fibers as user code sees them: [`spawn`], [`spawn_on`] and the [`JoinHandle`] that joins
-//! or detaches them.
+//! Fibers as user code sees them: [`spawn`], [`spawn_on`], [`spawn_local_on`] and the
+//! [`JoinHandle`] that joins or detaches them.
+//!
+//! [`spawn_on`] is remote-capable (a capture-free closure and a [`Plain`] argument and
+//! result, `docs/rack-mode.md` §2); [`spawn`] and [`spawn_local_on`] take any `Send` closure
+//! and stay on this rank.
 //!
 //! A fiber's result (or panic) goes into a `JoinCell` shared by the fiber and its handle; a
 //! fiber waiting in [`JoinHandle::join`] parks (it stops being an active task for quiescence
@@ -8,8 +12,11 @@
 
 use super::context;
 use super::run_state::RunState;
+use super::worker::Worker;
 use crate::error::panic_message;
 use crate::sync::{Arc, Mutex};
+use crate::trust::travel_check;
+use crate::Plain;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 struct JoinState<R> {
@@ -70,7 +77,7 @@ impl<R> JoinHandle<R> {
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// # rt.run(|| {
-    /// let h = skein::spawn_on(1, || skein::current_worker() * 10);
+    /// let h = skein::spawn_on(1, (), |()| skein::current_worker() * 10);
     /// assert_eq!(h.join(), 10);
     /// # }).unwrap();
     /// ```
@@ -117,7 +124,8 @@ impl<R> Drop for JoinHandle<R> {
     }
 }
 
-/// Starts a fiber running `f` on some worker (round-robin) and returns its handle.
+/// Starts a fiber running `f` on some worker of this rank (round-robin over the local
+/// workers) and returns its handle. `f` may capture anything: it never leaves this process.
 ///
 /// May be called from fibers and from delegated context.
 ///
@@ -135,27 +143,104 @@ where
     R: Send + 'static,
 {
     let w = context::expect("spawn");
-    spawn_on(w.next_spawn_target(), f)
+    spawn_fiber(w, w.next_spawn_target(), f)
 }
 
-/// Starts a fiber running `f` on worker `worker`.
+/// Starts a fiber running `f(arg)` on worker `worker` (a global id, which may be on another
+/// rank). `f` captures nothing; its data is `arg` and its result a [`Plain`] value, as for
+/// [`crate::Trust::apply`]. For a capturing closure on a worker of this rank use
+/// [`spawn_local_on`].
 ///
 /// # Panics
-/// If `worker >= num_workers()` or outside a runtime.
+/// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank is
+/// not yet supported (it will be a control message, `docs/rack-mode.md` §4.4).
 ///
 /// ```
 /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
 /// # rt.run(|| {
-/// assert_eq!(skein::spawn_on(1, skein::current_worker).join(), 1);
+/// let h = skein::spawn_on(1, 10usize, |k| skein::current_worker() * k);
+/// assert_eq!(h.join(), 10);
 /// # }).unwrap();
 /// ```
-pub fn spawn_on<F, R>(worker: usize, f: F) -> JoinHandle<R>
+///
+/// A capture, and a non-`Plain` argument, do not compile:
+/// ```compile_fail
+/// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
+/// let k = 10usize;
+/// skein::spawn_on(1, (), move |()| skein::current_worker() * k);
+/// # }).unwrap();
+/// ```
+/// ```compile_fail
+/// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
+/// skein::spawn_on(1, vec![10usize], |v| skein::current_worker() * v[0]);
+/// # }).unwrap();
+/// ```
+/// Their twin:
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let k = 10usize;
+/// assert_eq!(skein::spawn_on(1, k, |k| skein::current_worker() * k).join(), 10);
+/// assert_eq!(skein::spawn_on(1, vec![10usize][0], |v0| skein::current_worker() * v0).join(), 10);
+/// # }).unwrap();
+/// ```
+#[track_caller]
+pub fn spawn_on<A, R, F>(worker: usize, arg: A, f: F) -> JoinHandle<R>
+where
+    A: Plain,
+    R: Plain,
+    F: FnOnce(A) -> R + Copy + Send + 'static,
+{
+    travel_check!(F = F, A = A, U = R);
+    let w = context::expect("spawn_on");
+    check_worker(w, worker, "spawn_on");
+    if worker / w.n != crate::rack::rank() {
+        crate::trust::remote_not_yet(worker, "spawn_on");
+    }
+    spawn_fiber(w, worker, move || f(arg))
+}
+
+/// Starts a fiber running `f` on worker `worker` of this rank; `f` may capture anything
+/// `Send + 'static`.
+///
+/// # Panics
+/// If `worker >= num_workers()`, if `worker` is on another rank (use [`spawn_on`]), or
+/// outside a runtime.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let name = String::from("w");
+/// let h = skein::spawn_local_on(1, move || format!("{name}{}", skein::current_worker()));
+/// assert_eq!(h.join(), "w1");
+/// # }).unwrap();
+/// ```
+#[track_caller]
+pub fn spawn_local_on<F, R>(worker: usize, f: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let w = context::expect("spawn_on");
-    assert!(worker < w.n, "skein: spawn_on({worker}) but the runtime has {} workers", w.n);
+    let w = context::expect("spawn_local_on");
+    check_worker(w, worker, "spawn_local_on");
+    if worker / w.n != crate::rack::rank() {
+        crate::trust::not_local(worker, "spawn_local_on", "spawn_on");
+    }
+    spawn_fiber(w, worker, f)
+}
+
+#[track_caller]
+fn check_worker(w: &Worker, worker: usize, what: &str) {
+    assert!(worker < w.n, "skein: {what}({worker}) but the runtime has {} workers", w.n);
+}
+
+/// Starts a fiber running `f` on worker `worker` of this rank (`worker < w.n`, checked).
+pub(crate) fn spawn_fiber<F, R>(w: &Worker, worker: usize, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    check_worker(w, worker, "spawn");
     let cell = Arc::new(JoinCell {
         st: Mutex::new(JoinState { result: None, waiter: None, detached: false }),
         run_state: w.run_state.clone(),

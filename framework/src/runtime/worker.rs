@@ -339,7 +339,7 @@ impl Worker {
         completion: Completion,
     ) -> bool
     where
-        Request: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send,
+        Request: crate::channel::record::RequestHalf + Send,
         Completion: FnOnce(Outcome),
     {
         debug_assert!(

@@ -21,8 +21,11 @@
 //!    keeps the slice alive until they are served, and property invariant 2 keeps `&mut` to a
 //!    value unique.
 
-use super::{call_at, issue_then, Trust, TrusteeRef};
+use super::{arg_request, call_blocking, issue, travel_check, Place, Trust, TrusteeRef};
 use crate::runtime::context;
+use crate::trust::result::PlainSpace;
+use crate::Plain;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// `len` values of type `T` spread over all workers' trustees (value `i` on trustee
@@ -34,12 +37,12 @@ use std::sync::Arc;
 /// ```
 /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
 /// # rt.run(|| {
-/// let counts = skein::TrustArray::new(1000, |_| 0u64);
+/// let counts = skein::TrustArray::new(1000, (), |(), _| 0u64);
 /// for i in 0..10_000 {
-///     counts.apply_then(i * 7 % 1000, |c| *c += 1, |()| {});
+///     counts.apply_then(i * 7 % 1000, 1u64, |c, k| *c += k, |()| {});
 /// }
 /// skein::wait_quiescent();
-/// assert_eq!(counts.apply(0, |c| *c), 10);
+/// assert_eq!(counts.apply(0, (), |c, ()| *c), 10);
 /// assert_eq!(counts.trustee_of(3).worker(), 1);
 /// # }).unwrap();
 /// ```
@@ -79,17 +82,42 @@ impl<T> std::fmt::Debug for TrustArray<T> {
 }
 
 impl<T: Send + 'static> TrustArray<T> {
-    /// Creates `len` values, value `i` being `init(i)`, spread over all workers' trustees.
+    /// Creates `len` values, value `i` being `init(arg, i)`, spread over all workers' trustees.
+    /// `init` and `arg` follow the travel rule of [`Trust::apply`] (a capture-free closure, a
+    /// [`Plain`] argument), so that the parts can be built by their trustees once those may
+    /// be on other ranks. On one rank the values are built here, on the calling worker, and
+    /// each trustee's part is entrusted to it (its memory is shared by the process).
     ///
     /// # Panics
-    /// Outside a runtime.
-    pub fn new(len: usize, mut init: impl FnMut(usize) -> T) -> TrustArray<T> {
+    /// Outside a runtime, or if `init` panics.
+    ///
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
+    /// let base = 10usize;
+    /// skein::TrustArray::new(5, (), move |(), i| i + base); // pass base as the argument
+    /// # }).unwrap();
+    /// ```
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let base = 10usize;
+    /// let a = skein::TrustArray::new(5, base, |base, i| i + base);
+    /// assert_eq!(a.apply(4, (), |v, ()| *v), 14);
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn new<A, F>(len: usize, arg: A, init: F) -> TrustArray<T>
+    where
+        A: Plain,
+        F: Fn(A, usize) -> T + Copy + Send + 'static,
+    {
+        travel_check!(F = F, A = A, U = ());
         let n = context::expect("TrustArray::new").n;
         let mut slices: Vec<Vec<T>> = (0..n)
             .map(|trustee| Vec::with_capacity(len / n + usize::from(trustee < len % n)))
             .collect();
         for i in 0..len {
-            slices[i % n].push(init(i));
+            slices[i % n].push(init(arg, i));
         }
         let parts: Arc<[Part<T>]> = slices
             .into_iter()
@@ -141,7 +169,8 @@ impl<T: Send + 'static> TrustArray<T> {
         (part, part.base.wrapping_add(j) as *mut u8)
     }
 
-    /// Applies `f` to value `i` on its trustee and returns the result, as [`Trust::apply`].
+    /// Applies `f` to value `i` on its trustee with the argument `arg` and returns the result,
+    /// as [`Trust::apply`] (the same travel rule).
     ///
     /// # Panics
     /// As [`Trust::apply`]; also if `i >= self.len()`.
@@ -149,29 +178,56 @@ impl<T: Send + 'static> TrustArray<T> {
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// # rt.run(|| {
-    /// let a = skein::TrustArray::new(5, |i| i * 10);
-    /// assert_eq!(a.apply(4, |v| { *v += 1; *v }), 41);
+    /// let a = skein::TrustArray::new(5, (), |(), i| i * 10);
+    /// assert_eq!(a.apply(4, 1usize, |v, k| { *v += k; *v }), 41);
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// A capture, and a non-`Plain` argument, do not compile:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let a = &skein::TrustArray::new(5, (), |(), i| i * 10);
+    /// let k = 1usize;
+    /// a.apply(4, (), move |v, ()| *v + k);
+    /// # }).unwrap();
+    /// ```
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let a = &skein::TrustArray::new(5, (), |(), i| i * 10);
+    /// a.apply(4, vec![1usize], |v, k| *v + k[0]);
+    /// # }).unwrap();
+    /// ```
+    /// Their twin:
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| { let a = skein::TrustArray::new(5, (), |(), i| i * 10);
+    /// let k = 1usize;
+    /// assert_eq!(a.apply(4, k, |v, k| *v + k), 41);
+    /// assert_eq!(a.apply(4, vec![1usize][0], |v, k0| *v + k0), 41);
     /// # }).unwrap();
     /// ```
     #[track_caller]
-    pub fn apply<U, F>(&self, i: usize, f: F) -> U
+    pub fn apply<A, U, F>(&self, i: usize, arg: A, f: F) -> U
     where
-        F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        A: Plain,
+        U: Plain,
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
+        travel_check!(F = F, A = A, U = U);
         let (part, target) = self.locate(i);
         let (w, trustee) = part.slice.worker_for("TrustArray::apply");
         w.check_may_block("TrustArray::apply");
-        // SAFETY: `tg` is `target` handed back on the trustee, as delegated code.
-        let job = move |tg| f(unsafe { value_at(tg) });
-        // SAFETY: `trustee` comes from `worker_for`; `target` is value `i`, kept alive by the part's
-        // handle (invariant 2).
-        unsafe { call_at(w, trustee, target, job) }
+        if trustee == w.index && w.local_queue_empty() {
+            // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
+            // runs to completion before anything else here.
+            // SAFETY: delegated code on value `i`'s trustee (invariant 2).
+            return w.delegated(|| f(unsafe { OnElem::<T>::value(target) }, arg));
+        }
+        let req = arg_request::<OnElem<T>, A, U, F>(arg, f);
+        call_blocking::<PlainSpace<U>, _>(w, trustee, target, req)
     }
 
-    /// Queues `f` for value `i`'s trustee and returns at once; `then(result)` runs later on
-    /// the calling worker, as [`Trust::apply_then`]. Requests from one fiber to one value are
-    /// applied in order.
+    /// Queues `f` with the argument `arg` for value `i`'s trustee and returns at once;
+    /// `then(result)` runs later on the calling worker, as [`Trust::apply_then`] (the same
+    /// travel rule). Requests from one fiber to one value are applied in order.
     ///
     /// # Panics
     /// As [`Trust::apply_then`]; also if `i >= self.len()`.
@@ -179,37 +235,40 @@ impl<T: Send + 'static> TrustArray<T> {
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// # rt.run(|| {
-    /// let a = skein::TrustArray::new(4, |_| 0u32);
-    /// a.apply_then(3, |v| { *v += 2; *v }, |v| assert_eq!(v, 2));
+    /// let a = skein::TrustArray::new(4, (), |(), _| 0u32);
+    /// a.apply_then(3, 2u32, |v, k| { *v += k; *v }, |v| assert_eq!(v, 2));
     /// # }).unwrap();
     /// ```
     #[inline]
     #[track_caller]
-    pub fn apply_then<U, F, G>(&self, i: usize, f: F, then: G)
+    pub fn apply_then<A, U, F, G>(&self, i: usize, arg: A, f: F, then: G)
     where
-        F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        A: Plain,
+        U: Plain,
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
         G: FnOnce(U) + 'static,
     {
+        travel_check!(F = F, A = A, U = U);
         let (part, target) = self.locate(i);
         let (w, trustee) = part.slice.worker_for("TrustArray::apply_then");
-        // SAFETY: `tg` is `target` handed back on the trustee, as delegated code.
-        let job = move |tg| f(unsafe { value_at(tg) });
-        // SAFETY: `trustee` comes from `worker_for`; `target` is value `i`, kept alive by the part's
-        // handle (invariant 2).
-        unsafe { issue_then(w, trustee, target, job, then) }
+        let req = arg_request::<OnElem<T>, A, U, F>(arg, f);
+        // SAFETY: `trustee` comes from `worker_for`; `target` is value `i`, kept alive by the
+        // part's handle (invariant 2).
+        unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
     }
 }
 
-/// The value at `tg`, as the request to it runs on its trustee.
-///
-/// # Safety
-/// `tg` is a value's address from `locate`, passed back to the request that runs this as
-/// delegated code on the value's trustee (invariant 2: alive and unaliased meanwhile).
-#[inline(always)]
-unsafe fn value_at<'a, T>(tg: *mut u8) -> &'a mut T {
-    // SAFETY: caller promise.
-    unsafe { &mut *(tg as *mut T) }
+/// The value at the target word of a request to one value of a part (invariant 2).
+pub(crate) struct OnElem<T>(PhantomData<fn() -> T>);
+
+impl<T> Place for OnElem<T> {
+    type Value = T;
+    #[inline(always)]
+    unsafe fn value<'a>(target: *mut u8) -> &'a mut T {
+        // SAFETY: caller promise: `target` is a value's address from `locate`, and this runs
+        // as delegated code on the value's trustee (invariant 2: alive and unaliased).
+        unsafe { &mut *(target as *mut T) }
+    }
 }
 
 #[cold]

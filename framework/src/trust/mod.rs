@@ -1,12 +1,30 @@
-//! `Trust<T>` and `TrusteeRef`: handles to properties, and the delegation calls (`apply`,
-//! `apply_then`, `apply_with`, `launch`) that turn a closure into a request.
+//! `Trust<T>` and `TrusteeRef`: handles to properties, and the delegation calls that turn a
+//! closure into a request.
 //!
 //! A [`Trust`] is one word (the property's address, its trustee's index and its run's id,
 //! packed). A call finds the calling worker, checks that the handle belongs to its run, and
-//! queues a request with [`Worker::request`]: a request closure that applies the user's
-//! closure to the property's value on the trustee and writes the result back ([`result`]),
-//! and a completion that delivers it (waking the fiber blocked in `apply`, or running the
-//! `apply_then` continuation). [`TrustArray`] does the same for values addressed by index.
+//! queues a request with [`Worker::request`]; its completion delivers the result (waking the
+//! fiber blocked in `apply`, or running the `apply_then` continuation). [`TrustArray`] does
+//! the same for values addressed by index.
+//!
+//! # The travel rule (`docs/rack-mode.md` §2)
+//!
+//! The *remote-capable* calls (`apply`, `apply_then`, `apply_with`, `apply_with_then`,
+//! `launch`, `TrusteeRef::entrust_new`, `spawn_on`, `TrustArray::{new, apply, apply_then}`)
+//! take a closure that captures nothing and its data as an explicit argument: `F: Copy +
+//! Send + 'static` (a captured `Box`, `Vec`, `String`, handle is an error already in `cargo
+//! check`) plus `travel_check!`, an inline `const` assertion per instantiation that `F` is
+//! zero-sized (a captured reference, integer or laundered pointer is an error of the build)
+//! and that the [`Plain`] argument and result fit 256 bytes each. Their record's request half
+//! is the argument itself ([`ArgRequest`]); its code ([`RunArg`]) reads the value from its
+//! [`Place`] (a property, or an array element), recreates `F` and runs it, writing the `Plain`
+//! result unaligned into a [`PlainSpace`]. `apply_with*` encode the argument and the result
+//! with [`crate::wire::codec`], even in-process.
+//!
+//! The *local* calls (`apply_local`, `apply_then_local`, `TrusteeRef::entrust`, and
+//! `spawn_local_on` and `spawn` in [`crate::runtime::spawn`]) keep capturing closures and
+//! values built here, and refuse, at run time, an id of another rank (none exists while
+//! there is one rank; `crate::rank_of`). Their records hold the request closure.
 //!
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in
@@ -16,17 +34,51 @@ pub(crate) mod array;
 pub(crate) mod latch;
 pub(crate) mod result;
 
+use crate::channel::record::{ArgCall, ArgRequest, RequestHalf};
 use crate::channel::slot::PanicPayload;
 use crate::property::{self, Prop, PropHead, PropPtr};
 use crate::runtime::worker::{Outcome, Worker};
 use crate::runtime::{context, free};
-use result::{read_result, write_result, ResultSpace, SendPtr};
+use crate::Plain;
+use result::{write_plain, write_result, PlainSpace, ReadBack, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
 use std::num::NonZero;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
+
+/// The compile-time half of the travel rule (`docs/rack-mode.md` §2.2), in the body of every
+/// remote-capable entry point: the closure `F` captures nothing, and the argument `A` and the
+/// result `U` fit a record inline. Evaluated per instantiation, so a violation is an error of
+/// the build (not of `cargo check`) that prints the message below.
+macro_rules! travel_check {
+    (F = $f:ty) => {
+        const {
+            assert!(
+                std::mem::size_of::<$f>() == 0,
+                "skein: a closure sent to a trustee must capture nothing: pass its data as the \
+                 argument (a skein::Plain value) or serialize it with apply_with"
+            )
+        }
+    };
+    (F = $f:ty, A = $a:ty, U = $u:ty) => {
+        travel_check!(F = $f);
+        const {
+            assert!(
+                std::mem::size_of::<$a>() <= crate::channel::record::INLINE_MAX,
+                "skein: a Plain argument takes at most 256 bytes: pass bigger data serialized \
+                 with apply_with"
+            );
+            assert!(
+                std::mem::size_of::<$u>() <= crate::channel::record::MAX_RESULT_BYTES,
+                "skein: a Plain result takes at most 256 bytes: return bigger data serialized \
+                 with apply_with"
+            );
+        }
+    };
+}
+pub(crate) use travel_check;
 
 pub use array::TrustArray;
 pub use latch::{Latch, LatchGuard};
@@ -39,7 +91,7 @@ pub use latch::{Latch, LatchGuard};
 /// let t = skein::trustee(1);
 /// assert_eq!(t.worker(), 1);
 /// let v = t.entrust(vec![1, 2, 3]);
-/// assert_eq!(v.apply(|v| v.len()), 3);
+/// assert_eq!(v.apply((), |v, ()| v.len()), 3);
 /// # }).unwrap();
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,13 +123,75 @@ impl TrusteeRef {
         self.trustee
     }
 
-    /// Makes `value` a property of this trustee and returns the first handle to it.
+    /// Makes `value` a property of this trustee and returns the first handle to it. The value
+    /// is built here, so the trustee must be on this rank (always so with one rank); for a
+    /// trustee that may be on another rank use [`TrusteeRef::entrust_new`].
     ///
     /// # Panics
-    /// Outside a runtime.
+    /// Outside a runtime, or if the trustee is on another rank.
+    #[track_caller]
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
         let w = context::expect("entrust");
         assert!(self.trustee < w.n, "skein: TrusteeRef from another runtime");
+        if !is_local_in(w, self.trustee) {
+            not_local(self.trustee, "entrust", "entrust_new");
+        }
+        Trust::new(property::alloc(value, w.run_id, self.trustee), self.trustee, w.run_id)
+    }
+
+    /// Makes `f(arg)` a property of this trustee and returns the first handle to it: the
+    /// remote-capable [`TrusteeRef::entrust`]. `f` and `arg` travel as for [`Trust::apply`].
+    /// On this rank (always, so far) `f` runs here, on the calling worker: the value's memory
+    /// is shared by the process, and it is allocated for the trustee as with `entrust`.
+    /// Building it on a trustee of another rank is not yet supported (it will be a control
+    /// message, `docs/rack-mode.md` §4.4).
+    ///
+    /// # Panics
+    /// Outside a runtime, or if `f` panics.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let v = skein::trustee(1).entrust_new(3usize, |n| vec![7u8; n]);
+    /// assert_eq!(v.apply((), |v, ()| v.len()), 3);
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// A capture, and a non-`Plain` argument, do not compile:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = skein::trustee(1);
+    /// let n = 3usize;
+    /// t.entrust_new((), move |()| vec![7u8; n]);
+    /// # }).unwrap();
+    /// ```
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = skein::trustee(1);
+    /// t.entrust_new(String::from("abc"), |s| s.len());
+    /// # }).unwrap();
+    /// ```
+    /// Their twin:
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| { let t = skein::trustee(1);
+    /// let n = 3usize;
+    /// t.entrust_new(n, |n| vec![7u8; n]);
+    /// t.entrust_new(String::from("abc").len(), |n| n);
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn entrust_new<A, T, F>(&self, arg: A, f: F) -> Trust<T>
+    where
+        A: Plain,
+        T: Send + 'static,
+        F: FnOnce(A) -> T + Copy + Send + 'static,
+    {
+        travel_check!(F = F, A = A, U = ());
+        let w = context::expect("entrust_new");
+        assert!(self.trustee < w.n, "skein: TrusteeRef from another runtime");
+        if !is_local_in(w, self.trustee) {
+            remote_not_yet(self.trustee, "entrust_new");
+        }
+        let value = f(arg);
         Trust::new(property::alloc(value, w.run_id, self.trustee), self.trustee, w.run_id)
     }
 }
@@ -92,21 +206,21 @@ impl TrusteeRef {
 /// fn f(t: skein::Trust<std::rc::Rc<u8>>) { need_send(t) }
 /// ```
 ///
-/// Delegated closures must be `Send + 'static` (no borrowed captures):
+/// Closures sent to a trustee capture nothing ([`Trust::apply`] shows what is refused). Even
+/// the local, capturing calls need `Send + 'static` closures (no borrowed captures):
 ///
 /// ```compile_fail
 /// fn f(t: &skein::Trust<u64>) {
 ///     let local = 5u64;
-///     t.apply(|c| *c += local); // borrows `local`
 ///     let r = &local;
-///     t.apply(move |c| *c += *r);
+///     t.apply_local(move |c| *c += *r); // borrows `local`
 /// }
 /// ```
 ///
 /// ```compile_fail
 /// fn f(t: &skein::Trust<u64>) {
 ///     let rc = std::rc::Rc::new(1u64);
-///     t.apply(move |c| *c += *rc); // Rc is not Send
+///     t.apply_local(move |c| *c += *rc); // Rc is not Send
 /// }
 /// ```
 pub struct Trust<T> {
@@ -226,34 +340,75 @@ fn wrong_context(what: &str, in_runtime: bool) -> ! {
     context::outside(what)
 }
 
-/// Moves `job` to `trustee` and suspends the calling fiber until its result is back; it runs
-/// there as `job(target)` (`target`: the property's value, prefetched by the trustee).
-fn call_blocking<U, J>(w: &Worker, trustee: usize, target: *mut u8, job: J) -> U
+/// True when global worker `g` is on this rank (`docs/rack-mode.md` §1.1). `w.n` is the
+/// number of workers of this rank ([`crate::local_workers`]).
+#[inline(always)]
+fn is_local_in(w: &Worker, g: usize) -> bool {
+    g / w.n == crate::rack::rank()
+}
+
+/// The refusal of a local-only call (`entrust`, `apply_local`, `spawn_local_on`, ...) on an id
+/// of another rank (`docs/rack-mode.md` §1.3 item 9).
+#[cold]
+#[inline(never)]
+#[track_caller]
+pub(crate) fn not_local(g: usize, what: &str, instead: &str) -> ! {
+    panic!(
+        "skein: `{what}` on worker {g}, which is on rank {} (this is rank {}): `{what}` is \
+         local only; use `{instead}`",
+        crate::runtime::rank_of(g),
+        crate::rack::rank()
+    )
+}
+
+/// The refusal of a remote-capable call whose target is on another rank: the transport that
+/// carries it is not built yet (`docs/rack-mode.md` §8, steps 3 to 8).
+#[cold]
+#[inline(never)]
+#[track_caller]
+pub(crate) fn remote_not_yet(g: usize, what: &str) -> ! {
+    panic!(
+        "skein: `{what}` on worker {g} of rank {}: delegation across ranks is not yet supported",
+        crate::runtime::rank_of(g)
+    )
+}
+
+/// The request half of a capturing (`*_local`) call: runs `job(target)` and answers with its
+/// result in a [`ResultSpace`].
+#[inline(always)]
+fn closure_request<U, J>(job: J) -> impl FnOnce(*mut u8, *mut u8) -> Option<PanicPayload> + Send
 where
     J: FnOnce(*mut u8) -> U + Send + 'static,
     U: Send + 'static,
 {
+    // SAFETY: `out` is this request's result space, sized for a `U` (`ResultSpace<U>`).
+    move |tg, out| unsafe { answer(out, catch_unwind(AssertUnwindSafe(|| job(tg)))) }
+}
+
+/// Moves the request `req` to `trustee` and suspends the calling fiber until its result is
+/// back; the completion reads the result as `S` says.
+fn call_blocking<S, R>(w: &Worker, trustee: usize, target: *mut u8, req: R) -> S::Out
+where
+    S: ReadBack,
+    R: RequestHalf + Send,
+{
     let fid = w.current_fiber().expect("fiber");
-    let mut res: Option<std::thread::Result<U>> = None;
-    let dest = SendPtr(&mut res as *mut Option<std::thread::Result<U>>);
-    let deliver = move |r: std::thread::Result<U>| {
+    let mut res: Option<std::thread::Result<S::Out>> = None;
+    let dest = SendPtr(&mut res as *mut Option<std::thread::Result<S::Out>>);
+    let done = move |o: Outcome| {
+        let r = match o.panic {
+            // SAFETY: the trustee wrote the result at o.resp as `S` (no panic), slot rule 3.
+            None => Ok(unsafe { S::read(o.resp) }),
+            Some(p) => Err(p),
+        };
         // SAFETY: `res` lives on the suspended fiber's stack until it resumes, which happens
         // only after this runs (make_ready below), on the same worker.
         unsafe { *dest.get_mut() = Some(r) };
         context::expect("apply").make_ready(fid);
     };
-    // SAFETY: `out` is this request's result space, sized for a `U`.
-    let req = move |tg, out| unsafe { answer(out, catch_unwind(AssertUnwindSafe(|| job(tg)))) };
-    let done = move |o: Outcome| {
-        deliver(match o.panic {
-            // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
-            None => Ok(unsafe { read_result::<U>(o.resp) }),
-            Some(p) => Err(p),
-        })
-    };
     assert!(trustee < w.n, "skein: trustee {trustee} of {} workers", w.n);
     // SAFETY: trustee < n, checked above.
-    unsafe { w.request::<ResultSpace<U>, _, _>(trustee, target, req, done) };
+    unsafe { w.request::<S, _, _>(trustee, target, req, done) };
     crate::fiber::suspend();
     match res.take().expect("skein: fiber resumed without a result") {
         Ok(u) => u,
@@ -261,10 +416,133 @@ where
     }
 }
 
+/// Queues the request `req` for `trustee`; `then(result)` runs on this worker afterwards (a
+/// panic of either is recorded and makes the run fail). Suspends the calling fiber, outside
+/// delegated code, when the staging limit towards `trustee` is reached.
+///
+/// # Safety
+/// `trustee < w.n`, and `target` is the address `req` works on, kept alive by the caller's
+/// handle (the reference-counting argument of [`crate::runtime::free`] covers the request).
+#[inline(always)]
+unsafe fn issue<S, R, G>(w: &Worker, trustee: usize, target: *mut u8, req: R, then: G)
+where
+    S: ReadBack,
+    R: RequestHalf + Send,
+    G: FnOnce(S::Out) + 'static,
+{
+    let done = move |o: Outcome| match o.panic {
+        // SAFETY: the trustee wrote the result at o.resp as `S` (no panic), slot rule 3.
+        None => run_then(then, unsafe { S::read(o.resp) }),
+        Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
+    };
+    // SAFETY: trustee < w.n (caller promise).
+    let over = unsafe { w.request::<S, _, _>(trustee, target, req, done) };
+    if over && !w.in_delegated() && w.current_fiber().is_some() {
+        w.throttle(trustee);
+    }
+}
+
+/// Where a remote-capable request finds its value: the target word names a property
+/// ([`OnProp`]) or one value of a [`TrustArray`] part ([`array`]'s `OnElem`).
+pub(crate) trait Place {
+    /// The value's type.
+    type Value;
+    /// The value at `target`.
+    ///
+    /// # Safety
+    /// `target` is the target word of a request of this place, and the caller runs as
+    /// delegated code on the value's trustee (property invariant 2: no other reference).
+    unsafe fn value<'a>(target: *mut u8) -> &'a mut Self::Value;
+}
+
+/// The value of the property at the target word.
+pub(crate) struct OnProp<T>(PhantomData<fn() -> T>);
+
+impl<T> Place for OnProp<T> {
+    type Value = T;
+    #[inline(always)]
+    unsafe fn value<'a>(target: *mut u8) -> &'a mut T {
+        // SAFETY: caller promise; the property is alive: its handle held a count when the
+        // request was issued, and a property is freed only after every request issued before
+        // its last handle went away has been served ([`crate::runtime::free`]).
+        unsafe { &mut *(*(target as *mut Prop<T>)).value.get() }
+    }
+}
+
+/// The code of a remote-capable request (`docs/rack-mode.md` §2.4, `run_arg`): reads the
+/// value from the place `P`, recreates the zero-sized closure `F`, runs it with the argument
+/// and writes its `Plain` result unaligned. Built only by the entry points below, each of
+/// which held a value of `F` (record's [`ArgCall`] safety contract).
+pub(crate) struct RunArg<P, U, F>(PhantomData<RunArgTypes<P, U, F>>);
+
+/// The types a [`RunArg`] names (function types: no auto-trait or drop effects).
+type RunArgTypes<P, U, F> = (fn() -> P, fn() -> U, fn() -> F);
+
+// SAFETY: `RunArg` is zero-sized and only named by entry points that were handed an `F` (and
+// checked that it is zero-sized, `travel_check!`).
+unsafe impl<P, A, U, F> ArgCall<A> for RunArg<P, U, F>
+where
+    P: Place,
+    A: Plain,
+    U: Plain,
+    F: FnOnce(&mut P::Value, A) -> U + Copy + Send + 'static,
+{
+    #[inline(always)]
+    unsafe fn run(target: *mut u8, arg: A, out: *mut u8) -> Option<PanicPayload> {
+        travel_check!(F = F);
+        // SAFETY: `F` is zero-sized (`travel_check!` in every entry point that names this
+        // type), so reading one through a dangling, non-null, aligned pointer reads no bytes;
+        // it is `Copy` and a value of it existed (the entry point's `f`), so this is a copy of
+        // that value, not a forgery.
+        let f: F = unsafe { NonNull::<F>::dangling().as_ptr().read() };
+        // SAFETY: caller promise (delegated code on the value's trustee).
+        let value = unsafe { P::value(target) };
+        match catch_unwind(AssertUnwindSafe(move || f(value, arg))) {
+            Ok(u) => {
+                // SAFETY: caller promise: `out` holds `PlainSpace::<U>::BYTES` bytes.
+                unsafe { write_plain(out, u) };
+                None
+            }
+            Err(p) => Some(p),
+        }
+    }
+}
+
+/// The request half of a remote-capable call on the place `P`: the argument itself.
+pub(crate) type ArgReq<P, A, U, F> = ArgRequest<A, RunArg<P, U, F>>;
+
+/// The request half for `f(value, arg)`: the argument alone. `f` is zero-sized and only
+/// taken as the witness that a value of `F` existed ([`RunArg`] recreates it on the trustee).
+#[inline(always)]
+pub(crate) fn arg_request<P, A, U, F>(arg: A, f: F) -> ArgReq<P, A, U, F>
+where
+    P: Place,
+    A: Plain,
+    U: Plain,
+    F: FnOnce(&mut P::Value, A) -> U + Copy + Send + 'static,
+{
+    let _witness = f;
+    ArgRequest::new(arg)
+}
+
 impl<T: Send + 'static> Trust<T> {
-    /// Applies `f` to the property on its trustee and returns the result. Suspends only the
-    /// calling fiber; when the trustee is the current worker (and no earlier local request is
-    /// pending) `f` runs inline. A panic in `f` is resumed here.
+    /// True when the property's trustee is on this rank (always, with one rank). Only the
+    /// `*_local` calls and [`TrusteeRef::entrust`] need it to be.
+    ///
+    /// # Panics
+    /// Outside a runtime.
+    pub fn is_local(&self) -> bool {
+        crate::runtime::rank_of(self.trustee_index()) == crate::rack::rank()
+    }
+
+    /// Applies `f` to the property on its trustee with the argument `arg` and returns the
+    /// result. Suspends only the calling fiber; when the trustee is the current worker (and no
+    /// earlier local request is pending) `f` runs inline. A panic in `f` is resumed here.
+    ///
+    /// `f` may be sent to another rank, so it captures nothing: its data is `arg`, a
+    /// [`Plain`] value (`()` for none), and its result is `Plain` too; for heap data use
+    /// [`Trust::apply_with`], and for a capturing closure on a local property
+    /// [`Trust::apply_local`]. Both sizes are at most 256 bytes.
     ///
     /// # Panics
     /// In delegated context (use [`Trust::apply_then`] or [`Trust::launch`]), outside a fiber,
@@ -273,26 +551,112 @@ impl<T: Send + 'static> Trust<T> {
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// # rt.run(|| {
-    /// let t = skein::trustee(1).entrust(String::from("ab"));
-    /// t.apply(|s| s.push('c'));
-    /// assert_eq!(t.apply(|s| s.clone()), "abc");
+    /// let t = skein::trustee(1).entrust(40u64);
+    /// t.apply(2u64, |c, k| *c += k);
+    /// assert_eq!(t.apply((), |c, ()| *c), 42);
     /// # }).unwrap();
     /// ```
-    pub fn apply<U, F>(&self, f: F) -> U
+    ///
+    /// The closure captures nothing. Each of the following fails to compile, and its twin,
+    /// which passes the same data as the argument, compiles and runs:
+    ///
+    /// A captured reference:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// let k = 1u64;
+    /// let r = &k;
+    /// t.apply((), move |c, ()| *c += *r); // a reference: pass the value as the argument
+    /// # }).unwrap();
+    /// ```
+    /// A pointer laundered through `usize`:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// static K: u64 = 1;
+    /// let p = &K as *const u64 as usize;
+    /// t.apply((), move |c, ()| *c += unsafe { *(p as *const u64) }); // an address
+    /// # }).unwrap();
+    /// ```
+    /// A `Box`:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// let b = Box::new(1u64);
+    /// t.apply((), move |c, ()| *c += *b); // Box: pass the value as the argument
+    /// # }).unwrap();
+    /// ```
+    /// A `Vec`:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// let v = vec![1u64];
+    /// t.apply((), move |c, ()| *c += v[0]); // Vec: use apply_with
+    /// # }).unwrap();
+    /// ```
+    /// A `String`:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// let s = String::from("x");
+    /// t.apply((), move |c, ()| *c += s.len() as u64); // String: use apply_with
+    /// # }).unwrap();
+    /// ```
+    /// A captured `u64` (on another rank it would be lost):
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// let k = 1u64;
+    /// t.apply((), move |c, ()| *c += k); // pass k as the argument
+    /// # }).unwrap();
+    /// ```
+    /// A `Vec` argument (not `Plain`):
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// t.apply(vec![1u64], |c, v| *c += v[0]); // use apply_with
+    /// # }).unwrap();
+    /// ```
+    /// The twins, with the data as the argument:
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| { let t = &skein::trustee(1).entrust(0u64);
+    /// let k = 1u64;
+    /// let r = &k;
+    /// t.apply(*r, |c, r| *c += r); // the reference's value
+    /// static K: u64 = 1;
+    /// t.apply((), |c, ()| *c += K); // a static names the serving rank's copy
+    /// let b = Box::new(1u64);
+    /// t.apply(*b, |c, b| *c += b); // the box's value
+    /// let v = vec![1u64];
+    /// t.apply(v[0], |c, v0| *c += v0); // the element
+    /// t.apply_with(v.clone(), |c, v: Vec<u64>| *c += v[0]); // or the vector, serialized
+    /// let s = String::from("x");
+    /// t.apply(s.len() as u64, |c, n| *c += n); // the length
+    /// t.apply_with(s, |c, s: String| *c += s.len() as u64); // or the string, serialized
+    /// t.apply(k, |c, k| *c += k); // the u64 as the argument
+    /// assert_eq!(t.apply((), |c, ()| *c), 8);
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn apply<A, U, F>(&self, arg: A, f: F) -> U
     where
-        F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        A: Plain,
+        U: Plain,
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
+        travel_check!(F = F, A = A, U = U);
         let (w, trustee) = self.worker_for("apply");
         w.check_may_block("apply");
         let target = self.prop().as_ptr() as *mut u8;
-        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
-        unsafe { call_at(w, trustee, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
+        if trustee == w.index && w.local_queue_empty() {
+            // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
+            // runs to completion before anything else here.
+            // SAFETY: this is delegated code on the property's trustee.
+            return w.delegated(|| f(unsafe { OnProp::<T>::value(target) }, arg));
+        }
+        let req = arg_request::<OnProp<T>, A, U, F>(arg, f);
+        call_blocking::<PlainSpace<U>, _>(w, trustee, target, req)
     }
 
-    /// Queues `f` for the trustee and returns at once; `then(result)` runs later on the
-    /// calling worker. Requests from one fiber to one trustee are applied in order. Allowed in
-    /// delegated context. A panic in `f` or `then` makes [`crate::Runtime::run`] fail.
+    /// Queues `f` with the argument `arg` for the trustee and returns at once; `then(result)`
+    /// runs later on the calling worker. Requests from one fiber to one trustee are applied in
+    /// order. Allowed in delegated context. A panic in `f` or `then` makes
+    /// [`crate::Runtime::run`] fail. `f`, `arg` and the result travel as for [`Trust::apply`];
+    /// `then` stays here and may capture anything.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -302,52 +666,212 @@ impl<T: Send + 'static> Trust<T> {
     /// let t = skein::trustee(1).entrust(0u32);
     /// let seen = Arc::new(AtomicU32::new(0));
     /// let s = seen.clone();
-    /// t.apply_then(|c| { *c += 5; *c }, move |v| s.store(v, Relaxed));
+    /// t.apply_then(5u32, |c, k| { *c += k; *c }, move |v| s.store(v, Relaxed));
     /// skein::wait_quiescent();
     /// assert_eq!(seen.load(Relaxed), 5);
     /// # }).unwrap();
     /// ```
-    pub fn apply_then<U, F, G>(&self, f: F, then: G)
+    ///
+    /// A capture, and a non-`Plain` argument, do not compile:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u32);
+    /// let k = 5u32;
+    /// t.apply_then((), move |c, ()| *c += k, |()| {}); // pass k as the argument
+    /// # }).unwrap();
+    /// ```
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = &skein::trustee(1).entrust(0u32);
+    /// t.apply_then(String::from("x"), |c, s| *c += s.len() as u32, |()| {}); // not Plain
+    /// # }).unwrap();
+    /// ```
+    /// Their twin:
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| { let t = skein::trustee(1).entrust(0u32);
+    /// let k = 5u32;
+    /// t.apply_then(k, |c, k| *c += k, |()| {});
+    /// t.apply_then(String::from("x").len() as u32, |c, n| *c += n, |()| {});
+    /// assert_eq!(t.apply((), |c, ()| *c), 6);
+    /// # }).unwrap();
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn apply_then<A, U, F, G>(&self, arg: A, f: F, then: G)
     where
-        F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        A: Plain,
+        U: Plain,
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
         G: FnOnce(U) + 'static,
     {
+        travel_check!(F = F, A = A, U = U);
         let (w, trustee) = self.worker_for("apply_then");
         let target = self.prop().as_ptr() as *mut u8;
-        let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
+        let req = arg_request::<OnProp<T>, A, U, F>(arg, f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
-        unsafe { issue_then(w, trustee, target, job, then) }
+        unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
     }
 
-    /// Like [`Trust::apply`], with an argument that travels serialized through
-    /// [`crate::wire::codec`] (bincode): for heap data such as strings and vectors.
+    /// Like [`Trust::apply`], with an argument and a result that travel serialized through
+    /// [`crate::wire::codec`] (bincode): for heap data such as strings and vectors. Both are
+    /// encoded and decoded even when the trustee is in this process, so a value that does not
+    /// survive the trip fails here as it would across ranks.
     ///
     /// # Panics
-    /// As [`Trust::apply`]; also if `v` cannot be encoded or decoded.
+    /// As [`Trust::apply`]; also if `v` or the result cannot be encoded or decoded.
     ///
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// # rt.run(|| {
     /// let t = skein::trustee(1).entrust(0usize);
-    /// let n = t.apply_with(|c, (k, s): (usize, String)| { *c += k + s.len(); *c }, (1, "xy".into()));
-    /// assert_eq!(n, 3);
+    /// let n = t.apply_with((1, "xy".to_string()), |c, (k, s): (usize, String)| {
+    ///     *c += k + s.len();
+    ///     vec![*c; 2]
+    /// });
+    /// assert_eq!(n, [3, 3]);
     /// # }).unwrap();
     /// ```
-    pub fn apply_with<V, U, F>(&self, f: F, v: V) -> U
+    #[track_caller]
+    pub fn apply_with<V, U, F>(&self, v: V, f: F) -> U
     where
         V: Serialize + DeserializeOwned,
-        F: FnOnce(&mut T, V) -> U + Send + 'static,
+        U: Serialize + DeserializeOwned,
+        F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
+    {
+        travel_check!(F = F);
+        let bytes = encode_arg(&v);
+        let (w, trustee) = self.worker_for("apply_with");
+        w.check_may_block("apply_with");
+        let target = self.prop().as_ptr() as *mut u8;
+        let job = move |tg: *mut u8| serialized_call(tg as *mut Prop<T>, &bytes, f);
+        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        decode_result(&unsafe { call_at(w, trustee, target, job) })
+    }
+
+    /// [`Trust::apply_with`] without waiting, as [`Trust::apply_then`] is to
+    /// [`Trust::apply`]: `then(result)` runs later on the calling worker. Allowed in delegated
+    /// context.
+    ///
+    /// # Panics
+    /// If `v` cannot be encoded. A result that cannot be decoded, like a panic in `f` or
+    /// `then`, makes [`crate::Runtime::run`] fail.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(1).entrust(Vec::<String>::new());
+    /// t.apply_with_then("a".to_string(), |v, s: String| { v.push(s); v.len() }, |n| assert_eq!(n, 1));
+    /// skein::wait_quiescent();
+    /// assert_eq!(t.apply_local(|v| v.clone()), ["a"]);
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn apply_with_then<V, U, F, G>(&self, v: V, f: F, then: G)
+    where
+        V: Serialize + DeserializeOwned,
+        U: Serialize + DeserializeOwned,
+        F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
+        G: FnOnce(U) + 'static,
+    {
+        travel_check!(F = F);
+        let bytes = encode_arg(&v);
+        let (w, trustee) = self.worker_for("apply_with_then");
+        let target = self.prop().as_ptr() as *mut u8;
+        let job = move |tg: *mut u8| serialized_call(tg as *mut Prop<T>, &bytes, f);
+        let then = move |r: Vec<u8>| then(decode_result(&r));
+        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        unsafe { issue_then(w, trustee, target, job, then) }
+    }
+
+    /// Applies `f` to the property on its trustee and returns the result, like
+    /// [`Trust::apply`], with a closure that may capture anything `Send + 'static` (and any
+    /// `Send` result). Its closure cannot leave this process, so the property must be on this
+    /// rank ([`Trust::is_local`]; always so with one rank).
+    ///
+    /// # Panics
+    /// As [`Trust::apply`]; also if the trustee is on another rank.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(1).entrust(String::from("ab"));
+    /// let tail = String::from("c");
+    /// t.apply_local(move |s| s.push_str(&tail));
+    /// assert_eq!(t.apply_local(|s| s.clone()), "abc");
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn apply_local<U, F>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        let bytes = crate::wire::codec::encode(&v)
-            .unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
-        self.apply(move |t| {
-            let v: V = crate::wire::codec::decode(&bytes)
-                .unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
-            f(t, v)
-        })
+        let (w, trustee) = self.worker_for("apply_local");
+        if !is_local_in(w, trustee) {
+            not_local(trustee, "apply_local", "apply");
+        }
+        w.check_may_block("apply_local");
+        let target = self.prop().as_ptr() as *mut u8;
+        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        unsafe { call_at(w, trustee, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
     }
+
+    /// Queues a capturing `f` for the local trustee, like [`Trust::apply_then`] with the
+    /// closure of [`Trust::apply_local`].
+    ///
+    /// # Panics
+    /// If the trustee is on another rank.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(1).entrust(Vec::new());
+    /// let name = String::from("x");
+    /// t.apply_then_local(move |v| { v.push(name); v.len() }, |n| assert_eq!(n, 1));
+    /// # }).unwrap();
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn apply_then_local<U, F, G>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+        G: FnOnce(U) + 'static,
+    {
+        let (w, trustee) = self.worker_for("apply_then_local");
+        if !is_local_in(w, trustee) {
+            not_local(trustee, "apply_then_local", "apply_then");
+        }
+        let target = self.prop().as_ptr() as *mut u8;
+        let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
+        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        unsafe { issue_then(w, trustee, target, job, then) }
+    }
+}
+
+/// `apply_with`'s argument as bytes.
+#[track_caller]
+fn encode_arg<V: Serialize>(v: &V) -> Vec<u8> {
+    crate::wire::codec::encode(v).unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"))
+}
+
+/// `apply_with`'s result from bytes.
+#[track_caller]
+fn decode_result<U: DeserializeOwned>(bytes: &[u8]) -> U {
+    crate::wire::codec::decode(bytes).unwrap_or_else(|e| panic!("skein: apply_with result: {e}"))
+}
+
+/// `apply_with`'s request on the trustee: decodes the argument, runs `f` on the value of the
+/// property `p`, encodes the result.
+fn serialized_call<T, V, U, F>(p: *mut Prop<T>, bytes: &[u8], f: F) -> Vec<u8>
+where
+    V: DeserializeOwned,
+    U: Serialize,
+    F: FnOnce(&mut T, V) -> U,
+{
+    let v: V = crate::wire::codec::decode(bytes)
+        .unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
+    let u = on_trustee(SendPtr(p), |t| f(t, v));
+    crate::wire::codec::encode(&u).unwrap_or_else(|e| panic!("skein: apply_with result: {e}"))
 }
 
 /// Runs `job(target)` on `trustee` and returns its result: inline when `trustee` is this worker
@@ -368,16 +892,14 @@ where
         // runs to completion before anything else here.
         return w.delegated(|| job(target));
     }
-    call_blocking(w, trustee, target, job)
+    call_blocking::<ResultSpace<U>, _>(w, trustee, target, closure_request(job))
 }
 
-/// Queues `job(target)` for `trustee`; `then(result)` runs on this worker afterwards (a panic
-/// of either is recorded and makes the run fail). Suspends the calling fiber, outside
-/// delegated code, when the staging limit towards `trustee` is reached.
+/// Queues `job(target)` for `trustee`; `then(result)` runs on this worker afterwards, as
+/// [`issue`] with a capturing request closure.
 ///
 /// # Safety
-/// `trustee < w.n`, and `target` is the address `job` works on, kept alive by the caller's handle
-/// (the reference-counting argument of [`crate::runtime::free`] covers the request).
+/// As [`issue`].
 #[inline(always)]
 unsafe fn issue_then<U, J, G>(w: &Worker, trustee: usize, target: *mut u8, job: J, then: G)
 where
@@ -385,30 +907,17 @@ where
     U: Send + 'static,
     G: FnOnce(U) + 'static,
 {
-    // SAFETY: `out` is this request's result space, sized for a `U`.
-    let req =
-        move |tg: *mut u8, out| unsafe { answer(out, catch_unwind(AssertUnwindSafe(|| job(tg)))) };
-    let done = move |o: Outcome| match o.panic {
-        // SAFETY: the trustee wrote a U at o.resp (no panic), slot rule 3.
-        None => run_then(then, unsafe { read_result::<U>(o.resp) }),
-        Some(e) => context::expect("apply_then").record_panic(e, "apply_then closure"),
-    };
-    // SAFETY: trustee < w.n (caller promise).
-    let over = unsafe { w.request::<ResultSpace<U>, _, _>(trustee, target, req, done) };
-    if over && !w.in_delegated() && w.current_fiber().is_some() {
-        w.throttle(trustee);
-    }
+    // SAFETY: caller promise.
+    unsafe { issue::<ResultSpace<U>, _, _>(w, trustee, target, closure_request(job), then) }
 }
 
 /// Applies `f` to the value of the property `p`. Only ever called as delegated code on the
 /// property's trustee (a served request, a local-queue record, or `apply`'s inline call).
 #[inline(always)]
 fn on_trustee<T, U>(p: SendPtr<Prop<T>>, f: impl FnOnce(&mut T) -> U) -> U {
-    // SAFETY: the property is alive: its handle held a count when the request was issued, and
-    // a property is freed only after every request issued before its last handle went away
-    // has been served ([`crate::runtime::free`]). Property invariant 2: this runs on the trustee as delegated
-    // code that cannot switch fibers, so no other reference to the value exists meanwhile.
-    f(unsafe { &mut *(*p.0).value.get() })
+    // SAFETY: only called as delegated code on the property's trustee (property invariant 2:
+    // no other reference to the value meanwhile); the property is alive (`OnProp::value`).
+    f(unsafe { OnProp::<T>::value(p.0 as *mut u8) })
 }
 
 /// A delegated closure's outcome as a request answers it: the result written into the
@@ -436,9 +945,11 @@ fn run_then<U, G: FnOnce(U)>(then: G, u: U) {
 }
 
 impl<T: Send + 'static> Trust<Latch<T>> {
-    /// Runs `f` in a new fiber on the trustee's worker, holding the latch, and returns its
-    /// result. Unlike delegated closures, `f` may block (nested `apply`, `join`, ...); other
-    /// `launch`es on the same property wait for the latch.
+    /// Runs `f(value, arg)` in a new fiber on the trustee's worker, holding the latch, and
+    /// returns its result. Unlike delegated closures, `f` may block (nested `apply`, `join`,
+    /// ...); other `launch`es on the same property wait for the latch. `f`, `arg` and the
+    /// result travel as for [`Trust::apply`]: handles `f` needs live in the latched value or
+    /// in statics.
     ///
     /// # Panics
     /// In delegated context or outside a fiber; resumes a panic of `f`.
@@ -447,20 +958,49 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
     /// # rt.run(|| {
     /// let other = skein::trustee(0).entrust(10u32);
-    /// let l = skein::trustee(1).entrust(skein::Latch::new(1u32));
-    /// let v = l.launch(move |x| { *x += other.apply(|o| *o); *x });
-    /// assert_eq!(v, 11);
+    /// let l = skein::trustee(1).entrust(skein::Latch::new((1u32, other)));
+    /// let v = l.launch(5u32, |(x, other), k| { *x += other.apply((), |o, ()| *o) + k; *x });
+    /// assert_eq!(v, 16);
     /// # }).unwrap();
     /// ```
-    pub fn launch<U, F>(&self, f: F) -> U
+    ///
+    /// A capture, and a non-`Plain` argument, do not compile:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let l = &skein::trustee(1).entrust(skein::Latch::new(0u32));
+    /// let k = 5u32;
+    /// l.launch((), move |x, ()| *x += k);
+    /// # }).unwrap();
+    /// ```
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let l = &skein::trustee(1).entrust(skein::Latch::new(0u32));
+    /// l.launch(vec![5u32], |x, v| *x += v[0]);
+    /// # }).unwrap();
+    /// ```
+    /// Their twin:
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| { let l = skein::trustee(1).entrust(skein::Latch::new(0u32));
+    /// let k = 5u32;
+    /// l.launch(k, |x, k| *x += k);
+    /// l.launch(vec![5u32][0], |x, v0| *x += v0);
+    /// assert_eq!(l.launch((), |x, ()| *x), 10);
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn launch<A, U, F>(&self, arg: A, f: F) -> U
     where
-        F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        A: Plain,
+        U: Plain,
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
+        travel_check!(F = F, A = A, U = U);
         let (w, trustee) = self.worker_for("launch");
         w.check_may_block("launch");
+        if !is_local_in(w, trustee) {
+            remote_not_yet(trustee, "launch");
+        }
         let me = self.clone();
-        crate::runtime::spawn_on(trustee, move || {
+        crate::runtime::spawn::spawn_fiber(w, trustee, move || {
             // SAFETY: only computes the address of the value inside the live property.
             let latch: *const Latch<T> = unsafe { me.prop().as_ref() }.value.get();
             // SAFETY: this fiber runs on the trustee; `me` keeps the property (and so the latch)
@@ -477,7 +1017,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             let _u = Unlock(latch);
             // SAFETY: we hold the latch (latch invariants 1, 3): the only reference to the value.
             let value = unsafe { &mut *(*latch).value_ptr() };
-            let r = f(value);
+            let r = f(value, arg);
             drop(_u);
             drop(me);
             r

@@ -101,3 +101,54 @@ pub(crate) unsafe fn read_result<U>(p: *const u8) -> U {
         *unsafe { ptr::read(p as *const Box<U>) }
     }
 }
+
+/// How a client reads a request's result back from its result space.
+pub(crate) trait ReadBack: crate::channel::record::ResultSize {
+    /// The result's type.
+    type Out;
+    /// Reads the result (invariant 1).
+    ///
+    /// # Safety
+    /// `p` holds a result of this space written by the matching writer and not read before,
+    /// owned by the caller.
+    unsafe fn read(p: *const u8) -> Self::Out;
+}
+
+impl<U> ReadBack for ResultSpace<U> {
+    type Out = U;
+    #[inline(always)]
+    unsafe fn read(p: *const u8) -> U {
+        // SAFETY: forwarded caller promise (written by `write_result::<U>`).
+        unsafe { read_result::<U>(p) }
+    }
+}
+
+/// The response space of a remote-capable request, whose result is a [`crate::Plain`] `U` of
+/// at most [`crate::channel::record::MAX_RESULT_BYTES`] bytes (`travel_check!`): its own bytes,
+/// rounded up to 8, never boxed, written and read unaligned (so a `u128` needs no more than
+/// the space's 8-byte alignment). These bytes are what a remote response will carry.
+pub(crate) struct PlainSpace<U>(std::marker::PhantomData<U>);
+
+impl<U> crate::channel::record::ResultSize for PlainSpace<U> {
+    const BYTES: u32 = size_of::<U>().next_multiple_of(8) as u32;
+}
+
+impl<U: crate::Plain> ReadBack for PlainSpace<U> {
+    type Out = U;
+    #[inline(always)]
+    unsafe fn read(p: *const u8) -> U {
+        // SAFETY: caller promise: `write_plain::<U>` wrote a U there.
+        unsafe { ptr::read_unaligned(p as *const U) }
+    }
+}
+
+/// Writes a `Plain` result into a [`PlainSpace`].
+///
+/// # Safety
+/// `out` is valid for writes of `PlainSpace::<U>::BYTES` bytes and owned by the caller (slot
+/// rule 2, [`crate::channel::slot`]).
+#[inline(always)]
+pub(crate) unsafe fn write_plain<U: crate::Plain>(out: *mut u8, u: U) {
+    // SAFETY: caller promise; unaligned, so any alignment of U is fine.
+    unsafe { ptr::write_unaligned(out as *mut U, u) }
+}

@@ -419,9 +419,9 @@ fn bench_apply_then<C: Counter>(
             .map(|me| {
                 let trusts = trusts.clone();
                 let seqs = seqs.clone();
-                skein::spawn_on(me, move || {
+                skein::spawn_local_on(me, move || {
                     each_op!(&seqs[me], (0, 1), pf, |n| skein::prefetch(&trusts[n]), |i| {
-                        trusts[i].apply_then(|c| c.incr(), |()| {})
+                        trusts[i].apply_then((), |c, ()| c.incr(), |()| {})
                     });
                 })
             })
@@ -449,15 +449,15 @@ fn bench_array<C: Counter>(
     let expect: u64 = seqs.iter().map(|s| s.len() as u64).sum();
     let (secs, total) = rt.run(move || {
         let w = skein::num_workers();
-        let counters = skein::TrustArray::new(k, |_| C::default());
+        let counters = skein::TrustArray::new(k, (), |(), _| C::default());
         let t0 = Instant::now();
         let hs: Vec<_> = (0..w)
             .map(|me| {
                 let counters = counters.clone();
                 let seqs = seqs.clone();
-                skein::spawn_on(me, move || {
+                skein::spawn_local_on(me, move || {
                     for &i in seqs[me].iter() {
-                        counters.apply_then(i as usize, |c| c.incr(), |()| {});
+                        counters.apply_then(i as usize, (), |c, ()| c.incr(), |()| {});
                     }
                 })
             })
@@ -468,7 +468,12 @@ fn bench_array<C: Counter>(
         let sum = Arc::new(AtomicU64::new(0));
         for i in 0..k {
             let s = sum.clone();
-            counters.apply_then(i, |c| c.get(), move |v| _ = s.fetch_add(v, Ordering::Relaxed));
+            counters.apply_then(
+                i,
+                (),
+                |c, ()| c.get(),
+                move |v| _ = s.fetch_add(v, Ordering::Relaxed),
+            );
         }
         skein::wait_quiescent();
         (secs, sum.load(Ordering::Relaxed))
@@ -484,7 +489,8 @@ fn sum_counts<C: Counter>(trusts: &Arc<Vec<skein::Trust<C>>>) -> u64 {
     for t in trusts.iter() {
         let s = sum.clone();
         t.apply_then(
-            |c| c.get(),
+            (),
+            |c, ()| c.get(),
             move |v| {
                 s.fetch_add(v, Ordering::Relaxed);
             },
@@ -513,10 +519,10 @@ fn bench_apply<C: Counter>(
             for f in 0..fibers {
                 let trusts = trusts.clone();
                 let seqs = seqs.clone();
-                hs.push(skein::spawn_on(me, move || {
+                hs.push(skein::spawn_local_on(me, move || {
                     // Fiber f takes every fibers-th operation of its worker's sequence.
                     each_op!(&seqs[me], (f, fibers), pf, |n| skein::prefetch(&trusts[n]), |i| {
-                        trusts[i].apply(|c| c.incr())
+                        trusts[i].apply((), |c, ()| c.incr())
                     });
                 }));
             }
@@ -611,7 +617,7 @@ fn micro(a: MicroArgs) -> anyhow::Result<()> {
         let t = skein::trustee(1).entrust(0u64);
         let t0 = Instant::now();
         for _ in 0..n {
-            t.apply(|c| *c += 1);
+            t.apply((), |c, ()| *c += 1);
         }
         t0.elapsed().as_nanos() as f64 / n as f64
     })?;
@@ -621,7 +627,7 @@ fn micro(a: MicroArgs) -> anyhow::Result<()> {
         let t = skein::trustee(1).entrust(0u64);
         let t0 = Instant::now();
         for _ in 0..m {
-            t.apply_then(|c| *c += 1, |()| {});
+            t.apply_then((), |c, ()| *c += 1, |()| {});
         }
         skein::wait_quiescent();
         m as f64 / t0.elapsed().as_secs_f64()
