@@ -104,11 +104,32 @@ struct Sends {
     spare: Vec<InFlight>,
     pool: Vec<Vec<u8>>,
     capacity: usize,
+    /// [`Sends::reap_some`] tests the sends when this many are pending.
+    reap_at: usize,
 }
+
+/// Fewest pending sends [`Sends::reap_some`] tests at once.
+const REAP_BATCH: usize = 32;
 
 impl Sends {
     fn new(capacity: usize) -> Sends {
-        Sends { pending: Vec::new(), spare: Vec::new(), pool: Vec::new(), capacity }
+        Sends {
+            pending: Vec::new(),
+            spare: Vec::new(),
+            pool: Vec::new(),
+            capacity,
+            reap_at: REAP_BATCH,
+        }
+    }
+
+    /// Collects completed sends once enough are pending that testing each costs little per
+    /// send (small sends complete at once, so most tests succeed), or when the pool is empty.
+    fn reap_some(&mut self) {
+        if self.pending.len() >= self.reap_at || (self.pool.is_empty() && !self.pending.is_empty())
+        {
+            self.reap();
+            self.reap_at = (2 * self.pending.len()).max(REAP_BATCH);
+        }
     }
 
     /// An empty buffer (from the pool when one is back).
@@ -359,7 +380,11 @@ pub(crate) fn aggregated_echo(
                 }
             }
         }
-        sends.reap();
+        if got == 0 {
+            sends.reap();
+        } else {
+            sends.reap_some();
+        }
         if !issuing && c.outstanding == 0 && !done_sent {
             send_done(&world, &mut sends, me, ranks);
             done_sent = true;
@@ -411,7 +436,11 @@ pub(crate) fn per_message_echo(setup: &EchoSetup, window: usize) -> anyhow::Resu
                 }
             }
         }
-        sends.reap();
+        if got == 0 {
+            sends.reap();
+        } else {
+            sends.reap_some();
+        }
         if !issuing && c.outstanding == 0 && !done_sent {
             send_done(&world, &mut sends, me, ranks);
             done_sent = true;
@@ -490,10 +519,13 @@ pub(crate) fn rows_from_child_on_rank0<T: serde::de::DeserializeOwned>(
     let world = SimpleCommunicator::world();
     let ranks = world.size();
     if world.rank() == 0 {
-        println!(
-            "skein: the runtime does not run across ranks yet; rank 0 measures it in a child \
+        static NOTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if crate::cmd::echo::first_time(&NOTED) {
+            println!(
+                "skein: the runtime does not run across ranks yet; rank 0 measures it in a child \
              process (1 process) while the other ranks sleep"
-        );
+            );
+        }
         let result = run_child(args);
         let word = [u64::from(result.is_err())];
         for r in 1..ranks {

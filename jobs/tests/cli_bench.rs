@@ -154,11 +154,14 @@ fn echo_with_a_request_budget_answers_exactly_that_many() {
         "remote",
         "--sizes",
         "16,512",
+        "--repeat",
+        "3",
         "--json",
         json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("uniformly random other workers"), "{}", text(&o));
+    assert!(text(&o).contains("median of 3 interleaved repetitions"), "{}", text(&o));
     let rows = json_rows(&json);
     assert_eq!(rows.len(), 2, "{rows:?}");
     for r in &rows {
@@ -201,6 +204,8 @@ fn echo_and_ping_refuse_bad_arguments() {
         (&["echo", "--mpi-buffer", "1000"][..], "--mpi-buffer: 1000 bytes must hold"),
         (&["ping", "--sizes", "7"][..], "--sizes: 7 is not a supported payload size"),
         (&["ping", "--iters", "0"][..], "--iters: must be at least 1"),
+        (&["echo", "--repeat", "0"][..], "--repeat: must be at least 1"),
+        (&["ping", "--repeat", "100000"][..], "--repeat: 100000 is more than 10000"),
     ] {
         let mut a = vec!["bench"];
         a.extend_from_slice(args);

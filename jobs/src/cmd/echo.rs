@@ -77,6 +77,10 @@ pub(crate) struct EchoArgs {
     /// Also run the MPI baselines across the ranks of this `mpirun` (feature `mpi`).
     #[arg(long)]
     mpi: bool,
+    /// Measure everything this many times, the implementations interleaved, and report the
+    /// median row of each (damps interference on a shared machine).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Bytes of an aggregation buffer of the AML-style MPI echo.
     #[arg(long, default_value_t = 32 * 1024)]
     mpi_buffer: usize,
@@ -107,6 +111,10 @@ pub(crate) struct PingArgs {
     /// Also run an MPI ping-pong between ranks 0 and 1 of this `mpirun` (feature `mpi`).
     #[arg(long)]
     mpi: bool,
+    /// Measure everything this many times, the implementations interleaved, and report the
+    /// median row of each (by median round trip).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Write the rows as JSON to this file (rank 0).
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -213,6 +221,40 @@ fn check_sizes(sizes: &[usize]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether a header was printed: once per process, not once per repetition.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+static ECHO_HEADER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+static PING_HEADER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True the first time it is called with `flag`.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn first_time(flag: &std::sync::atomic::AtomicBool) -> bool {
+    !flag.swap(true, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The median row of each (implementation, size) over repetitions, by `key` (rows of one
+/// repetition in order; every repetition has the same rows).
+fn median_rows<R: Clone>(reps: Vec<Vec<R>>, key: impl Fn(&R) -> f64) -> Vec<R> {
+    let Some(first) = reps.first() else { return Vec::new() };
+    (0..first.len())
+        .map(|i| {
+            let mut xs: Vec<&R> = reps.iter().filter_map(|rows| rows.get(i)).collect();
+            xs.sort_by(|a, b| key(a).total_cmp(&key(b)));
+            xs[xs.len() / 2].clone()
+        })
+        .collect()
+}
+
+fn check_repeat(repeat: usize) -> anyhow::Result<()> {
+    crate::limits::check_count(
+        repeat,
+        crate::limits::MAX_REPEAT,
+        "more add nothing to a median but run time",
+    )
+    .map_err(|e| anyhow::anyhow!("--repeat: {e}"))
+}
+
 /// `--mpi` needs the `mpi` feature and at least 2 ranks; `Ok(ranks)` when it may run.
 fn check_mpi(what: &str) -> anyhow::Result<usize> {
     if !cfg!(feature = "mpi") {
@@ -236,6 +278,7 @@ fn check_echo(a: &EchoArgs) -> anyhow::Result<()> {
     use crate::limits::{self, check_count};
     let flag = |name: &'static str| move |e: String| anyhow::anyhow!("--{name}: {e}");
     check_sizes(&a.sizes)?;
+    check_repeat(a.repeat)?;
     check_count(a.fibers, limits::MAX_FIBERS - 1, "fiber stacks are allocated up front")
         .map_err(flag("fibers"))?;
     check_count(a.window, 1 << 24, "the in-flight requests of one fiber")
@@ -295,10 +338,13 @@ pub(crate) fn echo(a: EchoArgs) -> anyhow::Result<()> {
     };
     let rank0 = skein::rank() == 0;
     if rank0 {
-        let budget = match a.requests {
+        let mut budget = match a.requests {
             Some(r) => format!("{r} requests per worker/rank"),
             None => format!("{} s", a.seconds),
         };
+        if a.repeat > 1 {
+            budget.push_str(&format!(", median of {} interleaved repetitions", a.repeat));
+        }
         println!(
             "echo: each client sends requests of SIZE bytes to {}, the server answers with the \
              same bytes; {budget} per size",
@@ -322,10 +368,15 @@ pub(crate) fn echo(a: EchoArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let mut rows = skein_echo_rows(&a, remote_only)?;
-    if a.mpi {
-        rows.extend(mpi_echo_rows(&a, ranks, &setup)?);
+    let mut reps = Vec::with_capacity(a.repeat);
+    for _ in 0..a.repeat {
+        let mut rows = skein_echo_rows(&a, remote_only)?;
+        if a.mpi {
+            rows.extend(mpi_echo_rows(&a, ranks, &setup)?);
+        }
+        reps.push(rows);
     }
+    let rows = median_rows(reps, |r: &EchoRow| r.requests_per_sec);
     if !rank0 {
         return Ok(());
     }
@@ -344,7 +395,7 @@ fn mpi_echo_rows(
     setup: &dyn Fn(usize) -> EchoSetup,
 ) -> anyhow::Result<Vec<EchoRow>> {
     use crate::mpi_baselines as mb;
-    if skein::rank() == 0 {
+    if skein::rank() == 0 && first_time(&ECHO_HEADER) {
         println!(
             "mpi aggregated: one thread per rank, requests and replies packed per destination \
              rank into {} KiB buffers (non-blocking sends when full, partial buffers flushed \
@@ -675,6 +726,7 @@ fn echo_fiber<const N: usize>(
 /// `skein bench ping`.
 pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
     check_sizes(&a.sizes)?;
+    check_repeat(a.repeat)?;
     crate::limits::check_count(a.iters, crate::limits::MAX_ITERS, "it would run for hours")
         .map_err(|e| anyhow::anyhow!("--iters: {e}"))?;
     if a.mpi {
@@ -684,16 +736,26 @@ pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
     if rank0 {
         println!(
             "ping: blocking round trips with a payload of SIZE bytes echoed back; {} per size \
-             after {} warm-up",
+             after {} warm-up{}",
             a.iters,
-            warmup(a.iters)
+            warmup(a.iters),
+            if a.repeat > 1 {
+                format!(", median of {} interleaved repetitions", a.repeat)
+            } else {
+                String::new()
+            }
         );
         println!("skein: one fiber on worker 0, `apply` on a property of worker 1 (2 workers)");
     }
-    let mut rows = skein_ping_rows(&a)?;
-    if a.mpi {
-        rows.extend(mpi_ping_rows(&a)?);
+    let mut reps = Vec::with_capacity(a.repeat);
+    for _ in 0..a.repeat {
+        let mut rows = skein_ping_rows(&a)?;
+        if a.mpi {
+            rows.extend(mpi_ping_rows(&a)?);
+        }
+        reps.push(rows);
     }
+    let rows = median_rows(reps, |r: &PingRow| -r.median_us);
     if !rank0 {
         return Ok(());
     }
@@ -773,7 +835,7 @@ fn skein_ping_in_child(_: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
 
 #[cfg(feature = "mpi")]
 fn mpi_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
-    if skein::rank() == 0 {
+    if skein::rank() == 0 && first_time(&PING_HEADER) {
         println!("mpi: ping-pong between ranks 0 and 1 (MPI_Send + MPI_Recv each way)");
     }
     let mut rows = Vec::new();
