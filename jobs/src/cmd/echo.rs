@@ -900,3 +900,62 @@ fn skein_ping<const N: usize>(
     }
     Ok((each, total))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_destinations_never_pick_the_sender_and_cover_the_others() {
+        for n in [2usize, 3, 7] {
+            for me in 0..n {
+                let mut rng = SplitMix::new(1, me as u64);
+                let mut seen = vec![0u32; n];
+                for _ in 0..1000 {
+                    seen[rng.dest(n, me, true)] += 1;
+                }
+                assert_eq!(seen[me], 0, "n={n} me={me}: {seen:?}");
+                assert!((0..n).filter(|&d| d != me).all(|d| seen[d] > 0), "{seen:?}");
+                let mut all = vec![0u32; n];
+                for _ in 0..1000 {
+                    all[rng.dest(n, me, false)] += 1;
+                }
+                assert!(all.iter().all(|&c| c > 0), "n={n} me={me}: {all:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn stamps_round_trip_and_catch_torn_payloads() {
+        let mut p = [0u8; 32];
+        stamp(&mut p, 0xDEAD_BEEF_0042);
+        assert_eq!(read_stamp(&p), Some(0xDEAD_BEEF_0042));
+        p[31] ^= 1;
+        assert_eq!(read_stamp(&p), None);
+        let mut p8 = [0u8; 8];
+        stamp(&mut p8, 7);
+        assert_eq!(read_stamp(&p8), Some(7));
+    }
+
+    #[test]
+    fn median_rows_pick_the_middle_repetition_per_row() {
+        let row = |imp: &str, rate: f64| EchoRow::new(imp.into(), 8, rate as u64, 1.0);
+        let reps = vec![
+            vec![row("a", 5.0), row("b", 1.0)],
+            vec![row("a", 1.0), row("b", 9.0)],
+            vec![row("a", 3.0), row("b", 4.0)],
+        ];
+        let m = median_rows(reps, |r| r.requests_per_sec);
+        assert_eq!((m[0].imp.as_str(), m[0].answered), ("a", 3));
+        assert_eq!((m[1].imp.as_str(), m[1].answered), ("b", 4));
+        assert!(median_rows(Vec::<Vec<EchoRow>>::new(), |r| r.seconds).is_empty());
+    }
+
+    #[test]
+    fn ping_rows_take_the_median_sample_and_the_mean_of_the_total() {
+        let r = PingRow::from_samples("x".into(), 8, vec![5000, 1000, 3000], 9000.0);
+        assert_eq!(r.median_us, 3.0);
+        assert_eq!(r.mean_us, 3.0);
+        assert_eq!(r.iters, 3);
+    }
+}
