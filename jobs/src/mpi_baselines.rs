@@ -29,7 +29,7 @@
 //! 3. Every function here is collective: every rank calls them in the same order with the
 //!    same arguments (they come from the same command line).
 
-use crate::cmd::echo::{read_stamp, stamp, EchoSetup, SplitMix};
+use crate::cmd::echo::{quota, read_stamp, stamp, EchoSetup, SplitMix};
 use anyhow::{bail, Context};
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
@@ -354,10 +354,9 @@ pub(crate) fn aggregated_echo(
         // Issue.
         let issuing = c.issuing();
         if issuing {
-            for _ in 0..ISSUE_PER_PASS {
-                if c.outstanding >= inflight {
-                    break;
-                }
+            for _ in
+                0..quota(c.setup.requests, c.tally.sent, c.outstanding, inflight, ISSUE_PER_PASS)
+            {
                 if let Some(d) = c.next() {
                     reqs[d].extend_from_slice(&c.payload);
                     if reqs[d].len() + size > full {
@@ -425,10 +424,8 @@ pub(crate) fn per_message_echo(setup: &EchoSetup, window: usize) -> anyhow::Resu
         }
         let issuing = c.issuing();
         if issuing {
-            for _ in 0..ISSUE_PER_PASS {
-                if c.outstanding >= window {
-                    break;
-                }
+            for _ in 0..quota(c.setup.requests, c.tally.sent, c.outstanding, window, ISSUE_PER_PASS)
+            {
                 if let Some(d) = c.next() {
                     let mut b = sends.buffer();
                     b.extend_from_slice(&c.payload);

@@ -40,6 +40,9 @@ const SIZES: [usize; 10] = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
 /// `framework/src/trust/result.rs`).
 const RECORD_INLINE_BYTES: usize = 256;
 
+/// Requests a Skein client fiber issues between two looks at the clock.
+const ISSUE_PER_PASS: usize = 64;
+
 /// Most seconds a measurement may run per size.
 const MAX_SECONDS: f64 = 3600.0;
 
@@ -188,6 +191,23 @@ pub(crate) struct EchoSetup {
     pub(crate) requests: Option<u64>,
     pub(crate) remote_only: bool,
     pub(crate) seed: u64,
+}
+
+/// How many requests a sender may issue now: at most `per_pass`, no more than the `window`
+/// minus the `outstanding` ones allows, and no more than its `budget` (if any) minus the
+/// `sent` ones allows.
+pub(crate) fn quota(
+    budget: Option<u64>,
+    sent: u64,
+    outstanding: usize,
+    window: usize,
+    per_pass: usize,
+) -> usize {
+    let by_window = window.saturating_sub(outstanding).min(per_pass);
+    match budget {
+        Some(b) => by_window.min(usize::try_from(b.saturating_sub(sent)).unwrap_or(usize::MAX)),
+        None => by_window,
+    }
 }
 
 /// Runs `$f::<N>($args...)` for the payload size `$n` (one of [`SIZES`]).
@@ -681,36 +701,41 @@ fn echo_fiber<const N: usize>(
     let n = props.len();
     let mut rng = SplitMix::new(s.seed, stream);
     let (mut sent, mut sent_sum) = (0u64, 0u64);
-    let limit = budget.unwrap_or(u64::MAX);
     let tag_base = stream << 40;
-    while sent < limit && (budget.is_some() || sent % 64 != 0 || Instant::now() < deadline) {
-        if shared.outstanding.get() >= window {
+    loop {
+        if budget.map_or(Instant::now() >= deadline, |b| sent >= b) {
+            break;
+        }
+        let q = quota(budget, sent, shared.outstanding.get(), window, ISSUE_PER_PASS);
+        if q == 0 {
             skein::yield_now();
             continue;
         }
-        let d = rng.dest(n, me, s.remote_only);
-        let tag = tag_base | sent;
-        let mut payload = [0u8; N];
-        stamp(&mut payload, tag);
-        shared.outstanding.set(shared.outstanding.get() + 1);
-        let sh = shared.clone();
-        // The request captures only its payload: the echo answers with it.
-        props[d].apply_then(
-            move |c| {
-                *c += 1;
-                payload
-            },
-            move |reply: [u8; N]| {
-                sh.outstanding.set(sh.outstanding.get() - 1);
-                sh.answered.set(sh.answered.get() + 1);
-                match read_stamp(&reply) {
-                    Some(t) => sh.answered_sum.set(sh.answered_sum.get().wrapping_add(t)),
-                    None => sh.bad.set(sh.bad.get() + 1),
-                }
-            },
-        );
-        sent += 1;
-        sent_sum = sent_sum.wrapping_add(tag);
+        for _ in 0..q {
+            let d = rng.dest(n, me, s.remote_only);
+            let tag = tag_base | sent;
+            let mut payload = [0u8; N];
+            stamp(&mut payload, tag);
+            shared.outstanding.set(shared.outstanding.get() + 1);
+            let sh = shared.clone();
+            // The request captures only its payload: the echo answers with it.
+            props[d].apply_then(
+                move |c| {
+                    *c += 1;
+                    payload
+                },
+                move |reply: [u8; N]| {
+                    sh.outstanding.set(sh.outstanding.get() - 1);
+                    sh.answered.set(sh.answered.get() + 1);
+                    match read_stamp(&reply) {
+                        Some(t) => sh.answered_sum.set(sh.answered_sum.get().wrapping_add(t)),
+                        None => sh.bad.set(sh.bad.get() + 1),
+                    }
+                },
+            );
+            sent += 1;
+            sent_sum = sent_sum.wrapping_add(tag);
+        }
     }
     while shared.outstanding.get() > 0 {
         skein::yield_now();
@@ -923,6 +948,17 @@ mod tests {
                 assert!(all.iter().all(|&c| c > 0), "n={n} me={me}: {all:?}");
             }
         }
+    }
+
+    #[test]
+    fn quota_keeps_to_the_window_and_the_budget() {
+        assert_eq!(quota(None, 0, 0, 1000, 256), 256);
+        assert_eq!(quota(None, 0, 900, 1000, 256), 100);
+        assert_eq!(quota(None, 0, 1200, 1000, 256), 0);
+        // The budget caps a pass: 20000 requests, 19990 sent, 10 left.
+        assert_eq!(quota(Some(20_000), 19_990, 0, 1000, 256), 10);
+        assert_eq!(quota(Some(20_000), 20_000, 0, 1000, 256), 0);
+        assert_eq!(quota(Some(5), 0, 0, 1000, 256), 5);
     }
 
     #[test]
