@@ -8,6 +8,8 @@ mod engines;
 mod graph_source;
 mod job;
 mod limits;
+#[cfg(feature = "mpi")]
+mod mpi_baselines;
 mod names;
 mod output;
 mod progress;
@@ -43,8 +45,11 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // Under `mpirun` with more than one rank every command would run once per rank, each
     // on its own: refuse until delegation across ranks exists (with one rank, or without
-    // the `mpi` feature, this is a no-op).
-    if let Err(e) = skein::rack::require_one_rank() {
+    // the `mpi` feature, this is a no-op). `skein bench echo|ping` are the exception: their
+    // MPI baselines span the ranks, and only rank 0 prints.
+    let every_rank = matches!(&cli.command, Command::Bench(a) if a.runs_on_every_rank());
+    let placement = if every_rank { skein::rack::init() } else { skein::rack::require_one_rank() };
+    if let Err(e) = placement {
         eprintln!("error: {e}");
         return std::process::ExitCode::FAILURE;
     }

@@ -86,3 +86,144 @@ fn fetch_add_refuses_bad_arguments() {
         assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
     }
 }
+
+/// The rows of `skein bench echo|ping --json`.
+fn json_rows(path: &std::path::Path) -> Vec<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("skein-cli-echo-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn echo_answers_requests_for_a_time() {
+    let dir = scratch("time");
+    let json = dir.join("echo.json");
+    let o = skein(&[
+        "bench",
+        "echo",
+        "--seconds",
+        "0.2",
+        "--sizes",
+        "8,32,4096",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("M req/s") && out.contains("MB/s"), "{out}");
+    // Sizes above what a record holds inline are named as boxed.
+    assert!(out.contains("above that (sizes 4096) it boxes them"), "{out}");
+    let rows = json_rows(&json);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (r, size) in rows.iter().zip([8, 32, 4096]) {
+        assert_eq!(r["impl"], "skein (1 process, 2 workers)", "{r}");
+        assert_eq!(r["size"], size, "{r}");
+        assert!(r["answered"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["requests_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+        let secs = r["seconds"].as_f64().unwrap();
+        assert!(secs >= 0.2, "{r}");
+        let line = format!(
+            "skein (1 process, 2 workers) {size:>6} {:>12}",
+            r["answered"].as_u64().unwrap()
+        );
+        assert!(out.contains(&line), "{line:?} not in {out}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn echo_with_a_request_budget_answers_exactly_that_many() {
+    let dir = scratch("budget");
+    let json = dir.join("echo.json");
+    let o = skein(&[
+        "bench",
+        "echo",
+        "--workers",
+        "3",
+        "--fibers",
+        "3",
+        "--window",
+        "7",
+        "--requests",
+        "1000",
+        "--dest",
+        "remote",
+        "--sizes",
+        "16,512",
+        "--repeat",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("uniformly random other workers"), "{}", text(&o));
+    assert!(text(&o).contains("median of 3 interleaved repetitions"), "{}", text(&o));
+    let rows = json_rows(&json);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["answered"], 3000, "3 workers x 1000 requests: {r}");
+        assert_eq!(r["impl"], "skein (1 process, 3 workers)", "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ping_times_round_trips() {
+    let dir = scratch("ping");
+    let json = dir.join("ping.json");
+    let o = skein(&["bench", "ping", "--iters", "300", "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("median µs") && out.contains("mean µs"), "{out}");
+    let rows = json_rows(&json);
+    assert_eq!(rows.len(), 2, "8 B and 4 KiB: {rows:?}");
+    for (r, size) in rows.iter().zip([8, 4096]) {
+        assert_eq!(r["size"], size, "{r}");
+        assert_eq!(r["iters"], 300, "{r}");
+        assert!(r["median_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["mean_us"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn echo_and_ping_refuse_bad_arguments() {
+    for (args, want) in [
+        (&["echo", "--sizes", "100"][..], "--sizes: 100 is not a supported payload size"),
+        (&["echo", "--seconds", "0"][..], "--seconds: 0 is outside"),
+        (&["echo", "--seconds", "NaN"][..], "--seconds: NaN is outside"),
+        (&["echo", "--dest", "near"][..], "--dest: expected `all` or `remote`"),
+        (&["echo", "--dest", "remote", "--workers", "1"][..], "needs at least 2 workers"),
+        (&["echo", "--window", "0"][..], "--window: must be at least 1"),
+        (&["echo", "--fibers", "0"][..], "--fibers: must be at least 1"),
+        (&["echo", "--requests", "0"][..], "--requests: must be at least 1"),
+        (&["echo", "--mpi-buffer", "1000"][..], "--mpi-buffer: 1000 bytes must hold"),
+        (&["ping", "--sizes", "7"][..], "--sizes: 7 is not a supported payload size"),
+        (&["ping", "--iters", "0"][..], "--iters: must be at least 1"),
+        (&["echo", "--repeat", "0"][..], "--repeat: must be at least 1"),
+        (&["ping", "--repeat", "100000"][..], "--repeat: 100000 is more than 10000"),
+    ] {
+        let mut a = vec!["bench"];
+        a.extend_from_slice(args);
+        let o = skein(&a);
+        assert!(!o.status.success(), "{args:?} should fail");
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{args:?}: {}", text(&o));
+    }
+    // --mpi: without the feature, the build is named; with it but outside mpirun, the ranks.
+    let want = if cfg!(feature = "mpi") {
+        "needs at least 2 ranks, but this process is rank 0 of 1"
+    } else {
+        "built without the `mpi` feature"
+    };
+    for cmd in ["echo", "ping"] {
+        let o = skein(
+            &["bench", cmd, "--mpi", "--seconds", "0.1"][..if cmd == "ping" { 3 } else { 5 }],
+        );
+        assert!(!o.status.success() && text(&o).contains(want), "{cmd}: {}", text(&o));
+    }
+}

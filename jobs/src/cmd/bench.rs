@@ -6,6 +6,8 @@
 //!   (`std::sync::Mutex`, a test-and-test-and-set spin lock, `parking_lot::Mutex`).
 //! * `skein bench micro` — fiber switch cost, one `apply` round trip between two workers, and
 //!   requests a single trustee serves per second.
+//! * `skein bench echo` and `skein bench ping` — request throughput and round trips, beside
+//!   MPI baselines with `--mpi` ([`super::echo`]).
 //!
 //! Timings on shared machines are noisy: compare ratios measured in one run, and use
 //! `--repeat N` (implementations interleaved, median reported) on a busy machine. `--slot-size`
@@ -32,6 +34,11 @@ enum BenchCmd {
     FetchAdd(FetchAddArgs),
     /// Fiber switch, apply round trip, single-trustee throughput.
     Micro(MicroArgs),
+    /// Echo: every worker sends requests to random workers and answers theirs (requests/s);
+    /// with --mpi, beside MPI echoes across the ranks of an mpirun.
+    Echo(super::echo::EchoArgs),
+    /// Ping: one blocking round trip at a time (µs); with --mpi, beside an MPI ping-pong.
+    Ping(super::echo::PingArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,10 +108,20 @@ struct MicroArgs {
     json: Option<std::path::PathBuf>,
 }
 
+impl Args {
+    /// Whether this benchmark runs on every rank of an `mpirun` (echo and ping: their MPI
+    /// baselines span the ranks, and only rank 0 prints).
+    pub(crate) fn runs_on_every_rank(&self) -> bool {
+        matches!(self.cmd, BenchCmd::Echo(_) | BenchCmd::Ping(_))
+    }
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     match args.cmd {
         BenchCmd::FetchAdd(a) => fetch_add(a),
         BenchCmd::Micro(a) => micro(a),
+        BenchCmd::Echo(a) => super::echo::echo(a),
+        BenchCmd::Ping(a) => super::echo::ping(a),
     }
 }
 

@@ -1,0 +1,997 @@
+//! `skein bench echo` and `skein bench ping`: request throughput and round-trip latency of
+//! delegation, beside MPI baselines (issue 18; `docs/rack-mode.md` §7.2, benchmarks).
+//!
+//! * **echo** — every worker is both client and server. A property per worker counts the
+//!   requests it served; each worker runs `--fibers` fibers that send `apply_then` requests
+//!   carrying a payload of `--size` bytes to uniformly random workers (seeded), each fiber
+//!   keeping up to `--window` requests in flight. The trustee answers with the payload itself
+//!   (an echo); the client checks the echoed bytes and counts answered requests per second.
+//! * **ping** — one fiber on worker 0 makes blocking `apply` round trips to worker 1's
+//!   property with a payload of 8 B and 4 KiB (echoed back); median and mean round trip.
+//!
+//! With `--mpi` (feature `mpi`, under `mpirun -np R`, R ≥ 2) the same command runs MPI
+//! baselines across the ranks, one thread per rank (`crate::mpi_baselines`): for echo an
+//! aggregated echo in the style of the Graph500 reference's AML (32 KiB buffers per
+//! destination) and an echo that sends every request as its own message; for ping an MPI
+//! ping-pong between ranks 0 and 1. Rank 0 prints one table with all of them.
+//!
+//! Delegation across ranks does not exist yet: `Runtime::run` refuses more than one rank. The
+//! Skein side therefore tries to run as it will in rack mode, and when the runtime refuses,
+//! rank 0 measures it in a child process of its own (the same executable, outside the MPI
+//! job) while the other ranks wait without spinning. Its rows are labelled
+//! `skein (1 process, W workers)`: figures across the workers of one process, not across
+//! ranks. When the runtime runs across ranks, the same code measures the rack job.
+//!
+//! The request closures capture only their payload, a `[u8; N]` (which is `skein::Plain`):
+//! the closure itself works on the property it is applied to, so it can travel as
+//! `apply_then(payload, |c, p| ..., then)` once the argument-first API exists.
+
+use anyhow::{bail, Context};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Payload sizes the benchmarks are compiled for (a payload is a `[u8; N]`).
+const SIZES: [usize; 10] = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+
+/// Bytes of a request closure or a result the runtime stores inline in a record; above this
+/// the runtime boxes it (`framework/src/channel/record.rs`, `INLINE_MAX`, and
+/// `framework/src/trust/result.rs`).
+const RECORD_INLINE_BYTES: usize = 256;
+
+/// Requests a Skein client fiber issues between two looks at the clock.
+const ISSUE_PER_PASS: usize = 64;
+
+/// Most seconds a measurement may run per size.
+const MAX_SECONDS: f64 = 3600.0;
+
+/// Arguments of `skein bench echo`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct EchoArgs {
+    /// Worker threads of the Skein side (every one is client and server).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Client fibers per worker.
+    #[arg(long, default_value_t = 4)]
+    fibers: usize,
+    /// Requests each fiber keeps in flight at most.
+    #[arg(long, default_value_t = 256)]
+    window: usize,
+    /// Comma-separated payload sizes in bytes (each one of 8, 16, 32, ..., 4096).
+    #[arg(long, value_delimiter = ',', default_value = "8,32,64,256,1024,4096")]
+    sizes: Vec<usize>,
+    /// Seconds of sending per size and implementation (ignored with --requests).
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Requests per worker (Skein) and per rank (MPI) instead of a time limit.
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Destinations: `all` (uniform over every worker/rank, the sender included) or
+    /// `remote` (uniform over the others).
+    #[arg(long, default_value = "all")]
+    dest: String,
+    /// Seed of the destination generators.
+    #[arg(long, default_value_t = 0x5EED)]
+    seed: u64,
+    /// Pin workers to cores.
+    #[arg(long)]
+    pin: bool,
+    /// Also run the MPI baselines across the ranks of this `mpirun` (feature `mpi`).
+    #[arg(long)]
+    mpi: bool,
+    /// Measure everything this many times, the implementations interleaved, and report the
+    /// median row of each (damps interference on a shared machine).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Bytes of an aggregation buffer of the AML-style MPI echo.
+    #[arg(long, default_value_t = 32 * 1024)]
+    mpi_buffer: usize,
+    /// Full aggregation buffers of requests each rank keeps in flight per destination rank
+    /// (AML-style MPI echo).
+    #[arg(long, default_value_t = 4)]
+    mpi_buffers: usize,
+    /// Requests each rank keeps in flight (MPI echo with one message per request; 32 was
+    /// the best of 8, 32 and 128 on 2 ranks of a 2-core machine).
+    #[arg(long, default_value_t = 32)]
+    mpi_window: usize,
+    /// Write the rows as JSON to this file (rank 0).
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+/// Arguments of `skein bench ping`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PingArgs {
+    /// Round trips per size (after as many warm-up round trips, up to 10000).
+    #[arg(long, default_value_t = 100_000)]
+    iters: usize,
+    /// Comma-separated payload sizes in bytes (each one of 8, 16, 32, ..., 4096).
+    #[arg(long, value_delimiter = ',', default_value = "8,4096")]
+    sizes: Vec<usize>,
+    /// Pin workers to cores.
+    #[arg(long)]
+    pin: bool,
+    /// Also run an MPI ping-pong between ranks 0 and 1 of this `mpirun` (feature `mpi`).
+    #[arg(long)]
+    mpi: bool,
+    /// Measure everything this many times, the implementations interleaved, and report the
+    /// median row of each (by median round trip).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Write the rows as JSON to this file (rank 0).
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+/// One echo measurement.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct EchoRow {
+    #[serde(rename = "impl")]
+    pub(crate) imp: String,
+    pub(crate) size: usize,
+    pub(crate) answered: u64,
+    pub(crate) seconds: f64,
+    pub(crate) requests_per_sec: f64,
+    /// Payload bytes per second in each direction (answered × size / seconds), in MB/s.
+    pub(crate) mb_per_sec: f64,
+}
+
+impl EchoRow {
+    pub(crate) fn new(imp: String, size: usize, answered: u64, seconds: f64) -> EchoRow {
+        let rate = answered as f64 / seconds.max(1e-9);
+        EchoRow {
+            imp,
+            size,
+            answered,
+            seconds,
+            requests_per_sec: rate,
+            mb_per_sec: rate * size as f64 / 1e6,
+        }
+    }
+}
+
+/// One round-trip measurement.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct PingRow {
+    #[serde(rename = "impl")]
+    pub(crate) imp: String,
+    pub(crate) size: usize,
+    pub(crate) iters: usize,
+    pub(crate) median_us: f64,
+    pub(crate) mean_us: f64,
+}
+
+impl PingRow {
+    /// The row of `iters` round trips timed one by one (`each_ns`) and `total_ns` in all.
+    pub(crate) fn from_samples(
+        imp: String,
+        size: usize,
+        mut each_ns: Vec<u64>,
+        total_ns: f64,
+    ) -> PingRow {
+        let iters = each_ns.len();
+        each_ns.sort_unstable();
+        let median = each_ns.get(iters / 2).copied().unwrap_or(0) as f64;
+        PingRow {
+            imp,
+            size,
+            iters,
+            median_us: median / 1e3,
+            mean_us: total_ns / iters.max(1) as f64 / 1e3,
+        }
+    }
+}
+
+/// The settings an echo measurement needs, shared by the Skein side and the MPI baselines.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EchoSetup {
+    pub(crate) size: usize,
+    pub(crate) seconds: f64,
+    pub(crate) requests: Option<u64>,
+    pub(crate) remote_only: bool,
+    pub(crate) seed: u64,
+}
+
+/// How many requests a sender may issue now: at most `per_pass`, no more than the `window`
+/// minus the `outstanding` ones allows, and no more than its `budget` (if any) minus the
+/// `sent` ones allows.
+pub(crate) fn quota(
+    budget: Option<u64>,
+    sent: u64,
+    outstanding: usize,
+    window: usize,
+    per_pass: usize,
+) -> usize {
+    let by_window = window.saturating_sub(outstanding).min(per_pass);
+    match budget {
+        Some(b) => by_window.min(usize::try_from(b.saturating_sub(sent)).unwrap_or(usize::MAX)),
+        None => by_window,
+    }
+}
+
+/// Runs `$f::<N>($args...)` for the payload size `$n` (one of [`SIZES`]).
+macro_rules! with_size {
+    ($n:expr, $f:ident($($args:expr),*)) => {
+        match $n {
+            8 => $f::<8>($($args),*),
+            16 => $f::<16>($($args),*),
+            32 => $f::<32>($($args),*),
+            64 => $f::<64>($($args),*),
+            128 => $f::<128>($($args),*),
+            256 => $f::<256>($($args),*),
+            512 => $f::<512>($($args),*),
+            1024 => $f::<1024>($($args),*),
+            2048 => $f::<2048>($($args),*),
+            4096 => $f::<4096>($($args),*),
+            n => bail!("payload size {n} is not one of {SIZES:?}"),
+        }
+    };
+}
+
+fn check_sizes(sizes: &[usize]) -> anyhow::Result<()> {
+    if sizes.is_empty() {
+        bail!("--sizes: give at least one size");
+    }
+    if let Some(s) = sizes.iter().find(|s| !SIZES.contains(s)) {
+        bail!(
+            "--sizes: {s} is not a supported payload size (expected each of {})",
+            SIZES.map(|s| s.to_string()).join(",")
+        );
+    }
+    Ok(())
+}
+
+/// Whether a header was printed: once per process, not once per repetition.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+static ECHO_HEADER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+static PING_HEADER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True the first time it is called with `flag`.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn first_time(flag: &std::sync::atomic::AtomicBool) -> bool {
+    !flag.swap(true, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The median row of each (implementation, size) over repetitions, by `key` (rows of one
+/// repetition in order; every repetition has the same rows).
+fn median_rows<R: Clone>(reps: Vec<Vec<R>>, key: impl Fn(&R) -> f64) -> Vec<R> {
+    let Some(first) = reps.first() else { return Vec::new() };
+    (0..first.len())
+        .map(|i| {
+            let mut xs: Vec<&R> = reps.iter().filter_map(|rows| rows.get(i)).collect();
+            xs.sort_by(|a, b| key(a).total_cmp(&key(b)));
+            xs[xs.len() / 2].clone()
+        })
+        .collect()
+}
+
+fn check_repeat(repeat: usize) -> anyhow::Result<()> {
+    crate::limits::check_count(
+        repeat,
+        crate::limits::MAX_REPEAT,
+        "more add nothing to a median but run time",
+    )
+    .map_err(|e| anyhow::anyhow!("--repeat: {e}"))
+}
+
+/// `--mpi` needs the `mpi` feature and at least 2 ranks; `Ok(ranks)` when it may run.
+fn check_mpi(what: &str) -> anyhow::Result<usize> {
+    if !cfg!(feature = "mpi") {
+        bail!(
+            "--mpi: this skein was built without the `mpi` feature; rebuild with \
+             `cargo build --release -p skein-jobs --features mpi` and run it under mpirun"
+        );
+    }
+    skein::rack::init().context("--mpi: the MPI bootstrap failed")?;
+    let ranks = skein::ranks();
+    if ranks < 2 {
+        bail!(
+            "--mpi: the MPI {what} needs at least 2 ranks, but this process is rank 0 of 1 \
+             (run it under `mpirun -np 2 ...`)"
+        );
+    }
+    Ok(ranks)
+}
+
+fn check_echo(a: &EchoArgs) -> anyhow::Result<()> {
+    use crate::limits::{self, check_count};
+    let flag = |name: &'static str| move |e: String| anyhow::anyhow!("--{name}: {e}");
+    check_sizes(&a.sizes)?;
+    check_repeat(a.repeat)?;
+    check_count(a.fibers, limits::MAX_FIBERS - 1, "fiber stacks are allocated up front")
+        .map_err(flag("fibers"))?;
+    check_count(a.window, 1 << 24, "the in-flight requests of one fiber")
+        .map_err(flag("window"))?;
+    check_count(a.mpi_window, 1 << 24, "the in-flight requests of one rank")
+        .map_err(flag("mpi-window"))?;
+    check_count(a.mpi_buffers, 1 << 16, "aggregation buffers per destination")
+        .map_err(flag("mpi-buffers"))?;
+    let largest = a.sizes.iter().copied().max().unwrap_or(8);
+    if a.mpi_buffer < largest || a.mpi_buffer > 1 << 26 {
+        bail!(
+            "--mpi-buffer: {} bytes must hold at least one request of the largest size ({largest} \
+             bytes) and be at most 67108864",
+            a.mpi_buffer
+        );
+    }
+    if !(a.seconds > 0.0 && a.seconds <= MAX_SECONDS) {
+        bail!("--seconds: {} is outside (0, {MAX_SECONDS}]", a.seconds);
+    }
+    if let Some(r) = a.requests {
+        check_count(usize::try_from(r).unwrap_or(usize::MAX), 1 << 40, "it would run for days")
+            .map_err(flag("requests"))?;
+    }
+    let remote_only = match a.dest.as_str() {
+        "all" => false,
+        "remote" => true,
+        d => bail!("--dest: expected `all` or `remote`, got `{d}`"),
+    };
+    if remote_only && a.workers < 2 {
+        bail!("--dest remote: needs at least 2 workers (a worker sends to the others)");
+    }
+    // The runtime: message slots and a stack per fiber (one more per worker: the driver).
+    limits::check_engine(true, a.workers, a.fibers + 1, *limits::SLOT_SIZE_RANGE.start())
+        .map_err(anyhow::Error::msg)?;
+    Ok(())
+}
+
+fn dest_name(remote_only: bool) -> &'static str {
+    if remote_only {
+        "uniformly random other workers"
+    } else {
+        "uniformly random workers (the sender included)"
+    }
+}
+
+/// `skein bench echo`.
+pub(crate) fn echo(a: EchoArgs) -> anyhow::Result<()> {
+    check_echo(&a)?;
+    let ranks = if a.mpi { check_mpi("echo baselines")? } else { 1 };
+    let remote_only = a.dest == "remote";
+    let setup = |size| EchoSetup {
+        size,
+        seconds: a.seconds,
+        requests: a.requests,
+        remote_only,
+        seed: a.seed,
+    };
+    let rank0 = skein::rank() == 0;
+    if rank0 {
+        let mut budget = match a.requests {
+            Some(r) => format!("{r} requests per worker/rank"),
+            None => format!("{} s", a.seconds),
+        };
+        if a.repeat > 1 {
+            budget.push_str(&format!(", median of {} interleaved repetitions", a.repeat));
+        }
+        println!(
+            "echo: each client sends requests of SIZE bytes to {}, the server answers with the \
+             same bytes; {budget} per size",
+            dest_name(remote_only),
+        );
+        println!(
+            "skein: {} workers x {} fibers, up to {} requests in flight per fiber (apply_then)",
+            a.workers, a.fibers, a.window
+        );
+        if a.sizes.iter().any(|&s| s > RECORD_INLINE_BYTES) {
+            println!(
+                "note: the runtime stores up to {RECORD_INLINE_BYTES} bytes of a request closure \
+                 or a result inline in its record; above that (sizes {}) it boxes them, one \
+                 allocation each way per request",
+                a.sizes
+                    .iter()
+                    .filter(|&&s| s > RECORD_INLINE_BYTES)
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let mut reps = Vec::with_capacity(a.repeat);
+    for _ in 0..a.repeat {
+        let mut rows = skein_echo_rows(&a, remote_only)?;
+        if a.mpi {
+            rows.extend(mpi_echo_rows(&a, ranks, &setup)?);
+        }
+        reps.push(rows);
+    }
+    let rows = median_rows(reps, |r: &EchoRow| r.requests_per_sec);
+    if !rank0 {
+        return Ok(());
+    }
+    print_echo_table(&rows, &a.sizes);
+    if let Some(path) = &a.json {
+        let s = serde_json::to_string_pretty(&rows)?;
+        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_echo_rows(
+    a: &EchoArgs,
+    ranks: usize,
+    setup: &dyn Fn(usize) -> EchoSetup,
+) -> anyhow::Result<Vec<EchoRow>> {
+    use crate::mpi_baselines as mb;
+    if skein::rank() == 0 && first_time(&ECHO_HEADER) {
+        println!(
+            "mpi aggregated: one thread per rank, requests and replies packed per destination \
+             rank into {} KiB buffers (non-blocking sends when full, partial buffers flushed \
+             when the rank is idle), up to {} full buffers of requests in flight per \
+             destination; requests to the own rank are answered in place, as AML does",
+            a.mpi_buffer / 1024,
+            a.mpi_buffers
+        );
+        println!(
+            "mpi per-message: one thread per rank, every request and reply its own message \
+             (MPI_Isend, MPI_Improbe + MPI_Mrecv), up to {} requests in flight per rank",
+            a.mpi_window
+        );
+    }
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        let s = setup(size);
+        let inflight = a.mpi_buffers * (a.mpi_buffer / size) * (ranks - 1).max(1);
+        let t = mb::aggregated_echo(&s, a.mpi_buffer, inflight)?;
+        rows.push(EchoRow::new(
+            format!("mpi aggregated ({ranks} ranks, {} KiB)", a.mpi_buffer / 1024),
+            size,
+            t.answered,
+            t.seconds,
+        ));
+        let t = mb::per_message_echo(&s, a.mpi_window)?;
+        rows.push(EchoRow::new(
+            format!("mpi per-message ({ranks} ranks)"),
+            size,
+            t.answered,
+            t.seconds,
+        ));
+    }
+    Ok(rows)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_echo_rows(
+    _: &EchoArgs,
+    _: usize,
+    _: &dyn Fn(usize) -> EchoSetup,
+) -> anyhow::Result<Vec<EchoRow>> {
+    unreachable!("check_mpi refuses --mpi without the feature")
+}
+
+fn print_echo_table(rows: &[EchoRow], sizes: &[usize]) {
+    let width = rows.iter().map(|r| r.imp.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<width$} {:>6} {:>12} {:>8} {:>10} {:>10}",
+        "impl", "size", "answered", "secs", "M req/s", "MB/s"
+    );
+    for r in rows {
+        println!(
+            "{:<width$} {:>6} {:>12} {:>8.3} {:>10.3} {:>10.1}",
+            r.imp,
+            r.size,
+            r.answered,
+            r.seconds,
+            r.requests_per_sec / 1e6,
+            r.mb_per_sec
+        );
+    }
+    // Skein against each MPI baseline, per size.
+    for &size in sizes {
+        let of = |prefix: &str| {
+            rows.iter()
+                .find(|r| r.size == size && r.imp.starts_with(prefix))
+                .map(|r| r.requests_per_sec)
+        };
+        let Some(sk) = of("skein") else { continue };
+        for (label, prefix) in
+            [("aggregated", "mpi aggregated"), ("per-message", "mpi per-message")]
+        {
+            if let Some(m) = of(prefix).filter(|&m| m > 0.0) {
+                println!("size {size:>4}: skein / mpi {label}: {:.2}x", sk / m);
+            }
+        }
+    }
+}
+
+/// The Skein side of echo: in this process when the runtime runs here (one rank, or rack
+/// mode), otherwise measured by rank 0 in a child process (module docs).
+fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRow>> {
+    let rt = skein::Runtime::builder()
+        .workers(a.workers)
+        .fibers_per_worker(a.fibers + 1)
+        .pin(a.pin)
+        .build()
+        .context("building the skein runtime")?;
+    match rt.run(|| ()) {
+        Ok(()) => {}
+        Err(skein::Error::RackNotYetSupported { .. }) => return skein_echo_in_child(a),
+        Err(e) => return Err(e).context("starting the skein runtime"),
+    }
+    let label = format!("skein (1 process, {} workers)", rt.workers());
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        let s =
+            EchoSetup { size, seconds: a.seconds, requests: a.requests, remote_only, seed: a.seed };
+        let (answered, secs) = with_size!(size, skein_echo(&rt, s, a.fibers, a.window))?;
+        rows.push(EchoRow::new(label.clone(), size, answered, secs));
+    }
+    Ok(rows)
+}
+
+#[cfg(feature = "mpi")]
+fn skein_echo_in_child(a: &EchoArgs) -> anyhow::Result<Vec<EchoRow>> {
+    let mut args: Vec<String> = [
+        "bench",
+        "echo",
+        "--workers",
+        &a.workers.to_string(),
+        "--fibers",
+        &a.fibers.to_string(),
+        "--window",
+        &a.window.to_string(),
+        "--sizes",
+        &a.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
+        "--seconds",
+        &a.seconds.to_string(),
+        "--dest",
+        &a.dest,
+        "--seed",
+        &a.seed.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(r) = a.requests {
+        args.extend(["--requests".to_string(), r.to_string()]);
+    }
+    if a.pin {
+        args.push("--pin".into());
+    }
+    crate::mpi_baselines::rows_from_child_on_rank0(args)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn skein_echo_in_child(_: &EchoArgs) -> anyhow::Result<Vec<EchoRow>> {
+    unreachable!("without the mpi feature there is one rank and the runtime runs")
+}
+
+/// SplitMix64: the destination generator (deterministic per seed, worker and fiber).
+pub(crate) struct SplitMix(u64);
+
+impl SplitMix {
+    pub(crate) fn new(seed: u64, stream: u64) -> SplitMix {
+        SplitMix(seed ^ (stream + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// A destination in `0..n`, or in `0..n` without `me` when `remote_only` (n ≥ 2).
+    #[inline]
+    pub(crate) fn dest(&mut self, n: usize, me: usize, remote_only: bool) -> usize {
+        if remote_only {
+            let d = (self.next() % (n as u64 - 1)) as usize;
+            d + usize::from(d >= me)
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+}
+
+/// Writes `tag` at both ends of a payload (one place when it is 8 bytes).
+#[inline]
+pub(crate) fn stamp(p: &mut [u8], tag: u64) {
+    let n = p.len();
+    p[..8].copy_from_slice(&tag.to_le_bytes());
+    p[n - 8..].copy_from_slice(&tag.to_le_bytes());
+}
+
+/// The tag of a payload written by [`stamp`], or `None` when its two copies differ.
+#[inline]
+pub(crate) fn read_stamp(p: &[u8]) -> Option<u64> {
+    let n = p.len();
+    let a = u64::from_le_bytes(p[..8].try_into().ok()?);
+    let b = u64::from_le_bytes(p[n - 8..].try_into().ok()?);
+    (a == b).then_some(a)
+}
+
+/// One fiber's tally.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    sent: u64,
+    answered: u64,
+    sent_sum: u64,
+    answered_sum: u64,
+    bad: u64,
+}
+
+/// One echo measurement with payloads of `N` bytes: `(answered, seconds)`.
+fn skein_echo<const N: usize>(
+    rt: &skein::Runtime,
+    s: EchoSetup,
+    fibers: usize,
+    window: usize,
+) -> anyhow::Result<(u64, f64)> {
+    let (tallies, served, secs) = rt.run(move || {
+        let w = skein::num_workers();
+        // The property of each worker: the number of requests it served.
+        let props: Arc<Vec<skein::Trust<u64>>> =
+            Arc::new((0..w).map(|i| skein::trustee(i).entrust(0u64)).collect());
+        let t0 = Instant::now();
+        let deadline = t0 + Duration::from_secs_f64(s.seconds);
+        let mut hs = Vec::with_capacity(w * fibers);
+        for me in 0..w {
+            for f in 0..fibers {
+                let props = props.clone();
+                // This fiber's share of the worker's --requests.
+                let budget = s
+                    .requests
+                    .map(|r| r / fibers as u64 + u64::from((f as u64) < r % fibers as u64));
+                hs.push(skein::spawn_on(me, move || {
+                    echo_fiber::<N>(
+                        &props,
+                        me,
+                        (me * fibers + f) as u64,
+                        s,
+                        budget,
+                        deadline,
+                        window,
+                    )
+                }));
+            }
+        }
+        let tallies: Vec<Tally> = hs.into_iter().map(|h| h.join()).collect();
+        let secs = t0.elapsed().as_secs_f64();
+        let served: u64 = props.iter().map(|p| p.apply(|c| *c)).sum();
+        (tallies, served, secs)
+    })?;
+    let mut t = Tally::default();
+    for x in &tallies {
+        t.sent += x.sent;
+        t.answered += x.answered;
+        t.sent_sum = t.sent_sum.wrapping_add(x.sent_sum);
+        t.answered_sum = t.answered_sum.wrapping_add(x.answered_sum);
+        t.bad += x.bad;
+    }
+    if t.bad > 0 || t.answered != t.sent || t.answered_sum != t.sent_sum || served != t.sent {
+        bail!(
+            "skein echo ({} bytes): {} requests sent, {} answered, {served} served, {} replies \
+             with wrong bytes, tag sums {} vs {}",
+            s.size,
+            t.sent,
+            t.answered,
+            t.bad,
+            t.sent_sum,
+            t.answered_sum
+        );
+    }
+    Ok((t.answered, secs))
+}
+
+/// A client fiber of echo: sends until the deadline or its budget, keeping at most `window`
+/// requests in flight, then waits for its answers.
+fn echo_fiber<const N: usize>(
+    props: &[skein::Trust<u64>],
+    me: usize,
+    stream: u64,
+    s: EchoSetup,
+    budget: Option<u64>,
+    deadline: Instant,
+    window: usize,
+) -> Tally {
+    struct Shared {
+        outstanding: Cell<usize>,
+        answered: Cell<u64>,
+        answered_sum: Cell<u64>,
+        bad: Cell<u64>,
+    }
+    let shared = Rc::new(Shared {
+        outstanding: Cell::new(0),
+        answered: Cell::new(0),
+        answered_sum: Cell::new(0),
+        bad: Cell::new(0),
+    });
+    let n = props.len();
+    let mut rng = SplitMix::new(s.seed, stream);
+    let (mut sent, mut sent_sum) = (0u64, 0u64);
+    let tag_base = stream << 40;
+    loop {
+        if budget.map_or(Instant::now() >= deadline, |b| sent >= b) {
+            break;
+        }
+        let q = quota(budget, sent, shared.outstanding.get(), window, ISSUE_PER_PASS);
+        if q == 0 {
+            skein::yield_now();
+            continue;
+        }
+        for _ in 0..q {
+            let d = rng.dest(n, me, s.remote_only);
+            let tag = tag_base | sent;
+            let mut payload = [0u8; N];
+            stamp(&mut payload, tag);
+            shared.outstanding.set(shared.outstanding.get() + 1);
+            let sh = shared.clone();
+            // The request captures only its payload: the echo answers with it.
+            props[d].apply_then(
+                move |c| {
+                    *c += 1;
+                    payload
+                },
+                move |reply: [u8; N]| {
+                    sh.outstanding.set(sh.outstanding.get() - 1);
+                    sh.answered.set(sh.answered.get() + 1);
+                    match read_stamp(&reply) {
+                        Some(t) => sh.answered_sum.set(sh.answered_sum.get().wrapping_add(t)),
+                        None => sh.bad.set(sh.bad.get() + 1),
+                    }
+                },
+            );
+            sent += 1;
+            sent_sum = sent_sum.wrapping_add(tag);
+        }
+    }
+    while shared.outstanding.get() > 0 {
+        skein::yield_now();
+    }
+    Tally {
+        sent,
+        answered: shared.answered.get(),
+        sent_sum,
+        answered_sum: shared.answered_sum.get(),
+        bad: shared.bad.get(),
+    }
+}
+
+/// `skein bench ping`.
+pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
+    check_sizes(&a.sizes)?;
+    check_repeat(a.repeat)?;
+    crate::limits::check_count(a.iters, crate::limits::MAX_ITERS, "it would run for hours")
+        .map_err(|e| anyhow::anyhow!("--iters: {e}"))?;
+    if a.mpi {
+        check_mpi("ping-pong")?;
+    }
+    let rank0 = skein::rank() == 0;
+    if rank0 {
+        println!(
+            "ping: blocking round trips with a payload of SIZE bytes echoed back; {} per size \
+             after {} warm-up{}",
+            a.iters,
+            warmup(a.iters),
+            if a.repeat > 1 {
+                format!(", median of {} interleaved repetitions", a.repeat)
+            } else {
+                String::new()
+            }
+        );
+        println!("skein: one fiber on worker 0, `apply` on a property of worker 1 (2 workers)");
+    }
+    let mut reps = Vec::with_capacity(a.repeat);
+    for _ in 0..a.repeat {
+        let mut rows = skein_ping_rows(&a)?;
+        if a.mpi {
+            rows.extend(mpi_ping_rows(&a)?);
+        }
+        reps.push(rows);
+    }
+    let rows = median_rows(reps, |r: &PingRow| -r.median_us);
+    if !rank0 {
+        return Ok(());
+    }
+    let width = rows.iter().map(|r| r.imp.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<width$} {:>6} {:>10} {:>12} {:>12}",
+        "impl", "size", "iters", "median µs", "mean µs"
+    );
+    for r in &rows {
+        println!(
+            "{:<width$} {:>6} {:>10} {:>12.3} {:>12.3}",
+            r.imp, r.size, r.iters, r.median_us, r.mean_us
+        );
+    }
+    for &size in &a.sizes {
+        let of = |p: &str| rows.iter().find(|r| r.size == size && r.imp.starts_with(p));
+        if let (Some(s), Some(m)) = (of("skein"), of("mpi")) {
+            if m.median_us > 0.0 {
+                println!(
+                    "size {size:>4}: skein / mpi round trip (median): {:.2}x",
+                    s.median_us / m.median_us
+                );
+            }
+        }
+    }
+    if let Some(path) = &a.json {
+        let s = serde_json::to_string_pretty(&rows)?;
+        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+    }
+    Ok(())
+}
+
+/// Warm-up round trips before `iters` timed ones.
+pub(crate) fn warmup(iters: usize) -> usize {
+    iters.min(10_000)
+}
+
+fn skein_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
+    let rt = skein::Runtime::builder()
+        .workers(2)
+        .pin(a.pin)
+        .build()
+        .context("building the skein runtime")?;
+    match rt.run(|| ()) {
+        Ok(()) => {}
+        Err(skein::Error::RackNotYetSupported { .. }) => return skein_ping_in_child(a),
+        Err(e) => return Err(e).context("starting the skein runtime"),
+    }
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        let (each, total) = with_size!(size, skein_ping(&rt, a.iters))?;
+        rows.push(PingRow::from_samples("skein (1 process, 2 workers)".into(), size, each, total));
+    }
+    Ok(rows)
+}
+
+#[cfg(feature = "mpi")]
+fn skein_ping_in_child(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
+    let mut args: Vec<String> = vec![
+        "bench".into(),
+        "ping".into(),
+        "--iters".into(),
+        a.iters.to_string(),
+        "--sizes".into(),
+        a.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
+    ];
+    if a.pin {
+        args.push("--pin".into());
+    }
+    crate::mpi_baselines::rows_from_child_on_rank0(args)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn skein_ping_in_child(_: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
+    unreachable!("without the mpi feature there is one rank and the runtime runs")
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
+    if skein::rank() == 0 && first_time(&PING_HEADER) {
+        println!("mpi: ping-pong between ranks 0 and 1 (MPI_Send + MPI_Recv each way)");
+    }
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        if let Some((each, total)) =
+            crate::mpi_baselines::ping_pong(size, a.iters, warmup(a.iters))?
+        {
+            rows.push(PingRow::from_samples(
+                "mpi ping-pong (ranks 0, 1)".into(),
+                size,
+                each,
+                total,
+            ));
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_ping_rows(_: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
+    unreachable!("check_mpi refuses --mpi without the feature")
+}
+
+/// `iters` blocking round trips with `N`-byte payloads, each timed: `(each ns, total ns)`.
+fn skein_ping<const N: usize>(
+    rt: &skein::Runtime,
+    iters: usize,
+) -> anyhow::Result<(Vec<u64>, f64)> {
+    let (each, total, bad) = rt.run(move || {
+        let t = skein::trustee(1).entrust(0u64);
+        let mut bad = 0u64;
+        let mut round_trip = |i: usize| {
+            let mut payload = [0u8; N];
+            stamp(&mut payload, i as u64);
+            // The request captures only its payload.
+            let reply = t.apply(move |c| {
+                *c += 1;
+                payload
+            });
+            if read_stamp(&reply) != Some(i as u64) {
+                bad += 1;
+            }
+        };
+        for i in 0..warmup(iters) {
+            round_trip(i);
+        }
+        let mut each = Vec::with_capacity(iters);
+        let t0 = Instant::now();
+        let mut last = t0;
+        for i in 0..iters {
+            round_trip(i);
+            let now = Instant::now();
+            each.push((now - last).as_nanos() as u64);
+            last = now;
+        }
+        let total = t0.elapsed().as_nanos() as f64;
+        (each, total, bad)
+    })?;
+    if bad > 0 {
+        bail!("skein ping ({N} bytes): {bad} replies did not echo the payload");
+    }
+    Ok((each, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_destinations_never_pick_the_sender_and_cover_the_others() {
+        for n in [2usize, 3, 7] {
+            for me in 0..n {
+                let mut rng = SplitMix::new(1, me as u64);
+                let mut seen = vec![0u32; n];
+                for _ in 0..1000 {
+                    seen[rng.dest(n, me, true)] += 1;
+                }
+                assert_eq!(seen[me], 0, "n={n} me={me}: {seen:?}");
+                assert!((0..n).filter(|&d| d != me).all(|d| seen[d] > 0), "{seen:?}");
+                let mut all = vec![0u32; n];
+                for _ in 0..1000 {
+                    all[rng.dest(n, me, false)] += 1;
+                }
+                assert!(all.iter().all(|&c| c > 0), "n={n} me={me}: {all:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn quota_keeps_to_the_window_and_the_budget() {
+        assert_eq!(quota(None, 0, 0, 1000, 256), 256);
+        assert_eq!(quota(None, 0, 900, 1000, 256), 100);
+        assert_eq!(quota(None, 0, 1200, 1000, 256), 0);
+        // The budget caps a pass: 20000 requests, 19990 sent, 10 left.
+        assert_eq!(quota(Some(20_000), 19_990, 0, 1000, 256), 10);
+        assert_eq!(quota(Some(20_000), 20_000, 0, 1000, 256), 0);
+        assert_eq!(quota(Some(5), 0, 0, 1000, 256), 5);
+    }
+
+    #[test]
+    fn stamps_round_trip_and_catch_torn_payloads() {
+        let mut p = [0u8; 32];
+        stamp(&mut p, 0xDEAD_BEEF_0042);
+        assert_eq!(read_stamp(&p), Some(0xDEAD_BEEF_0042));
+        p[31] ^= 1;
+        assert_eq!(read_stamp(&p), None);
+        let mut p8 = [0u8; 8];
+        stamp(&mut p8, 7);
+        assert_eq!(read_stamp(&p8), Some(7));
+    }
+
+    #[test]
+    fn median_rows_pick_the_middle_repetition_per_row() {
+        let row = |imp: &str, rate: f64| EchoRow::new(imp.into(), 8, rate as u64, 1.0);
+        let reps = vec![
+            vec![row("a", 5.0), row("b", 1.0)],
+            vec![row("a", 1.0), row("b", 9.0)],
+            vec![row("a", 3.0), row("b", 4.0)],
+        ];
+        let m = median_rows(reps, |r| r.requests_per_sec);
+        assert_eq!((m[0].imp.as_str(), m[0].answered), ("a", 3));
+        assert_eq!((m[1].imp.as_str(), m[1].answered), ("b", 4));
+        assert!(median_rows(Vec::<Vec<EchoRow>>::new(), |r| r.seconds).is_empty());
+    }
+
+    #[test]
+    fn ping_rows_take_the_median_sample_and_the_mean_of_the_total() {
+        let r = PingRow::from_samples("x".into(), 8, vec![5000, 1000, 3000], 9000.0);
+        assert_eq!(r.median_us, 3.0);
+        assert_eq!(r.mean_us, 3.0);
+        assert_eq!(r.iters, 3);
+    }
+}

@@ -1,0 +1,572 @@
+//! MPI baselines of `skein bench echo --mpi` and `skein bench ping --mpi` (feature `mpi`),
+//! written with rsmpi, one thread per rank; MPI is started by skein's rack bootstrap
+//! (`skein::rack::init`), which also finalises it when the process exits.
+//!
+//! * [`aggregated_echo`] — requests packed per destination rank into buffers (32 KiB by
+//!   default), as the Graph500 reference's AML library does: a buffer is sent with
+//!   `MPI_Isend` when it is full, or flushed when the rank has nothing else to do; the server
+//!   packs its replies per destination the same way. Requests to the own rank are answered in
+//!   place (AML calls the handler directly).
+//! * [`per_message_echo`] — every request and every reply is its own message.
+//! * [`ping_pong`] — blocking send and receive between ranks 0 and 1.
+//!
+//! Every rank receives with `MPI_Improbe` + `MPI_Mrecv` on any source and tag. A run ends
+//! without a global clock: a rank that has sent all its requests and got every reply sends
+//! `DONE` to every other rank, and leaves once it has `DONE` from all of them (every request
+//! it could still receive came before the sender's `DONE`, and every reply it owed was
+//! received before the client's). Per-rank tallies are all-gathered and checked on every
+//! rank alike (requests sent = answered, the echoed tags' sums agree), so every rank reaches
+//! the same verdict and the job never hangs on one rank's error.
+//!
+//! # Invariants
+//!
+//! 1. A buffer handed to a non-blocking send ([`InFlight`]) is neither written, moved out of
+//!    its heap block, nor freed until MPI reports the send complete: it leaves an `InFlight`
+//!    only through [`InFlight::try_finish`] or [`InFlight::wait`] after completion, and an
+//!    `InFlight` dropped before that leaks its buffer.
+//! 2. No communicator or request outlives the function that made it (they are not `Send`),
+//!    as in `skein::rack`.
+//! 3. Every function here is collective: every rank calls them in the same order with the
+//!    same arguments (they come from the same command line).
+
+use crate::cmd::echo::{quota, read_stamp, stamp, EchoSetup, SplitMix};
+use anyhow::{bail, Context};
+use mpi::request::{Request, StaticScope};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Tag;
+use std::time::{Duration, Instant};
+
+const TAG_REQ: Tag = 11;
+const TAG_REP: Tag = 12;
+const TAG_DONE: Tag = 13;
+const TAG_GO: Tag = 14;
+const TAG_PING: Tag = 15;
+
+/// Incoming messages handled per loop pass before the rank issues and flushes again.
+const RECV_PER_PASS: usize = 64;
+/// Requests issued per loop pass at most (then the rank receives again).
+const ISSUE_PER_PASS: usize = 256;
+
+/// A buffer handed to `MPI_Isend`, kept with its request until the send completes
+/// (invariant 1).
+struct InFlight {
+    req: Option<Request<'static, [u8]>>,
+    buf: Option<Vec<u8>>,
+}
+
+impl InFlight {
+    /// Starts sending `buf` to `dest` with `tag`.
+    fn send(world: &SimpleCommunicator, dest: usize, tag: Tag, buf: Vec<u8>) -> InFlight {
+        // SAFETY: `view` is the heap block of `buf`, which moves into the returned `InFlight`
+        // (moving a `Vec` does not move its heap block). Invariant 1: the block is not
+        // written, reallocated or freed until MPI has completed the send, so the `'static`
+        // borrow handed to MPI is never used after the block is gone.
+        let view: &'static [u8] = unsafe { std::slice::from_raw_parts(buf.as_ptr(), buf.len()) };
+        let rank = mpi::Rank::try_from(dest).expect("rank numbers fit MPI's int");
+        let req = world.process_at_rank(rank).immediate_send_with_tag(StaticScope, view, tag);
+        InFlight { req: Some(req), buf: Some(buf) }
+    }
+
+    /// The buffer back if the send has completed, else `self` unchanged.
+    fn try_finish(mut self) -> Result<Vec<u8>, InFlight> {
+        match self.req.take().map(Request::test) {
+            Some(Ok(_)) | None => Ok(self.buf.take().unwrap_or_default()),
+            Some(Err(req)) => {
+                self.req = Some(req);
+                Err(self)
+            }
+        }
+    }
+
+    /// Waits for the send and returns the buffer.
+    fn wait(mut self) -> Vec<u8> {
+        if let Some(req) = self.req.take() {
+            req.wait();
+        }
+        self.buf.take().unwrap_or_default()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.req.is_some() {
+            // Still being sent: leak the buffer rather than free it under MPI (invariant 1).
+            // (rsmpi's request then panics on its own drop: an incomplete request is a bug.)
+            std::mem::forget(self.buf.take());
+        }
+    }
+}
+
+/// Sends in flight and the buffers they return.
+struct Sends {
+    pending: Vec<InFlight>,
+    spare: Vec<InFlight>,
+    pool: Vec<Vec<u8>>,
+    capacity: usize,
+    /// [`Sends::reap_some`] tests the sends when this many are pending.
+    reap_at: usize,
+}
+
+/// Fewest pending sends [`Sends::reap_some`] tests at once.
+const REAP_BATCH: usize = 32;
+
+impl Sends {
+    fn new(capacity: usize) -> Sends {
+        Sends {
+            pending: Vec::new(),
+            spare: Vec::new(),
+            pool: Vec::new(),
+            capacity,
+            reap_at: REAP_BATCH,
+        }
+    }
+
+    /// Collects completed sends once enough are pending that testing each costs little per
+    /// send (small sends complete at once, so most tests succeed), or when the pool is empty.
+    fn reap_some(&mut self) {
+        if self.pending.len() >= self.reap_at || (self.pool.is_empty() && !self.pending.is_empty())
+        {
+            self.reap();
+            self.reap_at = (2 * self.pending.len()).max(REAP_BATCH);
+        }
+    }
+
+    /// An empty buffer (from the pool when one is back).
+    fn buffer(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_else(|| Vec::with_capacity(self.capacity))
+    }
+
+    fn send(&mut self, world: &SimpleCommunicator, dest: usize, tag: Tag, buf: Vec<u8>) {
+        self.pending.push(InFlight::send(world, dest, tag, buf));
+    }
+
+    /// Collects the completed sends' buffers.
+    fn reap(&mut self) {
+        std::mem::swap(&mut self.pending, &mut self.spare);
+        for f in self.spare.drain(..) {
+            match f.try_finish() {
+                Ok(mut b) => {
+                    b.clear();
+                    self.pool.push(b);
+                }
+                Err(f) => self.pending.push(f),
+            }
+        }
+    }
+
+    fn wait_all(&mut self) {
+        for f in self.pending.drain(..) {
+            let mut b = f.wait();
+            b.clear();
+            self.pool.push(b);
+        }
+    }
+}
+
+/// What the ranks of one echo measured together.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EchoTotals {
+    /// Requests answered, all ranks.
+    pub(crate) answered: u64,
+    /// The longest rank's time from the start barrier to its last reply.
+    pub(crate) seconds: f64,
+}
+
+/// One rank's tally.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    sent: u64,
+    answered: u64,
+    sent_sum: u64,
+    answered_sum: u64,
+    bad: u64,
+    nanos: u64,
+}
+
+impl Tally {
+    fn reply(&mut self, payload: &[u8]) {
+        self.answered += 1;
+        match read_stamp(payload) {
+            Some(t) => self.answered_sum = self.answered_sum.wrapping_add(t),
+            None => self.bad += 1,
+        }
+    }
+}
+
+/// The part of an echo every rank runs the same way: issuing, the stop condition and the
+/// final check.
+struct Client {
+    me: usize,
+    ranks: usize,
+    rng: SplitMix,
+    setup: EchoSetup,
+    deadline: Instant,
+    t0: Instant,
+    tally: Tally,
+    outstanding: usize,
+    payload: Vec<u8>,
+}
+
+impl Client {
+    fn new(world: &SimpleCommunicator, setup: &EchoSetup) -> Client {
+        let me = usize::try_from(world.rank()).unwrap_or(0);
+        let ranks = usize::try_from(world.size()).unwrap_or(1);
+        world.barrier();
+        let t0 = Instant::now();
+        Client {
+            me,
+            ranks,
+            rng: SplitMix::new(setup.seed, 1 << 32 | me as u64),
+            setup: *setup,
+            deadline: t0 + Duration::from_secs_f64(setup.seconds),
+            t0,
+            tally: Tally::default(),
+            outstanding: 0,
+            payload: vec![0u8; setup.size],
+        }
+    }
+
+    /// Whether this rank still sends requests.
+    fn issuing(&self) -> bool {
+        match self.setup.requests {
+            Some(r) => self.tally.sent < r,
+            None => Instant::now() < self.deadline,
+        }
+    }
+
+    /// The next request: its destination, with its payload in `self.payload`; a request to
+    /// the own rank is answered at once (and `None` returned).
+    fn next(&mut self) -> Option<usize> {
+        let d = self.rng.dest(self.ranks, self.me, self.setup.remote_only);
+        let tag = (self.me as u64) << 40 | self.tally.sent;
+        stamp(&mut self.payload, tag);
+        self.tally.sent += 1;
+        self.tally.sent_sum = self.tally.sent_sum.wrapping_add(tag);
+        if d == self.me {
+            let p = std::mem::take(&mut self.payload);
+            self.tally.reply(&p);
+            self.payload = p;
+            return None;
+        }
+        self.outstanding += 1;
+        Some(d)
+    }
+
+    fn reply(&mut self, payload: &[u8]) {
+        self.outstanding -= 1;
+        self.tally.reply(payload);
+    }
+
+    /// All-gathers the tallies, checks them (every rank alike) and sums them.
+    fn finish(mut self, world: &SimpleCommunicator, what: &str) -> anyhow::Result<EchoTotals> {
+        self.tally.nanos = self.t0.elapsed().as_nanos() as u64;
+        let t = self.tally;
+        let mine = [t.sent, t.answered, t.sent_sum, t.answered_sum, t.bad, t.nanos];
+        let mut all = vec![0u64; 6 * self.ranks];
+        world.all_gather_into(&mine[..], &mut all[..]);
+        let mut totals = EchoTotals { answered: 0, seconds: 0.0 };
+        for (r, x) in all.chunks_exact(6).enumerate() {
+            if x[0] != x[1] || x[2] != x[3] || x[4] != 0 {
+                bail!(
+                    "{what} ({} bytes): rank {r} sent {} requests, got {} answers ({} with \
+                     wrong bytes), tag sums {} vs {}",
+                    self.setup.size,
+                    x[0],
+                    x[1],
+                    x[4],
+                    x[2],
+                    x[3]
+                );
+            }
+            totals.answered += x[1];
+            totals.seconds = totals.seconds.max(x[5] as f64 / 1e9);
+        }
+        Ok(totals)
+    }
+}
+
+/// Receives one message if there is one: `(tag, source, length)` with its bytes in `buf`.
+fn receive(
+    world: &SimpleCommunicator,
+    buf: &mut [u8],
+) -> anyhow::Result<Option<(Tag, usize, usize)>> {
+    let Some((msg, status)) = world.any_process().immediate_matched_probe() else {
+        return Ok(None);
+    };
+    let len = usize::try_from(status.count(u8::equivalent_datatype())).unwrap_or(usize::MAX);
+    let src = usize::try_from(status.source_rank()).unwrap_or(0);
+    if len > buf.len() {
+        bail!("rank {src} sent a message of {len} bytes, more than the {} expected", buf.len());
+    }
+    msg.matched_receive_into(&mut buf[..len]);
+    Ok(Some((status.tag(), src, len)))
+}
+
+/// Sends `DONE` (8 bytes) to every other rank.
+fn send_done(world: &SimpleCommunicator, sends: &mut Sends, me: usize, ranks: usize) {
+    for r in (0..ranks).filter(|&r| r != me) {
+        let mut b = sends.buffer();
+        b.extend_from_slice(&0u64.to_le_bytes());
+        sends.send(world, r, TAG_DONE, b);
+    }
+}
+
+/// The AML-style aggregated echo: requests and replies packed per destination rank into
+/// buffers of `buffer` bytes; at most `inflight` requests of a rank outstanding.
+pub(crate) fn aggregated_echo(
+    setup: &EchoSetup,
+    buffer: usize,
+    inflight: usize,
+) -> anyhow::Result<EchoTotals> {
+    let world = SimpleCommunicator::world();
+    let size = setup.size;
+    // The bytes of whole requests a buffer holds.
+    let full = buffer / size * size;
+    let mut sends = Sends::new(full);
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let mut reqs: Vec<Vec<u8>> = (0..ranks).map(|_| Vec::with_capacity(full)).collect();
+    let mut reps: Vec<Vec<u8>> = (0..ranks).map(|_| Vec::with_capacity(full)).collect();
+    let mut recv = vec![0u8; full.max(8)];
+    let mut c = Client::new(&world, setup);
+    let (me, mut done_from, mut done_sent) = (c.me, 0usize, false);
+    loop {
+        // Serve and take replies.
+        let mut got = 0;
+        while got < RECV_PER_PASS {
+            let Some((tag, src, len)) = receive(&world, &mut recv)? else { break };
+            got += 1;
+            match tag {
+                TAG_REQ => {
+                    for p in recv[..len].chunks_exact(size) {
+                        reps[src].extend_from_slice(p);
+                        if reps[src].len() + size > full {
+                            let b = std::mem::replace(&mut reps[src], sends.buffer());
+                            sends.send(&world, src, TAG_REP, b);
+                        }
+                    }
+                }
+                TAG_REP => recv[..len].chunks_exact(size).for_each(|p| c.reply(p)),
+                TAG_DONE => done_from += 1,
+                t => bail!("aggregated echo: unexpected message tag {t} from rank {src}"),
+            }
+        }
+        // Issue.
+        let issuing = c.issuing();
+        if issuing {
+            for _ in
+                0..quota(c.setup.requests, c.tally.sent, c.outstanding, inflight, ISSUE_PER_PASS)
+            {
+                if let Some(d) = c.next() {
+                    reqs[d].extend_from_slice(&c.payload);
+                    if reqs[d].len() + size > full {
+                        let b = std::mem::replace(&mut reqs[d], sends.buffer());
+                        sends.send(&world, d, TAG_REQ, b);
+                    }
+                }
+            }
+        }
+        // Flush partial buffers when idle: nothing came in, and nothing more can be issued.
+        if got == 0 {
+            for d in 0..ranks {
+                if !reps[d].is_empty() {
+                    let b = std::mem::replace(&mut reps[d], sends.buffer());
+                    sends.send(&world, d, TAG_REP, b);
+                }
+                if (!issuing || c.outstanding >= inflight) && !reqs[d].is_empty() {
+                    let b = std::mem::replace(&mut reqs[d], sends.buffer());
+                    sends.send(&world, d, TAG_REQ, b);
+                }
+            }
+        }
+        if got == 0 {
+            sends.reap();
+        } else {
+            sends.reap_some();
+        }
+        if !issuing && c.outstanding == 0 && !done_sent {
+            send_done(&world, &mut sends, me, ranks);
+            done_sent = true;
+        }
+        if done_sent && done_from == ranks - 1 {
+            break;
+        }
+    }
+    sends.wait_all();
+    c.finish(&world, "mpi aggregated echo")
+}
+
+/// The echo with one message per request and per reply; at most `window` requests of a rank
+/// outstanding.
+pub(crate) fn per_message_echo(setup: &EchoSetup, window: usize) -> anyhow::Result<EchoTotals> {
+    let world = SimpleCommunicator::world();
+    let size = setup.size;
+    let mut sends = Sends::new(size);
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let mut recv = vec![0u8; size.max(8)];
+    let mut c = Client::new(&world, setup);
+    let (me, mut done_from, mut done_sent) = (c.me, 0usize, false);
+    loop {
+        let mut got = 0;
+        while got < RECV_PER_PASS {
+            let Some((tag, src, len)) = receive(&world, &mut recv)? else { break };
+            got += 1;
+            match tag {
+                TAG_REQ => {
+                    let mut b = sends.buffer();
+                    b.extend_from_slice(&recv[..len]);
+                    sends.send(&world, src, TAG_REP, b);
+                }
+                TAG_REP => c.reply(&recv[..len]),
+                TAG_DONE => done_from += 1,
+                t => bail!("per-message echo: unexpected message tag {t} from rank {src}"),
+            }
+        }
+        let issuing = c.issuing();
+        if issuing {
+            for _ in 0..quota(c.setup.requests, c.tally.sent, c.outstanding, window, ISSUE_PER_PASS)
+            {
+                if let Some(d) = c.next() {
+                    let mut b = sends.buffer();
+                    b.extend_from_slice(&c.payload);
+                    sends.send(&world, d, TAG_REQ, b);
+                }
+            }
+        }
+        if got == 0 {
+            sends.reap();
+        } else {
+            sends.reap_some();
+        }
+        if !issuing && c.outstanding == 0 && !done_sent {
+            send_done(&world, &mut sends, me, ranks);
+            done_sent = true;
+        }
+        if done_sent && done_from == ranks - 1 {
+            break;
+        }
+    }
+    sends.wait_all();
+    c.finish(&world, "mpi per-message echo")
+}
+
+/// Ping-pong of `size` bytes between ranks 0 and 1: `warmup` untimed round trips, then
+/// `iters` timed one by one. Rank 0 gets `(each ns, total ns)`; the other ranks `None`.
+pub(crate) fn ping_pong(
+    size: usize,
+    iters: usize,
+    warmup: usize,
+) -> anyhow::Result<Option<(Vec<u64>, f64)>> {
+    let world = SimpleCommunicator::world();
+    let me = world.rank();
+    let mut buf = vec![0u8; size];
+    world.barrier();
+    let mut out = None;
+    let mut bad = 0u64;
+    if me == 0 {
+        let peer = world.process_at_rank(1);
+        let mut round_trip = |i: usize, buf: &mut Vec<u8>| {
+            stamp(buf, i as u64);
+            peer.send_with_tag(&buf[..], TAG_PING);
+            peer.receive_into_with_tag(&mut buf[..], TAG_PING);
+            if read_stamp(buf) != Some(i as u64) {
+                bad += 1;
+            }
+        };
+        for i in 0..warmup {
+            round_trip(i, &mut buf);
+        }
+        let mut each = Vec::with_capacity(iters);
+        let t0 = Instant::now();
+        let mut last = t0;
+        for i in 0..iters {
+            round_trip(i, &mut buf);
+            let now = Instant::now();
+            each.push((now - last).as_nanos() as u64);
+            last = now;
+        }
+        out = Some((each, t0.elapsed().as_nanos() as f64));
+    } else if me == 1 {
+        let peer = world.process_at_rank(0);
+        for _ in 0..warmup + iters {
+            peer.receive_into_with_tag(&mut buf[..], TAG_PING);
+            peer.send_with_tag(&buf[..], TAG_PING);
+        }
+    }
+    // Rank 0's verdict reaches every rank, so all fail alike.
+    let mut verdict = [bad];
+    world.process_at_rank(0).broadcast_into(&mut verdict[..]);
+    if verdict[0] > 0 {
+        bail!("mpi ping-pong ({size} bytes): {} replies did not echo the payload", verdict[0]);
+    }
+    Ok(out)
+}
+
+/// Launcher variables removed from the child's environment, so that its rack bootstrap sees
+/// a plain process (prefixes).
+const LAUNCHER_PREFIXES: [&str; 3] = ["OMPI_", "PMIX_", "PMI_"];
+
+/// Rank 0 runs `skein <args> --json FILE` as a child process outside the MPI job and returns
+/// its JSON rows; the other ranks wait for rank 0's word, sleeping between probes (so they
+/// leave the cores to the child), and return no rows. Used while the runtime refuses to run
+/// across ranks (`crate::cmd::echo`'s module docs). Collective.
+pub(crate) fn rows_from_child_on_rank0<T: serde::de::DeserializeOwned>(
+    args: Vec<String>,
+) -> anyhow::Result<Vec<T>> {
+    let world = SimpleCommunicator::world();
+    let ranks = world.size();
+    if world.rank() == 0 {
+        static NOTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if crate::cmd::echo::first_time(&NOTED) {
+            println!(
+                "skein: the runtime does not run across ranks yet; rank 0 measures it in a child \
+             process (1 process) while the other ranks sleep"
+            );
+        }
+        let result = run_child(args);
+        let word = [u64::from(result.is_err())];
+        for r in 1..ranks {
+            world.process_at_rank(r).send_with_tag(&word[..], TAG_GO);
+        }
+        return result;
+    }
+    let root = world.process_at_rank(0);
+    loop {
+        if let Some((msg, _)) = root.immediate_matched_probe_with_tag(TAG_GO) {
+            let mut word = [0u64];
+            msg.matched_receive_into(&mut word[..]);
+            if word[0] != 0 {
+                bail!("rank 0 could not measure the skein side (its message says why)");
+            }
+            return Ok(Vec::new());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn run_child<T: serde::de::DeserializeOwned>(args: Vec<String>) -> anyhow::Result<Vec<T>> {
+    let exe = std::env::current_exe().context("finding this executable to run the skein side")?;
+    let json = std::env::temp_dir().join(format!("skein-bench-child-{}.json", std::process::id()));
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.args(&args).arg("--json").arg(&json);
+    for (k, _) in std::env::vars_os() {
+        if LAUNCHER_PREFIXES.iter().any(|p| k.to_string_lossy().starts_with(p)) {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd.output().with_context(|| format!("running {}", exe.display()))?;
+    if !out.status.success() {
+        bail!(
+            "the skein side (`{} {}`) failed ({}): {}",
+            exe.display(),
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let text = std::fs::read_to_string(&json)
+        .with_context(|| format!("reading the skein side's rows from {}", json.display()))?;
+    let _ = std::fs::remove_file(&json);
+    serde_json::from_str(&text)
+        .with_context(|| format!("parsing the skein side's rows from {}", json.display()))
+}
