@@ -184,6 +184,16 @@ impl Proxy {
     /// weight, or 1 below [`HALVE_FROM`], never the last unit (invariant 2). Asks for a grant
     /// when the weight left is below [`GRANT_BELOW`] and none is outstanding.
     pub(crate) fn export(&self) -> Result<Outgoing, NeedsGrant> {
+        self.export_with(HALVE_FROM, GRANT_BELOW)
+    }
+
+    /// [`Proxy::export`] with other thresholds (tests that reach weight 1 in a few exports).
+    #[inline]
+    pub(crate) fn export_with(
+        &self,
+        halve_from: u64,
+        grant_below: u64,
+    ) -> Result<Outgoing, NeedsGrant> {
         let mut w = self.weight.load(Ordering::Relaxed);
         loop {
             if w <= 1 {
@@ -193,10 +203,10 @@ impl Proxy {
                     grant: self.ask_grant(),
                 });
             }
-            let take = if w >= HALVE_FROM { w / 2 } else { 1 };
+            let take = if w >= halve_from { w / 2 } else { 1 };
             match self.weight.compare_exchange(w, w - take, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => {
-                    let grant = if w - take < GRANT_BELOW { self.ask_grant() } else { None };
+                    let grant = if w - take < grant_below { self.ask_grant() } else { None };
                     return Ok(Outgoing {
                         owner: self.owner(),
                         slot: self.slot,

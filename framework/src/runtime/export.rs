@@ -191,7 +191,7 @@ impl ExportedProp for PropPtr {
 pub(crate) struct Export {
     pub(crate) slot: u32,
     pub(crate) gen: u32,
-    /// Always [`W0`].
+    /// The table's `w0`: [`W0`].
     pub(crate) weight: u64,
 }
 
@@ -277,6 +277,8 @@ struct FreeSlots {
 /// trustee's part is its [`Owner`].
 pub(crate) struct ExportTable<P> {
     trustee: usize,
+    /// The weight of a fresh slot and of a grant: [`W0`], smaller in tests.
+    w0: u64,
     /// Chunk `k`: `FIRST_CHUNK << k` entries, or null (invariant 2).
     chunks: [AtomicPtr<Entry<P>>; CHUNKS],
     free: Mutex<FreeSlots>,
@@ -307,8 +309,16 @@ fn chunk_of(slot: u32) -> (usize, usize) {
 impl<P: ExportedProp> ExportTable<P> {
     /// The empty table of trustee `trustee` (a global worker id), and its owner's part.
     pub(crate) fn new(trustee: usize) -> (Arc<ExportTable<P>>, Owner<P>) {
+        ExportTable::with_w0(trustee, W0)
+    }
+
+    /// [`ExportTable::new`] with another slot and grant weight than [`W0`] (tests that reach
+    /// the grant path; `w0 ≥ 2`).
+    pub(crate) fn with_w0(trustee: usize, w0: u64) -> (Arc<ExportTable<P>>, Owner<P>) {
+        assert!(w0 >= 2, "an export slot's weight must split");
         let table = Arc::new(ExportTable {
             trustee,
+            w0,
             chunks: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
             free: Mutex::new(FreeSlots { recycled: Vec::new(), next: 0 }),
         });
@@ -373,12 +383,12 @@ impl<P: ExportedProp> ExportTable<P> {
         // these fields now (invariant 1).
         unsafe {
             e.prop.with_mut(|p| *p = Some(prop));
-            e.budget.with_mut(|b| *b = u128::from(W0));
+            e.budget.with_mut(|b| *b = u128::from(self.w0));
             e.returned.with_mut(|r| *r = 0);
         }
         // Release: publishes the fields above to lookups (invariant 1).
         e.state.store(LIVE | u64::from(gen), Ordering::Release);
-        Ok(Export { slot, gen, weight: W0 })
+        Ok(Export { slot, gen, weight: self.w0 })
     }
 
     /// The property in live slot `slot` of generation `gen` (the shared part of the lookups).
@@ -533,9 +543,10 @@ impl<P: ExportedProp> Owner<P> {
     /// weight, which the importer adds to its proxy.
     pub(crate) fn grant(&mut self, slot: u32, gen: u32) -> Result<u64, LookupError> {
         let (e, _) = self.table.live(slot, gen)?;
+        let w0 = self.table.w0;
         // SAFETY: the owner alone touches `budget` while the entry is live (invariant 1).
-        unsafe { e.budget.with_mut(|b| *b += u128::from(W0)) };
-        Ok(W0)
+        unsafe { e.budget.with_mut(|b| *b += u128::from(w0)) };
+        Ok(w0)
     }
 
     /// Gives `weight` back to slot `(slot, gen)` now: `returned += weight`; at `returned ==
@@ -684,3 +695,6 @@ impl<P: ExportedProp> Owner<P> {
 
 #[cfg(all(test, not(fw_loom)))]
 pub(crate) mod tests;
+
+#[cfg(all(test, not(fw_loom)))]
+mod sim;

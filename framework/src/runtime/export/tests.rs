@@ -352,3 +352,77 @@ fn many_exports_across_chunks_and_threads() {
         assert_eq!(p.refs(), 1);
     }
 }
+
+/// `docs/rack-mode.md` 5.3, hard case 1: rank A (workers 1) sends its handle on to rank C
+/// (workers 2) and drops its own; the owner drops its local handle too. The message's weight
+/// keeps the slot, and so the property, until C's proxy is released behind C's requests.
+#[test]
+fn hard_case_1_a_handle_sent_on_while_the_sender_drops() {
+    use crate::property::proxy::Proxy;
+    use crate::runtime::run_state::WorkerCounters;
+    let counters: Vec<Vec<WorkerCounters>> = (0..3).map(|_| vec![WorkerCounters::new(3)]).collect();
+    let (table, mut owner) = ExportTable::new(0);
+    let p = Fake::new(0);
+    let e = table.export(p).unwrap();
+    let a = Proxy::receive(0, e.slot, e.gen, e.weight, 0, 3).unwrap();
+    // SAFETY: A's handle holds the proxy.
+    let to_c = unsafe { a.as_ref() }.export().unwrap();
+    assert_eq!(to_c.weight, W0 / 2);
+    // SAFETY: A's handle, its last.
+    let rel_a = unsafe { Proxy::drop_handle(a, &counters[1]) }.unwrap();
+    owner.schedule_release(rel_a, 1).unwrap();
+    // SAFETY: the owner's program handle.
+    assert!(!unsafe { p.drop_ref() });
+    assert_eq!(owner.process(|_| 0).applied, 1);
+    assert_eq!((p.refs(), p.released()), (1, 0), "the message's weight holds the slot");
+    // C receives, issues a request, drops.
+    let c = Proxy::receive(to_c.owner, to_c.slot, to_c.gen, to_c.weight, 0, 3).unwrap();
+    crate::sync::bump(&counters[2][0].issued[0], 1);
+    // SAFETY: C's handle, its last.
+    let rel_c = unsafe { Proxy::drop_handle(c, &counters[2]) }.unwrap();
+    assert_eq!(rel_c.issued[..], [1]);
+    owner.schedule_release(rel_c, 2).unwrap();
+    assert_eq!(owner.process(|_| 0).applied, 0, "C's request is not served yet");
+    assert_eq!(p.released(), 0);
+    owner.lookup(e.slot, e.gen).expect("C's request finds its property");
+    let done = owner.process(|c| u64::from(c == 2));
+    assert_eq!((done.applied, done.recycled), (1, 1));
+    assert_eq!((p.refs(), p.released()), (0, 1));
+}
+
+/// Hard case 2: worker 0 of rank A queues 10^4 requests and drops its handle, worker 1 drops
+/// the last handle on A: the `Release` (which may arrive before the requests) waits until all
+/// 10^4 are served.
+#[test]
+fn hard_case_2_the_last_drop_overtakes_queued_requests() {
+    use crate::property::proxy::Proxy;
+    use crate::runtime::run_state::WorkerCounters;
+    let a_workers: Vec<WorkerCounters> = (0..2).map(|_| WorkerCounters::new(4)).collect();
+    let (table, mut owner) = ExportTable::new(1);
+    let p = Fake::new(1);
+    let e = table.export(p).unwrap();
+    // SAFETY: the owner's program handle.
+    assert!(!unsafe { p.drop_ref() });
+    let a = Proxy::receive(1, e.slot, e.gen, e.weight, 0, 4).unwrap();
+    // SAFETY: worker 0's handle keeps the proxy; the clone moves to worker 1.
+    crate::runtime::free::clone_ref(unsafe { &a.as_ref().head });
+    for _ in 0..10_000 {
+        crate::sync::bump(&a_workers[0].issued[1], 1);
+    }
+    // SAFETY: worker 0's handle.
+    assert!(unsafe { Proxy::drop_handle(a, &a_workers) }.is_none());
+    // SAFETY: worker 1's handle, the last on A.
+    let rel = unsafe { Proxy::drop_handle(a, &a_workers) }.unwrap();
+    assert_eq!(rel.issued[..], [10_000, 0]);
+    // Rank A is workers 2 and 3.
+    owner.schedule_release(rel, 2).unwrap();
+    let served = std::cell::Cell::new(0);
+    for n in [0, 1, 9_999] {
+        served.set(n);
+        assert_eq!(owner.process(|c| if c == 2 { served.get() } else { 0 }).applied, 0);
+        assert_eq!(p.released(), 0, "served {n} of 10^4");
+    }
+    served.set(10_000);
+    assert_eq!(owner.process(|c| if c == 2 { served.get() } else { 0 }).recycled, 1);
+    assert_eq!(p.released(), 1);
+}
