@@ -31,7 +31,7 @@
 //! [`crate::runtime::free::snapshot_issued`].
 
 // Not wired into the runtime yet (module docs): only the tests call it in a normal build.
-#![cfg_attr(not(test), allow(dead_code))]
+#![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::PropHead;
 use crate::run_ids;
@@ -218,6 +218,25 @@ impl Proxy {
                 Err(now) => w = now,
             }
         }
+    }
+
+    /// The wrong split that invariant 2 rules out: the amount is computed from a load and
+    /// taken with `fetch_sub`, so two racing exports can both take the last units. Only for
+    /// the loom model's broken variant, which must catch it.
+    #[cfg(all(test, fw_loom))]
+    pub(crate) fn export_fetch_sub(&self) -> Result<Outgoing, NeedsGrant> {
+        let w = self.weight.load(Ordering::Relaxed);
+        if w <= 1 {
+            return Err(NeedsGrant {
+                owner: self.owner(),
+                slot: self.slot,
+                grant: self.ask_grant(),
+            });
+        }
+        let take = if w >= HALVE_FROM { w / 2 } else { 1 };
+        let left = self.weight.fetch_sub(take, Ordering::Relaxed).wrapping_sub(take);
+        let grant = if left < GRANT_BELOW { self.ask_grant() } else { None };
+        Ok(Outgoing { owner: self.owner(), slot: self.slot, gen: self.gen, weight: take, grant })
     }
 
     /// A `Grant` to send, unless one is outstanding (invariant 4).

@@ -103,7 +103,7 @@
 //!   `issued`, and loom finds a request served after the free.
 
 // Not wired into the runtime yet (module docs): only the tests call it in a normal build.
-#![cfg_attr(not(test), allow(dead_code))]
+#![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;
 use crate::property::proxy::Release;
@@ -698,3 +698,6 @@ pub(crate) mod tests;
 
 #[cfg(all(test, not(fw_loom)))]
 mod sim;
+
+#[cfg(all(test, fw_loom))]
+mod loom_tests;
