@@ -110,8 +110,8 @@ use crate::property::proxy::Release;
 use crate::property::PropPtr;
 use crate::sync::proto::{AtomicU64, Mutex, UnsafeCell};
 use crate::sync::Ordering;
+use std::cell::Cell;
 use std::collections::VecDeque;
-use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::AtomicPtr;
 use std::sync::Arc;
@@ -324,9 +324,9 @@ impl<P: ExportedProp> ExportTable<P> {
         });
         let owner = Owner {
             table: table.clone(),
+            chunks: std::array::from_fn(|_| Cell::new(ptr::null())),
             pending: VecDeque::new(),
             max_clients: usize::MAX,
-            _not_sync: PhantomData,
         };
         (table, owner)
     }
@@ -391,10 +391,22 @@ impl<P: ExportedProp> ExportTable<P> {
         Ok(Export { slot, gen, weight: self.w0 })
     }
 
-    /// The property in live slot `slot` of generation `gen` (the shared part of the lookups).
+    /// The property in live slot `slot` of generation `gen`, found through any thread's view
+    /// of the chunks.
     fn live(&self, slot: u32, gen: u32) -> Result<(&Entry<P>, P), LookupError> {
+        self.check(self.entry(slot), slot, gen)
+    }
+
+    /// The shared part of the lookups: `e` is the entry of `slot`, if its chunk exists.
+    #[inline]
+    fn check<'a>(
+        &self,
+        e: Option<&'a Entry<P>>,
+        slot: u32,
+        gen: u32,
+    ) -> Result<(&'a Entry<P>, P), LookupError> {
         let trustee = self.trustee;
-        let e = self.entry(slot).ok_or(LookupError::OutOfRange { slot, trustee })?;
+        let e = e.ok_or(LookupError::OutOfRange { slot, trustee })?;
         // Acquire: pairs with the exporter's Release store (invariant 1).
         let s = e.state.load(Ordering::Acquire);
         if s & LIVE == 0 {
@@ -496,13 +508,20 @@ pub(crate) struct Processed {
 /// trustee's worker, not `Sync`.
 pub(crate) struct Owner<P> {
     table: Arc<ExportTable<P>>,
+    /// The chunk pointers this owner has seen (null: not yet), so that a lookup on the serve
+    /// path makes one Acquire load (the entry's state) when the chunk is known. The `Cell`s
+    /// also make the owner not `Sync`.
+    chunks: [Cell<*const Entry<P>>; CHUNKS],
     /// Returns waiting for their targets, in arrival order.
     pending: VecDeque<PendingRelease>,
     /// The most clients a `Release` may list (the workers per rank).
     max_clients: usize,
-    /// Not `Sync`: one thread at a time works as the trustee.
-    _not_sync: PhantomData<std::cell::Cell<()>>,
 }
+
+// SAFETY: the cached chunk pointers point into the table, which the owner keeps alive (its
+// `Arc`) and whose chunks never move (invariant 2), so they stay valid on any thread; the
+// owner is not `Sync`, so one thread at a time works as the trustee (invariant 3).
+unsafe impl<P: Send> Send for Owner<P> {}
 
 impl<P> std::fmt::Debug for Owner<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -524,17 +543,43 @@ impl<P: ExportedProp> Owner<P> {
         self.max_clients = n;
     }
 
-    /// The property a remote request to `(slot, gen)` targets (serve path: one Acquire load,
-    /// no lock).
+    /// The entry of `slot`, through the cached chunk pointers.
+    #[inline]
+    fn entry(&self, slot: u32) -> Option<&Entry<P>> {
+        let (k, i) = chunk_of(slot);
+        let mut chunk = self.chunks[k].get();
+        if chunk.is_null() {
+            // Acquire: pairs with the Release store of the chunk's pointer (invariant 2).
+            chunk = self.table.chunks[k].load(Ordering::Acquire);
+            if chunk.is_null() {
+                return None;
+            }
+            self.chunks[k].set(chunk);
+        }
+        // SAFETY: a chunk pointer seen non-null points to `FIRST_CHUNK << k` initialized
+        // entries that live as long as the table, which `self` keeps alive (invariant 2); this
+        // thread has synchronized with their initialization (the Acquire load, now or when it
+        // was cached); `i` is below the chunk's length.
+        Some(unsafe { &*chunk.add(i) })
+    }
+
+    /// The live entry `(slot, gen)` and its property (the owner alone recycles, so it stays
+    /// live while the owner is borrowed).
+    #[inline]
+    fn live(&self, slot: u32, gen: u32) -> Result<(&Entry<P>, P), LookupError> {
+        self.table.check(self.entry(slot), slot, gen)
+    }
+
+    /// The property a remote request to `(slot, gen)` targets (serve path: one Acquire load
+    /// once the chunk is known, no lock).
     #[inline]
     pub(crate) fn lookup(&self, slot: u32, gen: u32) -> Result<P, LookupError> {
-        // The owner alone recycles, so the slot stays live during the call.
-        self.table.live(slot, gen).map(|(_, p)| p)
+        self.live(slot, gen).map(|(_, p)| p)
     }
 
     /// `(budget, returned)` of a live slot.
     pub(crate) fn weights(&self, slot: u32, gen: u32) -> Result<(u128, u128), LookupError> {
-        let (e, _) = self.table.live(slot, gen)?;
+        let (e, _) = self.live(slot, gen)?;
         // SAFETY: the owner alone touches these while the entry is live (invariant 1).
         Ok(unsafe { (e.budget.with(|b| *b), e.returned.with(|r| *r)) })
     }
@@ -542,7 +587,7 @@ impl<P: ExportedProp> Owner<P> {
     /// Answers a `Grant { slot, gen }`: `budget += W0`; the answer carries the returned
     /// weight, which the importer adds to its proxy.
     pub(crate) fn grant(&mut self, slot: u32, gen: u32) -> Result<u64, LookupError> {
-        let (e, _) = self.table.live(slot, gen)?;
+        let (e, _) = self.live(slot, gen)?;
         let w0 = self.table.w0;
         // SAFETY: the owner alone touches `budget` while the entry is live (invariant 1).
         unsafe { e.budget.with_mut(|b| *b += u128::from(w0)) };
@@ -562,7 +607,7 @@ impl<P: ExportedProp> Owner<P> {
         if weight == 0 {
             return Err(ReleaseError::ZeroWeight { slot, gen });
         }
-        let (e, prop) = self.table.live(slot, gen)?;
+        let (e, prop) = self.live(slot, gen)?;
         // SAFETY: the owner alone touches these while the entry is live (invariant 1).
         let (budget, returned) = unsafe { (e.budget.with(|b| *b), e.returned.with(|r| *r)) };
         let outstanding = budget - returned;
@@ -619,7 +664,7 @@ impl<P: ExportedProp> Owner<P> {
         if issued.len() > self.max_clients {
             return Err(ReleaseError::Clients { slot, got: issued.len(), max: self.max_clients });
         }
-        self.table.live(slot, gen)?;
+        self.live(slot, gen)?;
         let targets = issued
             .iter()
             .enumerate()
@@ -679,12 +724,12 @@ impl<P: ExportedProp> Owner<P> {
         let mut dropped = 0;
         for slot in 0..next {
             let slot = slot as u32;
-            let Some(e) = self.table.entry(slot) else { break };
+            let Some(e) = self.entry(slot) else { break };
             let s = e.state.load(Ordering::Acquire);
             if s & LIVE == 0 {
                 continue;
             }
-            if let Ok((e, prop)) = self.table.live(slot, s as u32) {
+            if let Ok((e, prop)) = self.live(slot, s as u32) {
                 self.recycle(slot, e, prop);
                 dropped += 1;
             }

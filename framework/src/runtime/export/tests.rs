@@ -426,3 +426,15 @@ fn hard_case_2_the_last_drop_overtakes_queued_requests() {
     assert_eq!(owner.process(|c| if c == 2 { served.get() } else { 0 }).recycled, 1);
     assert_eq!(p.released(), 1);
 }
+
+#[test]
+fn the_owner_finds_slots_in_chunks_made_after_it_looked() {
+    let (table, owner) = ExportTable::new(0);
+    let p = Fake::new(0);
+    assert_eq!(owner.lookup(64, 0).unwrap_err(), LookupError::OutOfRange { slot: 64, trustee: 0 });
+    for _ in 0..65 {
+        table.export(p).unwrap();
+    }
+    assert_eq!(owner.lookup(64, 0).unwrap().0, p.0);
+    assert_eq!(owner.lookup(65, 0).unwrap_err(), LookupError::Free { slot: 65, trustee: 0 });
+}
