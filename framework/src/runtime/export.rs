@@ -19,7 +19,8 @@
 //!   are the wire target of every remote request to the property (`docs/rack-mode.md`, 3.1:
 //!   [`wire_target`]); the export message carries the whole weight `W0`.
 //! * [`Owner`] (the trustee's own part, one per table, owned by the trustee's worker): the serve
-//!   path's [`Owner::lookup`] (one Acquire load, no lock; refuses an out-of-range slot, a free
+//!   path's [`Owner::lookup`] (one Acquire load once the owner has seen the slot's chunk, no
+//!   lock; refuses an out-of-range slot, a free
 //!   one, a stale generation, a property of another trustee: [`LookupError`]), grants
 //!   ([`Owner::grant`]: `budget += W0`), returns ([`Owner::apply_return`]: `returned +=
 //!   weight`; at `returned == budget` the slot is recycled, generation + 1, and the export
@@ -85,22 +86,43 @@
 //!   flight): the snapshot in A's `Release` counts them; the owner holds the return until they
 //!   are served.
 //!
+//! * **Grants.** [`Owner::grant`] raises `budget` by `W0` and the answer carries `W0` until the
+//!   importer adds it to its proxy: the weight is in a message meanwhile, so invariant 5 holds
+//!   through a grant, and the `Grant` request's count keeps the proxy alive until then.
+//!
+//! **Transport conditions**, all in one place: (T1) reliable delivery of handles (inside
+//! messages), `Release`s, `Grant`s and their answers — a lost message leaks its weight (the
+//! property is then freed at the end of the run, never early), a duplicated one is refused
+//! or frees early, so exactly-once delivery is required; (T2) per-pair request order, which
+//! makes `served_from(c) ≥ issued[c]` mean "every request `c` issued before the snapshot was
+//! served"; (T3, liveness) a request counted in `issued` is eventually sent and served (a
+//! client does not keep queued requests unsent forever), else a `Release` waiting for it
+//! waits forever: a leak, not an error. No order between different kinds of messages is
+//! needed.
+//!
 //! # Model checking and simulation
 //!
-//! * `sim` (unit tests): a seeded simulation of three fake ranks in one thread (the owner
-//!   with local handles, two importers with two workers each) moving handles A→B→C while
-//!   holders drop, with requests in flight (issued/served counters) and messages delivered in
-//!   any order, over this module and [`crate::property::proxy`]: it checks weight conservation
-//!   (invariant 5) after every step, that no request is served after the free, that the
-//!   property is freed exactly once and only when no weight is outstanding, and that it is
-//!   freed in the end.
+//! * `sim` (unit tests): a seeded simulation of three or four fake ranks in one thread (the
+//!   owner with local handles, two or three importers of one or two workers each), over this
+//!   module and [`crate::property::proxy`] with small weights (so that grants and weight 1
+//!   happen): handles move A→B→C and back to the owner while holders clone, issue requests
+//!   (issued counters, per-pair FIFO queues served at random moments) and drop; messages
+//!   arrive in any order. It checks weight conservation (invariant 5, weight ≥ 1 everywhere)
+//!   after every step, that every served request finds its slot live and its property not
+//!   freed, that the property is freed exactly once and only when no handle, weight or
+//!   request is left anywhere, and that it is freed in the end. Its broken variant drops the
+//!   snapshots of the `Release`s and is caught. The hard cases also have scripted tests.
 //! * `loom_export_*` (under `--cfg fw_loom`, see [`crate::sync`]): two workers of one rank hold
 //!   handles to one proxy, each issues a request, exports (splitting the weight concurrently)
-//!   and drops its handle, while the owner's trustee serves requests, takes the returns and
-//!   processes them. Loom checks that the proxy's weight never reaches zero while handles
-//!   exist, that the weight is conserved, and that the property is freed once, after every
-//!   request was served. The broken variant schedules the `Release` without its snapshot of
-//!   `issued`, and loom finds a request served after the free.
+//!   and drops its handle, while the owner's trustee takes returns, schedules the `Release`
+//!   and processes pending returns before serving the requests it took. Loom checks that the
+//!   proxy's weight never reaches zero while handles exist, that all weight comes back, and
+//!   that the property is freed once, after both requests were served; a second model starts
+//!   the proxy at weight 2, so that one export finds weight 1 and asks for a grant. Broken
+//!   variants: the `Release` scheduled without its snapshot of `issued` (loom finds a request
+//!   served after the free), and the split done with `fetch_sub` of an amount computed from
+//!   an earlier load (loom finds two exports emptying the proxy, whose slot is then recycled
+//!   under it).
 
 // Not wired into the runtime yet (module docs): only the tests call it in a normal build.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
