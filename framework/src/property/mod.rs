@@ -18,6 +18,7 @@
 //!    the runtime stopped), by delegated code that runs to completion without switching fibers,
 //!    so two such references never coexist.
 
+pub(crate) mod proxy;
 pub(crate) mod slab;
 
 use crate::run_ids;
@@ -70,6 +71,17 @@ impl PropPtr {
     /// The trustee the property was entrusted to.
     pub(crate) fn trustee(&self) -> usize {
         self.trustee as usize
+    }
+
+    /// The property's address (its header), e.g. for an export slot
+    /// ([`crate::runtime::export`]), which holds a count on it.
+    pub(crate) fn head_ptr(&self) -> NonNull<PropHead> {
+        self.ptr
+    }
+
+    /// Its run's id.
+    pub(crate) fn run(&self) -> u32 {
+        self.run
     }
 }
 

@@ -9,8 +9,10 @@
 //! * [`quiesce_ranks`]: quiescence detection across ranks (rack mode), its all-reduce seam
 //!   and its proof.
 //! * [`free`]: the reference count and the property-free path, with their proof.
+//! * [`export`]: reference counting across ranks, the owner side (export slots, returns).
 
 pub(crate) mod context;
+pub(crate) mod export;
 pub(crate) mod free;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;

@@ -1,0 +1,434 @@
+//! Reference counting across ranks, the importer side: the *proxy*, a small allocation shaped
+//! like a property that stands for a property of another rank (`docs/rack-mode.md`, 5.2). The
+//! owner side, and the argument that the scheme is right, are in [`crate::runtime::export`].
+//!
+//! Built standalone, not wired yet: a `Trust<T>` whose trustee is on another rank will hold a
+//! proxy's address where it holds a property's today, so its clone and drop stay
+//! [`crate::runtime::free::clone_ref`] and [`crate::runtime::free::drop_ref`] on the proxy's
+//! [`PropHead`] (first field), with the in-process proof unchanged within the rank.
+//!
+//! # Invariants
+//!
+//! 1. A proxy is made by [`Proxy::receive`] (local count 1, the message's weight ≥ 1) and
+//!    freed exactly once, by [`Proxy::drop_handle`] on the drop that takes its local count to
+//!    zero. It counts towards its run's id ([`crate::run_ids`]) like a property.
+//! 2. `weight ≥ 1` while the proxy exists: [`Proxy::export`] moves weight out with a
+//!    compare-and-swap that never leaves less than 1 (two exports racing on one proxy cannot
+//!    both take the last units, as a plain `fetch_sub` of a value read before could), and at
+//!    weight 1 it refuses ([`NeedsGrant`]). Weight only comes in through a grant's answer
+//!    ([`Proxy::apply_grant`]).
+//! 3. `owner`, `slot` and `gen` never change; the issuing path reads them through a handle,
+//!    which keeps the proxy alive.
+//! 4. At most one grant is outstanding (`grant_asked`); the `Grant` request holds a local count
+//!    on the proxy until its completion has applied the answer, so the proxy outlives it.
+//!
+//! # Orderings
+//!
+//! Weight is moved with Relaxed read-modify-writes: only its value matters, and every export
+//! or grant answer through a handle happens before that handle's drop (program order, then
+//! the Release decrement), which the last drop's Acquire fence synchronizes with, so the last
+//! drop reads the final weight. The `issued` snapshot is Acquire, as
+//! [`crate::runtime::free::snapshot_issued`].
+
+// Not wired into the runtime yet (module docs): only the tests call it in a normal build.
+#![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
+
+use super::PropHead;
+use crate::run_ids;
+use crate::runtime::free::{drop_ref, snapshot_issued};
+use crate::runtime::run_state::WorkerCounters;
+use crate::sync::proto::{AtomicBool, AtomicU64};
+use crate::sync::Ordering;
+use std::ptr::NonNull;
+
+/// At or above this weight an export takes half of a proxy's weight; below, it takes 1
+/// (`docs/rack-mode.md`, 5.4).
+pub(crate) const HALVE_FROM: u64 = 1 << 33;
+
+/// Below this weight a proxy asks its owner for a grant.
+pub(crate) const GRANT_BELOW: u64 = 1 << 32;
+
+/// A proxy (module docs). `#[repr(C)]` with the header first, so a handle's count is the
+/// header's; 16-aligned like a property, so a handle keeps its address in 44 bits.
+#[repr(C, align(16))]
+pub(crate) struct Proxy {
+    /// Local handles of this proxy on this rank.
+    pub(crate) head: PropHead,
+    /// The property's trustee (global worker id).
+    owner: u32,
+    /// Its export slot and generation there (the wire target).
+    slot: u32,
+    gen: u32,
+    /// The run whose id the proxy holds.
+    run: u32,
+    /// Weight held (invariant 2).
+    weight: AtomicU64,
+    /// A `Grant` is outstanding (invariant 4).
+    grant_asked: AtomicBool,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("owner", &self.owner)
+            .field("slot", &self.slot)
+            .field("gen", &self.gen)
+            .field("weight", &self.weight())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle leaving a proxy inside a message: the weight it carries, and a `Grant` the caller
+/// must send when the proxy ran low.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Outgoing {
+    pub(crate) owner: usize,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
+    pub(crate) weight: u64,
+    pub(crate) grant: Option<Grant>,
+}
+
+/// An export that found the proxy at weight 1: the handle cannot leave until a grant's answer
+/// arrives (the fiber waits; in delegated context this is an error naming the limit).
+/// `grant` is the request to send, if this call is the one that asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a handle of export slot {slot} of trustee {owner} cannot leave this rank before a grant \
+     of weight arrives (weight 1 left)"
+)]
+pub(crate) struct NeedsGrant {
+    pub(crate) owner: usize,
+    pub(crate) slot: u32,
+    pub(crate) grant: Option<Grant>,
+}
+
+/// A request to the owner for more weight (`docs/rack-mode.md`, 5.2 item 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) owner: usize,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
+}
+
+/// The return of a proxy's weight to its owner, with the snapshot of the requests this rank
+/// had issued to the owner: `issued[c]` for local worker `c`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Release {
+    pub(crate) owner: usize,
+    pub(crate) slot: u32,
+    pub(crate) gen: u32,
+    pub(crate) weight: u64,
+    pub(crate) issued: Box<[u64]>,
+}
+
+/// A handle message that cannot make a proxy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProxyError {
+    /// A handle must carry weight.
+    #[error("handle of export slot {slot} of trustee {owner} arrived with zero weight")]
+    ZeroWeight { owner: usize, slot: u32 },
+    /// The owner is not a worker of the run.
+    #[error("handle names trustee {owner}, but the run has {workers} workers")]
+    Owner { owner: usize, workers: usize },
+}
+
+impl Proxy {
+    /// Receiving a handle on a rank other than its owner's: a new proxy of run `run` (of
+    /// `workers` workers over all ranks) with the message's weight and local count 1 (the new
+    /// handle's).
+    pub(crate) fn receive(
+        owner: usize,
+        slot: u32,
+        gen: u32,
+        weight: u64,
+        run: u32,
+        workers: usize,
+    ) -> Result<NonNull<Proxy>, ProxyError> {
+        if weight == 0 {
+            return Err(ProxyError::ZeroWeight { owner, slot });
+        }
+        let owner = u32::try_from(owner)
+            .ok()
+            .filter(|&o| (o as usize) < workers)
+            .ok_or(ProxyError::Owner { owner, workers })?;
+        let proxy = Proxy {
+            head: PropHead::new(),
+            owner,
+            slot,
+            gen,
+            run,
+            weight: AtomicU64::new(weight),
+            grant_asked: AtomicBool::new(false),
+        };
+        run_ids::prop_created(run);
+        Ok(NonNull::from(Box::leak(Box::new(proxy))))
+    }
+
+    /// The property's trustee (global worker id).
+    pub(crate) fn owner(&self) -> usize {
+        self.owner as usize
+    }
+
+    /// The export slot and generation: the wire target ([`crate::runtime::export::wire_target`]).
+    pub(crate) fn target(&self) -> (u32, u32) {
+        (self.slot, self.gen)
+    }
+
+    /// The weight held now (diagnostics and tests; it changes under concurrent exports).
+    pub(crate) fn weight(&self) -> u64 {
+        self.weight.load(Ordering::Relaxed)
+    }
+
+    /// Sends a handle of this proxy away (the caller holds a handle): takes half of the
+    /// weight, or 1 below [`HALVE_FROM`], never the last unit (invariant 2). Asks for a grant
+    /// when the weight left is below [`GRANT_BELOW`] and none is outstanding.
+    pub(crate) fn export(&self) -> Result<Outgoing, NeedsGrant> {
+        self.export_with(HALVE_FROM, GRANT_BELOW)
+    }
+
+    /// [`Proxy::export`] with other thresholds (tests that reach weight 1 in a few exports).
+    #[inline]
+    pub(crate) fn export_with(
+        &self,
+        halve_from: u64,
+        grant_below: u64,
+    ) -> Result<Outgoing, NeedsGrant> {
+        let mut w = self.weight.load(Ordering::Relaxed);
+        loop {
+            if w <= 1 {
+                return Err(NeedsGrant {
+                    owner: self.owner(),
+                    slot: self.slot,
+                    grant: self.ask_grant(),
+                });
+            }
+            let take = if w >= halve_from { w / 2 } else { 1 };
+            match self.weight.compare_exchange(w, w - take, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    let grant = if w - take < grant_below { self.ask_grant() } else { None };
+                    return Ok(Outgoing {
+                        owner: self.owner(),
+                        slot: self.slot,
+                        gen: self.gen,
+                        weight: take,
+                        grant,
+                    });
+                }
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// The wrong split that invariant 2 rules out: the amount is computed from a load and
+    /// taken with `fetch_sub`, so two racing exports can both take the last units. Only for
+    /// the loom model's broken variant, which must catch it.
+    #[cfg(all(test, fw_loom))]
+    pub(crate) fn export_fetch_sub(&self) -> Result<Outgoing, NeedsGrant> {
+        let w = self.weight.load(Ordering::Relaxed);
+        if w <= 1 {
+            return Err(NeedsGrant {
+                owner: self.owner(),
+                slot: self.slot,
+                grant: self.ask_grant(),
+            });
+        }
+        let take = if w >= HALVE_FROM { w / 2 } else { 1 };
+        let left = self.weight.fetch_sub(take, Ordering::Relaxed).wrapping_sub(take);
+        let grant = if left < GRANT_BELOW { self.ask_grant() } else { None };
+        Ok(Outgoing { owner: self.owner(), slot: self.slot, gen: self.gen, weight: take, grant })
+    }
+
+    /// A `Grant` to send, unless one is outstanding (invariant 4).
+    fn ask_grant(&self) -> Option<Grant> {
+        if self.grant_asked.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        Some(Grant { owner: self.owner(), slot: self.slot, gen: self.gen })
+    }
+
+    /// The answer to this proxy's `Grant`: `weight` more (`W0`), and a new grant may be asked.
+    /// Called by the `Grant` request's completion, which holds a local count (invariant 4).
+    pub(crate) fn apply_grant(&self, weight: u64) {
+        self.weight.fetch_add(weight, Ordering::Relaxed);
+        self.grant_asked.store(false, Ordering::Relaxed);
+    }
+
+    /// Drops a handle of the proxy at `p` (after its last use). When it was the last local
+    /// one, the proxy is freed and the [`Release`] to send to its owner is returned, with the
+    /// snapshot of `issued[c][owner]` over `counters` (this rank's workers; `issued` indexed by
+    /// global trustee id, over the `workers` given to [`Proxy::receive`]).
+    ///
+    /// # Safety
+    /// `p` was made by [`Proxy::receive`] and the caller gives up one local count of it that
+    /// it holds (invariant 1); it does not use `p` afterwards.
+    pub(crate) unsafe fn drop_handle(
+        p: NonNull<Proxy>,
+        counters: &[WorkerCounters],
+    ) -> Option<Release> {
+        // SAFETY: caller promise — the count it holds keeps the proxy alive.
+        let proxy = unsafe { p.as_ref() };
+        if !drop_ref(&proxy.head) {
+            return None;
+        }
+        // The count is zero and `drop_ref`'s Acquire fence has run: every other handle's use
+        // (its requests' `issued` bumps, its exports) happens before what follows.
+        let issued = snapshot_issued(counters, proxy.owner());
+        let release = Release {
+            owner: proxy.owner(),
+            slot: proxy.slot,
+            gen: proxy.gen,
+            weight: proxy.weight.load(Ordering::Relaxed),
+            issued,
+        };
+        let run = proxy.run;
+        // SAFETY: made by `Box::leak` in `receive`; the last count is gone, so nothing else
+        // names it, and this is its only free (invariant 1).
+        drop(unsafe { Box::from_raw(p.as_ptr()) });
+        run_ids::prop_freed(run);
+        Some(release)
+    }
+}
+
+#[cfg(all(test, not(fw_loom)))]
+mod tests {
+    use super::*;
+    use crate::runtime::free::clone_ref;
+
+    /// A run id no run is given ([`run_ids::acquire`] hands out 1..), so the tests' proxies
+    /// count on it without touching a real run.
+    const RUN: u32 = 0;
+
+    fn counters(n: usize) -> Vec<WorkerCounters> {
+        (0..n).map(|_| WorkerCounters::new(n)).collect()
+    }
+
+    #[test]
+    fn layout_is_a_property_header_first_and_16_aligned() {
+        assert_eq!(std::mem::offset_of!(Proxy, head), 0);
+        assert_eq!(std::mem::align_of::<Proxy>(), 16);
+    }
+
+    #[test]
+    fn receive_refuses_zero_weight_and_wide_owner() {
+        let e = Proxy::receive(1, 3, 0, 0, RUN, 4).unwrap_err();
+        assert_eq!(e, ProxyError::ZeroWeight { owner: 1, slot: 3 });
+        assert!(e.to_string().contains("zero weight"), "{e}");
+        let e = Proxy::receive(4, 3, 0, 5, RUN, 4).unwrap_err();
+        assert_eq!(e, ProxyError::Owner { owner: 4, workers: 4 });
+        assert!(e.to_string().contains("has 4 workers"), "{e}");
+        if usize::BITS > 32 {
+            let e = Proxy::receive(1 << 40, 3, 0, 5, RUN, usize::MAX).unwrap_err();
+            assert!(matches!(e, ProxyError::Owner { .. }), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn export_halves_then_takes_ones_then_needs_a_grant() {
+        let p = Proxy::receive(2, 7, 4, 1 << 35, RUN, 3).unwrap();
+        // SAFETY: the test holds the proxy's one count until `drop_handle` below.
+        let proxy = unsafe { p.as_ref() };
+        assert_eq!(proxy.target(), (7, 4));
+        assert_eq!(proxy.owner(), 2);
+        let a = proxy.export().unwrap();
+        assert_eq!((a.weight, a.slot, a.gen, a.owner, a.grant), (1 << 34, 7, 4, 2, None));
+        let b = proxy.export().unwrap();
+        assert_eq!(b.weight, 1 << 33);
+        assert_eq!(proxy.weight(), 1 << 33);
+        // 2^33 is still halved: 2^32 left, not below the grant threshold.
+        let c = proxy.export().unwrap();
+        assert_eq!((c.weight, c.grant), (1 << 32, None));
+        // Below 2^33: ones; the first export that leaves less than 2^32 asks for a grant, once.
+        let d = proxy.export().unwrap();
+        assert_eq!(d.weight, 1);
+        assert_eq!(d.grant, Some(Grant { owner: 2, slot: 7, gen: 4 }));
+        assert_eq!(proxy.export().unwrap().grant, None);
+        assert_eq!(proxy.weight(), (1 << 32) - 2);
+        let c = counters(3);
+        // SAFETY: the count the test holds.
+        let rel = unsafe { Proxy::drop_handle(p, &c) }.expect("last handle");
+        assert_eq!(rel.weight, (1 << 32) - 2);
+    }
+
+    #[test]
+    fn weight_one_needs_a_grant_and_the_answer_lets_it_leave() {
+        let p = Proxy::receive(0, 1, 0, 2, RUN, 1).unwrap();
+        // SAFETY: held until `drop_handle`.
+        let proxy = unsafe { p.as_ref() };
+        let out = proxy.export().unwrap();
+        assert_eq!(out.weight, 1);
+        let grant = out.grant.expect("below 2^32: asks");
+        let e = proxy.export().unwrap_err();
+        // The grant is outstanding: this refusal does not ask again.
+        assert_eq!(e, NeedsGrant { owner: 0, slot: 1, grant: None });
+        assert!(e.to_string().contains("grant"), "{e}");
+        assert_eq!(proxy.weight(), 1, "the last unit stays");
+        proxy.apply_grant(crate::runtime::export::W0);
+        assert_eq!(proxy.weight(), crate::runtime::export::W0 + 1);
+        let out = proxy.export().unwrap();
+        assert_eq!(out.weight, crate::runtime::export::W0 / 2);
+        assert_eq!(grant, Grant { owner: 0, slot: 1, gen: 0 });
+        // SAFETY: held.
+        unsafe { Proxy::drop_handle(p, &counters(1)) }.expect("last handle");
+    }
+
+    #[test]
+    fn a_refused_export_without_a_grant_outstanding_asks_for_one() {
+        let p = Proxy::receive(0, 1, 0, 1, RUN, 1).unwrap();
+        // SAFETY: held until `drop_handle`.
+        let proxy = unsafe { p.as_ref() };
+        let e = proxy.export().unwrap_err();
+        assert_eq!(e.grant, Some(Grant { owner: 0, slot: 1, gen: 0 }));
+        // SAFETY: held.
+        unsafe { Proxy::drop_handle(p, &counters(1)) }.expect("last handle");
+    }
+
+    #[test]
+    fn last_drop_releases_with_the_issued_snapshot() {
+        let c = counters(3);
+        let p = Proxy::receive(2, 9, 1, 1000, RUN, 3).unwrap();
+        // SAFETY: the test holds a count.
+        clone_ref(unsafe { &p.as_ref().head });
+        crate::sync::bump(&c[0].issued[2], 5);
+        crate::sync::bump(&c[1].issued[2], 3);
+        crate::sync::bump(&c[1].issued[0], 9); // to another trustee: not in the snapshot
+                                               // SAFETY: one of the two counts the test holds.
+        assert_eq!(unsafe { Proxy::drop_handle(p, &c) }, None);
+        crate::sync::bump(&c[0].issued[2], 1);
+        // SAFETY: the other count.
+        let rel = unsafe { Proxy::drop_handle(p, &c) }.expect("last handle");
+        assert_eq!(
+            rel,
+            Release { owner: 2, slot: 9, gen: 1, weight: 1000, issued: vec![6, 3, 0].into() }
+        );
+    }
+
+    #[test]
+    fn concurrent_exports_never_take_the_last_unit() {
+        for _ in 0..50 {
+            let p = Proxy::receive(0, 0, 0, 64, RUN, 1).unwrap();
+            let addr = p.as_ptr() as usize;
+            let taken: u64 = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(move || {
+                            // SAFETY: the test's count keeps the proxy alive until the scope
+                            // ends.
+                            let proxy = unsafe { &*(addr as *const Proxy) };
+                            let mut sum = 0;
+                            while let Ok(o) = proxy.export() {
+                                sum += o.weight;
+                            }
+                            sum
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            });
+            // SAFETY: the test's count.
+            let rel = unsafe { Proxy::drop_handle(p, &counters(1)) }.expect("last");
+            assert_eq!(rel.weight, 1);
+            assert_eq!(taken + rel.weight, 64, "weight conserved");
+        }
+    }
+}
