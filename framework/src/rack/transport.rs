@@ -556,6 +556,9 @@ impl Endpoint {
         self.stats
     }
 
+    /// A buffer of capacity `max_envelope_bytes` from the pool (or new). Pooled buffers keep
+    /// the length they had, so that a receive into one zero-fills only what was never
+    /// initialised; a send clears it.
     fn pooled(&mut self) -> Vec<u8> {
         match self.pool.pop() {
             Some(b) => b,
@@ -563,9 +566,8 @@ impl Endpoint {
         }
     }
 
-    fn recycle(&mut self, mut data: Vec<u8>) {
+    fn recycle(&mut self, data: Vec<u8>) {
         if data.capacity() == self.comms.config.max_envelope_bytes {
-            data.clear();
             self.pool.push(data);
         }
     }
@@ -593,8 +595,10 @@ impl Endpoint {
             return Err(SendError::WouldBlock);
         }
         self.in_flight[to_rank] += 1;
+        let mut data = self.pooled();
+        data.clear();
         Ok(SendBuf {
-            data: self.pooled(),
+            data,
             to_rank,
             to_worker,
             owner: self.worker,
@@ -705,10 +709,8 @@ impl Endpoint {
         let cap = comms.config.max_envelope_bytes;
         sends.test_some(|s| {
             in_flight[s.to_rank] -= 1;
-            let mut data = s.data;
-            if data.capacity() == cap {
-                data.clear();
-                pool.push(data);
+            if s.data.capacity() == cap {
+                pool.push(s.data);
             }
         })
     }
@@ -756,8 +758,9 @@ impl Endpoint {
         };
         let from_rank = usize::try_from(status.MPI_SOURCE).unwrap_or(usize::MAX);
         let mut data = self.pooled();
-        // Zero-filled to the message's length: MPI overwrites it all (invariant 3); within the
-        // pooled capacity this does not allocate.
+        // Exactly the message's length, every byte initialised (zeros past the buffer's old
+        // length; a pooled buffer keeps its old bytes below it): MPI overwrites them all
+        // (invariant 3). Within the pooled capacity this does not allocate.
         data.resize(len, 0);
         let mut req = {
             // SAFETY: a constant of rsmpi's shim, read after initialisation.

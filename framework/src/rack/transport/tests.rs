@@ -79,6 +79,8 @@ fn run_case(np: usize, case: &str, tag: &str) -> String {
             "rank {rank} did not report:\n{out}"
         );
     }
+    // Shown with --nocapture.
+    println!("{out}");
     out
 }
 
@@ -102,8 +104,7 @@ fn full_window_blocks_then_drains_on_2_ranks() {
 #[test]
 #[ignore = "a measurement (prints figures); run it by name, in release"]
 fn measure_on_2_ranks() {
-    let out = run_case(2, "measure", "transport measure");
-    println!("{out}");
+    run_case(2, "measure", "transport measure");
 }
 
 #[test]
@@ -233,17 +234,19 @@ fn all_to_all() {
         })
         .collect();
     let mut back = Vec::new();
-    let mut received = 0;
+    let (mut received, mut blocked) = (0, 0);
     for t in threads {
         let (ep, n) = t.join().expect("endpoint thread");
         received += n;
+        blocked += ep.stats().would_block;
         back.push(ep);
     }
     back.reverse(); // any order
     let left = transport.close(back).expect("close the transport");
     assert_eq!(left, Leftovers::default(), "nothing left over");
     println!(
-        "transport all-to-all: rank {rank} ok, {received} envelopes received of {ranks} ranks"
+        "transport all-to-all: rank {rank} ok, {received} envelopes received from {ranks} ranks, \
+         claims refused for a full window: {blocked}"
     );
 }
 
@@ -273,6 +276,7 @@ fn all_to_all_worker(mut ep: Endpoint) -> (Endpoint, usize) {
                 match ep.claim(to.0, to.1) {
                     Ok(mut buf) => {
                         assert_eq!(buf.capacity(), 64 * 1024, "a pooled buffer of size B");
+                        assert!(buf.is_empty(), "a claimed buffer is empty");
                         fill(&mut buf, me, to, seq, len);
                         ep.publish(buf)
                     }
