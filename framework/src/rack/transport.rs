@@ -551,6 +551,13 @@ impl Endpoint {
     pub(crate) fn sends_in_flight(&self) -> usize {
         self.sends.len()
     }
+    /// Whether this endpoint has anything under way: a send not complete, a receive matched
+    /// and not complete, or an envelope received and not yet taken. A worker must not sleep
+    /// while it is (`docs/rack-mode.md` §4.2, the idle policy); false does not mean that
+    /// nothing is on its way to it (that is the caller's credits to know).
+    pub(crate) fn busy(&self) -> bool {
+        self.sends.len() > 0 || self.recvs.len() > 0 || !self.ready.is_empty()
+    }
     /// This endpoint's counters.
     pub(crate) fn stats(&self) -> Stats {
         self.stats
