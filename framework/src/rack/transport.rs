@@ -64,6 +64,24 @@
 //! caller restores per-pair order from the sequence numbers in the bytes
 //! (`docs/rack-mode.md` §4.3).
 //!
+//! # What the caller must do
+//!
+//! * Call [`open`] and [`Transport::close`] on every rank, from the run's own thread, in the
+//!   same order relative to its other collectives on `MPI_COMM_WORLD` (after the start-of-run
+//!   join, so that no rank waits in them for a rank that never comes).
+//! * Use each endpoint on one thread at a time; call [`Endpoint::progress`] once per loop
+//!   pass and while idle, and not sleep while [`Endpoint::busy`] or while its own credits
+//!   are out.
+//! * Publish or abandon every claimed buffer; release every received one (or drop it, which
+//!   only forgoes the reuse).
+//! * Manage the end-to-end credits (above), restore per-pair order (above), validate every
+//!   envelope before acting on it (the bytes may be anything; only the source rank is
+//!   MPI's word).
+//! * Close only once every envelope sent has been received and every send has completed
+//!   (quiescence of the run): an envelope still on its way when its communicator is freed
+//!   could be matched by a later transport's duplicate (which the job token and run number
+//!   in the envelope header would then refuse). `close` reports what it found left over.
+//!
 //! # Memory (`docs/rack-mode.md` §4.5, as this layer realises it)
 //!
 //! With `W` workers per rank, `R` ranks, envelope size `B` ([`Config::max_envelope_bytes`])
