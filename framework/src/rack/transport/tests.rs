@@ -394,7 +394,7 @@ fn window() {
             std::thread::yield_now();
         }
         assert_eq!(ep.in_flight(1), 0, "every place back once the sends completed");
-        println!("transport window: rank 0 ok, would_block {} times", ep.stats().would_block);
+        println!("transport window: rank 0 refused {} claims", ep.stats().would_block);
     } else {
         world.barrier();
         let mut seen = vec![false; TOTAL as usize];
@@ -419,10 +419,62 @@ fn window() {
             std::thread::yield_now();
         }
         assert!(ep.poll_recv().is_none(), "nothing more");
-        println!("transport window: rank 1 ok");
     }
     let left = transport.close(vec![ep]).expect("close");
     assert_eq!(left, Leftovers::default());
+    misuse_and_leftovers(rank);
+    println!("transport window: rank {rank} ok");
+}
+
+/// A buffer of one transport's endpoint refused by another's; `close` refusing a wrong set of
+/// endpoints; and `close` reporting an envelope sent and never received (rank 0: a
+/// rendezvous send in flight; rank 1: the envelope arrived, not taken) and an eager one
+/// received and never taken.
+fn misuse_and_leftovers(rank: usize) {
+    let world = mpi::topology::SimpleCommunicator::world();
+    let config = Config { max_envelope_bytes: 64 * 1024, window: 2 };
+    let (ta, mut a) = open(1, config).expect("open a");
+    let (tb, mut b) = open(1, config).expect("open b");
+    let (mut a, mut b) = (a.pop().expect("a"), b.pop().expect("b"));
+    let peer = 1 - rank;
+    let buf = a.claim(peer, 0).expect("claim on a");
+    assert_eq!(b.publish(buf).unwrap_err(), SendError::ForeignBuffer);
+    assert_eq!(a.in_flight(peer), 1, "a's place stays taken: the buffer was dropped");
+    let buf = a.claim(peer, 0).expect("claim on a");
+    assert_eq!(b.abandon(buf).unwrap_err(), SendError::ForeignBuffer);
+    assert_eq!(a.claim(peer, 0).unwrap_err(), SendError::WouldBlock);
+    let e = ta.close(vec![b]).unwrap_err();
+    assert!(e.contains("endpoint of another transport"), "{e}");
+    let e = tb.close(Vec::new()).unwrap_err();
+    assert!(e.contains("needs all 1 endpoints back, got 0"), "{e}");
+    // Both transports' communicators leak (sound), alike on every rank.
+    drop(a);
+
+    let (t, mut eps) = open(1, config).expect("open");
+    let mut ep = eps.pop().expect("one endpoint");
+    if rank == 0 {
+        ep.send(1, 0, &[1u8; 16]).expect("an eager envelope");
+        let start = Instant::now();
+        while ep.sends_in_flight() > 0 {
+            assert!(start.elapsed() < RANK_LIMIT, "an eager send never completed");
+            ep.progress();
+        }
+        ep.send(1, 0, &vec![2u8; 64 * 1024]).expect("a rendezvous envelope");
+        ep.progress();
+        assert_eq!(ep.sends_in_flight(), 1, "rank 1 does not receive before closing");
+    }
+    world.barrier();
+    if rank == 0 {
+        let left = t.close(vec![ep]).expect("close");
+        assert_eq!(left, Leftovers { sends_in_flight: 1, ..Leftovers::default() });
+        world.barrier();
+    } else {
+        world.barrier();
+        // Rank 0 has closed: both envelopes are here, unreceived.
+        let left = t.close(vec![ep]).expect("close");
+        assert_eq!(left.sends_in_flight, 0);
+        assert_eq!(left.receives_in_flight + left.undelivered, 2, "{left:?}");
+    }
 }
 
 /// Sends to worker 0 of `to`, progressing while the window is full.
