@@ -238,9 +238,9 @@ pub(crate) struct Transport {
 /// Sets up the transport for `workers` local workers: **collective** (every rank calls it, in
 /// the same order relative to its other collectives on `MPI_COMM_WORLD`), on the thread that
 /// will call [`Transport::close`]. Returns the endpoints in worker order. Errors when MPI is
-/// not up (outside `mpirun`, bootstrap failed, finalised), `workers` is 0, or `config` is out
-/// of range (`window` 0, `max_envelope_bytes` 0 or above `i32::MAX`); every rank must pass the
-/// checks, or the others wait in the all-gather.
+/// not up (outside `mpirun`, bootstrap failed, finalised: then before any collective, alike on
+/// every rank), and on **every** rank when any rank's `workers` or `config` is out of range
+/// (`workers` 0, `window` 0, `max_envelope_bytes` 0 or above `i32::MAX`), naming those ranks.
 pub(crate) fn open(workers: usize, config: Config) -> Result<(Transport, Vec<Endpoint>), String> {
     crate::rack::init().map_err(|e| e.to_string())?;
     if !mpi::is_initialized() || mpi::is_finalized() {
@@ -248,25 +248,36 @@ pub(crate) fn open(workers: usize, config: Config) -> Result<(Transport, Vec<End
                     under mpirun with the `mpi` feature), and not yet finalised"
             .into());
     }
-    if workers == 0 || workers > u32::MAX as usize {
-        return Err(format!("the rack transport needs 1..=u32::MAX workers, got {workers}"));
-    }
-    if config.window == 0 {
-        return Err("the rack transport's window must be at least 1 envelope".into());
-    }
-    if config.max_envelope_bytes == 0 || config.max_envelope_bytes > i32::MAX as usize {
-        return Err(format!(
+    let refusal = if workers == 0 || workers > u32::MAX as usize {
+        Some(format!("the rack transport needs 1..=u32::MAX workers, got {workers}"))
+    } else if config.window == 0 {
+        Some("the rack transport's window must be at least 1 envelope".into())
+    } else if config.max_envelope_bytes == 0 || config.max_envelope_bytes > i32::MAX as usize {
+        Some(format!(
             "the rack transport's envelope size must be 1..={} bytes, got {}",
             i32::MAX,
             config.max_envelope_bytes
-        ));
-    }
+        ))
+    } else {
+        None
+    };
     let world = mpi::topology::SimpleCommunicator::world();
     let rank = usize::try_from(world.rank()).unwrap_or(0);
     let ranks = usize::try_from(world.size()).unwrap_or(1);
-    let mut all = vec![0u64; ranks];
-    world.all_gather_into(&(workers as u64), &mut all[..]);
-    let workers_of: Vec<usize> = all.iter().map(|&w| w as usize).collect();
+    // [refused, workers] per rank: every rank learns whether every rank can go on.
+    let mine = [u64::from(refusal.is_some()), workers as u64];
+    let mut all = vec![0u64; 2 * ranks];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    let refused: Vec<String> =
+        (0..ranks).filter(|&r| all[2 * r] != 0).map(|r| r.to_string()).collect();
+    if !refused.is_empty() {
+        let mut e = format!("rank(s) {} refused to open the rack transport", refused.join(", "));
+        if let Some(own) = refusal {
+            e.push_str(&format!("; rank {rank}: {own}"));
+        }
+        return Err(e);
+    }
+    let workers_of: Vec<usize> = (0..ranks).map(|r| all[2 * r + 1] as usize).collect();
     let count = workers_of.iter().copied().max().unwrap_or(workers);
     let mut handles = Vec::with_capacity(count);
     for _ in 0..count {

@@ -326,13 +326,22 @@ fn all_to_all_worker(mut ep: Endpoint) -> (Endpoint, usize) {
 fn window() {
     let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
     assert_eq!(ranks, 2);
-    // Refused before any collective, alike on every rank.
+    // Refused on every rank, alike.
     let e = open(0, Config::default()).unwrap_err();
-    assert!(e.contains("1..=u32::MAX workers, got 0"), "{e}");
+    assert!(e.contains("rank(s) 0, 1 refused to open the rack transport"), "{e}");
+    assert!(
+        e.contains(&format!("rank {rank}: the rack transport needs 1..=u32::MAX workers, got 0")),
+        "{e}"
+    );
     let e = open(1, Config { window: 0, ..Config::default() }).unwrap_err();
     assert!(e.contains("window must be at least 1"), "{e}");
     let e = open(1, Config { max_envelope_bytes: 0, ..Config::default() }).unwrap_err();
     assert!(e.contains("envelope size must be 1..="), "{e}");
+    // Refused by rank 1 only: rank 0 is told too, instead of waiting.
+    let window = if rank == 1 { 0 } else { 4 };
+    let e = open(1, Config { window, ..Config::default() }).unwrap_err();
+    assert!(e.starts_with("rank(s) 1 refused to open the rack transport"), "{e}");
+    assert_eq!(e.contains("window must be at least 1"), rank == 1, "{e}");
 
     const P: usize = 3;
     const TOTAL: u32 = 12;
