@@ -77,14 +77,18 @@
 //!   lives in a `static` and is never dropped by unwinding: statics are not dropped. It is
 //!   finalised by an `atexit` handler, so a rank that returns from `main` or calls
 //!   `std::process::exit` finalises, and the job ends cleanly once every rank has.
-//! * rsmpi's communicators and requests are not `Send` under Open MPI: none is stored. Each
-//!   MPI call makes a fresh handle to `MPI_COMM_WORLD` on the calling thread and drops it
-//!   there, which `MPI_THREAD_MULTIPLE` allows from any thread.
+//! * rsmpi's communicators and requests are not `Send` under Open MPI: the bootstrap stores
+//!   none (each of its MPI calls makes a fresh handle to `MPI_COMM_WORLD` on the calling
+//!   thread and drops it there). The envelope transport (`transport`) keeps raw
+//!   `mpi::ffi` handles in per-worker endpoints that move to their worker threads, which
+//!   `MPI_THREAD_MULTIPLE` allows; its module docs give the rules.
 
 #[cfg(feature = "mpi")]
 mod exe_hash;
 #[cfg(feature = "mpi")]
 mod mpi;
+#[cfg(feature = "mpi")]
+pub(crate) mod transport;
 
 use crate::error::{Error, Result};
 use std::cell::Cell;
