@@ -1,14 +1,19 @@
 //! Rack mode: one skein job over several processes (*ranks*) started by `mpirun`.
 //!
-//! Only the first slice exists: the **bootstrap**. Requests across ranks (the transport,
-//! handles that name a property on another rank, quiescence over all ranks) do not exist yet,
-//! so [`crate::Runtime::run`] on more than one rank returns [`Error::RackNotYetSupported`]
-//! instead of silently running one independent copy of the job per rank.
+//! What is here: the **bootstrap** (this file and `mpi.rs`: MPI with `MPI_THREAD_MULTIPLE`,
+//! the same-binary check, the job token, fate sharing, [`rank`]/[`ranks`]) and, behind the
+//! `mpi` feature, the **envelope transport** (`transport`: per-worker duplicated
+//! communicators, non-blocking sends with a window per destination rank, `Improbe`/`Imrecv`
+//! receives, a progress call that never blocks). The other pieces of rack mode are built and
+//! tested on their own (the wire format in [`crate::wire`], quiescence over ranks in
+//! `runtime::quiesce_ranks`, reference counting across ranks in `runtime::export` and
+//! `property::proxy`); joining them into the worker loop is in progress
+//! (`docs/rack-mode.md`, "Status"). Until then [`crate::Runtime::run`] on more than one rank
+//! returns [`Error::RackNotYetSupported`] instead of silently running one independent copy
+//! of the job per rank.
 //!
-//! What exists: [`rank`] and [`ranks`] (re-exported at the crate root), [`init`] (the
+//! Public here: [`rank`] and [`ranks`] (re-exported at the crate root), [`init`] (the
 //! bootstrap's verdict), [`job_token`], [`abort`], [`require_one_rank`], and fate sharing.
-//! What does not yet: requests across ranks, handles to properties on other ranks,
-//! quiescence over ranks, the per-batch token check.
 //!
 //! # Launching
 //!
