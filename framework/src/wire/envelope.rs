@@ -150,6 +150,45 @@ pub(crate) struct Expect<'a> {
     /// How many batches of one pair may arrive ahead of the next expected (the credits, at
     /// least 1): a batch is accepted if `0 <= seq - next < seq_window`.
     pub(crate) seq_window: u64,
+    /// Whether [`LOOPBACK_CONTROL`] records are accepted: only by the loopback transport
+    /// (`crate::runtime::transport`), whose envelopes never leave the process. Every other
+    /// validator refuses them ([`Fault::LoopbackOnly`]).
+    pub(crate) loopback: bool,
+}
+
+/// The reserved control id of a *loopback control record*: a runtime-internal request (a free
+/// handed to the property's owner, a quiescence wake-up: records without a `RemoteVTable`)
+/// crossing between fake ranks of one process. Its argument is the in-process record itself
+/// (its `&'static VTable` word, target word and closure bytes), which means something only
+/// inside the process that wrote it: only a validator with [`Expect::loopback`] accepts it.
+/// Step 5 of `docs/rack-mode.md` §8 replaces these records by the typed `Control` messages
+/// of §4.4.
+pub(crate) const LOOPBACK_CONTROL: u64 = super::code_id::CONTROL_IDS;
+
+/// The table that stands for a [`LOOPBACK_CONTROL`] record in a batch's list of tables: a
+/// serialized argument, no result. Its `magic` is 0, so it is not a `RemoteVTable` any code id
+/// can name, and its `run` refuses.
+pub(crate) static LOOPBACK_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 0,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
+/// `run` of [`LOOPBACK_TABLE`]: a loopback control record is run by the loopback transport
+/// itself, never through a table.
+///
+/// # Safety
+/// None (it touches nothing).
+unsafe fn refuse_loopback_run(_: *mut u8, _: &[u8], out: &mut Vec<u8>) -> Result<(), RunError> {
+    let _ = out;
+    Err(RunError::Refused("a loopback control record has no table to run".into()))
+}
+
+/// True when `vt` is [`LOOPBACK_TABLE`].
+pub(crate) fn is_loopback_table(vt: &RemoteVTable) -> bool {
+    std::ptr::eq(vt, &LOOPBACK_TABLE)
 }
 
 /// The tables of the records of the batch in flight to `(trustee, pair seq)`, or `None`.
@@ -319,6 +358,17 @@ pub(crate) enum Reason {
         /// Allowed.
         max: usize,
     },
+    /// A record whose target was refused as it ran (`docs/rack-mode.md` §3.4 item 4), or a
+    /// segment for another worker than the one serving it.
+    #[error("segment {segment}, record {record}: {why}")]
+    Target {
+        /// Segment index.
+        segment: u32,
+        /// Record index in the segment.
+        record: u32,
+        /// What is wrong.
+        why: String,
+    },
     /// A bad panic list.
     #[error("segment {segment}: panic list at byte {at}: {what}")]
     Panics {
@@ -346,6 +396,11 @@ pub(crate) enum Fault {
     /// Non-zero padding or reserved bytes.
     #[error("non-zero padding")]
     Padding,
+    /// A loopback control record outside a loopback run.
+    #[error(
+        "loopback control record (id {LOOPBACK_CONTROL}) refused: only a loopback run accepts it"
+    )]
+    LoopbackOnly,
 }
 
 /// Bytes from `b`, with a position; every read is checked.
@@ -428,10 +483,15 @@ pub(crate) struct Record<'b> {
 fn read_record<'b>(
     r: &mut Reader<'b>,
     uniform: Option<&'static RemoteVTable>,
+    loopback: bool,
 ) -> Result<Record<'b>, Fault> {
     let vt = match uniform {
         Some(vt) => vt,
-        None => resolve(r.u64().ok_or(Fault::Overrun)?).map_err(Fault::Code)?,
+        None => match r.u64().ok_or(Fault::Overrun)? {
+            LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
+            LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
+            code => resolve(code).map_err(Fault::Code)?,
+        },
     };
     let target = r.u64().ok_or(Fault::Overrun)?;
     let arg = if vt.arg_prefixed() {
@@ -530,6 +590,8 @@ pub(crate) struct Envelope<'b> {
     body: &'b [u8],
     /// The fixed part of its response's size (rule 3).
     pub(crate) response_bytes: u64,
+    /// Validated with [`Expect::loopback`].
+    loopback: bool,
 }
 
 /// One segment of an accepted request envelope.
@@ -545,6 +607,8 @@ pub(crate) struct Segment<'b> {
     pub(crate) records: u32,
     /// The records' bytes (after the code id, for uniform segments).
     body: &'b [u8],
+    /// Validated with [`Expect::loopback`].
+    loopback: bool,
 }
 
 /// Checks a request envelope received from MPI source rank `from_rank` (module docs, rules
@@ -631,12 +695,8 @@ fn validate_requests<'b>(
             let mut b = Reader::new(body);
             for k in 0..h.records {
                 let rec_at = body_at + b.at;
-                let rec = read_record(&mut b, None).map_err(|fault| Reason::Record {
-                    segment: s,
-                    record: k,
-                    at: rec_at,
-                    fault,
-                })?;
+                let rec = read_record(&mut b, None, expect.loopback)
+                    .map_err(|fault| Reason::Record { segment: s, record: k, at: rec_at, fault })?;
                 response += fixed_result_bytes(rec.vt);
             }
             if b.left() != 0 {
@@ -655,7 +715,13 @@ fn validate_requests<'b>(
     if response > expect.max_response_bytes as u64 {
         return Err(Reason::ResponseSpace { need: response, max: expect.max_response_bytes });
     }
-    Ok(Envelope { head, segments, body: &bytes[HEADER_BYTES..], response_bytes: response })
+    Ok(Envelope {
+        head,
+        segments,
+        body: &bytes[HEADER_BYTES..],
+        response_bytes: response,
+        loopback: expect.loopback,
+    })
 }
 
 impl<'b> Envelope<'b> {
@@ -678,6 +744,7 @@ impl<'b> Envelope<'b> {
                 uniform,
                 records: h.records,
                 body,
+                loopback: self.loopback,
             })
         })
     }
@@ -687,9 +754,9 @@ impl<'b> Segment<'b> {
     /// Its records, in order.
     pub(crate) fn records(&self) -> impl Iterator<Item = Record<'b>> + '_ {
         let mut r = Reader::new(self.body);
-        let uniform = self.uniform;
+        let (uniform, loopback) = (self.uniform, self.loopback);
         // Validation read every record already: these reads succeed.
-        (0..self.records).map_while(move |_| read_record(&mut r, uniform).ok())
+        (0..self.records).map_while(move |_| read_record(&mut r, uniform, loopback).ok())
     }
 
     /// The tables of its records, in order (what a client keeps for the response's check).
@@ -801,6 +868,18 @@ impl RequestWriter {
             self.push_head(vt, target);
             self.buf.extend_from_slice(arg);
         }
+    }
+
+    /// Appends a [`LOOPBACK_CONTROL`] record: `target` and the in-process record's bytes
+    /// (length-prefixed). Only the loopback transport writes these.
+    pub(crate) fn push_loopback(&mut self, target: u64, record: &[u8]) {
+        let open = self.open.as_mut().expect("skein: no segment open");
+        assert!(open.uniform.is_none(), "skein: a loopback record in a uniform segment");
+        assert!(record.len() <= MAX_SERIALIZED_BYTES, "skein: loopback record too long");
+        self.buf.extend_from_slice(&LOOPBACK_CONTROL.to_le_bytes());
+        self.buf.extend_from_slice(&target.to_le_bytes());
+        open.records += 1;
+        super::remote::push_prefixed(&mut self.buf, record);
     }
 
     /// Appends a record whose argument is a `Plain` value (its table's `arg_bytes` must be

@@ -1,0 +1,331 @@
+//! The loopback split (`Builder::loopback_ranks`): one process pretending to be several
+//! ranks, requests between fake ranks travelling as bytes through the rack-mode wire format.
+//! Results are checked against the same program run unsplit.
+
+use skein::{Runtime, Trust, TrustArray};
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Mutex;
+
+fn runtime(workers: usize, ranks: usize) -> Runtime {
+    Runtime::builder().workers(workers).loopback_ranks(ranks).build().expect("runtime")
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else {
+        "<non-string>".into()
+    }
+}
+
+/// The fiber bodies [`start_on`] can start, by index (a closure sent to a trustee captures
+/// nothing: it gets the index as its argument).
+const BODIES: [fn(); 1] = [every_kind_to_every_trustee];
+
+/// Starts `BODIES[body]` in a fiber on global worker `g`, detached: directly on this fake
+/// rank, and on another one from a request to `on_g`, a property of `g` (`spawn_on` does not
+/// cross ranks yet), whose closure starts the fiber on its own worker.
+fn start_on(g: usize, on_g: &Trust<u64>, body: usize) {
+    if skein::rank_of(g) == skein::rank() {
+        drop(skein::spawn_local_on(g, BODIES[body]));
+    } else {
+        on_g.apply(body as u64, |_, b| {
+            drop(skein::spawn_local_on(skein::current_worker(), BODIES[b as usize]));
+        });
+    }
+}
+
+#[test]
+fn geometry_of_a_split_run() {
+    assert!(Runtime::builder().workers(3).loopback_ranks(2).build().is_err());
+    assert!(Runtime::builder().workers(3).loopback_ranks(0).build().is_err());
+    let err = Runtime::builder().workers(5).loopback_ranks(2).build().unwrap_err();
+    assert!(err.to_string().contains("loopback_ranks"), "{err}");
+    let r = runtime(4, 2)
+        .run(|| {
+            let far = skein::trustee(3).entrust_new(0u64, |x| x);
+            let near = skein::trustee(1).entrust_new(0u64, |x| x);
+            let there = far.apply((), |_, ()| {
+                let ids = (skein::rank(), skein::ranks(), skein::local_workers());
+                (ids.0 as u64, ids.1 as u64, ids.2 as u64, skein::current_worker() as u64)
+            });
+            let here =
+                (skein::rank(), skein::ranks(), skein::local_workers(), skein::num_workers());
+            let ranks: Vec<usize> = (0..4).map(skein::rank_of).collect();
+            (here, there, ranks, far.is_local(), near.is_local())
+        })
+        .unwrap();
+    assert_eq!(r, ((0, 2, 2, 4), (1, 2, 2, 3), vec![0, 0, 1, 1], false, true));
+    let r = runtime(3, 3)
+        .run(|| {
+            let far = skein::trustee(2).entrust_new(0u64, |x| x);
+            let there =
+                far.apply((), |_, ()| (skein::rank() as u64, skein::local_workers() as u64));
+            (there, (0..3).map(skein::rank_of).collect::<Vec<_>>())
+        })
+        .unwrap();
+    assert_eq!(r, ((2, 1), vec![0, 1, 2]));
+}
+
+struct Handles {
+    counters: Vec<Trust<u64>>,
+    arr: TrustArray<u64>,
+}
+
+static EVERY: Mutex<Option<Handles>> = Mutex::new(None);
+static EVERY_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// From the calling worker, every kind of request to every trustee.
+fn every_kind_to_every_trustee() {
+    let me = skein::current_worker() as u64;
+    let (counters, arr) = {
+        let h = EVERY.lock().unwrap();
+        let h = h.as_ref().unwrap();
+        (h.counters.clone(), h.arr.clone())
+    };
+    for (g, t) in counters.iter().enumerate() {
+        let r = t.apply(me + 1, |c, k| {
+            *c += k;
+            k * 2
+        });
+        assert_eq!(r, (me + 1) * 2);
+        t.apply_then(
+            100 * (me + 1),
+            |c, k| {
+                *c += k;
+                k
+            },
+            move |k| assert_eq!(k, 100 * (me + 1)),
+        );
+        let n = t.apply_with(vec![me; 3], |c, v: Vec<u64>| {
+            *c += 1000 * v.iter().sum::<u64>();
+            v.len()
+        });
+        assert_eq!(n, 3);
+        let name = format!("w{me}");
+        t.apply_with_then(
+            name.clone(),
+            |c, s: String| {
+                *c += 10_000 * s.len() as u64;
+                s
+            },
+            move |s: String| assert_eq!(s, name),
+        );
+        let old = arr.apply(g * 3, me + 1, |v, k| {
+            *v += k;
+            *v - k
+        });
+        assert!(old < 1 << 40);
+        arr.apply_then(g * 3 + 1, me + 1, |v, k| *v += k * k, |()| {});
+    }
+    EVERY_DONE.fetch_add(1, SeqCst);
+}
+
+/// Every kind of request, from every worker, to every trustee; returns the final values.
+fn every_to_every(workers: usize, ranks: usize) -> (Vec<u64>, Vec<u64>) {
+    EVERY_DONE.store(0, SeqCst);
+    runtime(workers, ranks)
+        .run(|| {
+            let n = skein::num_workers();
+            let counters: Vec<Trust<u64>> =
+                (0..n).map(|g| skein::trustee(g).entrust_new(g as u64, |x| x)).collect();
+            let arr = TrustArray::new(n * 3, 5u64, |k, i| i as u64 * k);
+            *EVERY.lock().unwrap() = Some(Handles { counters: counters.clone(), arr: arr.clone() });
+            for (g, t) in counters.iter().enumerate() {
+                start_on(g, t, 0);
+            }
+            skein::wait_quiescent();
+            assert_eq!(EVERY_DONE.load(SeqCst), n);
+            drop(EVERY.lock().unwrap().take());
+            let vals = counters.iter().map(|t| t.apply((), |c, ()| *c)).collect();
+            let arr_vals = (0..n * 3).map(|i| arr.apply(i, (), |v, ()| *v)).collect();
+            (vals, arr_vals)
+        })
+        .unwrap()
+}
+
+#[test]
+fn every_call_from_every_worker_to_every_trustee() {
+    // One test at a time uses EVERY.
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap();
+    let unsplit = every_to_every(4, 1);
+    assert_eq!(every_to_every(4, 2), unsplit);
+    assert_eq!(every_to_every(4, 4), unsplit);
+    let unsplit = every_to_every(3, 1);
+    assert_eq!(every_to_every(3, 3), unsplit);
+}
+
+#[test]
+fn apply_then_keeps_per_pair_order_across_fake_ranks() {
+    const N: u64 = 100_000;
+    let last = runtime(4, 2)
+        .run(|| {
+            let t = skein::trustee(3).entrust_new(0u64, |x| x);
+            let next = Rc::new(Cell::new(1u64));
+            for i in 1..=N {
+                let next = next.clone();
+                t.apply_then(
+                    i,
+                    |c, i| {
+                        let prev = *c;
+                        *c = i;
+                        (prev, i)
+                    },
+                    move |(prev, i)| {
+                        assert_eq!(prev + 1, i, "served out of order");
+                        assert_eq!(next.get(), i, "completed out of order");
+                        next.set(i + 1);
+                    },
+                );
+            }
+            skein::wait_quiescent();
+            assert_eq!(next.get(), N + 1);
+            t.apply((), |c, ()| *c)
+        })
+        .unwrap();
+    assert_eq!(last, N);
+}
+
+#[test]
+fn a_remote_panic_names_rank_and_worker() {
+    let msg = runtime(4, 2)
+        .run(|| {
+            let t = skein::trustee(3).entrust_new(0u64, |x| x);
+            let p = catch_unwind(AssertUnwindSafe(|| {
+                t.apply(7u64, |_, k| -> u64 { panic!("boom {k}") })
+            }))
+            .unwrap_err();
+            // The trustee goes on serving.
+            assert_eq!(t.apply(1u64, |c, k| *c + k), 1);
+            panic_text(&*p)
+        })
+        .unwrap();
+    assert_eq!(msg, "rank 1 worker 3: boom 7");
+    let err = runtime(3, 3)
+        .run(|| {
+            let t = skein::trustee(2).entrust_new(0u64, |x| x);
+            t.apply_then((), |_, ()| -> u8 { panic!("later") }, |_| {});
+            skein::wait_quiescent();
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("rank 2 worker 2: later"), "{err}");
+}
+
+static DROPS: AtomicUsize = AtomicUsize::new(0);
+static DROPPED_AT: AtomicU64 = AtomicU64::new(0);
+
+struct Counted(u64);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, SeqCst);
+        DROPPED_AT.store(self.0, SeqCst);
+    }
+}
+
+#[test]
+fn a_property_is_dropped_after_requests_from_another_fake_rank() {
+    const N: u64 = 20_000;
+    runtime(4, 2)
+        .run(|| {
+            let t = skein::trustee(2).entrust_new(0u64, Counted);
+            for _ in 0..N {
+                t.apply_then((), |c, ()| c.0 += 1, |()| {});
+            }
+            // The last handle goes here, on fake rank 0, with requests still on their way.
+            drop(t);
+            skein::wait_quiescent();
+            assert_eq!(DROPS.load(SeqCst), 1, "dropped exactly once");
+            assert_eq!(DROPPED_AT.load(SeqCst), N, "dropped after every request");
+        })
+        .unwrap();
+    assert_eq!(DROPS.load(SeqCst), 1);
+}
+
+#[test]
+fn wait_quiescent_waits_for_requests_crossing_fake_ranks() {
+    let (a, b, c) = runtime(3, 3)
+        .run(|| {
+            let a = skein::trustee(0).entrust_new(0u64, |x| x);
+            let b = skein::trustee(1).entrust_new(0u64, |x| x);
+            let c = skein::trustee(2).entrust_new(0u64, |x| x);
+            for i in 0..500u64 {
+                let (a, c) = (a.clone(), c.clone());
+                // rank 0 -> rank 1, then its continuation -> rank 2, then -> rank 0.
+                b.apply_then(
+                    i,
+                    |v, i| *v += i,
+                    move |()| {
+                        let a = a.clone();
+                        c.apply_then(
+                            1u64,
+                            |v, k| *v += k,
+                            move |()| a.apply_then(2u64, |v, k| *v += k, |()| {}),
+                        );
+                    },
+                );
+            }
+            skein::wait_quiescent();
+            let get = |t: &Trust<u64>| t.apply((), |v, ()| *v);
+            (get(&a), get(&b), get(&c))
+        })
+        .unwrap();
+    assert_eq!((a, b, c), (1000, 500 * 499 / 2, 500));
+}
+
+#[test]
+fn local_calls_to_another_fake_rank_are_refused() {
+    let msgs = runtime(4, 2)
+        .run(|| {
+            let t = skein::trustee(3).entrust_new(1u64, |x| x);
+            let mut msgs = Vec::new();
+            let mut refused = |f: &mut dyn FnMut()| {
+                let p = catch_unwind(AssertUnwindSafe(f)).expect_err("not refused");
+                msgs.push(panic_text(&*p));
+            };
+            refused(&mut || {
+                let _ = t.apply_local(|c| *c);
+            });
+            refused(&mut || t.apply_then_local(|c| *c, |_| {}));
+            refused(&mut || drop(skein::trustee(2).entrust(5u64)));
+            refused(&mut || drop(skein::spawn_local_on(3, || ())));
+            refused(&mut || drop(skein::spawn_on(2, (), |()| ())));
+            // Its own fake rank is fine.
+            assert_eq!(skein::trustee(1).entrust(5u64).apply_local(|c| *c), 5);
+            msgs
+        })
+        .unwrap();
+    for m in &msgs[..4] {
+        assert!(m.contains("which is on rank 1 (this is rank 0)"), "{m}");
+    }
+    assert!(msgs[4].contains("not yet supported"), "{}", msgs[4]);
+}
+
+#[test]
+fn a_corrupted_envelope_is_refused_naming_the_rank() {
+    for (at, what) in
+        [(0, "job token"), (9, "job run"), (37, "header says"), (33, "segment 1"), (50, "reserved")]
+    {
+        let rt = Runtime::builder()
+            .workers(4)
+            .loopback_ranks(2)
+            .loopback_corrupt_first_envelope(at)
+            .build()
+            .unwrap();
+        let err = rt
+            .run(|| {
+                let t = skein::trustee(2).entrust_new(1u64, |x| x);
+                t.apply(1u64, |c, k| *c + k)
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("rank 1 worker 2: bad batch from rank 0"), "{err}");
+        assert!(err.contains(what), "byte {at}: {err}");
+    }
+}
