@@ -329,3 +329,33 @@ fn a_corrupted_envelope_is_refused_naming_the_rank() {
         assert!(err.contains(what), "byte {at}: {err}");
     }
 }
+
+/// Throughput of `apply_then` from worker 0 to trustee 2 of 4 workers, split 2 × 2 (through
+/// the loopback transport) and unsplit (slots). A measurement, not a test (no assertion on
+/// time): `cargo test --release -p skein --test loopback -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn loopback_echo_throughput() {
+    const N: u64 = 1_000_000;
+    for round in 0..3 {
+        for ranks in [1, 2] {
+            let secs = runtime(4, ranks)
+                .run(|| {
+                    let t = skein::trustee(2).entrust_new(0u64, |x| x);
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..N {
+                        t.apply_then((), |c, ()| *c += 1, |()| {});
+                    }
+                    skein::wait_quiescent();
+                    let s = t0.elapsed().as_secs_f64();
+                    assert_eq!(t.apply((), |c, ()| *c), N);
+                    s
+                })
+                .unwrap();
+            println!(
+                "round {round} ranks {ranks}: {N} apply_then in {secs:.3} s, {:.2} Mops/s",
+                N as f64 / secs / 1e6
+            );
+        }
+    }
+}

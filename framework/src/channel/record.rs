@@ -30,6 +30,10 @@
 //! ([`VTableOf`]). Closures that are larger than [`INLINE_MAX`] bytes or need more than 8-byte
 //! alignment are boxed by the queue, and the record holds the box (one word).
 //!
+//! A remote-capable record type's [`VTable`] also names its [`RemoteHook`]: the
+//! `RemoteVTable` a trustee of another rank runs it with, and the translations between the
+//! record and its wire form (the transport seam, `crate::runtime::transport`).
+//!
 //! Where records live and move: [`super::queue`] (the client's queue, which writes them with
 //! [`write()`]); [`super::batch`] runs the request halves of a batch copied into a slot, and the
 //! loops over runs of records of one type.

@@ -23,8 +23,15 @@
 //!
 //! The *local* calls (`apply_local`, `apply_then_local`, `TrusteeRef::entrust`, and
 //! `spawn_local_on` and `spawn` in [`crate::runtime::spawn`]) keep capturing closures and
-//! values built here, and refuse, at run time, an id of another rank (none exists while
-//! there is one rank; `crate::rank_of`). Their records hold the request closure.
+//! values built here, and refuse, at run time, an id of another rank (`crate::rank_of`; in a
+//! loopback run, `crate::Builder::loopback_ranks`, another fake rank). Their records hold the
+//! request closure.
+//!
+//! A remote-capable record's type names its `RemoteHook` (`VTable::remote`): the
+//! `RemoteVTable` of `(T, A, U, F)` (`RemoteVTable::of`; `of_with` for `apply_with*`, whose
+//! request half is a [`WithRequest`]), how its argument and target become wire bytes and how
+//! its wire result becomes its result space. A request to a trustee of another rank travels
+//! that way (`crate::runtime::transport`). `launch` has no hook yet (local only, step 5).
 //!
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in

@@ -75,7 +75,8 @@
 //!    of the source rank and `(trustee, pair seq)` names a batch in flight from this client;
 //!    the segments tile the rest of the envelope exactly;
 //! 3. records: every code id names a table (`code_id::resolve`; control ids are refused as
-//!    not yet supported); every argument has exactly its table's size, or a length prefix
+//!    not yet supported, except [`LOOPBACK_CONTROL`] in a loopback validator, whose record
+//!    is the in-process record of a runtime-internal request and never leaves the process); every argument has exactly its table's size, or a length prefix
 //!    within the bytes left and [`MAX_SERIALIZED_BYTES`]; the records tile the segment
 //!    exactly and their count is the header's; the response such a request envelope needs
 //!    (its fixed part: headers, fixed-size results, length prefixes and empty panic lists)
