@@ -44,11 +44,15 @@ pub struct Builder {
     slot_explicit: bool,
     /// A bad `SKEIN_LOOPBACK_RANKS` value, reported by `build`.
     env_error: Option<String>,
+    /// `SKEIN_LOOPBACK_RANKS`, unless `loopback_ranks` was called.
+    env_loopback: Option<usize>,
 }
 
 impl Default for Builder {
-    /// The default settings; `SKEIN_LOOPBACK_RANKS=r` in the environment sets
-    /// [`Builder::loopback_ranks`] (a bad value is reported by [`Builder::build`]).
+    /// The default settings. `SKEIN_LOOPBACK_RANKS=r` in the environment splits every runtime
+    /// whose worker count `r` divides into `r` fake ranks ([`Builder::loopback_ranks`]; the
+    /// others run unsplit), so that a whole test suite can run split; a value that is not a
+    /// number of ranks is reported by [`Builder::build`].
     fn default() -> Self {
         let mut b = Builder {
             cfg: Config {
@@ -63,11 +67,12 @@ impl Default for Builder {
             },
             slot_explicit: false,
             env_error: None,
+            env_loopback: None,
         };
         if let Ok(v) = std::env::var("SKEIN_LOOPBACK_RANKS") {
             match v.trim().parse::<usize>() {
-                Ok(r) => b.cfg.loopback_ranks = r,
-                Err(_) => {
+                Ok(r) if r > 0 => b.env_loopback = Some(r),
+                _ => {
                     b.env_error = Some(format!(
                         "SKEIN_LOOPBACK_RANKS must be a number of ranks (1 or more), got {v:?}"
                     ))
@@ -126,8 +131,8 @@ impl Builder {
     /// [`crate::rank_of`] follows; [`crate::num_workers`] counts all workers. So the local-only
     /// calls (`apply_local`, `entrust`, `spawn_local_on`, ...) refuse ids of another fake
     /// rank, as they will refuse ids of another real rank. Not yet supported across fake
-    /// ranks (as across real ones): `spawn_on`, `launch`. Default 1 (no split); the
-    /// environment variable `SKEIN_LOOPBACK_RANKS` sets it for [`Builder::default`].
+    /// ranks (as across real ones): `spawn_on`, `launch`. Default 1 (no split); see
+    /// [`Builder::default`] for the environment variable `SKEIN_LOOPBACK_RANKS`.
     ///
     /// `workers` must be a multiple of `r` ([`Builder::build`] says so otherwise).
     ///
@@ -145,6 +150,7 @@ impl Builder {
     pub fn loopback_ranks(mut self, r: usize) -> Self {
         self.cfg.loopback_ranks = r;
         self.env_error = None;
+        self.env_loopback = None;
         self
     }
 
@@ -174,6 +180,11 @@ impl Builder {
             } else {
                 crate::channel::slot::DEFAULT_OVERFLOW
             };
+        }
+        if let Some(r) = self.env_loopback {
+            if self.cfg.workers % r == 0 {
+                self.cfg.loopback_ranks = r;
+            }
         }
         let c = &self.cfg;
         if c.workers == 0 || c.workers > 4096 {
