@@ -114,13 +114,17 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn progress(&self, me: usize) -> bool;
 }
 
-/// One worker's inbox.
+/// One worker's inbox, and the buffers it released (reused by its next claims).
 #[derive(Debug, Default)]
 struct Inbox {
     /// Messages in `q`: read without the lock by an idle poll.
     pending: AtomicUsize,
     q: Mutex<VecDeque<Arrived>>,
+    pool: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Buffers a worker keeps for reuse.
+const POOL: usize = 8;
 
 /// The loopback transport: per worker an in-process FIFO inbox. Correctness first: a mutex
 /// per message and a `Vec` per envelope.
@@ -158,8 +162,9 @@ impl Transport for Loopback {
         self.token
     }
 
-    fn claim(&self, _from: usize, _to: usize) -> Option<Vec<u8>> {
-        Some(Vec::new())
+    fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
+        let mut pool = self.inboxes[from].pool.lock().unwrap_or_else(|e| e.into_inner());
+        Some(pool.pop().unwrap_or_else(|| Vec::with_capacity(4096)))
     }
 
     fn publish(&self, from: usize, to: usize, mut msg: Vec<u8>) {
@@ -186,7 +191,12 @@ impl Transport for Loopback {
         Some(m)
     }
 
-    fn release(&self, _me: usize, _msg: Vec<u8>) {}
+    fn release(&self, me: usize, msg: Vec<u8>) {
+        let mut pool = self.inboxes[me].pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL {
+            pool.push(msg);
+        }
+    }
 
     fn progress(&self, _me: usize) -> bool {
         false
@@ -289,8 +299,7 @@ impl Worker {
                 to: trustee as u32,
                 seq: self.next_envelope_seq(),
             };
-            let mut wr = RequestWriter::new(&head);
-            drop(buf);
+            let mut wr = RequestWriter::new_in(buf, &head);
             wr.begin_segment(trustee as u32, seq, None);
             let mut b = InFlight {
                 seq,
@@ -392,14 +401,20 @@ impl Worker {
         let env = validate(bytes, from_rank, &expect)?;
         let client = env.head.from as usize;
         let bad = |reason| BadBatch { rank: from_rank, reason };
-        let mut rw = ResponseWriter::new(&Head {
-            token: expect.job.token,
-            job_run: self.run_id,
-            from: self.index as u32,
-            to_rank: from_rank as u32,
-            to: client as u32,
-            seq: env.head.seq,
-        });
+        // The loopback transport always has a buffer; one without credit for a response
+        // would hold the request envelope until it has (not needed here).
+        let buf = self.transport().claim(self.index, client).unwrap_or_default();
+        let mut rw = ResponseWriter::new_in(
+            buf,
+            &Head {
+                token: expect.job.token,
+                job_run: self.run_id,
+                from: self.index as u32,
+                to_rank: from_rank as u32,
+                to: client as u32,
+                seq: env.head.seq,
+            },
+        );
         for (s, seg) in env.segments().enumerate() {
             let s = s as u32;
             if seg.trustee as usize != self.index {

@@ -768,7 +768,12 @@ impl<'b> Segment<'b> {
 
 /// Starts an envelope: writes the header with placeholders for the counts.
 fn start(kind: u8, head: &Head) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(4096);
+    start_in(Vec::with_capacity(4096), kind, head)
+}
+
+/// [`start`] in the buffer `buf` (its contents are dropped, its capacity kept).
+fn start_in(mut buf: Vec<u8>, kind: u8, head: &Head) -> Vec<u8> {
+    buf.clear();
     buf.extend_from_slice(&head.token.to_le_bytes());
     buf.extend_from_slice(&head.job_run.to_le_bytes());
     buf.extend_from_slice(&[kind, 0, 0, 0]);
@@ -826,6 +831,12 @@ impl RequestWriter {
     /// An empty request envelope with this header.
     pub(crate) fn new(head: &Head) -> Self {
         RequestWriter { buf: start(KIND_REQUESTS, head), segments: 0, open: None }
+    }
+
+    /// [`RequestWriter::new`] writing into `buf` (a transport's buffer; its contents are
+    /// dropped, its capacity kept).
+    pub(crate) fn new_in(buf: Vec<u8>, head: &Head) -> Self {
+        RequestWriter { buf: start_in(buf, KIND_REQUESTS, head), segments: 0, open: None }
     }
 
     /// Opens the segment of batch `pair_seq` to `trustee` (trustees in increasing order);
@@ -943,8 +954,14 @@ pub(crate) struct ResponseWriter {
 impl ResponseWriter {
     /// An empty response envelope with this header.
     pub(crate) fn new(head: &Head) -> Self {
+        Self::new_in(Vec::with_capacity(4096), head)
+    }
+
+    /// [`ResponseWriter::new`] writing into `buf` (a transport's buffer; its contents are
+    /// dropped, its capacity kept).
+    pub(crate) fn new_in(buf: Vec<u8>, head: &Head) -> Self {
         ResponseWriter {
-            buf: start(KIND_RESPONSES, head),
+            buf: start_in(buf, KIND_RESPONSES, head),
             segments: 0,
             open: None,
             panics: Vec::new(),
