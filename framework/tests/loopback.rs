@@ -25,7 +25,16 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 
 /// The fiber bodies [`start_on`] can start, by index (a closure sent to a trustee captures
 /// nothing: it gets the index as its argument).
-const BODIES: [fn(); 1] = [every_kind_to_every_trustee];
+const BODIES: [fn(); 2] = [every_kind_to_every_trustee, wait_then_count];
+
+static WOKEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Waits for quiescence on its own worker (woken by a wake-up from worker 0's detector, a
+/// loopback control record on another fake rank), then counts itself.
+fn wait_then_count() {
+    skein::wait_quiescent();
+    WOKEN.fetch_add(1, SeqCst);
+}
 
 /// Starts `BODIES[body]` in a fiber on global worker `g`, detached: directly on this fake
 /// rank, and on another one from a request to `on_g`, a property of `g` (`spawn_on` does not
@@ -255,6 +264,9 @@ fn wait_quiescent_waits_for_requests_crossing_fake_ranks() {
             let a = skein::trustee(0).entrust_new(0u64, |x| x);
             let b = skein::trustee(1).entrust_new(0u64, |x| x);
             let c = skein::trustee(2).entrust_new(0u64, |x| x);
+            // Fibers on the other fake ranks wait for quiescence too.
+            start_on(1, &b, 1);
+            start_on(2, &c, 1);
             for i in 0..500u64 {
                 let (a, c) = (a.clone(), c.clone());
                 // rank 0 -> rank 1, then its continuation -> rank 2, then -> rank 0.
@@ -272,6 +284,10 @@ fn wait_quiescent_waits_for_requests_crossing_fake_ranks() {
                 );
             }
             skein::wait_quiescent();
+            // Woken with this fiber, they may not have run yet: wait until they have.
+            while WOKEN.load(SeqCst) < 2 {
+                skein::yield_now();
+            }
             let get = |t: &Trust<u64>| t.apply((), |v, ()| *v);
             (get(&a), get(&b), get(&c))
         })
