@@ -103,7 +103,7 @@ pub(crate) struct Worker {
     /// The first global id of this worker's rank.
     rank_lo: usize,
     /// The loopback transport's per-worker state, in a loopback run.
-    pub(super) remote: Option<super::transport::RemoteSide>,
+    pub(super) remote: Option<Box<super::transport::RemoteSide>>,
     pub(super) clients: Box<[ClientSide]>,
     pub(super) trustees: Box<[TrusteeSide]>,
     /// Requests this worker has served for itself.
@@ -140,7 +140,7 @@ impl Worker {
             local_n,
             rank,
             rank_lo,
-            remote: run_state.is_loopback().then(|| super::transport::RemoteSide::new(n)),
+            remote: run_state.is_loopback().then(|| Box::new(super::transport::RemoteSide::new(n))),
             index,
             n,
             run_id: run_state.run_id,
