@@ -60,7 +60,7 @@
 
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
-use crate::channel::slot::{PanicPayload, PIPELINE};
+use crate::channel::slot::PanicPayload;
 use crate::sync::proto;
 use crate::sync::{bump, Ordering};
 use crate::wire::envelope::{
@@ -75,6 +75,8 @@ use std::sync::Mutex;
 
 /// The most words of in-process records one loopback batch takes from a client's queue.
 const BATCH_WORDS: usize = 1024;
+/// Batches in flight per (client, remote trustee) pair (the credits of the pair).
+const IN_FLIGHT: u64 = 8;
 /// The most in-process result bytes of one loopback batch.
 const BATCH_RESULT_BYTES: usize = 64 << 10;
 
@@ -274,12 +276,12 @@ impl Worker {
     }
 
     /// The client role towards a trustee of another rank: sends staged requests as request
-    /// envelopes while fewer than `PIPELINE` batches are in flight (responses come through
+    /// envelopes while fewer than [`IN_FLIGHT`] batches are in flight (responses come through
     /// [`Worker::poll_transport`]).
     pub(super) fn poll_remote(&self, trustee: usize) -> bool {
         let cs = &self.clients[trustee];
         let mut useful = false;
-        while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out(|q| q.has_staged()) {
+        while cs.sent.get() - cs.acked.get() < IN_FLIGHT && cs.out(|q| q.has_staged()) {
             let Some(buf) = self.transport().claim(self.index, trustee) else { break };
             let seq = cs.sent.get() + 1;
             let side = self.side();
