@@ -379,3 +379,36 @@ fn loopback_echo_throughput() {
         }
     }
 }
+
+/// Arguments and results of every size and alignment `Plain` allows, and a serialized one
+/// of 1 MiB, cross fake ranks byte for byte.
+#[test]
+fn arguments_and_results_of_any_size_cross_fake_ranks() {
+    let r = runtime(2, 2)
+        .run(|| {
+            let t = skein::trustee(1).entrust_new(1u64, |x| x);
+            let a = t.apply(7u8, |c, k| (*c as u8).wrapping_add(k));
+            let b = t.apply((3u16, 4u8, 5u32), |c, (x, y, z)| (z, *c as u16 + x, y));
+            let c = t.apply([1u8, 2, 3], |c, v| [v[2], v[1], v[0], *c as u8, 9]);
+            let d = t.apply(u128::MAX - 5, |c, k| k.wrapping_add(*c as u128));
+            let big: [u64; 32] = std::array::from_fn(|i| i as u64 * 3);
+            let e = t.apply(big, |c, v| {
+                let mut out = [0u64; 32];
+                for (o, x) in out.iter_mut().zip(v) {
+                    *o = x + *c;
+                }
+                out
+            });
+            t.apply((), |_, ()| ());
+            let blob: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+            let g = t.apply_with(blob.clone(), |c, v: Vec<u8>| {
+                v.iter().map(|&x| x as u64).sum::<u64>() + *c
+            });
+            let h = t.apply_with((), move |_, ()| vec![5u16; 70_000]);
+            (a, b, c, d, e.iter().sum::<u64>(), g, h.len(), blob.len())
+        })
+        .unwrap();
+    let want_g: u64 = (0..1u64 << 20).map(|i| i % 251).sum::<u64>() + 1;
+    let want_e: u64 = (0..32u64).map(|i| i * 3 + 1).sum();
+    assert_eq!(r, (8, (5, 4, 4), [3, 2, 1, 1, 9], u128::MAX - 4, want_e, want_g, 70_000, 1 << 20));
+}
