@@ -290,7 +290,7 @@ impl Worker {
             // SAFETY: `scratch` holds BATCH_WORDS words, 8-aligned; the copied request halves
             // are consumed below, each once, by `take_arg` or by moving their bytes into the
             // envelope (record invariant 2).
-            let (words, count, _) =
+            let (words, count, uniform) =
                 cs.out(|q| unsafe { q.send_to(dst, BATCH_WORDS, BATCH_RESULT_BYTES) });
             assert!(count > 0, "skein: a request does not fit in an empty loopback batch");
             let head = Head {
@@ -302,7 +302,15 @@ impl Worker {
                 seq: self.next_envelope_seq(),
             };
             let mut wr = RequestWriter::new_in(buf, &head);
-            wr.begin_segment(trustee as u32, seq, None);
+            // A batch of one record type with a fixed-size argument travels as a uniform
+            // segment: its code id once, checked in O(1) by the trustee.
+            // SAFETY: `count > 0` records were copied to `scratch`; the first starts there.
+            let first = unsafe { header(dst) };
+            let uniform_vt = match first.remote {
+                Some(hook) if uniform && !hook.vt.arg_prefixed() => Some(hook.vt),
+                _ => None,
+            };
+            wr.begin_segment(trustee as u32, seq, uniform_vt);
             let mut b = InFlight {
                 seq,
                 tables: Vec::with_capacity(count),
