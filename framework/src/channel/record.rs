@@ -48,10 +48,14 @@
 //!    live request closure and a dead completion.
 //! 2. Each half of a record is consumed exactly once, by reading its closure out before any
 //!    user code runs: the request closure by `run_request` (the trustee's copy, or in place by
-//!    `run_in_place`) or `drop_request`; the completion by `run_completion`, `run_in_place` or
+//!    `run_in_place`) or `drop_request`, or, for a batch to another rank, by its
+//!    [`RemoteHook::take_arg`] (the argument becomes wire bytes) or by moving its bytes into a
+//!    loopback control record (`crate::runtime::transport`), whose serving worker runs it
+//!    with `run_request`; the completion by `run_completion`, `run_in_place` or
 //!    `drop_completion`. Consumed bytes are dead.
 //! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, appends, the copy
-//!    into a batch), a valid move for every Rust value that is not pinned; closures never are.
+//!    into a batch or a loopback envelope), a valid move for every Rust value that is not
+//!    pinned; closures never are.
 //!    The copy into a batch duplicates the bytes; invariant 1 says which copy owns which half.
 //! 4. A record's `words` (from its vtable) is its whole size, header included, so the next
 //!    record starts `words` words after it. A consumed record's header and target words stay
