@@ -52,8 +52,9 @@
 //!   (`docs/rack-mode.md` §3.4 item 4); an MPI transport must never accept an address.
 //! * **Runtime-internal posts** (a free handed to the property's owner, quiescence
 //!   wake-ups) are closure records with no `RemoteVTable`. Between fake ranks they travel as
-//!   `LOOPBACK_CONTROL` records whose bytes are the in-process record, accepted only by a
-//!   validator in loopback mode (`Expect::loopback`). Step 5 replaces them by the typed
+//!   `LOOPBACK_CONTROL` records whose argument is the in-process record, moved into a box
+//!   (its address and length: 16 bytes, so no uninitialised byte of a closure is read as a
+//!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). Step 5 replaces them by the typed
 //!   `Control` messages of `docs/rack-mode.md` §4.4.
 //! * `spawn_on`, `launch` and the joins of spawned fibers do not cross ranks yet (step 5);
 //!   `entrust_new` and `TrustArray::new` build the value here, in the shared memory.
@@ -70,6 +71,7 @@ use crate::wire::envelope::{
 use crate::wire::remote::{panic_message, RemoteVTable};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 use std::sync::Mutex;
 
@@ -224,7 +226,7 @@ struct InFlight {
 /// flight, and scratch buffers.
 pub(crate) struct RemoteSide {
     in_flight: Box<[RefCell<VecDeque<InFlight>>]>,
-    scratch: RefCell<Vec<u64>>,
+    scratch: RefCell<Vec<MaybeUninit<u64>>>,
     arg: RefCell<Vec<u8>>,
     envelopes: Cell<u64>,
 }
@@ -234,7 +236,7 @@ impl RemoteSide {
     pub(crate) fn new(n: usize) -> RemoteSide {
         RemoteSide {
             in_flight: (0..n).map(|_| RefCell::default()).collect(),
-            scratch: RefCell::new(vec![0; BATCH_WORDS]),
+            scratch: RefCell::new(vec![MaybeUninit::uninit(); BATCH_WORDS]),
             arg: RefCell::default(),
             envelopes: Cell::new(0),
         }
@@ -286,7 +288,7 @@ impl Worker {
             let seq = cs.sent.get() + 1;
             let side = self.side();
             let mut scratch = side.scratch.borrow_mut();
-            let dst = scratch.as_mut_ptr();
+            let dst = scratch.as_mut_ptr() as *mut u64;
             // SAFETY: `scratch` holds BATCH_WORDS words, 8-aligned; the copied request halves
             // are consumed below, each once, by `take_arg` or by moving their bytes into the
             // envelope (record invariant 2).
@@ -339,15 +341,26 @@ impl Worker {
                             h.result_bytes, 0,
                             "skein: a local-only request to another rank"
                         );
-                        // SAFETY: the record's `h.words` words are in `scratch` (written by
-                        // the queue); its request half moves into the envelope as bytes
-                        // (record invariant 3), and the serving worker consumes it.
-                        let bytes = unsafe {
-                            std::slice::from_raw_parts(at as *const u8, h.words as usize * 8)
+                        let words = h.words as usize;
+                        let mut rec = Box::<[u64]>::new_uninit_slice(words);
+                        // SAFETY: the record's `words` words are in `scratch` (the queue wrote
+                        // them); an untyped copy into a box of that size. The request half
+                        // moves with them (record invariant 3) and the serving worker
+                        // consumes it (`run_loopback_record`).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                at as *const MaybeUninit<u64>,
+                                rec.as_mut_ptr(),
+                                words,
+                            )
                         };
                         // SAFETY: the target word follows the header.
                         let target = unsafe { *at.add(HEADER_WORDS) };
-                        wr.push_loopback(target, bytes);
+                        let addr = Box::into_raw(rec) as *mut MaybeUninit<u64> as usize as u64;
+                        let mut arg = [0u8; 16];
+                        arg[..8].copy_from_slice(&addr.to_le_bytes());
+                        arg[8..].copy_from_slice(&(words as u64).to_le_bytes());
+                        wr.push_loopback(target, &arg);
                         b.tables.push(&LOOPBACK_TABLE);
                         b.put.push(None);
                     }
@@ -476,34 +489,44 @@ impl Worker {
         Ok(())
     }
 
-    /// Runs a loopback control record (its bytes: the in-process record) as the slots would:
-    /// its request half, as delegated code. Returns its panic, or why it is refused.
+    /// Runs a loopback control record as the slots would: its request half, as delegated
+    /// code. Its argument is the address and the length in words of a box holding the
+    /// in-process record (moved there by `poll_remote`), which this takes back. Returns the
+    /// record's panic, or why it is refused.
     fn run_loopback_record(&self, arg: &[u8]) -> Result<Option<PanicPayload>, String> {
-        if arg.len() < 16 || arg.len() % 8 != 0 {
-            return Err(format!("loopback record of {} bytes", arg.len()));
+        let word = |i: usize| u64::from_le_bytes(arg[i..i + 8].try_into().unwrap_or([0; 8]));
+        if arg.len() != 16 {
+            return Err(format!("loopback record argument of {} bytes, not 16", arg.len()));
         }
-        let mut rec = vec![0u64; arg.len() / 8];
-        // SAFETY: `rec` holds `arg.len()` bytes; distinct buffers.
-        unsafe {
-            std::ptr::copy_nonoverlapping(arg.as_ptr(), rec.as_mut_ptr() as *mut u8, arg.len())
-        };
-        let at = rec.as_mut_ptr();
+        let (addr, words) = (word(0) as usize, word(8) as usize);
+        if addr == 0 || addr % 8 != 0 || words < 2 {
+            return Err(format!("loopback record at {addr:#x} of {words} words"));
+        }
         // SAFETY: loopback only (module docs): the validator accepted a LOOPBACK_CONTROL record,
-        // which only a loopback validator does, and loopback envelopes are written by this
+        // which only a loopback validator does; loopback envelopes are written by this
         // process's clients (`poll_remote`) and never leave it (the test hook corrupts header
-        // bytes only, which `validate` checks before any record). So these are the bytes of a
-        // record the client moved out of its queue (record invariant 3), whose word 0 is its
-        // `&'static VTable`.
+        // bytes only, which `validate` checks before any record). So `(addr, words)` is a box
+        // `poll_remote` leaked for this record, taken back exactly once, here (each envelope
+        // is served once: its pair sequence number is accepted once).
+        let rec: Box<[MaybeUninit<u64>]> = unsafe {
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(addr as *mut MaybeUninit<u64>, words))
+        };
+        let at = rec.as_ptr() as *mut u64;
+        // SAFETY: the box holds the record the client moved out of its queue (record
+        // invariant 3), whose word 0 is its `&'static VTable`.
         let h = unsafe { header(at) };
-        if h.words as usize * 8 != arg.len() || h.result_bytes != 0 {
+        if h.words as usize != words || h.result_bytes != 0 {
             return Err("loopback record does not match its vtable".into());
         }
         let mut space = 0u64;
         // SAFETY: the record's request half is live (moved here from the client's queue) and
         // consumed once, here; no result bytes; delegated code on this trustee as with slots.
+        // The box is freed afterwards without dropping anything (`MaybeUninit`): the
+        // completion's bytes in it are dead (the client kept its own copy).
         let panic = self.delegated(|| unsafe {
             (h.run_request)(at.add(HEADER_WORDS) as *mut u8, &mut space as *mut u64 as *mut u8)
         });
+        drop(rec);
         Ok(panic)
     }
 

@@ -159,9 +159,10 @@ pub(crate) struct Expect<'a> {
 
 /// The reserved control id of a *loopback control record*: a runtime-internal request (a free
 /// handed to the property's owner, a quiescence wake-up: records without a `RemoteVTable`)
-/// crossing between fake ranks of one process. Its argument is the in-process record itself
-/// (its `&'static VTable` word, target word and closure bytes), which means something only
-/// inside the process that wrote it: only a validator with [`Expect::loopback`] accepts it.
+/// crossing between fake ranks of one process. Its argument names the in-process record (the
+/// loopback transport's: the address and length of a box holding it), which means something
+/// only inside the process that wrote it: only a validator with [`Expect::loopback`] accepts
+/// it.
 /// Step 5 of `docs/rack-mode.md` §8 replaces these records by the typed `Control` messages
 /// of §4.4.
 pub(crate) const LOOPBACK_CONTROL: u64 = super::code_id::CONTROL_IDS;
@@ -882,8 +883,8 @@ impl RequestWriter {
         }
     }
 
-    /// Appends a [`LOOPBACK_CONTROL`] record: `target` and the in-process record's bytes
-    /// (length-prefixed). Only the loopback transport writes these.
+    /// Appends a [`LOOPBACK_CONTROL`] record: `target` and `record`, the bytes that name the
+    /// in-process record (length-prefixed). Only the loopback transport writes these.
     pub(crate) fn push_loopback(&mut self, target: u64, record: &[u8]) {
         let open = self.open.as_mut().expect("skein: no segment open");
         assert!(open.uniform.is_none(), "skein: a loopback record in a uniform segment");
