@@ -152,12 +152,12 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use plain::Plain;
-pub use rack::{rank, ranks};
 pub use runtime::{
     current_worker, in_delegated_context, local_workers, num_workers, pin_current_thread, rank_of,
     spawn, spawn_local_on, spawn_on, stats, wait_quiescent, yield_now, Builder, JoinHandle,
     Runtime,
 };
+pub use runtime::{rank, ranks};
 pub use stats::{Stats, WorkerStats};
 pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, TrusteeRef};
 

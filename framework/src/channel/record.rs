@@ -30,6 +30,10 @@
 //! ([`VTableOf`]). Closures that are larger than [`INLINE_MAX`] bytes or need more than 8-byte
 //! alignment are boxed by the queue, and the record holds the box (one word).
 //!
+//! A remote-capable record type's [`VTable`] also names its [`RemoteHook`]: the
+//! `RemoteVTable` a trustee of another rank runs it with, and the translations between the
+//! record and its wire form (the transport seam, `crate::runtime::transport`).
+//!
 //! Where records live and move: [`super::queue`] (the client's queue, which writes them with
 //! [`write()`]); [`super::batch`] runs the request halves of a batch copied into a slot, and the
 //! loops over runs of records of one type.
@@ -44,10 +48,14 @@
 //!    live request closure and a dead completion.
 //! 2. Each half of a record is consumed exactly once, by reading its closure out before any
 //!    user code runs: the request closure by `run_request` (the trustee's copy, or in place by
-//!    `run_in_place`) or `drop_request`; the completion by `run_completion`, `run_in_place` or
+//!    `run_in_place`) or `drop_request`, or, for a batch to another rank, by its
+//!    [`RemoteHook::take_arg`] (the argument becomes wire bytes) or by moving its bytes into a
+//!    loopback control record (`crate::runtime::transport`), whose serving worker runs it
+//!    with `run_request`; the completion by `run_completion`, `run_in_place` or
 //!    `drop_completion`. Consumed bytes are dead.
 //! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, appends, the copy
-//!    into a batch), a valid move for every Rust value that is not pinned; closures never are.
+//!    into a batch or a loopback envelope), a valid move for every Rust value that is not
+//!    pinned; closures never are.
 //!    The copy into a batch duplicates the bytes; invariant 1 says which copy owns which half.
 //! 4. A record's `words` (from its vtable) is its whole size, header included, so the next
 //!    record starts `words` words after it. A consumed record's header and target words stay
@@ -56,6 +64,7 @@
 
 use super::batch::{complete_uniform, run_in_place_uniform, serve_uniform, Outcomes};
 use super::slot::PanicPayload;
+use crate::wire::remote::RemoteVTable;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
@@ -104,6 +113,39 @@ pub(crate) struct VTable {
     /// Result bytes the request needs in the response (a multiple of 8, at most
     /// [`MAX_RESULT_BYTES`]).
     pub(crate) result_bytes: u32,
+    /// How the record travels to a trustee of another rank ([`RemoteHook`]); `None` for
+    /// closure records (the `*_local` calls and the runtime's internal `post`s), which never
+    /// leave their rank (the loopback transport carries the runtime's own as loopback control
+    /// records, `crate::runtime::transport`).
+    pub(crate) remote: Option<&'static RemoteHook>,
+}
+
+/// How a remote-capable record becomes wire bytes and its wire result becomes the result its
+/// completion reads (`docs/rack-mode.md` §2.4, §3.1): the record's [`RemoteVTable`] and two
+/// translations. The client keeps its own record (the completion) as with slots.
+///
+/// The in-process result space of a record ([`VTable::result_bytes`]) and its wire result
+/// (`RemoteVTable::result_bytes`) are the same bytes for a `Plain` result (`PlainSpace<U>`:
+/// `size_of::<U>()` rounded to 8, in record order); a serialized result (`apply_with`) is a
+/// length-prefixed blob on the wire and a `Vec<u8>` in the result space: `put_result`
+/// translates.
+pub(crate) struct RemoteHook {
+    /// The table a trustee of another rank runs the record with.
+    pub(crate) vt: &'static RemoteVTable,
+    /// Appends the record's wire argument to the buffer and consumes its request half
+    /// (record invariant 2: it is gone from here, its bytes travel); returns the wire target
+    /// word (in a loopback run: the address of the value the request works on).
+    ///
+    /// Safety: as [`run_request`] (a live request half owned by the caller, at the target
+    /// word `p`).
+    pub(crate) take_arg: unsafe fn(p: *mut u8, arg: &mut Vec<u8>) -> u64,
+    /// Writes the in-process result read back from the wire result `wire` (exactly
+    /// `vt.result_bytes` bytes, or the serialized bytes without their prefix) into the
+    /// record's result space `out` ([`VTable::result_bytes`] bytes, 8-aligned).
+    ///
+    /// Safety: `out` is valid for writes of the record type's result bytes; the written value
+    /// is read once by the completion (which owns it from then on).
+    pub(crate) put_result: unsafe fn(wire: &[u8], out: *mut u8),
 }
 
 impl VTable {
@@ -131,6 +173,9 @@ impl ResultSize for NoResult {
 /// space. Either a closure (the `*_local` calls, `post`, the runtime's own requests), or an
 /// [`ArgRequest`]: the argument of a remote-capable call, whose code is its type.
 pub(crate) trait RequestHalf {
+    /// How a record of this request half travels to another rank; `None`: it never does.
+    const REMOTE: Option<&'static RemoteHook> = None;
+
     /// Runs the request on its trustee with `target` (the record's target word) and `out`
     /// (its result space); returns the panic payload if the user's closure panicked.
     ///
@@ -154,6 +199,9 @@ impl<R: FnOnce(*mut u8, *mut u8) -> Option<PanicPayload>> RequestHalf for R {
 /// Implementors are zero-sized markers built only where a value of the user's closure type
 /// existed (so recreating that zero-sized, `Copy` closure is a copy of it, not a forgery).
 pub(crate) unsafe trait ArgCall<A> {
+    /// The [`RemoteHook`] of records run by this code (see [`RequestHalf::REMOTE`]).
+    const REMOTE: Option<&'static RemoteHook> = None;
+
     /// Runs the user's closure on the value at `target` with `arg`, writing its result at
     /// `out`; returns the panic payload if it panicked.
     ///
@@ -183,6 +231,8 @@ impl<A: crate::Plain, K: ArgCall<A>> ArgRequest<A, K> {
 }
 
 impl<A: crate::Plain, K: ArgCall<A>> RequestHalf for ArgRequest<A, K> {
+    const REMOTE: Option<&'static RemoteHook> = K::REMOTE;
+
     #[inline(always)]
     unsafe fn call(self, target: *mut u8, out: *mut u8) -> Option<PanicPayload> {
         // A by-value read of a packed field: an unaligned copy of the argument's bytes.
@@ -233,6 +283,7 @@ where
             run_in_place_uniform: run_in_place_uniform::<Request, Completion>,
             words: record_words::<Request, Completion>() as u32,
             result_bytes: Space::BYTES,
+            remote: Request::REMOTE,
         }
     };
 }

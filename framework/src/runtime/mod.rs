@@ -10,6 +10,8 @@
 //!   and its proof.
 //! * [`free`]: the reference count and the property-free path, with their proof.
 //! * [`export`]: reference counting across ranks, the owner side (export slots, returns).
+//! * [`transport`]: the seam between the worker loop and a transport for pairs across ranks,
+//!   and the loopback transport of a split run ([`Builder::loopback_ranks`]).
 
 pub(crate) mod context;
 pub(crate) mod export;
@@ -18,6 +20,7 @@ pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
 pub(crate) mod run_state;
 pub(crate) mod spawn;
+pub(crate) mod transport;
 pub(crate) mod worker;
 
 pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
@@ -41,11 +44,19 @@ pub struct Builder {
     cfg: Config,
     /// Whether `slot_size` was called; otherwise `build` picks the default for the worker count.
     slot_explicit: bool,
+    /// A bad `SKEIN_LOOPBACK_RANKS` value, reported by `build`.
+    env_error: Option<String>,
+    /// `SKEIN_LOOPBACK_RANKS`, unless `loopback_ranks` was called.
+    env_loopback: Option<usize>,
 }
 
 impl Default for Builder {
+    /// The default settings. `SKEIN_LOOPBACK_RANKS=r` in the environment splits every runtime
+    /// whose worker count `r` divides into `r` fake ranks ([`Builder::loopback_ranks`]; the
+    /// others run unsplit), so that a whole test suite can run split; a value that is not a
+    /// number of ranks is reported by [`Builder::build`].
     fn default() -> Self {
-        Builder {
+        let mut b = Builder {
             cfg: Config {
                 workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
                 fibers_per_worker: 4,
@@ -53,9 +64,24 @@ impl Default for Builder {
                 stack_size: 256 * 1024,
                 worker_stack_size: 16 * 1024 * 1024,
                 slot_overflow: crate::channel::slot::DEFAULT_OVERFLOW,
+                loopback_ranks: 1,
+                loopback_corrupt: None,
             },
             slot_explicit: false,
+            env_error: None,
+            env_loopback: None,
+        };
+        if let Ok(v) = std::env::var("SKEIN_LOOPBACK_RANKS") {
+            match v.trim().parse::<usize>() {
+                Ok(r) if r > 0 => b.env_loopback = Some(r),
+                _ => {
+                    b.env_error = Some(format!(
+                        "SKEIN_LOOPBACK_RANKS must be a number of ranks (1 or more), got {v:?}"
+                    ))
+                }
+            }
         }
+        b
     }
 }
 
@@ -99,6 +125,46 @@ impl Builder {
         self
     }
 
+    /// A testing aid: runs the program as `r` fake ranks of `workers / r` workers inside one
+    /// process. Requests between fake ranks travel as bytes through the rack-mode wire format
+    /// and its validation (`docs/rack-mode.md` §3, §4.1), so a rack program can be tested
+    /// without `mpirun`. Inside such a run [`crate::rank`] is the calling worker's fake rank,
+    /// [`crate::ranks`] is `r`, [`crate::local_workers`] is `workers / r`, and
+    /// [`crate::rank_of`] follows; [`crate::num_workers`] counts all workers. So the local-only
+    /// calls (`apply_local`, `entrust`, `spawn_local_on`, ...) refuse ids of another fake
+    /// rank, as they will refuse ids of another real rank. Not yet supported across fake
+    /// ranks (as across real ones): `spawn_on`, `launch`. Default 1 (no split); see
+    /// [`Builder::default`] for the environment variable `SKEIN_LOOPBACK_RANKS`.
+    ///
+    /// `workers` must be a multiple of `r` ([`Builder::build`] says so otherwise).
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(4).loopback_ranks(2).build()?;
+    /// let r = rt.run(|| {
+    ///     let t = skein::trustee(3).entrust_new(40u64, |x| x); // on fake rank 1
+    ///     assert!(!t.is_local());
+    ///     (skein::rank(), skein::ranks(), skein::local_workers(), t.apply(2u64, |c, k| *c + k))
+    /// })?;
+    /// assert_eq!(r, (0, 2, 2, 42));
+    /// assert!(skein::Runtime::builder().workers(3).loopback_ranks(2).build().is_err());
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn loopback_ranks(mut self, r: usize) -> Self {
+        self.cfg.loopback_ranks = r;
+        self.env_error = None;
+        self.env_loopback = None;
+        self
+    }
+
+    /// Test hook of the loopback transport: flips byte `at` of the first request envelope it
+    /// sends, so that a test can check that a corrupted envelope is refused with a clear error
+    /// (never undefined behaviour). Not part of the API.
+    #[doc(hidden)]
+    pub fn loopback_corrupt_first_envelope(mut self, at: usize) -> Self {
+        self.cfg.loopback_corrupt = Some(at);
+        self
+    }
+
     /// Checks the settings and returns the runtime (threads start in [`Runtime::run`]).
     ///
     /// ```
@@ -117,6 +183,11 @@ impl Builder {
                 crate::channel::slot::DEFAULT_OVERFLOW
             };
         }
+        if let Some(r) = self.env_loopback {
+            if self.cfg.workers % r == 0 {
+                self.cfg.loopback_ranks = r;
+            }
+        }
         let c = &self.cfg;
         if c.workers == 0 || c.workers > 4096 {
             return Err(Error::Config(format!("workers must be in 1..=4096, got {}", c.workers)));
@@ -125,6 +196,15 @@ impl Builder {
             return Err(Error::Config(format!(
                 "stack_size must be at least 16384 bytes, got {}",
                 c.stack_size
+            )));
+        }
+        if let Some(e) = &self.env_error {
+            return Err(Error::Config(e.clone()));
+        }
+        if c.loopback_ranks == 0 || c.workers % c.loopback_ranks != 0 {
+            return Err(Error::Config(format!(
+                "loopback_ranks must be 1 or more and divide workers ({}), got {}",
+                c.workers, c.loopback_ranks
             )));
         }
         if !(512..=1 << 24).contains(&c.slot_overflow) {
@@ -402,12 +482,39 @@ pub fn current_worker() -> usize {
     context::expect("current_worker").index
 }
 
-/// Number of workers of the running runtime.
+/// Number of workers of the running runtime (of every rank: `ranks() * local_workers()`).
 ///
 /// # Panics
 /// Outside a runtime.
 pub fn num_workers() -> usize {
     context::expect("num_workers").n
+}
+
+/// This process's rank in the rack job: `0..ranks()`; 0 without the `mpi` feature and
+/// outside `mpirun`. Inside a loopback run ([`Builder::loopback_ranks`]) it is the fake rank
+/// of the calling worker. Outside a run it is [`crate::rack::rank`] (the first call may run
+/// the bootstrap, which is collective).
+///
+/// ```
+/// if skein::rank() == 0 {
+///     println!("only rank 0 prints the report");
+/// }
+/// ```
+pub fn rank() -> usize {
+    match context::current() {
+        Some(w) => w.rank,
+        None => crate::rack::rank(),
+    }
+}
+
+/// Number of ranks (processes) in the rack job: 1 without the `mpi` feature and outside
+/// `mpirun`; inside a loopback run ([`Builder::loopback_ranks`]), its fake ranks. Outside a
+/// run it is [`crate::rack::ranks`].
+pub fn ranks() -> usize {
+    match context::current() {
+        Some(w) => w.run_state.ranks,
+        None => crate::rack::ranks(),
+    }
 }
 
 /// Number of workers of this rank (W): the global ids `rank() * W .. (rank() + 1) * W` are
@@ -424,7 +531,7 @@ pub fn num_workers() -> usize {
 /// # Panics
 /// Outside a runtime.
 pub fn local_workers() -> usize {
-    context::expect("local_workers").n
+    context::expect("local_workers").local_n
 }
 
 /// The rank that runs global worker id `g`: `g / local_workers()` (every rank has the same

@@ -643,6 +643,8 @@ mod tests {
             stack_size: 64 * 1024,
             worker_stack_size: 64 * 1024,
             slot_overflow: crate::channel::slot::DEFAULT_OVERFLOW,
+            loopback_ranks: 1,
+            loopback_corrupt: None,
         };
         let rs = RunState::start(cfg).expect("a run id");
         let c = &rs.counters;

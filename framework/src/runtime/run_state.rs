@@ -21,6 +21,10 @@ pub(crate) struct Config {
     pub(crate) stack_size: usize,
     pub(crate) worker_stack_size: usize,
     pub(crate) slot_overflow: usize,
+    /// Fake ranks of a loopback run (`Builder::loopback_ranks`); 1: not a loopback run.
+    pub(crate) loopback_ranks: usize,
+    /// Test hook: flip this byte of the first request envelope the loopback transport sends.
+    pub(crate) loopback_corrupt: Option<usize>,
 }
 
 /// Counters one worker publishes to the others (single writer: that worker, with
@@ -75,6 +79,16 @@ pub(crate) struct RunState {
     pub(crate) deadlock: Mutex<Option<(u64, bool)>>,
     /// Frees handed over by threads that are not workers of this run ([`free`]).
     pub(crate) foreign_frees: ForeignFrees<PropPtr>,
+    /// Ranks of the run (R): the fake ranks of a loopback run, else 1.
+    pub(crate) ranks: usize,
+    /// Workers per rank (W): `n / ranks`.
+    pub(crate) local_n: usize,
+    /// The transport for pairs across ranks: the loopback transport in a loopback run, else
+    /// none (`docs/rack-mode.md` §4.1).
+    pub(crate) transport: Option<Box<dyn super::transport::Transport>>,
+    /// Set when the run was stopped before quiescence (a refused batch): requests were lost,
+    /// so the end-of-run checks that assume quiescence do not apply.
+    pub(crate) aborted: AtomicBool,
 }
 
 impl Drop for RunState {
@@ -95,7 +109,16 @@ impl RunState {
 
     fn new(cfg: Config, run_id: u32) -> RunState {
         let n = cfg.workers;
+        let ranks = cfg.loopback_ranks.max(1);
+        let transport: Option<Box<dyn super::transport::Transport>> = (ranks > 1).then(|| {
+            Box::new(super::transport::Loopback::new(n, ranks, run_id, cfg.loopback_corrupt))
+                as Box<dyn super::transport::Transport>
+        });
         RunState {
+            ranks,
+            local_n: n / ranks,
+            transport,
+            aborted: AtomicBool::new(false),
             n,
             run_id,
             pairs: (0..n * n).map(|_| SlotPair::new(cfg.slot_overflow)).collect(),
@@ -128,6 +151,12 @@ impl RunState {
     #[inline]
     pub(crate) fn pair(&self, client: usize, trustee: usize) -> &SlotPair {
         &self.pairs[client * self.n + trustee]
+    }
+
+    /// True in a loopback run ([`Config::loopback_ranks`] above 1).
+    #[inline]
+    pub(crate) fn is_loopback(&self) -> bool {
+        self.ranks > 1
     }
 
     pub(crate) fn record_error(&self, msg: String) {

@@ -194,7 +194,7 @@ where
     travel_check!(F = F, A = A, U = R);
     let w = context::expect("spawn_on");
     check_worker(w, worker, "spawn_on");
-    if worker / w.n != crate::rack::rank() {
+    if !w.is_local(worker) {
         crate::trust::remote_not_yet(worker, "spawn_on");
     }
     spawn_fiber(w, worker, move || f(arg))
@@ -223,7 +223,7 @@ where
 {
     let w = context::expect("spawn_local_on");
     check_worker(w, worker, "spawn_local_on");
-    if worker / w.n != crate::rack::rank() {
+    if !w.is_local(worker) {
         crate::trust::not_local(worker, "spawn_local_on", "spawn_on");
     }
     spawn_fiber(w, worker, f)

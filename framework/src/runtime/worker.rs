@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 
 /// Client-side state of one (this worker, trustee) pair; the trustee may be this worker.
 #[derive(Default)]
-struct ClientSide {
+pub(super) struct ClientSide {
     /// The requests towards the trustee: in flight (remote trustees only), then staged. Only
     /// [`ClientSide::out`] touches it.
     out: UnsafeCell<RecordQueue>,
@@ -37,12 +37,12 @@ struct ClientSide {
     /// An empty queue that keeps its buffer between batches.
     spare: RefCell<RecordQueue>,
     /// The last batch published.
-    sent: Cell<u64>,
+    pub(super) sent: Cell<u64>,
     /// The last batch whose response has been consumed.
-    acked: Cell<u64>,
+    pub(super) acked: Cell<u64>,
     /// Fibers suspended by [`Worker::throttle`] until the next batch to this trustee leaves
     /// (or, for the local trustee, until the local requests have run).
-    throttled: RefCell<Vec<u32>>,
+    pub(super) throttled: RefCell<Vec<u32>>,
 }
 
 impl ClientSide {
@@ -50,7 +50,7 @@ impl ClientSide {
     /// queue is a plain cell on the issuing fast path (a `RefCell`'s flag would be one more
     /// load-and-store chain from one request to the next).
     #[inline(always)]
-    fn out<R>(&self, f: impl FnOnce(&mut RecordQueue) -> R) -> R {
+    pub(super) fn out<R>(&self, f: impl FnOnce(&mut RecordQueue) -> R) -> R {
         // SAFETY: a ClientSide belongs to one Worker, which only its own thread uses (it is not
         // Sync); every caller passes code that runs no user code and does not re-enter `out`
         // (the queue's methods run user code only in `complete_front` and `run_local`, which
@@ -61,14 +61,14 @@ impl ClientSide {
 
     /// Takes the queue out (leaving the spare one in its place) so that user code can run its
     /// requests while new ones are queued.
-    fn take_out(&self) -> RecordQueue {
+    pub(super) fn take_out(&self) -> RecordQueue {
         let spare = std::mem::take(&mut *self.spare.borrow_mut());
         self.out(|q| std::mem::replace(q, spare))
     }
 
     /// Puts back a queue from [`ClientSide::take_out`], with what was queued meanwhile behind
     /// it; keeps the emptied buffer as the spare.
-    fn put_back(&self, q: RecordQueue) {
+    pub(super) fn put_back(&self, q: RecordQueue) {
         let mut newer = self.out(|cur| {
             let mut newer = std::mem::replace(cur, q);
             cur.append(&mut newer);
@@ -80,9 +80,11 @@ impl ClientSide {
 
 /// Trustee-side state of one (client, this worker) pair.
 #[derive(Default)]
-struct TrusteeSide {
-    served_seq: Cell<u64>,
-    served: Cell<u64>,
+pub(super) struct TrusteeSide {
+    /// The last batch served.
+    pub(super) served_seq: Cell<u64>,
+    /// Requests served (slots and transport alike: frees and `incoming_due` read it).
+    pub(super) served: Cell<u64>,
 }
 
 /// A worker's thread-owned state.
@@ -94,8 +96,16 @@ pub(crate) struct Worker {
     /// This worker's `issued` counters (`run_state.counters[index].issued`), one load closer.
     issued: Arc<[AtomicU64]>,
     pub(crate) run_state: Arc<RunState>,
-    clients: Box<[ClientSide]>,
-    trustees: Box<[TrusteeSide]>,
+    /// Workers per rank (W; `n` in a run of one rank).
+    pub(crate) local_n: usize,
+    /// This worker's rank (its fake rank in a loopback run).
+    pub(crate) rank: usize,
+    /// The first global id of this worker's rank.
+    rank_lo: usize,
+    /// The loopback transport's per-worker state, in a loopback run.
+    pub(super) remote: Option<Box<super::transport::RemoteSide>>,
+    pub(super) clients: Box<[ClientSide]>,
+    pub(super) trustees: Box<[TrusteeSide]>,
     /// Requests this worker has served for itself.
     local_served: Cell<u64>,
     ready: RefCell<VecDeque<u32>>,
@@ -120,7 +130,17 @@ impl Worker {
     pub(crate) fn new(index: usize, run_state: Arc<RunState>) -> std::io::Result<Worker> {
         let n = run_state.n;
         let pool = StackPool::new(run_state.cfg.stack_size, run_state.cfg.fibers_per_worker)?;
+        let local_n = run_state.local_n;
+        let (rank, rank_lo) = if run_state.is_loopback() {
+            (index / local_n, index / local_n * local_n)
+        } else {
+            (crate::rack::rank(), 0)
+        };
         Ok(Worker {
+            local_n,
+            rank,
+            rank_lo,
+            remote: run_state.is_loopback().then(|| Box::new(super::transport::RemoteSide::new(n))),
             index,
             n,
             run_id: run_state.run_id,
@@ -141,8 +161,21 @@ impl Worker {
         })
     }
 
+    /// True when global worker `g` is on this worker's rank (its fake rank in a loopback run).
+    #[inline(always)]
+    pub(crate) fn is_local(&self, g: usize) -> bool {
+        g / self.local_n == self.rank
+    }
+
+    /// True when `trustee` is on another rank: its pair goes through the transport. One
+    /// compare (outside a loopback run `rank_lo` is 0 and `local_n` is `n`: never true).
+    #[inline(always)]
+    pub(super) fn is_remote(&self, trustee: usize) -> bool {
+        trustee.wrapping_sub(self.rank_lo) >= self.local_n
+    }
+
     #[inline]
-    fn ctr(&self) -> &WorkerCounters {
+    pub(super) fn ctr(&self) -> &WorkerCounters {
         &self.run_state.counters[self.index]
     }
 
@@ -268,17 +301,17 @@ impl Worker {
         fiber::suspend();
     }
 
-    fn wake_throttled(&self, list: &RefCell<Vec<u32>>) {
+    pub(super) fn wake_throttled(&self, list: &RefCell<Vec<u32>>) {
         if !list.borrow().is_empty() {
             let ids = std::mem::take(&mut *list.borrow_mut());
             self.ready.borrow_mut().extend(ids);
         }
     }
 
-    /// The next worker for a round-robin `spawn`.
+    /// The next worker for a round-robin `spawn` (a worker of this rank).
     pub(crate) fn next_spawn_target(&self) -> usize {
         let t = self.next_spawn.get();
-        self.next_spawn.set((t + 1) % self.n);
+        self.next_spawn.set(self.rank_lo + (t + 1 - self.rank_lo) % self.local_n);
         t
     }
 
@@ -446,6 +479,9 @@ impl Worker {
     /// Runs the completions of the batches to `trustee` that have been answered (in order),
     /// then publishes queued requests while a lane is free.
     fn poll_client(&self, trustee: usize) -> bool {
+        if self.is_remote(trustee) {
+            return self.poll_remote(trustee);
+        }
         let cs = &self.clients[trustee];
         let pair = self.run_state.pair(self.index, trustee);
         let mut useful = false;
@@ -520,8 +556,12 @@ impl Worker {
                 self.run_fiber(id);
                 useful = true;
             }
-            // 2. trustee role: local queue, then incoming slots.
+            // 2. trustee role: local queue, then incoming slots (and, in a loopback run, the
+            // envelopes that arrived: requests to serve, responses to complete).
             useful |= self.run_local();
+            if self.remote.is_some() {
+                useful |= self.poll_transport();
+            }
             for client in 0..self.n {
                 if client != self.index {
                     useful |= self.serve(client);
@@ -581,7 +621,7 @@ impl Worker {
         // pending free is eligible now.
         free::take_foreign(self);
         self.frees.process(self);
-        debug_assert!(self.frees.is_empty());
+        debug_assert!(self.frees.is_empty() || self.run_state.aborted.load(Ordering::Acquire));
         // Deadlocked fibers (reported as Error::Deadlock) are leaked, never unwound.
         for f in self.fibers.borrow_mut().drain(..).flatten() {
             std::mem::forget(f);

@@ -112,7 +112,8 @@ impl<T: Send + 'static> TrustArray<T> {
         F: Fn(A, usize) -> T + Copy + Send + 'static,
     {
         travel_check!(F = F, A = A, U = ());
-        let n = context::expect("TrustArray::new").n;
+        let w = context::expect("TrustArray::new");
+        let n = w.n;
         let mut slices: Vec<Vec<T>> = (0..n)
             .map(|trustee| Vec::with_capacity(len / n + usize::from(trustee < len % n)))
             .collect();
@@ -126,7 +127,7 @@ impl<T: Send + 'static> TrustArray<T> {
                 let mut v = v;
                 let (base, part_len) = (v.as_mut_ptr(), v.len());
                 // The vector moves into the property; its values stay where they are.
-                Part { slice: super::trustee(trustee).entrust(v), base, part_len }
+                Part { slice: super::entrust_part(w, trustee, v), base, part_len }
             })
             .collect();
         let (mask, shift) = if n.is_power_of_two() { (n - 1, n.trailing_zeros()) } else { (0, 0) };
@@ -268,6 +269,10 @@ impl<T> Place for OnElem<T> {
         // SAFETY: caller promise: `target` is a value's address from `locate`, and this runs
         // as delegated code on the value's trustee (invariant 2: alive and unaliased).
         unsafe { &mut *(target as *mut T) }
+    }
+    #[inline(always)]
+    unsafe fn value_addr(target: *mut u8) -> *mut T {
+        target as *mut T
     }
 }
 

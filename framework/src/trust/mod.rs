@@ -23,8 +23,15 @@
 //!
 //! The *local* calls (`apply_local`, `apply_then_local`, `TrusteeRef::entrust`, and
 //! `spawn_local_on` and `spawn` in [`crate::runtime::spawn`]) keep capturing closures and
-//! values built here, and refuse, at run time, an id of another rank (none exists while
-//! there is one rank; `crate::rank_of`). Their records hold the request closure.
+//! values built here, and refuse, at run time, an id of another rank (`crate::rank_of`; in a
+//! loopback run, `crate::Builder::loopback_ranks`, another fake rank). Their records hold the
+//! request closure.
+//!
+//! A remote-capable record's type names its `RemoteHook` (`VTable::remote`): the
+//! `RemoteVTable` of `(T, A, U, F)` (`RemoteVTable::of`; `of_with` for `apply_with*`, whose
+//! request half is a [`WithRequest`]), how its argument and target become wire bytes and how
+//! its wire result becomes its result space. A request to a trustee of another rank travels
+//! that way (`crate::runtime::transport`). `launch` has no hook yet (local only, step 5).
 //!
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in
@@ -34,11 +41,12 @@ pub(crate) mod array;
 pub(crate) mod latch;
 pub(crate) mod result;
 
-use crate::channel::record::{ArgCall, ArgRequest, RequestHalf};
+use crate::channel::record::{ArgCall, ArgRequest, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
 use crate::property::{self, Prop, PropHead, PropPtr};
 use crate::runtime::worker::{Outcome, Worker};
 use crate::runtime::{context, free};
+use crate::wire::remote::{Of, Property as RemoteProperty, Serialized as RemoteSerialized};
 use crate::Plain;
 use result::{write_plain, write_result, PlainSpace, ReadBack, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
@@ -188,12 +196,26 @@ impl TrusteeRef {
         travel_check!(F = F, A = A, U = ());
         let w = context::expect("entrust_new");
         assert!(self.trustee < w.n, "skein: TrusteeRef from another runtime");
-        if !is_local_in(w, self.trustee) {
+        if !is_local_in(w, self.trustee) && !w.run_state.is_loopback() {
             remote_not_yet(self.trustee, "entrust_new");
         }
+        // In a loopback run (`Builder::loopback_ranks`) a trustee of another fake rank shares
+        // this process's memory: the value is built here, as the `Entrust` control message of
+        // `docs/rack-mode.md` §4.4 (step 5) will build it there.
         let value = f(arg);
         Trust::new(property::alloc(value, w.run_id, self.trustee), self.trustee, w.run_id)
     }
+}
+
+/// `TrustArray::new`'s part for `trustee`, built here: entrusted as with
+/// [`TrusteeRef::entrust`] on this rank, and in a loopback run also on another fake rank (the
+/// process's memory is shared; step 5 of `docs/rack-mode.md` §8 builds remote parts there).
+#[track_caller]
+fn entrust_part<T: Send + 'static>(w: &Worker, trustee: usize, value: T) -> Trust<T> {
+    if !is_local_in(w, trustee) && !w.run_state.is_loopback() {
+        remote_not_yet(trustee, "TrustArray::new");
+    }
+    Trust::new(property::alloc(value, w.run_id, trustee), trustee, w.run_id)
 }
 
 /// A handle to a property of type `T` owned by a trustee. Clone it freely; send it anywhere
@@ -340,11 +362,11 @@ fn wrong_context(what: &str, in_runtime: bool) -> ! {
     context::outside(what)
 }
 
-/// True when global worker `g` is on this rank (`docs/rack-mode.md` §1.1). `w.n` is the
-/// number of workers of this rank ([`crate::local_workers`]).
+/// True when global worker `g` is on the rank of worker `w` (`docs/rack-mode.md` §1.1; in a
+/// loopback run, its fake rank).
 #[inline(always)]
 fn is_local_in(w: &Worker, g: usize) -> bool {
-    g / w.n == crate::rack::rank()
+    w.is_local(g)
 }
 
 /// The refusal of a local-only call (`entrust`, `apply_local`, `spawn_local_on`, ...) on an id
@@ -357,7 +379,7 @@ pub(crate) fn not_local(g: usize, what: &str, instead: &str) -> ! {
         "skein: `{what}` on worker {g}, which is on rank {} (this is rank {}): `{what}` is \
          local only; use `{instead}`",
         crate::runtime::rank_of(g),
-        crate::rack::rank()
+        crate::runtime::rank()
     )
 }
 
@@ -453,6 +475,14 @@ pub(crate) trait Place {
     /// `target` is the target word of a request of this place, and the caller runs as
     /// delegated code on the value's trustee (property invariant 2: no other reference).
     unsafe fn value<'a>(target: *mut u8) -> &'a mut Self::Value;
+
+    /// The address of the value at `target`, as the target word of a wire record in a
+    /// loopback run (`crate::runtime::transport`; step 6 of `docs/rack-mode.md` §8 replaces
+    /// it by the export `(slot, generation)`). Computes an address, reads no value.
+    ///
+    /// # Safety
+    /// `target` is the target word of a live request of this place (its property is alive).
+    unsafe fn value_addr(target: *mut u8) -> *mut Self::Value;
 }
 
 /// The value of the property at the target word.
@@ -466,6 +496,11 @@ impl<T> Place for OnProp<T> {
         // request was issued, and a property is freed only after every request issued before
         // its last handle went away has been served ([`crate::runtime::free`]).
         unsafe { &mut *(*(target as *mut Prop<T>)).value.get() }
+    }
+    #[inline(always)]
+    unsafe fn value_addr(target: *mut u8) -> *mut T {
+        // SAFETY: caller promise: a live property; `get` only computes the value's address.
+        unsafe { (*(target as *mut Prop<T>)).value.get() }
     }
 }
 
@@ -487,6 +522,8 @@ where
     U: Plain,
     F: FnOnce(&mut P::Value, A) -> U + Copy + Send + 'static,
 {
+    const REMOTE: Option<&'static RemoteHook> = Some(HookOf::<P, A, U, F>::HOOK);
+
     #[inline(always)]
     unsafe fn run(target: *mut u8, arg: A, out: *mut u8) -> Option<PanicPayload> {
         travel_check!(F = F);
@@ -506,6 +543,137 @@ where
             Err(p) => Some(p),
         }
     }
+}
+
+/// The holder of the [`RemoteHook`] of [`RunArg`]`<P, U, F>` with argument `A`: the
+/// `RemoteVTable::of` table of `(P::Value, A, U, F)` (an array element travels as the value it
+/// names, `KIND_PROPERTY` on the element's address, in a loopback run; step 6 turns it into
+/// `of_element` with the part's export and the index), the argument's own bytes, and the
+/// `Plain` result's bytes, which are the same on the wire and in the result space.
+pub(crate) struct HookOf<P, A, U, F>(PhantomData<CodeTypes<P, A, U, F>>);
+
+/// The types a [`HookOf`] or [`WithRequest`] names (a function type: no auto-trait or drop
+/// effects).
+type CodeTypes<P, A, U, F> = fn() -> (P, A, U, F);
+
+impl<P, A, U, F> HookOf<P, A, U, F>
+where
+    P: Place,
+    A: Plain,
+    U: Plain,
+    F: FnOnce(&mut P::Value, A) -> U + Copy + Send + 'static,
+{
+    const HOOK: &'static RemoteHook = &RemoteHook {
+        vt: Of::<P::Value, A, U, F, RemoteProperty>::VT,
+        take_arg: take_plain_arg::<P, A>,
+        put_result: put_plain_result::<U>,
+    };
+}
+
+/// [`RemoteHook::take_arg`] of an argument-first record: its argument's bytes.
+///
+/// # Safety
+/// `p` is the target word of an `ArgRequest<A, _>` record of place `P` whose request half is
+/// live and owned by the caller; it is consumed (a `Plain` value: a byte copy, nothing to drop).
+unsafe fn take_plain_arg<P: Place, A: Plain>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
+    // SAFETY: caller promise: the target word at `p`, the `repr(C, packed)` argument right
+    // after it (record invariant 1), read unaligned.
+    let (target, a) = unsafe {
+        (std::ptr::read(p as *const *mut u8), std::ptr::read_unaligned(p.add(8) as *const A))
+    };
+    crate::wire::remote::push_plain(arg, a);
+    // SAFETY: caller promise: the request is live, so its property is.
+    unsafe { P::value_addr(target) as usize as u64 }
+}
+
+/// [`RemoteHook::put_result`] of a `Plain` result: the wire bytes are the result space's.
+///
+/// # Safety
+/// `out` holds `PlainSpace::<U>::BYTES` bytes.
+unsafe fn put_plain_result<U: Plain>(wire: &[u8], out: *mut u8) {
+    let n = wire.len().min(std::mem::size_of::<U>().next_multiple_of(8));
+    // SAFETY: caller promise on `out`; `wire` holds `n` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(wire.as_ptr(), out, n) };
+}
+
+/// The request half of `apply_with`/`apply_with_then`: the serialized argument. Its code is
+/// its type: decode, run `F` on the property, encode the result into a `Vec<u8>` result
+/// space ([`ResultSpace`]). On the wire it is a `RemoteVTable::of_with` record.
+pub(crate) struct WithRequest<T, V, U, F> {
+    bytes: Vec<u8>,
+    _code: PhantomData<CodeTypes<T, V, U, F>>,
+}
+
+impl<T, V, U, F> WithRequest<T, V, U, F>
+where
+    V: Serialize + DeserializeOwned,
+    U: Serialize + DeserializeOwned,
+    F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
+{
+    /// The request half for the encoded argument `bytes`; `f` only names `F` (a witness
+    /// that a value of it existed, as for [`arg_request`]).
+    fn new(bytes: Vec<u8>, f: F) -> Self {
+        let _witness = f;
+        WithRequest { bytes, _code: PhantomData }
+    }
+
+    const HOOK: &'static RemoteHook = &RemoteHook {
+        vt: Of::<T, V, U, F, RemoteSerialized>::VT,
+        take_arg: take_with_arg::<T, V, U, F>,
+        put_result: put_with_result,
+    };
+}
+
+impl<T, V, U, F> RequestHalf for WithRequest<T, V, U, F>
+where
+    V: Serialize + DeserializeOwned,
+    U: Serialize + DeserializeOwned,
+    F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
+{
+    const REMOTE: Option<&'static RemoteHook> = Some(Self::HOOK);
+
+    #[inline]
+    unsafe fn call(self, target: *mut u8, out: *mut u8) -> Option<PanicPayload> {
+        travel_check!(F = F);
+        // SAFETY: `F` is zero-sized (`travel_check!` in `apply_with*`, the only places that
+        // make this type), `Copy`, and a value of it existed (`new`'s witness): as in
+        // `RunArg::run`.
+        let f: F = unsafe { NonNull::<F>::dangling().as_ptr().read() };
+        let bytes = self.bytes;
+        let r =
+            catch_unwind(AssertUnwindSafe(|| serialized_call(target as *mut Prop<T>, &bytes, f)));
+        // SAFETY: caller promise: `out` is this request's `ResultSpace<Vec<u8>>`.
+        unsafe { answer(out, r) }
+    }
+}
+
+/// [`RemoteHook::take_arg`] of a [`WithRequest`] record: the serialized argument.
+///
+/// # Safety
+/// As [`take_plain_arg`], for a `WithRequest<T, V, U, F>` record (the request half is moved
+/// out and dropped here).
+unsafe fn take_with_arg<T, V, U, F>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
+    // SAFETY: caller promise: target word, then the request half (record invariant 1); this
+    // is its one consumption (invariant 2).
+    let (target, req) = unsafe {
+        (
+            std::ptr::read(p as *const *mut u8),
+            std::ptr::read(p.add(8) as *const WithRequest<T, V, U, F>),
+        )
+    };
+    arg.extend_from_slice(&req.bytes);
+    // SAFETY: caller promise: the request is live, so its property is.
+    unsafe { OnProp::<T>::value_addr(target) as usize as u64 }
+}
+
+/// [`RemoteHook::put_result`] of a [`WithRequest`] record: the serialized result into the
+/// `Vec<u8>` result space.
+///
+/// # Safety
+/// `out` is a `ResultSpace<Vec<u8>>`, written once here and read once by the completion.
+unsafe fn put_with_result(wire: &[u8], out: *mut u8) {
+    // SAFETY: caller promise.
+    unsafe { write_result::<Vec<u8>>(out, wire.to_vec()) }
 }
 
 /// The request half of a remote-capable call on the place `P`: the argument itself.
@@ -532,7 +700,7 @@ impl<T: Send + 'static> Trust<T> {
     /// # Panics
     /// Outside a runtime.
     pub fn is_local(&self) -> bool {
-        crate::runtime::rank_of(self.trustee_index()) == crate::rack::rank()
+        crate::runtime::rank_of(self.trustee_index()) == crate::runtime::rank()
     }
 
     /// Applies `f` to the property on its trustee with the argument `arg` and returns the
@@ -742,9 +910,14 @@ impl<T: Send + 'static> Trust<T> {
         let (w, trustee) = self.worker_for("apply_with");
         w.check_may_block("apply_with");
         let target = self.prop().as_ptr() as *mut u8;
-        let job = move |tg: *mut u8| serialized_call(tg as *mut Prop<T>, &bytes, f);
-        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
-        decode_result(&unsafe { call_at(w, trustee, target, job) })
+        if trustee == w.index && w.local_queue_empty() {
+            // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
+            // runs to completion before anything else here.
+            let r = w.delegated(|| serialized_call(target as *mut Prop<T>, &bytes, f));
+            return decode_result(&r);
+        }
+        let req = WithRequest::<T, V, U, F>::new(bytes, f);
+        decode_result(&call_blocking::<ResultSpace<Vec<u8>>, _>(w, trustee, target, req))
     }
 
     /// [`Trust::apply_with`] without waiting, as [`Trust::apply_then`] is to
@@ -776,10 +949,10 @@ impl<T: Send + 'static> Trust<T> {
         let bytes = encode_arg(&v);
         let (w, trustee) = self.worker_for("apply_with_then");
         let target = self.prop().as_ptr() as *mut u8;
-        let job = move |tg: *mut u8| serialized_call(tg as *mut Prop<T>, &bytes, f);
+        let req = WithRequest::<T, V, U, F>::new(bytes, f);
         let then = move |r: Vec<u8>| then(decode_result(&r));
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
-        unsafe { issue_then(w, trustee, target, job, then) }
+        unsafe { issue::<ResultSpace<Vec<u8>>, _, _>(w, trustee, target, req, then) }
     }
 
     /// Applies `f` to the property on its trustee and returns the result, like

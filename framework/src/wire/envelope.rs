@@ -75,7 +75,8 @@
 //!    of the source rank and `(trustee, pair seq)` names a batch in flight from this client;
 //!    the segments tile the rest of the envelope exactly;
 //! 3. records: every code id names a table (`code_id::resolve`; control ids are refused as
-//!    not yet supported); every argument has exactly its table's size, or a length prefix
+//!    not yet supported, except [`LOOPBACK_CONTROL`] in a loopback validator, whose record
+//!    is the in-process record of a runtime-internal request and never leaves the process); every argument has exactly its table's size, or a length prefix
 //!    within the bytes left and [`MAX_SERIALIZED_BYTES`]; the records tile the segment
 //!    exactly and their count is the header's; the response such a request envelope needs
 //!    (its fixed part: headers, fixed-size results, length prefixes and empty panic lists)
@@ -150,6 +151,46 @@ pub(crate) struct Expect<'a> {
     /// How many batches of one pair may arrive ahead of the next expected (the credits, at
     /// least 1): a batch is accepted if `0 <= seq - next < seq_window`.
     pub(crate) seq_window: u64,
+    /// Whether [`LOOPBACK_CONTROL`] records are accepted: only by the loopback transport
+    /// (`crate::runtime::transport`), whose envelopes never leave the process. Every other
+    /// validator refuses them ([`Fault::LoopbackOnly`]).
+    pub(crate) loopback: bool,
+}
+
+/// The reserved control id of a *loopback control record*: a runtime-internal request (a free
+/// handed to the property's owner, a quiescence wake-up: records without a `RemoteVTable`)
+/// crossing between fake ranks of one process. Its argument names the in-process record (the
+/// loopback transport's: the address and length of a box holding it), which means something
+/// only inside the process that wrote it: only a validator with [`Expect::loopback`] accepts
+/// it.
+/// Step 5 of `docs/rack-mode.md` §8 replaces these records by the typed `Control` messages
+/// of §4.4.
+pub(crate) const LOOPBACK_CONTROL: u64 = super::code_id::CONTROL_IDS;
+
+/// The table that stands for a [`LOOPBACK_CONTROL`] record in a batch's list of tables: a
+/// serialized argument, no result. Its `magic` is 0, so it is not a `RemoteVTable` any code id
+/// can name, and its `run` refuses.
+pub(crate) static LOOPBACK_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 0,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
+/// `run` of [`LOOPBACK_TABLE`]: a loopback control record is run by the loopback transport
+/// itself, never through a table.
+///
+/// # Safety
+/// None (it touches nothing).
+unsafe fn refuse_loopback_run(_: *mut u8, _: &[u8], out: &mut Vec<u8>) -> Result<(), RunError> {
+    let _ = out;
+    Err(RunError::Refused("a loopback control record has no table to run".into()))
+}
+
+/// True when `vt` is [`LOOPBACK_TABLE`].
+pub(crate) fn is_loopback_table(vt: &RemoteVTable) -> bool {
+    std::ptr::eq(vt, &LOOPBACK_TABLE)
 }
 
 /// The tables of the records of the batch in flight to `(trustee, pair seq)`, or `None`.
@@ -319,6 +360,17 @@ pub(crate) enum Reason {
         /// Allowed.
         max: usize,
     },
+    /// A record whose target was refused as it ran (`docs/rack-mode.md` §3.4 item 4), or a
+    /// segment for another worker than the one serving it.
+    #[error("segment {segment}, record {record}: {why}")]
+    Target {
+        /// Segment index.
+        segment: u32,
+        /// Record index in the segment.
+        record: u32,
+        /// What is wrong.
+        why: String,
+    },
     /// A bad panic list.
     #[error("segment {segment}: panic list at byte {at}: {what}")]
     Panics {
@@ -346,6 +398,11 @@ pub(crate) enum Fault {
     /// Non-zero padding or reserved bytes.
     #[error("non-zero padding")]
     Padding,
+    /// A loopback control record outside a loopback run.
+    #[error(
+        "loopback control record (id {LOOPBACK_CONTROL}) refused: only a loopback run accepts it"
+    )]
+    LoopbackOnly,
 }
 
 /// Bytes from `b`, with a position; every read is checked.
@@ -428,10 +485,15 @@ pub(crate) struct Record<'b> {
 fn read_record<'b>(
     r: &mut Reader<'b>,
     uniform: Option<&'static RemoteVTable>,
+    loopback: bool,
 ) -> Result<Record<'b>, Fault> {
     let vt = match uniform {
         Some(vt) => vt,
-        None => resolve(r.u64().ok_or(Fault::Overrun)?).map_err(Fault::Code)?,
+        None => match r.u64().ok_or(Fault::Overrun)? {
+            LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
+            LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
+            code => resolve(code).map_err(Fault::Code)?,
+        },
     };
     let target = r.u64().ok_or(Fault::Overrun)?;
     let arg = if vt.arg_prefixed() {
@@ -530,6 +592,8 @@ pub(crate) struct Envelope<'b> {
     body: &'b [u8],
     /// The fixed part of its response's size (rule 3).
     pub(crate) response_bytes: u64,
+    /// Validated with [`Expect::loopback`].
+    loopback: bool,
 }
 
 /// One segment of an accepted request envelope.
@@ -545,6 +609,8 @@ pub(crate) struct Segment<'b> {
     pub(crate) records: u32,
     /// The records' bytes (after the code id, for uniform segments).
     body: &'b [u8],
+    /// Validated with [`Expect::loopback`].
+    loopback: bool,
 }
 
 /// Checks a request envelope received from MPI source rank `from_rank` (module docs, rules
@@ -631,12 +697,8 @@ fn validate_requests<'b>(
             let mut b = Reader::new(body);
             for k in 0..h.records {
                 let rec_at = body_at + b.at;
-                let rec = read_record(&mut b, None).map_err(|fault| Reason::Record {
-                    segment: s,
-                    record: k,
-                    at: rec_at,
-                    fault,
-                })?;
+                let rec = read_record(&mut b, None, expect.loopback)
+                    .map_err(|fault| Reason::Record { segment: s, record: k, at: rec_at, fault })?;
                 response += fixed_result_bytes(rec.vt);
             }
             if b.left() != 0 {
@@ -655,7 +717,13 @@ fn validate_requests<'b>(
     if response > expect.max_response_bytes as u64 {
         return Err(Reason::ResponseSpace { need: response, max: expect.max_response_bytes });
     }
-    Ok(Envelope { head, segments, body: &bytes[HEADER_BYTES..], response_bytes: response })
+    Ok(Envelope {
+        head,
+        segments,
+        body: &bytes[HEADER_BYTES..],
+        response_bytes: response,
+        loopback: expect.loopback,
+    })
 }
 
 impl<'b> Envelope<'b> {
@@ -678,6 +746,7 @@ impl<'b> Envelope<'b> {
                 uniform,
                 records: h.records,
                 body,
+                loopback: self.loopback,
             })
         })
     }
@@ -687,9 +756,9 @@ impl<'b> Segment<'b> {
     /// Its records, in order.
     pub(crate) fn records(&self) -> impl Iterator<Item = Record<'b>> + '_ {
         let mut r = Reader::new(self.body);
-        let uniform = self.uniform;
+        let (uniform, loopback) = (self.uniform, self.loopback);
         // Validation read every record already: these reads succeed.
-        (0..self.records).map_while(move |_| read_record(&mut r, uniform).ok())
+        (0..self.records).map_while(move |_| read_record(&mut r, uniform, loopback).ok())
     }
 
     /// The tables of its records, in order (what a client keeps for the response's check).
@@ -700,7 +769,12 @@ impl<'b> Segment<'b> {
 
 /// Starts an envelope: writes the header with placeholders for the counts.
 fn start(kind: u8, head: &Head) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(4096);
+    start_in(Vec::with_capacity(4096), kind, head)
+}
+
+/// [`start`] in the buffer `buf` (its contents are dropped, its capacity kept).
+fn start_in(mut buf: Vec<u8>, kind: u8, head: &Head) -> Vec<u8> {
+    buf.clear();
     buf.extend_from_slice(&head.token.to_le_bytes());
     buf.extend_from_slice(&head.job_run.to_le_bytes());
     buf.extend_from_slice(&[kind, 0, 0, 0]);
@@ -760,6 +834,12 @@ impl RequestWriter {
         RequestWriter { buf: start(KIND_REQUESTS, head), segments: 0, open: None }
     }
 
+    /// [`RequestWriter::new`] writing into `buf` (a transport's buffer; its contents are
+    /// dropped, its capacity kept).
+    pub(crate) fn new_in(buf: Vec<u8>, head: &Head) -> Self {
+        RequestWriter { buf: start_in(buf, KIND_REQUESTS, head), segments: 0, open: None }
+    }
+
     /// Opens the segment of batch `pair_seq` to `trustee` (trustees in increasing order);
     /// with `uniform`, every record of the segment must use that table.
     pub(crate) fn begin_segment(
@@ -801,6 +881,18 @@ impl RequestWriter {
             self.push_head(vt, target);
             self.buf.extend_from_slice(arg);
         }
+    }
+
+    /// Appends a [`LOOPBACK_CONTROL`] record: `target` and `record`, the bytes that name the
+    /// in-process record (length-prefixed). Only the loopback transport writes these.
+    pub(crate) fn push_loopback(&mut self, target: u64, record: &[u8]) {
+        let open = self.open.as_mut().expect("skein: no segment open");
+        assert!(open.uniform.is_none(), "skein: a loopback record in a uniform segment");
+        assert!(record.len() <= MAX_SERIALIZED_BYTES, "skein: loopback record too long");
+        self.buf.extend_from_slice(&LOOPBACK_CONTROL.to_le_bytes());
+        self.buf.extend_from_slice(&target.to_le_bytes());
+        open.records += 1;
+        super::remote::push_prefixed(&mut self.buf, record);
     }
 
     /// Appends a record whose argument is a `Plain` value (its table's `arg_bytes` must be
@@ -863,8 +955,14 @@ pub(crate) struct ResponseWriter {
 impl ResponseWriter {
     /// An empty response envelope with this header.
     pub(crate) fn new(head: &Head) -> Self {
+        Self::new_in(Vec::with_capacity(4096), head)
+    }
+
+    /// [`ResponseWriter::new`] writing into `buf` (a transport's buffer; its contents are
+    /// dropped, its capacity kept).
+    pub(crate) fn new_in(buf: Vec<u8>, head: &Head) -> Self {
         ResponseWriter {
-            buf: start(KIND_RESPONSES, head),
+            buf: start_in(buf, KIND_RESPONSES, head),
             segments: 0,
             open: None,
             panics: Vec::new(),

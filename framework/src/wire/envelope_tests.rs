@@ -38,7 +38,13 @@ fn next_seq(from: u32, trustee: u32) -> u64 {
 }
 
 fn expect() -> Expect<'static> {
-    Expect { job: job(LANDING), max_response_bytes: 4096, next_seq: &next_seq, seq_window: 1 }
+    Expect {
+        job: job(LANDING),
+        max_response_bytes: 4096,
+        next_seq: &next_seq,
+        seq_window: 1,
+        loopback: false,
+    }
 }
 
 // The test closures (each `fn` returns its table).
@@ -356,8 +362,13 @@ fn forged_requests_are_refused_naming_the_rank() {
         Reason::Record { record: 0, fault: Fault::Code(BadCode::Misaligned(_)), .. }
     ));
     assert!(matches!(
-        reason(&with_mut(&|b| set64(b, 88, CONTROL_IDS)), 0, &e),
+        reason(&with_mut(&|b| set64(b, 88, CONTROL_IDS - 1)), 0, &e),
         Reason::Record { fault: Fault::Code(BadCode::Control(_)), .. }
+    ));
+    // The loopback control id, outside a loopback run.
+    assert!(matches!(
+        reason(&with_mut(&|b| set64(b, 88, LOOPBACK_CONTROL)), 0, &e),
+        Reason::Record { fault: Fault::LoopbackOnly, .. }
     ));
     // `unit` takes no argument: add's argument 7 is then read as the next code id.
     assert!(matches!(
@@ -671,4 +682,27 @@ fn fuzz_validate_never_panics_and_accepts_only_what_reencodes() {
     eprintln!("fuzz: {accepted} accepted, {} kinds of refusal: {reasons:?}", reasons.len());
     assert!(accepted > 1_000, "{accepted} accepted");
     assert!(reasons.len() >= 15, "only {} kinds of refusal: {reasons:?}", reasons.len());
+}
+
+/// A loopback control record is accepted only by a loopback validator, and hands out its
+/// bytes and target unchanged, under the stand-in table.
+#[test]
+fn loopback_records_only_in_loopback_mode() {
+    let mut w = RequestWriter::new(&request_head());
+    w.begin_segment(2, 5, None);
+    w.push_loopback(0xabc0, &[7u8; 24]);
+    w.push_plain(add(), 9, 3u64);
+    w.end_segment();
+    let bytes = w.finish();
+    let err = validate(&bytes, 0, &expect()).unwrap_err();
+    assert!(matches!(err.reason, Reason::Record { record: 0, fault: Fault::LoopbackOnly, .. }));
+    assert!(err.to_string().contains("only a loopback run accepts it"), "{err}");
+    let lb = Expect { loopback: true, ..expect() };
+    let env = validate(&bytes, 0, &lb).unwrap();
+    let seg = env.segments().next().unwrap();
+    let recs: Vec<_> = seg.records().collect();
+    assert_eq!(recs.len(), 2);
+    assert!(is_loopback_table(recs[0].vt) && !is_loopback_table(recs[1].vt));
+    assert_eq!((recs[0].target, recs[0].arg), (0xabc0, &[7u8; 24][..]));
+    assert_eq!(env.response_bytes, (HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + 8) as u64);
 }

@@ -168,7 +168,7 @@ impl<T, A: Plain, U: Plain, F> Of<T, A, U, F, Property>
 where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
-    const VT: &'static RemoteVTable = &{
+    pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
         assert!(
             size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
@@ -190,7 +190,7 @@ where
     U: Serialize + DeserializeOwned,
     F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
 {
-    const VT: &'static RemoteVTable = &{
+    pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
         RemoteVTable {
             magic: REMOTE_MAGIC,
@@ -206,7 +206,7 @@ impl<T, A: Plain, U: Plain, F> Of<T, A, U, F, Element>
 where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
-    const VT: &'static RemoteVTable = &{
+    pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
         assert!(
             8 + size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
@@ -226,7 +226,7 @@ impl<A: Plain, R: Plain, F> Of<(), A, R, F, Spawn>
 where
     F: FnOnce(A) -> R + Copy + Send + 'static,
 {
-    const VT: &'static RemoteVTable = &{
+    pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
         assert!(
             size_of::<A>() <= INLINE_MAX && size_of::<R>() <= MAX_RESULT_BYTES,

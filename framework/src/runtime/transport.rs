@@ -1,0 +1,595 @@
+//! The transport seam: how the requests of a (client, trustee) pair across ranks travel, and
+//! the loopback transport that carries them between the fake ranks of one process
+//! (`Builder::loopback_ranks`; `docs/rack-mode.md` §4.1, §8 step 4).
+//!
+//! # The cut
+//!
+//! The worker loop keeps calling the slots (`crate::channel::slot`) directly for pairs on its
+//! own rank: `Worker::poll_client` costs one compare more (`Worker::is_remote`, never true
+//! outside a split run) and the loop one predictable branch per pass. For a pair across
+//! ranks, `poll_client` instead encodes the staged records of one batch with the wire's
+//! `RequestWriter` (per record its `RemoteVTable`'s code id, a target word and the argument
+//! bytes, from the record's `RemoteHook`; per batch the pair sequence number) and hands the
+//! envelope to the [`Transport`]. The trustee's worker polls the transport, `validate`s each
+//! envelope, runs each record with `ResponseWriter::run` (its panic becomes a message) and
+//! hands back the response envelope; the client `validate_response`s it, translates each
+//! result into the record's result space (`RemoteHook::put_result`) and runs the completions
+//! in order (`RecordQueue::complete_front`), a remote panic becoming the `String` payload
+//! `"rank R worker g: <message>"` (resumed by `apply`, recorded as the run's error by
+//! `apply_then`).
+//!
+//! # Invariants
+//!
+//! 1. **Counting (the rule of activity of `super::quiesce`).** A request to a remote trustee
+//!    is created exactly as one to a slot (`Worker::request` bumps `issued`), and finished
+//!    exactly as one (`finished` is bumped by the client when its completion has run, after
+//!    the response envelope came back). The trustee adds the requests it served from a client
+//!    to that pair's `served` count, slots and transport alike, after they ran: frees
+//!    (`super::free`) and `incoming_due` read it. One process, so the detector (every
+//!    worker's counters) needs nothing else.
+//! 2. **The idle policy.** An envelope waiting for a worker is always due work for it: a
+//!    request envelope means its client's `issued` is above the trustee's `served`
+//!    (`incoming_due`), a response envelope means the client has requests in flight
+//!    (`own_work_due`). Neither lets a worker sleep, and every loop pass polls the inbox.
+//! 3. **Order.** Per pair, batches carry consecutive sequence numbers; the trustee accepts
+//!    only the next one (window 1) and the client completes only its oldest batch in flight.
+//!    The loopback inboxes are FIFO, so nothing arrives early; a transport that may reorder
+//!    (several MPI communicators, RDMA queue pairs) must hold early batches up to its credit
+//!    window (`docs/rack-mode.md` §4.3). So what the protocol needs from a transport is
+//!    **reliable delivery of whole messages**; per-pair order is built from the sequence
+//!    numbers.
+//! 4. **A refused envelope ends the run.** A `BadBatch` (from `validate`, a response that
+//!    does not match the batch in flight, or a refused target) is recorded as the run's
+//!    error, naming the ranks, and the run is stopped (`RunState::aborted`): its requests are
+//!    lost, which quiescence would wait for forever.
+//!
+//! # Loopback only (never on the MPI path)
+//!
+//! * **Targets.** The export table of step 6 does not exist yet: the target word of a
+//!   loopback record is the address of the value the request works on (`Place::value_addr`),
+//!   which only means something inside this process; the trustee checks it is not null.
+//!   Step 6 replaces the word by the export `(slot, generation)`, checked against the table
+//!   (`docs/rack-mode.md` §3.4 item 4); an MPI transport must never accept an address.
+//! * **Runtime-internal posts** (a free handed to the property's owner, quiescence
+//!   wake-ups) are closure records with no `RemoteVTable`. Between fake ranks they travel as
+//!   `LOOPBACK_CONTROL` records whose argument is the in-process record, moved into a box
+//!   (its address and length: 16 bytes, so no uninitialised byte of a closure is read as a
+//!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). Step 5 replaces them by the typed
+//!   `Control` messages of `docs/rack-mode.md` §4.4.
+//! * `spawn_on`, `launch` and the joins of spawned fibers do not cross ranks yet (step 5);
+//!   `entrust_new` and `TrustArray::new` build the value here, in the shared memory.
+
+use super::worker::Worker;
+use crate::channel::record::{header, HEADER_WORDS};
+use crate::channel::slot::PanicPayload;
+use crate::sync::proto;
+use crate::sync::{bump, Ordering};
+use crate::wire::envelope::{
+    is_loopback_table, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job,
+    Reason, RequestWriter, ResponseWriter, KIND_REQUESTS, KIND_RESPONSES, LOOPBACK_TABLE,
+};
+use crate::wire::remote::{panic_message, RemoteVTable};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+use std::sync::Mutex;
+
+/// The most words of in-process records one loopback batch takes from a client's queue.
+const BATCH_WORDS: usize = 1024;
+/// Batches in flight per (client, remote trustee) pair (the credits of the pair).
+const IN_FLIGHT: u64 = 8;
+/// The most in-process result bytes of one loopback batch.
+const BATCH_RESULT_BYTES: usize = 64 << 10;
+
+/// An envelope that arrived: its bytes and the rank that sent it (the transport's knowledge,
+/// as MPI's source, never read from the bytes).
+#[derive(Debug)]
+pub(crate) struct Arrived {
+    /// The sending rank.
+    pub(crate) from_rank: usize,
+    /// The envelope.
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// Moves envelopes (whole messages) between workers of different ranks. Every method is
+/// called by the worker it names, never blocks and never runs user code.
+///
+/// The shape fits both kinds of transport of `docs/rack-mode.md` §4: MPI (`claim`: a buffer
+/// from the pool if a credit is left; `publish`: `MPI_Isend`; `poll`: `MPI_Improbe` +
+/// `MPI_Imrecv`; `release`: the buffer back to the pool; `progress`: `MPI_Testsome`) and RDMA
+/// (`claim`: registered memory mirrored at the receiver; `publish`: a one-sided write of the
+/// batch, then of its ready flag on the same queue pair; `poll`: the ready flags in local
+/// registered memory; `release`: the credit back). Nothing needs a call on the receiver to
+/// complete a message.
+pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
+    /// The job token the envelopes carry.
+    fn token(&self) -> u64;
+    /// A buffer for a message from worker `from` to worker `to` (global ids), or `None`
+    /// when no credit is left (the caller tries again later).
+    fn claim(&self, from: usize, to: usize) -> Option<Vec<u8>>;
+    /// Sends the filled buffer from `from` to `to`.
+    fn publish(&self, from: usize, to: usize, msg: Vec<u8>);
+    /// The next message that arrived for worker `me`, if any.
+    fn poll(&self, me: usize) -> Option<Arrived>;
+    /// Gives back a message `poll` handed out (its buffer, its credit).
+    fn release(&self, me: usize, msg: Vec<u8>);
+    /// Moves bytes (completes sends and receives); true if it did something.
+    fn progress(&self, me: usize) -> bool;
+}
+
+/// One worker's inbox, and the buffers it released (reused by its next claims).
+#[derive(Debug, Default)]
+struct Inbox {
+    /// Messages in `q`: read without the lock by an idle poll.
+    pending: AtomicUsize,
+    q: Mutex<VecDeque<Arrived>>,
+    pool: Mutex<Vec<Vec<u8>>>,
+}
+
+/// Buffers a worker keeps for reuse.
+const POOL: usize = 8;
+
+/// The loopback transport: per worker an in-process FIFO inbox. Correctness first: a mutex
+/// per message and a `Vec` per envelope.
+#[derive(Debug)]
+pub(crate) struct Loopback {
+    inboxes: Box<[Inbox]>,
+    /// Workers per fake rank.
+    local_n: usize,
+    token: u64,
+    /// The test hook (`Builder::loopback_corrupt_first_envelope`): a byte of the envelope
+    /// header to flip in the first request envelope. Only header bytes, which `validate`
+    /// checks before it reads a record, so a corrupted envelope is refused, never run.
+    corrupt: Mutex<Option<usize>>,
+}
+
+impl Loopback {
+    /// The transport of a run of `n` workers in `ranks` fake ranks.
+    pub(crate) fn new(n: usize, ranks: usize, run_id: u32, corrupt: Option<usize>) -> Loopback {
+        use std::hash::{BuildHasher, Hasher};
+        // A token of this run: a random hasher's output (and the rack job's token if any).
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(run_id);
+        let token = crate::rack::job_token().unwrap_or(0) ^ h.finish();
+        Loopback {
+            inboxes: (0..n).map(|_| Inbox::default()).collect(),
+            local_n: n / ranks,
+            token,
+            corrupt: Mutex::new(corrupt.filter(|&at| at < crate::wire::envelope::HEADER_BYTES)),
+        }
+    }
+}
+
+impl Transport for Loopback {
+    fn token(&self) -> u64 {
+        self.token
+    }
+
+    fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
+        let mut pool = self.inboxes[from].pool.lock().unwrap_or_else(|e| e.into_inner());
+        Some(pool.pop().unwrap_or_else(|| Vec::with_capacity(4096)))
+    }
+
+    fn publish(&self, from: usize, to: usize, mut msg: Vec<u8>) {
+        if msg.get(12) == Some(&KIND_REQUESTS) {
+            let mut c = self.corrupt.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(at) = c.take() {
+                msg[at] ^= 0xff;
+            }
+        }
+        let inbox = &self.inboxes[to];
+        let mut q = inbox.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.push_back(Arrived { from_rank: from / self.local_n, bytes: msg });
+        inbox.pending.fetch_add(1, StdOrdering::Release);
+    }
+
+    fn poll(&self, me: usize) -> Option<Arrived> {
+        let inbox = &self.inboxes[me];
+        if inbox.pending.load(StdOrdering::Acquire) == 0 {
+            return None;
+        }
+        let mut q = inbox.q.lock().unwrap_or_else(|e| e.into_inner());
+        let m = q.pop_front()?;
+        inbox.pending.fetch_sub(1, StdOrdering::Release);
+        Some(m)
+    }
+
+    fn release(&self, me: usize, msg: Vec<u8>) {
+        let mut pool = self.inboxes[me].pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL {
+            pool.push(msg);
+        }
+    }
+
+    fn progress(&self, _me: usize) -> bool {
+        false
+    }
+}
+
+/// `RemoteHook::put_result`'s type.
+type PutResult = unsafe fn(&[u8], *mut u8);
+
+/// One batch in flight to a remote trustee: what its response is checked against and how its
+/// results are laid out for the completions.
+struct InFlight {
+    seq: u64,
+    /// The wire tables of its records, in order (`LOOPBACK_TABLE` for control records).
+    tables: Vec<&'static RemoteVTable>,
+    /// The in-process result bytes of its records, in order.
+    result_bytes: Vec<u32>,
+    /// Their `RemoteHook::put_result`, `None` for control records.
+    put: Vec<Option<PutResult>>,
+}
+
+/// A worker's transport state (a loopback run only): per remote trustee its batches in
+/// flight, and scratch buffers.
+pub(crate) struct RemoteSide {
+    in_flight: Box<[RefCell<VecDeque<InFlight>>]>,
+    scratch: RefCell<Vec<MaybeUninit<u64>>>,
+    arg: RefCell<Vec<u8>>,
+    envelopes: Cell<u64>,
+}
+
+impl RemoteSide {
+    /// The state of a worker of a run of `n` workers.
+    pub(crate) fn new(n: usize) -> RemoteSide {
+        RemoteSide {
+            in_flight: (0..n).map(|_| RefCell::default()).collect(),
+            scratch: RefCell::new(vec![MaybeUninit::uninit(); BATCH_WORDS]),
+            arg: RefCell::default(),
+            envelopes: Cell::new(0),
+        }
+    }
+}
+
+/// A response segment read out of its envelope, ready for the completions.
+struct Answered {
+    trustee: usize,
+    seq: u64,
+    n: usize,
+    results: Vec<u64>,
+    panics: Vec<(u32, PanicPayload)>,
+}
+
+impl Worker {
+    fn transport(&self) -> &dyn Transport {
+        self.run_state.transport.as_deref().expect("skein: no transport in this run")
+    }
+
+    fn side(&self) -> &RemoteSide {
+        self.remote.as_ref().expect("skein: no transport state on this worker")
+    }
+
+    fn job(&self) -> Job {
+        Job {
+            token: self.transport().token(),
+            job_run: self.run_id,
+            me: self.index as u32,
+            workers: self.local_n as u32,
+            ranks: self.run_state.ranks as u32,
+        }
+    }
+
+    fn next_envelope_seq(&self) -> u64 {
+        let s = self.side().envelopes.get() + 1;
+        self.side().envelopes.set(s);
+        s
+    }
+
+    /// The client role towards a trustee of another rank: sends staged requests as request
+    /// envelopes while fewer than [`IN_FLIGHT`] batches are in flight (responses come through
+    /// [`Worker::poll_transport`]).
+    pub(super) fn poll_remote(&self, trustee: usize) -> bool {
+        let cs = &self.clients[trustee];
+        let mut useful = false;
+        while cs.sent.get() - cs.acked.get() < IN_FLIGHT && cs.out(|q| q.has_staged()) {
+            let Some(buf) = self.transport().claim(self.index, trustee) else { break };
+            let seq = cs.sent.get() + 1;
+            let side = self.side();
+            let mut scratch = side.scratch.borrow_mut();
+            let dst = scratch.as_mut_ptr() as *mut u64;
+            // SAFETY: `scratch` holds BATCH_WORDS words, 8-aligned; the copied request halves
+            // are consumed below, each once, by `take_arg` or by moving their bytes into the
+            // envelope (record invariant 2).
+            let (words, count, uniform) =
+                cs.out(|q| unsafe { q.send_to(dst, BATCH_WORDS, BATCH_RESULT_BYTES) });
+            assert!(count > 0, "skein: a request does not fit in an empty loopback batch");
+            let head = Head {
+                token: self.transport().token(),
+                job_run: self.run_id,
+                from: self.index as u32,
+                to_rank: (trustee / self.local_n) as u32,
+                to: trustee as u32,
+                seq: self.next_envelope_seq(),
+            };
+            let mut wr = RequestWriter::new_in(buf, &head);
+            // A batch of one record type with a fixed-size argument travels as a uniform
+            // segment: its code id once, checked in O(1) by the trustee.
+            // SAFETY: `count > 0` records were copied to `scratch`; the first starts there.
+            let first = unsafe { header(dst) };
+            let uniform_vt = match first.remote {
+                Some(hook) if uniform && !hook.vt.arg_prefixed() => Some(hook.vt),
+                _ => None,
+            };
+            wr.begin_segment(trustee as u32, seq, uniform_vt);
+            let mut b = InFlight {
+                seq,
+                tables: Vec::with_capacity(count),
+                result_bytes: Vec::with_capacity(count),
+                put: Vec::with_capacity(count),
+            };
+            let mut arg = side.arg.borrow_mut();
+            let mut w = 0;
+            for _ in 0..count {
+                // SAFETY: `count` records were copied to `scratch`, one after the other
+                // (record invariants 1 and 4).
+                let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };
+                let p = at.wrapping_add(HEADER_WORDS) as *mut u8;
+                match h.remote {
+                    Some(hook) => {
+                        arg.clear();
+                        // SAFETY: the record's request half is live in `scratch` and ours
+                        // (send_to); consumed here.
+                        let target = unsafe { (hook.take_arg)(p, &mut arg) };
+                        wr.push(hook.vt, target, &arg);
+                        b.tables.push(hook.vt);
+                        b.put.push(Some(hook.put_result));
+                    }
+                    None => {
+                        assert_eq!(
+                            h.result_bytes, 0,
+                            "skein: a local-only request to another rank"
+                        );
+                        let words = h.words as usize;
+                        let mut rec = Box::<[u64]>::new_uninit_slice(words);
+                        // SAFETY: the record's `words` words are in `scratch` (the queue wrote
+                        // them); an untyped copy into a box of that size. The request half
+                        // moves with them (record invariant 3) and the serving worker
+                        // consumes it (`run_loopback_record`).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                at as *const MaybeUninit<u64>,
+                                rec.as_mut_ptr(),
+                                words,
+                            )
+                        };
+                        // SAFETY: the target word follows the header.
+                        let target = unsafe { *at.add(HEADER_WORDS) };
+                        let addr = Box::into_raw(rec) as *mut MaybeUninit<u64> as usize as u64;
+                        let mut arg = [0u8; 16];
+                        arg[..8].copy_from_slice(&addr.to_le_bytes());
+                        arg[8..].copy_from_slice(&(words as u64).to_le_bytes());
+                        wr.push_loopback(target, &arg);
+                        b.tables.push(&LOOPBACK_TABLE);
+                        b.put.push(None);
+                    }
+                }
+                b.result_bytes.push(h.result_bytes);
+                w += h.words as usize;
+            }
+            debug_assert_eq!(w, words);
+            drop((arg, scratch));
+            wr.end_segment();
+            side.in_flight[trustee].borrow_mut().push_back(b);
+            cs.sent.set(seq);
+            self.transport().publish(self.index, trustee, wr.finish());
+            bump(&self.ctr().stats.batches_sent, 1);
+            self.wake_throttled(&cs.throttled);
+            useful = true;
+        }
+        useful
+    }
+
+    /// Handles the envelopes that arrived for this worker: serves request envelopes, completes
+    /// response envelopes. A refused one ends the run (module invariant 4).
+    pub(super) fn poll_transport(&self) -> bool {
+        let t = self.transport();
+        let mut useful = t.progress(self.index);
+        while let Some(Arrived { from_rank, bytes }) = t.poll(self.index) {
+            useful = true;
+            let r = if bytes.get(12) == Some(&KIND_RESPONSES) {
+                self.take_responses(from_rank, &bytes)
+            } else {
+                self.serve_requests(from_rank, &bytes)
+            };
+            t.release(self.index, bytes);
+            if let Err(e) = r {
+                self.refuse(e);
+                return true;
+            }
+        }
+        useful
+    }
+
+    /// Records a refused envelope as the run's error and stops the run.
+    #[cold]
+    fn refuse(&self, e: BadBatch) {
+        self.run_state.record_error(format!("rank {} worker {}: {e}", self.rank, self.index));
+        self.run_state.aborted.store(true, Ordering::Release);
+        self.run_state.shutdown.store(true, Ordering::Release);
+    }
+
+    /// The trustee role for a request envelope from `from_rank`.
+    fn serve_requests(&self, from_rank: usize, bytes: &[u8]) -> Result<(), BadBatch> {
+        let next_seq =
+            |c: u32, _t: u32| self.trustees.get(c as usize).map_or(0, |ts| ts.served_seq.get() + 1);
+        let expect = Expect {
+            job: self.job(),
+            max_response_bytes: usize::MAX,
+            next_seq: &next_seq,
+            seq_window: 1,
+            loopback: true,
+        };
+        let env = validate(bytes, from_rank, &expect)?;
+        let client = env.head.from as usize;
+        let bad = |reason| BadBatch { rank: from_rank, reason };
+        // The loopback transport always has a buffer; one without credit for a response
+        // would hold the request envelope until it has (not needed here).
+        let buf = self.transport().claim(self.index, client).unwrap_or_default();
+        let mut rw = ResponseWriter::new_in(
+            buf,
+            &Head {
+                token: expect.job.token,
+                job_run: self.run_id,
+                from: self.index as u32,
+                to_rank: from_rank as u32,
+                to: client as u32,
+                seq: env.head.seq,
+            },
+        );
+        for (s, seg) in env.segments().enumerate() {
+            let s = s as u32;
+            if seg.trustee as usize != self.index {
+                return Err(bad(Reason::Target {
+                    segment: s,
+                    record: 0,
+                    why: format!(
+                        "trustee {} is not the serving worker {}",
+                        seg.trustee, self.index
+                    ),
+                }));
+            }
+            rw.begin_segment(seg.trustee, seg.pair_seq);
+            let mut k = 0u32;
+            for rec in seg.records() {
+                let refused = |why| bad(Reason::Target { segment: s, record: k, why });
+                if is_loopback_table(rec.vt) {
+                    let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
+                    rw.push_result(&LOOPBACK_TABLE, &[]);
+                    if let Some(p) = panic {
+                        rw.push_panic(k, &panic_message(p));
+                    }
+                } else {
+                    if rec.target == 0 {
+                        return Err(refused("null target".into()));
+                    }
+                    // SAFETY: loopback only (module docs): the target word is the address of
+                    // the value the client's live request works on (`Place::value_addr`), in
+                    // this process, of the type the record's table was made for (the client
+                    // wrote both from one record); the handle it was issued with keeps it
+                    // alive until this request has been served (`super::free`), and this runs
+                    // as delegated code on its trustee (checked above: the segment is ours),
+                    // so nothing else accesses it.
+                    let r =
+                        self.delegated(|| unsafe { rw.run(&rec, rec.target as usize as *mut u8) });
+                    r.map_err(refused)?;
+                }
+                k += 1;
+            }
+            rw.end_segment();
+            let ts = &self.trustees[client];
+            ts.served.set(ts.served.get() + k as u64);
+            ts.served_seq.set(seg.pair_seq);
+            let st = &self.ctr().stats;
+            bump(&st.requests_served, k as u64);
+            bump(&st.batches_served, 1);
+        }
+        self.transport().publish(self.index, client, rw.finish());
+        Ok(())
+    }
+
+    /// Runs a loopback control record as the slots would: its request half, as delegated
+    /// code. Its argument is the address and the length in words of a box holding the
+    /// in-process record (moved there by `poll_remote`), which this takes back. Returns the
+    /// record's panic, or why it is refused.
+    fn run_loopback_record(&self, arg: &[u8]) -> Result<Option<PanicPayload>, String> {
+        let word = |i: usize| u64::from_le_bytes(arg[i..i + 8].try_into().unwrap_or([0; 8]));
+        if arg.len() != 16 {
+            return Err(format!("loopback record argument of {} bytes, not 16", arg.len()));
+        }
+        let (addr, words) = (word(0) as usize, word(8) as usize);
+        if addr == 0 || addr % 8 != 0 || words < 2 {
+            return Err(format!("loopback record at {addr:#x} of {words} words"));
+        }
+        // SAFETY: loopback only (module docs): the validator accepted a LOOPBACK_CONTROL record,
+        // which only a loopback validator does; loopback envelopes are written by this
+        // process's clients (`poll_remote`) and never leave it (the test hook corrupts header
+        // bytes only, which `validate` checks before any record). So `(addr, words)` is a box
+        // `poll_remote` leaked for this record, taken back exactly once, here (each envelope
+        // is served once: its pair sequence number is accepted once).
+        let rec: Box<[MaybeUninit<u64>]> = unsafe {
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(addr as *mut MaybeUninit<u64>, words))
+        };
+        let at = rec.as_ptr() as *mut u64;
+        // SAFETY: the box holds the record the client moved out of its queue (record
+        // invariant 3), whose word 0 is its `&'static VTable`.
+        let h = unsafe { header(at) };
+        if h.words as usize != words || h.result_bytes != 0 {
+            return Err("loopback record does not match its vtable".into());
+        }
+        let mut space = 0u64;
+        // SAFETY: the record's request half is live (moved here from the client's queue) and
+        // consumed once, here; no result bytes; delegated code on this trustee as with slots.
+        // The box is freed afterwards without dropping anything (`MaybeUninit`): the
+        // completion's bytes in it are dead (the client kept its own copy).
+        let panic = self.delegated(|| unsafe {
+            (h.run_request)(at.add(HEADER_WORDS) as *mut u8, &mut space as *mut u64 as *mut u8)
+        });
+        drop(rec);
+        Ok(panic)
+    }
+
+    /// The client role for a response envelope from `from_rank`: checks it against the
+    /// batches in flight, then runs the completions of each answered batch in order.
+    fn take_responses(&self, from_rank: usize, bytes: &[u8]) -> Result<(), BadBatch> {
+        let side = self.side();
+        let mut answered = Vec::new();
+        {
+            let guards: Vec<_> = side.in_flight.iter().map(|q| q.borrow()).collect();
+            let in_flight = |t: u32, seq: u64| {
+                let b = guards.get(t as usize)?.front().filter(|b| b.seq == seq)?;
+                Some(b.tables.as_slice())
+            };
+            let expect = ExpectResponse { job: self.job(), in_flight: &in_flight };
+            let resp = validate_response(bytes, from_rank, &expect)?;
+            for seg in resp.segments() {
+                let t = seg.trustee as usize;
+                let Some(b) = guards[t].front() else { continue };
+                let total: usize = b.result_bytes.iter().map(|&r| r as usize).sum();
+                let mut results = vec![0u64; total.div_ceil(8)];
+                let panicked: Vec<(u32, &str)> = seg.panics().collect();
+                let base = results.as_mut_ptr() as *mut u8;
+                let mut off = 0;
+                for (k, wire) in seg.results().enumerate() {
+                    if !panicked.iter().any(|&(i, _)| i as usize == k) {
+                        if let Some(put) = b.put[k] {
+                            // SAFETY: `off` plus this record's result bytes is within
+                            // `results` (sized by their sum); `wire` has its table's size
+                            // (validated); the value is read once by its completion.
+                            unsafe { put(wire, base.add(off)) };
+                        }
+                    }
+                    off += b.result_bytes[k] as usize;
+                }
+                let panics = panicked
+                    .into_iter()
+                    .map(|(i, m)| {
+                        let msg = format!("rank {from_rank} worker {t}: {m}");
+                        (i, Box::new(msg) as PanicPayload)
+                    })
+                    .collect();
+                answered.push(Answered {
+                    trustee: t,
+                    seq: seg.pair_seq,
+                    n: b.tables.len(),
+                    results,
+                    panics,
+                });
+            }
+        }
+        for a in answered {
+            side.in_flight[a.trustee].borrow_mut().pop_front();
+            let cs = &self.clients[a.trustee];
+            // As in `poll_client`: the requests are taken out of their cell while their
+            // completions run.
+            let mut q = cs.take_out();
+            let resp = a.results.as_ptr() as *const u8;
+            self.delegated(|| q.complete_front(a.n, false, resp, a.panics));
+            cs.put_back(q);
+            cs.acked.set(a.seq);
+            proto::bump(&self.ctr().finished, a.n as u64);
+        }
+        Ok(())
+    }
+}
