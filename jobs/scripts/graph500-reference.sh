@@ -109,18 +109,24 @@ build() {
         return
     fi
     note "building $BINARY from $src in $dir"
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    cp -R "$src/src" "$src/generator" "$src/aml" "$dir/"
-    log="$dir/build.log"
+    # Built in a private folder and renamed into place, so that concurrent builds of the
+    # same tree do not trip over each other.
+    local work="$dir.tmp.$$"
+    rm -rf "$work"
+    mkdir -p "$work"
+    cp -R "$src/src" "$src/generator" "$src/aml" "$work/"
+    log="$work/build.log"
     # The stock Makefile flags, plus -fcommon: the reference defines globals in headers,
     # which GCC 10 and later reject without it.
-    if ! make -C "$dir/src" MPICC="$mpicc -fcommon" "$BINARY" >"$log" 2>&1; then
+    if ! make -C "$work/src" MPICC="$mpicc -fcommon" "$BINARY" >"$log" 2>&1; then
         echo "---- last lines of $log ----" >&2
         tail -n 30 "$log" >&2
         die "building $BINARY failed (full log: $log)"
     fi
-    [[ -x "$dir/src/$BINARY" ]] || die "the build did not produce $dir/src/$BINARY (log: $log)"
+    [[ -x "$work/src/$BINARY" ]] || die "the build did not produce $work/src/$BINARY (log: $log)"
+    rm -rf "$dir"
+    mv "$work" "$dir" 2>/dev/null || [[ -x "$dir/src/$BINARY" ]] || die "cannot move $work to $dir"
+    rm -rf "$work"
     echo "$dir/src/$BINARY"
 }
 
@@ -134,6 +140,8 @@ run() {
     is_uint "$scale" && ((scale >= 1 && scale <= 42)) || die "SCALE must be an integer in 1..42, not '$scale'"
     is_uint "$ef" && ((ef >= 1)) || die "EDGEFACTOR must be a positive integer, not '$ef'"
     is_uint "$ranks" && ((ranks >= 1)) || die "RANKS must be a positive integer, not '$ranks'"
+    # common.h defines SIZE_MUST_BE_A_POWER_OF_TWO: any other count aborts.
+    (((ranks & (ranks - 1)) == 0)) || die "RANKS must be a power of two (the reference aborts otherwise), not $ranks"
     bin=$(build)
     mpirun=${MPIRUN:-mpirun}
     command -v "$mpirun" >/dev/null || die "$mpirun not found: set MPIRUN to the MPI launcher"

@@ -77,6 +77,19 @@ pub(crate) fn check_job(job: &Job) -> anyhow::Result<()> {
     }
 }
 
+/// Refuses a rank count the reference cannot run: it is compiled with
+/// `SIZE_MUST_BE_A_POWER_OF_TWO` (its `common.h`) and aborts on any other count.
+pub(crate) fn check_launch(launch: &Launch) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        launch.ranks.is_power_of_two(),
+        "--ranks {}: the {} engine needs a power of two (1, 2, 4, 8, ...): the Graph500 \
+         reference is built for power-of-two rank counts only",
+        launch.ranks,
+        EngineName::Graph500Mpi
+    );
+    Ok(())
+}
+
 /// The reference's standard output, as `key: value` pairs (keys with single spaces, e.g.
 /// `bfs min_time`; the `!` before the harmonic means dropped).
 #[derive(Debug, Clone, PartialEq)]
@@ -283,7 +296,7 @@ pub(crate) fn run(
     validate: bool,
     launch: &Launch,
 ) -> anyhow::Result<RefReport> {
-    anyhow::ensure!(launch.ranks >= 1, "--ranks: the graph500-mpi engine needs at least 1 rank");
+    check_launch(launch)?;
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
         .arg(SCRIPT)

@@ -124,6 +124,12 @@ fn graph500_mpi_refuses_inputs_the_reference_cannot_run() {
         assert!(!out.status.success() && err.contains(expect), "{err}");
         assert!(err.contains("graph500-mpi"), "{err}");
     }
+    let out = skein(&["compare", s(&j), "--engines", "seq,graph500-mpi", "--ranks", "3"], &[]);
+    let (_, err) = text(&out);
+    assert!(
+        !out.status.success() && err.contains("--ranks 3") && err.contains("power of two"),
+        "{err}"
+    );
     let file = tmp("g.el");
     std::fs::write(&file, "0 1\n1 2\n").unwrap();
     let fj = tmp("file.toml");

@@ -98,7 +98,10 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     for &engine in &engines {
         match engine {
             EngineName::SkeinRack => anyhow::bail!(EngineName::SKEIN_RACK_UNSUPPORTED),
-            EngineName::Graph500Mpi => graph500_mpi::check_job(&job)?,
+            EngineName::Graph500Mpi => {
+                graph500_mpi::check_job(&job)?;
+                graph500_mpi::check_launch(&launch)?;
+            }
             EngineName::Seq | EngineName::Rayon | EngineName::Skein => {
                 engine_spec(&job, engine)
                     .check()
