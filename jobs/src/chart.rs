@@ -58,7 +58,13 @@ fn draw(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> 
         .label_style(("sans-serif", 16))
         .draw()
         .map_err(|e| err(&e))?;
-    let colors = [RGBColor(90, 110, 140), RGBColor(70, 140, 90), RGBColor(200, 90, 40)];
+    let colors = [
+        RGBColor(90, 110, 140),
+        RGBColor(70, 140, 90),
+        RGBColor(200, 90, 40),
+        RGBColor(140, 80, 160),
+        RGBColor(190, 160, 40),
+    ];
     chart
         .draw_series(bars.iter().enumerate().map(|(i, (_, teps))| {
             let color = colors[i % colors.len()];

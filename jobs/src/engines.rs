@@ -48,6 +48,15 @@ impl EngineSpec {
     /// limits as a job file's `[runtime]`); returns the thread count (0 resolved to one
     /// per CPU). Cheap: callers check before loading a graph.
     pub(crate) fn check(&self) -> anyhow::Result<usize> {
+        match self.engine {
+            EngineName::SkeinRack => anyhow::bail!(EngineName::SKEIN_RACK_UNSUPPORTED),
+            EngineName::Graph500Mpi => anyhow::bail!(
+                "engine graph500-mpi runs only under `skein compare` (it runs the Graph500 \
+                 reference's own generator and roots): e.g. `skein compare JOB.toml --engines \
+                 seq,graph500-mpi --ranks 2`"
+            ),
+            EngineName::Seq | EngineName::Rayon | EngineName::Skein => {}
+        }
         let threads = if self.threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -229,6 +238,10 @@ impl<'g> Runner<'g> {
                     Kernel::Bfs => engine.prepare_bfs(),
                 }
                 Inner::Skein(engine, SkeinTotals::default())
+            }
+            // Refused by `spec.check()` above, with the reason.
+            EngineName::SkeinRack | EngineName::Graph500Mpi => {
+                anyhow::bail!("engine {} cannot run here", spec.engine)
             }
         };
         let threads = match &inner {

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod chart;
 mod cmd;
 mod engines;
+mod graph500_mpi;
 mod graph_source;
 mod job;
 mod limits;

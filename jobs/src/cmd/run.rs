@@ -12,6 +12,7 @@ use anyhow::Context;
 use skein_generators::kronecker::KroneckerParams;
 
 use crate::engines::{EngineSpec, Runner};
+use crate::graph500_mpi;
 use crate::graph_source::{self, GraphSpec, LoadedGraph};
 use crate::job::{self, Job, JobGraph, Roots};
 use crate::names::EngineName;
@@ -39,9 +40,19 @@ pub(crate) struct CompareArgs {
     /// Override a key of the job file, e.g. `--set graph.scale=18`.
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     set: Vec<String>,
-    /// Engines to compare, in order (default: seq, rayon, skein).
+    /// Engines to compare, in order (default: seq, rayon, skein). `graph500-mpi` is the
+    /// official Graph500 MPI reference (built by jobs/scripts/graph500-reference.sh from
+    /// GRAPH500_SRC, or a cached clone); `skein-rack` is not yet supported.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "ENGINE,...")]
     engines: Vec<EngineName>,
+    /// MPI ranks of the MPI engines (`mpirun -np RANKS`).
+    #[arg(long, default_value_t = 1, value_name = "RANKS",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    ranks: u32,
+    /// Extra `mpirun` arguments for the MPI engines, split on whitespace, e.g.
+    /// `--mpirun-args "--hostfile hosts --map-by node"` (default: the MPIRUN_ARGS variable).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    mpirun_args: Option<String>,
     /// Where to write the chart (default: beside the job's JSON report, `.png`, or
     /// `reports/compare-KERNEL.png`).
     #[arg(long, value_name = "FILE.png")]
@@ -74,49 +85,117 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 
 pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let job = job::load(&args.job, &args.set)?;
-    let engines: Vec<EngineName> =
-        if args.engines.is_empty() { EngineName::ALL.to_vec() } else { args.engines.clone() };
-    // Every engine's limits, before the graph is built.
+    let engines: Vec<EngineName> = if args.engines.is_empty() {
+        EngineName::DEFAULT_COMPARE.to_vec()
+    } else {
+        args.engines.clone()
+    };
+    let launch = graph500_mpi::Launch {
+        ranks: args.ranks as usize,
+        mpirun_args: args.mpirun_args.clone().or_else(|| std::env::var("MPIRUN_ARGS").ok()),
+    };
+    // Every engine's limits and inputs, before the graph is built.
     for &engine in &engines {
-        engine_spec(&job, engine)
-            .check()
-            .with_context(|| format!("{}: [runtime]", job.source.display()))?;
+        match engine {
+            EngineName::SkeinRack => anyhow::bail!(EngineName::SKEIN_RACK_UNSUPPORTED),
+            EngineName::Graph500Mpi => {
+                graph500_mpi::check_job(&job)?;
+                graph500_mpi::check_launch(&launch)?;
+            }
+            EngineName::Seq | EngineName::Rayon | EngineName::Skein => {
+                engine_spec(&job, engine)
+                    .check()
+                    .with_context(|| format!("{}: [runtime]", job.source.display()))?;
+            }
+        }
     }
     let graph = load_graph(&job)?;
     let roots = job_roots(&job, &graph)?;
     let mut rows = Vec::new();
+    // Problems found after every engine ran (validation, the same-inputs check).
+    let mut failures: Vec<anyhow::Error> = Vec::new();
     for &engine in &engines {
         eprintln!("running {} on {} with {engine} ...", job.kernel, graph.description);
+        if engine == EngineName::Graph500Mpi {
+            let JobGraph::Kronecker { scale, edgefactor, .. } = &job.graph else {
+                anyhow::bail!("the graph500-mpi engine needs a Kronecker graph");
+            };
+            if launch.ranks > 1 {
+                eprintln!("  (mpirun -np {}; the reference is built on first use)", launch.ranks);
+            }
+            let r = graph500_mpi::run(job.kernel, *scale, *edgefactor, job.validate, &launch)?;
+            let skein_nedge = graph500_mpi::skein_nedge_stats(&graph, &roots);
+            let check = graph500_mpi::check_nedge(&r.nedge, &skein_nedge);
+            let validation = match &check {
+                Ok(()) => format!("{}; same nedge as Skein", r.validation_text()),
+                Err(_) => "SAME-INPUTS CHECK FAILED (nedge)".to_string(),
+            };
+            let mut json = r.to_json(&launch);
+            json["same_inputs_check"] = match &check {
+                Ok(()) => "passed".into(),
+                Err(e) => format!("FAILED: {e}").into(),
+            };
+            if let Err(e) = check {
+                failures.push(e);
+            }
+            rows.push(Row {
+                name: engine.as_str().to_owned(),
+                par: format!("{}r", r.ranks),
+                chart_label: format!("{} ({}r)", engine, r.ranks),
+                time: r.time,
+                hmean: r.teps.harmonic_mean,
+                validation,
+                json,
+            });
+            continue;
+        }
         let spec = engine_spec(&job, engine);
         let (report, totals) = run_engine(&job, &graph, &roots, &spec, None)?;
-        rows.push((report, totals));
+        if let Err(e) = report.ensure_valid() {
+            failures.push(e);
+        }
+        let mut json = report.to_json();
+        if let Some(t) = &totals {
+            json["trustees"] = t.to_json();
+        }
+        rows.push(Row {
+            name: report.engine.name.clone(),
+            par: report.engine.threads.to_string(),
+            chart_label: format!("{} ({}t)", report.engine.name, report.engine.threads),
+            time: report.time_stats(),
+            hmean: report.teps_stats().harmonic_mean,
+            validation: report.validation.text(),
+            json,
+        });
     }
-    let seq_teps = rows
-        .iter()
-        .find(|(r, _)| r.engine.name == "seq")
-        .map(|(r, _)| r.teps_stats().harmonic_mean);
+    let seq_teps = rows.iter().find(|r| r.name == "seq").map(|r| r.hmean);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{} on {}, {} roots", job.kernel, graph.description, roots.len())?;
     writeln!(out, "construction_time: {:.3} s", graph.construction_seconds)?;
     writeln!(
         out,
-        "{:<8} {:>7} {:>12} {:>12} {:>14} {:>10}  validation",
+        "{:<12} {:>7} {:>12} {:>12} {:>14} {:>10}  validation",
         "engine", "threads", "median s", "min s", "hmean MTEPS", "vs seq"
     )?;
-    for (r, _) in &rows {
-        let t = r.time_stats();
-        let teps = r.teps_stats().harmonic_mean;
-        let ratio = seq_teps.map_or("-".to_string(), |s| format!("{:.2}x", teps / s));
+    for r in &rows {
+        let ratio = seq_teps.map_or("-".to_string(), |s| format!("{:.2}x", r.hmean / s));
         writeln!(
             out,
-            "{:<8} {:>7} {:>12.6} {:>12.6} {:>14.2} {:>10}  {}",
-            r.engine.name,
-            r.engine.threads,
-            t.median,
-            t.min,
-            teps / 1e6,
+            "{:<12} {:>7} {:>12.6} {:>12.6} {:>14.2} {:>10}  {}",
+            r.name,
+            r.par,
+            r.time.median,
+            r.time.min,
+            r.hmean / 1e6,
             ratio,
-            r.validation.text()
+            r.validation
+        )?;
+    }
+    if rows.iter().any(|r| r.name == EngineName::Graph500Mpi.as_str()) {
+        writeln!(
+            out,
+            "(Nr: N MPI ranks of one thread; graph500-mpi times, TEPS and construction are the \
+             reference's own)"
         )?;
     }
     out.flush()?;
@@ -124,35 +203,33 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
         Some(p) => p.with_extension("compare.png"),
         None => PathBuf::from(format!("reports/compare-{}.png", job.kernel)),
     });
-    let bars: Vec<(String, f64)> = rows
-        .iter()
-        .map(|(r, _)| {
-            (format!("{} ({}t)", r.engine.name, r.engine.threads), r.teps_stats().harmonic_mean)
-        })
-        .collect();
+    let bars: Vec<(String, f64)> = rows.iter().map(|r| (r.chart_label.clone(), r.hmean)).collect();
     let title = format!("{} on {}: harmonic-mean TEPS", job.kernel, graph.description);
     crate::chart::teps_bars(&chart, &title, &bars)?;
     eprintln!("chart written to {}", chart.display());
     if let Some(path) = &job.json {
         let path = path.with_extension("compare.json");
-        let reports: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|(r, t)| {
-                let mut j = r.to_json();
-                if let Some(t) = t {
-                    j["trustees"] = t.to_json();
-                }
-                j
-            })
-            .collect();
+        let reports: Vec<serde_json::Value> = rows.into_iter().map(|r| r.json).collect();
         let json = serde_json::json!({ "job": job, "engines": reports });
         report::write_json_value(&path, &json)?;
         eprintln!("report written to {}", path.display());
     }
-    for (r, _) in &rows {
-        r.ensure_valid()?;
+    match failures.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// One engine's line of the `compare` table, bar of the chart and entry of the JSON.
+struct Row {
+    name: String,
+    /// Threads (`2`) or MPI ranks (`2r`).
+    par: String,
+    chart_label: String,
+    time: report::Stats,
+    hmean: f64,
+    validation: String,
+    json: serde_json::Value,
 }
 
 fn engine_spec(job: &Job, engine: EngineName) -> EngineSpec {
