@@ -13,7 +13,6 @@ use super::{build_local_csr, DistError, Exchange, LocalCsr};
 use crate::kronecker::KroneckerParams;
 
 /// [`Exchange`] over `MPI_COMM_WORLD`.
-#[derive(Debug)]
 pub struct MpiExchange {
     world: SimpleCommunicator,
     rank: usize,
@@ -32,6 +31,12 @@ impl MpiExchange {
         let rank = usize::try_from(world.rank()).expect("MPI ranks are non-negative");
         let ranks = usize::try_from(world.size()).expect("MPI sizes are positive");
         Ok(MpiExchange { world, rank, ranks })
+    }
+}
+
+impl std::fmt::Debug for MpiExchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiExchange").field("rank", &self.rank).field("ranks", &self.ranks).finish()
     }
 }
 
