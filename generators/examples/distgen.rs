@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use mpi::collective::SystemOperation;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
-use skein_generators::distributed::{mpi::build_local_csr_mpi, DEFAULT_ROUND_EDGES};
+use skein_generators::distributed::{mpi::build_local_csr_mpi_with_stats, DEFAULT_ROUND_EDGES};
 use skein_generators::kronecker::{self, KroneckerParams};
 use skein_generators::{memory, Csr};
 
@@ -42,10 +42,13 @@ fn main() {
     match args[1].as_str() {
         "single" => {
             let t = Instant::now();
-            let csr = Csr::from_edges(kronecker::generate(&p));
+            let el = kronecker::generate(&p);
+            let g = t.elapsed().as_secs_f64();
+            let csr = Csr::from_edges(el);
             let s = t.elapsed().as_secs_f64();
             println!(
-                "single SCALE {scale}: {s:.3} s, {} arcs, peak RSS {}",
+                "single SCALE {scale}: {s:.3} s (generate {g:.3}, CSR {:.3}), {} arcs, peak RSS {}",
+                s - g,
                 csr.num_arcs(),
                 mib(memory::peak_rss_bytes())
             );
@@ -82,7 +85,7 @@ fn main() {
             bounds.push(n);
             world.barrier();
             let t = Instant::now();
-            let local = match build_local_csr_mpi(&p, &bounds, round) {
+            let (local, stats) = match build_local_csr_mpi_with_stats(&p, &bounds, round) {
                 Ok(l) => l,
                 Err(e) => {
                     eprintln!("distgen: rank {rank}: {e}");
@@ -93,7 +96,13 @@ fn main() {
             world.barrier();
             let all = t.elapsed().as_secs_f64();
             println!(
-                "rank {rank}/{ranks} SCALE {scale}: {s:.3} s, {} vertices, {} arcs, peak RSS {}",
+                "rank {rank}/{ranks} SCALE {scale}: {s:.3} s (generate {:.3}, route {:.3}, \
+                 exchange {:.3}, rows {:.3}; {} rounds), {} vertices, {} arcs, peak RSS {}",
+                stats.generate_s,
+                stats.route_s,
+                stats.exchange_s,
+                stats.rows_s,
+                stats.rounds,
                 local.range().end - local.range().start,
                 local.num_arcs(),
                 mib(memory::peak_rss_bytes())

@@ -62,6 +62,7 @@
 
 use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
+use std::time::Instant;
 
 use crate::graph::{Csr, VertexId};
 use crate::hugepage;
@@ -327,7 +328,13 @@ pub fn check_bounds(bounds: &[u64], ranks: usize, num_vertices: u64) -> Result<(
 /// The rank owning `v` under `bounds` (checked by [`check_bounds`], `v < n`).
 #[inline]
 fn owner_rank(bounds: &[u64], v: u64) -> usize {
-    bounds.partition_point(|&b| b <= v) - 1
+    let inner = &bounds[1..bounds.len() - 1];
+    if inner.len() <= 16 {
+        // Branch-free for few ranks (the comparisons with random ids are unpredictable).
+        inner.iter().map(|&b| usize::from(b <= v)).sum()
+    } else {
+        bounds.partition_point(|&b| b <= v) - 1
+    }
 }
 
 /// Builds this rank's rows of the Kronecker graph `p` (module docs): collective over `ex`;
@@ -339,6 +346,38 @@ pub fn build_local_csr<E: Exchange + ?Sized>(
     round_edges: u64,
     ex: &mut E,
 ) -> Result<LocalCsr, DistError> {
+    build_local_csr_with_stats(p, bounds, round_edges, ex).map(|(l, _)| l)
+}
+
+/// Where a rank's construction spent its time (seconds, wall clock of this rank).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BuildStats {
+    /// Rounds run.
+    pub rounds: u64,
+    /// Generating the rank's edges.
+    pub generate_s: f64,
+    /// Routing arcs into the send buffers.
+    pub route_s: f64,
+    /// In the exchanges (waiting for the slowest rank included).
+    pub exchange_s: f64,
+    /// Counting degrees and building the rows after the rounds.
+    pub rows_s: f64,
+}
+
+/// [`build_local_csr`], also returning where the time went.
+pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
+    p: &KroneckerParams,
+    bounds: &[u64],
+    round_edges: u64,
+    ex: &mut E,
+) -> Result<(LocalCsr, BuildStats), DistError> {
+    let mut stats = BuildStats::default();
+    let mut clock = Instant::now();
+    let mut lap = |acc: &mut f64| {
+        let now = Instant::now();
+        *acc += (now - clock).as_secs_f64();
+        clock = now;
+    };
     p.check()?;
     let (rank, ranks) = (ex.rank(), ex.ranks());
     let n = p.num_vertices();
@@ -355,43 +394,71 @@ pub fn build_local_csr<E: Exchange + ?Sized>(
     let local_n = (bounds[rank + 1] - first) as usize;
     let share = rank_edges(p.num_edges(), rank, ranks);
     let mut degree = vec![0u64; local_n + 1];
-    let mut kept: Vec<(Vec<u64>, Vec<usize>)> = Vec::new();
+    // Per round: this rank's own arcs (never sent), then the words received and their
+    // count per sender (0 from this rank).
+    let mut kept: Vec<(Vec<u64>, Vec<u64>, Vec<usize>)> = Vec::new();
     let mut counts = vec![0usize; ranks];
     let mut pos = vec![0usize; ranks];
+    // Buffers reused from round to round: the generated edges, both endpoints' ranks, the
+    // words for the other ranks.
+    let b = round_edges.min(share.end - share.start) as usize;
+    let (mut gsrc, mut gdst, mut gw) = (vec![0u64; b], vec![0u64; b], vec![0f32; b]);
+    let mut owners: Vec<(u32, u32)> = vec![(0, 0); b];
+    let mut send: Vec<u64> = Vec::new();
+    let bad_arc = |t: u64, local: usize| {
+        DistError::Exchange(format!(
+            "round {t}: an arc for local vertex {local}, but rank {rank} owns {local_n}"
+        ))
+    };
     for t in 0..rounds(p.num_edges(), ranks, round_edges) {
         let lo = share.start.saturating_add(t * round_edges).min(share.end);
-        let hi = lo.saturating_add(round_edges).min(share.end);
-        let el = kronecker::generate_range(p, lo..hi);
-        let w = el.weights.as_deref().expect("generated lists are weighted");
+        let len = (lo.saturating_add(round_edges).min(share.end) - lo) as usize;
+        lap(&mut stats.rows_s);
+        let (src, dst, w) = (&mut gsrc[..len], &mut gdst[..len], &mut gw[..len]);
+        kronecker::generate_range_into(p, lo, src, dst, w);
+        lap(&mut stats.generate_s);
         counts.iter_mut().for_each(|c| *c = 0);
-        for (&u, &v) in el.src.iter().zip(&el.dst) {
+        for ((&u, &v), o) in src.iter().zip(dst.iter()).zip(owners.iter_mut()) {
             if u != v {
-                counts[owner_rank(bounds, u)] += WORDS_PER_ARC;
-                counts[owner_rank(bounds, v)] += WORDS_PER_ARC;
+                let (ou, ov) = (owner_rank(bounds, u), owner_rank(bounds, v));
+                counts[ou] += WORDS_PER_ARC;
+                counts[ov] += WORDS_PER_ARC;
+                *o = (ou as u32, ov as u32);
             }
         }
+        // The other ranks' words first, by rank, then this rank's own (kept, never sent).
+        let own = counts[rank];
+        counts[rank] = 0;
         let mut at = 0;
         for (p, c) in pos.iter_mut().zip(&counts) {
             *p = at;
             at += c;
         }
-        let mut send = vec![0u64; at];
-        for ((&u, &v), &wt) in el.src.iter().zip(&el.dst).zip(w) {
+        pos[rank] = at;
+        send.clear();
+        send.resize(at + own, 0);
+        for (((&u, &v), &wt), &(ou, ov)) in src.iter().zip(dst.iter()).zip(w.iter()).zip(&owners) {
             if u == v {
                 continue;
             }
-            for (s, d) in [(u, v), (v, u)] {
-                let r = owner_rank(bounds, s);
+            let wbits = u64::from(wt.to_bits());
+            for (s, d, r) in [(u, v, ou as usize), (v, u, ov as usize)] {
                 let i = pos[r];
-                send[i] = d;
-                send[i + 1] = ((s - bounds[r]) << 32) | u64::from(wt.to_bits());
                 pos[r] += WORDS_PER_ARC;
+                send[i] = d;
+                send[i + 1] = ((s - bounds[r]) << 32) | wbits;
             }
         }
-        drop(el);
+        let mine = send[at..].to_vec();
+        send.truncate(at);
+        for pair in mine.chunks_exact(WORDS_PER_ARC) {
+            degree[(pair[1] >> 32) as usize + 1] += 1;
+        }
+        lap(&mut stats.route_s);
         let (recv, from) = ex.exchange(&send, &counts)?;
-        drop(send);
-        if from.len() != ranks || from.iter().sum::<usize>() != recv.len() {
+        lap(&mut stats.exchange_s);
+        stats.rounds += 1;
+        if from.len() != ranks || from.iter().sum::<usize>() != recv.len() || from[rank] != 0 {
             return Err(DistError::Exchange(format!(
                 "round {t}: {} words received, counts {from:?}",
                 recv.len()
@@ -400,14 +467,13 @@ pub fn build_local_csr<E: Exchange + ?Sized>(
         for pair in recv.chunks_exact(WORDS_PER_ARC) {
             let local = (pair[1] >> 32) as usize;
             if local >= local_n {
-                return Err(DistError::Exchange(format!(
-                    "round {t}: an arc for local vertex {local}, but rank {rank} owns {local_n}"
-                )));
+                return Err(bad_arc(t, local));
             }
             degree[local + 1] += 1;
         }
-        kept.push((recv, from));
+        kept.push((mine, recv, from));
     }
+    drop((gsrc, gdst, gw, owners, send));
 
     // Offsets, then the counting sort: sender-major, then rounds (module docs: the rows
     // come out in edge-index order).
@@ -425,19 +491,61 @@ pub fn build_local_csr<E: Exchange + ?Sized>(
     let mut weights: Vec<f32> = hugepage::zeroed_vec(arcs);
     let mut cursor: Vec<u64> = offsets[..local_n].to_vec();
     for s in 0..ranks {
-        for (recv, from) in &kept {
-            let start: usize = from[..s].iter().sum();
-            for pair in recv[start..start + from[s]].chunks_exact(WORDS_PER_ARC) {
-                let local = (pair[1] >> 32) as usize;
-                let at = cursor[local] as usize;
-                cursor[local] += 1;
-                targets[at] = pair[0];
-                weights[at] = f32::from_bits(pair[1] as u32);
-            }
+        for (mine, recv, from) in &kept {
+            let words = if s == rank {
+                &mine[..]
+            } else {
+                let start: usize = from[..s].iter().sum();
+                &recv[start..start + from[s]]
+            };
+            scatter(words, &mut cursor, &mut targets, &mut weights);
         }
     }
     drop(kept);
-    Ok(LocalCsr { num_vertices: n, first, offsets, targets, weights })
+    lap(&mut stats.rows_s);
+    Ok((LocalCsr { num_vertices: n, first, offsets, targets, weights }, stats))
+}
+
+/// Arcs ahead of the one written whose cursor is prefetched (the next stage, the row
+/// position, is prefetched at half that distance).
+const PREFETCH_AHEAD: usize = 16;
+
+/// Writes the arcs of `words` (pairs: target, local source << 32 | weight bits) at their
+/// sources' cursors, in order. Every local source is below `cursor.len()` (checked as the
+/// words were received or routed) and the cursors stay inside the rows (the degrees counted
+/// exactly these arcs).
+fn scatter(words: &[u64], cursor: &mut [u64], targets: &mut [u64], weights: &mut [f32]) {
+    let n = words.len() / WORDS_PER_ARC;
+    let src = |i: usize| (words[i * WORDS_PER_ARC + 1] >> 32) as usize;
+    for i in 0..n {
+        if i + 2 * PREFETCH_AHEAD < n {
+            prefetch(cursor, src(i + 2 * PREFETCH_AHEAD));
+        }
+        if i + PREFETCH_AHEAD < n {
+            let at = cursor[src(i + PREFETCH_AHEAD)] as usize;
+            prefetch(targets, at);
+            prefetch(weights, at);
+        }
+        let local = src(i);
+        let at = cursor[local] as usize;
+        cursor[local] += 1;
+        targets[at] = words[i * WORDS_PER_ARC];
+        weights[at] = f32::from_bits(words[i * WORDS_PER_ARC + 1] as u32);
+    }
+}
+
+/// Hints that `slice[i]` will be accessed soon (nothing when `i` is out of bounds).
+#[inline(always)]
+fn prefetch<T>(slice: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = slice.get(i) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is only a hint: it never faults nor changes memory, and the
+        // address comes from a reference into the slice.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>()) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (slice, i);
 }
 
 /// An in-memory [`Exchange`] between threads of one process: the simulation of several

@@ -9,7 +9,7 @@ use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives};
 
-use super::{build_local_csr, DistError, Exchange, LocalCsr};
+use super::{build_local_csr_with_stats, BuildStats, DistError, Exchange, LocalCsr};
 use crate::kronecker::KroneckerParams;
 
 /// [`Exchange`] over `MPI_COMM_WORLD`.
@@ -106,6 +106,15 @@ pub fn build_local_csr_mpi(
     bounds: &[u64],
     round_edges: u64,
 ) -> Result<LocalCsr, DistError> {
+    build_local_csr_mpi_with_stats(p, bounds, round_edges).map(|(l, _)| l)
+}
+
+/// [`build_local_csr_mpi`], also returning where this rank's time went.
+pub fn build_local_csr_mpi_with_stats(
+    p: &KroneckerParams,
+    bounds: &[u64],
+    round_edges: u64,
+) -> Result<(LocalCsr, BuildStats), DistError> {
     let mut ex = MpiExchange::world()?;
-    build_local_csr(p, bounds, round_edges, &mut ex)
+    build_local_csr_with_stats(p, bounds, round_edges, &mut ex)
 }
