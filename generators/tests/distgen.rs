@@ -148,3 +148,27 @@ fn shares_and_rounds() {
     assert_eq!(distributed::rounds(16_384, 2, 8191), 2);
     assert_eq!(distributed::rounds(0, 2, 10), 0);
 }
+
+/// Reused buffers get the same edges as the reference (the path each round takes).
+#[test]
+fn generate_range_into_reused_buffers() {
+    let want = common::edges(10);
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let (mut s, mut d, mut w) = (vec![0u64; 1000], vec![0u64; 1000], vec![0f32; 1000]);
+    for (lo, len) in [(0u64, 1000usize), (5, 17), (15_384, 1000), (16_383, 1)] {
+        kronecker::generate_range_into(&p, lo, &mut s[..len], &mut d[..len], &mut w[..len]);
+        for i in 0..len {
+            let k = lo as usize + i;
+            assert_eq!((s[i], d[i], w[i].to_bits()), want[k], "edge {k}");
+        }
+    }
+}
+
+#[test]
+fn memory_formula() {
+    // SCALE 22 on 2 ranks, rank 0: the rows phase dominates.
+    let rows = 28 * 68_603_327u128 + 16 * 2_097_152 + 8;
+    assert_eq!(distributed::local_build_bytes(2_097_152, 68_603_327, 1 << 20), rows);
+    // Few arcs, big rounds: the rounds phase dominates.
+    assert_eq!(distributed::local_build_bytes(10, 100, 1 << 20), 16 * 100 + 8 * 11 + (60 << 20));
+}
