@@ -19,7 +19,8 @@
 //!
 //! so that `owner_rank(v) = partitioning.owner(v) / W`, and results never depend on how the
 //! trustees are split over processes. This crate does not depend on the partition code; it
-//! only needs the boundaries, and finds a vertex's rank by binary search in them.
+//! only needs the boundaries, and finds a vertex's rank by comparing it with them (a
+//! branch-free count for up to 17 ranks, a binary search beyond).
 //!
 //! # Edges and rounds
 //!
@@ -32,8 +33,9 @@
 //! `v -> u` (as [`crate::build`] does; self-loops are dropped, repeated edges kept), each
 //! sent to the rank owning its source, packed in two `u64` words (target; source's local
 //! index and weight bits). One collective [`Exchange::exchange`] per round moves them: under
-//! MPI, an all-to-all of the counts, then `MPI_Alltoallv` ([`mpi`] module, feature `mpi`).
-//! Each rank keeps what it receives and counts its vertices' degrees on the way.
+//! MPI, an all-to-all of the counts, then `MPI_Alltoallv` (the `mpi` submodule, feature
+//! `mpi`). A rank's arcs for its own vertices never go through the exchange. Each rank
+//! keeps its own arcs and those it receives, and counts its vertices' degrees on the way.
 //!
 //! After the last round, each rank builds its rows with a counting sort of the kept arcs,
 //! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
@@ -67,6 +69,11 @@
 //! only after the last round; a version that sizes the rows first (a counting pass that
 //! regenerates the edges) would hold `12·A` instead of `28·A`, at the price of generating
 //! every edge twice.
+//!
+//! # Unsafe code
+//!
+//! Only prefetch hints (`_mm_prefetch` on addresses taken from references), which never
+//! fault nor change memory; every index written is bounds-checked.
 
 use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};

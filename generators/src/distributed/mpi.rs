@@ -98,7 +98,7 @@ impl Exchange for MpiExchange {
     }
 }
 
-/// [`build_local_csr`] over `MPI_COMM_WORLD` (collective: every rank calls it with the same
+/// [`super::build_local_csr`] over `MPI_COMM_WORLD` (collective: every rank calls it with the same
 /// arguments; `bounds` has one entry per rank plus one, see the
 /// [module docs](super)). MPI must be initialised already.
 pub fn build_local_csr_mpi(
