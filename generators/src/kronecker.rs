@@ -446,6 +446,38 @@ pub fn generate_range_with_progress(
     EdgeList { num_vertices: p.num_vertices(), src, dst, weights: Some(weights) }
 }
 
+/// Writes the edges `first .. first + src.len()` of `p` into `src`, `dst` and `weights`
+/// (in parallel, as [`generate_range`] does, but into buffers the caller reuses).
+///
+/// # Panics
+/// If the three slices differ in length, the range is not inside `0..p.num_edges()` or the
+/// parameters are out of range.
+pub fn generate_range_into(
+    p: &KroneckerParams,
+    first: u64,
+    src: &mut [u64],
+    dst: &mut [u64],
+    weights: &mut [f32],
+) {
+    p.check().expect("invalid Kronecker parameters");
+    assert!(src.len() == dst.len() && src.len() == weights.len(), "slices differ in length");
+    assert!(
+        first.checked_add(src.len() as u64).is_some_and(|end| end <= p.num_edges()),
+        "edge range {first}+{} is not inside 0..{}",
+        src.len(),
+        p.num_edges()
+    );
+    let s0 = MrgState::from_seeds(p.seed1, p.seed2);
+    let scr = Scrambler::new(p);
+    src.par_chunks_mut(BLOCK)
+        .zip(dst.par_chunks_mut(BLOCK))
+        .zip(weights.par_chunks_mut(BLOCK))
+        .enumerate()
+        .for_each(|(b, ((s, d), w))| {
+            simd::fill_block(p.scale, &scr, &s0, first + (b * BLOCK) as u64, s, d, w);
+        });
+}
+
 /// The Graph500 search roots of the graph `p` built as `csr` (normally 64 of them).
 ///
 /// Equivalent to [`search_roots_for`] with `csr`'s vertex count and degrees.

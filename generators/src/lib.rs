@@ -8,6 +8,8 @@
 //! - [`result`]: the common result types of BFS and SSSP kernels ([`BfsResult`], [`SsspResult`]).
 //! - [`kronecker`]: the Graph500 Kronecker generator, bit-compatible with the reference 3.0.1.
 //! - [`build`]: parallel CSR construction.
+//! - [`distributed`]: each rank's share of a Kronecker graph: its edges, its rows
+//!   ([`distributed::LocalCsr`]), over MPI with the `mpi` feature.
 //! - [`validate`]: Graph500 validation of BFS and SSSP results.
 //! - [`formats`]: graph files (`.el`, `.wel`, `.mtx`, DIMACS `.gr`, Skein binary), from
 //!   files, pipes or standard input.
@@ -16,6 +18,7 @@
 
 pub mod build;
 pub mod checksum;
+pub mod distributed;
 pub mod formats;
 pub mod graph;
 pub mod hugepage;

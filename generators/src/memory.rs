@@ -88,6 +88,15 @@ pub fn memory_limit() -> Result<Option<u64>, MemoryError> {
     Ok(mem_available())
 }
 
+/// This process's peak resident set size so far (`VmHWM` of `/proc/self/status`), in
+/// bytes; `None` where the kernel does not say (not Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// `MemAvailable` from `/proc/meminfo`, in bytes.
 fn mem_available() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -168,6 +177,18 @@ pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn peak_rss_grows_with_touched_memory() {
+        let before = peak_rss_bytes().expect("VmHWM on Linux");
+        assert!(before > 0);
+        // Touch 64 MiB more than the peak so far: the peak must pass it.
+        let big = vec![1u8; (before as usize) + (64 << 20)];
+        std::hint::black_box(&big);
+        let after = peak_rss_bytes().unwrap();
+        assert!(after >= big.len() as u64, "{after} < {}", big.len());
+    }
 
     #[test]
     fn byte_counts_parse() {

@@ -1,0 +1,122 @@
+//! Generation + construction of a Kronecker graph: one process (the existing path) or one
+//! rank of an `mpirun` job (the distributed path), with time and peak RSS.
+//!
+//! ```text
+//! cargo build --release -p skein-generators --features mpi --example distgen
+//! target/release/examples/distgen single SCALE
+//! mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+//!     target/release/examples/distgen ranks SCALE [ROUND_EDGES]
+//! ```
+//!
+//! `single` generates the edge list and builds the [`Csr`]; `ranks` builds each rank's rows
+//! with [`build_local_csr_mpi`] (ranks over contiguous blocks of 2 workers each, as a skein
+//! job would use) and prints one line per rank, then rank 0 the slowest rank's time.
+
+use std::time::Instant;
+
+use mpi::collective::SystemOperation;
+use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use skein_generators::distributed::{mpi::build_local_csr_mpi_with_stats, DEFAULT_ROUND_EDGES};
+use skein_generators::kronecker::{self, KroneckerParams};
+use skein_generators::{memory, Csr};
+
+fn usage() -> ! {
+    eprintln!("usage: distgen single SCALE | distgen ranks SCALE [ROUND_EDGES]");
+    std::process::exit(2)
+}
+
+fn mib(b: Option<u64>) -> String {
+    b.map_or("unknown".into(), |b| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let scale: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage());
+    let p = match KroneckerParams::new(scale, 16, 2, 3) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("distgen: {e}");
+            std::process::exit(2)
+        }
+    };
+    match args[1].as_str() {
+        "single" => {
+            let t = Instant::now();
+            let el = kronecker::generate(&p);
+            let g = t.elapsed().as_secs_f64();
+            let csr = Csr::from_edges(el);
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "single SCALE {scale}: {s:.3} s (generate {g:.3}, CSR {:.3}), {} arcs, peak RSS {}",
+                s - g,
+                csr.num_arcs(),
+                mib(memory::peak_rss_bytes())
+            );
+        }
+        "ranks" => {
+            let round: u64 = match args.get(3) {
+                None => DEFAULT_ROUND_EDGES,
+                Some(s) => s.parse().unwrap_or_else(|_| usage()),
+            };
+            let Some((universe, _)) = mpi::initialize_with_threading(mpi::Threading::Multiple)
+            else {
+                eprintln!("distgen: MPI already initialised");
+                std::process::exit(2)
+            };
+            let world = universe.world();
+            let (rank, ranks) = (world.rank() as usize, world.size() as usize);
+            let n = p.num_vertices();
+            let parts = ranks * 2;
+            let m = ((parts as u128) << 64) / n as u128;
+            let first = |part: usize| -> u64 {
+                // First v with owner(v) = (v·m) >> 64 >= part (binary search).
+                let (mut lo, mut hi) = (0u64, n);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if ((mid as u128 * m) >> 64) as usize >= part {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                lo
+            };
+            let mut bounds: Vec<u64> = (0..ranks).map(|r| first(2 * r)).collect();
+            bounds.push(n);
+            world.barrier();
+            let t = Instant::now();
+            let (local, stats) = match build_local_csr_mpi_with_stats(&p, &bounds, round) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("distgen: rank {rank}: {e}");
+                    std::process::exit(1)
+                }
+            };
+            let s = t.elapsed().as_secs_f64();
+            world.barrier();
+            let all = t.elapsed().as_secs_f64();
+            println!(
+                "rank {rank}/{ranks} SCALE {scale}: {s:.3} s (generate {:.3}, route {:.3}, \
+                 exchange {:.3}, rows {:.3}; {} rounds), {} vertices, {} arcs, peak RSS {}",
+                stats.generate_s,
+                stats.route_s,
+                stats.exchange_s,
+                stats.rows_s,
+                stats.rounds,
+                local.range().end - local.range().start,
+                local.num_arcs(),
+                mib(memory::peak_rss_bytes())
+            );
+            let arcs = local.num_arcs();
+            let mut total = 0u64;
+            let root = world.process_at_rank(0);
+            if rank == 0 {
+                root.reduce_into_root(&arcs, &mut total, SystemOperation::sum());
+                println!("ranks SCALE {scale}: {all:.3} s (all ranks done), {total} arcs in all");
+            } else {
+                root.reduce_into(&arcs, SystemOperation::sum());
+            }
+        }
+        _ => usage(),
+    }
+}
