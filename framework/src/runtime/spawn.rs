@@ -16,6 +16,9 @@ use super::worker::Worker;
 use crate::error::panic_message;
 use crate::sync::{Arc, Mutex};
 use crate::trust::travel_check;
+use crate::wire::code_id::code_id;
+use crate::wire::envelope::CONTROL_SPAWN;
+use crate::wire::remote::{push_plain, read_plain, RemoteVTable};
 use crate::Plain;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -152,8 +155,11 @@ where
 /// [`spawn_local_on`].
 ///
 /// # Panics
-/// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank is
-/// not yet supported (it will be a control message, `docs/rack-mode.md` §4.4).
+/// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank
+/// works between the fake ranks of a loopback run (`Builder::loopback_ranks`: a `Spawn`
+/// control record, `docs/rack-mode.md` §4.4) and is not yet supported under MPI (the MPI
+/// transport is not on the worker's path yet). A panic of a fiber on another rank is resumed
+/// by [`JoinHandle::join`] as a `String` naming its rank and worker.
 ///
 /// ```
 /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -195,9 +201,50 @@ where
     let w = context::expect("spawn_on");
     check_worker(w, worker, "spawn_on");
     if !w.is_local(worker) {
-        crate::trust::remote_not_yet(worker, "spawn_on");
+        if w.remote.is_none() {
+            crate::trust::remote_not_yet(worker, "spawn_on");
+        }
+        return spawn_remote(w, worker, arg, f);
     }
     spawn_fiber(w, worker, move || f(arg))
+}
+
+/// [`spawn_on`] for a worker of another rank: a `Spawn` control record carrying the
+/// `RemoteVTable::of_spawn` code id of `F` and `arg`'s bytes; its `Joined` record completes
+/// the handle's cell on this worker (`super::transport`, "Control records").
+fn spawn_remote<A, R, F>(w: &Worker, worker: usize, arg: A, f: F) -> JoinHandle<R>
+where
+    A: Plain,
+    R: Plain,
+    F: FnOnce(A) -> R + Copy + Send + 'static,
+{
+    let vt = RemoteVTable::of_spawn::<A, R, F>(&f);
+    let cell = Arc::new(JoinCell {
+        st: Mutex::new(JoinState { result: None, waiter: None, detached: false }),
+        run_state: w.run_state.clone(),
+    });
+    let c2 = cell.clone();
+    let join = w.register_join(Box::new(move |r: Result<&[u8], &str>| {
+        match r {
+            Ok(bytes) => {
+                let want = std::mem::size_of::<R>().next_multiple_of(8);
+                if bytes.len() != want {
+                    return Err(format!(
+                        "joined record with a {}-byte result, the spawn's result takes {want}",
+                        bytes.len()
+                    ));
+                }
+                c2.complete(Ok(read_plain::<R>(bytes)));
+            }
+            Err(msg) => c2.complete(Err(Box::new(msg.to_string()))),
+        }
+        Ok(())
+    }));
+    let mut body = Vec::with_capacity(8 + vt.arg_bytes as usize);
+    body.extend_from_slice(&code_id(vt).to_le_bytes());
+    push_plain(&mut body, arg);
+    w.send_control::<CONTROL_SPAWN>(worker, join, body);
+    JoinHandle { cell }
 }
 
 /// Starts a fiber running `f` on worker `worker` of this rank; `f` may capture anything

@@ -61,15 +61,19 @@
 
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
+use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
 use crate::sync::proto;
 use crate::sync::{bump, Ordering};
 use crate::wire::envelope::{
-    is_loopback_table, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job,
-    Reason, RequestWriter, ResponseWriter, KIND_REQUESTS, KIND_RESPONSES, LOOPBACK_TABLE,
+    control_id, is_loopback_table, joined_body, joined_parts, spawn_parts, validate,
+    validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason, Record, RequestWriter,
+    ResponseWriter, CONTROL_JOINED, CONTROL_SPAWN, JOINED_TABLE, KIND_REQUESTS, KIND_RESPONSES,
+    LOOPBACK_TABLE, SPAWN_TABLE,
 };
-use crate::wire::remote::{panic_message, RemoteVTable};
+use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
@@ -207,6 +211,77 @@ impl Transport for Loopback {
     }
 }
 
+/// What the client of a remote spawn does with its `Joined` record: completes the
+/// `JoinHandle`'s cell with the result bytes (checked against the result type's size) or the
+/// panic message; `Err` when the bytes do not fit (the record is refused).
+pub(crate) type JoinFn = Box<dyn FnOnce(Result<&[u8], &str>) -> Result<(), String>>;
+
+/// The request half of a control record sent to a worker of another rank (`ID`:
+/// [`CONTROL_SPAWN`] or [`CONTROL_JOINED`]): its join id (the wire target word) and its fields
+/// after the target, laid out as on the wire (`wire::envelope`'s tables). Issued only towards
+/// remote workers (`Worker::send_control`), so `poll_remote` always takes it out of the
+/// queue as wire bytes; it never runs through a slot.
+pub(crate) struct ControlReq<const ID: u64> {
+    join: u64,
+    body: Vec<u8>,
+}
+
+impl<const ID: u64> ControlReq<ID> {
+    const HOOK: &'static RemoteHook = &RemoteHook {
+        vt: if ID == CONTROL_SPAWN { &SPAWN_TABLE } else { &JOINED_TABLE },
+        take_arg: take_control::<ID>,
+        put_result: put_nothing,
+    };
+}
+
+impl<const ID: u64> RequestHalf for ControlReq<ID> {
+    const REMOTE: Option<&'static RemoteHook> = Some(Self::HOOK);
+
+    unsafe fn call(self, _target: *mut u8, _out: *mut u8) -> Option<PanicPayload> {
+        // Unreachable: `send_control` only queues these towards workers of other ranks, whose
+        // records leave through `poll_remote` (`take_control`). Answer with a panic rather
+        // than run anything.
+        Some(Box::new(format!("skein: control record {ID} run on its own rank (a bug)")))
+    }
+}
+
+/// [`RemoteHook::take_arg`] of a [`ControlReq`]: its fields; the join id is the target word.
+///
+/// # Safety
+/// `p` is the target word of a live `ControlReq<ID>` record owned by the caller; its request
+/// half (right after the word, record invariant 1) is consumed here.
+unsafe fn take_control<const ID: u64>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
+    // SAFETY: caller promise; this is the request half's one consumption (invariant 2).
+    let req = unsafe { std::ptr::read(p.add(8) as *const ControlReq<ID>) };
+    arg.extend_from_slice(&req.body);
+    req.join
+}
+
+/// [`RemoteHook::put_result`] of a [`ControlReq`]: no result.
+///
+/// # Safety
+/// None (it writes nothing).
+unsafe fn put_nothing(_wire: &[u8], _out: *mut u8) {}
+
+/// The body of a fiber started by a [`CONTROL_SPAWN`] record: runs the spawn table with the
+/// argument and sends the result, or the panic message named with this rank and worker, back
+/// to `client` as a [`CONTROL_JOINED`] record with the same join id.
+fn run_remote_spawn(vt: &'static RemoteVTable, arg: Vec<u8>, client: usize, join: u64) {
+    let w = super::context::expect("spawn_on");
+    let mut out = Vec::with_capacity(vt.result_bytes as usize);
+    // SAFETY: `vt` is a `KIND_SPAWN` table (`validate` checked the kind before the record was
+    // handed out), whose `run` ignores the target; `arg` is the argument the validator
+    // sized to the table's `arg_bytes`.
+    let r = unsafe { vt.run(std::ptr::null_mut(), &arg, &mut out) };
+    let body = match r {
+        Ok(()) => joined_body(Ok(&out)),
+        Err(RunError::Panicked(m) | RunError::Refused(m)) => {
+            joined_body(Err(&format!("rank {} worker {}: {m}", w.rank, w.index)))
+        }
+    };
+    w.send_control::<CONTROL_JOINED>(client, join, body);
+}
+
 /// `RemoteHook::put_result`'s type.
 type PutResult = unsafe fn(&[u8], *mut u8);
 
@@ -229,6 +304,10 @@ pub(crate) struct RemoteSide {
     scratch: RefCell<Vec<MaybeUninit<u64>>>,
     arg: RefCell<Vec<u8>>,
     envelopes: Cell<u64>,
+    /// The remote spawns of this worker waiting for their `Joined` record, by join id.
+    joins: RefCell<HashMap<u64, JoinFn>>,
+    /// The last join id handed out.
+    next_join: Cell<u64>,
 }
 
 impl RemoteSide {
@@ -239,6 +318,8 @@ impl RemoteSide {
             scratch: RefCell::new(vec![MaybeUninit::uninit(); BATCH_WORDS]),
             arg: RefCell::default(),
             envelopes: Cell::new(0),
+            joins: RefCell::default(),
+            next_join: Cell::new(0),
         }
     }
 }
@@ -275,6 +356,48 @@ impl Worker {
         let s = self.side().envelopes.get() + 1;
         self.side().envelopes.set(s);
         s
+    }
+
+    /// Queues a control record (`ID`) for worker `to` of another rank: a request like any
+    /// other (counted as issued here, finished when its empty response is back), which
+    /// `poll_remote` writes as the wire record of `ID` with `join` as target word and `body`
+    /// as the fields after it.
+    pub(crate) fn send_control<const ID: u64>(&self, to: usize, join: u64, body: Vec<u8>) {
+        assert!(
+            to < self.n && self.is_remote(to) && self.remote.is_some(),
+            "skein: control record to worker {to}, which is not on another rank of a split run"
+        );
+        let req = ControlReq::<ID> { join, body };
+        // SAFETY: to < n, checked above.
+        unsafe { self.request::<NoResult, _, _>(to, std::ptr::null_mut(), req, |_o| {}) };
+    }
+
+    /// Registers what to do with the `Joined` record of a remote spawn; returns its join id.
+    pub(crate) fn register_join(&self, f: JoinFn) -> u64 {
+        let side = self.side();
+        let id = side.next_join.get() + 1;
+        side.next_join.set(id);
+        side.joins.borrow_mut().insert(id, f);
+        id
+    }
+
+    /// Runs a control record from worker `client` (module docs, "Control records").
+    fn run_control(&self, id: u64, client: usize, rec: &Record<'_>) -> Result<(), String> {
+        match id {
+            CONTROL_SPAWN => {
+                let (vt, arg) = spawn_parts(rec.arg).map_err(|e| e.to_string())?;
+                let (arg, join) = (arg.to_vec(), rec.target);
+                self.spawn_local(move || run_remote_spawn(vt, arg, client, join));
+                Ok(())
+            }
+            CONTROL_JOINED => {
+                let f = self.side().joins.borrow_mut().remove(&rec.target).ok_or_else(|| {
+                    format!("joined record for join id {}, which is not waiting", rec.target)
+                })?;
+                f(joined_parts(rec.arg))
+            }
+            _ => Err(format!("control record {id} is not handled here")),
+        }
     }
 
     /// The client role towards a trustee of another rank: sends staged requests as request
@@ -454,7 +577,10 @@ impl Worker {
             let mut k = 0u32;
             for rec in seg.records() {
                 let refused = |why| bad(Reason::Target { segment: s, record: k, why });
-                if is_loopback_table(rec.vt) {
+                if let Some(id) = control_id(rec.vt) {
+                    self.delegated(|| self.run_control(id, client, &rec)).map_err(refused)?;
+                    rw.push_result(rec.vt, &[]);
+                } else if is_loopback_table(rec.vt) {
                     let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
                     rw.push_result(&LOOPBACK_TABLE, &[]);
                     if let Some(p) = panic {

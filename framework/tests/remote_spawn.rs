@@ -1,0 +1,182 @@
+//! `spawn_on` across the fake ranks of a loopback split (`Builder::loopback_ranks`): `Spawn`
+//! and `Joined` control records (`docs/rack-mode.md` §4.4) carry the fiber's code id, its
+//! argument and its result or panic.
+
+use skein::Runtime;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+fn runtime(workers: usize, ranks: usize) -> Runtime {
+    Runtime::builder().workers(workers).loopback_ranks(ranks).build().expect("runtime")
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else {
+        "<non-string>".into()
+    }
+}
+
+/// From a fiber on every worker, `spawn_on` every worker; each fiber answers with where it
+/// ran and a function of its argument.
+fn every_to_every(workers: usize, ranks: usize) {
+    let n = workers;
+    let got = runtime(workers, ranks)
+        .run(move || {
+            let outer: Vec<_> = (0..n)
+                .map(|from| {
+                    skein::spawn_on(from, n as u64, |n| {
+                        let me = skein::current_worker() as u64;
+                        let hs: Vec<_> = (0..n)
+                            .map(|to| {
+                                skein::spawn_on(to as usize, (me, to), |(me, to)| {
+                                    (
+                                        skein::current_worker() as u64,
+                                        skein::rank() as u64,
+                                        me * 1000 + to * 7,
+                                    )
+                                })
+                            })
+                            .collect();
+                        let mut sum = 0u64;
+                        for (to, h) in hs.into_iter().enumerate() {
+                            let (g, r, v) = h.join();
+                            assert_eq!(g, to as u64, "ran on the wrong worker");
+                            assert_eq!(r, to as u64 / (n / skein::ranks() as u64), "wrong rank");
+                            assert_eq!(v, me * 1000 + to as u64 * 7);
+                            sum += v;
+                        }
+                        (me, sum)
+                    })
+                })
+                .collect();
+            outer.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+        })
+        .unwrap();
+    let n = n as u64;
+    let want: Vec<(u64, u64)> =
+        (0..n).map(|me| (me, (0..n).map(|to| me * 1000 + to * 7).sum())).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn spawn_on_every_worker_from_every_worker() {
+    every_to_every(4, 2);
+    every_to_every(6, 3);
+    every_to_every(3, 3);
+}
+
+#[test]
+fn a_remote_spawn_panic_is_resumed_in_join_naming_rank_and_worker() {
+    let msg = runtime(4, 2)
+        .run(|| {
+            let h = skein::spawn_on(3, 7u32, |k| -> u64 {
+                if k == 7 {
+                    panic!("seven is refused");
+                }
+                1
+            });
+            let p = catch_unwind(AssertUnwindSafe(|| h.join())).expect_err("join did not panic");
+            assert!(p.downcast_ref::<String>().is_some(), "not a String payload");
+            // The worker goes on: a second spawn there works.
+            assert_eq!(skein::spawn_on(3, 1u32, |k| k + 1).join(), 2);
+            panic_text(&*p)
+        })
+        .unwrap();
+    assert_eq!(msg, "rank 1 worker 3: seven is refused");
+}
+
+static DONE: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn a_dropped_join_handle_is_safe() {
+    DONE.store(0, SeqCst);
+    runtime(4, 2)
+        .run(|| {
+            for g in 0..4 {
+                drop(skein::spawn_on(g, (), |()| {
+                    DONE.fetch_add(1, SeqCst);
+                    skein::current_worker() as u64
+                }));
+            }
+            // One finished before its handle is dropped, too.
+            let h = skein::spawn_on(2, (), |()| 5u8);
+            while !h.is_finished() {
+                skein::yield_now();
+            }
+            drop(h);
+        })
+        .unwrap();
+    assert_eq!(DONE.load(SeqCst), 4);
+    // A detached remote fiber's panic fails the run, as a local one does.
+    let err = runtime(4, 2)
+        .run(|| drop(skein::spawn_on(3, (), |()| -> u8 { panic!("detached and lost") })))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rank 1 worker 3: detached and lost"), "{err}");
+}
+
+static STARTED: AtomicUsize = AtomicUsize::new(0);
+static FINISHED: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn wait_quiescent_waits_for_remote_spawns_in_flight() {
+    STARTED.store(0, SeqCst);
+    FINISHED.store(0, SeqCst);
+    let seen = runtime(6, 3)
+        .run(|| {
+            for g in 0..6 {
+                for k in 0..4u32 {
+                    drop(skein::spawn_on(g, k, |k| {
+                        STARTED.fetch_add(1, SeqCst);
+                        // Some work that crosses ranks again before finishing.
+                        let far = (skein::current_worker() + 3) % skein::num_workers();
+                        let v = skein::spawn_on(far, k, |k| k * 2).join();
+                        for _ in 0..k {
+                            skein::yield_now();
+                        }
+                        FINISHED.fetch_add(1, SeqCst);
+                        v
+                    }));
+                }
+            }
+            skein::wait_quiescent();
+            (STARTED.load(SeqCst), FINISHED.load(SeqCst))
+        })
+        .unwrap();
+    assert_eq!(seen, (24, 24));
+}
+
+#[test]
+fn nested_remote_spawns_go_back_and_forth() {
+    // Depth-first ping-pong between the fake ranks: each level spawns the next on the other
+    // rank and adds its answer.
+    fn level(d: u32) -> u64 {
+        let me = skein::current_worker();
+        if d == 0 {
+            return me as u64;
+        }
+        let next = (me + skein::local_workers()) % skein::num_workers();
+        me as u64 + skein::spawn_on(next, d - 1, level).join() * 10
+    }
+    let r = runtime(4, 2).run(|| skein::spawn_on(2, 5u32, level).join()).unwrap();
+    // Workers 2, 0, 2, 0, 2, 0 from the outside in.
+    assert_eq!(r, 20202);
+    let r = runtime(3, 3)
+        .run(|| {
+            fn around(d: u32) -> u64 {
+                let me = skein::current_worker();
+                if d == 0 {
+                    return me as u64;
+                }
+                me as u64 + 10 * skein::spawn_on((me + 1) % 3, d - 1, around).join()
+            }
+            skein::spawn_on(1, 4u32, around).join()
+        })
+        .unwrap();
+    // Workers 1, 2, 0, 1, 2.
+    assert_eq!(r, 21021);
+}
