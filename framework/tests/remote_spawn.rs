@@ -180,3 +180,43 @@ fn nested_remote_spawns_go_back_and_forth() {
     // Workers 1, 2, 0, 1, 2.
     assert_eq!(r, 21021);
 }
+
+#[test]
+fn launch_on_a_latch_of_another_fake_rank() {
+    let r = runtime(4, 2)
+        .run(|| {
+            let l = skein::trustee(3).entrust_new((), |()| skein::Latch::new(0u64));
+            // From every worker at once: the launches run one at a time on the latch, each
+            // yielding while it holds it (a plain apply could not), so the count is exact.
+            let hs: Vec<_> = (0..4)
+                .map(|g| {
+                    let l = l.clone();
+                    skein::spawn_local_on(g % 2, move || {
+                        (0..5u64)
+                            .map(|k| {
+                                l.launch(k, |x, k| {
+                                    let before = *x;
+                                    skein::yield_now();
+                                    *x = before + k;
+                                    (skein::current_worker() as u64, skein::rank() as u64)
+                                })
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let places: Vec<_> = hs.into_iter().flat_map(|h| h.join()).collect();
+            let total = l.launch((), |x, ()| *x);
+            // A panic in a remote launch is resumed here, and unlocks the latch.
+            let p = catch_unwind(AssertUnwindSafe(|| {
+                l.launch(9u8, |_, k| -> u8 { panic!("launch {k} refused") })
+            }))
+            .expect_err("launch did not panic");
+            (places, total, panic_text(&*p), l.launch((), |x, ()| *x + 1))
+        })
+        .unwrap();
+    assert!(r.0.iter().all(|&p| p == (3, 1)), "{:?}", r.0);
+    assert_eq!(r.1, 4 * (0..5).sum::<u64>());
+    assert_eq!(r.2, "rank 1 worker 3: launch 9 refused");
+    assert_eq!(r.3, r.1 + 1);
+}

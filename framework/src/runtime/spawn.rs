@@ -17,7 +17,7 @@ use crate::error::panic_message;
 use crate::sync::{Arc, Mutex};
 use crate::trust::travel_check;
 use crate::wire::code_id::code_id;
-use crate::wire::envelope::CONTROL_SPAWN;
+use crate::wire::envelope::{CONTROL_LAUNCH, CONTROL_SPAWN};
 use crate::wire::remote::{push_plain, read_plain, RemoteVTable};
 use crate::Plain;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -219,6 +219,49 @@ where
     F: FnOnce(A) -> R + Copy + Send + 'static,
 {
     let vt = RemoteVTable::of_spawn::<A, R, F>(&f);
+    let (cell, join) = remote_join::<R>(w);
+    let mut body = Vec::with_capacity(8 + vt.arg_bytes as usize);
+    body.extend_from_slice(&code_id(vt).to_le_bytes());
+    push_plain(&mut body, arg);
+    w.send_control::<CONTROL_SPAWN>(worker, join, body);
+    JoinHandle { cell }
+}
+
+/// `Trust::launch` on a `Latch<T>` property whose trustee is on another rank: a `Launch`
+/// control record carrying the `RemoteVTable::of_launch` code id of `F`, the property's
+/// target word and `arg`'s bytes; answered by a `Joined` record as [`spawn_on`].
+///
+/// # Safety
+/// `target` is the wire target word of a live `Latch<T>` property of `trustee` (in a loopback
+/// run the latch's address), kept alive by the caller until the returned handle is joined.
+pub(crate) unsafe fn launch_remote<T, A, U, F>(
+    w: &Worker,
+    trustee: usize,
+    target: u64,
+    arg: A,
+    f: F,
+) -> JoinHandle<U>
+where
+    A: Plain,
+    U: Plain,
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    if w.remote.is_none() {
+        crate::trust::remote_not_yet(trustee, "launch");
+    }
+    let vt = RemoteVTable::of_launch::<T, A, U, F>(&f);
+    let (cell, join) = remote_join::<U>(w);
+    let mut body = Vec::with_capacity(16 + vt.arg_bytes as usize);
+    body.extend_from_slice(&code_id(vt).to_le_bytes());
+    body.extend_from_slice(&target.to_le_bytes());
+    push_plain(&mut body, arg);
+    w.send_control::<CONTROL_LAUNCH>(trustee, join, body);
+    JoinHandle { cell }
+}
+
+/// A join cell for a fiber on another rank and its join id: its `Joined` record completes the
+/// cell with the result (checked to be `R`'s size) or the panic message.
+fn remote_join<R: Plain>(w: &Worker) -> (Arc<JoinCell<R>>, u64) {
     let cell = Arc::new(JoinCell {
         st: Mutex::new(JoinState { result: None, waiter: None, detached: false }),
         run_state: w.run_state.clone(),
@@ -240,11 +283,7 @@ where
         }
         Ok(())
     }));
-    let mut body = Vec::with_capacity(8 + vt.arg_bytes as usize);
-    body.extend_from_slice(&code_id(vt).to_le_bytes());
-    push_plain(&mut body, arg);
-    w.send_control::<CONTROL_SPAWN>(worker, join, body);
-    JoinHandle { cell }
+    (cell, join)
 }
 
 /// Starts a fiber running `f` on worker `worker` of this rank; `f` may capture anything

@@ -66,10 +66,10 @@ use crate::channel::slot::PanicPayload;
 use crate::sync::proto;
 use crate::sync::{bump, Ordering};
 use crate::wire::envelope::{
-    control_id, is_loopback_table, joined_body, joined_parts, spawn_parts, validate,
+    control_id, is_loopback_table, joined_body, joined_parts, launch_parts, spawn_parts, validate,
     validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason, Record, RequestWriter,
-    ResponseWriter, CONTROL_JOINED, CONTROL_SPAWN, JOINED_TABLE, KIND_REQUESTS, KIND_RESPONSES,
-    LOOPBACK_TABLE, SPAWN_TABLE,
+    ResponseWriter, CONTROL_JOINED, CONTROL_LAUNCH, CONTROL_SPAWN, JOINED_TABLE, KIND_REQUESTS,
+    KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE, SPAWN_TABLE,
 };
 use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
@@ -228,7 +228,11 @@ pub(crate) struct ControlReq<const ID: u64> {
 
 impl<const ID: u64> ControlReq<ID> {
     const HOOK: &'static RemoteHook = &RemoteHook {
-        vt: if ID == CONTROL_SPAWN { &SPAWN_TABLE } else { &JOINED_TABLE },
+        vt: match ID {
+            CONTROL_SPAWN => &SPAWN_TABLE,
+            CONTROL_LAUNCH => &LAUNCH_TABLE,
+            _ => &JOINED_TABLE,
+        },
         take_arg: take_control::<ID>,
         put_result: put_nothing,
     };
@@ -263,16 +267,26 @@ unsafe fn take_control<const ID: u64>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
 /// None (it writes nothing).
 unsafe fn put_nothing(_wire: &[u8], _out: *mut u8) {}
 
-/// The body of a fiber started by a [`CONTROL_SPAWN`] record: runs the spawn table with the
-/// argument and sends the result, or the panic message named with this rank and worker, back
-/// to `client` as a [`CONTROL_JOINED`] record with the same join id.
-fn run_remote_spawn(vt: &'static RemoteVTable, arg: Vec<u8>, client: usize, join: u64) {
+/// The body of a fiber started by a [`CONTROL_SPAWN`] or [`CONTROL_LAUNCH`] record: runs the
+/// table on `target` with the argument and sends the result, or the panic message named with
+/// this rank and worker, back to `client` as a [`CONTROL_JOINED`] record with the same join
+/// id.
+///
+/// # Safety
+/// `vt` is a `KIND_SPAWN` table (its `run` ignores `target`), or a `KIND_LAUNCH` table and
+/// `target` a live `Latch` of its type owned by this worker, kept alive until the `Joined`
+/// record is sent; `arg` has the table's `arg_bytes` bytes.
+unsafe fn run_remote_spawn(
+    vt: &'static RemoteVTable,
+    target: *mut u8,
+    arg: Vec<u8>,
+    client: usize,
+    join: u64,
+) {
     let w = super::context::expect("spawn_on");
     let mut out = Vec::with_capacity(vt.result_bytes as usize);
-    // SAFETY: `vt` is a `KIND_SPAWN` table (`validate` checked the kind before the record was
-    // handed out), whose `run` ignores the target; `arg` is the argument the validator
-    // sized to the table's `arg_bytes`.
-    let r = unsafe { vt.run(std::ptr::null_mut(), &arg, &mut out) };
+    // SAFETY: caller promise; this runs in a fiber of this worker (a launch may park).
+    let r = unsafe { vt.run(target, &arg, &mut out) };
     let body = match r {
         Ok(()) => joined_body(Ok(&out)),
         Err(RunError::Panicked(m) | RunError::Refused(m)) => {
@@ -387,7 +401,28 @@ impl Worker {
             CONTROL_SPAWN => {
                 let (vt, arg) = spawn_parts(rec.arg).map_err(|e| e.to_string())?;
                 let (arg, join) = (arg.to_vec(), rec.target);
-                self.spawn_local(move || run_remote_spawn(vt, arg, client, join));
+                // SAFETY: `validate` checked the table's kind (`KIND_SPAWN`: no target) and
+                // sized `arg` to it.
+                self.spawn_local(move || unsafe {
+                    run_remote_spawn(vt, std::ptr::null_mut(), arg, client, join)
+                });
+                Ok(())
+            }
+            CONTROL_LAUNCH => {
+                let (vt, target, arg) = launch_parts(rec.arg).map_err(|e| e.to_string())?;
+                if target == 0 {
+                    return Err("launch on a null target".into());
+                }
+                let (arg, join) = (arg.to_vec(), rec.target);
+                let latch = target as usize as *mut u8;
+                // SAFETY: `validate` checked the table's kind (`KIND_LAUNCH`) and sized `arg`
+                // to it. Loopback only (module docs, "Loopback only"): the target word is the
+                // address of the `Latch<T>` inside the client's live property, of the type
+                // the table was made for (`Trust::launch` wrote both from one handle), owned
+                // by this worker (the segment's trustee, checked by `serve_requests`); the
+                // client's `launch` holds its handle until the `Joined` record has come back,
+                // which this fiber sends after the latch is unlocked.
+                self.spawn_local(move || unsafe { run_remote_spawn(vt, latch, arg, client, join) });
                 Ok(())
             }
             CONTROL_JOINED => {

@@ -1170,7 +1170,15 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let (w, trustee) = self.worker_for("launch");
         w.check_may_block("launch");
         if !is_local_in(w, trustee) {
-            remote_not_yet(trustee, "launch");
+            // SAFETY: only computes the address of the latch inside the live property.
+            let latch = unsafe { self.prop().as_ref() }.value.get();
+            // SAFETY: the target word of this live `Latch<T>` property of `trustee` (a
+            // loopback run's target is the value's address, `transport` module docs);
+            // `self` keeps the property alive until the handle is joined, right here.
+            let h = unsafe {
+                crate::runtime::spawn::launch_remote(w, trustee, latch as usize as u64, arg, f)
+            };
+            return h.join();
         }
         let me = self.clone();
         crate::runtime::spawn::spawn_fiber(w, trustee, move || {

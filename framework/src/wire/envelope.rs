@@ -91,7 +91,7 @@
 //! (`docs/rack-mode.md` §3.4 item 4, §5.2).
 
 use super::code_id::{code_id, resolve, BadCode};
-use super::remote::{RemoteVTable, RunError, KIND_SPAWN, MAX_SERIALIZED_BYTES};
+use super::remote::{RemoteVTable, RunError, KIND_LAUNCH, KIND_SPAWN, MAX_SERIALIZED_BYTES};
 use crate::channel::record::MAX_RESULT_BYTES;
 use crate::Plain;
 use std::fmt;
@@ -222,6 +222,19 @@ pub(crate) const CONTROL_SPAWN: u64 = 1;
 /// against the `JoinHandle` it names.
 pub(crate) const CONTROL_JOINED: u64 = 2;
 
+/// Control id of a remote `launch` on a `Latch` property (`docs/rack-mode.md` §4.4
+/// `Launch`): a spawn on the property's trustee whose fiber runs a [`KIND_LAUNCH`] table on
+/// the latch. Wire record:
+///
+/// | size | field |
+/// | --- | --- |
+/// | 8 | `3` (this id) |
+/// | 8 | join id (answered by a [`CONTROL_JOINED`] record) |
+/// | 8 | code id of a [`KIND_LAUNCH`] table (`RemoteVTable::of_launch`) |
+/// | 8 | target: the property, as in a request record |
+/// | `arg_bytes` of that table | the `Plain` argument, rounded up to 8 |
+pub(crate) const CONTROL_LAUNCH: u64 = 3;
+
 /// Status of a [`CONTROL_JOINED`] record: the fiber returned.
 pub(crate) const JOINED_OK: u32 = 0;
 /// Status of a [`CONTROL_JOINED`] record: the fiber panicked.
@@ -231,6 +244,15 @@ pub(crate) const JOINED_PANIC: u32 = 1;
 /// result). Like [`LOOPBACK_TABLE`] its `magic` is 0 (no code id names it) and its `run`
 /// refuses: the transport runs control records itself.
 pub(crate) static SPAWN_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 0,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
+/// The table that stands for a [`CONTROL_LAUNCH`] record (as [`SPAWN_TABLE`]).
+pub(crate) static LAUNCH_TABLE: RemoteVTable = RemoteVTable {
     magic: 0,
     arg_bytes: super::remote::LEN_PREFIXED,
     result_bytes: 0,
@@ -253,6 +275,8 @@ pub(crate) fn control_id(vt: &RemoteVTable) -> Option<u64> {
         Some(CONTROL_SPAWN)
     } else if std::ptr::eq(vt, &JOINED_TABLE) {
         Some(CONTROL_JOINED)
+    } else if std::ptr::eq(vt, &LAUNCH_TABLE) {
+        Some(CONTROL_LAUNCH)
     } else {
         None
     }
@@ -263,6 +287,13 @@ pub(crate) fn control_id(vt: &RemoteVTable) -> Option<u64> {
 pub(crate) fn spawn_parts(arg: &[u8]) -> Result<(&'static RemoteVTable, &[u8]), BadCode> {
     let code = if arg.len() >= 8 { le64(arg, 0) } else { 0 };
     Ok((resolve(code)?, &arg[8..]))
+}
+
+/// The parts of an accepted [`CONTROL_LAUNCH`] record's argument: the launch table
+/// (resolved again), the property's target word and the `Plain` argument's bytes.
+pub(crate) fn launch_parts(arg: &[u8]) -> Result<(&'static RemoteVTable, u64, &[u8]), BadCode> {
+    let code = if arg.len() >= 16 { le64(arg, 0) } else { 0 };
+    Ok((resolve(code)?, le64(arg, 8), &arg[16..]))
 }
 
 /// The parts of an accepted [`CONTROL_JOINED`] record's argument: `Ok(result bytes)` or
@@ -315,6 +346,16 @@ fn read_control<'b>(r: &mut Reader<'b>, id: u64) -> Result<Record<'b>, Fault> {
             }
             r.take(spawn.arg_bytes as usize).ok_or(Fault::Overrun)?;
             &SPAWN_TABLE
+        }
+        CONTROL_LAUNCH => {
+            let code = r.u64().ok_or(Fault::Overrun)?;
+            let launch = resolve(code).map_err(Fault::Code)?;
+            if launch.kind != KIND_LAUNCH || launch.arg_prefixed() {
+                return Err(Fault::Control("launch record naming a table that is not a launch"));
+            }
+            r.u64().ok_or(Fault::Overrun)?;
+            r.take(launch.arg_bytes as usize).ok_or(Fault::Overrun)?;
+            &LAUNCH_TABLE
         }
         CONTROL_JOINED => {
             let status = r.u32().ok_or(Fault::Overrun)?;
@@ -644,10 +685,13 @@ fn read_record<'b>(
         None => match r.u64().ok_or(Fault::Overrun)? {
             LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
             LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
-            id @ (CONTROL_SPAWN | CONTROL_JOINED) => return read_control(r, id),
+            id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH) => return read_control(r, id),
             code => resolve(code).map_err(Fault::Code)?,
         },
     };
+    if vt.kind == KIND_LAUNCH {
+        return Err(Fault::Control("a launch table outside a launch record"));
+    }
     let target = r.u64().ok_or(Fault::Overrun)?;
     let arg = if vt.arg_prefixed() {
         r.prefixed(MAX_SERIALIZED_BYTES)?
@@ -834,6 +878,14 @@ fn validate_requests<'b>(
                 at: body_at,
                 fault: Fault::Code(e),
             })?;
+            if vt.kind == KIND_LAUNCH {
+                return Err(Reason::Record {
+                    segment: s,
+                    record: 0,
+                    at: body_at,
+                    fault: Fault::Control("a launch table outside a launch record"),
+                });
+            }
             if vt.arg_prefixed() {
                 return Err(Reason::UniformPrefixed(s));
             }

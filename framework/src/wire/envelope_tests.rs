@@ -639,8 +639,28 @@ fn control_records_validate_without_loopback() {
     assert_eq!(fault(&bad), Fault::Padding);
     // The other reserved ids stay refused.
     let mut bad = one.clone();
-    bad[HEADER_BYTES + SEGMENT_HEADER_BYTES] = 3;
-    assert_eq!(fault(&bad), Fault::Code(BadCode::Control(3)));
+    bad[HEADER_BYTES + SEGMENT_HEADER_BYTES] = 4;
+    assert_eq!(fault(&bad), Fault::Code(BadCode::Control(4)));
+    // Launch: a launch table with the property's target word; a launch table is refused in
+    // any other record, and a launch record refuses any other table.
+    let launch = || RemoteVTable::of_launch(&|x: &mut u64, k: u32| *x + k as u64);
+    let mut body = code_id(launch()).to_le_bytes().to_vec();
+    body.extend_from_slice(&0x0000_0002_0000_0007u64.to_le_bytes());
+    body.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]);
+    let good = build(&|w| w.push(&LAUNCH_TABLE, 33, &body));
+    let env = validate(&good, 0, &expect()).unwrap();
+    assert_eq!(reencode(&env), good);
+    let rec = env.segments().next().unwrap().records().next().unwrap();
+    assert_eq!((control_id(rec.vt), rec.target), (Some(CONTROL_LAUNCH), 33));
+    let (vt, target, arg) = launch_parts(rec.arg).unwrap();
+    assert!(std::ptr::eq(vt, launch()));
+    assert_eq!((target, arg), (0x0000_0002_0000_0007, &[6u8, 0, 0, 0, 0, 0, 0, 0][..]));
+    let plain = build(&|w| w.push_plain(launch(), 1, 6u32));
+    assert!(matches!(fault(&plain), Fault::Control(m) if m.contains("outside a launch")));
+    let mut wrong = code_id(spawn()).to_le_bytes().to_vec();
+    wrong.extend_from_slice(&[0; 16]);
+    let wrong = build(&|w| w.push(&LAUNCH_TABLE, 1, &wrong));
+    assert!(matches!(fault(&wrong), Fault::Control(m) if m.contains("not a launch")));
 }
 
 /// Applies one random mutation.
