@@ -220,3 +220,30 @@ fn launch_on_a_latch_of_another_fake_rank() {
     assert_eq!(r.2, "rank 1 worker 3: launch 9 refused");
     assert_eq!(r.3, r.1 + 1);
 }
+
+#[test]
+fn entrust_new_builds_the_value_on_a_trustee_of_another_fake_rank() {
+    let r = runtime(6, 3)
+        .run(|| {
+            let built: Vec<u64> = (0..6)
+                .map(|g| {
+                    let t = skein::trustee(g).entrust_new(g as u64 * 10, |k| {
+                        (skein::current_worker() as u64, k, vec![k; 3])
+                    });
+                    let (at, k, v) = t.apply((), |(at, k, v), ()| (*at, *k, v.iter().sum::<u64>()));
+                    assert_eq!((k, v), (g as u64 * 10, g as u64 * 30));
+                    at
+                })
+                .collect();
+            // A panic while building is resumed here, naming where it ran.
+            let p = catch_unwind(AssertUnwindSafe(|| {
+                skein::trustee(5).entrust_new((), |()| -> u8 { panic!("no value") })
+            }))
+            .expect_err("entrust_new did not panic");
+            (built, panic_text(&*p))
+        })
+        .unwrap();
+    // Workers 0 and 1 are on the calling fake rank: built there too.
+    assert_eq!(r.0, vec![0, 0, 2, 3, 4, 5]);
+    assert_eq!(r.1, "rank 2 worker 5: no value");
+}

@@ -227,6 +227,28 @@ where
     JoinHandle { cell }
 }
 
+/// `TrusteeRef::entrust_new` on a trustee of another rank: a remote spawn on `trustee` whose
+/// fiber runs `f(arg)` there and allocates the property for its own worker; returns the
+/// property's address (a loopback run only: the fake ranks share this process's memory; the
+/// MPI path will answer the export's `(slot, generation)` instead, `docs/rack-mode.md` §5).
+/// Waits in a `join`: the caller must be able to block. A panic of `f` is resumed here,
+/// naming the trustee's rank and worker.
+pub(crate) fn entrust_remote<A, T, F>(w: &Worker, trustee: usize, arg: A, f: F) -> u64
+where
+    A: Plain,
+    T: Send + 'static,
+    F: FnOnce(A) -> T + Copy + Send + 'static,
+{
+    // Captures only `f`, zero-sized and `Copy` (`travel_check!` in `entrust_new`): this
+    // closure is zero-sized too, and recreated on the trustee from its code id.
+    let build = move |a: A| -> u64 {
+        let w = context::expect("entrust_new");
+        let p = crate::property::alloc(f(a), w.run_id, w.index);
+        p.as_ptr() as usize as u64
+    };
+    spawn_remote(w, trustee, arg, build).join()
+}
+
 /// `Trust::launch` on a `Latch<T>` property whose trustee is on another rank: a `Launch`
 /// control record carrying the `RemoteVTable::of_launch` code id of `F`, the property's
 /// target word and `arg`'s bytes; answered by a `Joined` record as [`spawn_on`].
