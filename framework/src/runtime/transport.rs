@@ -43,6 +43,58 @@
 //!    error, naming the ranks, and the run is stopped (`RunState::aborted`): its requests are
 //!    lost, which quiescence would wait for forever.
 //!
+//! # Control records (`docs/rack-mode.md` §4.4, §8 step 5)
+//!
+//! A fiber started on, or a `launch` run by, a worker of another rank travels as a typed
+//! control record: a request record whose code id is a reserved control id
+//! (`wire::envelope`: [`CONTROL_SPAWN`] = 1, [`CONTROL_JOINED`] = 2, [`CONTROL_LAUNCH`] = 3;
+//! byte layouts there), in the same batches as the requests of its (client, trustee) pair,
+//! answered like a request with an empty result. They are real wire records: `validate`
+//! checks their fixed fields and sizes with or without `Expect::loopback` (the spawn's or
+//! launch's code id resolved, of kind `KIND_SPAWN` or `KIND_LAUNCH`, the argument of exactly
+//! that table's size; a `Joined` status, length and padding).
+//!
+//! * `spawn_on(g, arg, f)` (g on another rank) registers a `JoinFn` under a fresh join id in
+//!   this worker's [`RemoteSide`] and queues a [`ControlReq`]`<CONTROL_SPAWN>` towards `g`:
+//!   `poll_remote` writes it as `1 | join | code id of RemoteVTable::of_spawn | arg`.
+//! * Worker `g` serves it (`run_control`): it starts a fiber, which runs the table and queues
+//!   a `ControlReq<CONTROL_JOINED>` back to the client: `2 | join | status | len | result or
+//!   "rank R worker g: <panic message>"`.
+//! * The client serves the `Joined` record: it takes the `JoinFn` out of its table (an unknown
+//!   join id, or a result of the wrong size, refuses the envelope) and completes the
+//!   `JoinHandle`'s cell, which wakes a fiber parked in `join` (or, if the handle was
+//!   dropped, discards the result; a panic of a detached fiber is the run's error, as on one
+//!   rank).
+//! * `Trust::launch` on a `Latch` of another rank is the same with `CONTROL_LAUNCH`, the
+//!   property's target word and a `KIND_LAUNCH` table, whose `run` locks the latch in the
+//!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a
+//!   trustee of another fake rank is a remote spawn of "build `f(arg)`, allocate the property
+//!   for this worker, answer its address" (loopback only: the MPI path will answer the
+//!   export's `(slot, generation)`).
+//!
+//! **Why quiescence counting stays exact.** Each arrow creates its successor before it
+//! finishes, and each task is created and finished once (the rule of activity of
+//! `super::quiesce`):
+//!
+//! 1. The `Spawn` record is a request: `issued` on the client when queued (`Worker::request`,
+//!    as any request), `finished` on the client when its empty response is back and its
+//!    no-op completion ran (`take_responses`).
+//! 2. The trustee serves it in `serve_requests`, which calls `spawn_local` (the fiber's
+//!    `created`) *before* the response is published, so before the client can count the
+//!    `Spawn` finished: from the `Spawn`'s creation to the fiber's end there is always an
+//!    active task.
+//! 3. The fiber queues the `Joined` record (issued on its worker) *before* it returns (its
+//!    `finished` in `run_fiber`).
+//! 4. The client serves `Joined`: completing the cell wakes the parked joiner
+//!    (`wake_parked`: `created`) or posts the wake-up to its worker (a request: `issued`),
+//!    before the response to `Joined` is published, so before the fiber's worker counts
+//!    `Joined` finished.
+//!
+//! A fiber parked in `join` on a remote fiber is not active (it counted itself finished in
+//! `park`), but the remote fiber, or the record carrying its start or its end, is: the
+//! detector never sees the job idle while the join can still complete, and it sees a real
+//! deadlock (a join whose fiber itself waits forever) as one.
+//!
 //! # Loopback only (never on the MPI path)
 //!
 //! * **Targets.** The export table of step 6 does not exist yet: the target word of a
@@ -54,10 +106,14 @@
 //!   wake-ups) are closure records with no `RemoteVTable`. Between fake ranks they travel as
 //!   `LOOPBACK_CONTROL` records whose argument is the in-process record, moved into a box
 //!   (its address and length: 16 bytes, so no uninitialised byte of a closure is read as a
-//!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). Step 5 replaces them by the typed
-//!   `Control` messages of `docs/rack-mode.md` §4.4.
-//! * `spawn_on`, `launch` and the joins of spawned fibers do not cross ranks yet (step 5);
-//!   `entrust_new` and `TrustArray::new` build the value here, in the shared memory.
+//!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). The free
+//!   hand-offs become the `Release`/`Grant` control records of `docs/rack-mode.md` §4.4
+//!   with the export table (step 6); quiescence wake-ups need none across ranks (§6).
+//! * **Addresses in control records.** A `Launch` record's target word and the result of
+//!   a remote `entrust_new` are addresses in this process (as request targets above).
+//! * `entrust_new` from delegated context (which cannot wait for an answer) and
+//!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
+//!   another fake rank.
 
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};

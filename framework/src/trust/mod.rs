@@ -31,7 +31,8 @@
 //! `RemoteVTable` of `(T, A, U, F)` (`RemoteVTable::of`; `of_with` for `apply_with*`, whose
 //! request half is a [`WithRequest`]), how its argument and target become wire bytes and how
 //! its wire result becomes its result space. A request to a trustee of another rank travels
-//! that way (`crate::runtime::transport`). `launch` has no hook yet (local only, step 5).
+//! that way (`crate::runtime::transport`). `launch` on a trustee of another rank is a
+//! `Launch` control record (`RemoteVTable::of_launch`, run in a fiber there).
 //!
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in
@@ -1135,6 +1136,10 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// ...); other `launch`es on the same property wait for the latch. `f`, `arg` and the
     /// result travel as for [`Trust::apply`]: handles `f` needs live in the latched value or
     /// in statics.
+    ///
+    /// On a trustee of another rank the call is a `Launch` control record (a loopback run,
+    /// `crate::Builder::loopback_ranks`; not yet supported under MPI), and a panic of `f` is
+    /// resumed as a `String` naming that rank and worker.
     ///
     /// # Panics
     /// In delegated context or outside a fiber; resumes a panic of `f`.

@@ -74,9 +74,13 @@
 //!    of the next one expected for `(from, trustee)`; for responses the trustee is a worker
 //!    of the source rank and `(trustee, pair seq)` names a batch in flight from this client;
 //!    the segments tile the rest of the envelope exactly;
-//! 3. records: every code id names a table (`code_id::resolve`; control ids are refused as
-//!    not yet supported, except [`LOOPBACK_CONTROL`] in a loopback validator, whose record
-//!    is the in-process record of a runtime-internal request and never leaves the process); every argument has exactly its table's size, or a length prefix
+//! 3. records: every code id names a table (`code_id::resolve`), or is a control id with
+//!    its fixed fields ([`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`]: the
+//!    table they name resolved and of the right kind, sizes, status, padding; any
+//!    validator), or [`LOOPBACK_CONTROL`] in a loopback validator (whose record is the
+//!    in-process record of a runtime-internal request and never leaves the process); the
+//!    other control ids are refused as not yet supported, and a `KIND_LAUNCH` table outside
+//!    a launch record is refused; every argument has exactly its table's size, or a length prefix
 //!    within the bytes left and [`MAX_SERIALIZED_BYTES`]; the records tile the segment
 //!    exactly and their count is the header's; the response such a request envelope needs
 //!    (its fixed part: headers, fixed-size results, length prefixes and empty panic lists)
@@ -164,8 +168,10 @@ pub(crate) struct Expect<'a> {
 /// loopback transport's: the address and length of a box holding it), which means something
 /// only inside the process that wrote it: only a validator with [`Expect::loopback`] accepts
 /// it.
-/// Step 5 of `docs/rack-mode.md` §8 replaces these records by the typed `Control` messages
-/// of §4.4.
+/// Remote spawns, joins and launches already travel as typed control records
+/// ([`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`]); the free hand-offs these
+/// records still carry become `Release`/`Grant` records with the export table
+/// (`docs/rack-mode.md` §4.4, §5).
 pub(crate) const LOOPBACK_CONTROL: u64 = super::code_id::CONTROL_IDS;
 
 /// The table that stands for a [`LOOPBACK_CONTROL`] record in a batch's list of tables: a
