@@ -692,12 +692,15 @@ fn read_record<'b>(
             LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
             LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
             id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH) => return read_control(r, id),
-            code => resolve(code).map_err(Fault::Code)?,
+            code => match resolve(code).map_err(Fault::Code)? {
+                // (A uniform segment's table was checked once, in `validate_requests`.)
+                vt if vt.kind == KIND_LAUNCH => {
+                    return Err(Fault::Control("a launch table outside a launch record"))
+                }
+                vt => vt,
+            },
         },
     };
-    if vt.kind == KIND_LAUNCH {
-        return Err(Fault::Control("a launch table outside a launch record"));
-    }
     let target = r.u64().ok_or(Fault::Overrun)?;
     let arg = if vt.arg_prefixed() {
         r.prefixed(MAX_SERIALIZED_BYTES)?
