@@ -107,7 +107,7 @@ fn stress_apply_then_order_and_counts() {
 fn large_arguments_and_results() {
     rt(2)
         .run(|| {
-            let t = skein::trustee(1).entrust(0u64);
+            let t = skein::trustee(1).entrust_new(0u64, |x| x);
             // Captured environment far bigger than a slot (boxed record).
             let big = [3u64; 1000];
             let r = t.apply_local(move |c| {
@@ -178,8 +178,8 @@ fn nested_apply_then_in_delegated_context() {
     let h2 = hits.clone();
     rt(2)
         .run(move || {
-            let a = skein::trustee(0).entrust(0u64);
-            let b = skein::trustee(1).entrust(0u64);
+            let a = skein::trustee(0).entrust_new(0u64, |x| x);
+            let b = skein::trustee(1).entrust_new(0u64, |x| x);
             for _ in 0..100 {
                 let b2 = b.clone();
                 let h = h2.clone();
@@ -213,7 +213,7 @@ fn nested_apply_then_in_delegated_context() {
 fn apply_then_to_own_property_from_its_closure() {
     rt(1)
         .run(|| {
-            let a = skein::local_trustee().entrust(0u64);
+            let a = skein::local_trustee().entrust_new(0u64, |x| x);
             let a2 = a.clone();
             a.apply_then_local(
                 move |x| {
@@ -266,8 +266,8 @@ fn launch_blocks_on_other_trustee() {
 fn blocking_in_delegated_context_panics_with_fix() {
     let e = rt(2)
         .run(|| {
-            let a = skein::trustee(1).entrust(0u64);
-            let b = skein::trustee(0).entrust(0u64);
+            let a = skein::trustee(1).entrust_new(0u64, |x| x);
+            let b = skein::trustee(0).entrust_new(0u64, |x| x);
             a.apply_local(move |_| b.apply((), |y, ()| *y))
         })
         .unwrap_err();
@@ -279,7 +279,7 @@ fn blocking_in_delegated_context_panics_with_fix() {
 fn stats_count_requests() {
     let r = rt(2);
     r.run(|| {
-        let t = skein::trustee(1).entrust(0u64);
+        let t = skein::trustee(1).entrust_new(0u64, |x| x);
         for _ in 0..1000 {
             t.apply_then((), |c, ()| *c += 1, |()| {});
         }
@@ -301,7 +301,9 @@ fn stats_count_requests() {
 fn runtime_can_run_twice() {
     let r = rt(2);
     for i in 0..3u64 {
-        let v = r.run(move || skein::trustee(1).entrust(i).apply((), |x, ()| *x * 2)).unwrap();
+        let v = r
+            .run(move || skein::trustee(1).entrust_new(i, |x| x).apply((), |x, ()| *x * 2))
+            .unwrap();
         assert_eq!(v, 2 * i);
     }
 }

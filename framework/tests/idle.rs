@@ -11,7 +11,7 @@ fn idle_worker_sleeps_instead_of_spinning() {
     rt.run(|| {
         // Worker 1 has nothing to do: no fibers, no requests for it, none of its own in flight.
         // Block worker 0's thread (not just the fiber) for a while.
-        let t = skein::trustee(1).entrust(0u32);
+        let t = skein::trustee(1).entrust_new(0u32, |x| x);
         t.apply((), |c, ()| *c += 1);
         std::thread::sleep(std::time::Duration::from_millis(300));
         assert_eq!(t.apply((), |c, ()| *c), 1);

@@ -71,7 +71,7 @@ fn fan_out_trees_finish_exactly() {
 fn quiescence_waits_for_other_fibers_and_continuations() {
     let rt = Runtime::builder().workers(2).build().unwrap();
     rt.run(|| {
-        let t = skein::trustee(1).entrust(0u64);
+        let t = skein::trustee(1).entrust_new(0u64, |x| x);
         let seen = Rc::new(Cell::new(0u64));
         // A detached fiber that keeps issuing for a while.
         let t2 = t.clone();
@@ -97,7 +97,7 @@ fn quiescence_waits_for_other_fibers_and_continuations() {
 fn quiesce_from_several_fibers_at_once() {
     let rt = Runtime::builder().workers(3).build().unwrap();
     rt.run(|| {
-        let t = skein::trustee(2).entrust(0u64);
+        let t = skein::trustee(2).entrust_new(0u64, |x| x);
         let hs: Vec<_> = (0..6)
             .map(|i| {
                 let t = t.clone();
@@ -125,7 +125,7 @@ fn shutdown_with_requests_in_flight() {
     let h2 = hits.clone();
     let rt = Runtime::builder().workers(2).build().unwrap();
     rt.run(move || {
-        let t = skein::trustee(1).entrust(0u64);
+        let t = skein::trustee(1).entrust_new(0u64, |x| x);
         for _ in 0..10_000 {
             let h = h2.clone();
             t.apply_then(

@@ -16,6 +16,9 @@ use super::worker::Worker;
 use crate::error::panic_message;
 use crate::sync::{Arc, Mutex};
 use crate::trust::travel_check;
+use crate::wire::code_id::code_id;
+use crate::wire::envelope::{CONTROL_LAUNCH, CONTROL_SPAWN};
+use crate::wire::remote::{push_plain, read_plain, RemoteVTable};
 use crate::Plain;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -152,8 +155,11 @@ where
 /// [`spawn_local_on`].
 ///
 /// # Panics
-/// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank is
-/// not yet supported (it will be a control message, `docs/rack-mode.md` §4.4).
+/// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank
+/// works between the fake ranks of a loopback run (`Builder::loopback_ranks`: a `Spawn`
+/// control record, `docs/rack-mode.md` §4.4) and is not yet supported under MPI (the MPI
+/// transport is not on the worker's path yet). A panic of a fiber on another rank is resumed
+/// by [`JoinHandle::join`] as a `String` naming its rank and worker.
 ///
 /// ```
 /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -195,9 +201,111 @@ where
     let w = context::expect("spawn_on");
     check_worker(w, worker, "spawn_on");
     if !w.is_local(worker) {
-        crate::trust::remote_not_yet(worker, "spawn_on");
+        if w.remote.is_none() {
+            crate::trust::remote_not_yet(worker, "spawn_on");
+        }
+        return spawn_remote(w, worker, arg, f);
     }
     spawn_fiber(w, worker, move || f(arg))
+}
+
+/// [`spawn_on`] for a worker of another rank: a `Spawn` control record carrying the
+/// `RemoteVTable::of_spawn` code id of `F` and `arg`'s bytes; its `Joined` record completes
+/// the handle's cell on this worker (`super::transport`, "Control records").
+fn spawn_remote<A, R, F>(w: &Worker, worker: usize, arg: A, f: F) -> JoinHandle<R>
+where
+    A: Plain,
+    R: Plain,
+    F: FnOnce(A) -> R + Copy + Send + 'static,
+{
+    let vt = RemoteVTable::of_spawn::<A, R, F>(&f);
+    let (cell, join) = remote_join::<R>(w);
+    let mut body = Vec::with_capacity(8 + vt.arg_bytes as usize);
+    body.extend_from_slice(&code_id(vt).to_le_bytes());
+    push_plain(&mut body, arg);
+    w.send_control::<CONTROL_SPAWN>(worker, join, body);
+    JoinHandle { cell }
+}
+
+/// `TrusteeRef::entrust_new` on a trustee of another rank: a remote spawn on `trustee` whose
+/// fiber runs `f(arg)` there and allocates the property for its own worker; returns the
+/// property's address (a loopback run only: the fake ranks share this process's memory; the
+/// MPI path will answer the export's `(slot, generation)` instead, `docs/rack-mode.md` §5).
+/// Waits in a `join`: the caller must be able to block. A panic of `f` is resumed here,
+/// naming the trustee's rank and worker.
+pub(crate) fn entrust_remote<A, T, F>(w: &Worker, trustee: usize, arg: A, f: F) -> u64
+where
+    A: Plain,
+    T: Send + 'static,
+    F: FnOnce(A) -> T + Copy + Send + 'static,
+{
+    // Captures only `f`, zero-sized and `Copy` (`travel_check!` in `entrust_new`): this
+    // closure is zero-sized too, and recreated on the trustee from its code id.
+    let build = move |a: A| -> u64 {
+        let w = context::expect("entrust_new");
+        let p = crate::property::alloc(f(a), w.run_id, w.index);
+        p.as_ptr() as usize as u64
+    };
+    spawn_remote(w, trustee, arg, build).join()
+}
+
+/// `Trust::launch` on a `Latch<T>` property whose trustee is on another rank: a `Launch`
+/// control record carrying the `RemoteVTable::of_launch` code id of `F`, the property's
+/// target word and `arg`'s bytes; answered by a `Joined` record as [`spawn_on`].
+///
+/// # Safety
+/// `target` is the wire target word of a live `Latch<T>` property of `trustee` (in a loopback
+/// run the latch's address), kept alive by the caller until the returned handle is joined.
+pub(crate) unsafe fn launch_remote<T, A, U, F>(
+    w: &Worker,
+    trustee: usize,
+    target: u64,
+    arg: A,
+    f: F,
+) -> JoinHandle<U>
+where
+    A: Plain,
+    U: Plain,
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    if w.remote.is_none() {
+        crate::trust::remote_not_yet(trustee, "launch");
+    }
+    let vt = RemoteVTable::of_launch::<T, A, U, F>(&f);
+    let (cell, join) = remote_join::<U>(w);
+    let mut body = Vec::with_capacity(16 + vt.arg_bytes as usize);
+    body.extend_from_slice(&code_id(vt).to_le_bytes());
+    body.extend_from_slice(&target.to_le_bytes());
+    push_plain(&mut body, arg);
+    w.send_control::<CONTROL_LAUNCH>(trustee, join, body);
+    JoinHandle { cell }
+}
+
+/// A join cell for a fiber on another rank and its join id: its `Joined` record completes the
+/// cell with the result (checked to be `R`'s size) or the panic message.
+fn remote_join<R: Plain>(w: &Worker) -> (Arc<JoinCell<R>>, u64) {
+    let cell = Arc::new(JoinCell {
+        st: Mutex::new(JoinState { result: None, waiter: None, detached: false }),
+        run_state: w.run_state.clone(),
+    });
+    let c2 = cell.clone();
+    let join = w.register_join(Box::new(move |r: Result<&[u8], &str>| {
+        match r {
+            Ok(bytes) => {
+                let want = std::mem::size_of::<R>().next_multiple_of(8);
+                if bytes.len() != want {
+                    return Err(format!(
+                        "joined record with a {}-byte result, the spawn's result takes {want}",
+                        bytes.len()
+                    ));
+                }
+                c2.complete(Ok(read_plain::<R>(bytes)));
+            }
+            Err(msg) => c2.complete(Err(Box::new(msg.to_string()))),
+        }
+        Ok(())
+    }));
+    (cell, join)
 }
 
 /// Starts a fiber running `f` on worker `worker` of this rank; `f` may capture anything

@@ -43,6 +43,58 @@
 //!    error, naming the ranks, and the run is stopped (`RunState::aborted`): its requests are
 //!    lost, which quiescence would wait for forever.
 //!
+//! # Control records (`docs/rack-mode.md` §4.4, §8 step 5)
+//!
+//! A fiber started on, or a `launch` run by, a worker of another rank travels as a typed
+//! control record: a request record whose code id is a reserved control id
+//! (`wire::envelope`: [`CONTROL_SPAWN`] = 1, [`CONTROL_JOINED`] = 2, [`CONTROL_LAUNCH`] = 3;
+//! byte layouts there), in the same batches as the requests of its (client, trustee) pair,
+//! answered like a request with an empty result. They are real wire records: `validate`
+//! checks their fixed fields and sizes with or without `Expect::loopback` (the spawn's or
+//! launch's code id resolved, of kind `KIND_SPAWN` or `KIND_LAUNCH`, the argument of exactly
+//! that table's size; a `Joined` status, length and padding).
+//!
+//! * `spawn_on(g, arg, f)` (g on another rank) registers a `JoinFn` under a fresh join id in
+//!   this worker's [`RemoteSide`] and queues a [`ControlReq`]`<CONTROL_SPAWN>` towards `g`:
+//!   `poll_remote` writes it as `1 | join | code id of RemoteVTable::of_spawn | arg`.
+//! * Worker `g` serves it (`run_control`): it starts a fiber, which runs the table and queues
+//!   a `ControlReq<CONTROL_JOINED>` back to the client: `2 | join | status | len | result or
+//!   "rank R worker g: <panic message>"`.
+//! * The client serves the `Joined` record: it takes the `JoinFn` out of its table (an unknown
+//!   join id, or a result of the wrong size, refuses the envelope) and completes the
+//!   `JoinHandle`'s cell, which wakes a fiber parked in `join` (or, if the handle was
+//!   dropped, discards the result; a panic of a detached fiber is the run's error, as on one
+//!   rank).
+//! * `Trust::launch` on a `Latch` of another rank is the same with `CONTROL_LAUNCH`, the
+//!   property's target word and a `KIND_LAUNCH` table, whose `run` locks the latch in the
+//!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a
+//!   trustee of another fake rank is a remote spawn of "build `f(arg)`, allocate the property
+//!   for this worker, answer its address" (loopback only: the MPI path will answer the
+//!   export's `(slot, generation)`).
+//!
+//! **Why quiescence counting stays exact.** Each arrow creates its successor before it
+//! finishes, and each task is created and finished once (the rule of activity of
+//! `super::quiesce`):
+//!
+//! 1. The `Spawn` record is a request: `issued` on the client when queued (`Worker::request`,
+//!    as any request), `finished` on the client when its empty response is back and its
+//!    no-op completion ran (`take_responses`).
+//! 2. The trustee serves it in `serve_requests`, which calls `spawn_local` (the fiber's
+//!    `created`) *before* the response is published, so before the client can count the
+//!    `Spawn` finished: from the `Spawn`'s creation to the fiber's end there is always an
+//!    active task.
+//! 3. The fiber queues the `Joined` record (issued on its worker) *before* it returns (its
+//!    `finished` in `run_fiber`).
+//! 4. The client serves `Joined`: completing the cell wakes the parked joiner
+//!    (`wake_parked`: `created`) or posts the wake-up to its worker (a request: `issued`),
+//!    before the response to `Joined` is published, so before the fiber's worker counts
+//!    `Joined` finished.
+//!
+//! A fiber parked in `join` on a remote fiber is not active (it counted itself finished in
+//! `park`), but the remote fiber, or the record carrying its start or its end, is: the
+//! detector never sees the job idle while the join can still complete, and it sees a real
+//! deadlock (a join whose fiber itself waits forever) as one.
+//!
 //! # Loopback only (never on the MPI path)
 //!
 //! * **Targets.** The export table of step 6 does not exist yet: the target word of a
@@ -54,22 +106,30 @@
 //!   wake-ups) are closure records with no `RemoteVTable`. Between fake ranks they travel as
 //!   `LOOPBACK_CONTROL` records whose argument is the in-process record, moved into a box
 //!   (its address and length: 16 bytes, so no uninitialised byte of a closure is read as a
-//!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). Step 5 replaces them by the typed
-//!   `Control` messages of `docs/rack-mode.md` §4.4.
-//! * `spawn_on`, `launch` and the joins of spawned fibers do not cross ranks yet (step 5);
-//!   `entrust_new` and `TrustArray::new` build the value here, in the shared memory.
+//!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). The free
+//!   hand-offs become the `Release`/`Grant` control records of `docs/rack-mode.md` §4.4
+//!   with the export table (step 6); quiescence wake-ups need none across ranks (§6).
+//! * **Addresses in control records.** A `Launch` record's target word and the result of
+//!   a remote `entrust_new` are addresses in this process (as request targets above).
+//! * `entrust_new` from delegated context (which cannot wait for an answer) and
+//!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
+//!   another fake rank.
 
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
+use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
 use crate::sync::proto;
 use crate::sync::{bump, Ordering};
 use crate::wire::envelope::{
-    is_loopback_table, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job,
-    Reason, RequestWriter, ResponseWriter, KIND_REQUESTS, KIND_RESPONSES, LOOPBACK_TABLE,
+    control_id, is_loopback_table, joined_body, joined_parts, launch_parts, spawn_parts, validate,
+    validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason, Record, RequestWriter,
+    ResponseWriter, CONTROL_JOINED, CONTROL_LAUNCH, CONTROL_SPAWN, JOINED_TABLE, KIND_REQUESTS,
+    KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE, SPAWN_TABLE,
 };
-use crate::wire::remote::{panic_message, RemoteVTable};
+use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
@@ -207,6 +267,91 @@ impl Transport for Loopback {
     }
 }
 
+/// What the client of a remote spawn does with its `Joined` record: completes the
+/// `JoinHandle`'s cell with the result bytes (checked against the result type's size) or the
+/// panic message; `Err` when the bytes do not fit (the record is refused).
+pub(crate) type JoinFn = Box<dyn FnOnce(Result<&[u8], &str>) -> Result<(), String>>;
+
+/// The request half of a control record sent to a worker of another rank (`ID`:
+/// [`CONTROL_SPAWN`] or [`CONTROL_JOINED`]): its join id (the wire target word) and its fields
+/// after the target, laid out as on the wire (`wire::envelope`'s tables). Issued only towards
+/// remote workers (`Worker::send_control`), so `poll_remote` always takes it out of the
+/// queue as wire bytes; it never runs through a slot.
+pub(crate) struct ControlReq<const ID: u64> {
+    join: u64,
+    body: Vec<u8>,
+}
+
+impl<const ID: u64> ControlReq<ID> {
+    const HOOK: &'static RemoteHook = &RemoteHook {
+        vt: match ID {
+            CONTROL_SPAWN => &SPAWN_TABLE,
+            CONTROL_LAUNCH => &LAUNCH_TABLE,
+            _ => &JOINED_TABLE,
+        },
+        take_arg: take_control::<ID>,
+        put_result: put_nothing,
+    };
+}
+
+impl<const ID: u64> RequestHalf for ControlReq<ID> {
+    const REMOTE: Option<&'static RemoteHook> = Some(Self::HOOK);
+
+    unsafe fn call(self, _target: *mut u8, _out: *mut u8) -> Option<PanicPayload> {
+        // Unreachable: `send_control` only queues these towards workers of other ranks, whose
+        // records leave through `poll_remote` (`take_control`). Answer with a panic rather
+        // than run anything.
+        Some(Box::new(format!("skein: control record {ID} run on its own rank (a bug)")))
+    }
+}
+
+/// [`RemoteHook::take_arg`] of a [`ControlReq`]: its fields; the join id is the target word.
+///
+/// # Safety
+/// `p` is the target word of a live `ControlReq<ID>` record owned by the caller; its request
+/// half (right after the word, record invariant 1) is consumed here.
+unsafe fn take_control<const ID: u64>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
+    // SAFETY: caller promise; this is the request half's one consumption (invariant 2).
+    let req = unsafe { std::ptr::read(p.add(8) as *const ControlReq<ID>) };
+    arg.extend_from_slice(&req.body);
+    req.join
+}
+
+/// [`RemoteHook::put_result`] of a [`ControlReq`]: no result.
+///
+/// # Safety
+/// None (it writes nothing).
+unsafe fn put_nothing(_wire: &[u8], _out: *mut u8) {}
+
+/// The body of a fiber started by a [`CONTROL_SPAWN`] or [`CONTROL_LAUNCH`] record: runs the
+/// table on `target` with the argument and sends the result, or the panic message named with
+/// this rank and worker, back to `client` as a [`CONTROL_JOINED`] record with the same join
+/// id.
+///
+/// # Safety
+/// `vt` is a `KIND_SPAWN` table (its `run` ignores `target`), or a `KIND_LAUNCH` table and
+/// `target` a live `Latch` of its type owned by this worker, kept alive until the `Joined`
+/// record is sent; `arg` has the table's `arg_bytes` bytes.
+unsafe fn run_remote_spawn(
+    vt: &'static RemoteVTable,
+    target: *mut u8,
+    arg: Vec<u8>,
+    client: usize,
+    join: u64,
+) {
+    let w = super::context::expect("spawn_on");
+    let mut out = Vec::with_capacity(vt.result_bytes as usize);
+    // SAFETY: caller promise; this runs in a fiber of this worker (a launch may park).
+    let r = unsafe { vt.run(target, &arg, &mut out) };
+    let body = match r {
+        Ok(()) => joined_body(Ok(&out)),
+        Err(RunError::Panicked(m) | RunError::Refused(m)) => {
+            joined_body(Err(&format!("rank {} worker {}: {m}", w.rank, w.index)))
+        }
+    };
+    w.send_control::<CONTROL_JOINED>(client, join, body);
+}
+
 /// `RemoteHook::put_result`'s type.
 type PutResult = unsafe fn(&[u8], *mut u8);
 
@@ -229,6 +374,10 @@ pub(crate) struct RemoteSide {
     scratch: RefCell<Vec<MaybeUninit<u64>>>,
     arg: RefCell<Vec<u8>>,
     envelopes: Cell<u64>,
+    /// The remote spawns of this worker waiting for their `Joined` record, by join id.
+    joins: RefCell<HashMap<u64, JoinFn>>,
+    /// The last join id handed out.
+    next_join: Cell<u64>,
 }
 
 impl RemoteSide {
@@ -239,6 +388,8 @@ impl RemoteSide {
             scratch: RefCell::new(vec![MaybeUninit::uninit(); BATCH_WORDS]),
             arg: RefCell::default(),
             envelopes: Cell::new(0),
+            joins: RefCell::default(),
+            next_join: Cell::new(0),
         }
     }
 }
@@ -275,6 +426,69 @@ impl Worker {
         let s = self.side().envelopes.get() + 1;
         self.side().envelopes.set(s);
         s
+    }
+
+    /// Queues a control record (`ID`) for worker `to` of another rank: a request like any
+    /// other (counted as issued here, finished when its empty response is back), which
+    /// `poll_remote` writes as the wire record of `ID` with `join` as target word and `body`
+    /// as the fields after it.
+    pub(crate) fn send_control<const ID: u64>(&self, to: usize, join: u64, body: Vec<u8>) {
+        assert!(
+            to < self.n && self.is_remote(to) && self.remote.is_some(),
+            "skein: control record to worker {to}, which is not on another rank of a split run"
+        );
+        let req = ControlReq::<ID> { join, body };
+        // SAFETY: to < n, checked above.
+        unsafe { self.request::<NoResult, _, _>(to, std::ptr::null_mut(), req, |_o| {}) };
+    }
+
+    /// Registers what to do with the `Joined` record of a remote spawn; returns its join id.
+    pub(crate) fn register_join(&self, f: JoinFn) -> u64 {
+        let side = self.side();
+        let id = side.next_join.get() + 1;
+        side.next_join.set(id);
+        side.joins.borrow_mut().insert(id, f);
+        id
+    }
+
+    /// Runs a control record from worker `client` (module docs, "Control records").
+    fn run_control(&self, id: u64, client: usize, rec: &Record<'_>) -> Result<(), String> {
+        match id {
+            CONTROL_SPAWN => {
+                let (vt, arg) = spawn_parts(rec.arg).map_err(|e| e.to_string())?;
+                let (arg, join) = (arg.to_vec(), rec.target);
+                // SAFETY: `validate` checked the table's kind (`KIND_SPAWN`: no target) and
+                // sized `arg` to it.
+                self.spawn_local(move || unsafe {
+                    run_remote_spawn(vt, std::ptr::null_mut(), arg, client, join)
+                });
+                Ok(())
+            }
+            CONTROL_LAUNCH => {
+                let (vt, target, arg) = launch_parts(rec.arg).map_err(|e| e.to_string())?;
+                if target == 0 {
+                    return Err("launch on a null target".into());
+                }
+                let (arg, join) = (arg.to_vec(), rec.target);
+                let latch = target as usize as *mut u8;
+                // SAFETY: `validate` checked the table's kind (`KIND_LAUNCH`) and sized `arg`
+                // to it. Loopback only (module docs, "Loopback only"): the target word is the
+                // address of the `Latch<T>` inside the client's live property, of the type
+                // the table was made for (`Trust::launch` wrote both from one handle), owned
+                // by this worker (the segment's trustee, checked by `serve_requests`); the
+                // client's `launch` holds its handle until the `Joined` record has come back,
+                // which this fiber sends after the latch is unlocked.
+                self.spawn_local(move || unsafe { run_remote_spawn(vt, latch, arg, client, join) });
+                Ok(())
+            }
+            CONTROL_JOINED => {
+                let f = self.side().joins.borrow_mut().remove(&rec.target).ok_or_else(|| {
+                    format!("joined record for join id {}, which is not waiting", rec.target)
+                })?;
+                f(joined_parts(rec.arg))
+            }
+            _ => Err(format!("control record {id} is not handled here")),
+        }
     }
 
     /// The client role towards a trustee of another rank: sends staged requests as request
@@ -454,7 +668,10 @@ impl Worker {
             let mut k = 0u32;
             for rec in seg.records() {
                 let refused = |why| bad(Reason::Target { segment: s, record: k, why });
-                if is_loopback_table(rec.vt) {
+                if let Some(id) = control_id(rec.vt) {
+                    self.delegated(|| self.run_control(id, client, &rec)).map_err(refused)?;
+                    rw.push_result(rec.vt, &[]);
+                } else if is_loopback_table(rec.vt) {
                     let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
                     rw.push_result(&LOOPBACK_TABLE, &[]);
                     if let Some(p) = panic {

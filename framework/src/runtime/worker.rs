@@ -201,6 +201,12 @@ impl Worker {
         }
     }
 
+    /// True when the caller may block: a fiber, not delegated context (what
+    /// [`Worker::check_may_block`] requires).
+    pub(crate) fn may_block(&self) -> bool {
+        !self.in_delegated() && self.current.get().is_some() && fiber::in_fiber()
+    }
+
     /// Runs `f` as delegated code (blocking calls inside panic).
     #[inline]
     pub(crate) fn delegated<R>(&self, f: impl FnOnce() -> R) -> R {

@@ -31,7 +31,8 @@
 //! `RemoteVTable` of `(T, A, U, F)` (`RemoteVTable::of`; `of_with` for `apply_with*`, whose
 //! request half is a [`WithRequest`]), how its argument and target become wire bytes and how
 //! its wire result becomes its result space. A request to a trustee of another rank travels
-//! that way (`crate::runtime::transport`). `launch` has no hook yet (local only, step 5).
+//! that way (`crate::runtime::transport`). `launch` on a trustee of another rank is a
+//! `Launch` control record (`RemoteVTable::of_launch`, run in a fiber there).
 //!
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in
@@ -149,10 +150,11 @@ impl TrusteeRef {
 
     /// Makes `f(arg)` a property of this trustee and returns the first handle to it: the
     /// remote-capable [`TrusteeRef::entrust`]. `f` and `arg` travel as for [`Trust::apply`].
-    /// On this rank (always, so far) `f` runs here, on the calling worker: the value's memory
-    /// is shared by the process, and it is allocated for the trustee as with `entrust`.
-    /// Building it on a trustee of another rank is not yet supported (it will be a control
-    /// message, `docs/rack-mode.md` §4.4).
+    /// On this rank `f` runs here, on the calling worker, and the value is allocated for the
+    /// trustee as with `entrust`. For a trustee of another fake rank of a loopback run
+    /// (`Builder::loopback_ranks`) `f` runs on the trustee (a remote spawn; the calling
+    /// fiber waits), except in delegated context, where it runs here (the fake ranks share
+    /// the process's memory). Under MPI a trustee of another rank is not yet supported.
     ///
     /// # Panics
     /// Outside a runtime, or if `f` panics.
@@ -196,12 +198,23 @@ impl TrusteeRef {
         travel_check!(F = F, A = A, U = ());
         let w = context::expect("entrust_new");
         assert!(self.trustee < w.n, "skein: TrusteeRef from another runtime");
-        if !is_local_in(w, self.trustee) && !w.run_state.is_loopback() {
-            remote_not_yet(self.trustee, "entrust_new");
+        if !is_local_in(w, self.trustee) {
+            if !w.run_state.is_loopback() {
+                remote_not_yet(self.trustee, "entrust_new");
+            }
+            // A trustee of another fake rank (`Builder::loopback_ranks`): from a fiber, the
+            // value is built there, by a remote spawn (`Spawn`/`Joined` control records).
+            if w.may_block() {
+                let addr = crate::runtime::spawn::entrust_remote(w, self.trustee, arg, f);
+                let p = NonNull::new(addr as usize as *mut Prop<T>)
+                    .expect("skein: entrust_new: null property from the trustee");
+                return Trust::new(p, self.trustee, w.run_id);
+            }
+            // Delegated context cannot wait for the answer: the fake ranks share this
+            // process's memory, so the value is built here, for the trustee (not possible
+            // under MPI: there it will be an `Entrust` control record answered by a
+            // continuation, `docs/rack-mode.md` §4.4).
         }
-        // In a loopback run (`Builder::loopback_ranks`) a trustee of another fake rank shares
-        // this process's memory: the value is built here, as the `Entrust` control message of
-        // `docs/rack-mode.md` §4.4 (step 5) will build it there.
         let value = f(arg);
         Trust::new(property::alloc(value, w.run_id, self.trustee), self.trustee, w.run_id)
     }
@@ -1124,6 +1137,10 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// result travel as for [`Trust::apply`]: handles `f` needs live in the latched value or
     /// in statics.
     ///
+    /// On a trustee of another rank the call is a `Launch` control record (a loopback run,
+    /// `crate::Builder::loopback_ranks`; not yet supported under MPI), and a panic of `f` is
+    /// resumed as a `String` naming that rank and worker.
+    ///
     /// # Panics
     /// In delegated context or outside a fiber; resumes a panic of `f`.
     ///
@@ -1170,7 +1187,15 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let (w, trustee) = self.worker_for("launch");
         w.check_may_block("launch");
         if !is_local_in(w, trustee) {
-            remote_not_yet(trustee, "launch");
+            // SAFETY: only computes the address of the latch inside the live property.
+            let latch = unsafe { self.prop().as_ref() }.value.get();
+            // SAFETY: the target word of this live `Latch<T>` property of `trustee` (a
+            // loopback run's target is the value's address, `transport` module docs);
+            // `self` keeps the property alive until the handle is joined, right here.
+            let h = unsafe {
+                crate::runtime::spawn::launch_remote(w, trustee, latch as usize as u64, arg, f)
+            };
+            return h.join();
         }
         let me = self.clone();
         crate::runtime::spawn::spawn_fiber(w, trustee, move || {

@@ -36,8 +36,8 @@
 //! cargo does; a skein inside a `cdylib` is not supported).
 
 use super::remote::{
-    RemoteVTable, KIND_ELEMENT, KIND_PROPERTY, KIND_SPAWN, LEN_PREFIXED, OFFSET_ARG_BYTES,
-    OFFSET_KIND, OFFSET_RESULT_BYTES, OFFSET_RUN, REMOTE_MAGIC,
+    RemoteVTable, KIND_ELEMENT, KIND_LAUNCH, KIND_PROPERTY, KIND_SPAWN, LEN_PREFIXED,
+    OFFSET_ARG_BYTES, OFFSET_KIND, OFFSET_RESULT_BYTES, OFFSET_RUN, REMOTE_MAGIC,
 };
 use crate::channel::record::{INLINE_MAX, MAX_RESULT_BYTES};
 use std::mem::size_of;
@@ -187,7 +187,7 @@ pub(crate) fn resolve(code: u64) -> Result<&'static RemoteVTable, BadCode> {
 /// The sizes and kind a table made by `remote` can have.
 pub(crate) fn sane_sizes(arg: u32, result: u32, kind: u32) -> bool {
     let size_ok = |n: u32, max: usize| n == LEN_PREFIXED || (n % 8 == 0 && n as usize <= max);
-    matches!(kind, KIND_PROPERTY | KIND_ELEMENT | KIND_SPAWN)
+    matches!(kind, KIND_PROPERTY | KIND_ELEMENT | KIND_SPAWN | KIND_LAUNCH)
         && size_ok(arg, INLINE_MAX)
         && size_ok(result, MAX_RESULT_BYTES)
         && (kind == KIND_PROPERTY || (arg != LEN_PREFIXED && result != LEN_PREFIXED))

@@ -74,9 +74,13 @@
 //!    of the next one expected for `(from, trustee)`; for responses the trustee is a worker
 //!    of the source rank and `(trustee, pair seq)` names a batch in flight from this client;
 //!    the segments tile the rest of the envelope exactly;
-//! 3. records: every code id names a table (`code_id::resolve`; control ids are refused as
-//!    not yet supported, except [`LOOPBACK_CONTROL`] in a loopback validator, whose record
-//!    is the in-process record of a runtime-internal request and never leaves the process); every argument has exactly its table's size, or a length prefix
+//! 3. records: every code id names a table (`code_id::resolve`), or is a control id with
+//!    its fixed fields ([`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`]: the
+//!    table they name resolved and of the right kind, sizes, status, padding; any
+//!    validator), or [`LOOPBACK_CONTROL`] in a loopback validator (whose record is the
+//!    in-process record of a runtime-internal request and never leaves the process); the
+//!    other control ids are refused as not yet supported, and a `KIND_LAUNCH` table outside
+//!    a launch record is refused; every argument has exactly its table's size, or a length prefix
 //!    within the bytes left and [`MAX_SERIALIZED_BYTES`]; the records tile the segment
 //!    exactly and their count is the header's; the response such a request envelope needs
 //!    (its fixed part: headers, fixed-size results, length prefixes and empty panic lists)
@@ -91,7 +95,8 @@
 //! (`docs/rack-mode.md` §3.4 item 4, §5.2).
 
 use super::code_id::{code_id, resolve, BadCode};
-use super::remote::{RemoteVTable, RunError, MAX_SERIALIZED_BYTES};
+use super::remote::{RemoteVTable, RunError, KIND_LAUNCH, KIND_SPAWN, MAX_SERIALIZED_BYTES};
+use crate::channel::record::MAX_RESULT_BYTES;
 use crate::Plain;
 use std::fmt;
 
@@ -163,8 +168,10 @@ pub(crate) struct Expect<'a> {
 /// loopback transport's: the address and length of a box holding it), which means something
 /// only inside the process that wrote it: only a validator with [`Expect::loopback`] accepts
 /// it.
-/// Step 5 of `docs/rack-mode.md` §8 replaces these records by the typed `Control` messages
-/// of §4.4.
+/// Remote spawns, joins and launches already travel as typed control records
+/// ([`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`]); the free hand-offs these
+/// records still carry become `Release`/`Grant` records with the export table
+/// (`docs/rack-mode.md` §4.4, §5).
 pub(crate) const LOOPBACK_CONTROL: u64 = super::code_id::CONTROL_IDS;
 
 /// The table that stands for a [`LOOPBACK_CONTROL`] record in a batch's list of tables: a
@@ -191,6 +198,195 @@ unsafe fn refuse_loopback_run(_: *mut u8, _: &[u8], out: &mut Vec<u8>) -> Result
 /// True when `vt` is [`LOOPBACK_TABLE`].
 pub(crate) fn is_loopback_table(vt: &RemoteVTable) -> bool {
     std::ptr::eq(vt, &LOOPBACK_TABLE)
+}
+
+/// Control id of a remote spawn (`docs/rack-mode.md` §4.4 `Spawn`). Wire record:
+///
+/// | size | field |
+/// | --- | --- |
+/// | 8 | `1` (this id) |
+/// | 8 | join id: names the waiting `JoinHandle` on the sending worker |
+/// | 8 | code id of a [`KIND_SPAWN`] table (`RemoteVTable::of_spawn`) |
+/// | `arg_bytes` of that table | the `Plain` argument, rounded up to 8 |
+///
+/// Its response is an empty result (answered like any request).
+pub(crate) const CONTROL_SPAWN: u64 = 1;
+
+/// Control id of the end of a remote spawn (`docs/rack-mode.md` §4.4 `Joined`), sent by the
+/// spawned fiber's worker to the worker that spawned it. Wire record:
+///
+/// | size | field |
+/// | --- | --- |
+/// | 8 | `2` (this id) |
+/// | 8 | join id (the `Spawn`'s) |
+/// | 4 | status: 0 the fiber returned, 1 it panicked |
+/// | 4 | `len`: at most [`MAX_RESULT_BYTES`] for a result, [`MAX_PANIC_MESSAGE`] for a panic |
+/// | `len` | the result's bytes, or the panic message (UTF-8, named with rank and worker) |
+/// | to a multiple of 8 | zero |
+///
+/// Its response is an empty result. The receiver checks the join id and the result's size
+/// against the `JoinHandle` it names.
+pub(crate) const CONTROL_JOINED: u64 = 2;
+
+/// Control id of a remote `launch` on a `Latch` property (`docs/rack-mode.md` §4.4
+/// `Launch`): a spawn on the property's trustee whose fiber runs a [`KIND_LAUNCH`] table on
+/// the latch. Wire record:
+///
+/// | size | field |
+/// | --- | --- |
+/// | 8 | `3` (this id) |
+/// | 8 | join id (answered by a [`CONTROL_JOINED`] record) |
+/// | 8 | code id of a [`KIND_LAUNCH`] table (`RemoteVTable::of_launch`) |
+/// | 8 | target: the property, as in a request record |
+/// | `arg_bytes` of that table | the `Plain` argument, rounded up to 8 |
+pub(crate) const CONTROL_LAUNCH: u64 = 3;
+
+/// Status of a [`CONTROL_JOINED`] record: the fiber returned.
+pub(crate) const JOINED_OK: u32 = 0;
+/// Status of a [`CONTROL_JOINED`] record: the fiber panicked.
+pub(crate) const JOINED_PANIC: u32 = 1;
+
+/// The table that stands for a [`CONTROL_SPAWN`] record in a batch's list of tables (no
+/// result). Like [`LOOPBACK_TABLE`] its `magic` is 0 (no code id names it) and its `run`
+/// refuses: the transport runs control records itself.
+pub(crate) static SPAWN_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 0,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
+/// The table that stands for a [`CONTROL_LAUNCH`] record (as [`SPAWN_TABLE`]).
+pub(crate) static LAUNCH_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 0,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
+/// The table that stands for a [`CONTROL_JOINED`] record (as [`SPAWN_TABLE`]).
+pub(crate) static JOINED_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 0,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
+/// The control id `vt` stands for, if it is one of the control tables.
+pub(crate) fn control_id(vt: &RemoteVTable) -> Option<u64> {
+    if std::ptr::eq(vt, &SPAWN_TABLE) {
+        Some(CONTROL_SPAWN)
+    } else if std::ptr::eq(vt, &JOINED_TABLE) {
+        Some(CONTROL_JOINED)
+    } else if std::ptr::eq(vt, &LAUNCH_TABLE) {
+        Some(CONTROL_LAUNCH)
+    } else {
+        None
+    }
+}
+
+/// The parts of an accepted [`CONTROL_SPAWN`] record's argument: the spawn table (resolved
+/// again: validation resolved it already) and the `Plain` argument's bytes.
+pub(crate) fn spawn_parts(arg: &[u8]) -> Result<(&'static RemoteVTable, &[u8]), BadCode> {
+    let code = if arg.len() >= 8 { le64(arg, 0) } else { 0 };
+    Ok((resolve(code)?, &arg[8..]))
+}
+
+/// The parts of an accepted [`CONTROL_LAUNCH`] record's argument: the launch table
+/// (resolved again), the property's target word and the `Plain` argument's bytes.
+pub(crate) fn launch_parts(arg: &[u8]) -> Result<(&'static RemoteVTable, u64, &[u8]), BadCode> {
+    let code = if arg.len() >= 16 { le64(arg, 0) } else { 0 };
+    Ok((resolve(code)?, le64(arg, 8), &arg[16..]))
+}
+
+/// The parts of an accepted [`CONTROL_JOINED`] record's argument: `Ok(result bytes)` or
+/// `Err(panic message)`.
+pub(crate) fn joined_parts(arg: &[u8]) -> Result<&[u8], &str> {
+    let (status, len) = (le32(arg, 0), le32(arg, 4) as usize);
+    let bytes = &arg[8..8 + len];
+    if status == JOINED_OK {
+        Ok(bytes)
+    } else {
+        Err(std::str::from_utf8(bytes).unwrap_or("<bad panic message>"))
+    }
+}
+
+/// The argument bytes of a [`CONTROL_JOINED`] record (status, length, bytes, zero padding).
+/// A panic message longer than [`MAX_PANIC_MESSAGE`] is cut at a char boundary.
+pub(crate) fn joined_body(result: Result<&[u8], &str>) -> Vec<u8> {
+    let (status, bytes) = match result {
+        Ok(b) => {
+            assert!(b.len() <= MAX_RESULT_BYTES, "skein: spawn result too big");
+            (JOINED_OK, b)
+        }
+        Err(msg) => {
+            let mut cut = msg.len().min(MAX_PANIC_MESSAGE);
+            while !msg.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            (JOINED_PANIC, &msg.as_bytes()[..cut])
+        }
+    };
+    let mut out = Vec::with_capacity(8 + bytes.len().next_multiple_of(8));
+    out.extend_from_slice(&status.to_le_bytes());
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+    out.resize(out.len() + pad_of(bytes.len()), 0);
+    out
+}
+
+/// Reads a control record's target and argument (after its id): its fixed fields and sizes
+/// (the layouts of [`CONTROL_SPAWN`] and [`CONTROL_JOINED`]).
+fn read_control<'b>(r: &mut Reader<'b>, id: u64) -> Result<Record<'b>, Fault> {
+    let target = r.u64().ok_or(Fault::Overrun)?;
+    let start = r.at;
+    let vt = match id {
+        CONTROL_SPAWN => {
+            let code = r.u64().ok_or(Fault::Overrun)?;
+            let spawn = resolve(code).map_err(Fault::Code)?;
+            if spawn.kind != KIND_SPAWN || spawn.arg_prefixed() {
+                return Err(Fault::Control("spawn record naming a table that is not a spawn"));
+            }
+            r.take(spawn.arg_bytes as usize).ok_or(Fault::Overrun)?;
+            &SPAWN_TABLE
+        }
+        CONTROL_LAUNCH => {
+            let code = r.u64().ok_or(Fault::Overrun)?;
+            let launch = resolve(code).map_err(Fault::Code)?;
+            if launch.kind != KIND_LAUNCH || launch.arg_prefixed() {
+                return Err(Fault::Control("launch record naming a table that is not a launch"));
+            }
+            r.u64().ok_or(Fault::Overrun)?;
+            r.take(launch.arg_bytes as usize).ok_or(Fault::Overrun)?;
+            &LAUNCH_TABLE
+        }
+        CONTROL_JOINED => {
+            let status = r.u32().ok_or(Fault::Overrun)?;
+            let len = r.u32().ok_or(Fault::Overrun)? as usize;
+            let max = match status {
+                JOINED_OK => MAX_RESULT_BYTES,
+                JOINED_PANIC => MAX_PANIC_MESSAGE,
+                _ => return Err(Fault::Control("joined record with an unknown status")),
+            };
+            if len > max {
+                return Err(Fault::Length(len as u32));
+            }
+            let bytes = r.take(len).ok_or(Fault::Overrun)?;
+            if status == JOINED_PANIC && std::str::from_utf8(bytes).is_err() {
+                return Err(Fault::Control("joined record with a panic message that is not UTF-8"));
+            }
+            let pad = r.take(pad_of(len)).ok_or(Fault::Overrun)?;
+            if pad.iter().any(|&b| b != 0) {
+                return Err(Fault::Padding);
+            }
+            &JOINED_TABLE
+        }
+        _ => return Err(Fault::Code(BadCode::Control(id))),
+    };
+    Ok(Record { vt, target, arg: &r.b[start..r.at] })
 }
 
 /// The tables of the records of the batch in flight to `(trustee, pair seq)`, or `None`.
@@ -398,6 +594,9 @@ pub(crate) enum Fault {
     /// Non-zero padding or reserved bytes.
     #[error("non-zero padding")]
     Padding,
+    /// A control record whose fixed fields are wrong.
+    #[error("{0}")]
+    Control(&'static str),
     /// A loopback control record outside a loopback run.
     #[error(
         "loopback control record (id {LOOPBACK_CONTROL}) refused: only a loopback run accepts it"
@@ -492,7 +691,14 @@ fn read_record<'b>(
         None => match r.u64().ok_or(Fault::Overrun)? {
             LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
             LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
-            code => resolve(code).map_err(Fault::Code)?,
+            id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH) => return read_control(r, id),
+            code => match resolve(code).map_err(Fault::Code)? {
+                // (A uniform segment's table was checked once, in `validate_requests`.)
+                vt if vt.kind == KIND_LAUNCH => {
+                    return Err(Fault::Control("a launch table outside a launch record"))
+                }
+                vt => vt,
+            },
         },
     };
     let target = r.u64().ok_or(Fault::Overrun)?;
@@ -681,6 +887,14 @@ fn validate_requests<'b>(
                 at: body_at,
                 fault: Fault::Code(e),
             })?;
+            if vt.kind == KIND_LAUNCH {
+                return Err(Reason::Record {
+                    segment: s,
+                    record: 0,
+                    at: body_at,
+                    fault: Fault::Control("a launch table outside a launch record"),
+                });
+            }
             if vt.arg_prefixed() {
                 return Err(Reason::UniformPrefixed(s));
             }
@@ -871,8 +1085,18 @@ impl RequestWriter {
 
     /// Appends a record: its table, its target word, its argument (`arg_bytes` bytes, or the
     /// serialized argument without a prefix).
+    /// A control table ([`control_id`]) writes its control id, the target word and `arg` as
+    /// it is (its fields, already laid out and padded by the caller).
     pub(crate) fn push(&mut self, vt: &'static RemoteVTable, target: u64, arg: &[u8]) {
-        if vt.arg_prefixed() {
+        if let Some(id) = control_id(vt) {
+            let open = self.open.as_mut().expect("skein: no segment open");
+            assert!(open.uniform.is_none(), "skein: a control record in a uniform segment");
+            assert!(arg.len() % 8 == 0, "skein: control record fields not padded");
+            self.buf.extend_from_slice(&id.to_le_bytes());
+            self.buf.extend_from_slice(&target.to_le_bytes());
+            self.buf.extend_from_slice(arg);
+            open.records += 1;
+        } else if vt.arg_prefixed() {
             assert!(arg.len() <= MAX_SERIALIZED_BYTES, "skein: serialized argument too long");
             self.push_head(vt, target);
             super::remote::push_prefixed(&mut self.buf, arg);

@@ -558,7 +558,109 @@ fn fuzz_bases() -> (Vec<Vec<u8>>, Vec<Batch>) {
     }
     w.end_segment();
     bases.push(w.finish());
+    // Control records (any validator accepts them): spawns and joins, with a plain record.
+    let mut w = RequestWriter::new(&request_head());
+    w.begin_segment(3, 0, None);
+    w.push(&SPAWN_TABLE, 41, &spawn_body(fuzz_spawn(), &[4, 5, 6, 0, 0, 0, 0, 0]));
+    w.push(&JOINED_TABLE, 41, &joined_body(Ok(&9u64.to_le_bytes())));
+    w.push_plain(fuzz_add(), 7, 1u64);
+    w.push(&JOINED_TABLE, 3, &joined_body(Err("rank 0 worker 1: ünïcode boom")));
+    w.push(&JOINED_TABLE, 5, &joined_body(Ok(&[1, 2, 3])));
+    w.end_segment();
+    bases.push(w.finish());
     (bases, batches)
+}
+
+/// The fields of a `Spawn` record after its target: the spawn table's code id, the argument.
+fn spawn_body(vt: &'static RemoteVTable, arg: &[u8]) -> Vec<u8> {
+    let mut b = code_id(vt).to_le_bytes().to_vec();
+    b.extend_from_slice(arg);
+    b
+}
+
+/// Control records are real wire records: accepted by a validator that is not in loopback
+/// mode, handed out under their stand-in tables with their fields, answered with empty
+/// results; every fixed field is checked.
+#[test]
+fn control_records_validate_without_loopback() {
+    let build = |f: &dyn Fn(&mut RequestWriter)| {
+        let mut w = RequestWriter::new(&request_head());
+        w.begin_segment(2, 5, None);
+        f(&mut w);
+        w.end_segment();
+        w.finish()
+    };
+    let good = build(&|w| {
+        w.push(&SPAWN_TABLE, 17, &spawn_body(spawn(), &[3, 0, 0, 0, 5, 0, 0, 0]));
+        w.push(&JOINED_TABLE, 18, &joined_body(Ok(&[9; 16])));
+        w.push(&JOINED_TABLE, 19, &joined_body(Err("rank 1 worker 3: no")));
+    });
+    let env = validate(&good, 0, &expect()).unwrap();
+    assert_eq!(reencode(&env), good);
+    let recs: Vec<_> = env.segments().next().unwrap().records().collect();
+    assert_eq!(recs.len(), 3);
+    assert_eq!(control_id(recs[0].vt), Some(CONTROL_SPAWN));
+    let (vt, arg) = spawn_parts(recs[0].arg).unwrap();
+    assert!(std::ptr::eq(vt, spawn()) && arg == [3, 0, 0, 0, 5, 0, 0, 0] && recs[0].target == 17);
+    assert_eq!(control_id(recs[1].vt), Some(CONTROL_JOINED));
+    assert_eq!(joined_parts(recs[1].arg), Ok(&[9u8; 16][..]));
+    assert_eq!(joined_parts(recs[2].arg), Err("rank 1 worker 3: no"));
+    // Empty results: the header, one segment header and its empty panic list.
+    assert_eq!(env.response_bytes, (HEADER_BYTES + SEGMENT_HEADER_BYTES + 8) as u64);
+
+    let fault = |bytes: &[u8]| match validate(bytes, 0, &expect()).unwrap_err().reason {
+        Reason::Record { fault, .. } => fault,
+        r => panic!("not a record fault: {r:?}"),
+    };
+    // A spawn naming a property's table, or a table that does not exist.
+    let not_spawn = build(&|w| w.push(&SPAWN_TABLE, 1, &spawn_body(add(), &[0; 8])));
+    assert!(matches!(fault(&not_spawn), Fault::Control(m) if m.contains("not a spawn")));
+    let mut no_table = good.clone();
+    no_table[HEADER_BYTES + SEGMENT_HEADER_BYTES + 16 + 6] ^= 0x40;
+    assert!(matches!(fault(&no_table), Fault::Code(_)));
+    // An argument of the wrong size for the spawn table.
+    let short = build(&|w| w.push(&SPAWN_TABLE, 1, &spawn_body(spawn(), &[])));
+    assert!(matches!(fault(&short), Fault::Overrun));
+    // Joined: unknown status, too long a result, a panic message that is not UTF-8, padding.
+    let joined_at = HEADER_BYTES + SEGMENT_HEADER_BYTES + 16;
+    let one = build(&|w| w.push(&JOINED_TABLE, 1, &joined_body(Ok(&[1, 2, 3]))));
+    let mut bad = one.clone();
+    bad[joined_at] = 2;
+    assert!(matches!(fault(&bad), Fault::Control(m) if m.contains("status")));
+    let mut bad = one.clone();
+    bad[joined_at + 4..joined_at + 8].copy_from_slice(&257u32.to_le_bytes());
+    assert_eq!(fault(&bad), Fault::Length(257));
+    let mut bad = one.clone();
+    bad[joined_at] = 1;
+    bad[joined_at + 8] = 0xff;
+    assert!(matches!(fault(&bad), Fault::Control(m) if m.contains("UTF-8")));
+    let mut bad = one.clone();
+    bad[joined_at + 12] = 1;
+    assert_eq!(fault(&bad), Fault::Padding);
+    // The other reserved ids stay refused.
+    let mut bad = one.clone();
+    bad[HEADER_BYTES + SEGMENT_HEADER_BYTES] = 4;
+    assert_eq!(fault(&bad), Fault::Code(BadCode::Control(4)));
+    // Launch: a launch table with the property's target word; a launch table is refused in
+    // any other record, and a launch record refuses any other table.
+    let launch = || RemoteVTable::of_launch(&|x: &mut u64, k: u32| *x + k as u64);
+    let mut body = code_id(launch()).to_le_bytes().to_vec();
+    body.extend_from_slice(&0x0000_0002_0000_0007u64.to_le_bytes());
+    body.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]);
+    let good = build(&|w| w.push(&LAUNCH_TABLE, 33, &body));
+    let env = validate(&good, 0, &expect()).unwrap();
+    assert_eq!(reencode(&env), good);
+    let rec = env.segments().next().unwrap().records().next().unwrap();
+    assert_eq!((control_id(rec.vt), rec.target), (Some(CONTROL_LAUNCH), 33));
+    let (vt, target, arg) = launch_parts(rec.arg).unwrap();
+    assert!(std::ptr::eq(vt, launch()));
+    assert_eq!((target, arg), (0x0000_0002_0000_0007, &[6u8, 0, 0, 0, 0, 0, 0, 0][..]));
+    let plain = build(&|w| w.push_plain(launch(), 1, 6u32));
+    assert!(matches!(fault(&plain), Fault::Control(m) if m.contains("outside a launch")));
+    let mut wrong = code_id(spawn()).to_le_bytes().to_vec();
+    wrong.extend_from_slice(&[0; 16]);
+    let wrong = build(&|w| w.push(&LAUNCH_TABLE, 1, &wrong));
+    assert!(matches!(fault(&wrong), Fault::Control(m) if m.contains("not a launch")));
 }
 
 /// Applies one random mutation.
@@ -634,6 +736,7 @@ fn fuzz_validate_never_panics_and_accepts_only_what_reencodes() {
         assert_eq!(reencode(&validate(b, 0, &exp_req).unwrap()), *b);
     }
     assert_eq!(reencode_response(&validate_response(&bases[2], 1, &exp_resp).unwrap()), bases[2]);
+    assert_eq!(reencode(&validate(&bases[3], 0, &exp_req).unwrap()), bases[3]);
 
     let runs_before = FUZZ_RUNS.load(Ordering::Relaxed);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);

@@ -16,6 +16,7 @@
 //! | [`KIND_PROPERTY`] | [`RemoteVTable::of_with`] | `FnOnce(&mut T, V) -> U`, bincode | `*mut T` | length-prefixed ([`LEN_PREFIXED`]) |
 //! | [`KIND_ELEMENT`] | [`RemoteVTable::of_element`] | `FnOnce(&mut T, A) -> U` on element `i` of a `TrustArray` part | `*mut Vec<T>` | `i: u64`, then `A` rounded up to 8 |
 //! | [`KIND_SPAWN`] | [`RemoteVTable::of_spawn`] | `FnOnce(A) -> R` | none (null) | `A`, rounded up to 8 |
+//! | [`KIND_LAUNCH`] | [`RemoteVTable::of_launch`] | `FnOnce(&mut T, A) -> U` on a `Latch<T>`, in a fiber | `*const Latch<T>` | `A`, rounded up to 8 |
 //!
 //! Results: a `Plain` result takes `size_of::<U>()` rounded up to 8 bytes; a serialized one is
 //! length-prefixed (`len: u32 | 0u32 | len bytes | zeros to a multiple of 8`).
@@ -91,6 +92,11 @@ pub(crate) const KIND_PROPERTY: u32 = 1;
 pub(crate) const KIND_ELEMENT: u32 = 2;
 /// Kind of a spawn: no target (the target word is 0), the closure takes only the argument.
 pub(crate) const KIND_SPAWN: u32 = 3;
+/// Kind of a `launch`: the target is a `Latch<T>` property, which `run` locks (parking the
+/// fiber it runs in while another holds it), so it runs only in a fiber of the latch's
+/// trustee, started by a `Launch` control record (`wire::envelope::CONTROL_LAUNCH`); the
+/// validator refuses it in any other record.
+pub(crate) const KIND_LAUNCH: u32 = 4;
 
 /// Runs a record: `(target, argument bytes, response buffer)`. See [`RemoteVTable::run`].
 pub(crate) type RunFn = unsafe fn(*mut u8, &[u8], &mut Vec<u8>) -> Result<(), RunError>;
@@ -119,7 +125,7 @@ pub(crate) struct RemoteVTable {
     pub(crate) arg_bytes: u32,
     /// Result bytes in the response (a multiple of 8), or [`LEN_PREFIXED`].
     pub(crate) result_bytes: u32,
-    /// [`KIND_PROPERTY`], [`KIND_ELEMENT`] or [`KIND_SPAWN`].
+    /// [`KIND_PROPERTY`], [`KIND_ELEMENT`], [`KIND_SPAWN`] or [`KIND_LAUNCH`].
     pub(crate) kind: u32,
     /// Runs the request; see [`RemoteVTable::run`].
     pub(crate) run: RunFn,
@@ -149,6 +155,8 @@ pub(crate) struct Serialized;
 pub(crate) struct Element;
 /// Marker for [`RemoteVTable::of_spawn`].
 pub(crate) struct Spawn;
+/// Marker for [`RemoteVTable::of_launch`].
+pub(crate) struct Launch;
 
 /// Compile-time checks on a closure type that is recreated from nothing (invariant 2).
 const fn check_closure<F>() {
@@ -242,7 +250,37 @@ where
     };
 }
 
+impl<T, A: Plain, U: Plain, F> Of<T, A, U, F, Launch>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    pub(crate) const VT: &'static RemoteVTable = &{
+        check_closure::<F>();
+        assert!(
+            size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
+            "skein: argument or result too big to travel inline"
+        );
+        RemoteVTable {
+            magic: REMOTE_MAGIC,
+            arg_bytes: round8(size_of::<A>()),
+            result_bytes: round8(size_of::<U>()),
+            kind: KIND_LAUNCH,
+            run: run_launch::<T, A, U, F>,
+        }
+    };
+}
+
 impl RemoteVTable {
+    /// The table of a `launch` of `f(&mut value, arg)` on a `Latch<T>` property (run in a
+    /// fiber on the latch's trustee, with the latch held).
+    pub(crate) fn of_launch<T, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
+    where
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+    {
+        const { check_closure::<F>() };
+        Of::<T, A, U, F, Launch>::VT
+    }
+
     /// The table of a request `f(&mut property, arg)` with a `Plain` argument and result.
     /// The argument only names `F`'s type.
     pub(crate) fn of<T, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
@@ -392,6 +430,44 @@ fn run_caught<U: Plain>(out: &mut Vec<u8>, f: impl FnOnce() -> U) -> Result<(), 
         }
         Err(p) => Err(RunError::Panicked(panic_message(p))),
     }
+}
+
+/// `run` of [`RemoteVTable::of_launch`]: locks the latch (parking the calling fiber while
+/// another holds it), runs `f` on its value, unlocks (also when `f` panics).
+///
+/// # Safety
+/// As [`RemoteVTable::run`], with `target` a live `Latch<T>` owned by the current worker,
+/// alive until this returns, and the call made from a fiber of that worker (not delegated
+/// context: the lock may park).
+unsafe fn run_launch<T, A: Plain, U: Plain, F>(
+    target: *mut u8,
+    arg: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), RunError>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    use crate::trust::latch::Latch;
+    let a = read_plain::<A>(arg);
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    let latch = target as *const Latch<T>;
+    /// Unlocks on drop (a panic of `f` included).
+    struct Unlock<T>(*const Latch<T>);
+    impl<T> Drop for Unlock<T> {
+        fn drop(&mut self) {
+            // SAFETY: locked below by this call, and alive (caller promise).
+            unsafe { Latch::unlock_raw(self.0) };
+        }
+    }
+    run_caught(out, move || {
+        // SAFETY: caller promise: a live latch of this worker, alive until the unlock.
+        unsafe { Latch::lock_raw(latch) };
+        let _u = Unlock(latch);
+        // SAFETY: we hold the latch (latch invariants 1, 3): the only reference to the value.
+        let value = unsafe { &mut *(*latch).value_ptr() };
+        f(value, a)
+    })
 }
 
 /// `run` of [`RemoteVTable::of`].
