@@ -3,33 +3,46 @@
 use skein::{Runtime, Trust};
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// The vertices of the running `fan_out_trees_finish_exactly` round. A closure sent to a
+/// trustee captures nothing (its trustee may be on another rank), and a handle cannot travel
+/// between ranks yet (`docs/rack-mode.md` §8 step 6), so the delegated fan-out and the fibers
+/// spawned on other workers find the handles here: the fake ranks of a loopback split share
+/// the process, and with one rank this is just a shared table.
+static VERTICES: Mutex<Option<Arc<Vec<Trust<u64>>>>> = Mutex::new(None);
+
+fn vertices() -> Arc<Vec<Trust<u64>>> {
+    VERTICES.lock().unwrap().clone().expect("the round's vertices are published")
+}
 
 /// A "relaxation tree": every visit of vertex v bumps its counter and, while depth remains,
 /// fans out to two other vertices, from delegated context (inside the closure) and from
 /// continuations alternately. Total visits = 2^(depth+1) - 1 per root.
-fn fan_out(vs: Arc<Vec<Trust<u64>>>, v: usize, depth: u32, from_closure: bool) {
-    let vs2 = vs.clone();
-    let n = vs.len();
+fn fan_out(v: usize, depth: u32, from_closure: bool) {
+    let vs = vertices();
     if from_closure {
-        vs[v].apply_then_local(
-            move |c| {
+        vs[v].apply_then(
+            (v, depth),
+            |c, (v, depth)| {
                 *c += 1;
                 if depth > 0 {
-                    fan_out(vs2.clone(), (v * 3 + 1) % n, depth - 1, false);
-                    fan_out(vs2, (v * 5 + 2) % n, depth - 1, false);
+                    let n = vertices().len();
+                    fan_out((v * 3 + 1) % n, depth - 1, false);
+                    fan_out((v * 5 + 2) % n, depth - 1, false);
                 }
             },
             |()| {},
         );
     } else {
+        let n = vs.len();
         vs[v].apply_then(
             (),
             |c, ()| *c += 1,
             move |()| {
                 if depth > 0 {
-                    fan_out(vs2.clone(), (v * 7 + 3) % n, depth - 1, true);
-                    fan_out(vs2, (v * 11 + 5) % n, depth - 1, true);
+                    fan_out((v * 7 + 3) % n, depth - 1, true);
+                    fan_out((v * 11 + 5) % n, depth - 1, true);
                 }
             },
         );
@@ -43,15 +56,17 @@ fn fan_out_trees_finish_exactly() {
         let total = rt
             .run(move || {
                 let vs: Vec<Trust<u64>> =
-                    (0..64).map(|i| skein::trustee(i % w).entrust(0)).collect();
-                let vs = Arc::new(vs);
+                    (0..64).map(|i| skein::trustee(i % w).entrust_new(0u64, |x| x)).collect();
+                *VERTICES.lock().unwrap() = Some(Arc::new(vs));
+                let vs = vertices();
                 let mut expect = 0u64;
                 for round in 0..3u32 {
                     // Several roots issued from fibers on every worker.
                     let hs: Vec<_> = (0..w)
                         .map(|k| {
-                            let vs = vs.clone();
-                            skein::spawn_local_on(k, move || fan_out(vs, k, 9 + round, k % 2 == 0))
+                            skein::spawn_on(k, (k, round), |(k, round)| {
+                                fan_out(k, 9 + round, k % 2 == 0)
+                            })
                         })
                         .collect();
                     hs.into_iter().for_each(|h| h.join());
@@ -60,6 +75,7 @@ fn fan_out_trees_finish_exactly() {
                     let got: u64 = vs.iter().map(|t| t.apply((), |c, ()| *c)).sum();
                     assert_eq!(got, expect, "workers={w} round={round}");
                 }
+                *VERTICES.lock().unwrap() = None;
                 expect
             })
             .unwrap();
@@ -71,11 +87,15 @@ fn fan_out_trees_finish_exactly() {
 fn quiescence_waits_for_other_fibers_and_continuations() {
     let rt = Runtime::builder().workers(2).build().unwrap();
     rt.run(|| {
+        // A fiber spawned on worker 1 captures nothing (it may be on another rank): it
+        // finds the handle here (the fake ranks of a loopback split share the process).
+        static COUNTER: Mutex<Option<Trust<u64>>> = Mutex::new(None);
         let t = skein::trustee(1).entrust_new(0u64, |x| x);
+        *COUNTER.lock().unwrap() = Some(t.clone());
         let seen = Rc::new(Cell::new(0u64));
         // A detached fiber that keeps issuing for a while.
-        let t2 = t.clone();
-        drop(skein::spawn_local_on(1, move || {
+        drop(skein::spawn_on(1, (), |()| {
+            let t2 = COUNTER.lock().unwrap().clone().unwrap();
             for _ in 0..1000 {
                 t2.apply((), |c, ()| *c += 1);
             }
@@ -89,6 +109,7 @@ fn quiescence_waits_for_other_fibers_and_continuations() {
         assert_eq!(t.apply((), |c, ()| *c), 2000);
         // Idempotent: nothing in flight.
         skein::wait_quiescent();
+        *COUNTER.lock().unwrap() = None;
     })
     .unwrap();
 }
@@ -97,11 +118,14 @@ fn quiescence_waits_for_other_fibers_and_continuations() {
 fn quiesce_from_several_fibers_at_once() {
     let rt = Runtime::builder().workers(3).build().unwrap();
     rt.run(|| {
+        // The fibers capture nothing (they may be on other ranks): they find the handle here.
+        static COUNTER: Mutex<Option<Trust<u64>>> = Mutex::new(None);
         let t = skein::trustee(2).entrust_new(0u64, |x| x);
+        *COUNTER.lock().unwrap() = Some(t.clone());
         let hs: Vec<_> = (0..6)
             .map(|i| {
-                let t = t.clone();
-                skein::spawn_local_on(i % 3, move || {
+                skein::spawn_on(i % 3, (), |()| {
+                    let t = COUNTER.lock().unwrap().clone().unwrap();
                     for _ in 0..100 {
                         t.apply_then((), |c, ()| *c += 1, |()| {});
                     }
@@ -115,6 +139,7 @@ fn quiesce_from_several_fibers_at_once() {
             assert!(h.join() >= 100);
         }
         assert_eq!(t.apply((), |c, ()| *c), 600);
+        *COUNTER.lock().unwrap() = None;
     })
     .unwrap();
 }
