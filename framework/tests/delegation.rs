@@ -3,7 +3,15 @@
 
 use skein::{Latch, Runtime, Trust};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// Fibers spawned on other workers, and closures sent to other trustees, capture nothing
+/// (they may run on another rank), and a handle cannot travel between ranks yet
+/// (`docs/rack-mode.md` §8 step 6): a test publishes the handles they need in a static of its
+/// own, which the fake ranks of a loopback split share (one process).
+fn take<T: Clone>(board: &Mutex<Option<T>>) -> T {
+    board.lock().unwrap().clone().expect("handles published before use")
+}
 
 fn rt(w: usize) -> Runtime {
     Runtime::builder().workers(w).fibers_per_worker(4).build().unwrap()
@@ -31,13 +39,16 @@ fn design_example() {
 #[test]
 fn remote_and_local_apply_with_many_fibers() {
     for w in 1..=3 {
+        static TS: Mutex<Option<Arc<Vec<Trust<u64>>>>> = Mutex::new(None);
         let total = rt(w)
             .run(move || {
-                let ts: Vec<Trust<u64>> = (0..w).map(|i| skein::trustee(i).entrust(0)).collect();
+                let ts: Vec<Trust<u64>> =
+                    (0..w).map(|i| skein::trustee(i).entrust_new(0u64, |x| x)).collect();
+                *TS.lock().unwrap() = Some(Arc::new(ts));
                 let hs: Vec<_> = (0..4 * w)
                     .map(|f| {
-                        let ts = ts.clone();
-                        skein::spawn_local_on(f % w, move || {
+                        skein::spawn_on(f % w, (), |()| {
+                            let ts = take(&TS);
                             for i in 0..200 {
                                 ts[i % ts.len()].apply((), |c, ()| *c += 1);
                             }
@@ -45,6 +56,7 @@ fn remote_and_local_apply_with_many_fibers() {
                     })
                     .collect();
                 hs.into_iter().for_each(|h| h.join());
+                let ts = TS.lock().unwrap().take().unwrap();
                 ts.iter().map(|t| t.apply((), |c, ()| *c)).sum::<u64>()
             })
             .unwrap();
@@ -58,35 +70,36 @@ fn remote_and_local_apply_with_many_fibers() {
 fn stress_apply_then_order_and_counts() {
     const FIBERS: usize = 8; // per worker
     const TRUSTS: usize = 16;
-    let ops: usize = if cfg!(debug_assertions) { 4_000 } else { 40_000 };
+    const OPS: usize = if cfg!(debug_assertions) { 4_000 } else { 40_000 };
+    // The trusts, and the count of completions run (continuations run on their client).
+    type Trusts = Arc<Vec<Trust<Vec<u64>>>>;
+    static TS: Mutex<Option<Trusts>> = Mutex::new(None);
+    static DONE: AtomicU64 = AtomicU64::new(0);
     for w in [1usize, 2, 4] {
-        let done = Arc::new(AtomicU64::new(0));
-        let d2 = done.clone();
+        DONE.store(0, Relaxed);
         let sums = rt(w)
             .run(move || {
                 // Each trust records, per fiber, the last sequence number it saw.
                 let ts: Vec<Trust<Vec<u64>>> = (0..TRUSTS)
-                    .map(|i| skein::trustee(i % w).entrust(vec![0u64; FIBERS * w]))
+                    .map(|i| skein::trustee(i % w).entrust_new(FIBERS * w, |n| vec![0u64; n]))
                     .collect();
-                let ts = Arc::new(ts);
+                *TS.lock().unwrap() = Some(Arc::new(ts));
                 let mut hs = Vec::new();
                 for f in 0..FIBERS * w {
-                    let ts = ts.clone();
-                    let d = d2.clone();
-                    hs.push(skein::spawn_local_on(f % w, move || {
+                    hs.push(skein::spawn_on(f % w, f, |f| {
+                        let ts = take(&TS);
                         let mut seq = [0u64; TRUSTS];
-                        for i in 0..ops {
+                        for i in 0..OPS {
                             let k = (i * 7 + f) % TRUSTS;
                             seq[k] += 1;
-                            let s = seq[k];
-                            let d = d.clone();
-                            ts[k].apply_then_local(
-                                move |v| {
+                            ts[k].apply_then(
+                                (f, seq[k]),
+                                |v, (f, s)| {
                                     assert_eq!(v[f] + 1, s, "order violated");
                                     v[f] = s;
                                 },
-                                move |()| {
-                                    d.fetch_add(1, Relaxed);
+                                |()| {
+                                    DONE.fetch_add(1, Relaxed);
                                 },
                             );
                         }
@@ -94,18 +107,21 @@ fn stress_apply_then_order_and_counts() {
                 }
                 hs.into_iter().for_each(|h| h.join());
                 skein::wait_quiescent();
+                let ts = TS.lock().unwrap().take().unwrap();
                 ts.iter().map(|t| t.apply((), |v, ()| v.iter().sum::<u64>())).sum::<u64>()
             })
             .unwrap();
-        let expect = (FIBERS * w * ops) as u64;
-        assert_eq!(done.load(Relaxed), expect);
+        let expect = (FIBERS * w * OPS) as u64;
+        assert_eq!(DONE.load(Relaxed), expect);
         assert_eq!(sums, expect, "workers={w}");
     }
 }
 
+/// Four workers, so that trustee 1 is another worker of the caller's rank also in a loopback
+/// split into 2 ranks (`apply_local` and `apply_then_local` refuse a trustee of another rank).
 #[test]
 fn large_arguments_and_results() {
-    rt(2)
+    rt(4)
         .run(|| {
             let t = skein::trustee(1).entrust_new(0u64, |x| x);
             // Captured environment far bigger than a slot (boxed record).
@@ -146,18 +162,19 @@ fn large_arguments_and_results() {
 #[test]
 fn many_trusts() {
     let n: usize = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
-    let drops = Arc::new(AtomicU64::new(0));
-    struct D(u32, Arc<AtomicU64>);
+    // Built by `entrust_new` on its trustee (which may be on another rank): the drop count is a
+    // static (only this test uses it).
+    static DROPS: AtomicU64 = AtomicU64::new(0);
+    struct D(u32);
     impl Drop for D {
         fn drop(&mut self) {
-            self.1.fetch_add(1, Relaxed);
+            DROPS.fetch_add(1, Relaxed);
         }
     }
-    let d2 = drops.clone();
     let sum = rt(2)
         .run(move || {
             let ts: Vec<Trust<D>> =
-                (0..n).map(|i| skein::trustee(i % 2).entrust(D(i as u32, d2.clone()))).collect();
+                (0..n).map(|i| skein::trustee(i % 2).entrust_new(i as u32, D)).collect();
             let acc = std::rc::Rc::new(std::cell::Cell::new(0u64));
             for t in &ts {
                 let a = acc.clone();
@@ -169,7 +186,7 @@ fn many_trusts() {
         })
         .unwrap();
     assert_eq!(sum, (n as u64 - 1) * n as u64 / 2);
-    assert_eq!(drops.load(Relaxed), n as u64);
+    assert_eq!(DROPS.load(Relaxed), n as u64);
 }
 
 #[test]
@@ -233,16 +250,19 @@ fn apply_then_to_own_property_from_its_closure() {
 fn launch_blocks_on_other_trustee() {
     rt(2)
         .run(|| {
-            let counter = skein::trustee(0).entrust(5u64);
-            // The launched closure captures nothing: the handle it needs lives in the value.
-            let l = skein::trustee(1).entrust(Latch::new((Vec::<u64>::new(), counter.clone())));
+            // The launched closure captures nothing (its trustee may be on another rank): it
+            // finds the counter's handle here.
+            static COUNTER: Mutex<Option<Trust<u64>>> = Mutex::new(None);
+            let counter = skein::trustee(0).entrust_new(5u64, |x| x);
+            *COUNTER.lock().unwrap() = Some(counter.clone());
+            let l = skein::trustee(1).entrust_new((), |()| Latch::new(Vec::<u64>::new()));
             let mut hs = Vec::new();
             for i in 0..10u64 {
                 let l = l.clone();
                 hs.push(skein::spawn(move || {
-                    l.launch(i, |(v, c), i| {
+                    l.launch(i, |v, i| {
                         assert_eq!(skein::current_worker(), 1);
-                        let x = c.apply(i, |c, i| {
+                        let x = take(&COUNTER).apply(i, |c, i| {
                             *c += i;
                             *c
                         });
@@ -257,20 +277,24 @@ fn launch_blocks_on_other_trustee() {
             assert_eq!(lens, (1..=10).collect::<Vec<_>>());
             assert_eq!(counter.apply((), |c, ()| *c), 5 + 45);
             // A plain apply sees the latch unlocked afterwards.
-            assert_eq!(l.apply_local(|l| l.get_mut().map(|v| v.0.len())), Some(10));
+            assert_eq!(l.apply((), |l, ()| l.get_mut().map_or(usize::MAX, |v| v.len())), 10);
+            *COUNTER.lock().unwrap() = None;
         })
         .unwrap();
 }
 
 #[test]
 fn blocking_in_delegated_context_panics_with_fix() {
+    // The closure captures nothing (trustee 1 may be on another rank): it finds b here.
+    static B: Mutex<Option<Trust<u64>>> = Mutex::new(None);
     let e = rt(2)
         .run(|| {
             let a = skein::trustee(1).entrust_new(0u64, |x| x);
-            let b = skein::trustee(0).entrust_new(0u64, |x| x);
-            a.apply_local(move |_| b.apply((), |y, ()| *y))
+            *B.lock().unwrap() = Some(skein::trustee(0).entrust_new(0u64, |x| x));
+            a.apply((), |_, ()| take(&B).apply((), |y, ()| *y))
         })
         .unwrap_err();
+    *B.lock().unwrap() = None;
     let msg = e.to_string();
     assert!(msg.contains("apply_then") && msg.contains("launch"), "{msg}");
 }
