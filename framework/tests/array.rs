@@ -14,19 +14,27 @@ fn rt(w: usize) -> Runtime {
 /// mask and shift for powers of two, by division otherwise.
 #[test]
 fn counts_placement_and_order_for_any_worker_count() {
+    /// Each value: (its trustee as seen when a request runs, count, last seq per fiber).
+    type Value = (usize, u64, Vec<u64>);
+    // The fibers capture nothing (they may be on other ranks) and a handle cannot travel
+    // between ranks yet (`docs/rack-mode.md` §8 step 6): they find the array here (the fake
+    // ranks of a loopback split share the process).
+    static ARRAY: Mutex<Option<TrustArray<Value>>> = Mutex::new(None);
+    const LEN: usize = 37;
+    const ROUNDS: u64 = 50;
     for w in 1..=4usize {
-        let (len, fibers, rounds) = (37usize, 3usize, 50u64);
+        let (len, fibers, rounds) = (LEN, 3usize, ROUNDS);
         let (counts, placed) = rt(w)
             .run(move || {
-                // Each value: (its trustee as seen when a request runs, count, last seq per fiber)
                 let a = TrustArray::new(len, w * fibers, |n, _| (usize::MAX, 0u64, vec![0u64; n]));
                 assert_eq!((a.len(), a.is_empty()), (len, false));
+                *ARRAY.lock().unwrap() = Some(a.clone());
                 let hs: Vec<_> = (0..w * fibers)
                     .map(|f| {
-                        let a = a.clone();
-                        skein::spawn_local_on(f % w, move || {
-                            for r in 1..=rounds {
-                                for i in 0..len {
+                        skein::spawn_on(f % w, f, |f| {
+                            let a = ARRAY.lock().unwrap().clone().unwrap();
+                            for r in 1..=ROUNDS {
+                                for i in 0..LEN {
                                     a.apply_then(
                                         i,
                                         (f, r),
@@ -44,6 +52,7 @@ fn counts_placement_and_order_for_any_worker_count() {
                     })
                     .collect();
                 hs.into_iter().for_each(|h| h.join());
+                *ARRAY.lock().unwrap() = None;
                 skein::wait_quiescent();
                 let counts: Vec<u64> = (0..len).map(|i| a.apply(i, (), |v, ()| v.1)).collect();
                 let placed: Vec<(usize, usize)> = (0..len)
@@ -105,7 +114,11 @@ fn values_dropped_once_on_their_trustee() {
             drop(a);
             skein::wait_quiescent();
             assert!(LOG.lock().unwrap().is_empty(), "a clone is still alive");
-            let h = skein::spawn_local_on(1, move || drop(b));
+            // The fiber on worker 1 captures nothing (it may be on another rank): it takes the
+            // last clone from a static and drops it there.
+            static LAST: Mutex<Option<TrustArray<D>>> = Mutex::new(None);
+            *LAST.lock().unwrap() = Some(b);
+            let h = skein::spawn_on(1, (), |()| drop(LAST.lock().unwrap().take()));
             h.join();
         })
         .unwrap();
