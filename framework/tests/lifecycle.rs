@@ -2,29 +2,48 @@
 
 use skein::{Error, Runtime, Trust};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-/// Counts drops and remembers the worker each drop ran on.
+/// The drops of one test's probes, and how many ran on another worker than the owner.
+struct Counts {
+    drops: AtomicU64,
+    wrong: AtomicU64,
+}
+
+impl Counts {
+    const fn new() -> Counts {
+        Counts { drops: AtomicU64::new(0), wrong: AtomicU64::new(0) }
+    }
+}
+
+/// Counts drops and remembers the worker each drop ran on. Built by `entrust_new` on its
+/// trustee (which may be on another rank), so its counts are a static of the test.
 struct Probe {
     owner: usize,
-    drops: Arc<AtomicU64>,
-    wrong: Arc<AtomicU64>,
+    counts: &'static Counts,
 }
 
 impl Drop for Probe {
     fn drop(&mut self) {
-        self.drops.fetch_add(1, Relaxed);
+        self.counts.drops.fetch_add(1, Relaxed);
         if skein::current_worker() != self.owner {
-            self.wrong.fetch_add(1, Relaxed);
+            self.counts.wrong.fetch_add(1, Relaxed);
         }
     }
 }
 
+/// Fibers spawned on other workers, and closures sent to other trustees, capture nothing (they
+/// may run on another rank), and a handle cannot travel between ranks yet
+/// (`docs/rack-mode.md` §8 step 6): a test hands them handles through a static of its own,
+/// which the fake ranks of a loopback split share (one process).
+fn take<T>(board: &Mutex<Option<T>>) -> T {
+    board.lock().unwrap().take().expect("a handle was put there first")
+}
+
 #[test]
 fn clone_move_drop_interleaving_frees_once_on_trustee() {
-    let drops = Arc::new(AtomicU64::new(0));
-    let wrong = Arc::new(AtomicU64::new(0));
-    let (d2, w2) = (drops.clone(), wrong.clone());
+    static COUNTS: Counts = Counts::new();
+    static MOVED: Mutex<Option<Trust<Probe>>> = Mutex::new(None);
     let rounds = 500u64;
     Runtime::builder()
         .workers(3)
@@ -33,17 +52,15 @@ fn clone_move_drop_interleaving_frees_once_on_trustee() {
         .run(move || {
             for i in 0..rounds {
                 let owner = (i % 3) as usize;
-                let t = skein::trustee(owner).entrust(Probe {
-                    owner,
-                    drops: d2.clone(),
-                    wrong: w2.clone(),
-                });
+                let t = skein::trustee(owner)
+                    .entrust_new(owner, |owner| Probe { owner, counts: &COUNTS });
                 // Clone on A (here, worker 0), move to B, use on both, drop on both in
                 // varying orders, with requests possibly still in flight.
-                let c = t.clone();
+                *MOVED.lock().unwrap() = Some(t.clone());
                 let b = ((i + 1) % 3) as usize;
                 let order = i % 4;
-                let h = skein::spawn_local_on(b, move || {
+                let h = skein::spawn_on(b, order, |order| {
+                    let c = take(&MOVED);
                     c.apply_then((), |_, ()| (), |()| {});
                     if order == 0 {
                         skein::yield_now();
@@ -60,44 +77,44 @@ fn clone_move_drop_interleaving_frees_once_on_trustee() {
                 }
             }
             skein::wait_quiescent();
-            assert_eq!(d2.load(Relaxed), rounds);
+            assert_eq!(COUNTS.drops.load(Relaxed), rounds);
         })
         .unwrap();
-    assert_eq!(drops.load(Relaxed), rounds);
-    assert_eq!(wrong.load(Relaxed), 0);
+    assert_eq!(COUNTS.drops.load(Relaxed), rounds);
+    assert_eq!(COUNTS.wrong.load(Relaxed), 0);
 }
 
 #[test]
 fn last_handle_dropped_inside_own_closure() {
-    let drops = Arc::new(AtomicU64::new(0));
-    let wrong = Arc::new(AtomicU64::new(0));
-    let (d2, w2) = (drops.clone(), wrong.clone());
+    static COUNTS: Counts = Counts::new();
+    // Per owner, the last handle, which the closure takes and drops on the trustee.
+    static LAST: [Mutex<Option<Trust<Probe>>>; 2] = [Mutex::new(None), Mutex::new(None)];
     Runtime::builder()
         .workers(2)
         .build()
         .unwrap()
         .run(move || {
-            for owner in 0..2 {
-                let t = skein::trustee(owner).entrust(Probe {
-                    owner,
-                    drops: d2.clone(),
-                    wrong: w2.clone(),
-                });
+            for (owner, last) in LAST.iter().enumerate() {
+                let t = skein::trustee(owner)
+                    .entrust_new(owner, |owner| Probe { owner, counts: &COUNTS });
                 let t2 = t.clone();
                 drop(t);
+                *last.lock().unwrap() = Some(t2.clone());
                 // The closure owns the last handle and drops it while using the property.
-                t2.clone().apply_then_local(
-                    move |p| {
-                        drop(t2);
+                t2.apply_then(
+                    owner,
+                    |p, owner| {
+                        drop(take(&LAST[owner]));
                         p.owner
                     },
                     |_| {},
                 );
+                drop(t2);
             }
         })
         .unwrap();
-    assert_eq!(drops.load(Relaxed), 2);
-    assert_eq!(wrong.load(Relaxed), 0);
+    assert_eq!(COUNTS.drops.load(Relaxed), 2);
+    assert_eq!(COUNTS.wrong.load(Relaxed), 0);
 }
 
 #[test]
@@ -110,7 +127,7 @@ fn trust_outliving_the_run_is_dropped_once() {
         }
     }
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let t: Trust<D> = rt.run_local(|| skein::trustee(1).entrust(D)).unwrap();
+    let t: Trust<D> = rt.run_local(|| skein::trustee(1).entrust_new((), |()| D)).unwrap();
     let t2 = t.clone();
     assert_eq!(DROPS.load(Relaxed), 0);
     drop(t);
@@ -120,13 +137,12 @@ fn trust_outliving_the_run_is_dropped_once() {
 
 #[test]
 fn handle_dropped_on_foreign_thread_during_run() {
-    let drops = Arc::new(AtomicU64::new(0));
-    let d2 = drops.clone();
-    struct D(Arc<AtomicU64>);
+    static DROPS: AtomicU64 = AtomicU64::new(0);
+    struct D;
     impl Drop for D {
         fn drop(&mut self) {
             assert_eq!(skein::current_worker(), 1);
-            self.0.fetch_add(1, Relaxed);
+            DROPS.fetch_add(1, Relaxed);
         }
     }
     Runtime::builder()
@@ -134,17 +150,17 @@ fn handle_dropped_on_foreign_thread_during_run() {
         .build()
         .unwrap()
         .run(move || {
-            let t = skein::trustee(1).entrust(D(d2.clone()));
+            let t = skein::trustee(1).entrust_new((), |()| D);
             let t2 = t.clone();
             std::thread::spawn(move || drop(t2)).join().unwrap();
             drop(t);
             // Keep the job alive until the trustee has seen the foreign free.
-            while d2.load(Relaxed) == 0 {
+            while DROPS.load(Relaxed) == 0 {
                 skein::yield_now();
             }
         })
         .unwrap();
-    assert_eq!(drops.load(Relaxed), 1);
+    assert_eq!(DROPS.load(Relaxed), 1);
 }
 
 #[test]
@@ -154,7 +170,7 @@ fn panic_in_apply_resumes_in_caller() {
         .build()
         .unwrap()
         .run(|| {
-            let t = skein::trustee(1).entrust(1u64);
+            let t = skein::trustee(1).entrust_new(1u64, |x| x);
             let t2 = t.clone();
             let h = skein::spawn_local_on(0, move || {
                 t2.apply((), |_, ()| -> u64 { panic!("boom in trustee") })
@@ -162,12 +178,21 @@ fn panic_in_apply_resumes_in_caller() {
             let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.join()))
                 .map(|_| String::new())
                 .unwrap_err();
-            let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
+            // The payload itself from a trustee of this rank; from one of another (fake) rank
+            // the message, naming where it arose (`String`).
+            let want = if t.is_local() {
+                assert!(msg.is::<&str>());
+                "boom in trustee"
+            } else {
+                assert!(msg.is::<String>());
+                "rank 1 worker 1: boom in trustee"
+            };
+            assert_eq!(panic_text(msg), want);
             // The trustee survives and keeps serving.
-            (msg.to_string(), t.apply((), |x, ()| *x + 1))
+            t.apply((), |x, ()| *x + 1)
         })
         .unwrap();
-    assert_eq!(r, ("boom in trustee".to_string(), 2));
+    assert_eq!(r, 2);
 }
 
 #[test]
@@ -177,7 +202,7 @@ fn panic_in_apply_then_fails_the_run() {
         .build()
         .unwrap()
         .run(|| {
-            let t = skein::trustee(1).entrust(0u64);
+            let t = skein::trustee(1).entrust_new(0u64, |x| x);
             t.apply_then((), |_, ()| panic!("boom async"), |()| {});
             let l = skein::trustee(0).entrust(0u64);
             l.apply_then((), |_, ()| 1, |_| panic!("boom then"));
@@ -207,7 +232,7 @@ fn panic_in_main_and_detached_fiber() {
         .build()
         .unwrap()
         .run(|| {
-            drop(skein::spawn_local_on(1, || panic!("lost fiber")));
+            drop(skein::spawn_on::<_, (), _>(1, (), |()| panic!("lost fiber")));
         })
         .unwrap_err();
     assert!(e.to_string().contains("lost fiber"), "{e}");
@@ -215,8 +240,10 @@ fn panic_in_main_and_detached_fiber() {
 
 #[test]
 fn deadlock_is_reported_not_hung() {
+    // 4 workers: worker 1, which the fiber joining itself needs to capture its handle's slot
+    // (`spawn_local_on`), is on the caller's rank also in a loopback split into 2 ranks.
     let e = Runtime::builder()
-        .workers(2)
+        .workers(4)
         .build()
         .unwrap()
         .run(|| {
@@ -269,7 +296,7 @@ fn handle_from_another_run_is_refused() {
             (
                 skein::trustee(1).entrust(5u64),
                 skein::trustee(0).entrust(skein::Latch::new(0u64)),
-                skein::trustee(3).entrust(0u64),
+                skein::trustee(3).entrust_new(0u64, |x| x),
             )
         })
         .unwrap();
@@ -282,8 +309,11 @@ fn handle_from_another_run_is_refused() {
             let t3 = t2.clone();
             let remote = skein::spawn_local_on(0, move || t3.apply((), |x, ()| *x + 1));
             msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| remote.join())).unwrap_err()));
-            let t4 = t2.clone();
-            let inline = skein::spawn_local_on(1, move || t4.apply((), |x, ()| *x + 1));
+            // The fiber on worker 1 captures nothing (it may be on another rank): it takes the
+            // handle from a static.
+            static T4: Mutex<Option<Trust<u64>>> = Mutex::new(None);
+            *T4.lock().unwrap() = Some(t2.clone());
+            let inline = skein::spawn_on(1, (), |()| take(&T4).apply((), |x, ()| *x + 1));
             msgs.push(panic_text(catch_unwind(AssertUnwindSafe(|| inline.join())).unwrap_err()));
             msgs.push(panic_text(
                 catch_unwind(AssertUnwindSafe(|| l.launch((), |x, ()| *x))).unwrap_err(),
@@ -291,7 +321,7 @@ fn handle_from_another_run_is_refused() {
             msgs.push(panic_text(
                 catch_unwind(AssertUnwindSafe(|| far2.apply((), |x, ()| *x))).unwrap_err(),
             ));
-            let own = skein::trustee(1).entrust(1u64);
+            let own = skein::trustee(1).entrust_new(1u64, |x| x);
             msgs.push(format!("own {}", own.apply((), |x, ()| *x + 1)));
             msgs
         })
@@ -332,7 +362,7 @@ fn handle_of_a_live_run_is_refused_by_another_live_run() {
         .build()
         .unwrap()
         .run(move || {
-            let t = skein::trustee(1).entrust(7u64);
+            let t = skein::trustee(1).entrust_new(7u64, |x| x);
             to_b.send(t.clone()).unwrap();
             // Run A stays alive (and keeps serving its property) until run B has given up.
             let msg = loop {
