@@ -124,7 +124,7 @@
 //!   an earlier load (loom finds two exports emptying the proxy, whose slot is then recycled
 //!   under it).
 
-// Not wired into the runtime yet (module docs): only the tests call it in a normal build.
+// Partly wired (module docs): the export path and grants are called only by the tests yet.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;
