@@ -65,6 +65,11 @@
 //!   `JoinHandle`'s cell, which wakes a fiber parked in `join` (or, if the handle was
 //!   dropped, discards the result; a panic of a detached fiber is the run's error, as on one
 //!   rank).
+//! * A `Release` record ([`CONTROL_RELEASE`], `docs/rack-mode.md` §5.2 item 4) is handed to
+//!   the serving trustee's export table (`super::export::Owner::schedule_release`, the
+//!   `issued` counts being those of the sender's rank's workers), which applies it once the
+//!   requests it counts have been served; a `Release` naming no live export of this trustee
+//!   (or listing more clients than a rank has workers) refuses the envelope.
 //! * `Trust::launch` on a `Latch` of another rank is the same with `CONTROL_LAUNCH`, the
 //!   property's target word and a `KIND_LAUNCH` table, whose `run` locks the latch in the
 //!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a

@@ -591,6 +591,11 @@ impl Worker {
             useful |= self.run_local();
             if self.remote.is_some() {
                 useful |= self.poll_transport();
+                // Served counts of remote clients change only above: the `Release`s they
+                // complete are applied here (an owner exists exactly in a split run).
+                if let Some(o) = &self.owner {
+                    useful |= self.process_releases(o);
+                }
             }
             for client in 0..self.n {
                 if client != self.index {
@@ -604,9 +609,6 @@ impl Worker {
                 }
             }
             useful |= self.frees.process(self);
-            if let Some(o) = &self.owner {
-                useful |= self.process_releases(o);
-            }
             let st = &self.ctr().stats;
             if useful {
                 idle = 0;
