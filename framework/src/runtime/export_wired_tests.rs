@@ -145,3 +145,62 @@ fn live_exports_are_dropped_at_the_end_of_the_run() {
     assert_eq!(END_DROPS.load(SeqCst), 1);
     assert_eq!(END_AT.load(SeqCst), 5);
 }
+
+static HOLD_DROPS: AtomicUsize = AtomicUsize::new(0);
+static HOLD_AT: AtomicU64 = AtomicU64::new(0);
+static OTHER: Mutex<Option<crate::Trust<u64>>> = Mutex::new(None);
+
+/// Sends a `Release` of `weight` to export `(slot, gen)` of trustee 0 whose snapshot counts
+/// `ahead` more requests from worker 2 than it has issued yet.
+fn send_release_ahead(slot: u64, gen: u64, weight: u64, ahead: u64) {
+    let w = context::expect("test");
+    let issued: Vec<u64> = (2..4)
+        .map(|c| w.run_state.counters[c].issued[0].load(Ordering::Acquire))
+        .enumerate()
+        .map(|(i, n)| if i == 0 { n + ahead } else { n })
+        .collect();
+    w.send_control::<CONTROL_RELEASE>(
+        0,
+        wire_target(slot as u32, gen as u32),
+        release_body(weight, &issued),
+    );
+}
+
+/// The owner holds a `Release` until it has served as many requests from each client as the
+/// snapshot counts: a `Release` counting N requests of worker 2 that are not issued yet
+/// leaves the property alive through quiescence; once worker 2 has sent them (to another
+/// property of the same trustee: the count is per pair), the return is applied.
+#[test]
+fn release_waits_for_the_requests_its_snapshot_counts() {
+    const AHEAD: u64 = 5;
+    let r = runtime().run(|| {
+        let w = context::expect("test");
+        let t = crate::trustee(0).entrust_new(1u64, |n| Counted {
+            n,
+            drops: &HOLD_DROPS,
+            at_drop: &HOLD_AT,
+        });
+        *OTHER.lock().unwrap() = Some(crate::trustee(0).entrust_new(0u64, |n| n));
+        let ex = w.run_state.exports[0].export(t.prop_ptr()).expect("export");
+        drop(t);
+        let arg = [u64::from(ex.slot), u64::from(ex.gen), ex.weight, AHEAD];
+        crate::spawn_on(3, arg, |[s, g, wt, a]| send_release_ahead(s, g, wt, a)).join();
+        crate::wait_quiescent();
+        let held = HOLD_DROPS.load(SeqCst);
+        crate::spawn_on(2, AHEAD, |n| {
+            let o = OTHER.lock().unwrap().take().expect("handle");
+            for _ in 0..n {
+                o.apply((), |x: &mut u64, ()| *x += 1);
+            }
+        })
+        .join();
+        let start = Instant::now();
+        while HOLD_DROPS.load(SeqCst) == 0 && start.elapsed() < Duration::from_secs(30) {
+            crate::yield_now();
+        }
+        (held, HOLD_DROPS.load(SeqCst))
+    });
+    assert_eq!(r.expect("run"), (0, 1), "held through quiescence, then applied");
+    assert_eq!(HOLD_DROPS.load(SeqCst), 1);
+    assert_eq!(HOLD_AT.load(SeqCst), 1);
+}
