@@ -5,9 +5,14 @@
 //! `docs/rack-mode.md`, section 5; the argument that it is right is below, next to the code
 //! (it lifts the one of [`super::free`], which stays unchanged within each rank).
 //!
-//! Built standalone, not wired yet: the handle (`Trust<T>` holding a proxy's address when its
-//! trustee is on another rank), the codec's handle lists and the transport call the hooks
-//! below.
+//! Wired so far, in a loopback split: one table per global trustee in the run state
+//! (`RunState::exports`), each trustee's worker holding its [`Owner`]; a `Release` control
+//! record (`wire::envelope::CONTROL_RELEASE`) goes to [`Owner::schedule_release`], the worker
+//! loop applies what is ready ([`Owner::process`]) after polling the transport, and calls
+//! [`Owner::end_of_run`] when it stops (tests: `runtime/export_wired_tests.rs`, with exports
+//! made by hand). Not wired yet: the handle (`Trust<T>` holding a proxy's address when its
+//! trustee is on another rank) and so [`Owner::lookup`] on the serve path, remote
+//! `entrust_new` answering an export, grants, and the codec's handle lists.
 //!
 //! # The pieces
 //!
@@ -124,7 +129,7 @@
 //!   an earlier load (loom finds two exports emptying the proxy, whose slot is then recycled
 //!   under it).
 
-// Not wired into the runtime yet (module docs): only the tests call it in a normal build.
+// Partly wired (module docs): the export path and grants are called only by the tests yet.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;

@@ -15,6 +15,8 @@
 
 pub(crate) mod context;
 pub(crate) mod export;
+#[cfg(test)]
+mod export_wired_tests;
 pub(crate) mod free;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;

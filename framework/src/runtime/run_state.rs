@@ -5,6 +5,7 @@
 //! the slots, by the protocol of [`crate::channel::slot`]) or under a mutex; the flags are
 //! monotonic (`false` to `true` once).
 
+use super::export::{ExportTable, Owner};
 use super::free::{self, ForeignFrees};
 use crate::channel::slot::SlotPair;
 use crate::property::PropPtr;
@@ -89,6 +90,14 @@ pub(crate) struct RunState {
     /// Set when the run was stopped before quiescence (a refused batch): requests were lost,
     /// so the end-of-run checks that assume quiescence do not apply.
     pub(crate) aborted: AtomicBool,
+    /// The export tables of a split run, one per global trustee (`docs/rack-mode.md` §5.2
+    /// item 1; empty when the run is not split): any worker of the trustee's rank exports
+    /// through its trustee's table.
+    // Exports are made only by the tests until remote handles hold proxies (step 6 item 2).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) exports: Box<[Arc<ExportTable<PropPtr>>]>,
+    /// The trustees' [`Owner`] parts until each worker takes its own ([`RunState::take_owner`]).
+    owners: Mutex<Vec<Option<Owner<PropPtr>>>>,
 }
 
 impl Drop for RunState {
@@ -114,9 +123,23 @@ impl RunState {
             Box::new(super::transport::Loopback::new(n, ranks, run_id, cfg.loopback_corrupt))
                 as Box<dyn super::transport::Transport>
         });
+        let local_n = n / ranks;
+        let (exports, owners): (Vec<_>, Vec<_>) = if ranks > 1 {
+            (0..n)
+                .map(|g| {
+                    let (table, mut owner) = ExportTable::new(g);
+                    owner.set_max_clients(local_n);
+                    (table, Some(owner))
+                })
+                .unzip()
+        } else {
+            (Vec::new(), Vec::new())
+        };
         RunState {
+            exports: exports.into(),
+            owners: Mutex::new(owners),
             ranks,
-            local_n: n / ranks,
+            local_n,
             transport,
             aborted: AtomicBool::new(false),
             n,
@@ -133,6 +156,12 @@ impl RunState {
     }
 
     /// The statistics of worker `w` (requests sent and local requests come from `issued`).
+    /// The [`Owner`] part of trustee `g`'s export table, once (its worker takes it when it
+    /// starts); `None` outside a split run.
+    pub(crate) fn take_owner(&self, g: usize) -> Option<Owner<PropPtr>> {
+        self.owners.lock().unwrap_or_else(|e| e.into_inner()).get_mut(g).and_then(Option::take)
+    }
+
     pub(crate) fn stats_of(&self, w: usize) -> crate::stats::WorkerStats {
         let c = &self.counters[w];
         let mut s = c.stats.snapshot();

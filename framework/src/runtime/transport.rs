@@ -65,6 +65,11 @@
 //!   `JoinHandle`'s cell, which wakes a fiber parked in `join` (or, if the handle was
 //!   dropped, discards the result; a panic of a detached fiber is the run's error, as on one
 //!   rank).
+//! * A `Release` record ([`CONTROL_RELEASE`], `docs/rack-mode.md` §5.2 item 4) is handed to
+//!   the serving trustee's export table (`super::export::Owner::schedule_release`, the
+//!   `issued` counts being those of the sender's rank's workers), which applies it once the
+//!   requests it counts have been served; a `Release` naming no live export of this trustee
+//!   (or listing more clients than a rank has workers) refuses the envelope.
 //! * `Trust::launch` on a `Latch` of another rank is the same with `CONTROL_LAUNCH`, the
 //!   property's target word and a `KIND_LAUNCH` table, whose `run` locks the latch in the
 //!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a
@@ -115,17 +120,20 @@
 //!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
 //!   another fake rank.
 
+use super::export::split_target;
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
 use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
+use crate::property::proxy::Release;
 use crate::sync::proto;
 use crate::sync::{bump, Ordering};
 use crate::wire::envelope::{
-    control_id, is_loopback_table, joined_body, joined_parts, launch_parts, spawn_parts, validate,
-    validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason, Record, RequestWriter,
-    ResponseWriter, CONTROL_JOINED, CONTROL_LAUNCH, CONTROL_SPAWN, JOINED_TABLE, KIND_REQUESTS,
-    KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE, SPAWN_TABLE,
+    control_id, is_loopback_table, joined_body, joined_parts, launch_parts, release_parts,
+    spawn_parts, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason,
+    Record, RequestWriter, ResponseWriter, CONTROL_JOINED, CONTROL_LAUNCH, CONTROL_RELEASE,
+    CONTROL_SPAWN, JOINED_TABLE, KIND_REQUESTS, KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE,
+    RELEASE_TABLE, SPAWN_TABLE,
 };
 use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
@@ -287,6 +295,7 @@ impl<const ID: u64> ControlReq<ID> {
         vt: match ID {
             CONTROL_SPAWN => &SPAWN_TABLE,
             CONTROL_LAUNCH => &LAUNCH_TABLE,
+            CONTROL_RELEASE => &RELEASE_TABLE,
             _ => &JOINED_TABLE,
         },
         take_arg: take_control::<ID>,
@@ -486,6 +495,16 @@ impl Worker {
                     format!("joined record for join id {}, which is not waiting", rec.target)
                 })?;
                 f(joined_parts(rec.arg))
+            }
+            CONTROL_RELEASE => {
+                let o = self.owner.as_ref().ok_or("release record outside a split run")?;
+                let (slot, gen) = split_target(rec.target);
+                let (weight, issued) = release_parts(rec.arg);
+                let rel =
+                    Release { owner: self.index, slot, gen, weight, issued: issued.collect() };
+                // The `issued` counts are those of the sending rank's workers, in order.
+                let client_base = client / self.local_n * self.local_n;
+                o.borrow_mut().schedule_release(rel, client_base).map_err(|e| e.to_string())
             }
             _ => Err(format!("control record {id} is not handled here")),
         }

@@ -10,6 +10,7 @@
 //! delegated closures, continuations) is first moved out of the worker's structures (a request
 //! queue whose requests run is taken out of its cell whole, [`ClientSide::take_out`]).
 
+use super::export::Owner;
 use super::free::{self, PendingFrees};
 use super::quiesce;
 use super::run_state::{RunState, WorkerCounters};
@@ -20,6 +21,7 @@ pub(crate) use crate::channel::record::Outcome;
 use crate::channel::record::{NoResult, ResultSize, HEADER_WORDS};
 use crate::channel::slot::{PanicPayload, PIPELINE};
 use crate::fiber::{self, Fiber, StackPool};
+use crate::property::PropPtr;
 use crate::sync::proto::{self, AtomicU64};
 use crate::sync::{bump, Arc, Ordering};
 use std::cell::{Cell, RefCell, UnsafeCell};
@@ -116,6 +118,9 @@ pub(crate) struct Worker {
     delegated: Cell<u32>,
     /// The frees of this trustee's properties that wait for requests to be served.
     pub(super) frees: PendingFrees,
+    /// This trustee's part of its export table in a split run (`docs/rack-mode.md` §5.2):
+    /// lookups of remote targets, pending `Release`s, the end of the run.
+    pub(super) owner: Option<RefCell<Owner<PropPtr>>>,
     quiesce_waiters: RefCell<Vec<u32>>,
     next_spawn: Cell<usize>,
 }
@@ -136,6 +141,7 @@ impl Worker {
         } else {
             (crate::rack::rank(), 0)
         };
+        let owner = run_state.take_owner(index).map(RefCell::new);
         Ok(Worker {
             local_n,
             rank,
@@ -156,6 +162,7 @@ impl Worker {
             current: Cell::new(None),
             delegated: Cell::new(0),
             frees: PendingFrees::default(),
+            owner,
             quiesce_waiters: RefCell::default(),
             next_spawn: Cell::new(index),
         })
@@ -547,6 +554,23 @@ impl Worker {
         }
     }
 
+    /// Applies the `Release`s this trustee holds whose requests have all been served
+    /// ([`Owner::process`]); true when one was applied. A return that the table refuses
+    /// (more weight than is outstanding: a corrupt message) is the run's error and stops it.
+    #[inline]
+    fn process_releases(&self, o: &RefCell<Owner<PropPtr>>) -> bool {
+        let p = o.borrow_mut().process(|c| self.served_from(c));
+        if !p.errors.is_empty() {
+            for e in &p.errors {
+                self.run_state
+                    .record_error(format!("rank {} worker {}: {e}", self.rank, self.index));
+            }
+            self.run_state.aborted.store(true, Ordering::Release);
+            self.run_state.shutdown.store(true, Ordering::Release);
+        }
+        p.applied > 0
+    }
+
     // ----- the loop ---------------------------------------------------------------------
 
     /// Runs the worker loop until shutdown.
@@ -567,6 +591,11 @@ impl Worker {
             useful |= self.run_local();
             if self.remote.is_some() {
                 useful |= self.poll_transport();
+                // Served counts of remote clients change only above: the `Release`s they
+                // complete are applied here (an owner exists exactly in a split run).
+                if let Some(o) = &self.owner {
+                    useful |= self.process_releases(o);
+                }
             }
             for client in 0..self.n {
                 if client != self.index {
@@ -624,7 +653,12 @@ impl Worker {
             backoff(idle);
         }
         // Shutdown is only decided at quiescence: every request has been served, so every
-        // pending free is eligible now.
+        // pending free is eligible now. No request of this run can arrive any more: the
+        // export counts of the slots still live are dropped (`docs/rack-mode.md` §5.4), their
+        // last local counts going down the free path below.
+        if let Some(o) = &self.owner {
+            o.borrow_mut().end_of_run();
+        }
         free::take_foreign(self);
         self.frees.process(self);
         debug_assert!(self.frees.is_empty() || self.run_state.aborted.load(Ordering::Acquire));

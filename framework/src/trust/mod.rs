@@ -321,6 +321,13 @@ impl<T> Trust<T> {
     }
 
     #[inline(always)]
+    /// The property this handle names, as the runtime's type-erased pointer (the export
+    /// table takes its export count through it).
+    #[cfg_attr(not(test), allow(dead_code))] // The export path of remote handles is step 6 item 2.
+    pub(crate) fn prop_ptr(&self) -> PropPtr {
+        PropPtr::of(self.prop(), self.trustee_index(), self.run())
+    }
+
     fn prop(&self) -> NonNull<Prop<T>> {
         // SAFETY: the unpacked address is the non-null address `new` was given (16-aligned,
         // so the shift restores it).

@@ -75,8 +75,9 @@
 //!    of the source rank and `(trustee, pair seq)` names a batch in flight from this client;
 //!    the segments tile the rest of the envelope exactly;
 //! 3. records: every code id names a table (`code_id::resolve`), or is a control id with
-//!    its fixed fields ([`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`]: the
-//!    table they name resolved and of the right kind, sizes, status, padding; any
+//!    its fixed fields ([`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`],
+//!    [`CONTROL_RELEASE`]: the table they name resolved and of the right kind, sizes,
+//!    status, non-zero weight, client count, padding; any
 //!    validator), or [`LOOPBACK_CONTROL`] in a loopback validator (whose record is the
 //!    in-process record of a runtime-internal request and never leaves the process); the
 //!    other control ids are refused as not yet supported, and a `KIND_LAUNCH` table outside
@@ -241,6 +242,28 @@ pub(crate) const CONTROL_JOINED: u64 = 2;
 /// | `arg_bytes` of that table | the `Plain` argument, rounded up to 8 |
 pub(crate) const CONTROL_LAUNCH: u64 = 3;
 
+/// Control id of a return of weight to an export slot (`docs/rack-mode.md` §5.2 item 4
+/// `Release`), sent by a rank whose last handle of a proxy was dropped to the property's
+/// trustee. Wire record:
+///
+/// | size | field |
+/// | --- | --- |
+/// | 8 | `4` (this id) |
+/// | 8 | target: export slot (low 32 bits) and generation (high 32 bits), as in a request |
+/// | 8 | `weight`: the proxy's weight, at least 1 |
+/// | 4 | `n`: the sending rank's workers counted, at most [`MAX_RELEASE_CLIENTS`] |
+/// | 4 | zero |
+/// | 8·`n` | `issued[c]`: requests worker `c` of the sending rank had issued to the trustee |
+///
+/// Its response is an empty result. The trustee applies the return only once it has served
+/// `issued[c]` requests from every client `c` (`crate::runtime::export::Owner::process`),
+/// and checks the slot, generation, weight and client count against its export table.
+pub(crate) const CONTROL_RELEASE: u64 = 4;
+
+/// The most clients a [`CONTROL_RELEASE`] record may list (a bound on the record's size; the
+/// trustee's export table checks the sending rank's real worker count).
+pub(crate) const MAX_RELEASE_CLIENTS: usize = 1 << 16;
+
 /// Status of a [`CONTROL_JOINED`] record: the fiber returned.
 pub(crate) const JOINED_OK: u32 = 0;
 /// Status of a [`CONTROL_JOINED`] record: the fiber panicked.
@@ -275,6 +298,15 @@ pub(crate) static JOINED_TABLE: RemoteVTable = RemoteVTable {
     run: refuse_loopback_run,
 };
 
+/// The table that stands for a [`CONTROL_RELEASE`] record (as [`SPAWN_TABLE`]).
+pub(crate) static RELEASE_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 0,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
 /// The control id `vt` stands for, if it is one of the control tables.
 pub(crate) fn control_id(vt: &RemoteVTable) -> Option<u64> {
     if std::ptr::eq(vt, &SPAWN_TABLE) {
@@ -283,6 +315,8 @@ pub(crate) fn control_id(vt: &RemoteVTable) -> Option<u64> {
         Some(CONTROL_JOINED)
     } else if std::ptr::eq(vt, &LAUNCH_TABLE) {
         Some(CONTROL_LAUNCH)
+    } else if std::ptr::eq(vt, &RELEASE_TABLE) {
+        Some(CONTROL_RELEASE)
     } else {
         None
     }
@@ -314,6 +348,27 @@ pub(crate) fn joined_parts(arg: &[u8]) -> Result<&[u8], &str> {
     }
 }
 
+/// The parts of an accepted [`CONTROL_RELEASE`] record's argument: the weight and the
+/// `issued` counts, one per worker of the sending rank.
+pub(crate) fn release_parts(arg: &[u8]) -> (u64, impl Iterator<Item = u64> + '_) {
+    let n = le32(arg, 8) as usize;
+    (le64(arg, 0), (0..n).map(move |c| le64(arg, 16 + 8 * c)))
+}
+
+/// The argument bytes of a [`CONTROL_RELEASE`] record (weight, count, zero, `issued`).
+pub(crate) fn release_body(weight: u64, issued: &[u64]) -> Vec<u8> {
+    assert!(weight > 0, "skein: a release of zero weight");
+    assert!(issued.len() <= MAX_RELEASE_CLIENTS, "skein: a release lists too many clients");
+    let mut out = Vec::with_capacity(16 + 8 * issued.len());
+    out.extend_from_slice(&weight.to_le_bytes());
+    out.extend_from_slice(&(issued.len() as u32).to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    for n in issued {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    out
+}
+
 /// The argument bytes of a [`CONTROL_JOINED`] record (status, length, bytes, zero padding).
 /// A panic message longer than [`MAX_PANIC_MESSAGE`] is cut at a char boundary.
 pub(crate) fn joined_body(result: Result<&[u8], &str>) -> Vec<u8> {
@@ -339,7 +394,8 @@ pub(crate) fn joined_body(result: Result<&[u8], &str>) -> Vec<u8> {
 }
 
 /// Reads a control record's target and argument (after its id): its fixed fields and sizes
-/// (the layouts of [`CONTROL_SPAWN`] and [`CONTROL_JOINED`]).
+/// (the layouts of [`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`] and
+/// [`CONTROL_RELEASE`]).
 fn read_control<'b>(r: &mut Reader<'b>, id: u64) -> Result<Record<'b>, Fault> {
     let target = r.u64().ok_or(Fault::Overrun)?;
     let start = r.at;
@@ -383,6 +439,20 @@ fn read_control<'b>(r: &mut Reader<'b>, id: u64) -> Result<Record<'b>, Fault> {
                 return Err(Fault::Padding);
             }
             &JOINED_TABLE
+        }
+        CONTROL_RELEASE => {
+            if r.u64().ok_or(Fault::Overrun)? == 0 {
+                return Err(Fault::Control("release record of zero weight"));
+            }
+            let n = r.u32().ok_or(Fault::Overrun)? as usize;
+            if r.u32().ok_or(Fault::Overrun)? != 0 {
+                return Err(Fault::Padding);
+            }
+            if n > MAX_RELEASE_CLIENTS {
+                return Err(Fault::Control("release record listing too many clients"));
+            }
+            r.take(8 * n).ok_or(Fault::Overrun)?;
+            &RELEASE_TABLE
         }
         _ => return Err(Fault::Code(BadCode::Control(id))),
     };
@@ -691,7 +761,9 @@ fn read_record<'b>(
         None => match r.u64().ok_or(Fault::Overrun)? {
             LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
             LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
-            id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH) => return read_control(r, id),
+            id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH | CONTROL_RELEASE) => {
+                return read_control(r, id)
+            }
             code => match resolve(code).map_err(Fault::Code)? {
                 // (A uniform segment's table was checked once, in `validate_requests`.)
                 vt if vt.kind == KIND_LAUNCH => {

@@ -566,6 +566,7 @@ fn fuzz_bases() -> (Vec<Vec<u8>>, Vec<Batch>) {
     w.push_plain(fuzz_add(), 7, 1u64);
     w.push(&JOINED_TABLE, 3, &joined_body(Err("rank 0 worker 1: ünïcode boom")));
     w.push(&JOINED_TABLE, 5, &joined_body(Ok(&[1, 2, 3])));
+    w.push(&RELEASE_TABLE, 0x0000_0003_0000_0009, &release_body(1 << 40, &[6, 0, 2]));
     w.end_segment();
     bases.push(w.finish());
     (bases, batches)
@@ -639,8 +640,8 @@ fn control_records_validate_without_loopback() {
     assert_eq!(fault(&bad), Fault::Padding);
     // The other reserved ids stay refused.
     let mut bad = one.clone();
-    bad[HEADER_BYTES + SEGMENT_HEADER_BYTES] = 4;
-    assert_eq!(fault(&bad), Fault::Code(BadCode::Control(4)));
+    bad[HEADER_BYTES + SEGMENT_HEADER_BYTES] = 5;
+    assert_eq!(fault(&bad), Fault::Code(BadCode::Control(5)));
     // Launch: a launch table with the property's target word; a launch table is refused in
     // any other record, and a launch record refuses any other table.
     let launch = || RemoteVTable::of_launch(&|x: &mut u64, k: u32| *x + k as u64);
@@ -808,4 +809,52 @@ fn loopback_records_only_in_loopback_mode() {
     assert!(is_loopback_table(recs[0].vt) && !is_loopback_table(recs[1].vt));
     assert_eq!((recs[0].target, recs[0].arg), (0xabc0, &[7u8; 24][..]));
     assert_eq!(env.response_bytes, (HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + 8) as u64);
+}
+
+/// `Release` records (control id 4) are real wire records: accepted without loopback mode,
+/// handed out with their target, weight and `issued` counts; a zero weight, too many
+/// clients, a non-zero reserved word and a short list are refused.
+#[test]
+fn release_records_validate_without_loopback() {
+    let build = |f: &dyn Fn(&mut RequestWriter)| {
+        let mut w = RequestWriter::new(&request_head());
+        w.begin_segment(2, 5, None);
+        f(&mut w);
+        w.end_segment();
+        w.finish()
+    };
+    let target = 0x0000_0007_0000_0002u64;
+    let good = build(&|w| {
+        w.push(&RELEASE_TABLE, target, &release_body(1 << 61, &[10_000, 0, 3]));
+        w.push(&RELEASE_TABLE, 1, &release_body(1, &[]));
+    });
+    let env = validate(&good, 0, &expect()).unwrap();
+    assert_eq!(reencode(&env), good);
+    let recs: Vec<_> = env.segments().next().unwrap().records().collect();
+    assert_eq!(recs.len(), 2);
+    assert_eq!((control_id(recs[0].vt), recs[0].target), (Some(CONTROL_RELEASE), target));
+    let (weight, issued) = release_parts(recs[0].arg);
+    assert_eq!((weight, issued.collect::<Vec<_>>()), (1 << 61, vec![10_000, 0, 3]));
+    let (weight, issued) = release_parts(recs[1].arg);
+    assert_eq!((weight, issued.count()), (1, 0));
+
+    let fault = |bytes: &[u8]| match validate(bytes, 0, &expect()).unwrap_err().reason {
+        Reason::Record { fault, .. } => fault,
+        r => panic!("not a record fault: {r:?}"),
+    };
+    let one = build(&|w| w.push(&RELEASE_TABLE, target, &release_body(5, &[1, 2])));
+    let at = HEADER_BYTES + SEGMENT_HEADER_BYTES + 16;
+    let mut bad = one.clone();
+    bad[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+    assert!(matches!(fault(&bad), Fault::Control(m) if m.contains("zero weight")));
+    let mut bad = one.clone();
+    bad[at + 12] = 1;
+    assert_eq!(fault(&bad), Fault::Padding);
+    let mut bad = one.clone();
+    bad[at + 8..at + 12].copy_from_slice(&(MAX_RELEASE_CLIENTS as u32 + 1).to_le_bytes());
+    assert!(matches!(fault(&bad), Fault::Control(m) if m.contains("too many clients")));
+    // A count larger than the list: the record runs past its segment.
+    let mut bad = one.clone();
+    bad[at + 8..at + 12].copy_from_slice(&3u32.to_le_bytes());
+    assert!(validate(&bad, 0, &expect()).is_err());
 }
