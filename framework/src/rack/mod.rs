@@ -92,6 +92,8 @@
 mod exe_hash;
 #[cfg(feature = "mpi")]
 mod mpi;
+#[cfg(all(test, feature = "mpi"))]
+pub(crate) mod relaunch;
 #[cfg(feature = "mpi")]
 pub(crate) mod transport;
 

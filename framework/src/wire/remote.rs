@@ -172,23 +172,30 @@ const fn check_closure<F>() {
     assert!(size_of::<Option<F>>() != 0, "skein: a closure sent to a trustee must be inhabited");
 }
 
+/// The table of a record whose argument `A` and result `U` are `Plain` values travelling
+/// inline (`prefix` bytes of fixed fields before the argument, e.g. an element index): the
+/// size limits are checked at compile time, in the constructor that names the closure.
+const fn inline_table<A, U>(prefix: u32, kind: u32, run: RunFn) -> RemoteVTable {
+    assert!(
+        size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
+        "skein: argument or result too big to travel inline: use apply_with"
+    );
+    RemoteVTable {
+        magic: REMOTE_MAGIC,
+        arg_bytes: prefix + round8(size_of::<A>()),
+        result_bytes: round8(size_of::<U>()),
+        kind,
+        run,
+    }
+}
+
 impl<T, A: Plain, U: Plain, F> Of<T, A, U, F, Property>
 where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        assert!(
-            size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
-            "skein: argument or result too big to travel inline: use apply_with"
-        );
-        RemoteVTable {
-            magic: REMOTE_MAGIC,
-            arg_bytes: round8(size_of::<A>()),
-            result_bytes: round8(size_of::<U>()),
-            kind: KIND_PROPERTY,
-            run: run_property::<T, A, U, F>,
-        }
+        inline_table::<A, U>(0, KIND_PROPERTY, run_property::<T, A, U, F>)
     };
 }
 
@@ -216,17 +223,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        assert!(
-            8 + size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
-            "skein: argument or result too big to travel inline"
-        );
-        RemoteVTable {
-            magic: REMOTE_MAGIC,
-            arg_bytes: 8 + round8(size_of::<A>()),
-            result_bytes: round8(size_of::<U>()),
-            kind: KIND_ELEMENT,
-            run: run_element::<T, A, U, F>,
-        }
+        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>)
     };
 }
 
@@ -236,17 +233,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        assert!(
-            size_of::<A>() <= INLINE_MAX && size_of::<R>() <= MAX_RESULT_BYTES,
-            "skein: argument or result too big to travel inline"
-        );
-        RemoteVTable {
-            magic: REMOTE_MAGIC,
-            arg_bytes: round8(size_of::<A>()),
-            result_bytes: round8(size_of::<R>()),
-            kind: KIND_SPAWN,
-            run: run_spawn::<A, R, F>,
-        }
+        inline_table::<A, R>(0, KIND_SPAWN, run_spawn::<A, R, F>)
     };
 }
 
@@ -256,17 +243,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        assert!(
-            size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
-            "skein: argument or result too big to travel inline"
-        );
-        RemoteVTable {
-            magic: REMOTE_MAGIC,
-            arg_bytes: round8(size_of::<A>()),
-            result_bytes: round8(size_of::<U>()),
-            kind: KIND_LAUNCH,
-            run: run_launch::<T, A, U, F>,
-        }
+        inline_table::<A, U>(0, KIND_LAUNCH, run_launch::<T, A, U, F>)
     };
 }
 

@@ -5,9 +5,6 @@
 //! serialised (one `mpirun` at a time from this module).
 
 use super::*;
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const RANK_SIDE: &str = "rack::transport::tests::rank_side";
@@ -17,57 +14,9 @@ const LAUNCH_LIMIT: Duration = Duration::from_secs(90);
 /// How long a rank side waits for its envelopes before failing.
 const RANK_LIMIT: Duration = Duration::from_secs(60);
 
-static ONE_LAUNCH_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 /// Runs `np` ranks of this binary on `case`; returns their stdout, or the whole report.
 fn mpirun(np: usize, case: &str) -> Result<String, String> {
-    let _one = ONE_LAUNCH_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = std::env::current_exe().expect("own executable");
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np"])
-        .arg(np.to_string())
-        .arg(exe)
-        .args(["--ignored", "--exact", RANK_SIDE, "--nocapture", "--test-threads", "1"])
-        .env(CASE, case)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // Its own process group, so that a launch that hangs is killed whole.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd.spawn().unwrap_or_else(|e| {
-        panic!("cannot start mpirun ({e}); install Open MPI with scripts/install-mpi.sh")
-    });
-    let read = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = read(Box::new(child.stdout.take().expect("piped")));
-    let err = read(Box::new(child.stderr.take().expect("piped")));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("waiting for mpirun") {
-            break Some(s);
-        }
-        if start.elapsed() > LAUNCH_LIMIT {
-            // SAFETY: kill(2) with a negative pid signals the process group of the mpirun
-            // started above (its own group); it touches no memory of ours.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-    if status.is_some_and(|s| s.success()) {
-        Ok(out)
-    } else {
-        Err(format!(
-            "mpirun -np {np} ({case}): status {status:?}\n--- stdout\n{out}--- stderr\n{err}"
-        ))
-    }
+    crate::rack::relaunch::mpirun_self(np, RANK_SIDE, (CASE, case), LAUNCH_LIMIT)
 }
 
 /// Launches `case` on `np` ranks and checks that each rank printed `"{tag}: rank R ok"`.

@@ -157,8 +157,6 @@ mod tests {
     use super::*;
     use crate::runtime::run_state::WorkerCounters;
     use crate::sync::proto;
-    use std::io::Read;
-    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     const RANK_SIDE: &str = "runtime::quiesce_ranks::mpi::tests::rank_side";
@@ -234,51 +232,17 @@ mod tests {
 
     #[test]
     fn mpi_all_reduce_on_three_ranks() {
-        let exe = std::env::current_exe().expect("own executable");
-        let mut cmd = Command::new("mpirun");
-        cmd.args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np"])
-            .arg(RANKS.to_string())
-            .arg(exe)
-            .args(["--ignored", "--exact", RANK_SIDE, "--nocapture", "--test-threads", "1"])
-            .env(MARK, "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // Its own process group, so that a launch that hangs is killed whole.
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd.spawn().unwrap_or_else(|e| {
-            panic!("cannot start mpirun ({e}); install Open MPI with scripts/install-mpi.sh")
-        });
-        let read = |mut r: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut s = String::new();
-                let _ = r.read_to_string(&mut s);
-                s
-            })
-        };
-        let out = read(Box::new(child.stdout.take().expect("piped")));
-        let err = read(Box::new(child.stderr.take().expect("piped")));
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("waiting for mpirun") {
-                break Some(s);
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                // SAFETY: kill(2) with a negative pid signals the process group of the
-                // mpirun started above (its own group); it touches no memory of ours.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-        let report = format!("status {status:?}\n--- stdout\n{out}--- stderr\n{err}");
-        assert!(status.is_some_and(|s| s.success()), "mpirun failed or hung: {report}");
+        let out = crate::rack::relaunch::mpirun_self(
+            RANKS,
+            RANK_SIDE,
+            (MARK, "1"),
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|report| panic!("mpirun failed or hung: {report}"));
         for rank in 0..RANKS {
             assert!(
                 out.contains(&format!("quiesce-ranks-mpi: rank {rank} ok")),
-                "rank {rank} did not report: {report}"
+                "rank {rank} did not report: {out}"
             );
         }
     }
