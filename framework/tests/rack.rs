@@ -96,13 +96,85 @@ fn rank_side(case: &str, dir: &Path) {
         }
         "run" => {
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
-            match rt.run(|| 6 * 7) {
-                Err(e) => {
-                    println!("RUN-ERROR rank={rank}: {e}");
-                    std::process::exit(4);
+            report_run(rank, rt.run(|| (6 * 7, skein::ranks(), skein::num_workers())));
+        }
+        "spawn" => {
+            // main (rank 0) starts a fiber on every global worker; each answers with where it
+            // ran, and starts one more on the next rank, joined before it answers.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    let n = skein::num_workers();
+                    let hs: Vec<_> = (0..n)
+                        .map(|g| {
+                            skein::spawn_on(g, (g, n), |(g, n)| {
+                                let next = (g + skein::local_workers()) % n;
+                                let inner = skein::spawn_on(next, g as u64, |from| {
+                                    from * 1000 + skein::current_worker() as u64
+                                });
+                                let here = (skein::current_worker(), skein::rank());
+                                (here, inner.join())
+                            })
+                        })
+                        .map(|h| h.join())
+                        .collect::<Vec<_>>();
+                    hs.into_iter().map(|((g, r), i)| format!("{g}@{r}:{i}")).collect::<Vec<_>>()
+                }),
+            );
+        }
+        "quiescent" => {
+            // Detached fibers across ranks, then wait_quiescent from main: every one of them
+            // (and the ones they started) has finished when it returns.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    let n = skein::num_workers();
+                    for round in 0..3u64 {
+                        for g in 0..n {
+                            drop(skein::spawn_on(g, (round, n), |(round, n)| {
+                                let g = skein::current_worker();
+                                drop(skein::spawn_on((g + 1) % n, round, |_| ()));
+                            }));
+                        }
+                        skein::wait_quiescent();
+                    }
+                    "quiescent three times".to_string()
+                }),
+            );
+        }
+        "remote-panic" => {
+            // A fiber on the last rank panics: its joiner gets the message naming where it
+            // ran; a detached one fails the run on every rank.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let joined = rt.run(|| {
+                let last = skein::num_workers() - 1;
+                let h = skein::spawn_on(last, 0u8, |_| -> u8 { panic!("deliberate remote panic") });
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.join())) {
+                    Ok(_) => "no panic".to_string(),
+                    Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
                 }
-                Ok(v) => println!("RUN-OK rank={rank} value={v}"),
-            }
+            });
+            report_run(rank, joined);
+            let detached = rt.run(|| {
+                drop(skein::spawn_on(skein::num_workers() - 1, 0u8, |_| -> u8 {
+                    panic!("deliberate detached panic")
+                }));
+            });
+            report_run(rank, detached);
+        }
+        "remote-property" => {
+            // Properties of another rank from main: not yet supported under MPI (issue 18,
+            // step 6: proxies); a clear error on every rank, never a wrong answer.
+            let rt = skein::Runtime::builder().workers(1).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    let t = skein::trustee(skein::num_workers() - 1).entrust_new(5u64, |v| v);
+                    t.apply(1u64, |x, d| *x + d)
+                }),
+            );
         }
         "job" => {
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
@@ -133,6 +205,14 @@ fn rank_side(case: &str, dir: &Path) {
     }
 }
 
+/// Prints a run's outcome as one `RUN-OK rank=R <value>` or `RUN-ERROR rank=R: <error>` line.
+fn report_run<V: std::fmt::Debug>(rank: usize, r: Result<V, skein::Error>) {
+    match r {
+        Ok(v) => println!("RUN-OK rank={rank} {v:?}"),
+        Err(e) => println!("RUN-ERROR rank={rank}: {e}"),
+    }
+}
+
 fn write_file(path: &Path, content: &str) {
     // Written under a temporary name and renamed, so the harness never reads half a file.
     let mut tmp = path.as_os_str().to_owned();
@@ -149,7 +229,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 10] = [
+    let cases: [Case; 16] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -159,7 +239,13 @@ fn harness(args: &[String]) {
         }),
         ("abort_on_rank_1_ends_every_rank", abort_case),
         ("kill_9_of_rank_1_ends_every_rank", kill_case),
-        ("run_on_2_ranks_is_not_yet_supported", run_case),
+        ("run_on_2_ranks_returns_main_on_every_rank", |d| run_case(d, 2)),
+        ("run_on_3_ranks_returns_main_on_every_rank", |d| run_case(d, 3)),
+        ("spawn_on_every_worker_of_2_ranks", |d| spawn_case(d, 2)),
+        ("spawn_on_every_worker_of_3_ranks", |d| spawn_case(d, 3)),
+        ("wait_quiescent_across_3_ranks", quiescent_case),
+        ("remote_panics_are_named_on_every_rank", remote_panic_case),
+        ("remote_property_is_not_yet_supported", remote_property_case),
         ("one_rank_under_mpirun_runs_a_job", job_case),
         ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
     ];
@@ -265,6 +351,8 @@ fn launch(
         }
         cmd.arg("-np").arg(np.to_string()).arg(exe).arg("--rack-case").arg(case).arg(dir);
     }
+    // A loopback split cannot run under mpirun (the run refuses it): the cases run unsplit.
+    cmd.env_remove("SKEIN_LOOPBACK_RANKS");
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // Its own process group, so a launch that outlives the deadline is killed whole.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -509,21 +597,82 @@ fn kill_case(dir: &Path) -> Result<(), String> {
     check(l.stderr.contains("rank 1"), "mpirun's message names rank 1", &l)
 }
 
-fn run_case(dir: &Path) -> Result<(), String> {
-    let l = launch(dir, "run", &[(2, &own_exe())], |_| Ok(()))?;
-    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
-    let errors = l.lines("RUN-ERROR ");
-    for r in 0..2 {
-        check(
-            errors.iter().any(|s| {
-                s.starts_with(&format!("RUN-ERROR rank={r}: skein rank {r} of 2: "))
-                    && s.contains("not yet supported")
-            }),
-            &format!("rank {r} must get the not-yet-supported error"),
-            &l,
-        )?;
+/// Launches `case` on `ranks` ranks; checks that mpirun exits 0 and that every rank printed
+/// the same outcome lines (`RUN-OK`/`RUN-ERROR`, without the rank); returns rank 0's.
+fn same_on_every_rank(
+    dir: &Path,
+    case: &str,
+    ranks: usize,
+) -> Result<(Launch, Vec<String>), String> {
+    let l = launch(dir, case, &[(ranks, &own_exe())], |_| Ok(()))?;
+    check(l.status.is_some_and(|s| s.success()), "mpirun must exit 0", &l)?;
+    let per_rank = |r: usize| -> Vec<String> {
+        let ok = format!("RUN-OK rank={r} ");
+        let err = format!("RUN-ERROR rank={r}: ");
+        l.stdout
+            .lines()
+            .filter_map(|x| {
+                x.strip_prefix(&ok)
+                    .map(|v| format!("ok {v}"))
+                    .or_else(|| x.strip_prefix(&err).map(|e| format!("err {e}")))
+            })
+            .collect()
+    };
+    let first = per_rank(0);
+    check(!first.is_empty(), "rank 0 must report its runs", &l)?;
+    for r in 1..ranks {
+        check(per_rank(r) == first, &format!("rank {r} must return what rank 0 returns"), &l)?;
     }
-    check(l.lines("RUN-OK").is_empty(), "no rank may run the job", &l)
+    Ok((l, first))
+}
+
+fn run_case(dir: &Path, ranks: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "run", ranks)?;
+    let want = format!("ok (42, {ranks}, {})", 2 * ranks);
+    check(out == [want], "main's value, ranks and global workers", &l)
+}
+
+fn spawn_case(dir: &Path, ranks: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "spawn", ranks)?;
+    let n = 2 * ranks;
+    let want: Vec<String> = (0..n)
+        .map(|g| {
+            let next = (g + 2) % n;
+            format!("{g}@{}:{}", g / 2, g * 1000 + next)
+        })
+        .collect();
+    check(out == [format!("ok {want:?}")], "every fiber ran where it was sent", &l)
+}
+
+fn quiescent_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "quiescent", 3)?;
+    check(out == ["ok \"quiescent three times\""], "wait_quiescent across ranks", &l)
+}
+
+fn remote_panic_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "remote-panic", 2)?;
+    check(out.len() == 2, "two runs", &l)?;
+    check(
+        out[0] == "ok \"rank 1 worker 3: deliberate remote panic\"",
+        "join resumes the remote panic, naming rank and worker",
+        &l,
+    )?;
+    check(
+        out[1].starts_with("err 1 panic(s) during the skein job; first: ")
+            && out[1].contains("rank 1")
+            && out[1].contains("deliberate detached panic"),
+        "a detached remote panic fails the run on every rank, naming the rank",
+        &l,
+    )
+}
+
+fn remote_property_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "remote-property", 2)?;
+    check(
+        out.len() == 1 && out[0].starts_with("err ") && out[0].contains("not yet supported"),
+        "a property of another rank is refused with a clear error on every rank",
+        &l,
+    )
 }
 
 fn job_case(dir: &Path) -> Result<(), String> {

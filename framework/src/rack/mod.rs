@@ -91,7 +91,11 @@
 #[cfg(feature = "mpi")]
 mod exe_hash;
 #[cfg(feature = "mpi")]
+pub(crate) mod link;
+#[cfg(feature = "mpi")]
 mod mpi;
+#[cfg(any(test, feature = "mpi"))]
+pub(crate) mod outcome;
 #[cfg(all(test, feature = "mpi"))]
 pub(crate) mod relaunch;
 #[cfg(feature = "mpi")]
@@ -219,6 +223,13 @@ pub fn require_one_rank() -> Result<()> {
         return Err(Error::RackNotYetSupported { rank: p.rank, ranks: p.ranks });
     }
     Ok(())
+}
+
+/// The start of a run over ranks: every rank's worker count and loopback setting,
+/// all-gathered and checked alike on every rank (collective; see `mpi::agree_shape`).
+#[cfg(feature = "mpi")]
+pub(crate) fn agree_shape(workers: usize, loopback: usize) -> std::result::Result<(), String> {
+    mpi::agree_shape(workers, loopback)
 }
 
 thread_local! {

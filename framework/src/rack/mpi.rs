@@ -225,6 +225,42 @@ extern "C" fn finalize_at_exit() {
     drop(universe);
 }
 
+/// The most workers of a run over all ranks: a handle's trustee field has 12 bits
+/// (`trust/mod.rs`).
+const MAX_GLOBAL_WORKERS: u64 = 4096;
+
+/// All-gathers every rank's worker count and loopback setting at the start of a run over
+/// ranks, so that every rank takes the same decision (collective; on the thread that calls
+/// `Runtime::run`). Errors, the same on every rank, when a rank asks for a loopback split,
+/// when the ranks' worker counts differ, or when there are more than 4096 workers in all.
+pub(super) fn agree_shape(workers: usize, loopback: usize) -> Result<(), String> {
+    let world = SimpleCommunicator::world();
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let mine = [workers as u64, loopback as u64];
+    let mut all = vec![0u64; 2 * ranks];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    let per_rank: Vec<u64> = all.chunks_exact(2).map(|c| c[0]).collect();
+    if let Some(r) = all.chunks_exact(2).position(|c| c[1] > 1) {
+        return Err(format!(
+            "rank {r} asks for a loopback split (Builder::loopback_ranks or SKEIN_LOOPBACK_RANKS), \
+             which cannot run under mpirun with more than one rank"
+        ));
+    }
+    if per_rank.iter().any(|&w| w != per_rank[0]) {
+        return Err(format!(
+            "every rank must run the same number of workers; workers per rank: {per_rank:?}"
+        ));
+    }
+    let total = per_rank[0].saturating_mul(ranks as u64);
+    if total > MAX_GLOBAL_WORKERS {
+        return Err(format!(
+            "{ranks} ranks of {} workers make {total} workers; at most {MAX_GLOBAL_WORKERS}",
+            per_rank[0]
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::compare_fingerprints;

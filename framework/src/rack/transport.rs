@@ -96,9 +96,9 @@
 //!   `W · (R − 1) · P` request envelopes and as many response envelopes can be unreceived at
 //!   a rank, which is the `W · (R − 1) · P · 4 · B` of §4.5 (request out and response in on
 //!   the client side, request in and response out on the trustee side);
-//! * the per-endpoint pool keeps every buffer of capacity exactly `B` that comes back (a
-//!   bigger one, from a message longer than `B`, is dropped), so it holds at most the
-//!   endpoint's peak of buffers in use.
+//! * the per-endpoint pool keeps every buffer that comes back whose capacity is between
+//!   `min(B, 64 KiB)` and four times that (a bigger one, grown by a longer message, is
+//!   dropped), so it holds at most the endpoint's peak of buffers in use.
 //!
 //! # Invariants (every `unsafe` block below relies on them)
 //!
@@ -146,6 +146,10 @@ const PROBES_PER_PASS: usize = 32;
 /// The default envelope size `B`: 63 cache lines, under Open MPI's 4096-byte eager limit
 /// with MPI's own header (`docs/rack-mode.md` §4.2).
 pub(crate) const DEFAULT_ENVELOPE_BYTES: usize = 4032;
+
+/// The largest capacity of a pooled buffer (envelopes may be longer, up to
+/// [`Config::max_envelope_bytes`]: their buffers are not kept).
+pub(crate) const POOL_BUFFER_BYTES: usize = 64 << 10;
 
 /// The default window `P`: envelopes in flight per (worker, destination rank).
 pub(crate) const DEFAULT_WINDOW: usize = 4;
@@ -419,6 +423,10 @@ impl Received {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.data
     }
+    /// The envelope's bytes, owned (give the buffer back with [`Endpoint::give_back`]).
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.data
+    }
 }
 
 /// Outstanding MPI requests and what each one owns (a buffer, invariant 3), kept compact:
@@ -526,7 +534,7 @@ pub(crate) struct Endpoint {
     recvs: Requests<Receiving>,
     /// Received whole, not yet taken by `poll_recv`.
     ready: VecDeque<Received>,
-    /// Free buffers of capacity exactly `max_envelope_bytes`.
+    /// Free buffers (capacity `pool_capacity()` to four times that).
     pool: Vec<Vec<u8>>,
     stats: Stats,
 }
@@ -592,20 +600,65 @@ impl Endpoint {
         self.stats
     }
 
-    /// A buffer of capacity `max_envelope_bytes` from the pool (or new). Pooled buffers keep
-    /// the length they had, so that a receive into one zero-fills only what was never
-    /// initialised; a send clears it.
+    /// The capacity of the buffers this endpoint pools: `max_envelope_bytes`, at most
+    /// [`POOL_BUFFER_BYTES`] (a transport that allows huge envelopes does not allocate its
+    /// limit for every buffer).
+    fn pool_capacity(&self) -> usize {
+        self.comms.config.max_envelope_bytes.min(POOL_BUFFER_BYTES)
+    }
+
+    /// A buffer of capacity [`Endpoint::pool_capacity`] from the pool (or new). Pooled
+    /// buffers keep the length they had, so that a receive into one zero-fills only what was
+    /// never initialised; a send clears it.
     fn pooled(&mut self) -> Vec<u8> {
         match self.pool.pop() {
             Some(b) => b,
-            None => Vec::with_capacity(self.comms.config.max_envelope_bytes),
+            None => Vec::with_capacity(self.pool_capacity()),
         }
     }
 
+    /// Keeps a buffer that came back for reuse if its capacity is between the pool's and four
+    /// times that (a buffer grown by a long envelope beyond that is freed).
     fn recycle(&mut self, data: Vec<u8>) {
-        if data.capacity() == self.comms.config.max_envelope_bytes {
+        let cap = self.pool_capacity();
+        if (cap..=4 * cap).contains(&data.capacity()) {
             self.pool.push(data);
         }
+    }
+
+    /// An empty buffer from the pool, for a caller that fills its own envelope and hands it
+    /// to [`Endpoint::send_owned`].
+    pub(crate) fn buffer(&mut self) -> Vec<u8> {
+        let mut b = self.pooled();
+        b.clear();
+        b
+    }
+
+    /// Gives a buffer (of [`Endpoint::buffer`], or of a [`Received`]) back to the pool.
+    pub(crate) fn give_back(&mut self, data: Vec<u8>) {
+        self.recycle(data);
+    }
+
+    /// Sends `data` as it is, without a copy: claim and publish in one call. On
+    /// [`SendError::WouldBlock`] (and any other refusal) nothing is sent and the bytes come
+    /// back with the error.
+    pub(crate) fn send_owned(
+        &mut self,
+        to_rank: usize,
+        to_worker: usize,
+        data: Vec<u8>,
+    ) -> Result<(), (SendError, Vec<u8>)> {
+        let max = self.comms.config.max_envelope_bytes;
+        if data.len() > max {
+            return Err((SendError::TooLong { len: data.len(), max }, data));
+        }
+        let mut buf = match self.claim(to_rank, to_worker) {
+            Ok(b) => b,
+            Err(e) => return Err((e, data)),
+        };
+        let empty = std::mem::replace(&mut buf.data, data);
+        self.recycle(empty);
+        self.publish(buf).map_err(|e| (e, Vec::new()))
     }
 
     /// Claims an empty buffer for an envelope to (`to_rank`, `to_worker`), taking a place in
@@ -741,11 +794,11 @@ impl Endpoint {
     }
 
     fn test_sends(&mut self) -> usize {
-        let Endpoint { sends, in_flight, pool, comms, .. } = self;
-        let cap = comms.config.max_envelope_bytes;
+        let cap = self.pool_capacity();
+        let Endpoint { sends, in_flight, pool, .. } = self;
         sends.test_some(|s| {
             in_flight[s.to_rank] -= 1;
-            if s.data.capacity() == cap {
+            if (cap..=4 * cap).contains(&s.data.capacity()) {
                 pool.push(s.data);
             }
         })

@@ -30,7 +30,7 @@ pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
 use crate::error::{panic_message, Error, Result};
 use crate::stats::Stats;
 use crate::sync::{Arc, Mutex, Ordering};
-use run_state::{Config, RunState};
+use run_state::{Config, RunState, Split};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use worker::Worker;
 
@@ -282,6 +282,10 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
     {
+        crate::rack::init()?;
+        if crate::rack::ranks() > 1 {
+            return self.run_ranks(main);
+        }
         self.run_inner(main)
     }
 
@@ -300,6 +304,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
+        crate::rack::init()?;
         let ranks = crate::rack::ranks();
         if ranks > 1 {
             return Err(Error::Rack {
@@ -312,26 +317,17 @@ impl Runtime {
         self.run_inner(main)
     }
 
-    fn run_inner<F, R>(&self, main: F) -> Result<R>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        crate::rack::require_one_rank()?;
-        let run_state = RunState::start(self.cfg.clone()).ok_or(Error::TooManyRuns)?;
-        let result: Arc<Mutex<Option<std::thread::Result<R>>>> = Arc::new(Mutex::new(None));
-        let mut main = Some({
-            let result = result.clone();
-            let run_state = run_state.clone();
-            move || {
-                let r = catch_unwind(AssertUnwindSafe(main));
-                *result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-                run_state.main_done.store(true, Ordering::Release);
-            }
-        });
+    /// Starts the workers `lo .. lo + cfg.workers` (global ids) of `run_state`, `main` on
+    /// global worker 0 when it is among them. On a failure to start one, the run is shut down
+    /// and the error is returned beside the threads already started.
+    fn start_workers(
+        &self,
+        run_state: &Arc<RunState>,
+        lo: usize,
+        mut main: Option<impl FnOnce() + Send + 'static>,
+    ) -> (Vec<std::thread::JoinHandle<Result<()>>>, Option<Error>) {
         let mut handles = Vec::with_capacity(self.cfg.workers);
-        let mut spawn_err = None;
-        for w in 0..self.cfg.workers {
+        for w in lo..lo + self.cfg.workers {
             let rs = run_state.clone();
             let m = if w == 0 { main.take() } else { None };
             let h = std::thread::Builder::new()
@@ -341,12 +337,22 @@ impl Runtime {
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    spawn_err = Some(Error::Spawn { worker: w, source: e });
                     run_state.shutdown.store(true, Ordering::Release);
-                    break;
+                    return (handles, Some(Error::Spawn { worker: w, source: e }));
                 }
             }
         }
+        (handles, None)
+    }
+
+    /// Joins the worker threads; their failures (not user panics, which are recorded as the
+    /// run's errors) in order. Then keeps the run's statistics and frees what foreign threads
+    /// handed over after the workers stopped.
+    fn join_workers(
+        &self,
+        run_state: &Arc<RunState>,
+        handles: Vec<std::thread::JoinHandle<Result<()>>>,
+    ) -> Vec<Error> {
         let mut internal = Vec::new();
         for h in handles {
             match h.join() {
@@ -358,7 +364,43 @@ impl Runtime {
         *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
             Stats { workers: (0..run_state.n).map(|w| run_state.stats_of(w)).collect() };
         // Frees that arrived from foreign threads after the workers stopped.
-        free::free_leftovers(&run_state);
+        free::free_leftovers(run_state);
+        internal
+    }
+
+    /// `main` wrapped to record its result (or panic) and mark the run's `main_done`.
+    fn wrap_main<F, R>(
+        run_state: &Arc<RunState>,
+        main: F,
+    ) -> (impl FnOnce() + Send + 'static, MainSlot<R>)
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let result: MainSlot<R> = Arc::new(Mutex::new(None));
+        let wrapped = {
+            let result = result.clone();
+            let run_state = run_state.clone();
+            move || {
+                let r = catch_unwind(AssertUnwindSafe(main));
+                *result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                run_state.main_done.store(true, Ordering::Release);
+            }
+        };
+        (wrapped, result)
+    }
+
+    /// A run in this process (one rank, or the fake ranks of a loopback split).
+    fn run_inner<F, R>(&self, main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let run_state =
+            RunState::start(self.cfg.clone(), Split::InProcess).ok_or(Error::TooManyRuns)?;
+        let (main, result) = Self::wrap_main(&run_state, main);
+        let (handles, spawn_err) = self.start_workers(&run_state, 0, Some(main));
+        let internal = self.join_workers(&run_state, handles);
         if let Some(e) = spawn_err {
             return Err(e);
         }
@@ -384,7 +426,100 @@ impl Runtime {
             _ => Err(Error::Internal("main fiber produced no result".into())),
         }
     }
+
+    /// A run over the MPI ranks of the job (`docs/rack-mode.md` §1.2): collective; `main`
+    /// runs on rank 0, every rank returns the same outcome.
+    #[cfg(not(feature = "mpi"))]
+    fn run_ranks<F, R>(&self, _main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    {
+        // Without the feature the bootstrap never reports more than one rank.
+        Err(Error::RackNotYetSupported { rank: crate::rack::rank(), ranks: crate::rack::ranks() })
+    }
+
+    /// A run over the MPI ranks of the job (`docs/rack-mode.md` §1.2): collective; `main`
+    /// runs on rank 0, every rank returns the same outcome.
+    #[cfg(feature = "mpi")]
+    fn run_ranks<F, R>(&self, main: F) -> Result<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    {
+        use crate::rack::outcome::{self, MainFailure, RankReport};
+        use crate::rack::{link::MpiLink, transport as mt};
+        let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
+        let rack_err = |message: String| Error::Rack { rank, message };
+        let w = self.cfg.workers;
+        // Every rank must take the same decision before the first collective of the run.
+        crate::rack::agree_shape(w, self.cfg.loopback_ranks).map_err(rack_err)?;
+        let job_run = outcome::next_job_run();
+        let token = crate::rack::job_token().unwrap_or(0);
+        let config = mt::Config { max_envelope_bytes: 1 << 30, window: mt::DEFAULT_WINDOW };
+        let (transport, endpoints) = mt::open(w, config).map_err(rack_err)?;
+        let link = Arc::new(MpiLink::new(token, rank, endpoints));
+        let all_reduce = quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?;
+        let split = Split::Mpi {
+            job_run,
+            rank,
+            ranks,
+            transport: Box::new(link.clone()),
+            all_reduce: Box::new(all_reduce),
+        };
+        let Some(run_state) = RunState::start(self.cfg.clone(), split) else {
+            // The other ranks are in the run already: fate sharing.
+            crate::rack::abort(1, &Error::TooManyRuns.to_string());
+        };
+        let (main, result) = Self::wrap_main(&run_state, main);
+        let (handles, spawn_err) = self.start_workers(&run_state, rank * w, Some(main));
+        if let Some(e) = spawn_err {
+            // The other ranks would wait for this one's workers forever: fate sharing.
+            crate::rack::abort(1, &e.to_string());
+        }
+        let internal = self.join_workers(&run_state, handles);
+        let mut report = RankReport {
+            errors: std::mem::take(
+                &mut *run_state.errors.lock().unwrap_or_else(|e| e.into_inner()),
+            ),
+            deadlock: *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner()),
+            internal: internal.iter().map(|e| e.to_string()).collect(),
+            main: None,
+        };
+        match transport.close(link.take_endpoints()) {
+            Ok(left) => {
+                let aborted = run_state.aborted.load(Ordering::Acquire);
+                if !aborted
+                    && (left.sends_in_flight > 0
+                        || left.receives_in_flight > 0
+                        || left.undelivered > 0)
+                {
+                    report
+                        .internal
+                        .push(format!("the transport closed with messages left over: {left:?}"));
+                }
+            }
+            Err(e) => report.internal.push(format!("the transport did not close: {e}")),
+        }
+        if rank == 0 {
+            report.main = Some(match result.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                Some(Ok(r)) => {
+                    crate::wire::codec::encode(&r).map_err(|e| MainFailure::Encode(e.to_string()))
+                }
+                Some(Err(p)) => Err(MainFailure::Panicked(panic_message(&*p))),
+                None => Err(MainFailure::Missing),
+            });
+        }
+        drop(run_state);
+        let bytes = outcome::exchange(&report).map_err(rack_err)?.into_result()?;
+        crate::wire::codec::decode::<R>(&bytes).map_err(|e| {
+            Error::Internal(format!("rank {rank}: the value of main does not decode: {e}"))
+        })
+    }
 }
+
+/// Where `main`'s result (or panic) lands.
+type MainSlot<R> = Arc<Mutex<Option<std::thread::Result<R>>>>;
 
 fn worker_thread(
     index: usize,
@@ -396,6 +531,10 @@ fn worker_thread(
     impl Drop for StopOnPanic {
         fn drop(&mut self) {
             if std::thread::panicking() {
+                if self.0.mpi_rank.is_some() {
+                    // The other ranks would wait for this one forever: fate sharing.
+                    crate::rack::abort(1, "a skein worker failed (see the panic above)");
+                }
                 self.0.shutdown.store(true, Ordering::Release);
             }
         }

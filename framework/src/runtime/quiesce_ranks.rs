@@ -128,7 +128,7 @@ use std::collections::VecDeque;
 /// result is complete on a rank only after every rank has started its `i`-th all-reduce
 /// (transport condition T1 of the module docs), and what each rank did before `start`
 /// happens before what any rank does after `test` returned the result.
-pub(crate) trait AllReduce {
+pub(crate) trait AllReduce: std::fmt::Debug {
     /// Starts the next all-reduce with this rank's `values`. Panics if one is outstanding
     /// (a bug in the caller: the detector never does it).
     fn start(&mut self, values: &[u64]);
@@ -324,6 +324,9 @@ pub(crate) struct Gauges {
     pub(crate) parked: u64,
     pub(crate) quiesce_waiters: u64,
     pub(crate) main_done: bool,
+    /// The run was aborted on some rank (a refused envelope, a corrupt release): every rank
+    /// stops in the round that sees it, quiescent or not (its requests may be lost).
+    pub(crate) aborted: bool,
 }
 
 /// `finished` of one worker (Acquire): its part of wave 1.
@@ -347,6 +350,7 @@ pub(crate) fn worker_gauges(c: &WorkerCounters) -> Gauges {
         parked: c.parked.load(Ordering::Acquire),
         quiesce_waiters: c.quiesce_waiters.load(Ordering::Acquire),
         main_done: false,
+        aborted: false,
     }
 }
 
@@ -365,7 +369,43 @@ impl RankCounters for [WorkerCounters] {
             parked: a.parked.wrapping_add(g.parked),
             quiesce_waiters: a.quiesce_waiters.wrapping_add(g.quiesce_waiters),
             main_done: false,
+            aborted: false,
         })
+    }
+}
+
+/// A run's workers on one rank (its fake rank in a loopback split), with the run's
+/// `main_done` flag on the rank that runs `main` (the one of global worker 0) and its
+/// `aborted` flag.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RankView<'a> {
+    pub(crate) run_state: &'a RunState,
+    /// The rank's first global worker id and its number of workers.
+    pub(crate) lo: usize,
+    pub(crate) len: usize,
+}
+
+impl RankView<'_> {
+    fn workers(&self) -> &[WorkerCounters] {
+        &self.run_state.counters[self.lo..self.lo + self.len]
+    }
+}
+
+impl RankCounters for RankView<'_> {
+    fn finished(&self) -> u64 {
+        self.workers().finished()
+    }
+
+    fn created(&self) -> u64 {
+        self.workers().created()
+    }
+
+    fn gauges(&self) -> Gauges {
+        Gauges {
+            main_done: self.lo == 0 && self.run_state.main_done.load(Ordering::Acquire),
+            aborted: self.run_state.aborted.load(Ordering::Acquire),
+            ..self.workers().gauges()
+        }
     }
 }
 
@@ -380,7 +420,11 @@ impl RankCounters for RunState {
     }
 
     fn gauges(&self) -> Gauges {
-        Gauges { main_done: self.main_done.load(Ordering::Acquire), ..self.counters.gauges() }
+        Gauges {
+            main_done: self.main_done.load(Ordering::Acquire),
+            aborted: self.aborted.load(Ordering::Acquire),
+            ..self.counters.gauges()
+        }
     }
 }
 
@@ -390,7 +434,8 @@ const F: usize = 1;
 const PARKED: usize = 2;
 const WAITERS: usize = 3;
 const MAIN_DONE: usize = 4;
-const LEN: usize = 5;
+const ABORTED: usize = 5;
+const LEN: usize = 6;
 
 /// The outcome of detection `detection`, the same on every rank (computed from the same
 /// sums).
@@ -426,7 +471,9 @@ impl Verdict {
     /// What every rank does on this verdict.
     pub(crate) fn action(&self) -> Action {
         let g = self.gauges;
-        if !self.quiescent {
+        if g.aborted {
+            Action::Stop { deadlock: None }
+        } else if !self.quiescent {
             Action::Continue
         } else if g.quiesce_waiters > 0 {
             Action::WakeWaiters
@@ -514,6 +561,7 @@ impl<A: AllReduce> Detector<A> {
                 parked: sums[PARKED],
                 quiesce_waiters: sums[WAITERS],
                 main_done: sums[MAIN_DONE] > 0,
+                aborted: sums[ABORTED] > 0,
             },
         }
     }
@@ -536,6 +584,7 @@ impl<A: AllReduce> Detector<A> {
         v[PARKED] = g.parked;
         v[WAITERS] = g.quiesce_waiters;
         v[MAIN_DONE] = u64::from(g.main_done);
+        v[ABORTED] = u64::from(g.aborted);
         // Step 4.
         self.all_reduce.start(&v);
         self.posted = true;
@@ -646,7 +695,8 @@ mod tests {
             loopback_ranks: 1,
             loopback_corrupt: None,
         };
-        let rs = RunState::start(cfg).expect("a run id");
+        let rs =
+            RunState::start(cfg, crate::runtime::run_state::Split::InProcess).expect("a run id");
         let c = &rs.counters;
         proto::bump(&c[0].created, 2);
         proto::bump(&c[1].issued[2], 3);
@@ -657,7 +707,7 @@ mod tests {
         proto::set(&c[0].quiesce_waiters, 1);
         proto::set(&c[0].parked, 1);
         assert_eq!((rs.created(), rs.finished()), (9, 6));
-        let g = Gauges { parked: 3, quiesce_waiters: 1, main_done: false };
+        let g = Gauges { parked: 3, quiesce_waiters: 1, main_done: false, aborted: false };
         assert_eq!(rs.gauges(), g);
         rs.main_done.store(true, Ordering::Release);
         assert_eq!(rs.gauges(), Gauges { main_done: true, ..g });
@@ -666,7 +716,7 @@ mod tests {
     /// The actions every rank takes on a verdict.
     #[test]
     fn verdict_actions() {
-        let g = Gauges { parked: 0, quiesce_waiters: 0, main_done: true };
+        let g = Gauges { parked: 0, quiesce_waiters: 0, main_done: true, aborted: false };
         let v = Verdict { detection: 4, quiescent: true, finished: 7, created: 7, gauges: g };
         assert_eq!(v.action(), Action::Stop { deadlock: None });
         assert_eq!(Verdict { quiescent: false, ..v }.action(), Action::Continue);
@@ -987,6 +1037,7 @@ mod sim {
                 parked: g.iter().map(|g| g.parked).sum(),
                 quiesce_waiters: g.iter().map(|g| g.quiesce_waiters).sum(),
                 main_done: self.rank == 0 && self.world.borrow().main_done,
+                aborted: false,
             }
         }
     }
@@ -1088,6 +1139,7 @@ mod sim {
                         parked: w.parked,
                         quiesce_waiters: w.waiters,
                         main_done: w.main_done,
+                        aborted: false,
                     };
                     if w.live != 0 || v.created != w.created || v.gauges != truth {
                         return Err(format!(

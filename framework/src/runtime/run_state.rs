@@ -64,6 +64,26 @@ impl WorkerCounters {
     }
 }
 
+/// A rank's all-reduce for quiescence detection.
+pub(crate) type AllReduceBox = Box<dyn super::quiesce_ranks::AllReduce + Send>;
+
+/// How a run spans ranks.
+pub(crate) enum Split {
+    /// One process, or the fake ranks of a loopback run (`Config::loopback_ranks`).
+    InProcess,
+    /// Rank `rank` of `ranks` MPI ranks, each with `Config::workers` workers, over
+    /// `transport`, with this rank's all-reduce for quiescence detection.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    Mpi {
+        /// The run's number in the job, the same on every rank (`crate::rack::outcome`).
+        job_run: u32,
+        rank: usize,
+        ranks: usize,
+        transport: Box<dyn super::transport::Transport>,
+        all_reduce: AllReduceBox,
+    },
+}
+
 /// Everything the workers of one run share.
 #[derive(Debug)]
 pub(crate) struct RunState {
@@ -71,6 +91,9 @@ pub(crate) struct RunState {
     /// Distinguishes this run from every other run whose handles exist ([`crate::run_ids`]):
     /// a handle of another run is refused without touching memory.
     pub(crate) run_id: u32,
+    /// What envelopes carry to name this run (`job_run`): the run id in one process, the
+    /// run's number in the job over MPI (the same on every rank).
+    pub(crate) job_run: u32,
     pub(crate) cfg: Config,
     pairs: Box<[SlotPair]>,
     pub(crate) counters: Box<[WorkerCounters]>,
@@ -80,13 +103,24 @@ pub(crate) struct RunState {
     pub(crate) deadlock: Mutex<Option<(u64, bool)>>,
     /// Frees handed over by threads that are not workers of this run ([`free`]).
     pub(crate) foreign_frees: ForeignFrees<PropPtr>,
-    /// Ranks of the run (R): the fake ranks of a loopback run, else 1.
+    /// Ranks of the run (R): the MPI ranks of a run over MPI, the fake ranks of a loopback
+    /// run, else 1.
     pub(crate) ranks: usize,
     /// Workers per rank (W): `n / ranks`.
     pub(crate) local_n: usize,
-    /// The transport for pairs across ranks: the loopback transport in a loopback run, else
-    /// none (`docs/rack-mode.md` §4.1).
+    /// In a run over MPI, this process's rank (its workers are `rank·W .. (rank+1)·W`, the
+    /// only ones with threads here; the other ranks' counters stay zero). `None` otherwise.
+    pub(crate) mpi_rank: Option<usize>,
+    /// The slot pairs exist for the workers `pair_lo ..` (this process's): `pair(c, t)` is
+    /// `pairs[(c − pair_lo)·pair_stride + (t − pair_lo)]` (`0` and `n`, except over MPI).
+    pair_lo: usize,
+    pair_stride: usize,
+    /// The transport for pairs across ranks: the loopback transport in a loopback run, the
+    /// MPI link in a run over MPI, else none (`docs/rack-mode.md` §4.1).
     pub(crate) transport: Option<Box<dyn super::transport::Transport>>,
+    /// Each rank's all-reduce for quiescence detection across ranks
+    /// (`super::quiesce_ranks`), until its first worker takes it; empty when not split.
+    all_reduces: Mutex<Vec<Option<AllReduceBox>>>,
     /// Set when the run was stopped before quiescence (a refused batch): requests were lost,
     /// so the end-of-run checks that assume quiescence do not apply.
     pub(crate) aborted: AtomicBool,
@@ -110,20 +144,55 @@ impl Drop for RunState {
 impl RunState {
     /// The shared state of a new run, registered for [`free::find_run`]; `None` when no run
     /// id is free ([`crate::run_ids`]).
-    pub(crate) fn start(cfg: Config) -> Option<Arc<RunState>> {
-        let s = Arc::new(RunState::new(cfg, crate::run_ids::acquire()?));
+    pub(crate) fn start(cfg: Config, split: Split) -> Option<Arc<RunState>> {
+        let s = Arc::new(RunState::new(cfg, crate::run_ids::acquire()?, split));
         free::register_run(&s);
         Some(s)
     }
 
-    fn new(cfg: Config, run_id: u32) -> RunState {
-        let n = cfg.workers;
-        let ranks = cfg.loopback_ranks.max(1);
-        let transport: Option<Box<dyn super::transport::Transport>> = (ranks > 1).then(|| {
-            Box::new(super::transport::Loopback::new(n, ranks, run_id, cfg.loopback_corrupt))
-                as Box<dyn super::transport::Transport>
-        });
+    fn new(cfg: Config, run_id: u32, split: Split) -> RunState {
+        let w = cfg.workers;
+        type Parts = (usize, usize, Option<usize>, Option<Box<dyn super::transport::Transport>>);
+        let mut job_run = run_id;
+        let (n, ranks, mpi_rank, transport, all_reduces): (_, _, _, _, Vec<Option<AllReduceBox>>) =
+            match split {
+                Split::InProcess => {
+                    let ranks = cfg.loopback_ranks.max(1);
+                    let (n, ranks, mpi_rank, transport): Parts = (
+                        w,
+                        ranks,
+                        None,
+                        (ranks > 1).then(|| {
+                            Box::new(super::transport::Loopback::new(
+                                w,
+                                ranks,
+                                run_id,
+                                cfg.loopback_corrupt,
+                            )) as Box<dyn super::transport::Transport>
+                        }),
+                    );
+                    let ar = if ranks > 1 {
+                        super::quiesce_ranks::ThreadsAllReduce::group(ranks)
+                            .into_iter()
+                            .map(|a| Some(Box::new(a) as AllReduceBox))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    (n, ranks, mpi_rank, transport, ar)
+                }
+                Split::Mpi { job_run: jr, rank, ranks, transport, all_reduce } => {
+                    job_run = jr;
+                    let mut ar: Vec<Option<AllReduceBox>> = (0..ranks).map(|_| None).collect();
+                    ar[rank] = Some(all_reduce);
+                    (w * ranks, ranks, Some(rank), Some(transport), ar)
+                }
+            };
         let local_n = n / ranks;
+        let (pair_lo, pair_stride) = match mpi_rank {
+            Some(r) => (r * local_n, local_n),
+            None => (0, n),
+        };
         let (exports, owners): (Vec<_>, Vec<_>) = if ranks > 1 {
             (0..n)
                 .map(|g| {
@@ -140,11 +209,18 @@ impl RunState {
             owners: Mutex::new(owners),
             ranks,
             local_n,
+            mpi_rank,
+            pair_lo,
+            pair_stride,
             transport,
+            all_reduces: Mutex::new(all_reduces),
             aborted: AtomicBool::new(false),
             n,
             run_id,
-            pairs: (0..n * n).map(|_| SlotPair::new(cfg.slot_overflow)).collect(),
+            job_run,
+            pairs: (0..pair_stride * pair_stride)
+                .map(|_| SlotPair::new(cfg.slot_overflow))
+                .collect(),
             counters: (0..n).map(|_| WorkerCounters::new(n)).collect(),
             cfg,
             shutdown: AtomicBool::new(false),
@@ -155,13 +231,23 @@ impl RunState {
         }
     }
 
-    /// The statistics of worker `w` (requests sent and local requests come from `issued`).
+    /// The all-reduce of rank `rank` for quiescence detection, once (the rank's first worker
+    /// takes it when it starts); `None` when the run is not split.
+    pub(crate) fn take_all_reduce(&self, rank: usize) -> Option<AllReduceBox> {
+        self.all_reduces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(rank)
+            .and_then(Option::take)
+    }
+
     /// The [`Owner`] part of trustee `g`'s export table, once (its worker takes it when it
     /// starts); `None` outside a split run.
     pub(crate) fn take_owner(&self, g: usize) -> Option<Owner<PropPtr>> {
         self.owners.lock().unwrap_or_else(|e| e.into_inner()).get_mut(g).and_then(Option::take)
     }
 
+    /// The statistics of worker `w` (requests sent and local requests come from `issued`).
     pub(crate) fn stats_of(&self, w: usize) -> crate::stats::WorkerStats {
         let c = &self.counters[w];
         let mut s = c.stats.snapshot();
@@ -179,13 +265,31 @@ impl RunState {
     /// The slots of the pair (`client`, `trustee`).
     #[inline]
     pub(crate) fn pair(&self, client: usize, trustee: usize) -> &SlotPair {
-        &self.pairs[client * self.n + trustee]
+        &self.pairs[(client - self.pair_lo) * self.pair_stride + (trustee - self.pair_lo)]
     }
 
-    /// True in a loopback run ([`Config::loopback_ranks`] above 1).
+    /// True in a loopback run ([`Config::loopback_ranks`] above 1): fake ranks in one process,
+    /// which share its memory.
     #[inline]
     pub(crate) fn is_loopback(&self) -> bool {
+        self.ranks > 1 && self.mpi_rank.is_none()
+    }
+
+    /// True when the run spans ranks (MPI, or the fake ranks of a loopback run).
+    #[inline]
+    pub(crate) fn is_split(&self) -> bool {
         self.ranks > 1
+    }
+
+    /// Stops the run before quiescence (a refused envelope, a corrupt release): its requests
+    /// may be lost. One process (and a loopback split) stops at once; over MPI every rank
+    /// must stop in the same detection round, so the flag travels in the next round's
+    /// all-reduce (`super::quiesce_ranks`, `Gauges::aborted`) and each rank stops there.
+    pub(crate) fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
+        if self.mpi_rank.is_none() {
+            self.shutdown.store(true, Ordering::Release);
+        }
     }
 
     pub(crate) fn record_error(&self, msg: String) {

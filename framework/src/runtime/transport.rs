@@ -126,8 +126,8 @@ use crate::channel::record::{header, HEADER_WORDS};
 use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
 use crate::property::proxy::Release;
+use crate::sync::bump;
 use crate::sync::proto;
-use crate::sync::{bump, Ordering};
 use crate::wire::envelope::{
     control_id, is_loopback_table, joined_body, joined_parts, launch_parts, release_parts,
     spawn_parts, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason,
@@ -184,6 +184,45 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn release(&self, me: usize, msg: Vec<u8>);
     /// Moves bytes (completes sends and receives); true if it did something.
     fn progress(&self, me: usize) -> bool;
+    /// Whether worker `me` has messages under way in the transport (a send not complete, a
+    /// receive not taken): it must not sleep then.
+    fn busy(&self, _me: usize) -> bool {
+        false
+    }
+    /// At the end of a run (every envelope received): completes worker `me`'s sends, for at
+    /// most `limit`; false if some are still incomplete then (a peer that stopped receiving:
+    /// an aborted run).
+    fn drain(&self, _me: usize, _limit: std::time::Duration) -> bool {
+        true
+    }
+}
+
+/// A shared transport (the run keeps one handle to close it after the workers stopped).
+impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
+    fn token(&self) -> u64 {
+        (**self).token()
+    }
+    fn claim(&self, from: usize, to: usize) -> Option<Vec<u8>> {
+        (**self).claim(from, to)
+    }
+    fn publish(&self, from: usize, to: usize, msg: Vec<u8>) {
+        (**self).publish(from, to, msg)
+    }
+    fn poll(&self, me: usize) -> Option<Arrived> {
+        (**self).poll(me)
+    }
+    fn release(&self, me: usize, msg: Vec<u8>) {
+        (**self).release(me, msg)
+    }
+    fn progress(&self, me: usize) -> bool {
+        (**self).progress(me)
+    }
+    fn busy(&self, me: usize) -> bool {
+        (**self).busy(me)
+    }
+    fn drain(&self, me: usize, limit: std::time::Duration) -> bool {
+        (**self).drain(me, limit)
+    }
 }
 
 /// One worker's inbox, and the buffers it released (reused by its next claims).
@@ -424,7 +463,7 @@ impl Worker {
     fn job(&self) -> Job {
         Job {
             token: self.transport().token(),
-            job_run: self.run_id,
+            job_run: self.run_state.job_run,
             me: self.index as u32,
             workers: self.local_n as u32,
             ranks: self.run_state.ranks as u32,
@@ -530,7 +569,7 @@ impl Worker {
             assert!(count > 0, "skein: a request does not fit in an empty loopback batch");
             let head = Head {
                 token: self.transport().token(),
-                job_run: self.run_id,
+                job_run: self.run_state.job_run,
                 from: self.index as u32,
                 to_rank: (trustee / self.local_n) as u32,
                 to: trustee as u32,
@@ -639,8 +678,7 @@ impl Worker {
     #[cold]
     fn refuse(&self, e: BadBatch) {
         self.run_state.record_error(format!("rank {} worker {}: {e}", self.rank, self.index));
-        self.run_state.aborted.store(true, Ordering::Release);
-        self.run_state.shutdown.store(true, Ordering::Release);
+        self.run_state.abort();
     }
 
     /// The trustee role for a request envelope from `from_rank`.
@@ -652,7 +690,7 @@ impl Worker {
             max_response_bytes: usize::MAX,
             next_seq: &next_seq,
             seq_window: 1,
-            loopback: true,
+            loopback: self.run_state.is_loopback(),
         };
         let env = validate(bytes, from_rank, &expect)?;
         let client = env.head.from as usize;
@@ -664,7 +702,7 @@ impl Worker {
             buf,
             &Head {
                 token: expect.job.token,
-                job_run: self.run_id,
+                job_run: self.run_state.job_run,
                 from: self.index as u32,
                 to_rank: from_rank as u32,
                 to: client as u32,
@@ -699,6 +737,16 @@ impl Worker {
                 } else {
                     if rec.target == 0 {
                         return Err(refused("null target".into()));
+                    }
+                    if !self.run_state.is_loopback() {
+                        // Only a loopback split may name a value by its address (module
+                        // docs); across processes a target is an export (`docs/rack-mode.md`
+                        // §5.2), which requests do not carry yet.
+                        return Err(refused(
+                            "an address target outside a loopback split (requests to \
+                             properties of another rank are not yet supported under MPI)"
+                                .into(),
+                        ));
                     }
                     // SAFETY: loopback only (module docs): the target word is the address of
                     // the value the client's live request works on (`Place::value_addr`), in

@@ -13,7 +13,8 @@
 use super::export::Owner;
 use super::free::{self, PendingFrees};
 use super::quiesce;
-use super::run_state::{RunState, WorkerCounters};
+use super::quiesce_ranks::{Action, Detector, RankView};
+use super::run_state::{AllReduceBox, RunState, WorkerCounters};
 use crate::channel::batch::{serve_batch, tag_count, untag_count};
 use crate::channel::prefetch::prefetch;
 use crate::channel::queue::RecordQueue;
@@ -104,8 +105,11 @@ pub(crate) struct Worker {
     pub(crate) rank: usize,
     /// The first global id of this worker's rank.
     rank_lo: usize,
-    /// The loopback transport's per-worker state, in a loopback run.
+    /// The transport's per-worker state, in a split run (MPI or loopback).
     pub(super) remote: Option<Box<super::transport::RemoteSide>>,
+    /// Quiescence detection across ranks, on the first worker of each rank of a split run
+    /// (`super::quiesce_ranks`); one rank's worker 0 uses [`quiesce::detect`] instead.
+    detector: Option<RefCell<Detector<AllReduceBox>>>,
     pub(super) clients: Box<[ClientSide]>,
     pub(super) trustees: Box<[TrusteeSide]>,
     /// Requests this worker has served for itself.
@@ -136,17 +140,20 @@ impl Worker {
         let n = run_state.n;
         let pool = StackPool::new(run_state.cfg.stack_size, run_state.cfg.fibers_per_worker)?;
         let local_n = run_state.local_n;
-        let (rank, rank_lo) = if run_state.is_loopback() {
-            (index / local_n, index / local_n * local_n)
-        } else {
-            (crate::rack::rank(), 0)
-        };
+        // Global ids: `index = rank·W + w` (one rank: `rank` 0, `local_n` = n).
+        let (rank, rank_lo) = (index / local_n, index / local_n * local_n);
         let owner = run_state.take_owner(index).map(RefCell::new);
+        let detector = if index == rank_lo {
+            run_state.take_all_reduce(rank).map(|a| RefCell::new(Detector::new(a)))
+        } else {
+            None
+        };
         Ok(Worker {
             local_n,
             rank,
             rank_lo,
-            remote: run_state.is_loopback().then(|| Box::new(super::transport::RemoteSide::new(n))),
+            remote: run_state.is_split().then(|| Box::new(super::transport::RemoteSide::new(n))),
+            detector,
             index,
             n,
             run_id: run_state.run_id,
@@ -565,10 +572,55 @@ impl Worker {
                 self.run_state
                     .record_error(format!("rank {} worker {}: {e}", self.rank, self.index));
             }
-            self.run_state.aborted.store(true, Ordering::Release);
-            self.run_state.shutdown.store(true, Ordering::Release);
+            self.run_state.abort();
         }
         p.applied > 0
+    }
+
+    // ----- quiescence across ranks ---------------------------------------------------
+
+    /// One step of this rank's detector (`super::quiesce_ranks`), if this worker runs one;
+    /// acts on a positive verdict before the next step, as the proof requires. True when the
+    /// run stops (every rank stops in the same round).
+    fn poll_detector(&self) -> bool {
+        let Some(d) = &self.detector else { return false };
+        let view = RankView { run_state: &self.run_state, lo: self.rank_lo, len: self.local_n };
+        let Some(v) = d.borrow_mut().poll(&view) else { return false };
+        match v.action() {
+            Action::Continue => false,
+            Action::WakeWaiters => {
+                self.wake_rank_waiters();
+                false
+            }
+            Action::Stop { deadlock } => {
+                if let Some((parked, main_done)) = deadlock {
+                    self.run_state.set_deadlock(parked, main_done);
+                }
+                self.run_state.shutdown.store(true, Ordering::Release);
+                true
+            }
+        }
+    }
+
+    /// Wakes the `wait_quiescent` callers of this worker's rank: its own, and a wake-up
+    /// posted to each other worker of the rank that has some (then published at once, as
+    /// [`quiesce::detect`] does).
+    fn wake_rank_waiters(&self) {
+        let mut posted = false;
+        for g in self.rank_lo..self.rank_lo + self.local_n {
+            if self.run_state.counters[g].quiesce_waiters.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            if g == self.index {
+                self.wake_quiesce_waiters();
+            } else {
+                posted = true;
+                self.post(g, || super::context::expect("wake").wake_quiesce_waiters());
+            }
+        }
+        if posted {
+            self.flush_requests();
+        }
     }
 
     // ----- the loop ---------------------------------------------------------------------
@@ -576,6 +628,7 @@ impl Worker {
     /// Runs the worker loop until shutdown.
     pub(crate) fn run_loop(&self) {
         let mut idle: u32 = 0;
+        let mut busy_passes: u32 = 0;
         let mut incoming = false;
         loop {
             let mut useful = false;
@@ -597,7 +650,8 @@ impl Worker {
                     useful |= self.process_releases(o);
                 }
             }
-            for client in 0..self.n {
+            // Slots exist between the workers of one rank only.
+            for client in self.rank_lo..self.rank_lo + self.local_n {
                 if client != self.index {
                     useful |= self.serve(client);
                 }
@@ -614,6 +668,12 @@ impl Worker {
                 idle = 0;
                 incoming = false;
                 bump(&st.useful_polls, 1);
+                busy_passes = busy_passes.wrapping_add(1);
+                // A rank's detector also runs now and then while its first worker is busy:
+                // every rank's detection waits for each rank's part of a round.
+                if busy_passes % 1024 == 0 && self.poll_detector() {
+                    break;
+                }
                 continue;
             }
             bump(&st.idle_polls, 1);
@@ -622,6 +682,12 @@ impl Worker {
             }
             free::take_foreign(self);
             idle = idle.saturating_add(1);
+            // Across ranks, every idle pass (also while a response is due: a rank waiting for
+            // an answer must still take part in the rounds, or an abort elsewhere could never
+            // reach it).
+            if self.poll_detector() {
+                break;
+            }
             if self.own_work_due() {
                 // A response is due: poll, spinning longer than a busy peer's loop pass takes,
                 // then yielding the core (the peer may be descheduled); never sleep. Yielding
@@ -633,7 +699,11 @@ impl Worker {
                 }
                 continue;
             }
-            if self.index == 0 && (idle % 16 == 0 || idle > SPIN + YIELD) && quiesce::detect(self) {
+            if self.detector.is_none()
+                && self.index == 0
+                && (idle % 16 == 0 || idle > SPIN + YIELD)
+                && quiesce::detect(self)
+            {
                 break;
             }
             // Requests on their way to us: treated like a due response. Other workers'
@@ -650,7 +720,14 @@ impl Worker {
                 }
                 continue;
             }
-            backoff(idle);
+            if self.run_state.mpi_rank.is_some() {
+                mpi_backoff(
+                    idle,
+                    self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index)),
+                );
+            } else {
+                backoff(idle);
+            }
         }
         // Shutdown is only decided at quiescence: every request has been served, so every
         // pending free is eligible now. No request of this run can arrive any more: the
@@ -662,6 +739,21 @@ impl Worker {
         free::take_foreign(self);
         self.frees.process(self);
         debug_assert!(self.frees.is_empty() || self.run_state.aborted.load(Ordering::Acquire));
+        // Every envelope of the run has been received (quiescence across ranks): complete
+        // this worker's sends before the transport is closed. An aborted run may have
+        // rendezvous sends that a stopped peer never receives: give up on those after a while
+        // (their buffers are leaked, never freed under MPI's feet).
+        if self.run_state.mpi_rank.is_some() {
+            if let Some(t) = self.run_state.transport.as_deref() {
+                let limit = std::time::Duration::from_secs(5);
+                if !t.drain(self.index, limit) && !self.run_state.aborted.load(Ordering::Acquire) {
+                    self.run_state.record_error(format!(
+                        "rank {} worker {}: sends still incomplete {limit:?} after the run ended",
+                        self.rank, self.index
+                    ));
+                }
+            }
+        }
         // Deadlocked fibers (reported as Error::Deadlock) are leaked, never unwound.
         for f in self.fibers.borrow_mut().drain(..).flatten() {
             std::mem::forget(f);
@@ -688,6 +780,23 @@ impl Worker {
         })
     }
 }
+
+/// The idle policy of a run over MPI, where requests from other ranks arrive unannounced
+/// (no counter of theirs is visible here): spin, then yield the core; sleep (50 µs) only after
+/// a long idle stretch with nothing under way in the transport, so a rank that waits for
+/// another rank's long computation does not burn its core forever.
+fn mpi_backoff(idle: u32, transport_busy: bool) {
+    if idle < SPIN {
+        std::hint::spin_loop();
+    } else if transport_busy || idle < MPI_YIELD {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+}
+
+/// Idle passes spent in `sched_yield` before a worker of a run over MPI sleeps.
+const MPI_YIELD: u32 = 1 << 16;
 
 /// Idle passes spent spinning before yielding the core.
 const SPIN: u32 = 64;

@@ -1,0 +1,172 @@
+//! The MPI envelope transport (`super::transport`) as the runtime's
+//! [`Transport`](crate::runtime::transport::Transport): what the worker loop calls in a run
+//! over MPI ranks (`Runtime::run` under `mpirun`, `docs/rack-mode.md` §4).
+//!
+//! # Shape
+//!
+//! One [`Endpoint`] per local worker, each behind a `Mutex` that only its worker locks (the
+//! runtime's transport calls are made by the worker they name: never contended; the mutex
+//! is there so that the link is `Sync` without an `unsafe` argument). Envelopes are plain
+//! `Vec<u8>`s from the endpoint's pool: [`MpiLink::claim`] hands one out, the runtime's
+//! encoder fills it, [`MpiLink::publish`] hands it to `MPI_Isend` as it is (no copy,
+//! [`Endpoint::send_owned`]); a received envelope's buffer is handed to the runtime as it is
+//! and comes back through [`MpiLink::release`].
+//!
+//! # Publishing never fails
+//!
+//! The runtime publishes a response as soon as it has served a request envelope, and it
+//! cannot hold one back. So when the endpoint's window to a rank is full, the envelope waits
+//! in the worker's backlog, and [`MpiLink::progress`] (every loop pass) retries the backlog
+//! in order. The backlog is bounded by the runtime's credits: at most `IN_FLIGHT` request
+//! envelopes per (client, remote trustee) pair are outstanding, each answered by one
+//! response envelope (`runtime::transport`), so a worker holds at most
+//! `IN_FLIGHT · (R − 1) · W` envelopes in its window and backlog together.
+//!
+//! # Global ids
+//!
+//! The runtime names workers by global id `g = r·W + w`; the endpoints by (rank, local
+//! worker): `(g / W, g % W)`.
+
+use super::transport::{Endpoint, SendError};
+use crate::runtime::transport::{Arrived, Transport};
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One worker's endpoint and the envelopes waiting for a place in its window.
+#[derive(Debug)]
+struct End {
+    ep: Endpoint,
+    backlog: VecDeque<(usize, Vec<u8>)>,
+}
+
+impl End {
+    /// Sends what the backlog holds, in order, while the windows allow; true if it sent any.
+    fn flush(&mut self, workers: usize) -> bool {
+        let mut sent = false;
+        while let Some((to, msg)) = self.backlog.pop_front() {
+            match self.ep.send_owned(to / workers, to % workers, msg) {
+                Ok(()) => sent = true,
+                Err((SendError::WouldBlock, msg)) => {
+                    self.backlog.push_front((to, msg));
+                    break;
+                }
+                Err((e, _)) => fail(&e),
+            }
+        }
+        sent
+    }
+}
+
+/// A refused send other than a full window is a bug of the runtime (a worker id out of
+/// range, an envelope above the 1 GiB limit): the job cannot go on consistently.
+#[cold]
+fn fail(e: &SendError) -> ! {
+    crate::rack::abort(1, &format!("the rack transport refused an envelope: {e}"))
+}
+
+/// The runtime's transport over MPI (module docs).
+#[derive(Debug)]
+pub(crate) struct MpiLink {
+    token: u64,
+    /// Workers per rank (W).
+    workers: usize,
+    /// The first global id of this rank.
+    lo: usize,
+    ends: Box<[Mutex<Option<End>>]>,
+}
+
+impl MpiLink {
+    /// The link of rank `rank` over `endpoints` (one per local worker, in order, from
+    /// `super::transport::open`), carrying envelopes of job token `token`.
+    pub(crate) fn new(token: u64, rank: usize, endpoints: Vec<Endpoint>) -> MpiLink {
+        let workers = endpoints.len();
+        MpiLink {
+            token,
+            workers,
+            lo: rank * workers,
+            ends: endpoints
+                .into_iter()
+                .map(|ep| Mutex::new(Some(End { ep, backlog: VecDeque::new() })))
+                .collect(),
+        }
+    }
+
+    /// Runs `f` on worker `g`'s end, locked (by that worker only: never contended).
+    fn with<R>(&self, g: usize, f: impl FnOnce(&mut End) -> R) -> R {
+        let mut guard = self.ends[g - self.lo].lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_mut() {
+            Some(end) => f(end),
+            None => crate::rack::abort(1, "the rack transport was used after it was closed"),
+        }
+    }
+
+    /// Takes the endpoints back, in worker order, for `super::transport::Transport::close`
+    /// (after the workers stopped; any later use of the link ends the job).
+    pub(crate) fn take_endpoints(&self) -> Vec<Endpoint> {
+        self.ends
+            .iter()
+            .filter_map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).take())
+            .map(|end| end.ep)
+            .collect()
+    }
+}
+
+impl Transport for MpiLink {
+    fn token(&self) -> u64 {
+        self.token
+    }
+
+    fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
+        Some(self.with(from, |e| e.ep.buffer()))
+    }
+
+    fn publish(&self, from: usize, to: usize, msg: Vec<u8>) {
+        let workers = self.workers;
+        self.with(from, |e| {
+            e.backlog.push_back((to, msg));
+            e.flush(workers);
+        })
+    }
+
+    fn poll(&self, me: usize) -> Option<Arrived> {
+        let r = self.with(me, |e| e.ep.poll_recv())?;
+        Some(Arrived { from_rank: r.source_rank(), bytes: r.into_bytes() })
+    }
+
+    fn release(&self, me: usize, msg: Vec<u8>) {
+        self.with(me, |e| e.ep.give_back(msg))
+    }
+
+    fn progress(&self, me: usize) -> bool {
+        let workers = self.workers;
+        self.with(me, |e| {
+            let moved = e.ep.progress();
+            let flushed = !e.backlog.is_empty() && e.flush(workers);
+            moved || flushed
+        })
+    }
+
+    fn busy(&self, me: usize) -> bool {
+        self.with(me, |e| e.ep.busy() || !e.backlog.is_empty())
+    }
+
+    fn drain(&self, me: usize, limit: Duration) -> bool {
+        let start = Instant::now();
+        let workers = self.workers;
+        loop {
+            let done = self.with(me, |e| {
+                e.ep.progress();
+                e.flush(workers);
+                e.ep.sends_in_flight() == 0 && e.backlog.is_empty()
+            });
+            if done {
+                return true;
+            }
+            if start.elapsed() > limit {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+}

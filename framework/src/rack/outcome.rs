@@ -1,0 +1,245 @@
+//! The end of a run over MPI ranks (`docs/rack-mode.md` §1.2 item 6): every rank reports
+//! what happened on it to rank 0, rank 0 decides the run's one outcome and every rank
+//! returns it. This file holds the reports, the decision (a pure function, tested without
+//! MPI) and, behind the `mpi` feature, the exchange (`MPI_Gatherv` to rank 0, then
+//! `MPI_Bcast` of the decision as bytes).
+
+use crate::error::Error;
+use serde::{Deserialize, Serialize};
+
+/// What one rank knows at the end of a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub(crate) struct RankReport {
+    /// The errors recorded on this rank's workers, in order (panics of user code with nobody
+    /// to resume them, refused envelopes, ...).
+    pub(crate) errors: Vec<String>,
+    /// The deadlock the detector found (the same on every rank), if any.
+    pub(crate) deadlock: Option<(u64, bool)>,
+    /// Failures of the runtime itself on this rank (a worker thread that could not start,
+    /// a transport that did not close cleanly).
+    pub(crate) internal: Vec<String>,
+    /// On the rank that ran `main`: its result encoded with `wire::codec`, or why there is
+    /// none (its panic message, an encoding error). `None` elsewhere.
+    pub(crate) main: Option<Result<Vec<u8>, MainFailure>>,
+}
+
+/// Why `main` gave no value.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) enum MainFailure {
+    /// It panicked, with this message.
+    Panicked(String),
+    /// Its value could not be encoded.
+    Encode(String),
+    /// It never ran to its end.
+    Missing,
+}
+
+/// The run's outcome, decided by rank 0 and the same on every rank.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) enum Outcome {
+    /// `main`'s value, encoded.
+    Ok(Vec<u8>),
+    /// [`Error::Panicked`].
+    Panicked { first: String, count: usize },
+    /// [`Error::Deadlock`].
+    Deadlock { blocked: u64, main_finished: bool },
+    /// [`Error::Internal`], naming the rank.
+    Internal(String),
+}
+
+impl Outcome {
+    /// `main`'s encoded value, or the error this outcome is.
+    pub(crate) fn into_result(self) -> Result<Vec<u8>, Error> {
+        match self {
+            Outcome::Ok(b) => Ok(b),
+            Outcome::Panicked { first, count } => Err(Error::Panicked { first, count }),
+            Outcome::Deadlock { blocked, main_finished } => {
+                Err(Error::Deadlock { blocked, main_finished })
+            }
+            Outcome::Internal(m) => Err(Error::Internal(m)),
+        }
+    }
+}
+
+/// Rank 0's decision over every rank's report (in rank order), with the precedence of a run
+/// in one process: a failure of the runtime first, then panics (`main`'s first, then every
+/// rank's recorded errors in rank order, those of ranks above 0 prefixed with their rank),
+/// then a deadlock, then `main`'s value.
+pub(crate) fn decide(reports: &[RankReport]) -> Outcome {
+    for (r, rep) in reports.iter().enumerate() {
+        if let Some(m) = rep.internal.first() {
+            return Outcome::Internal(format!("rank {r}: {m}"));
+        }
+    }
+    let mut errors = Vec::new();
+    let main = reports.iter().find_map(|r| r.main.clone());
+    if let Some(Err(MainFailure::Panicked(m))) = &main {
+        errors.push(format!("main fiber panicked: {m}"));
+    }
+    for (r, rep) in reports.iter().enumerate() {
+        for e in &rep.errors {
+            errors.push(if r == 0 { e.clone() } else { format!("rank {r}: {e}") });
+        }
+    }
+    if let Some(first) = errors.first() {
+        return Outcome::Panicked { first: first.clone(), count: errors.len() };
+    }
+    if let Some((blocked, main_finished)) = reports.iter().find_map(|r| r.deadlock) {
+        return Outcome::Deadlock { blocked, main_finished };
+    }
+    match main {
+        Some(Ok(bytes)) => Outcome::Ok(bytes),
+        Some(Err(MainFailure::Encode(e))) => {
+            Outcome::Internal(format!("rank 0: the value of main could not be encoded: {e}"))
+        }
+        _ => Outcome::Internal("main fiber produced no result".into()),
+    }
+}
+
+/// Sends this rank's report to rank 0, which decides; returns the outcome, the same on every
+/// rank. **Collective** (every rank, on the thread that called `Runtime::run`).
+#[cfg(feature = "mpi")]
+pub(crate) fn exchange(report: &RankReport) -> Result<Outcome, String> {
+    use mpi::datatype::PartitionMut;
+    use mpi::topology::SimpleCommunicator;
+    use mpi::traits::*;
+    use mpi::Count;
+
+    let world = SimpleCommunicator::world();
+    let root = world.process_at_rank(0);
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let mine = crate::wire::codec::encode(report).map_err(|e| e.to_string())?;
+    let len = Count::try_from(mine.len()).map_err(|_| "a rank report above 2 GiB")?;
+    let mut decided: Vec<u8> = Vec::new();
+    if world.rank() == 0 {
+        let mut lens = vec![0 as Count; ranks];
+        root.gather_into_root(&len, &mut lens[..]);
+        let displs: Vec<Count> = lens
+            .iter()
+            .scan(0 as Count, |at, &l| {
+                let d = *at;
+                *at += l;
+                Some(d)
+            })
+            .collect();
+        let total: usize = lens.iter().map(|&l| l as usize).sum();
+        let mut all = vec![0u8; total];
+        {
+            let mut part = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+            root.gather_varcount_into_root(&mine[..], &mut part);
+        }
+        let mut reports = Vec::with_capacity(ranks);
+        for (&d, &l) in displs.iter().zip(&lens) {
+            let bytes = &all[d as usize..(d + l) as usize];
+            match crate::wire::codec::decode::<RankReport>(bytes) {
+                Ok(rep) => reports.push(rep),
+                Err(e) => reports.push(RankReport {
+                    internal: vec![format!("its end-of-run report does not decode: {e}")],
+                    ..RankReport::default()
+                }),
+            }
+        }
+        decided = crate::wire::codec::encode(&decide(&reports)).map_err(|e| e.to_string())?;
+    } else {
+        root.gather_into(&len);
+        root.gather_varcount_into(&mine[..]);
+    }
+    let mut n = decided.len() as u64;
+    root.broadcast_into(&mut n);
+    decided.resize(n as usize, 0);
+    root.broadcast_into(&mut decided[..]);
+    crate::wire::codec::decode::<Outcome>(&decided).map_err(|e| e.to_string())
+}
+
+/// A counter of the runs of this process that span MPI ranks: every rank calls
+/// `Runtime::run` in the same order (it is collective), so the n-th run has number n on
+/// every rank. Envelopes carry it (`job_run`), so a batch of another run is refused.
+#[cfg(feature = "mpi")]
+pub(crate) fn next_job_run() -> u32 {
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(v: u8) -> RankReport {
+        RankReport { main: Some(Ok(vec![v])), ..RankReport::default() }
+    }
+
+    #[test]
+    fn the_value_of_main_wins_when_nothing_failed() {
+        assert_eq!(decide(&[ok(7), RankReport::default()]), Outcome::Ok(vec![7]));
+    }
+
+    #[test]
+    fn panics_are_counted_over_ranks_in_rank_order() {
+        let r1 = RankReport {
+            errors: vec!["fiber panicked: b".into(), "fiber panicked: c".into()],
+            ..RankReport::default()
+        };
+        let mut r0 = ok(1);
+        r0.errors = vec!["fiber panicked: a".into()];
+        assert_eq!(
+            decide(&[r0.clone(), r1.clone()]),
+            Outcome::Panicked { first: "fiber panicked: a".into(), count: 3 }
+        );
+        r0.errors.clear();
+        assert_eq!(
+            decide(&[r0, r1]),
+            Outcome::Panicked { first: "rank 1: fiber panicked: b".into(), count: 2 }
+        );
+        let main_panic = RankReport {
+            main: Some(Err(MainFailure::Panicked("boom".into()))),
+            ..Default::default()
+        };
+        assert_eq!(
+            decide(&[main_panic]),
+            Outcome::Panicked { first: "main fiber panicked: boom".into(), count: 1 }
+        );
+    }
+
+    #[test]
+    fn internal_failures_come_first_then_deadlocks() {
+        let r1 = RankReport {
+            internal: vec!["cannot start worker 3".into()],
+            errors: vec!["x".into()],
+            ..RankReport::default()
+        };
+        assert_eq!(decide(&[ok(1), r1]), Outcome::Internal("rank 1: cannot start worker 3".into()));
+        let dl = RankReport { deadlock: Some((2, false)), ..RankReport::default() };
+        assert_eq!(
+            decide(&[RankReport::default(), dl]),
+            Outcome::Deadlock { blocked: 2, main_finished: false }
+        );
+        assert!(matches!(decide(&[RankReport::default()]), Outcome::Internal(_)));
+    }
+
+    #[test]
+    fn outcomes_become_the_errors_of_one_process() {
+        assert_eq!(Outcome::Ok(vec![3]).into_result().unwrap(), vec![3]);
+        assert!(matches!(
+            Outcome::Panicked { first: "p".into(), count: 2 }.into_result(),
+            Err(Error::Panicked { count: 2, .. })
+        ));
+        assert!(matches!(
+            Outcome::Deadlock { blocked: 1, main_finished: false }.into_result(),
+            Err(Error::Deadlock { blocked: 1, main_finished: false })
+        ));
+        assert!(matches!(Outcome::Internal("i".into()).into_result(), Err(Error::Internal(_))));
+    }
+
+    #[test]
+    fn outcomes_travel_as_bytes() {
+        for o in [
+            Outcome::Ok(vec![1, 2, 3]),
+            Outcome::Panicked { first: "p".into(), count: 2 },
+            Outcome::Deadlock { blocked: 1, main_finished: true },
+            Outcome::Internal("i".into()),
+        ] {
+            let b = crate::wire::codec::encode(&o).unwrap();
+            assert_eq!(crate::wire::codec::decode::<Outcome>(&b).unwrap(), o);
+        }
+    }
+}
