@@ -7,10 +7,10 @@
 //! receives, a progress call that never blocks). The other pieces of rack mode are built and
 //! tested on their own (the wire format in [`crate::wire`], quiescence over ranks in
 //! `runtime::quiesce_ranks`, reference counting across ranks in `runtime::export` and
-//! `property::proxy`); joining them into the worker loop is in progress
-//! (`docs/rack-mode.md`, "Status"). Until then [`crate::Runtime::run`] on more than one rank
-//! returns [`Error::RackNotYetSupported`] instead of silently running one independent copy
-//! of the job per rank.
+//! `property::proxy`); `link` makes the envelope transport the runtime's transport and
+//! `outcome` ends a run with one outcome on every rank. [`crate::Runtime::run`] on more than
+//! one rank is collective and runs one program over every rank's workers; what crosses ranks
+//! so far is listed in `docs/rack-mode.md`, "Status".
 //!
 //! Public here: [`rank`] and [`ranks`] (re-exported at the crate root), [`init`] (the
 //! bootstrap's verdict), [`job_token`], [`abort`], [`require_one_rank`], and fate sharing.
@@ -205,12 +205,13 @@ pub fn abort(code: i32, message: &str) -> ! {
 }
 
 /// `Ok` on one rank (and outside `mpirun`); on more,
-/// [`Error::RackNotYetSupported`], because delegation across ranks does not exist yet. Runs
+/// [`Error::RackNotYetSupported`], for program entry points that do not run their work over
+/// ranks (a baseline engine, a file generator). Runs
 /// the bootstrap first and returns its error, if any.
 ///
-/// [`crate::Runtime::run`] calls it; so should any program entry point that would otherwise
-/// do its work once per rank without the runtime (a baseline engine, a file generator), so
-/// that a multi-rank launch is refused instead of running several independent copies.
+/// Any program entry point that would otherwise do its work once per rank, each on its own,
+/// calls it, so that a multi-rank launch is refused instead of running several independent
+/// copies. ([`crate::Runtime::run`] does not: it runs over the ranks.)
 ///
 /// ```
 /// skein::rack::require_one_rank()?; // outside mpirun: one rank

@@ -127,7 +127,8 @@
 //!    completed ones are removed as `MPI_Testsome` reports them (MPI has set them to
 //!    `MPI_REQUEST_NULL`).
 
-// Nothing calls it until the worker loop does (the lead wires it in); the tests do.
+// Some of the layer's calls (`claim`/`publish`, `send`, `stats`, ...) are used only by its
+// tests: the runtime's link (`super::link`) sends with `send_owned`.
 #![allow(dead_code)]
 
 use mpi::ffi;

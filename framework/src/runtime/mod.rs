@@ -249,8 +249,15 @@ impl Runtime {
     ///
     /// Errors: a panic anywhere in user code ([`Error::Panicked`]; a panic of `main` itself is
     /// reported there too), a deadlock ([`Error::Deadlock`]), or a failure to start threads.
-    /// Under `mpirun` with more than one rank: [`Error::RackNotYetSupported`], on every rank
-    /// (delegation across ranks does not exist yet).
+    /// Under `mpirun` with more than one rank the run is **collective**: every rank calls
+    /// `run` (in the same order), `main` runs once, as a fiber on global worker 0 (rank 0),
+    /// the workers of every rank serve requests and run fibers spawned on them, and the run
+    /// ends when the job is quiescent on every rank. `main`'s value travels as bytes:
+    /// every rank returns the same `Ok(value)` or the same error (panics recorded on any
+    /// rank, named with their rank). The closure is dropped unrun on the other ranks.
+    /// Requests to properties of another rank are not carried yet under MPI (their call
+    /// panics with "not yet supported"); `spawn_on`, `JoinHandle::join` and
+    /// [`wait_quiescent`] work across ranks (`docs/rack-mode.md`, "Status").
     ///
     /// ```
     /// let rt = skein::Runtime::builder().workers(2).build()?;

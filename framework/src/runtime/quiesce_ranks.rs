@@ -76,23 +76,28 @@
 //!   ranks wake their waiters, or all stop, or all report the same deadlock. A rank must not
 //!   override a verdict with local state (that would break agreement).
 //!
-//! # How the worker loop calls it (not wired yet)
+//! # How the worker loop calls it (`Worker::poll_detector`)
 //!
 //! * At `Runtime::run`, on every rank, on the thread that calls `run` (collective):
-//!   `mpi::MpiAllReduce::new()` (or one handle of `ThreadsAllReduce::group(R)` per fake rank
-//!   for the loopback split), then `Detector::new(Box::new(it) as Box<dyn AllReduce + Send>)`,
-//!   handed to worker 0 of the rank. Nothing else may use that all-reduce.
-//! * Worker 0's idle loop, where it calls `quiesce::detect` today, calls
-//!   `detector.poll(&*run_state)` (never blocks; [`RankCounters`] is implemented for
-//!   `RunState`) and on `Some(v)` acts on [`Verdict::action`] *before* its next `poll`:
-//!   `Continue`: nothing; `WakeWaiters`: wake this rank's waiters as `quiesce::detect` does
-//!   (its own, and a post to each other local worker that has some, then flush), and keep
-//!   polling; `Stop { deadlock }`: `RunState::set_deadlock` if `Some`, set `shutdown`, stop
-//!   the loop and never poll again. Every rank takes the same action in the same round, so
-//!   no all-reduce is left outstanding at a stop.
-//! * Worker 0 must keep polling while its rank has work (at least when idle), or every rank's
-//!   detection waits for it.
-//!
+//!   `mpi::MpiAllReduce::new()` (a loopback split makes one handle of
+//!   `ThreadsAllReduce::group(R)` per fake rank), kept in the run state until the rank's
+//!   first worker (global id `rank·W`) takes it (`RunState::take_all_reduce`) and wraps it in
+//!   its [`Detector`]. Nothing else uses that all-reduce. A run of one rank keeps
+//!   `quiesce::detect` on worker 0.
+//! * That worker polls ([`Detector::poll`] over a [`RankView`]: its rank's workers, the run's
+//!   `main_done` on the rank of global worker 0, its `aborted` flag) on every idle pass, also
+//!   while a response is due, and every 1024 busy passes, and acts on [`Verdict::action`]
+//!   *before* its next `poll`: `Continue`: nothing; `WakeWaiters`: wake this rank's waiters
+//!   (its own, and a post to each other worker of the rank that has some, then flush);
+//!   `Stop { deadlock }`: `RunState::set_deadlock` if `Some`, set `shutdown`, stop the loop
+//!   and never poll again. Every rank takes the same action in the same round, so no
+//!   all-reduce is left outstanding at a stop.
+//! * **Aborts.** A run stopped before quiescence (a refused envelope) cannot wait for
+//!   quiescence, which will never come, and a rank that stops alone leaves the others
+//!   waiting for its part of the next round. So over MPI an abort only sets
+//!   `RunState::aborted`; the gauge `aborted` travels in the next round's all-reduce, and a
+//!   verdict whose sums show it is `Stop` on every rank, quiescent or not.
+
 //! # Checks
 //!
 //! * `sim` (unit tests): a seeded simulation of 2 to 4 fake ranks of 1 to 3 fake workers

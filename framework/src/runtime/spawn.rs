@@ -157,8 +157,7 @@ where
 /// # Panics
 /// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank
 /// works between the fake ranks of a loopback run (`Builder::loopback_ranks`: a `Spawn`
-/// control record, `docs/rack-mode.md` §4.4) and is not yet supported under MPI (the MPI
-/// transport is not on the worker's path yet). A panic of a fiber on another rank is resumed
+/// control record, `docs/rack-mode.md` §4.4) and between the ranks of an `mpirun` job. A panic of a fiber on another rank is resumed
 /// by [`JoinHandle::join`] as a `String` naming its rank and worker.
 ///
 /// ```

@@ -17,9 +17,7 @@
 //!    another thread is allowed because the bootstrap requires `MPI_THREAD_MULTIPLE`
 //!    (`crate::rack`), under which any thread may call MPI on any handle.
 
-// Nothing calls it until the worker loop does (the parent module's docs); the unit tests use
-// the threads all-reduce.
-#![allow(dead_code)]
+// `Runtime::run` over MPI ranks makes one per run (`runtime::run_ranks`).
 
 use super::AllReduce;
 use mpi::ffi;
