@@ -511,7 +511,7 @@ fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRo
         // step 6: proxies), so the Skein rows are measured in one process, by rank 0.
         return skein_echo_in_child(a);
     }
-    let label = format!("skein (1 process, {} workers)", rt.workers());
+    let label = skein_label(rt.workers());
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let s =
@@ -557,6 +557,14 @@ fn skein_echo_in_child(a: &EchoArgs) -> anyhow::Result<Vec<EchoRow>> {
 #[cfg(not(feature = "mpi"))]
 fn skein_echo_in_child(_: &EchoArgs) -> anyhow::Result<Vec<EchoRow>> {
     unreachable!("without the mpi feature there is one rank and the runtime runs")
+}
+
+/// The Skein rows' label: `skein (1 process, W workers)` or `skein (R ranks x W workers)`.
+fn skein_label(workers: usize) -> String {
+    match skein::ranks() {
+        1 => format!("skein (1 process, {workers} workers)"),
+        r => format!("skein ({r} ranks x {workers} workers)"),
+    }
 }
 
 /// SplitMix64: the destination generator (deterministic per seed, worker and fiber).
@@ -643,19 +651,39 @@ macro_rules! boxed_payload {
     ($($n:literal),*) => { $(
         impl Payload for [u8; $n] {
             fn echo_then(t: &skein::Trust<u64>, p: Self, then: impl FnOnce(Self) + 'static) {
-                t.apply_then_local(
-                    move |c| {
-                        *c += 1;
-                        p
-                    },
-                    then,
-                );
+                if t.is_local() {
+                    t.apply_then_local(
+                        move |c| {
+                            *c += 1;
+                            p
+                        },
+                        then,
+                    );
+                } else {
+                    // Another rank: the serialized form travels.
+                    t.apply_with_then(
+                        p.to_vec(),
+                        |c, v: Vec<u8>| {
+                            *c += 1;
+                            v
+                        },
+                        move |v: Vec<u8>| then(v.try_into().unwrap_or([0; $n])),
+                    );
+                }
             }
             fn echo(t: &skein::Trust<u64>, p: Self) -> Self {
-                t.apply_local(move |c| {
-                    *c += 1;
-                    p
-                })
+                if t.is_local() {
+                    t.apply_local(move |c| {
+                        *c += 1;
+                        p
+                    })
+                } else {
+                    let v: Vec<u8> = t.apply_with(p.to_vec(), |c, v: Vec<u8>| {
+                        *c += 1;
+                        v
+                    });
+                    v.try_into().unwrap_or([0; $n])
+                }
             }
         }
     )* };
@@ -682,39 +710,28 @@ fn skein_echo<const N: usize>(
 where
     [u8; N]: Payload,
 {
-    let (tallies, served, secs) = rt.run(move || {
-        let w = skein::num_workers();
-        // The property of each worker: the number of requests it served.
-        let props: Arc<Vec<skein::Trust<u64>>> =
-            Arc::new((0..w).map(|i| skein::trustee(i).entrust(0u64)).collect());
-        let t0 = Instant::now();
-        let deadline = t0 + Duration::from_secs_f64(s.seconds);
-        let mut hs = Vec::with_capacity(w * fibers);
-        for me in 0..w {
-            for f in 0..fibers {
-                let props = props.clone();
-                // This fiber's share of the worker's --requests.
-                let budget = s
-                    .requests
-                    .map(|r| r / fibers as u64 + u64::from((f as u64) < r % fibers as u64));
-                hs.push(skein::spawn_local_on(me, move || {
-                    echo_fiber::<N>(
-                        &props,
-                        me,
-                        (me * fibers + f) as u64,
-                        s,
-                        budget,
-                        deadline,
-                        window,
-                    )
-                }));
-            }
-        }
-        let tallies: Vec<Tally> = hs.into_iter().map(|h| h.join()).collect();
-        let secs = t0.elapsed().as_secs_f64();
-        let served: u64 = props.iter().map(|p| p.apply((), |c, ()| *c)).sum();
-        (tallies, served, secs)
+    // What every worker's driver needs, as a `Plain` tuple (it travels to other ranks):
+    // seconds (bits), requests per worker (MAX: none), seed, fibers, window, remote_only.
+    let arg = (
+        s.seconds.to_bits(),
+        s.requests.unwrap_or(u64::MAX),
+        s.seed,
+        fibers as u64,
+        window as u64,
+        u64::from(s.remote_only),
+    );
+    let per_worker: Vec<[u64; 7]> = rt.run(move || {
+        let drivers: Vec<_> =
+            (0..skein::num_workers()).map(|g| skein::spawn_on(g, arg, echo_driver::<N>)).collect();
+        drivers.into_iter().map(|h| h.join()).collect()
     })?;
+    let tallies: Vec<Tally> = per_worker
+        .iter()
+        .map(|x| Tally { sent: x[0], answered: x[1], sent_sum: x[2], answered_sum: x[3], bad: x[4] })
+        .collect();
+    let served: u64 = per_worker.iter().map(|x| x[5]).sum();
+    // The drivers measure their own fibers; the slowest one is the run's time.
+    let secs = per_worker.iter().map(|x| x[6]).max().unwrap_or(0) as f64 / 1e9;
     let mut t = Tally::default();
     for x in &tallies {
         t.sent += x.sent;
@@ -736,6 +753,55 @@ where
         );
     }
     Ok((t.answered, secs))
+}
+
+/// Echo on one worker (started there by `spawn_on`, on any rank): makes a property on every
+/// trustee for its fibers (each counts the requests it serves), runs the worker's client
+/// fibers, and answers `[sent, answered, sent_sum, answered_sum, bad, served, nanoseconds]`,
+/// `served` being what its properties' trustees counted.
+fn echo_driver<const N: usize>(
+    (seconds, requests, seed, fibers, window, remote_only): (u64, u64, u64, u64, u64, u64),
+) -> [u64; 7]
+where
+    [u8; N]: Payload,
+{
+    let (me, fibers) = (skein::current_worker(), fibers as usize);
+    let props: Arc<Vec<skein::Trust<u64>>> = Arc::new(
+        (0..skein::num_workers()).map(|g| skein::trustee(g).entrust_new(0u64, |v| v)).collect(),
+    );
+    let s = EchoSetup {
+        size: N,
+        seconds: f64::from_bits(seconds),
+        requests: (requests != u64::MAX).then_some(requests),
+        remote_only: remote_only != 0,
+        seed,
+    };
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs_f64(s.seconds);
+    let hs: Vec<_> = (0..fibers)
+        .map(|f| {
+            let props = props.clone();
+            // This fiber's share of the worker's --requests.
+            let budget =
+                s.requests.map(|r| r / fibers as u64 + u64::from((f as u64) < r % fibers as u64));
+            let stream = (me * fibers + f) as u64;
+            skein::spawn_local_on(me, move || {
+                echo_fiber::<N>(&props, me, stream, s, budget, deadline, window as usize)
+            })
+        })
+        .collect();
+    let mut t = Tally::default();
+    for h in hs {
+        let x = h.join();
+        t.sent += x.sent;
+        t.answered += x.answered;
+        t.sent_sum = t.sent_sum.wrapping_add(x.sent_sum);
+        t.answered_sum = t.answered_sum.wrapping_add(x.answered_sum);
+        t.bad += x.bad;
+    }
+    let nanos = t0.elapsed().as_nanos() as u64;
+    let served: u64 = props.iter().map(|p| p.apply((), |c, ()| *c)).sum();
+    [t.sent, t.answered, t.sent_sum, t.answered_sum, t.bad, served, nanos]
 }
 
 /// A client fiber of echo: sends until the deadline or its budget, keeping at most `window`
@@ -893,7 +959,7 @@ fn skein_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let (each, total) = with_size!(size, skein_ping(&rt, a.iters))?;
-        rows.push(PingRow::from_samples("skein (1 process, 2 workers)".into(), size, each, total));
+        rows.push(PingRow::from_samples(skein_label(2), size, each, total));
     }
     Ok(rows)
 }
@@ -951,7 +1017,9 @@ where
     [u8; N]: Payload,
 {
     let (each, total, bad) = rt.run(move || {
-        let t = skein::trustee(1).entrust(0u64);
+        // Worker 1 in one process; the first worker of rank 1 over ranks.
+        let server = if skein::ranks() > 1 { skein::local_workers() } else { 1 };
+        let t = skein::trustee(server).entrust_new(0u64, |v| v);
         let mut bad = 0u64;
         let mut round_trip = |i: usize| {
             let mut payload = [0u8; N];
