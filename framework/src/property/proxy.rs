@@ -61,6 +61,10 @@ pub(crate) struct Proxy {
     gen: u32,
     /// The run whose id the proxy holds.
     run: u32,
+    /// The rank that made it (`u32::MAX` in the standalone tests): its handles issue and
+    /// release only from there (`crate::trust`: in a loopback run a handle can reach another
+    /// fake rank through shared memory, whose `issued` counts its `Release` would not cover).
+    home: u32,
     /// Weight held (invariant 2).
     weight: AtomicU64,
     /// A `Grant` is outstanding (invariant 4).
@@ -145,6 +149,19 @@ impl Proxy {
         run: u32,
         workers: usize,
     ) -> Result<NonNull<Proxy>, ProxyError> {
+        Proxy::receive_on(u32::MAX, owner, slot, gen, weight, run, workers)
+    }
+
+    /// [`Proxy::receive`] on rank `home` (the runtime's: the proxy's handles issue only there).
+    pub(crate) fn receive_on(
+        home: u32,
+        owner: usize,
+        slot: u32,
+        gen: u32,
+        weight: u64,
+        run: u32,
+        workers: usize,
+    ) -> Result<NonNull<Proxy>, ProxyError> {
         if weight == 0 {
             return Err(ProxyError::ZeroWeight { owner, slot });
         }
@@ -158,6 +175,7 @@ impl Proxy {
             slot,
             gen,
             run,
+            home,
             weight: AtomicU64::new(weight),
             grant_asked: AtomicBool::new(false),
         };
@@ -173,6 +191,16 @@ impl Proxy {
     /// The export slot and generation: the wire target ([`crate::runtime::export::wire_target`]).
     pub(crate) fn target(&self) -> (u32, u32) {
         (self.slot, self.gen)
+    }
+
+    /// The rank that made it.
+    pub(crate) fn home(&self) -> usize {
+        self.home as usize
+    }
+
+    /// The run whose id it holds.
+    pub(crate) fn run(&self) -> u32 {
+        self.run
     }
 
     /// The weight held now (diagnostics and tests; it changes under concurrent exports).
@@ -267,10 +295,25 @@ impl Proxy {
         counters: &[WorkerCounters],
     ) -> Option<Release> {
         // SAFETY: caller promise — the count it holds keeps the proxy alive.
-        let proxy = unsafe { p.as_ref() };
-        if !drop_ref(&proxy.head) {
+        if !drop_ref(unsafe { &p.as_ref().head }) {
             return None;
         }
+        // SAFETY: the count was the last (caller promise: made by `receive`).
+        Some(unsafe { Proxy::last_dropped(p, counters) })
+    }
+
+    /// The rest of [`Proxy::drop_handle`] once [`drop_ref`] has returned true for the proxy at
+    /// `p` (a `Trust`'s drop does the `drop_ref` itself): the [`Release`] with the snapshot of
+    /// `issued` over `counters`; the proxy is freed.
+    ///
+    /// # Safety
+    /// `p` was made by [`Proxy::receive`], and [`drop_ref`] on its head has just returned true
+    /// to the caller (its count is zero and the Acquire fence has run); nothing uses `p`
+    /// afterwards.
+    pub(crate) unsafe fn last_dropped(p: NonNull<Proxy>, counters: &[WorkerCounters]) -> Release {
+        // SAFETY: caller promise — the last count is gone but the memory is not freed yet
+        // (only here, below).
+        let proxy = unsafe { p.as_ref() };
         // The count is zero and `drop_ref`'s Acquire fence has run: every other handle's use
         // (its requests' `issued` bumps, its exports) happens before what follows.
         let issued = snapshot_issued(counters, proxy.owner());
@@ -286,7 +329,23 @@ impl Proxy {
         // names it, and this is its only free (invariant 1).
         drop(unsafe { Box::from_raw(p.as_ptr()) });
         run_ids::prop_freed(run);
-        Some(release)
+        release
+    }
+
+    /// Frees the proxy at `p` after its last handle's drop, returning no weight: the drop came
+    /// after its run ended (the owner's `end_of_run` dropped the export already) or outside
+    /// any worker of it (the weight leaks: the property is freed at the end of the run, never
+    /// early).
+    ///
+    /// # Safety
+    /// As [`Proxy::last_dropped`].
+    pub(crate) unsafe fn forget(p: NonNull<Proxy>) {
+        // SAFETY: caller promise: the last count is gone; made by `Box::leak` in `receive`,
+        // and this is its only free.
+        let proxy = unsafe { Box::from_raw(p.as_ptr()) };
+        let run = proxy.run;
+        drop(proxy);
+        run_ids::prop_freed(run);
     }
 }
 

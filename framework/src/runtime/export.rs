@@ -156,9 +156,22 @@ const FIRST_CHUNK: u64 = 1 << FIRST_CHUNK_SHIFT;
 /// Chunks: enough for every `u32` slot.
 const CHUNKS: usize = 27;
 
+/// The last generation a slot takes ([`Owner`] retires a slot there): an export's wire target
+/// leaves bits 62 and 63 clear, so it is never taken for an address target
+/// ([`ADDR_TARGET`]), and the issuing path may mark it in a record (`crate::trust`).
+pub(crate) const MAX_GEN: u32 = (1 << 30) - 1;
+
+/// Wire target bit: the rest of the word is an address in the sending process, not an export.
+/// Only the handles of a loopback run still shared through memory (test statics,
+/// `TrustArray::new` parts, `entrust_new` from delegated context) are sent so; a validator
+/// not in loopback mode refuses such a target (`wire::envelope`, `Expect::loopback`).
+pub(crate) const ADDR_TARGET: u64 = crate::wire::envelope::ADDR_TARGET;
+
 /// The wire target word of a remote request to the property in `slot`, generation `gen`
-/// (`docs/rack-mode.md`, 3.1: slot in the low half, generation in the high half).
+/// (`docs/rack-mode.md`, 3.1: slot in the low half, generation in the high half;
+/// `gen <= MAX_GEN`).
 pub(crate) fn wire_target(slot: u32, gen: u32) -> u64 {
+    debug_assert!(gen <= MAX_GEN);
     u64::from(slot) | (u64::from(gen) << 32)
 }
 
@@ -453,6 +466,13 @@ impl<P: ExportedProp> ExportTable<P> {
         Ok((e, prop))
     }
 
+    /// The property of live slot `(slot, gen)`, for a holder of weight of that slot on any
+    /// thread (a proxy handle of a loopback run used through shared memory off its rank,
+    /// `crate::trust`): the weight held keeps the slot from being recycled meanwhile.
+    pub(crate) fn held(&self, slot: u32, gen: u32) -> Result<P, LookupError> {
+        self.live(slot, gen).map(|(_, p)| p)
+    }
+
     /// Receiving a handle of this trustee's property on the owner rank itself (any worker of
     /// it): a new local handle (`clone_ref` on the property found through the slot), and the
     /// message's weight to post to the trustee, which applies it with
@@ -660,7 +680,7 @@ impl<P: ExportedProp> Owner<P> {
             // SAFETY: we are the owner and hold the mutex; no weight of the slot is
             // outstanding, so no one else reads the entry (invariant 1).
             unsafe { e.prop.with_mut(|p| *p = None) };
-            match gen.checked_add(1) {
+            match gen.checked_add(1).filter(|&g| g <= MAX_GEN) {
                 Some(next) => {
                     e.state.store(u64::from(next), Ordering::Release);
                     free.recycled.push(slot);

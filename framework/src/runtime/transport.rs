@@ -120,7 +120,7 @@
 //!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
 //!   another fake rank.
 
-use super::export::split_target;
+use super::export::{split_target, ADDR_TARGET};
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
 use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
@@ -475,18 +475,16 @@ impl Worker {
             }
             CONTROL_LAUNCH => {
                 let (vt, target, arg) = launch_parts(rec.arg).map_err(|e| e.to_string())?;
-                if target == 0 {
-                    return Err("launch on a null target".into());
-                }
+                let latch = self.resolve_target(target, true)?;
                 let (arg, join) = (arg.to_vec(), rec.target);
-                let latch = target as usize as *mut u8;
                 // SAFETY: `validate` checked the table's kind (`KIND_LAUNCH`) and sized `arg`
-                // to it. Loopback only (module docs, "Loopback only"): the target word is the
-                // address of the `Latch<T>` inside the client's live property, of the type
-                // the table was made for (`Trust::launch` wrote both from one handle), owned
-                // by this worker (the segment's trustee, checked by `serve_requests`); the
-                // client's `launch` holds its handle until the `Joined` record has come back,
-                // which this fiber sends after the latch is unlocked.
+                // to it. The target word names the `Latch<T>` inside the client's live
+                // property (`resolve_target`: an export of this trustee, or a loopback
+                // address), of the type the table was made for (`Trust::launch` wrote both
+                // from one handle), owned by this worker (the segment's trustee, checked by
+                // `serve_requests`); the client's `launch` holds its handle (so its proxy's
+                // weight, or the property) until the `Joined` record has come back, which
+                // this fiber sends after the latch is unlocked.
                 self.spawn_local(move || unsafe { run_remote_spawn(vt, latch, arg, client, join) });
                 Ok(())
             }
@@ -697,18 +695,15 @@ impl Worker {
                         rw.push_panic(k, &panic_message(p));
                     }
                 } else {
-                    if rec.target == 0 {
-                        return Err(refused("null target".into()));
-                    }
-                    // SAFETY: loopback only (module docs): the target word is the address of
-                    // the value the client's live request works on (`Place::value_addr`), in
-                    // this process, of the type the record's table was made for (the client
-                    // wrote both from one record); the handle it was issued with keeps it
-                    // alive until this request has been served (`super::free`), and this runs
-                    // as delegated code on its trustee (checked above: the segment is ours),
-                    // so nothing else accesses it.
-                    let r =
-                        self.delegated(|| unsafe { rw.run(&rec, rec.target as usize as *mut u8) });
+                    let target =
+                        self.resolve_target(rec.target, expect.loopback).map_err(refused)?;
+                    // SAFETY: `target` is the value the record works on, of the type its table
+                    // was made for (the client wrote the code id and the target from one
+                    // handle; `resolve_target`), alive until this request has been served (an
+                    // export's weight, or a loopback handle, `super::free`), and this runs as
+                    // delegated code on its trustee (checked above: the segment is ours), so
+                    // nothing else accesses it.
+                    let r = self.delegated(|| unsafe { rw.run(&rec, target) });
                     r.map_err(refused)?;
                 }
                 k += 1;
@@ -723,6 +718,33 @@ impl Worker {
         }
         self.transport().publish(self.index, client, rw.finish());
         Ok(())
+    }
+
+    /// The value a request's wire target word names on this trustee: an export `(slot, gen)`
+    /// of this trustee's table, found with the owner's lock-free lookup (an unknown, free or
+    /// stale one is refused: `export::LookupError`), or, in a loopback run only, an address
+    /// in this process (`export::ADDR_TARGET`; module docs, "Loopback only").
+    ///
+    /// The export's property is alive while a request through it is unserved: the weight of
+    /// the proxy it was issued through is returned only after this rank has served it (the
+    /// `Release`'s snapshot, `super::export`). The lookup does not check the value's type: the
+    /// client wrote the code id and the target from one handle (ranks of one binary trust
+    /// each other's encoders; `validate` refuses what a corrupted envelope can show).
+    fn resolve_target(&self, word: u64, loopback: bool) -> Result<*mut u8, String> {
+        if word & ADDR_TARGET != 0 {
+            let addr = word & !ADDR_TARGET;
+            if !loopback {
+                return Err("an address target outside a loopback run".into());
+            }
+            if addr == 0 {
+                return Err("null target".into());
+            }
+            return Ok(std::ptr::with_exposed_provenance_mut(addr as usize));
+        }
+        let (slot, gen) = split_target(word);
+        let o = self.owner.as_ref().ok_or("an export target outside a split run")?;
+        let p = o.borrow().lookup(slot, gen).map_err(|e| e.to_string())?;
+        Ok(p.value_addr())
     }
 
     /// Runs a loopback control record as the slots would: its request half, as delegated
