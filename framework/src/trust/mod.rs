@@ -341,7 +341,7 @@ impl<T> Trust<T> {
 
     /// The first handle of the proxy `p` (made by `Proxy::receive_on` with local count 1) of
     /// a property of `owner` in run `run`.
-    fn from_proxy(p: NonNull<Proxy>, owner: usize, run: u32) -> Trust<T> {
+    pub(crate) fn from_proxy(p: NonNull<Proxy>, owner: usize, run: u32) -> Trust<T> {
         if (p.as_ptr() as usize) >> (TRUSTEE_SHIFT + 4) != 0 {
             panic!("skein: a proxy at {p:p} is above the 48-bit address space skein supports");
         }
@@ -373,7 +373,7 @@ impl<T> Trust<T> {
     }
 
     /// The proxy of a proxy handle.
-    fn proxy(&self) -> &Proxy {
+    pub(crate) fn proxy(&self) -> &Proxy {
         debug_assert!(self.is_proxy());
         // SAFETY: a proxy handle's address is its proxy's (`from_proxy`), kept alive by the
         // count this handle holds (proxy invariant 1); its fields other than the count and
