@@ -2,10 +2,29 @@
 //! like a property that stands for a property of another rank (`docs/rack-mode.md`, 5.2). The
 //! owner side, and the argument that the scheme is right, are in [`crate::runtime::export`].
 //!
-//! Built standalone, not wired yet: a `Trust<T>` whose trustee is on another rank will hold a
-//! proxy's address where it holds a property's today, so its clone and drop stay
+//! Wired into `Trust<T>` (`crate::trust`): a handle whose property lives on another rank
+//! holds a proxy's address where a local handle holds the property's, with a spare bit of the
+//! handle's word set (`Trust::is_proxy`), so its clone and drop stay
 //! [`crate::runtime::free::clone_ref`] and [`crate::runtime::free::drop_ref`] on the proxy's
 //! [`PropHead`] (first field), with the in-process proof unchanged within the rank.
+//!
+//! * **Made** by a remote `TrusteeRef::entrust_new` (`crate::runtime::spawn::entrust_remote`):
+//!   the trustee builds the value, exports it and answers `(slot, gen, weight)` as plain
+//!   bytes; [`Proxy::receive_on`] makes the proxy on the caller's rank (its *home*).
+//! * **Requests** through the handle are queued with the export's wire target
+//!   ([`Proxy::target`], `runtime::export::wire_target`), read from the proxy at issue time (the
+//!   handle keeps it alive; the record carries the word itself, so a request still queued
+//!   when the proxy is freed needs nothing from it). The owner resolves the word with its
+//!   export table's lock-free lookup (`runtime::transport`, `resolve_target`).
+//! * **The last drop** on the home rank ([`Proxy::last_dropped`], called by
+//!   `runtime::free::proxy_dropped` after `drop_ref`'s Acquire fence) snapshots what the home
+//!   rank's workers had issued to the owner and sends the `Release` control record with the
+//!   proxy's weight, then frees the proxy. A drop after the run, or outside its workers, frees
+//!   only the proxy ([`Proxy::forget`]; the owner's `end_of_run` has dropped or will drop the
+//!   export).
+//! * Not wired yet: exports *from* a proxy ([`Proxy::export`]: handles travelling inside
+//!   messages) and so grants ([`Proxy::apply_grant`]); without them a proxy's weight never
+//!   changes between its receipt and its `Release`.
 //!
 //! # Invariants
 //!
@@ -30,7 +49,7 @@
 //! drop reads the final weight. The `issued` snapshot is Acquire, as
 //! [`crate::runtime::free::snapshot_issued`].
 
-// Not wired into the runtime yet (module docs): only the tests call it in a normal build.
+// Exports from a proxy and grants are not wired yet (module docs): only the tests call them.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::PropHead;

@@ -5,14 +5,26 @@
 //! `docs/rack-mode.md`, section 5; the argument that it is right is below, next to the code
 //! (it lifts the one of [`super::free`], which stays unchanged within each rank).
 //!
-//! Wired so far, in a loopback split: one table per global trustee in the run state
-//! (`RunState::exports`), each trustee's worker holding its [`Owner`]; a `Release` control
-//! record (`wire::envelope::CONTROL_RELEASE`) goes to [`Owner::schedule_release`], the worker
-//! loop applies what is ready ([`Owner::process`]) after polling the transport, and calls
-//! [`Owner::end_of_run`] when it stops (tests: `runtime/export_wired_tests.rs`, with exports
-//! made by hand). Not wired yet: the handle (`Trust<T>` holding a proxy's address when its
-//! trustee is on another rank) and so [`Owner::lookup`] on the serve path, remote
-//! `entrust_new` answering an export, grants, and the codec's handle lists.
+//! Wired in a loopback split: one table per global trustee in the run state
+//! (`RunState::exports`), each trustee's worker holding its [`Owner`]. A remote
+//! `TrusteeRef::entrust_new` builds the property on its trustee and exports it there
+//! ([`ExportTable::export`], `runtime::spawn::entrust_remote`), answering the export to the
+//! caller, which holds a proxy (`crate::property::proxy`). Every request, `launch` and
+//! `Release` through a proxy carries the export's wire target ([`wire_target`]), which the
+//! serving trustee resolves with [`Owner::lookup`] (`runtime::transport`, `resolve_target`:
+//! an unknown, free or stale `(slot, gen)` refuses the envelope, naming the sending rank). A
+//! `Release` control record (`wire::envelope::CONTROL_RELEASE`), sent by a proxy's last drop
+//! with its rank's `issued` snapshot (`runtime::free::proxy_dropped`), goes to
+//! [`Owner::schedule_release`]; the worker loop applies what is ready ([`Owner::process`])
+//! after polling the transport, and calls [`Owner::end_of_run`] when it stops. Tests:
+//! `tests/proxy.rs` (public API, including §5.3's hard case 2) and
+//! `runtime/export_wired_tests.rs` (exports and forged targets by hand). Not wired yet:
+//! exports of a handle inside a message (the codec's handle lists, §5.2 item 6), so
+//! [`ExportTable::receive_on_owner`] and grants ([`Owner::grant`], control id 5).
+//!
+//! The wire target of an export never has bit 63 set (generations stop at [`MAX_GEN`]): a
+//! word with it ([`ADDR_TARGET`]) is an address, sent only for a loopback run's handles that
+//! are still shared through memory, and refused by a validator outside loopback mode.
 //!
 //! # The pieces
 //!
@@ -129,7 +141,7 @@
 //!   an earlier load (loom finds two exports emptying the proxy, whose slot is then recycled
 //!   under it).
 
-// Partly wired (module docs): the export path and grants are called only by the tests yet.
+// Partly wired (module docs): grants and receipts on the owner are called only by tests yet.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;

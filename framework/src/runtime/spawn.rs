@@ -249,8 +249,7 @@ where
             crate::Trust::new(crate::property::alloc(value, w.run_id, w.index), w.index, w.run_id);
         let table = w.run_state.exports.get(w.index).expect("skein: entrust_new: no export table");
         let ex = table.export(t.prop_ptr()).unwrap_or_else(|e| panic!("skein: entrust_new: {e}"));
-        // The export count now holds the property; the builder's handle goes (its free, if the
-        // export were ever dropped first, waits as any other).
+        // The export count now holds the property; the builder's handle goes.
         drop(t);
         [u64::from(ex.slot), u64::from(ex.gen), ex.weight]
     };
@@ -262,8 +261,9 @@ where
 /// target word and `arg`'s bytes; answered by a `Joined` record as [`spawn_on`].
 ///
 /// # Safety
-/// `target` is the wire target word of a live `Latch<T>` property of `trustee` (in a loopback
-/// run the latch's address), kept alive by the caller until the returned handle is joined.
+/// `target` is the wire target word of a live `Latch<T>` property of `trustee` (an export, or
+/// in a loopback run the latch's address marked `export::ADDR_TARGET`), kept alive by the
+/// caller until the returned handle is joined.
 pub(crate) unsafe fn launch_remote<T, A, U, F>(
     w: &Worker,
     trustee: usize,

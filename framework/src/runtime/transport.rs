@@ -73,9 +73,20 @@
 //! * `Trust::launch` on a `Latch` of another rank is the same with `CONTROL_LAUNCH`, the
 //!   property's target word and a `KIND_LAUNCH` table, whose `run` locks the latch in the
 //!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a
-//!   trustee of another fake rank is a remote spawn of "build `f(arg)`, allocate the property
-//!   for this worker, answer its address" (loopback only: the MPI path will answer the
-//!   export's `(slot, generation)`).
+//!   trustee of another rank is a remote spawn of "build `f(arg)`, allocate the property for
+//!   this worker, export it, answer the export's `(slot, generation, weight)`"; the caller
+//!   makes a proxy of it (`crate::property::proxy`).
+//!
+//! # Targets
+//!
+//! A request's target word (and a `Launch`'s) is resolved by the serving trustee as the
+//! record runs (`resolve_target`): an export `(slot, generation)` of its table, through
+//! `export::Owner::lookup` (one Acquire load, no lock; an unknown, free or stale one, or a
+//! property of another trustee, refuses the envelope as a `BadBatch` naming the sending
+//! rank), or, with bit 63 set (`export::ADDR_TARGET`), an address in this process, which only
+//! a loopback run accepts (the validator refuses it otherwise, `Expect::loopback`). A proxy
+//! handle's requests carry its export; the address form is kept only for the loopback-only
+//! handles listed below.
 //!
 //! **Why quiescence counting stays exact.** Each arrow creates its successor before it
 //! finishes, and each task is created and finished once (the rule of activity of
@@ -102,23 +113,28 @@
 //!
 //! # Loopback only (never on the MPI path)
 //!
-//! * **Targets.** The export table of step 6 does not exist yet: the target word of a
-//!   loopback record is the address of the value the request works on (`Place::value_addr`),
-//!   which only means something inside this process; the trustee checks it is not null.
-//!   Step 6 replaces the word by the export `(slot, generation)`, checked against the table
-//!   (`docs/rack-mode.md` §3.4 item 4); an MPI transport must never accept an address.
+//! * **Address targets** (bit 63 set, `export::ADDR_TARGET`): the address of the value
+//!   (`Place::value_addr`) for the handles that are still shared through the process's
+//!   memory: handles of properties entrusted on one fake rank and used on another (test
+//!   statics), `TrustArray::new`'s parts, `entrust_new` from delegated context, and a proxy
+//!   handle that reached another fake rank through memory (found through the owner's export
+//!   table). The trustee checks the address is not null; a validator not in loopback mode
+//!   refuses the word.
 //! * **Runtime-internal posts** (a free handed to the property's owner, quiescence
 //!   wake-ups) are closure records with no `RemoteVTable`. Between fake ranks they travel as
 //!   `LOOPBACK_CONTROL` records whose argument is the in-process record, moved into a box
 //!   (its address and length: 16 bytes, so no uninitialised byte of a closure is read as a
 //!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). The free
-//!   hand-offs become the `Release`/`Grant` control records of `docs/rack-mode.md` §4.4
-//!   with the export table (step 6); quiescence wake-ups need none across ranks (§6).
-//! * **Addresses in control records.** A `Launch` record's target word and the result of
-//!   a remote `entrust_new` are addresses in this process (as request targets above).
+//!   hand-offs of properties reached through an address stay such posts (a proxy's last drop
+//!   is a `Release` control record, a real wire record); quiescence wake-ups need none
+//!   across ranks (§6).
+//! * A `Launch` record's target is an address for the same handles (an export for a proxy).
 //! * `entrust_new` from delegated context (which cannot wait for an answer) and
 //!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
-//!   another fake rank.
+//!   another fake rank (their remote forms are an `Entrust` record answered by a
+//!   continuation, and a collective `TrustArray::new`, `docs/rack-mode.md` §5.4).
+//! * A proxy handle's last drop on another fake rank than its own posts its `Release` to
+//!   the first worker of its rank (`free::proxy_dropped`).
 
 use super::export::{split_target, ADDR_TARGET};
 use super::worker::Worker;

@@ -37,6 +37,21 @@
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in
 //! [`crate::runtime::free`]. The property's memory is [`crate::property`].
+//!
+//! # Handles of another rank's properties
+//!
+//! A handle whose property lives on another rank (made by a remote
+//! [`TrusteeRef::entrust_new`]) is a *proxy handle*: its word holds the address of a
+//! [`Proxy`] of this rank and [`PROXY_BIT`] (`docs/rack-mode.md` §5.2 item 2; the proxy, and
+//! what its last drop sends, are [`crate::property::proxy`]; the owner's side and the
+//! argument are [`crate::runtime::export`]). Its clone and drop are the same count operations
+//! on the proxy's header. Every call reads the target it queues with `Trust::target_for`:
+//! the property's address for a local handle (one predictable branch on the bit), the
+//! export's wire word for a proxy handle, marked [`RECORD_EXPORT`] in the queued record so
+//! that the record's `RemoteHook::take_arg` writes it as is ([`wire_word`]); a local handle's
+//! address becomes an address target there (loopback only, `crate::runtime::transport`). A
+//! proxy's trustee is always on another rank, so its requests always leave through the
+//! transport, never through a slot or the inline path.
 
 pub(crate) mod array;
 pub(crate) mod latch;
@@ -154,8 +169,12 @@ impl TrusteeRef {
     /// On this rank `f` runs here, on the calling worker, and the value is allocated for the
     /// trustee as with `entrust`. For a trustee of another fake rank of a loopback run
     /// (`Builder::loopback_ranks`) `f` runs on the trustee (a remote spawn; the calling
-    /// fiber waits), except in delegated context, where it runs here (the fake ranks share
-    /// the process's memory). Under MPI a trustee of another rank is not yet supported.
+    /// fiber waits), which exports the property and answers the export: the handle is a
+    /// proxy of this rank (`docs/rack-mode.md` §5), whose last drop here returns its weight,
+    /// and whose property is dropped on its trustee after the last handle on every rank is
+    /// gone, or at the end of the run. In delegated context `f` runs here instead (the fake
+    /// ranks share the process's memory; loopback only). Under MPI a trustee of another rank
+    /// is not yet supported.
     ///
     /// # Panics
     /// Outside a runtime, or if `f` panics.
@@ -605,9 +624,10 @@ pub(crate) trait Place {
     /// delegated code on the value's trustee (property invariant 2: no other reference).
     unsafe fn value<'a>(target: *mut u8) -> &'a mut Self::Value;
 
-    /// The address of the value at `target`, as the target word of a wire record in a
-    /// loopback run (`crate::runtime::transport`; step 6 of `docs/rack-mode.md` §8 replaces
-    /// it by the export `(slot, generation)`). Computes an address, reads no value.
+    /// The address of the value at `target`, as the target word of a wire record for a
+    /// handle shared through memory in a loopback run (`crate::runtime::transport`, "Loopback
+    /// only"; a proxy handle's records carry its export instead). Computes an address, reads
+    /// no value.
     ///
     /// # Safety
     /// `target` is the target word of a live request of this place (its property is alive).
