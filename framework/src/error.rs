@@ -16,10 +16,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Every run id is held: 255 runs are running, or have ended while handles to their
+    /// Every run id is held: 127 runs are running, or have ended while handles to their
     /// properties are still alive (a run's id is free again once its last property is gone).
     #[error(
-        "too many skein runs at once: 255 are running or still have live properties; drop the \
+        "too many skein runs at once: 127 are running or still have live properties; drop the \
          handles (Trust) of finished runs"
     )]
     TooManyRuns,

@@ -14,7 +14,8 @@
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// The largest run id; at most this many runs can be running or have live properties at once.
-pub(crate) const MAX_RUN_ID: u32 = 255;
+/// Seven bits: a handle's word keeps the bit below them for proxies ([`crate::Trust`]).
+pub(crate) const MAX_RUN_ID: u32 = 127;
 
 struct Slot {
     running: AtomicBool,

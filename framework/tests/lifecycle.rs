@@ -127,9 +127,12 @@ fn trust_outliving_the_run_is_dropped_once() {
         }
     }
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let t: Trust<D> = rt.run_local(|| skein::trustee(1).entrust_new((), |()| D)).unwrap();
+    let (t, split): (Trust<D>, bool) =
+        rt.run_local(|| (skein::trustee(1).entrust_new((), |()| D), skein::ranks() > 1)).unwrap();
     let t2 = t.clone();
-    assert_eq!(DROPS.load(Relaxed), 0);
+    // Split (`SKEIN_LOOPBACK_RANKS`), the handle is a proxy of another rank's property, which
+    // is dropped with its export at the end of the run (`docs/rack-mode.md` §5.4).
+    assert_eq!(DROPS.load(Relaxed), usize::from(split));
     drop(t);
     drop(t2);
     assert_eq!(DROPS.load(Relaxed), 1);

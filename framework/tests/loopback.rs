@@ -135,14 +135,34 @@ fn every_kind_to_every_trustee() {
     EVERY_DONE.fetch_add(1, SeqCst);
 }
 
+/// A counter on every trustee `g` (value `g`), with handles that every fake rank may use: made
+/// in delegated context, where `entrust_new` builds in this process's memory (loopback only).
+/// A fiber's `entrust_new` on another rank answers a proxy handle instead, which stays on its
+/// rank (`tests/proxy.rs`); handles cross ranks only inside messages.
+fn shared_counters(n: usize) -> Vec<Trust<u64>> {
+    let out: Rc<std::cell::RefCell<Option<Vec<Trust<u64>>>>> = Rc::default();
+    let o = out.clone();
+    let here = skein::local_trustee().entrust(());
+    here.apply_then(
+        (),
+        |_, ()| (),
+        move |()| {
+            let v = (0..n).map(|g| skein::trustee(g).entrust_new(g as u64, |x| x)).collect();
+            *o.borrow_mut() = Some(v);
+        },
+    );
+    skein::wait_quiescent();
+    let v = out.borrow_mut().take();
+    v.expect("built in the continuation")
+}
+
 /// Every kind of request, from every worker, to every trustee; returns the final values.
 fn every_to_every(workers: usize, ranks: usize) -> (Vec<u64>, Vec<u64>) {
     EVERY_DONE.store(0, SeqCst);
     runtime(workers, ranks)
         .run(|| {
             let n = skein::num_workers();
-            let counters: Vec<Trust<u64>> =
-                (0..n).map(|g| skein::trustee(g).entrust_new(g as u64, |x| x)).collect();
+            let counters = shared_counters(n);
             let arr = TrustArray::new(n * 3, 5u64, |k, i| i as u64 * k);
             *EVERY.lock().unwrap() = Some(Handles { counters: counters.clone(), arr: arr.clone() });
             for (g, t) in counters.iter().enumerate() {
@@ -247,9 +267,15 @@ fn a_property_is_dropped_after_requests_from_another_fake_rank() {
             for _ in 0..N {
                 t.apply_then((), |c, ()| c.0 += 1, |()| {});
             }
-            // The last handle goes here, on fake rank 0, with requests still on their way.
+            // The last handle goes here, on fake rank 0, with requests still on their way: its
+            // `Release` waits on the trustee until they have been served. (That return is
+            // applied by the trustee's loop, not a task: quiescence may come just before it.)
             drop(t);
             skein::wait_quiescent();
+            let start = std::time::Instant::now();
+            while DROPS.load(SeqCst) == 0 && start.elapsed().as_secs() < 30 {
+                skein::yield_now();
+            }
             assert_eq!(DROPS.load(SeqCst), 1, "dropped exactly once");
             assert_eq!(DROPPED_AT.load(SeqCst), N, "dropped after every request");
         })

@@ -164,15 +164,59 @@ fn rank_side(case: &str, dir: &Path) {
             });
             report_run(rank, detached);
         }
-        "remote-property" => {
-            // Properties of another rank from main: not yet supported under MPI (issue 18,
-            // step 6: proxies); a clear error on every rank, never a wrong answer.
+        "property" => {
+            // Properties on every worker of every rank: made by main (rank 0) and by a driver
+            // fiber on every worker, used with every call kind, dropped; each is dropped
+            // exactly once, on its owner (counted per process in DROPS).
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let r = rt.run(|| {
+                let n = skein::num_workers();
+                let props: Vec<skein::Trust<Counted>> = (0..n)
+                    .map(|g| skein::trustee(g).entrust_new(g as u64 * 100, Counted::new))
+                    .collect();
+                let mut out = Vec::new();
+                for t in &props {
+                    for _ in 0..1000 {
+                        t.apply_then(1u64, |c, d| c.add(d), |_| ());
+                    }
+                    let v = t.apply(1u64, |c, d| c.add(d));
+                    let w = t.apply_with(vec![1u64, 2, 3], |c, v: Vec<u64>| c.add(v.iter().sum()));
+                    let owner = t.apply((), |_, ()| (skein::rank(), skein::current_worker()));
+                    out.push((v, w, owner));
+                }
+                let copies: Vec<_> = props.iter().map(|t| t.clone()).collect();
+                drop(props);
+                // Every worker makes its own property on every trustee, uses and drops it.
+                let drivers: Vec<_> = (0..n)
+                    .map(|g| {
+                        skein::spawn_on(g, n, |n| {
+                            let mine: Vec<_> = (0..n)
+                                .map(|t| skein::trustee(t).entrust_new(t as u64, Counted::new))
+                                .collect();
+                            for t in &mine {
+                                for _ in 0..100 {
+                                    t.apply_then(1u64, |c, d| c.add(d), |_| ());
+                                }
+                            }
+                            mine.iter().map(|t| t.apply((), |c, ()| c.0)).sum::<u64>()
+                        })
+                    })
+                    .collect();
+                let sums: Vec<u64> = drivers.into_iter().map(|h| h.join()).collect();
+                drop(copies);
+                (out, sums)
+            });
+            report_run(rank, r);
+            println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
+        }
+        "array-across-ranks" => {
+            // Not carried under MPI yet: a clear error on every rank, never a wrong answer.
             let rt = skein::Runtime::builder().workers(1).build().expect("build");
             report_run(
                 rank,
                 rt.run(|| {
-                    let t = skein::trustee(skein::num_workers() - 1).entrust_new(5u64, |v| v);
-                    t.apply(1u64, |x, d| *x + d)
+                    let a = skein::TrustArray::new(4, 0u64, |_, i| i as u64);
+                    a.apply(3, (), |x, ()| *x)
                 }),
             );
         }
@@ -205,6 +249,28 @@ fn rank_side(case: &str, dir: &Path) {
     }
 }
 
+/// Properties dropped in this process.
+static DROPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A property that counts its drops in [`DROPS`].
+struct Counted(u64);
+
+impl Counted {
+    fn new(v: u64) -> Counted {
+        Counted(v)
+    }
+    fn add(&mut self, d: u64) -> u64 {
+        self.0 += d;
+        self.0
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Prints a run's outcome as one `RUN-OK rank=R <value>` or `RUN-ERROR rank=R: <error>` line.
 fn report_run<V: std::fmt::Debug>(rank: usize, r: Result<V, skein::Error>) {
     match r {
@@ -229,7 +295,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 16] = [
+    let cases: [Case; 18] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -245,7 +311,9 @@ fn harness(args: &[String]) {
         ("spawn_on_every_worker_of_3_ranks", |d| spawn_case(d, 3)),
         ("wait_quiescent_across_3_ranks", quiescent_case),
         ("remote_panics_are_named_on_every_rank", remote_panic_case),
-        ("remote_property_is_not_yet_supported", remote_property_case),
+        ("properties_on_every_worker_of_2_ranks", |d| property_case(d, 2)),
+        ("properties_on_every_worker_of_3_ranks", |d| property_case(d, 3)),
+        ("trust_array_across_ranks_is_not_yet_supported", array_case),
         ("one_rank_under_mpirun_runs_a_job", job_case),
         ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
     ];
@@ -666,11 +734,32 @@ fn remote_panic_case(dir: &Path) -> Result<(), String> {
     )
 }
 
-fn remote_property_case(dir: &Path) -> Result<(), String> {
-    let (l, out) = same_on_every_rank(dir, "remote-property", 2)?;
+fn property_case(dir: &Path, ranks: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "property", ranks)?;
+    let n = 2 * ranks;
+    let first: Vec<String> = (0..n)
+        .map(|g| {
+            let v = g * 100 + 1001;
+            format!("({v}, {}, ({}, {g}))", v + 6, g / 2)
+        })
+        .collect();
+    let sums: Vec<String> = (0..n).map(|_| (n * (n - 1) / 2 + 100 * n).to_string()).collect();
+    let want = format!("ok ([{}], [{}])", first.join(", "), sums.join(", "));
+    check(out == [want], "every call kind on properties of every rank", &l)?;
+    // Each rank owns 2 of main's properties and 2 of every driver's: each dropped exactly
+    // once, on its owner.
+    for r in 0..ranks {
+        let line = format!("DROPS rank={r} n={}", 2 * (1 + n));
+        check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    Ok(())
+}
+
+fn array_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "array-across-ranks", 2)?;
     check(
         out.len() == 1 && out[0].starts_with("err ") && out[0].contains("not yet supported"),
-        "a property of another rank is refused with a clear error on every rank",
+        "a TrustArray across MPI ranks is refused with a clear error on every rank",
         &l,
     )
 }

@@ -25,7 +25,7 @@ fn ids_are_held_while_handles_live_and_reused_after() {
             .unwrap();
         assert!(refused, "run {i} accepted a handle of another run");
     }
-    // Runs that end with live handles keep their ids until the handles go: at most 255 at a
+    // Runs that end with live handles keep their ids until the handles go: at most 127 at a
     // time (one of them is `kept`'s).
     let mut held = vec![kept];
     let err = loop {
@@ -33,15 +33,15 @@ fn ids_are_held_while_handles_live_and_reused_after() {
             Ok(h) => held.push(h),
             Err(e) => break e,
         }
-        assert!(held.len() <= 255, "more than 255 run ids held at once");
+        assert!(held.len() <= 127, "more than 127 run ids held at once");
     };
     assert!(matches!(err, Error::TooManyRuns), "{err}");
-    assert_eq!(held.len(), 255);
+    assert_eq!(held.len(), 127);
     assert!(err.to_string().contains("drop the handles"), "{err}");
     held.clear();
     // All ids are free again.
-    let v: Vec<Trust<u64>> = (0..255)
+    let v: Vec<Trust<u64>> = (0..127)
         .map(|i| one_worker().run_local(move || skein::trustee(0).entrust(i)).unwrap())
         .collect();
-    assert_eq!(v.len(), 255);
+    assert_eq!(v.len(), 127);
 }

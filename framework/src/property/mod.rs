@@ -56,8 +56,12 @@ pub(crate) struct Prop<T> {
 pub(crate) struct PropPtr {
     ptr: NonNull<PropHead>,
     free: unsafe fn(NonNull<PropHead>, usize),
-    /// The trustee it was entrusted to (whose slab pool takes the slot back).
-    trustee: u32,
+    /// The trustee it was entrusted to (whose slab pool takes the slot back; below 4096, the
+    /// handle's limit).
+    trustee: u16,
+    /// The offset of the value from the header (`offset_of!(Prop<T>, value)`), so that a
+    /// remote request found through an export slot reaches the value without knowing `T`.
+    value_off: u16,
     /// Its run's id.
     run: u32,
 }
@@ -65,7 +69,19 @@ pub(crate) struct PropPtr {
 impl PropPtr {
     /// The pointer to a `Prop<T>` made by [`alloc`] for trustee `trustee` in run `run`.
     pub(crate) fn of<T>(p: NonNull<Prop<T>>, trustee: usize, run: u32) -> PropPtr {
-        PropPtr { ptr: p.cast(), free: free_typed::<T>, trustee: trustee as u32, run }
+        let value_off = const {
+            let off = std::mem::offset_of!(Prop<T>, value);
+            assert!(off <= u16::MAX as usize, "skein: a property's value is aligned above 2^15");
+            off as u16
+        };
+        debug_assert!(trustee <= u16::MAX as usize);
+        PropPtr { ptr: p.cast(), free: free_typed::<T>, trustee: trustee as u16, value_off, run }
+    }
+
+    /// The address of the property's value (the target of a request to it). Computes an
+    /// address, reads nothing.
+    pub(crate) fn value_addr(&self) -> *mut u8 {
+        self.ptr.as_ptr().cast::<u8>().wrapping_add(self.value_off as usize)
     }
 
     /// The trustee the property was entrusted to.

@@ -2,10 +2,29 @@
 //! like a property that stands for a property of another rank (`docs/rack-mode.md`, 5.2). The
 //! owner side, and the argument that the scheme is right, are in [`crate::runtime::export`].
 //!
-//! Built standalone, not wired yet: a `Trust<T>` whose trustee is on another rank will hold a
-//! proxy's address where it holds a property's today, so its clone and drop stay
+//! Wired into `Trust<T>` (`crate::trust`): a handle whose property lives on another rank
+//! holds a proxy's address where a local handle holds the property's, with a spare bit of the
+//! handle's word set (`Trust::is_proxy`), so its clone and drop stay
 //! [`crate::runtime::free::clone_ref`] and [`crate::runtime::free::drop_ref`] on the proxy's
 //! [`PropHead`] (first field), with the in-process proof unchanged within the rank.
+//!
+//! * **Made** by a remote `TrusteeRef::entrust_new` (`crate::runtime::spawn::entrust_remote`):
+//!   the trustee builds the value, exports it and answers `(slot, gen, weight)` as plain
+//!   bytes; [`Proxy::receive_on`] makes the proxy on the caller's rank (its *home*).
+//! * **Requests** through the handle are queued with the export's wire target
+//!   ([`Proxy::target`], `runtime::export::wire_target`), read from the proxy at issue time (the
+//!   handle keeps it alive; the record carries the word itself, so a request still queued
+//!   when the proxy is freed needs nothing from it). The owner resolves the word with its
+//!   export table's lock-free lookup (`runtime::transport`, `resolve_target`).
+//! * **The last drop** on the home rank ([`Proxy::last_dropped`], called by
+//!   `runtime::free::proxy_dropped` after `drop_ref`'s Acquire fence) snapshots what the home
+//!   rank's workers had issued to the owner and sends the `Release` control record with the
+//!   proxy's weight, then frees the proxy. A drop after the run, or outside its workers, frees
+//!   only the proxy ([`Proxy::forget`]; the owner's `end_of_run` has dropped or will drop the
+//!   export).
+//! * Not wired yet: exports *from* a proxy ([`Proxy::export`]: handles travelling inside
+//!   messages) and so grants ([`Proxy::apply_grant`]); without them a proxy's weight never
+//!   changes between its receipt and its `Release`.
 //!
 //! # Invariants
 //!
@@ -30,7 +49,7 @@
 //! drop reads the final weight. The `issued` snapshot is Acquire, as
 //! [`crate::runtime::free::snapshot_issued`].
 
-// Not wired into the runtime yet (module docs): only the tests call it in a normal build.
+// Exports from a proxy and grants are not wired yet (module docs): only the tests call them.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::PropHead;
@@ -61,6 +80,10 @@ pub(crate) struct Proxy {
     gen: u32,
     /// The run whose id the proxy holds.
     run: u32,
+    /// The rank that made it (`u32::MAX` in the standalone tests): its handles issue and
+    /// release only from there (`crate::trust`: in a loopback run a handle can reach another
+    /// fake rank through shared memory, whose `issued` counts its `Release` would not cover).
+    home: u32,
     /// Weight held (invariant 2).
     weight: AtomicU64,
     /// A `Grant` is outstanding (invariant 4).
@@ -145,6 +168,19 @@ impl Proxy {
         run: u32,
         workers: usize,
     ) -> Result<NonNull<Proxy>, ProxyError> {
+        Proxy::receive_on(u32::MAX, owner, slot, gen, weight, run, workers)
+    }
+
+    /// [`Proxy::receive`] on rank `home` (the runtime's: the proxy's handles issue only there).
+    pub(crate) fn receive_on(
+        home: u32,
+        owner: usize,
+        slot: u32,
+        gen: u32,
+        weight: u64,
+        run: u32,
+        workers: usize,
+    ) -> Result<NonNull<Proxy>, ProxyError> {
         if weight == 0 {
             return Err(ProxyError::ZeroWeight { owner, slot });
         }
@@ -158,6 +194,7 @@ impl Proxy {
             slot,
             gen,
             run,
+            home,
             weight: AtomicU64::new(weight),
             grant_asked: AtomicBool::new(false),
         };
@@ -173,6 +210,16 @@ impl Proxy {
     /// The export slot and generation: the wire target ([`crate::runtime::export::wire_target`]).
     pub(crate) fn target(&self) -> (u32, u32) {
         (self.slot, self.gen)
+    }
+
+    /// The rank that made it.
+    pub(crate) fn home(&self) -> usize {
+        self.home as usize
+    }
+
+    /// The run whose id it holds.
+    pub(crate) fn run(&self) -> u32 {
+        self.run
     }
 
     /// The weight held now (diagnostics and tests; it changes under concurrent exports).
@@ -267,10 +314,25 @@ impl Proxy {
         counters: &[WorkerCounters],
     ) -> Option<Release> {
         // SAFETY: caller promise — the count it holds keeps the proxy alive.
-        let proxy = unsafe { p.as_ref() };
-        if !drop_ref(&proxy.head) {
+        if !drop_ref(unsafe { &p.as_ref().head }) {
             return None;
         }
+        // SAFETY: the count was the last (caller promise: made by `receive`).
+        Some(unsafe { Proxy::last_dropped(p, counters) })
+    }
+
+    /// The rest of [`Proxy::drop_handle`] once [`drop_ref`] has returned true for the proxy at
+    /// `p` (a `Trust`'s drop does the `drop_ref` itself): the [`Release`] with the snapshot of
+    /// `issued` over `counters`; the proxy is freed.
+    ///
+    /// # Safety
+    /// `p` was made by [`Proxy::receive`], and [`drop_ref`] on its head has just returned true
+    /// to the caller (its count is zero and the Acquire fence has run); nothing uses `p`
+    /// afterwards.
+    pub(crate) unsafe fn last_dropped(p: NonNull<Proxy>, counters: &[WorkerCounters]) -> Release {
+        // SAFETY: caller promise — the last count is gone but the memory is not freed yet
+        // (only here, below).
+        let proxy = unsafe { p.as_ref() };
         // The count is zero and `drop_ref`'s Acquire fence has run: every other handle's use
         // (its requests' `issued` bumps, its exports) happens before what follows.
         let issued = snapshot_issued(counters, proxy.owner());
@@ -286,7 +348,23 @@ impl Proxy {
         // names it, and this is its only free (invariant 1).
         drop(unsafe { Box::from_raw(p.as_ptr()) });
         run_ids::prop_freed(run);
-        Some(release)
+        release
+    }
+
+    /// Frees the proxy at `p` after its last handle's drop, returning no weight: the drop came
+    /// after its run ended (the owner's `end_of_run` dropped the export already) or outside
+    /// any worker of it (the weight leaks: the property is freed at the end of the run, never
+    /// early).
+    ///
+    /// # Safety
+    /// As [`Proxy::last_dropped`].
+    pub(crate) unsafe fn forget(p: NonNull<Proxy>) {
+        // SAFETY: caller promise: the last count is gone; made by `Box::leak` in `receive`,
+        // and this is its only free.
+        let proxy = unsafe { Box::from_raw(p.as_ptr()) };
+        let run = proxy.run;
+        drop(proxy);
+        run_ids::prop_freed(run);
     }
 }
 

@@ -5,14 +5,26 @@
 //! `docs/rack-mode.md`, section 5; the argument that it is right is below, next to the code
 //! (it lifts the one of [`super::free`], which stays unchanged within each rank).
 //!
-//! Wired so far, in a loopback split: one table per global trustee in the run state
-//! (`RunState::exports`), each trustee's worker holding its [`Owner`]; a `Release` control
-//! record (`wire::envelope::CONTROL_RELEASE`) goes to [`Owner::schedule_release`], the worker
-//! loop applies what is ready ([`Owner::process`]) after polling the transport, and calls
-//! [`Owner::end_of_run`] when it stops (tests: `runtime/export_wired_tests.rs`, with exports
-//! made by hand). Not wired yet: the handle (`Trust<T>` holding a proxy's address when its
-//! trustee is on another rank) and so [`Owner::lookup`] on the serve path, remote
-//! `entrust_new` answering an export, grants, and the codec's handle lists.
+//! Wired in a loopback split: one table per global trustee in the run state
+//! (`RunState::exports`), each trustee's worker holding its [`Owner`]. A remote
+//! `TrusteeRef::entrust_new` builds the property on its trustee and exports it there
+//! ([`ExportTable::export`], `runtime::spawn::entrust_remote`), answering the export to the
+//! caller, which holds a proxy (`crate::property::proxy`). Every request, `launch` and
+//! `Release` through a proxy carries the export's wire target ([`wire_target`]), which the
+//! serving trustee resolves with [`Owner::lookup`] (`runtime::transport`, `resolve_target`:
+//! an unknown, free or stale `(slot, gen)` refuses the envelope, naming the sending rank). A
+//! `Release` control record (`wire::envelope::CONTROL_RELEASE`), sent by a proxy's last drop
+//! with its rank's `issued` snapshot (`runtime::free::proxy_dropped`), goes to
+//! [`Owner::schedule_release`]; the worker loop applies what is ready ([`Owner::process`])
+//! after polling the transport, and calls [`Owner::end_of_run`] when it stops. Tests:
+//! `tests/proxy.rs` (public API, including §5.3's hard case 2) and
+//! `runtime/export_wired_tests.rs` (exports and forged targets by hand). Not wired yet:
+//! exports of a handle inside a message (the codec's handle lists, §5.2 item 6), so
+//! [`ExportTable::receive_on_owner`] and grants ([`Owner::grant`], control id 5).
+//!
+//! The wire target of an export never has bit 63 set (generations stop at [`MAX_GEN`]): a
+//! word with it ([`ADDR_TARGET`]) is an address, sent only for a loopback run's handles that
+//! are still shared through memory, and refused by a validator outside loopback mode.
 //!
 //! # The pieces
 //!
@@ -129,7 +141,7 @@
 //!   an earlier load (loom finds two exports emptying the proxy, whose slot is then recycled
 //!   under it).
 
-// Partly wired (module docs): the export path and grants are called only by the tests yet.
+// Partly wired (module docs): grants and receipts on the owner are called only by tests yet.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;
@@ -156,9 +168,22 @@ const FIRST_CHUNK: u64 = 1 << FIRST_CHUNK_SHIFT;
 /// Chunks: enough for every `u32` slot.
 const CHUNKS: usize = 27;
 
+/// The last generation a slot takes ([`Owner`] retires a slot there): an export's wire target
+/// leaves bits 62 and 63 clear, so it is never taken for an address target
+/// ([`ADDR_TARGET`]), and the issuing path may mark it in a record (`crate::trust`).
+pub(crate) const MAX_GEN: u32 = (1 << 30) - 1;
+
+/// Wire target bit: the rest of the word is an address in the sending process, not an export.
+/// Only the handles of a loopback run still shared through memory (test statics,
+/// `TrustArray::new` parts, `entrust_new` from delegated context) are sent so; a validator
+/// not in loopback mode refuses such a target (`wire::envelope`, `Expect::loopback`).
+pub(crate) const ADDR_TARGET: u64 = crate::wire::envelope::ADDR_TARGET;
+
 /// The wire target word of a remote request to the property in `slot`, generation `gen`
-/// (`docs/rack-mode.md`, 3.1: slot in the low half, generation in the high half).
+/// (`docs/rack-mode.md`, 3.1: slot in the low half, generation in the high half;
+/// `gen <= MAX_GEN`).
 pub(crate) fn wire_target(slot: u32, gen: u32) -> u64 {
+    debug_assert!(gen <= MAX_GEN);
     u64::from(slot) | (u64::from(gen) << 32)
 }
 
@@ -453,6 +478,13 @@ impl<P: ExportedProp> ExportTable<P> {
         Ok((e, prop))
     }
 
+    /// The property of live slot `(slot, gen)`, for a holder of weight of that slot on any
+    /// thread (a proxy handle of a loopback run used through shared memory off its rank,
+    /// `crate::trust`): the weight held keeps the slot from being recycled meanwhile.
+    pub(crate) fn held(&self, slot: u32, gen: u32) -> Result<P, LookupError> {
+        self.live(slot, gen).map(|(_, p)| p)
+    }
+
     /// Receiving a handle of this trustee's property on the owner rank itself (any worker of
     /// it): a new local handle (`clone_ref` on the property found through the slot), and the
     /// message's weight to post to the trustee, which applies it with
@@ -660,7 +692,7 @@ impl<P: ExportedProp> Owner<P> {
             // SAFETY: we are the owner and hold the mutex; no weight of the slot is
             // outstanding, so no one else reads the entry (invariant 1).
             unsafe { e.prop.with_mut(|p| *p = None) };
-            match gen.checked_add(1) {
+            match gen.checked_add(1).filter(|&g| g <= MAX_GEN) {
                 Some(next) => {
                     e.state.store(u64::from(next), Ordering::Release);
                     free.recycled.push(slot);

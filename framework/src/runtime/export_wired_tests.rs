@@ -3,8 +3,8 @@
 //! held until the requests its snapshot counts have been served, then returns its weight
 //! (the export count dropped, the property freed exactly once); a `Release` naming a stale
 //! export refuses the envelope, naming the rank; exports still live at the end of a run are
-//! dropped there. The exports are made by hand here (the importer side, proxies inside
-//! `Trust`, is not wired yet).
+//! dropped there. The exports are made by hand here, except in the last test, which forges a
+//! proxy handle (the importer side, `tests/proxy.rs` through the public API).
 
 use super::context;
 use super::export::{wire_target, W0};
@@ -203,4 +203,36 @@ fn release_waits_for_the_requests_its_snapshot_counts() {
     assert_eq!(r.expect("run"), (0, 1), "held through quiescence, then applied");
     assert_eq!(HOLD_DROPS.load(SeqCst), 1);
     assert_eq!(HOLD_AT.load(SeqCst), 1);
+}
+
+/// A request through a proxy handle whose `(slot, gen)` names no live export of its trustee (a
+/// forged generation, a slot never made) refuses the envelope: the run fails, naming the
+/// sending rank and the reason, and nothing runs on a wrong value.
+#[test]
+fn forged_proxy_targets_are_refused_naming_the_rank() {
+    use crate::property::proxy::Proxy;
+    for (bump_slot, bump_gen, what) in [(0, 1, "generation"), (1000, 0, "out of range")] {
+        let r = runtime().run(move || {
+            let w = context::expect("test");
+            let t = crate::trustee(2).entrust_new(7u64, |n| n);
+            assert!(t.is_proxy(), "a handle of another rank is a proxy");
+            assert_eq!(t.apply((), |x: &mut u64, ()| *x), 7);
+            let (owner, (slot, gen)) = (t.proxy().owner(), t.proxy().target());
+            let p = Proxy::receive_on(
+                w.rank as u32,
+                owner,
+                slot + bump_slot,
+                gen + bump_gen,
+                1,
+                w.run_id,
+                w.n,
+            )
+            .expect("proxy");
+            let forged: crate::Trust<u64> = crate::Trust::from_proxy(p, owner, w.run_id);
+            forged.apply_then((), |x: &mut u64, ()| *x += 1, |()| {});
+            crate::wait_quiescent();
+        });
+        let e = r.expect_err("a forged target must fail the run").to_string();
+        assert!(e.contains("bad batch from rank 0") && e.contains(what), "{e}");
+    }
 }

@@ -158,6 +158,54 @@ pub(crate) fn release_last(p: PropPtr, run: u32) {
     unsafe { free_prop(p) };
 }
 
+/// The last handle of a proxy (`crate::property::proxy`) on this rank is gone: the proxy's
+/// weight goes back to its owner in a `Release` control record, with the snapshot of the
+/// requests this rank's workers had issued to the owner (`docs/rack-mode.md` §5.2 item 4; the
+/// argument is in [`super::export`]), and the proxy is freed. The snapshot is taken here,
+/// after `drop_ref`'s Acquire fence (the proxy's count is this module's count, with its proof
+/// unchanged within the rank), so it covers every request issued through any handle of the
+/// proxy. The record is sent from the proxy's own rank: from this worker, or, when the last
+/// drop happens on a worker of another fake rank of a loopback run (a handle shared through
+/// memory), from the first worker of the proxy's rank, to which the release is posted (the
+/// snapshot is this rank-independent read of that rank's counters).
+///
+/// A drop after the proxy's run ended, or on a thread that is not a worker of it, only frees
+/// the proxy: after the run the owner's `end_of_run` has dropped the export already; during
+/// it the weight leaks, so the property is freed at the end of the run (never early).
+///
+/// # Safety
+/// `p` is a proxy made by `Proxy::receive_on`, whose last count `drop_ref` has just given
+/// up to the caller; nothing uses `p` afterwards.
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn proxy_dropped(p: std::ptr::NonNull<crate::property::proxy::Proxy>) {
+    use crate::property::proxy::Proxy;
+    use crate::wire::envelope::{release_body, CONTROL_RELEASE};
+    // SAFETY: caller promise: the memory is still the proxy's (freed below, once).
+    let (home, run) = unsafe { (p.as_ref().home(), p.as_ref().run()) };
+    let w = context::current().filter(|w| w.run_id == run && w.remote.is_some());
+    let Some((w, lo)) = w.and_then(|w| {
+        let lo = home.checked_mul(w.local_n)?;
+        (lo + w.local_n <= w.run_state.counters.len()).then_some((w, lo))
+    }) else {
+        // SAFETY: caller promise.
+        return unsafe { Proxy::forget(p) };
+    };
+    let counters = &w.run_state.counters[lo..lo + w.local_n];
+    // SAFETY: caller promise.
+    let rel = unsafe { Proxy::last_dropped(p, counters) };
+    let target = super::export::wire_target(rel.slot, rel.gen);
+    let body = release_body(rel.weight, &rel.issued);
+    let owner = rel.owner;
+    if w.rank == home {
+        w.send_control::<CONTROL_RELEASE>(owner, target, body);
+    } else {
+        w.post(lo, move || {
+            context::expect("drop").send_control::<CONTROL_RELEASE>(owner, target, body)
+        });
+    }
+}
+
 /// How many requests each client has issued to `trustee` so far: the targets a free must wait
 /// for (module docs). Acquire: pairs with the clients' Release bumps.
 pub(crate) fn snapshot_issued(counters: &[WorkerCounters], trustee: usize) -> Box<[u64]> {

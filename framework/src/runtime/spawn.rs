@@ -227,12 +227,13 @@ where
 }
 
 /// `TrusteeRef::entrust_new` on a trustee of another rank: a remote spawn on `trustee` whose
-/// fiber runs `f(arg)` there and allocates the property for its own worker; returns the
-/// property's address (a loopback run only: the fake ranks share this process's memory; the
-/// MPI path will answer the export's `(slot, generation)` instead, `docs/rack-mode.md` §5).
-/// Waits in a `join`: the caller must be able to block. A panic of `f` is resumed here,
-/// naming the trustee's rank and worker.
-pub(crate) fn entrust_remote<A, T, F>(w: &Worker, trustee: usize, arg: A, f: F) -> u64
+/// fiber runs `f(arg)` there, allocates the property for its own worker, exports it in its
+/// export table (`super::export`: the slot holds the property's one count once the builder's
+/// handle is dropped) and answers the export: `[slot, generation, weight]`, plain bytes, which
+/// the caller turns into a proxy (`docs/rack-mode.md` §5.2). Nothing of the trustee's rank is
+/// reached through an address. Waits in a `join`: the caller must be able to block. A panic of
+/// `f` (or a full export table) is resumed here, naming the trustee's rank and worker.
+pub(crate) fn entrust_remote<A, T, F>(w: &Worker, trustee: usize, arg: A, f: F) -> [u64; 3]
 where
     A: Plain,
     T: Send + 'static,
@@ -240,10 +241,16 @@ where
 {
     // Captures only `f`, zero-sized and `Copy` (`travel_check!` in `entrust_new`): this
     // closure is zero-sized too, and recreated on the trustee from its code id.
-    let build = move |a: A| -> u64 {
+    let build = move |a: A| -> [u64; 3] {
         let w = context::expect("entrust_new");
-        let p = crate::property::alloc(f(a), w.run_id, w.index);
-        p.as_ptr() as usize as u64
+        let value = f(a);
+        let t =
+            crate::Trust::new(crate::property::alloc(value, w.run_id, w.index), w.index, w.run_id);
+        let table = w.run_state.exports.get(w.index).expect("skein: entrust_new: no export table");
+        let ex = table.export(t.prop_ptr()).unwrap_or_else(|e| panic!("skein: entrust_new: {e}"));
+        // The export count now holds the property; the builder's handle goes.
+        drop(t);
+        [u64::from(ex.slot), u64::from(ex.gen), ex.weight]
     };
     spawn_remote(w, trustee, arg, build).join()
 }
@@ -253,8 +260,9 @@ where
 /// target word and `arg`'s bytes; answered by a `Joined` record as [`spawn_on`].
 ///
 /// # Safety
-/// `target` is the wire target word of a live `Latch<T>` property of `trustee` (in a loopback
-/// run the latch's address), kept alive by the caller until the returned handle is joined.
+/// `target` is the wire target word of a live `Latch<T>` property of `trustee` (an export, or
+/// in a loopback run the latch's address marked `export::ADDR_TARGET`), kept alive by the
+/// caller until the returned handle is joined.
 pub(crate) unsafe fn launch_remote<T, A, U, F>(
     w: &Worker,
     trustee: usize,

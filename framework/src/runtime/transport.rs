@@ -73,9 +73,20 @@
 //! * `Trust::launch` on a `Latch` of another rank is the same with `CONTROL_LAUNCH`, the
 //!   property's target word and a `KIND_LAUNCH` table, whose `run` locks the latch in the
 //!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a
-//!   trustee of another fake rank is a remote spawn of "build `f(arg)`, allocate the property
-//!   for this worker, answer its address" (loopback only: the MPI path will answer the
-//!   export's `(slot, generation)`).
+//!   trustee of another rank is a remote spawn of "build `f(arg)`, allocate the property for
+//!   this worker, export it, answer the export's `(slot, generation, weight)`"; the caller
+//!   makes a proxy of it (`crate::property::proxy`).
+//!
+//! # Targets
+//!
+//! A request's target word (and a `Launch`'s) is resolved by the serving trustee as the
+//! record runs (`resolve_target`): an export `(slot, generation)` of its table, through
+//! `export::Owner::lookup` (one Acquire load, no lock; an unknown, free or stale one, or a
+//! property of another trustee, refuses the envelope as a `BadBatch` naming the sending
+//! rank), or, with bit 63 set (`export::ADDR_TARGET`), an address in this process, which only
+//! a loopback run accepts (the validator refuses it otherwise, `Expect::loopback`). A proxy
+//! handle's requests carry its export; the address form is kept only for the loopback-only
+//! handles listed below.
 //!
 //! **Why quiescence counting stays exact.** Each arrow creates its successor before it
 //! finishes, and each task is created and finished once (the rule of activity of
@@ -102,25 +113,30 @@
 //!
 //! # Loopback only (never on the MPI path)
 //!
-//! * **Targets.** The export table of step 6 does not exist yet: the target word of a
-//!   loopback record is the address of the value the request works on (`Place::value_addr`),
-//!   which only means something inside this process; the trustee checks it is not null.
-//!   Step 6 replaces the word by the export `(slot, generation)`, checked against the table
-//!   (`docs/rack-mode.md` §3.4 item 4); an MPI transport must never accept an address.
+//! * **Address targets** (bit 63 set, `export::ADDR_TARGET`): the address of the value
+//!   (`Place::value_addr`) for the handles that are still shared through the process's
+//!   memory: handles of properties entrusted on one fake rank and used on another (test
+//!   statics), `TrustArray::new`'s parts, `entrust_new` from delegated context, and a proxy
+//!   handle that reached another fake rank through memory (found through the owner's export
+//!   table). The trustee checks the address is not null; a validator not in loopback mode
+//!   refuses the word.
 //! * **Runtime-internal posts** (a free handed to the property's owner, quiescence
 //!   wake-ups) are closure records with no `RemoteVTable`. Between fake ranks they travel as
 //!   `LOOPBACK_CONTROL` records whose argument is the in-process record, moved into a box
 //!   (its address and length: 16 bytes, so no uninitialised byte of a closure is read as a
 //!   byte), accepted only by a validator in loopback mode (`Expect::loopback`). The free
-//!   hand-offs become the `Release`/`Grant` control records of `docs/rack-mode.md` §4.4
-//!   with the export table (step 6); quiescence wake-ups need none across ranks (§6).
-//! * **Addresses in control records.** A `Launch` record's target word and the result of
-//!   a remote `entrust_new` are addresses in this process (as request targets above).
+//!   hand-offs of properties reached through an address stay such posts (a proxy's last drop
+//!   is a `Release` control record, a real wire record); quiescence wake-ups need none
+//!   across ranks (§6).
+//! * A `Launch` record's target is an address for the same handles (an export for a proxy).
 //! * `entrust_new` from delegated context (which cannot wait for an answer) and
 //!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
-//!   another fake rank.
+//!   another fake rank (their remote forms are an `Entrust` record answered by a
+//!   continuation, and a collective `TrustArray::new`, `docs/rack-mode.md` §5.4).
+//! * A proxy handle's last drop on another fake rank than its own posts its `Release` to
+//!   the first worker of its rank (`free::proxy_dropped`).
 
-use super::export::split_target;
+use super::export::{split_target, ADDR_TARGET};
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
 use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
@@ -514,18 +530,16 @@ impl Worker {
             }
             CONTROL_LAUNCH => {
                 let (vt, target, arg) = launch_parts(rec.arg).map_err(|e| e.to_string())?;
-                if target == 0 {
-                    return Err("launch on a null target".into());
-                }
+                let latch = self.resolve_target(target, true)?;
                 let (arg, join) = (arg.to_vec(), rec.target);
-                let latch = target as usize as *mut u8;
                 // SAFETY: `validate` checked the table's kind (`KIND_LAUNCH`) and sized `arg`
-                // to it. Loopback only (module docs, "Loopback only"): the target word is the
-                // address of the `Latch<T>` inside the client's live property, of the type
-                // the table was made for (`Trust::launch` wrote both from one handle), owned
-                // by this worker (the segment's trustee, checked by `serve_requests`); the
-                // client's `launch` holds its handle until the `Joined` record has come back,
-                // which this fiber sends after the latch is unlocked.
+                // to it. The target word names the `Latch<T>` inside the client's live
+                // property (`resolve_target`: an export of this trustee, or a loopback
+                // address), of the type the table was made for (`Trust::launch` wrote both
+                // from one handle), owned by this worker (the segment's trustee, checked by
+                // `serve_requests`); the client's `launch` holds its handle (so its proxy's
+                // weight, or the property) until the `Joined` record has come back, which
+                // this fiber sends after the latch is unlocked.
                 self.spawn_local(move || unsafe { run_remote_spawn(vt, latch, arg, client, join) });
                 Ok(())
             }
@@ -735,28 +749,15 @@ impl Worker {
                         rw.push_panic(k, &panic_message(p));
                     }
                 } else {
-                    if rec.target == 0 {
-                        return Err(refused("null target".into()));
-                    }
-                    if !self.run_state.is_loopback() {
-                        // Only a loopback split may name a value by its address (module
-                        // docs); across processes a target is an export (`docs/rack-mode.md`
-                        // §5.2), which requests do not carry yet.
-                        return Err(refused(
-                            "an address target outside a loopback split (requests to \
-                             properties of another rank are not yet supported under MPI)"
-                                .into(),
-                        ));
-                    }
-                    // SAFETY: loopback only (module docs): the target word is the address of
-                    // the value the client's live request works on (`Place::value_addr`), in
-                    // this process, of the type the record's table was made for (the client
-                    // wrote both from one record); the handle it was issued with keeps it
-                    // alive until this request has been served (`super::free`), and this runs
-                    // as delegated code on its trustee (checked above: the segment is ours),
-                    // so nothing else accesses it.
-                    let r =
-                        self.delegated(|| unsafe { rw.run(&rec, rec.target as usize as *mut u8) });
+                    let target =
+                        self.resolve_target(rec.target, expect.loopback).map_err(refused)?;
+                    // SAFETY: `target` is the value the record works on, of the type its table
+                    // was made for (the client wrote the code id and the target from one
+                    // handle; `resolve_target`), alive until this request has been served (an
+                    // export's weight, or a loopback handle, `super::free`), and this runs as
+                    // delegated code on its trustee (checked above: the segment is ours), so
+                    // nothing else accesses it.
+                    let r = self.delegated(|| unsafe { rw.run(&rec, target) });
                     r.map_err(refused)?;
                 }
                 k += 1;
@@ -771,6 +772,33 @@ impl Worker {
         }
         self.transport().publish(self.index, client, rw.finish());
         Ok(())
+    }
+
+    /// The value a request's wire target word names on this trustee: an export `(slot, gen)`
+    /// of this trustee's table, found with the owner's lock-free lookup (an unknown, free or
+    /// stale one is refused: `export::LookupError`), or, in a loopback run only, an address
+    /// in this process (`export::ADDR_TARGET`; module docs, "Loopback only").
+    ///
+    /// The export's property is alive while a request through it is unserved: the weight of
+    /// the proxy it was issued through is returned only after this rank has served it (the
+    /// `Release`'s snapshot, `super::export`). The lookup does not check the value's type: the
+    /// client wrote the code id and the target from one handle (ranks of one binary trust
+    /// each other's encoders; `validate` refuses what a corrupted envelope can show).
+    fn resolve_target(&self, word: u64, loopback: bool) -> Result<*mut u8, String> {
+        if word & ADDR_TARGET != 0 {
+            let addr = word & !ADDR_TARGET;
+            if !loopback {
+                return Err("an address target outside a loopback run".into());
+            }
+            if addr == 0 {
+                return Err("null target".into());
+            }
+            return Ok(std::ptr::with_exposed_provenance_mut(addr as usize));
+        }
+        let (slot, gen) = split_target(word);
+        let o = self.owner.as_ref().ok_or("an export target outside a split run")?;
+        let p = o.borrow().lookup(slot, gen).map_err(|e| e.to_string())?;
+        Ok(p.value_addr())
     }
 
     /// Runs a loopback control record as the slots would: its request half, as delegated

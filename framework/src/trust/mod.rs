@@ -37,6 +37,21 @@
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
 //! deferred free of the property and the proof that both are right live in
 //! [`crate::runtime::free`]. The property's memory is [`crate::property`].
+//!
+//! # Handles of another rank's properties
+//!
+//! A handle whose property lives on another rank (made by a remote
+//! [`TrusteeRef::entrust_new`]) is a *proxy handle*: its word holds the address of a
+//! [`Proxy`] of this rank and [`PROXY_BIT`] (`docs/rack-mode.md` §5.2 item 2; the proxy, and
+//! what its last drop sends, are [`crate::property::proxy`]; the owner's side and the
+//! argument are [`crate::runtime::export`]). Its clone and drop are the same count operations
+//! on the proxy's header. Every call reads the target it queues with `Trust::target_for`:
+//! the property's address for a local handle (one predictable branch on the bit), the
+//! export's wire word for a proxy handle, marked [`RECORD_EXPORT`] in the queued record so
+//! that the record's `RemoteHook::take_arg` writes it as is ([`wire_word`]); a local handle's
+//! address becomes an address target there (loopback only, `crate::runtime::transport`). A
+//! proxy's trustee is always on another rank, so its requests always leave through the
+//! transport, never through a slot or the inline path.
 
 pub(crate) mod array;
 pub(crate) mod latch;
@@ -44,9 +59,10 @@ pub(crate) mod result;
 
 use crate::channel::record::{ArgCall, ArgRequest, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
+use crate::property::proxy::Proxy;
 use crate::property::{self, Prop, PropHead, PropPtr};
 use crate::runtime::worker::{Outcome, Worker};
-use crate::runtime::{context, free};
+use crate::runtime::{context, export, free};
 use crate::wire::remote::{Of, Property as RemoteProperty, Serialized as RemoteSerialized};
 use crate::Plain;
 use result::{write_plain, write_result, PlainSpace, ReadBack, ResultSpace, SendPtr};
@@ -153,8 +169,12 @@ impl TrusteeRef {
     /// On this rank `f` runs here, on the calling worker, and the value is allocated for the
     /// trustee as with `entrust`. For a trustee of another fake rank of a loopback run
     /// (`Builder::loopback_ranks`) `f` runs on the trustee (a remote spawn; the calling
-    /// fiber waits), except in delegated context, where it runs here (the fake ranks share
-    /// the process's memory). Under MPI a trustee of another rank is not yet supported.
+    /// fiber waits), which exports the property and answers the export: the handle is a
+    /// proxy of this rank (`docs/rack-mode.md` §5), whose last drop here returns its weight,
+    /// and whose property is dropped on its trustee after the last handle on every rank is
+    /// gone, or at the end of the run. In delegated context `f` runs here instead (the fake
+    /// ranks share the process's memory; loopback only). Under MPI a trustee of another rank
+    /// is not yet supported.
     ///
     /// # Panics
     /// Outside a runtime, or if `f` panics.
@@ -199,21 +219,20 @@ impl TrusteeRef {
         let w = context::expect("entrust_new");
         assert!(self.trustee < w.n, "skein: TrusteeRef from another runtime");
         if !is_local_in(w, self.trustee) {
-            if !w.run_state.is_loopback() {
-                remote_not_yet(self.trustee, "entrust_new");
-            }
-            // A trustee of another fake rank (`Builder::loopback_ranks`): from a fiber, the
-            // value is built there, by a remote spawn (`Spawn`/`Joined` control records).
+            // A trustee of another rank (or fake rank, `Builder::loopback_ranks`): from a
+            // fiber, the value is built there, by a remote spawn (`Spawn`/`Joined` control
+            // records), which answers its export.
             if w.may_block() {
-                let addr = crate::runtime::spawn::entrust_remote(w, self.trustee, arg, f);
-                let p = NonNull::new(addr as usize as *mut Prop<T>)
-                    .expect("skein: entrust_new: null property from the trustee");
-                return Trust::new(p, self.trustee, w.run_id);
+                let ex = crate::runtime::spawn::entrust_remote(w, self.trustee, arg, f);
+                return Trust::received(w, self.trustee, ex);
             }
-            // Delegated context cannot wait for the answer: the fake ranks share this
-            // process's memory, so the value is built here, for the trustee (not possible
-            // under MPI: there it will be an `Entrust` control record answered by a
-            // continuation, `docs/rack-mode.md` §4.4).
+            // Delegated context cannot wait for the answer. The fake ranks of a loopback
+            // split share this process's memory, so the value is built here, for the trustee;
+            // under MPI this needs an `Entrust` control record answered by a continuation
+            // (`docs/rack-mode.md` §4.4), not built yet.
+            if !w.run_state.is_loopback() {
+                remote_not_yet(self.trustee, "entrust_new (from delegated context)");
+            }
         }
         let value = f(arg);
         Trust::new(property::alloc(value, w.run_id, self.trustee), self.trustee, w.run_id)
@@ -261,7 +280,11 @@ fn entrust_part<T: Send + 'static>(w: &Worker, trustee: usize, value: T) -> Trus
 pub struct Trust<T> {
     /// One word, so that the handles of many properties take little cache: the property's
     /// address divided by 16 in the low [`TRUSTEE_SHIFT`] bits, then the trustee's index,
-    /// then the run's id from [`RUN_SHIFT`] up. The pointer keeps the property's provenance.
+    /// then [`PROXY_BIT`], then the run's id from [`RUN_SHIFT`] up. The pointer keeps the
+    /// property's provenance. A *proxy handle* (the bit set) names a
+    /// [`crate::property::proxy::Proxy`] on this rank instead, which stands for a property of
+    /// another rank (`docs/rack-mode.md` §5.2 item 2): both start with the count's header, so
+    /// clone and drop are the same atomic operations on either.
     packed: NonNull<Prop<T>>,
     _t: PhantomData<T>,
 }
@@ -270,11 +293,22 @@ pub struct Trust<T> {
 /// entrusted) and are 16-aligned, so their address takes 44 bits.
 const TRUSTEE_SHIFT: u32 = 44;
 const ADDR_MASK: usize = (1 << TRUSTEE_SHIFT) - 1;
-const RUN_SHIFT: u32 = 56;
+const TRUSTEE_BITS: u32 = 12;
+/// Set in the word of a proxy handle.
+const PROXY_BIT: usize = 1 << (TRUSTEE_SHIFT + TRUSTEE_BITS);
+const RUN_SHIFT: u32 = TRUSTEE_SHIFT + TRUSTEE_BITS + 1;
 // Every worker index (the builder allows at most 4096 workers) and every run id fit.
-const _: () = assert!(4096 <= 1 << (RUN_SHIFT - TRUSTEE_SHIFT));
+const _: () = assert!(4096 <= 1 << TRUSTEE_BITS);
 const _: () = assert!(crate::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
 const _: () = assert!(std::mem::align_of::<Prop<()>>() == 16);
+const _: () = assert!(std::mem::align_of::<Proxy>() == 16);
+const _: () = assert!(usize::BITS == 64, "skein packs a handle into a 64-bit word");
+
+/// Marks, in a queued record's target (an in-process word, never on the wire), a target that
+/// is already an export's wire word (a proxy handle's `(slot, gen)`) rather than an address:
+/// [`wire_word`] passes it on as is. Export words leave this bit clear
+/// ([`crate::runtime::export::MAX_GEN`]).
+const RECORD_EXPORT: u64 = 1 << 62;
 
 // SAFETY: the value is only touched on its trustee (property invariant 2) and moves there by value
 // inside `entrust`; so a handle may live on any thread when `T: Send`.
@@ -301,6 +335,11 @@ impl<T> Clone for Trust<T> {
 impl<T> Drop for Trust<T> {
     fn drop(&mut self) {
         if free::drop_ref(self.head()) {
+            if self.is_proxy() {
+                // SAFETY: a proxy handle names a proxy made by `Proxy::receive_on`, whose last
+                // count `drop_ref` has just given up; nothing uses it afterwards.
+                return unsafe { free::proxy_dropped(self.prop().cast()) };
+            }
             let (trustee, run) = (self.trustee_index(), self.run());
             free::release_last(PropPtr::of(self.prop(), trustee, run), run);
         }
@@ -309,7 +348,7 @@ impl<T> Drop for Trust<T> {
 
 impl<T> Trust<T> {
     /// The first handle of a property of run `run` entrusted to worker `trustee`.
-    fn new(p: NonNull<Prop<T>>, trustee: usize, run: u32) -> Trust<T> {
+    pub(crate) fn new(p: NonNull<Prop<T>>, trustee: usize, run: u32) -> Trust<T> {
         if (p.as_ptr() as usize) >> (TRUSTEE_SHIFT + 4) != 0 {
             // Not on Linux or macOS on x86-64 or AArch64 with their default address spaces.
             panic!("skein: a property at {p:p} is above the 48-bit address space skein supports");
@@ -320,11 +359,101 @@ impl<T> Trust<T> {
         Trust { packed, _t: PhantomData }
     }
 
+    /// The first handle of the proxy `p` (made by `Proxy::receive_on` with local count 1) of
+    /// a property of `owner` in run `run`.
+    pub(crate) fn from_proxy(p: NonNull<Proxy>, owner: usize, run: u32) -> Trust<T> {
+        if (p.as_ptr() as usize) >> (TRUSTEE_SHIFT + 4) != 0 {
+            panic!("skein: a proxy at {p:p} is above the 48-bit address space skein supports");
+        }
+        let tag = owner << TRUSTEE_SHIFT | PROXY_BIT | (run as usize) << RUN_SHIFT;
+        // SAFETY: run ids are at least 1, so the word is not zero.
+        let packed =
+            p.cast::<Prop<T>>().map_addr(|a| unsafe { NonZero::new_unchecked(a.get() >> 4 | tag) });
+        Trust { packed, _t: PhantomData }
+    }
+
+    /// The handle of another rank's property answered by `owner` to a remote `entrust_new`:
+    /// export `(slot, gen)` with `weight`, received here as a new proxy of this rank.
+    #[track_caller]
+    fn received(w: &Worker, owner: usize, [slot, gen, weight]: [u64; 3]) -> Trust<T> {
+        let (Ok(slot), Some(gen)) =
+            (u32::try_from(slot), u32::try_from(gen).ok().filter(|&g| g <= export::MAX_GEN))
+        else {
+            panic!("skein: entrust_new: trustee {owner} answered a bad export ({slot}, {gen})");
+        };
+        let p = Proxy::receive_on(w.rank as u32, owner, slot, gen, weight, w.run_id, w.n)
+            .unwrap_or_else(|e| panic!("skein: entrust_new: trustee {owner} answered: {e}"));
+        Trust::from_proxy(p, owner, w.run_id)
+    }
+
+    /// True for a proxy handle (the property is on another rank).
+    #[inline(always)]
+    pub(crate) fn is_proxy(&self) -> bool {
+        self.packed.as_ptr() as usize & PROXY_BIT != 0
+    }
+
+    /// The proxy of a proxy handle.
+    pub(crate) fn proxy(&self) -> &Proxy {
+        debug_assert!(self.is_proxy());
+        // SAFETY: a proxy handle's address is its proxy's (`from_proxy`), kept alive by the
+        // count this handle holds (proxy invariant 1); its fields other than the count and
+        // the weight never change (proxy invariant 3).
+        unsafe { self.prop().cast::<Proxy>().as_ref() }
+    }
+
+    /// The target word a request through this handle is queued with: the property's address,
+    /// or for a proxy handle its export's wire word marked [`RECORD_EXPORT`]. One predictable
+    /// branch on the local path.
+    #[inline(always)]
+    #[track_caller]
+    fn target_for(&self, w: &Worker) -> *mut u8 {
+        if self.is_proxy() {
+            return self.proxy_target(w);
+        }
+        self.prop().as_ptr() as *mut u8
+    }
+
+    /// A proxy handle's target: on its own rank, its export's wire word marked
+    /// [`RECORD_EXPORT`] (not an address: never dereferenced, only written to the wire).
+    ///
+    /// On another rank (possible only through the memory that the fake ranks of a loopback
+    /// run share: a handle left in a static, say) the handle is used as the loopback handles
+    /// are: through the property's address, found in the owner's export table (the proxy's
+    /// weight keeps the slot live). Its requests are then counted by the in-process free of
+    /// `runtime::free`, whose snapshot covers every worker of a loopback run (one process),
+    /// not by the proxy's `Release` (which counts the proxy's rank only). Under MPI no other
+    /// rank can reach a proxy, and such a use is refused.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn proxy_target(&self, w: &Worker) -> *mut u8 {
+        let p = self.proxy();
+        let (slot, gen) = p.target();
+        if p.home() == w.rank {
+            let word = export::wire_target(slot, gen) | RECORD_EXPORT;
+            return std::ptr::without_provenance_mut(word as usize);
+        }
+        let shared = w.run_state.is_loopback().then(|| w.run_state.exports.get(p.owner()));
+        let Some(Some(table)) = shared else {
+            panic!(
+                "skein: a handle of a property of worker {} received on rank {} used on rank {}: \
+                 handles travel between ranks inside messages, not through memory",
+                p.owner(),
+                p.home(),
+                w.rank
+            );
+        };
+        match table.held(slot, gen) {
+            Ok(prop) => prop.head_ptr().as_ptr().cast(),
+            Err(e) => panic!("skein: a proxy handle names no live export: {e}"),
+        }
+    }
+
     #[inline(always)]
     /// The property this handle names, as the runtime's type-erased pointer (the export
-    /// table takes its export count through it).
-    #[cfg_attr(not(test), allow(dead_code))] // The export path of remote handles is step 6 item 2.
+    /// table takes its export count through it). Not for a proxy handle.
     pub(crate) fn prop_ptr(&self) -> PropPtr {
+        debug_assert!(!self.is_proxy());
         PropPtr::of(self.prop(), self.trustee_index(), self.run())
     }
 
@@ -336,7 +465,7 @@ impl<T> Trust<T> {
 
     #[inline(always)]
     fn trustee_index(&self) -> usize {
-        (self.packed.as_ptr() as usize >> TRUSTEE_SHIFT) & ((1 << (RUN_SHIFT - TRUSTEE_SHIFT)) - 1)
+        (self.packed.as_ptr() as usize >> TRUSTEE_SHIFT) & ((1 << TRUSTEE_BITS) - 1)
     }
 
     #[inline(always)]
@@ -410,8 +539,10 @@ pub(crate) fn not_local(g: usize, what: &str, instead: &str) -> ! {
 #[track_caller]
 pub(crate) fn remote_not_yet(g: usize, what: &str) -> ! {
     panic!(
-        "skein: `{what}` on worker {g} of rank {}: delegation across ranks is not yet supported",
-        crate::runtime::rank_of(g)
+        "skein: `{what}` on worker {g} of rank {} (this is rank {}): not yet supported across \
+         MPI ranks",
+        crate::runtime::rank_of(g),
+        crate::runtime::rank()
     )
 }
 
@@ -496,9 +627,10 @@ pub(crate) trait Place {
     /// delegated code on the value's trustee (property invariant 2: no other reference).
     unsafe fn value<'a>(target: *mut u8) -> &'a mut Self::Value;
 
-    /// The address of the value at `target`, as the target word of a wire record in a
-    /// loopback run (`crate::runtime::transport`; step 6 of `docs/rack-mode.md` §8 replaces
-    /// it by the export `(slot, generation)`). Computes an address, reads no value.
+    /// The address of the value at `target`, as the target word of a wire record for a
+    /// handle shared through memory in a loopback run (`crate::runtime::transport`, "Loopback
+    /// only"; a proxy handle's records carry its export instead). Computes an address, reads
+    /// no value.
     ///
     /// # Safety
     /// `target` is the target word of a live request of this place (its property is alive).
@@ -603,7 +735,23 @@ unsafe fn take_plain_arg<P: Place, A: Plain>(p: *mut u8, arg: &mut Vec<u8>) -> u
     };
     crate::wire::remote::push_plain(arg, a);
     // SAFETY: caller promise: the request is live, so its property is.
-    unsafe { P::value_addr(target) as usize as u64 }
+    unsafe { wire_word::<P>(target) }
+}
+
+/// The wire target word of a queued record's `target`: a proxy handle's export word as is
+/// ([`RECORD_EXPORT`]), else the address of the value, marked
+/// [`crate::runtime::export::ADDR_TARGET`] (a loopback run's handle shared through memory).
+///
+/// # Safety
+/// `target` is the target of a live request of place `P`.
+#[inline]
+unsafe fn wire_word<P: Place>(target: *mut u8) -> u64 {
+    let t = target as usize as u64;
+    if t & RECORD_EXPORT != 0 {
+        return t & !RECORD_EXPORT;
+    }
+    // SAFETY: caller promise: not an export word, so the address of the live request's place.
+    unsafe { P::value_addr(target) as usize as u64 | export::ADDR_TARGET }
 }
 
 /// [`RemoteHook::put_result`] of a `Plain` result: the wire bytes are the result space's.
@@ -683,7 +831,7 @@ unsafe fn take_with_arg<T, V, U, F>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
     };
     arg.extend_from_slice(&req.bytes);
     // SAFETY: caller promise: the request is live, so its property is.
-    unsafe { OnProp::<T>::value_addr(target) as usize as u64 }
+    unsafe { wire_word::<OnProp<T>>(target) }
 }
 
 /// [`RemoteHook::put_result`] of a [`WithRequest`] record: the serialized result into the
@@ -829,7 +977,7 @@ impl<T: Send + 'static> Trust<T> {
         travel_check!(F = F, A = A, U = U);
         let (w, trustee) = self.worker_for("apply");
         w.check_may_block("apply");
-        let target = self.prop().as_ptr() as *mut u8;
+        let target = self.target_for(w);
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
             // runs to completion before anything else here.
@@ -893,7 +1041,7 @@ impl<T: Send + 'static> Trust<T> {
     {
         travel_check!(F = F, A = A, U = U);
         let (w, trustee) = self.worker_for("apply_then");
-        let target = self.prop().as_ptr() as *mut u8;
+        let target = self.target_for(w);
         let req = arg_request::<OnProp<T>, A, U, F>(arg, f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
@@ -929,7 +1077,7 @@ impl<T: Send + 'static> Trust<T> {
         let bytes = encode_arg(&v);
         let (w, trustee) = self.worker_for("apply_with");
         w.check_may_block("apply_with");
-        let target = self.prop().as_ptr() as *mut u8;
+        let target = self.target_for(w);
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
             // runs to completion before anything else here.
@@ -968,7 +1116,7 @@ impl<T: Send + 'static> Trust<T> {
         travel_check!(F = F);
         let bytes = encode_arg(&v);
         let (w, trustee) = self.worker_for("apply_with_then");
-        let target = self.prop().as_ptr() as *mut u8;
+        let target = self.target_for(w);
         let req = WithRequest::<T, V, U, F>::new(bytes, f);
         let then = move |r: Vec<u8>| then(decode_result(&r));
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
@@ -1003,7 +1151,7 @@ impl<T: Send + 'static> Trust<T> {
             not_local(trustee, "apply_local", "apply");
         }
         w.check_may_block("apply_local");
-        let target = self.prop().as_ptr() as *mut u8;
+        let target = self.target_for(w);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { call_at(w, trustee, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
     }
@@ -1034,7 +1182,7 @@ impl<T: Send + 'static> Trust<T> {
         if !is_local_in(w, trustee) {
             not_local(trustee, "apply_then_local", "apply_then");
         }
-        let target = self.prop().as_ptr() as *mut u8;
+        let target = self.target_for(w);
         let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { issue_then(w, trustee, target, job, then) }
@@ -1193,21 +1341,32 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         travel_check!(F = F, A = A, U = U);
         let (w, trustee) = self.worker_for("launch");
         w.check_may_block("launch");
+        // The property's address, or a proxy handle's export word (`proxy_target`).
+        let target = self.target_for(w);
         if !is_local_in(w, trustee) {
-            // SAFETY: only computes the address of the latch inside the live property.
-            let latch = unsafe { self.prop().as_ref() }.value.get();
-            // SAFETY: the target word of this live `Latch<T>` property of `trustee` (a
-            // loopback run's target is the value's address, `transport` module docs);
-            // `self` keeps the property alive until the handle is joined, right here.
-            let h = unsafe {
-                crate::runtime::spawn::launch_remote(w, trustee, latch as usize as u64, arg, f)
+            let word = if target as usize as u64 & RECORD_EXPORT != 0 {
+                target as usize as u64 & !RECORD_EXPORT
+            } else {
+                // SAFETY: only computes the address of the latch inside the live property
+                // (an address target is a `Prop<Latch<T>>`'s).
+                let latch = unsafe { (*(target as *mut Prop<Latch<T>>)).value.get() };
+                // A loopback run's handle shared through memory (`transport` module docs).
+                latch as usize as u64 | export::ADDR_TARGET
             };
+            // SAFETY: the wire target word of this live `Latch<T>` property of `trustee`;
+            // `self` keeps the property (or its export's weight) alive until the handle is
+            // joined, right here.
+            let h = unsafe { crate::runtime::spawn::launch_remote(w, trustee, word, arg, f) };
             return h.join();
         }
         let me = self.clone();
+        // A local trustee: `target` is the property's address (for a proxy handle used on its
+        // owner's rank in a loopback run, the one its export names).
+        let prop = SendPtr(target as *mut Prop<Latch<T>>);
         crate::runtime::spawn::spawn_fiber(w, trustee, move || {
+            let prop = prop;
             // SAFETY: only computes the address of the value inside the live property.
-            let latch: *const Latch<T> = unsafe { me.prop().as_ref() }.value.get();
+            let latch: *const Latch<T> = unsafe { (*prop.0).value.get() };
             // SAFETY: this fiber runs on the trustee; `me` keeps the property (and so the latch)
             // alive until after the unlock; latch invariant 1 keeps the value apart from any
             // `&mut Latch` that delegated closures may create meanwhile.

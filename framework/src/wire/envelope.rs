@@ -43,7 +43,7 @@
 //! | size | field |
 //! | --- | --- |
 //! | 8 | code id (`code_id`), naming the record's `RemoteVTable` |
-//! | 8 | target: export slot (low 32 bits) and generation (high 32 bits) of the property; ignored for spawns |
+//! | 8 | target: export slot (low 32 bits) and generation (high 32 bits, at most 2^30 − 1) of the property; ignored for spawns. Bit 63 set ([`ADDR_TARGET`]): an address in the sending process instead, accepted only in loopback mode |
 //! | `arg_bytes` | the argument (`A`'s bytes, rounded up to 8), or, for a serialized argument: `len: u32`, `0u32`, `len` bytes, zeros to a multiple of 8 |
 //!
 //! A *uniform* segment holds records of one table, written once: the body is the code id
@@ -63,7 +63,7 @@
 //! caller expects ([`Expect`], [`ExpectResponse`]: the job, this worker, and the per-pair
 //! state that stays outside), so they can be fuzzed. They accept an envelope only if every
 //! rule below holds, and look at every byte at most a constant number of times (O(bytes),
-//! O(1) per uniform segment, no allocation):
+//! O(1) per uniform segment in loopback mode, one word per record otherwise, no allocation):
 //!
 //! 1. header: at least 64 bytes; the kind; zero reserved bytes; the job token and run;
 //!    `from` is a worker of the MPI source rank (passed in, never read from the bytes);
@@ -81,8 +81,9 @@
 //!    validator), or [`LOOPBACK_CONTROL`] in a loopback validator (whose record is the
 //!    in-process record of a runtime-internal request and never leaves the process); the
 //!    other control ids are refused as not yet supported, and a `KIND_LAUNCH` table outside
-//!    a launch record is refused; every argument has exactly its table's size, or a length prefix
-//!    within the bytes left and [`MAX_SERIALIZED_BYTES`]; the records tile the segment
+//!    a launch record is refused; a target with [`ADDR_TARGET`] set (in a request, a launch
+//!    or a release record) is refused unless in loopback mode; every argument has exactly
+//!    its table's size, or a length prefix within the bytes left and [`MAX_SERIALIZED_BYTES`]; the records tile the segment
 //!    exactly and their count is the header's; the response such a request envelope needs
 //!    (its fixed part: headers, fixed-size results, length prefixes and empty panic lists)
 //!    fits [`Expect::max_response_bytes`]; for responses, every result has its in-flight
@@ -396,7 +397,7 @@ pub(crate) fn joined_body(result: Result<&[u8], &str>) -> Vec<u8> {
 /// Reads a control record's target and argument (after its id): its fixed fields and sizes
 /// (the layouts of [`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`] and
 /// [`CONTROL_RELEASE`]).
-fn read_control<'b>(r: &mut Reader<'b>, id: u64) -> Result<Record<'b>, Fault> {
+fn read_control<'b>(r: &mut Reader<'b>, id: u64, loopback: bool) -> Result<Record<'b>, Fault> {
     let target = r.u64().ok_or(Fault::Overrun)?;
     let start = r.at;
     let vt = match id {
@@ -415,7 +416,7 @@ fn read_control<'b>(r: &mut Reader<'b>, id: u64) -> Result<Record<'b>, Fault> {
             if launch.kind != KIND_LAUNCH || launch.arg_prefixed() {
                 return Err(Fault::Control("launch record naming a table that is not a launch"));
             }
-            r.u64().ok_or(Fault::Overrun)?;
+            check_target(r.u64().ok_or(Fault::Overrun)?, loopback)?;
             r.take(launch.arg_bytes as usize).ok_or(Fault::Overrun)?;
             &LAUNCH_TABLE
         }
@@ -441,6 +442,9 @@ fn read_control<'b>(r: &mut Reader<'b>, id: u64) -> Result<Record<'b>, Fault> {
             &JOINED_TABLE
         }
         CONTROL_RELEASE => {
+            if target & ADDR_TARGET != 0 {
+                return Err(Fault::AddressTarget(target));
+            }
             if r.u64().ok_or(Fault::Overrun)? == 0 {
                 return Err(Fault::Control("release record of zero weight"));
             }
@@ -672,6 +676,21 @@ pub(crate) enum Fault {
         "loopback control record (id {LOOPBACK_CONTROL}) refused: only a loopback run accepts it"
     )]
     LoopbackOnly,
+    /// An address target (`ADDR_TARGET` set) outside a loopback run.
+    #[error("address target {0:#x} refused: only a loopback run accepts one, not an export")]
+    AddressTarget(u64),
+}
+
+/// Wire target bit: an address in the sending process, not an export `(slot, gen)`
+/// (`crate::runtime::export::ADDR_TARGET`); accepted only by a validator in loopback mode.
+pub(crate) const ADDR_TARGET: u64 = 1 << 63;
+
+/// Checks a target word against the validator's mode (an address only in loopback mode).
+fn check_target(target: u64, loopback: bool) -> Result<u64, Fault> {
+    if target & ADDR_TARGET != 0 && !loopback {
+        return Err(Fault::AddressTarget(target));
+    }
+    Ok(target)
 }
 
 /// Bytes from `b`, with a position; every read is checked.
@@ -762,7 +781,7 @@ fn read_record<'b>(
             LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
             LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
             id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH | CONTROL_RELEASE) => {
-                return read_control(r, id)
+                return read_control(r, id, loopback)
             }
             code => match resolve(code).map_err(Fault::Code)? {
                 // (A uniform segment's table was checked once, in `validate_requests`.)
@@ -773,7 +792,7 @@ fn read_record<'b>(
             },
         },
     };
-    let target = r.u64().ok_or(Fault::Overrun)?;
+    let target = check_target(r.u64().ok_or(Fault::Overrun)?, loopback)?;
     let arg = if vt.arg_prefixed() {
         r.prefixed(MAX_SERIALIZED_BYTES)?
     } else {
@@ -973,6 +992,20 @@ fn validate_requests<'b>(
             let size = 8 + h.records as u64 * (8 + vt.arg_bytes as u64);
             if size != h.bytes as u64 {
                 return Err(records_err(size));
+            }
+            if !expect.loopback {
+                // Address targets are refused outside loopback mode: one word per record
+                // (the rest of a uniform segment stays O(1)).
+                let stride = 8 + vt.arg_bytes as usize;
+                for k in 0..h.records as usize {
+                    let at = 8 + k * stride;
+                    check_target(le64(body, at), false).map_err(|fault| Reason::Record {
+                        segment: s,
+                        record: k as u32,
+                        at: body_at + at,
+                        fault,
+                    })?;
+                }
             }
             response += h.records as u64 * fixed_result_bytes(vt);
         } else {

@@ -569,6 +569,19 @@ fn fuzz_bases() -> (Vec<Vec<u8>>, Vec<Batch>) {
     w.push(&RELEASE_TABLE, 0x0000_0003_0000_0009, &release_body(1 << 40, &[6, 0, 2]));
     w.end_segment();
     bases.push(w.finish());
+    // Export targets at the top generation, and an address target (refused here: a seed for
+    // that refusal, one bit away from an accepted target) in a plain and a uniform segment.
+    let top = u64::from(crate::runtime::export::MAX_GEN) << 32 | 0xffff_ffff;
+    let mut w = RequestWriter::new(&request_head());
+    w.begin_segment(2, 5, None);
+    w.push_plain(fuzz_add(), top, 1u64);
+    w.push_plain(fuzz_add(), ADDR_TARGET | 0x7f00_dead_bee8, 2u64);
+    w.end_segment();
+    w.begin_segment(3, 0, Some(fuzz_add()));
+    w.push_plain(fuzz_add(), top, 3u64);
+    w.push_plain(fuzz_add(), ADDR_TARGET | 0x10, 4u64);
+    w.end_segment();
+    bases.push(w.finish());
     (bases, batches)
 }
 
@@ -809,6 +822,68 @@ fn loopback_records_only_in_loopback_mode() {
     assert!(is_loopback_table(recs[0].vt) && !is_loopback_table(recs[1].vt));
     assert_eq!((recs[0].target, recs[0].arg), (0xabc0, &[7u8; 24][..]));
     assert_eq!(env.response_bytes, (HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + 8) as u64);
+}
+
+/// An address target (`ADDR_TARGET`: a loopback run's handle shared through memory) is
+/// accepted only in loopback mode, in a plain record, a uniform segment (checked per record
+/// there) and a launch record; a release always names an export. Export targets are accepted
+/// by both.
+#[test]
+fn address_targets_only_in_loopback_mode() {
+    let lb = Expect { loopback: true, ..expect() };
+    let addr = ADDR_TARGET | 0x7f12_3456_7890;
+    let export = u64::from(crate::runtime::export::MAX_GEN) << 32 | 7;
+    let envelope = |uniform: bool, targets: &[u64]| {
+        let mut w = RequestWriter::new(&request_head());
+        w.begin_segment(2, 5, uniform.then(add));
+        for (i, &t) in targets.iter().enumerate() {
+            w.push_plain(add(), t, i as u64);
+        }
+        w.end_segment();
+        w.finish()
+    };
+    for uniform in [false, true] {
+        let good = envelope(uniform, &[export, 0, export]);
+        assert_eq!(reencode(&validate(&good, 0, &expect()).unwrap()), good);
+        let bytes = envelope(uniform, &[export, addr, export]);
+        let env = validate(&bytes, 0, &lb).unwrap();
+        assert_eq!(reencode(&env), bytes);
+        let targets: Vec<u64> = env
+            .segments()
+            .flat_map(|s| s.records().map(|r| r.target).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(targets, [export, addr, export]);
+        let err = validate(&bytes, 0, &expect()).unwrap_err();
+        assert!(
+            matches!(err.reason, Reason::Record { record: 1, fault: Fault::AddressTarget(t), .. } if t == addr),
+            "uniform {uniform}: {err:?}"
+        );
+        assert!(err.to_string().contains("only a loopback run accepts one"), "{err}");
+    }
+    let launch = RemoteVTable::of_launch(&|x: &mut u64, k: u32| *x + k as u64);
+    let launch_with = |target: u64| {
+        let mut body = code_id(launch).to_le_bytes().to_vec();
+        body.extend_from_slice(&target.to_le_bytes());
+        body.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]);
+        let mut w = RequestWriter::new(&request_head());
+        w.begin_segment(2, 5, None);
+        w.push(&LAUNCH_TABLE, 33, &body);
+        w.end_segment();
+        w.finish()
+    };
+    assert!(validate(&launch_with(export), 0, &expect()).is_ok());
+    assert!(validate(&launch_with(addr), 0, &lb).is_ok());
+    let err = validate(&launch_with(addr), 0, &expect()).unwrap_err();
+    assert!(matches!(err.reason, Reason::Record { fault: Fault::AddressTarget(_), .. }), "{err:?}");
+    let mut w = RequestWriter::new(&request_head());
+    w.begin_segment(2, 5, None);
+    w.push(&RELEASE_TABLE, addr, &release_body(1, &[]));
+    w.end_segment();
+    let release = w.finish();
+    for e in [expect(), Expect { loopback: true, ..expect() }] {
+        let err = validate(&release, 0, &e).unwrap_err();
+        assert!(matches!(err.reason, Reason::Record { fault: Fault::AddressTarget(_), .. }));
+    }
 }
 
 /// `Release` records (control id 4) are real wire records: accepted without loopback mode,

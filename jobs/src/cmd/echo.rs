@@ -727,7 +727,13 @@ where
     })?;
     let tallies: Vec<Tally> = per_worker
         .iter()
-        .map(|x| Tally { sent: x[0], answered: x[1], sent_sum: x[2], answered_sum: x[3], bad: x[4] })
+        .map(|x| Tally {
+            sent: x[0],
+            answered: x[1],
+            sent_sum: x[2],
+            answered_sum: x[3],
+            bad: x[4],
+        })
         .collect();
     let served: u64 = per_worker.iter().map(|x| x[5]).sum();
     // The drivers measure their own fibers; the slowest one is the run's time.

@@ -1,0 +1,330 @@
+//! Handles of properties of another rank (`docs/rack-mode.md` §5), through the public API, in
+//! loopback splits of 2 and 3 fake ranks: a remote `entrust_new` answers an export
+//! `(slot, gen, weight)` and the caller holds a proxy; every call kind goes through it as wire
+//! bytes; clones and drops of the handle stay on its rank, and the last drop returns the
+//! proxy's weight in a `Release` with the snapshot of the requests its rank had issued, so the
+//! property is dropped exactly once, on its trustee, after every request.
+
+use skein::{Latch, Runtime, Trust};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+fn runtime(workers: usize, ranks: usize) -> Runtime {
+    let b = Runtime::builder().workers(workers);
+    if ranks > 1 {
+        b.loopback_ranks(ranks).build().expect("runtime")
+    } else {
+        b.build().expect("runtime")
+    }
+}
+
+/// Yields until `done()` or 30 s have passed.
+fn wait_for(done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() && start.elapsed() < Duration::from_secs(30) {
+        skein::yield_now();
+    }
+}
+
+/// Every call kind through handles of properties built by `entrust_new` on the last worker
+/// (another rank when split), from client workers `0..clients` (all on rank 0); returns what
+/// they saw.
+fn every_call_kind(workers: usize, ranks: usize, clients: usize) -> Vec<u64> {
+    runtime(workers, ranks)
+        .run(move || {
+            let last = skein::num_workers() - 1;
+            let t: Trust<(u64, u64)> = skein::trustee(last).entrust_new(5u64, |k| (k, k * 10));
+            let l = skein::trustee(last).entrust_new(7u64, Latch::new);
+            let hs: Vec<_> = (0..clients)
+                .map(|g| {
+                    let (t, l) = (t.clone(), l.clone());
+                    skein::spawn_local_on(g, move || {
+                        let g = g as u64;
+                        let mut seen = Vec::new();
+                        seen.push(t.apply(g, |v, g| {
+                            v.0 += g;
+                            v.1
+                        }));
+                        let got = std::rc::Rc::new(AtomicU64::new(0));
+                        let got2 = got.clone();
+                        t.apply_then(
+                            g,
+                            |v, g| v.1 / 10 + g * 3 - 4,
+                            move |x| got2.store(x, SeqCst),
+                        );
+                        let s =
+                            t.apply_with(format!("w{g}"), |v, s: String| format!("{s}:{}", v.1));
+                        seen.push(s.len() as u64);
+                        let t2 = t.clone();
+                        t2.apply_with_then(
+                            vec![g, 1],
+                            |v, x: Vec<u64>| x.len() as u64 + v.1,
+                            |n| {
+                                assert_eq!(n, 52);
+                            },
+                        );
+                        drop(t2);
+                        seen.push(l.launch(g, |x, g| {
+                            *x += g;
+                            skein::current_worker() as u64
+                        }));
+                        wait_for(|| got.load(SeqCst) != 0);
+                        seen.push(got.load(SeqCst));
+                        seen
+                    })
+                })
+                .collect();
+            let mut all: Vec<u64> = hs.into_iter().flat_map(|h| h.join()).collect();
+            skein::wait_quiescent();
+            all.push(t.apply((), |v, ()| v.0));
+            all.push(l.launch((), |x, ()| *x));
+            all
+        })
+        .expect("run")
+}
+
+#[test]
+fn remote_entrust_new_then_every_call_kind_matches_an_unsplit_run() {
+    for (workers, ranks) in [(4, 2), (6, 3)] {
+        let clients = workers / ranks;
+        let got = every_call_kind(workers, ranks, clients);
+        let last = workers as u64 - 1;
+        let mut want = Vec::new();
+        for g in 0..clients as u64 {
+            want.extend([50, format!("w{g}:50").len() as u64, last, 1 + g * 3]);
+        }
+        let sum: u64 = (0..clients as u64).sum();
+        want.extend([5 + sum, 7 + sum]);
+        assert_eq!(got, want, "{workers} workers in {ranks} fake ranks");
+        assert_eq!(got, every_call_kind(workers, 1, clients), "unsplit run of {workers} workers");
+    }
+}
+static CASE2_DROPS: AtomicUsize = AtomicUsize::new(0);
+static CASE2_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+static CASE2_WHERE: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// A value that records its drop: how many requests it had seen, and on which worker.
+struct Counted(u64);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        CASE2_AT.store(self.0, SeqCst);
+        CASE2_WHERE.store(skein::current_worker() as u64, SeqCst);
+        CASE2_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// `docs/rack-mode.md` §5.3 hard case 2: worker 1 queues 10^4 `apply_then` to a property of
+/// another rank (from a continuation: nothing throttles it, they all wait in its queue) and
+/// drops its handle, then worker 0 drops the last handle of the rank: its `Release` reaches
+/// the owner before most of the requests; the property's drop runs exactly once, on its
+/// trustee, after all of them were served. Fails if the `Release` is sent without its
+/// snapshot (checked by breaking `free::proxy_dropped` once): the owner recycles the export
+/// early, and the requests still on their way are refused as stale.
+#[test]
+fn hard_case_2_the_last_drop_does_not_overtake_the_requests() {
+    const N: u64 = 10_000;
+    static QUEUED: AtomicUsize = AtomicUsize::new(0);
+    for (workers, ranks) in [(4, 2), (6, 3)] {
+        CASE2_DROPS.store(0, SeqCst);
+        CASE2_AT.store(u64::MAX, SeqCst);
+        QUEUED.store(0, SeqCst);
+        let trustee = workers - 1;
+        let early = runtime(workers, ranks)
+            .run(move || {
+                let t = skein::trustee(trustee).entrust_new(0u64, Counted);
+                let t1 = t.clone();
+                let near = skein::trustee(1).entrust(());
+                drop(skein::spawn_local_on(1, move || {
+                    near.apply_then(
+                        (),
+                        |_, ()| (),
+                        move |()| {
+                            for _ in 0..N {
+                                t1.apply_then((), |c, ()| c.0 += 1, |()| {});
+                            }
+                            drop(t1);
+                            QUEUED.store(1, SeqCst);
+                        },
+                    );
+                }));
+                wait_for(|| QUEUED.load(SeqCst) == 1);
+                drop(t);
+                let early = CASE2_DROPS.load(SeqCst);
+                wait_for(|| CASE2_DROPS.load(SeqCst) == 1);
+                early
+            })
+            .expect("run");
+        assert_eq!(early, 0, "dropped before the last handle went");
+        assert_eq!(CASE2_DROPS.load(SeqCst), 1, "dropped exactly once");
+        assert_eq!(CASE2_AT.load(SeqCst), N, "dropped after every request was served");
+        assert_eq!(CASE2_WHERE.load(SeqCst), trustee as u64, "dropped on its trustee");
+    }
+}
+
+static STORM_DROPS: AtomicUsize = AtomicUsize::new(0);
+static STORM_AT: AtomicU64 = AtomicU64::new(0);
+
+struct Stormed(u64);
+
+impl Drop for Stormed {
+    fn drop(&mut self) {
+        STORM_AT.store(self.0, SeqCst);
+        STORM_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// Clones and drops of one proxy's handles on two workers of its rank, with requests between
+/// them: the count is `free.rs`'s, so the proxy outlives every handle and the property is
+/// dropped once, after every request.
+#[test]
+fn clone_and_drop_storm_on_two_workers_of_one_rank() {
+    const ROUNDS: u64 = 3000;
+    STORM_DROPS.store(0, SeqCst);
+    let r = runtime(4, 2)
+        .run(|| {
+            let t = skein::trustee(3).entrust_new(0u64, Stormed);
+            let hs: Vec<_> = (0..2)
+                .map(|g| {
+                    let t = t.clone();
+                    skein::spawn_local_on(g, move || {
+                        let mut held = Vec::new();
+                        for i in 0..ROUNDS {
+                            held.push(t.clone());
+                            if i % 3 == 0 {
+                                let h = held.swap_remove((i as usize * 7) % held.len());
+                                h.apply_then((), |s, ()| s.0 += 1, |()| {});
+                            }
+                            if held.len() > 8 {
+                                held.drain(..4);
+                            }
+                            if i % 64 == 0 {
+                                skein::yield_now();
+                            }
+                        }
+                        drop(held);
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join();
+            }
+            skein::wait_quiescent();
+            let mid = STORM_DROPS.load(SeqCst);
+            let seen = t.apply((), |s, ()| s.0);
+            drop(t);
+            wait_for(|| STORM_DROPS.load(SeqCst) == 1);
+            (mid, seen)
+        })
+        .expect("run");
+    let per = ROUNDS.div_ceil(3);
+    assert_eq!(r, (0, 2 * per));
+    assert_eq!(STORM_DROPS.load(SeqCst), 1);
+    assert_eq!(STORM_AT.load(SeqCst), 2 * per);
+}
+
+static END_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+struct AtEnd;
+
+impl Drop for AtEnd {
+    fn drop(&mut self) {
+        END_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+static KEPT: Mutex<Option<Trust<AtEnd>>> = Mutex::new(None);
+
+/// A proxy handle still held when the run ends: the owner drops its export at the end of the
+/// run (the property is dropped once, there); the handle keeps its run's id, so a call on it
+/// in a later run is refused; dropping it afterwards frees only the proxy.
+#[test]
+fn a_proxy_held_past_the_end_of_the_run() {
+    END_DROPS.store(0, SeqCst);
+    runtime(4, 2)
+        .run(|| {
+            let t = skein::trustee(2).entrust_new((), |()| AtEnd);
+            *KEPT.lock().unwrap() = Some(t.clone());
+            t.apply((), |_, ()| ());
+        })
+        .expect("run");
+    assert_eq!(END_DROPS.load(SeqCst), 1, "the export was dropped at the end of the run");
+    let kept = KEPT.lock().unwrap().take().expect("kept");
+    let refused = runtime(4, 2)
+        .run(move || catch_unwind(AssertUnwindSafe(|| kept.apply((), |_, ()| ()))).is_err())
+        .expect("run");
+    assert!(refused, "a handle of an ended run was accepted");
+    assert_eq!(END_DROPS.load(SeqCst), 1, "dropped once");
+}
+
+/// A proxy handle dropped from a continuation (delegated context) sends its `Release` too.
+#[test]
+fn a_proxy_dropped_in_a_continuation() {
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct D;
+    impl Drop for D {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, SeqCst);
+        }
+    }
+    let r = runtime(6, 3)
+        .run(|| {
+            let t = skein::trustee(4).entrust_new((), |()| D);
+            let near = skein::trustee(1).entrust(0u8);
+            near.apply_then((), |_, ()| (), move |()| drop(t));
+            wait_for(|| DROPS.load(SeqCst) == 1);
+            DROPS.load(SeqCst)
+        })
+        .expect("run");
+    assert_eq!(r, 1);
+}
+
+static SHARED_DROPS: AtomicUsize = AtomicUsize::new(0);
+static SHARED_AT: AtomicU64 = AtomicU64::new(0);
+
+struct Shared(u64);
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        SHARED_AT.store(self.0, SeqCst);
+        SHARED_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// A proxy handle that reaches another fake rank through memory (a static; ranks share none,
+/// so only a loopback run can do this) works there as the loopback handles do, through the
+/// property's address; the last drop on the owner's rank still returns the proxy's weight,
+/// and the property is dropped once, after every request.
+#[test]
+fn a_proxy_handle_shared_through_memory_off_its_rank() {
+    static H: Mutex<Option<Trust<Shared>>> = Mutex::new(None);
+    SHARED_DROPS.store(0, SeqCst);
+    let r = runtime(6, 3)
+        .run(|| {
+            let t = skein::trustee(5).entrust_new(0u64, Shared);
+            *H.lock().unwrap() = Some(t.clone());
+            t.apply_then((), |s, ()| s.0 += 1, |()| {});
+            drop(t);
+            // Rank 1 (a third rank), then rank 2 (the owner's), which drops the last handle.
+            for g in [2, 4] {
+                skein::spawn_on(g, (), |()| {
+                    let h = H.lock().unwrap().clone().expect("handle");
+                    h.apply_then((), |s, ()| s.0 += 10, |()| {});
+                    let mut l = None;
+                    if skein::current_worker() == 4 {
+                        l = H.lock().unwrap().take();
+                    }
+                    h.apply((), |s, ()| s.0 + 100);
+                    drop((h, l));
+                })
+                .join();
+            }
+            wait_for(|| SHARED_DROPS.load(SeqCst) == 1);
+            SHARED_DROPS.load(SeqCst)
+        })
+        .expect("run");
+    assert_eq!(r, 1);
+    assert_eq!(SHARED_AT.load(SeqCst), 21);
+}
