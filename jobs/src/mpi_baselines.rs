@@ -30,7 +30,7 @@
 //!    same arguments (they come from the same command line).
 
 use crate::cmd::echo::{quota, read_stamp, stamp, EchoSetup, SplitMix};
-use anyhow::{bail, Context};
+use anyhow::bail;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -40,7 +40,6 @@ use std::time::{Duration, Instant};
 const TAG_REQ: Tag = 11;
 const TAG_REP: Tag = 12;
 const TAG_DONE: Tag = 13;
-const TAG_GO: Tag = 14;
 const TAG_PING: Tag = 15;
 
 /// Incoming messages handled per loop pass before the rank issues and flushes again.
@@ -500,73 +499,4 @@ pub(crate) fn ping_pong(
         bail!("mpi ping-pong ({size} bytes): {} replies did not echo the payload", verdict[0]);
     }
     Ok(out)
-}
-
-/// Launcher variables removed from the child's environment, so that its rack bootstrap sees
-/// a plain process (prefixes).
-const LAUNCHER_PREFIXES: [&str; 3] = ["OMPI_", "PMIX_", "PMI_"];
-
-/// Rank 0 runs `skein <args> --json FILE` as a child process outside the MPI job and returns
-/// its JSON rows; the other ranks wait for rank 0's word, sleeping between probes (so they
-/// leave the cores to the child), and return no rows. Used while the runtime refuses to run
-/// across ranks (`crate::cmd::echo`'s module docs). Collective.
-pub(crate) fn rows_from_child_on_rank0<T: serde::de::DeserializeOwned>(
-    args: Vec<String>,
-) -> anyhow::Result<Vec<T>> {
-    let world = SimpleCommunicator::world();
-    let ranks = world.size();
-    if world.rank() == 0 {
-        static NOTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if crate::cmd::echo::first_time(&NOTED) {
-            println!(
-                "skein: the runtime does not run across ranks yet; rank 0 measures it in a child \
-             process (1 process) while the other ranks sleep"
-            );
-        }
-        let result = run_child(args);
-        let word = [u64::from(result.is_err())];
-        for r in 1..ranks {
-            world.process_at_rank(r).send_with_tag(&word[..], TAG_GO);
-        }
-        return result;
-    }
-    let root = world.process_at_rank(0);
-    loop {
-        if let Some((msg, _)) = root.immediate_matched_probe_with_tag(TAG_GO) {
-            let mut word = [0u64];
-            msg.matched_receive_into(&mut word[..]);
-            if word[0] != 0 {
-                bail!("rank 0 could not measure the skein side (its message says why)");
-            }
-            return Ok(Vec::new());
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-fn run_child<T: serde::de::DeserializeOwned>(args: Vec<String>) -> anyhow::Result<Vec<T>> {
-    let exe = std::env::current_exe().context("finding this executable to run the skein side")?;
-    let json = std::env::temp_dir().join(format!("skein-bench-child-{}.json", std::process::id()));
-    let mut cmd = std::process::Command::new(&exe);
-    cmd.args(&args).arg("--json").arg(&json);
-    for (k, _) in std::env::vars_os() {
-        if LAUNCHER_PREFIXES.iter().any(|p| k.to_string_lossy().starts_with(p)) {
-            cmd.env_remove(k);
-        }
-    }
-    let out = cmd.output().with_context(|| format!("running {}", exe.display()))?;
-    if !out.status.success() {
-        bail!(
-            "the skein side (`{} {}`) failed ({}): {}",
-            exe.display(),
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let text = std::fs::read_to_string(&json)
-        .with_context(|| format!("reading the skein side's rows from {}", json.display()))?;
-    let _ = std::fs::remove_file(&json);
-    serde_json::from_str(&text)
-        .with_context(|| format!("parsing the skein side's rows from {}", json.display()))
 }

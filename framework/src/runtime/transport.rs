@@ -165,6 +165,12 @@ const BATCH_WORDS: usize = 1024;
 const IN_FLIGHT: u64 = 8;
 /// The most in-process result bytes of one loopback batch.
 const BATCH_RESULT_BYTES: usize = 64 << 10;
+/// Over MPI, the most words of in-process records, and result bytes, of one batch: small
+/// enough that a request envelope and its response stay under Open MPI's eager limit (4096
+/// bytes with its header; a longer message goes by rendezvous, several times slower:
+/// `docs/rack-mode.md`, facts).
+const MPI_BATCH_WORDS: usize = 400;
+const MPI_BATCH_RESULT_BYTES: usize = 3 << 10;
 
 /// An envelope that arrived: its bytes and the rank that sent it (the transport's knowledge,
 /// as MPI's source, never read from the bytes).
@@ -578,8 +584,13 @@ impl Worker {
             // SAFETY: `scratch` holds BATCH_WORDS words, 8-aligned; the copied request halves
             // are consumed below, each once, by `take_arg` or by moving their bytes into the
             // envelope (record invariant 2).
+            let (max_words, max_result) = if self.run_state.mpi_rank.is_some() {
+                (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES)
+            } else {
+                (BATCH_WORDS, BATCH_RESULT_BYTES)
+            };
             let (words, count, uniform) =
-                cs.out(|q| unsafe { q.send_to(dst, BATCH_WORDS, BATCH_RESULT_BYTES) });
+                cs.out(|q| unsafe { q.send_to(dst, max_words, max_result) });
             assert!(count > 0, "skein: a request does not fit in an empty loopback batch");
             let head = Head {
                 token: self.transport().token(),

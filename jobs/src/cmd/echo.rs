@@ -15,12 +15,9 @@
 //! destination) and an echo that sends every request as its own message; for ping an MPI
 //! ping-pong between ranks 0 and 1. Rank 0 prints one table with all of them.
 //!
-//! Delegation across ranks does not exist yet: `Runtime::run` refuses more than one rank. The
-//! Skein side therefore tries to run as it will in rack mode, and when the runtime refuses,
-//! rank 0 measures it in a child process of its own (the same executable, outside the MPI
-//! job) while the other ranks wait without spinning. Its rows are labelled
-//! `skein (1 process, W workers)`: figures across the workers of one process, not across
-//! ranks. When the runtime runs across ranks, the same code measures the rack job.
+//! Under `mpirun` the Skein side runs across the ranks (rack mode): every worker of every
+//! rank is a client and a server, its rows labelled `skein (R ranks x W workers)`; outside
+//! `mpirun` they are `skein (1 process, W workers)`.
 //!
 //! The request closures capture only their payload, a `[u8; N]` (which is `skein::Plain`):
 //! the closure itself works on the property it is applied to, so it can travel as
@@ -497,8 +494,7 @@ fn print_echo_table(rows: &[EchoRow], sizes: &[usize]) {
     }
 }
 
-/// The Skein side of echo: in this process when the runtime runs here (one rank, or rack
-/// mode), otherwise measured by rank 0 in a child process (module docs).
+/// The Skein side of echo: one run over every rank of the job (or this process).
 fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRow>> {
     let rt = skein::Runtime::builder()
         .workers(a.workers)
@@ -506,11 +502,6 @@ fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRo
         .pin(a.pin)
         .build()
         .context("building the skein runtime")?;
-    if skein::ranks() > 1 {
-        // Requests to properties of another rank are not carried under MPI yet (issue 18,
-        // step 6: proxies), so the Skein rows are measured in one process, by rank 0.
-        return skein_echo_in_child(a);
-    }
     let label = skein_label(rt.workers());
     let mut rows = Vec::new();
     for &size in &a.sizes {
@@ -520,43 +511,6 @@ fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRo
         rows.push(EchoRow::new(label.clone(), size, answered, secs));
     }
     Ok(rows)
-}
-
-#[cfg(feature = "mpi")]
-fn skein_echo_in_child(a: &EchoArgs) -> anyhow::Result<Vec<EchoRow>> {
-    let mut args: Vec<String> = [
-        "bench",
-        "echo",
-        "--workers",
-        &a.workers.to_string(),
-        "--fibers",
-        &a.fibers.to_string(),
-        "--window",
-        &a.window.to_string(),
-        "--sizes",
-        &a.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
-        "--seconds",
-        &a.seconds.to_string(),
-        "--dest",
-        &a.dest,
-        "--seed",
-        &a.seed.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if let Some(r) = a.requests {
-        args.extend(["--requests".to_string(), r.to_string()]);
-    }
-    if a.pin {
-        args.push("--pin".into());
-    }
-    crate::mpi_baselines::rows_from_child_on_rank0(args)
-}
-
-#[cfg(not(feature = "mpi"))]
-fn skein_echo_in_child(_: &EchoArgs) -> anyhow::Result<Vec<EchoRow>> {
-    unreachable!("without the mpi feature there is one rank and the runtime runs")
 }
 
 /// The Skein rows' label: `skein (1 process, W workers)` or `skein (R ranks x W workers)`.
@@ -957,38 +911,12 @@ fn skein_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
         .pin(a.pin)
         .build()
         .context("building the skein runtime")?;
-    if skein::ranks() > 1 {
-        // Requests to properties of another rank are not carried under MPI yet (issue 18,
-        // step 6: proxies), so the Skein rows are measured in one process, by rank 0.
-        return skein_ping_in_child(a);
-    }
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let (each, total) = with_size!(size, skein_ping(&rt, a.iters))?;
         rows.push(PingRow::from_samples(skein_label(2), size, each, total));
     }
     Ok(rows)
-}
-
-#[cfg(feature = "mpi")]
-fn skein_ping_in_child(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
-    let mut args: Vec<String> = vec![
-        "bench".into(),
-        "ping".into(),
-        "--iters".into(),
-        a.iters.to_string(),
-        "--sizes".into(),
-        a.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
-    ];
-    if a.pin {
-        args.push("--pin".into());
-    }
-    crate::mpi_baselines::rows_from_child_on_rank0(args)
-}
-
-#[cfg(not(feature = "mpi"))]
-fn skein_ping_in_child(_: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
-    unreachable!("without the mpi feature there is one rank and the runtime runs")
 }
 
 #[cfg(feature = "mpi")]
