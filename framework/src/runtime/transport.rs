@@ -581,17 +581,17 @@ impl Worker {
             let side = self.side();
             let mut scratch = side.scratch.borrow_mut();
             let dst = scratch.as_mut_ptr() as *mut u64;
-            // SAFETY: `scratch` holds BATCH_WORDS words, 8-aligned; the copied request halves
-            // are consumed below, each once, by `take_arg` or by moving their bytes into the
-            // envelope (record invariant 2).
             let (max_words, max_result) = if self.run_state.mpi_rank.is_some() {
                 (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES)
             } else {
                 (BATCH_WORDS, BATCH_RESULT_BYTES)
             };
+            // SAFETY: `scratch` holds BATCH_WORDS (≥ max_words) words, 8-aligned; the copied
+            // request halves are consumed below, each once, by `take_arg` or by moving their
+            // bytes into the envelope (record invariant 2).
             let (words, count, uniform) =
                 cs.out(|q| unsafe { q.send_to(dst, max_words, max_result) });
-            assert!(count > 0, "skein: a request does not fit in an empty loopback batch");
+            assert!(count > 0, "skein: a request does not fit in an empty batch to another rank");
             let head = Head {
                 token: self.transport().token(),
                 job_run: self.run_state.job_run,
