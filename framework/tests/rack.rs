@@ -184,7 +184,7 @@ fn rank_side(case: &str, dir: &Path) {
                     let owner = t.apply((), |_, ()| (skein::rank(), skein::current_worker()));
                     out.push((v, w, owner));
                 }
-                let copies: Vec<_> = props.iter().map(|t| t.clone()).collect();
+                let copies: Vec<_> = props.to_vec();
                 drop(props);
                 // Every worker makes its own property on every trustee, uses and drops it.
                 let drivers: Vec<_> = (0..n)
