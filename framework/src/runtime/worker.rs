@@ -682,10 +682,12 @@ impl Worker {
             }
             free::take_foreign(self);
             idle = idle.saturating_add(1);
-            // Across ranks, every idle pass (also while a response is due: a rank waiting for
-            // an answer must still take part in the rounds, or an abort elsewhere could never
-            // reach it).
-            if self.poll_detector() {
+            // Across ranks, every DETECT_EVERY idle passes (also while a response is due: a
+            // rank waiting for an answer must still take part in the rounds, or an abort
+            // elsewhere could never reach it). Not on every pass: each completed round posts
+            // the next all-reduce, and rounds back to back would keep every rank's progress
+            // engine busy with them, in the way of the requests.
+            if idle % DETECT_EVERY == 0 && self.poll_detector() {
                 break;
             }
             if self.own_work_due() {
@@ -794,6 +796,9 @@ fn mpi_backoff(idle: u32, transport_busy: bool) {
         std::thread::sleep(std::time::Duration::from_micros(50));
     }
 }
+
+/// Idle passes between two steps of the detector across ranks (`Worker::poll_detector`).
+const DETECT_EVERY: u32 = 32;
 
 /// Idle passes spent in `sched_yield` before a worker of a run over MPI sleeps.
 const MPI_YIELD: u32 = 1 << 16;

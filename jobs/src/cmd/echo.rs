@@ -906,15 +906,18 @@ pub(crate) fn warmup(iters: usize) -> usize {
 }
 
 fn skein_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
+    // Client and server on two workers of one process; over ranks, one worker per rank (as
+    // the MPI ping-pong has one thread per rank), the client on rank 0 and the server on 1.
+    let workers = if skein::ranks() > 1 { 1 } else { 2 };
     let rt = skein::Runtime::builder()
-        .workers(2)
+        .workers(workers)
         .pin(a.pin)
         .build()
         .context("building the skein runtime")?;
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let (each, total) = with_size!(size, skein_ping(&rt, a.iters))?;
-        rows.push(PingRow::from_samples(skein_label(2), size, each, total));
+        rows.push(PingRow::from_samples(skein_label(workers), size, each, total));
     }
     Ok(rows)
 }
