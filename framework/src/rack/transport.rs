@@ -779,6 +779,15 @@ impl Endpoint {
         Some(r)
     }
 
+    /// The next envelope received whole by an earlier [`Endpoint::progress`] or
+    /// [`Endpoint::poll_recv`], without touching MPI (for a caller that calls `progress` on
+    /// every pass anyway: one probe per pass instead of two).
+    pub(crate) fn take_ready(&mut self) -> Option<Received> {
+        let r = self.ready.pop_front()?;
+        self.stats.received += 1;
+        Some(r)
+    }
+
     /// Returns a received envelope's buffer to the pool.
     pub(crate) fn release(&mut self, r: Received) {
         self.recycle(r.data);

@@ -723,10 +723,9 @@ impl Worker {
                 continue;
             }
             if self.run_state.mpi_rank.is_some() {
-                mpi_backoff(
-                    idle,
-                    self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index)),
-                );
+                mpi_backoff(idle, || {
+                    self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index))
+                });
             } else {
                 backoff(idle);
             }
@@ -784,13 +783,15 @@ impl Worker {
 }
 
 /// The idle policy of a run over MPI, where requests from other ranks arrive unannounced
-/// (no counter of theirs is visible here): spin, then yield the core; sleep (50 µs) only after
-/// a long idle stretch with nothing under way in the transport, so a rank that waits for
-/// another rank's long computation does not burn its core forever.
-fn mpi_backoff(idle: u32, transport_busy: bool) {
-    if idle < SPIN {
+/// (no counter of theirs is visible here): spin as long as while a response is due (a
+/// `sched_yield` costs about a microsecond, which a round trip across ranks would pay),
+/// then yield the core; sleep (50 µs) only after a long idle stretch with nothing under way
+/// in the transport, so a rank that waits for another rank's long computation does not burn
+/// its core forever.
+fn mpi_backoff(idle: u32, transport_busy: impl FnOnce() -> bool) {
+    if idle < SPIN_DUE {
         std::hint::spin_loop();
-    } else if transport_busy || idle < MPI_YIELD {
+    } else if idle < MPI_YIELD || transport_busy() {
         std::thread::yield_now();
     } else {
         std::thread::sleep(std::time::Duration::from_micros(50));
