@@ -84,8 +84,11 @@ use crate::hugepage;
 use crate::kronecker::{self, KroneckerParams};
 use crate::memory::{self, MemoryError};
 
+pub mod collective;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod roots;
+pub mod validate;
 
 /// Default round size `B`: 2^20 edges, so a round's buffers take 60 MiB.
 pub const DEFAULT_ROUND_EDGES: u64 = 1 << 20;
