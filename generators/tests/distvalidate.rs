@@ -299,11 +299,11 @@ impl Rng {
     }
 }
 
-/// Random one- and two-vertex corruptions of the SCALE 10 reference results: every
+/// Random one- and two-vertex corruptions of the SCALE 8 reference results: every
 /// distributed verdict (error text included) equals the single-process one.
 #[test]
 fn random_corruptions_give_the_single_process_errors() {
-    let f = fixture(10);
+    let f = fixture(8);
     let n = f.g.num_vertices();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut rules = std::collections::HashSet::new();
