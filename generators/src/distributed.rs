@@ -31,17 +31,22 @@
 //! `ceil(ceil(M/R) / B)` (a rank whose share is done takes part with nothing to send). In a
 //! round, each non-self-loop edge `{u, v}` of weight `w` becomes the arcs `u -> v` and
 //! `v -> u` (as [`crate::build`] does; self-loops are dropped, repeated edges kept), each
-//! sent to the rank owning its source, packed in two `u64` words (target; source's local
-//! index and weight bits). One collective [`Exchange::exchange`] per round moves them: under
-//! MPI, an all-to-all of the counts, then `MPI_Alltoallv` (the `mpi` submodule, feature
-//! `mpi`). A rank's arcs for its own vertices never go through the exchange. Each rank
-//! keeps its own arcs and those it receives, and counts its vertices' degrees on the way.
+//! sent to the rank owning its source. An arc travels as one packed `u64` (the target in
+//! the low `bits(n - 1)` bits, the source's local index above: [`DistError::ArcTooWide`]
+//! when both do not fit, i.e. beyond SCALE 32 on few ranks) and its weight's 32 bits: the
+//! block for one rank holds its `k` packed arcs, then their weights two to a word
+//! (`k + ceil(k/2)` words, 12 bytes an arc). One collective [`Exchange::exchange`] per
+//! round moves them: under MPI, an all-to-all of the counts, then `MPI_Alltoallv` (the
+//! `mpi` submodule, feature `mpi`). A rank's arcs for its own vertices never go through the
+//! exchange. Each rank keeps its own arcs and the blocks it receives as they are, and
+//! counts its vertices' degrees on the way (with prefetching: the increments are random).
 //!
 //! After the last round, each rank builds its rows with a counting sort of the kept arcs,
 //! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
 //! edges precede sender `s + 1`'s in edge-index order, and its rounds go up in edge index,
 //! so each row's arcs come out in edge-index order: every row is *identical* (not only the
-//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`.
+//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. A round's kept
+//! buffers are freed as soon as their last arcs are written.
 //!
 //! # Memory per rank
 //!
@@ -50,25 +55,27 @@
 //! ([`local_build_bytes`]) the larger of
 //!
 //! ```text
-//! during the rounds:  16·A     arcs kept (two u64 words each: its own and those received)
+//! during the rounds:  12·A     arcs kept (a packed word and the weight's bits each: its
+//!                              own and those received)
 //!                   + 8·n_r    degrees
 //!                   + 60·B     one round's buffers, reused: the generated edges (20 B
 //!                              each), both endpoints' ranks (8 B), the send buffer (at
-//!                              most 2 arcs of 16 B per edge)
-//! building the rows:  16·A     arcs kept, until the rows are built
+//!                              most 2 arcs of at most 16 B per edge)
+//! building the rows:  12·A     arcs kept, until the rows are built
 //!                   + 12·A     the rows' targets (u64) and weights (f32)
 //!                   + 16·n_r   offsets and the scatter cursors
 //! ```
 //!
 //! plus the process's fixed costs (code, MPI). The round buffers are freed before the rows
 //! are allocated. Nothing is proportional to the whole graph's size. At SCALE 22 on 2 ranks
-//! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1864 MiB; `VmHWM` measured 1878 MiB on that
-//! rank, against 2916 MiB for the single-process generation and [`Csr`] build.
+//! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1602 MiB; `VmHWM` measured 1612 MiB on that
+//! rank (0.55× the 2916 MiB of the single-process generation and [`Csr`] build; with two
+//! `u64` words per kept arc, as before, it was 1878 MiB).
 //!
-//! The kept arcs are 16 bytes each rather than the rows' 12 because the degrees are known
-//! only after the last round; a version that sizes the rows first (a counting pass that
-//! regenerates the edges) would hold `12·A` instead of `28·A`, at the price of generating
-//! every edge twice.
+//! The kept arcs take 12 bytes each, as the rows do, because the degrees are known only
+//! after the last round; a version that sizes the rows first (a counting pass that
+//! regenerates the edges) would hold `12·A` instead of `24·A`, at the price of generating
+//! every edge twice and a second exchange of every arc's source.
 //!
 //! # Unsafe code
 //!
@@ -93,7 +100,8 @@ pub mod validate;
 /// Default round size `B`: 2^20 edges, so a round's buffers take 60 MiB.
 pub const DEFAULT_ROUND_EDGES: u64 = 1 << 20;
 
-/// Words (`u64`) sent per arc: the target, then the source's local index and weight bits.
+/// Most words (`u64`) an arc takes on the wire: a block of `k` arcs takes `k + ceil(k / 2)`
+/// words (the packed arcs, then the weights two to a word), at most 2 per arc.
 const WORDS_PER_ARC: usize = 2;
 
 /// Why a distributed construction refused its arguments or failed.
@@ -143,6 +151,17 @@ pub enum DistError {
     /// The exchange failed (MPI not initialised, a simulated rank gone, ...).
     #[error("exchange between ranks failed: {0}")]
     Exchange(String),
+    /// An arc's target and local source do not fit in one `u64` together.
+    #[error(
+        "the graph's vertex ids take {target_bits} bits and a rank's local indices \
+         {source_bits}: together more than 64, use more ranks"
+    )]
+    ArcTooWide {
+        /// Bits of the largest vertex id.
+        target_bits: u32,
+        /// Bits of the largest local index.
+        source_bits: u32,
+    },
     /// The rank's rows would not fit in the available memory.
     #[error(transparent)]
     Memory(#[from] MemoryError),
@@ -321,8 +340,8 @@ pub fn rounds(num_edges: u64, ranks: usize, round_edges: u64) -> u64 {
 /// aside.
 pub fn local_build_bytes(local_vertices: u64, local_arcs: u64, round_edges: u64) -> u128 {
     let (a, n, b) = (u128::from(local_arcs), u128::from(local_vertices), u128::from(round_edges));
-    let rounds = 16 * a + 8 * (n + 1) + 60 * b;
-    let rows = 28 * a + 16 * n + 8;
+    let rounds = 12 * a + 8 * (n + 1) + 60 * b;
+    let rows = 24 * a + 16 * n + 8;
     rounds.max(rows)
 }
 
@@ -414,20 +433,23 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
 
     let first = bounds[rank];
     let local_n = (bounds[rank + 1] - first) as usize;
+    let pack = ArcPacking::new(bounds)?;
     let share = rank_edges(p.num_edges(), rank, ranks);
     let mut degree = vec![0u64; local_n + 1];
-    // Per round: this rank's own arcs (never sent), then the words received and their
-    // count per sender (0 from this rank).
-    let mut kept: Vec<(Vec<u64>, Vec<u64>, Vec<usize>)> = Vec::new();
+    // Per round: this rank's own arcs (never sent: packed words and weights), then the
+    // words received and their count per sender (0 from this rank).
+    let mut kept: Vec<KeptRound> = Vec::new();
+    let mut arcs_to = vec![0usize; ranks];
     let mut counts = vec![0usize; ranks];
     let mut pos = vec![0usize; ranks];
+    let mut wpos = vec![0usize; ranks];
     // Buffers reused from round to round: the generated edges, both endpoints' ranks, the
     // words for the other ranks.
     let b = round_edges.min(share.end - share.start) as usize;
     let (mut gsrc, mut gdst, mut gw) = (vec![0u64; b], vec![0u64; b], vec![0f32; b]);
     let mut owners: Vec<(u32, u32)> = vec![(0, 0); b];
     let mut send: Vec<u64> = Vec::new();
-    let bad_arc = |t: u64, local: usize| {
+    let bad_arc = |t: u64, local: u64| {
         DistError::Exchange(format!(
             "round {t}: an arc for local vertex {local}, but rank {rank} owns {local_n}"
         ))
@@ -439,43 +461,49 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
         let (src, dst, w) = (&mut gsrc[..len], &mut gdst[..len], &mut gw[..len]);
         kronecker::generate_range_into(p, lo, src, dst, w);
         lap(&mut stats.generate_s);
-        counts.iter_mut().for_each(|c| *c = 0);
+        arcs_to.iter_mut().for_each(|c| *c = 0);
         for ((&u, &v), o) in src.iter().zip(dst.iter()).zip(owners.iter_mut()) {
             if u != v {
                 let (ou, ov) = (owner_rank(bounds, u), owner_rank(bounds, v));
-                counts[ou] += WORDS_PER_ARC;
-                counts[ov] += WORDS_PER_ARC;
+                arcs_to[ou] += 1;
+                arcs_to[ov] += 1;
                 *o = (ou as u32, ov as u32);
             }
         }
-        // The other ranks' words first, by rank, then this rank's own (kept, never sent).
-        let own = counts[rank];
-        counts[rank] = 0;
+        // The other ranks' blocks, by rank (this rank's is empty): each block holds its
+        // `k` packed arcs, then their weights two to a word.
         let mut at = 0;
-        for (p, c) in pos.iter_mut().zip(&counts) {
-            *p = at;
-            at += c;
+        for d in 0..ranks {
+            let k = if d == rank { 0 } else { arcs_to[d] };
+            pos[d] = at;
+            wpos[d] = 2 * (at + k);
+            counts[d] = block_words(k);
+            at += counts[d];
         }
-        pos[rank] = at;
         send.clear();
-        send.resize(at + own, 0);
+        send.resize(at, 0);
+        let own = arcs_to[rank];
+        let (mut mine, mut mine_w) = (Vec::with_capacity(own), Vec::with_capacity(own));
         for (((&u, &v), &wt), &(ou, ov)) in src.iter().zip(dst.iter()).zip(w.iter()).zip(&owners) {
             if u == v {
                 continue;
             }
-            let wbits = u64::from(wt.to_bits());
+            let wbits = wt.to_bits();
             for (s, d, r) in [(u, v, ou as usize), (v, u, ov as usize)] {
-                let i = pos[r];
-                pos[r] += WORDS_PER_ARC;
-                send[i] = d;
-                send[i + 1] = ((s - bounds[r]) << 32) | wbits;
+                let word = pack.pack(d, s - bounds[r]);
+                if r == rank {
+                    mine.push(word);
+                    mine_w.push(wbits);
+                } else {
+                    send[pos[r]] = word;
+                    pos[r] += 1;
+                    let h = wpos[r];
+                    wpos[r] += 1;
+                    send[h / 2] |= u64::from(wbits) << (32 * (h & 1));
+                }
             }
         }
-        let mine = send[at..].to_vec();
-        send.truncate(at);
-        for pair in mine.chunks_exact(WORDS_PER_ARC) {
-            degree[(pair[1] >> 32) as usize + 1] += 1;
-        }
+        count_sources(&pack, &mine, &mut degree);
         lap(&mut stats.route_s);
         let (recv, from) = ex.exchange(&send, &counts)?;
         lap(&mut stats.exchange_s);
@@ -486,14 +514,19 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
                 recv.len()
             )));
         }
-        for pair in recv.chunks_exact(WORDS_PER_ARC) {
-            let local = (pair[1] >> 32) as usize;
-            if local >= local_n {
-                return Err(bad_arc(t, local));
+        let mut at = 0;
+        for &c in &from {
+            let k = block_arcs(c).ok_or_else(|| {
+                DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
+            })?;
+            let words = &recv[at..at + k];
+            if let Some(&w) = words.iter().find(|&&w| pack.source(w) >= local_n as u64) {
+                return Err(bad_arc(t, pack.source(w)));
             }
-            degree[local + 1] += 1;
+            count_sources(&pack, words, &mut degree);
+            at += c;
         }
-        kept.push((mine, recv, from));
+        kept.push(KeptRound { mine, mine_w, recv, from });
     }
     drop((gsrc, gdst, gw, owners, send));
 
@@ -513,14 +546,23 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
     let mut weights: Vec<f32> = hugepage::zeroed_vec(arcs);
     let mut cursor: Vec<u64> = offsets[..local_n].to_vec();
     for s in 0..ranks {
-        for (mine, recv, from) in &kept {
-            let words = if s == rank {
-                &mine[..]
+        for KeptRound { mine, mine_w, recv, from } in &mut kept {
+            if s == rank {
+                scatter(&pack, mine, |i| mine_w[i], &mut cursor, &mut targets, &mut weights);
+                // Freed as soon as written: the rows' pages fill while these go.
+                *mine = Vec::new();
+                *mine_w = Vec::new();
             } else {
                 let start: usize = from[..s].iter().sum();
-                &recv[start..start + from[s]]
-            };
-            scatter(words, &mut cursor, &mut targets, &mut weights);
+                let block = &recv[start..start + from[s]];
+                let k = block_arcs(from[s]).unwrap_or(0);
+                let (words, wts) = block.split_at(k);
+                let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
+                scatter(&pack, words, weight, &mut cursor, &mut targets, &mut weights);
+                if from[s + 1..].iter().all(|&c| c == 0) {
+                    *recv = Vec::new();
+                }
+            }
         }
     }
     drop(kept);
@@ -528,17 +570,101 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
     Ok((LocalCsr { num_vertices: n, first, offsets, targets, weights }, stats))
 }
 
+/// What a rank keeps of a round until its rows are built.
+struct KeptRound {
+    /// Its own arcs (never sent), packed ([`ArcPacking`]).
+    mine: Vec<u64>,
+    /// Their weights' bits.
+    mine_w: Vec<u32>,
+    /// The words received, sender after sender: blocks of packed arcs then weights.
+    recv: Vec<u64>,
+    /// The words from each sender.
+    from: Vec<usize>,
+}
+
+/// Words of a block of `k` arcs on the wire: the packed arcs, then the weights two to a word.
+fn block_words(k: usize) -> usize {
+    k + k.div_ceil(2)
+}
+
+/// The number of arcs in a block of `c` words (`None` when no count of arcs gives `c`).
+fn block_arcs(c: usize) -> Option<usize> {
+    let k = 2 * c / 3;
+    (block_words(k) == c).then_some(k)
+}
+
+/// How an arc's target (global id) and source (its index on the source's rank) share
+/// one `u64`: the target in the low `shift` bits, the local source
+/// above (module docs).
+#[derive(Debug, Clone, Copy)]
+struct ArcPacking {
+    shift: u32,
+    mask: u64,
+}
+
+impl ArcPacking {
+    /// The packing for `bounds` (checked): targets need `bits(n - 1)` bits, local sources
+    /// `bits(max vertices of a rank - 1)`; an error when both do not fit in 64.
+    fn new(bounds: &[u64]) -> Result<ArcPacking, DistError> {
+        let bits = |x: u64| 64 - x.leading_zeros();
+        let n = bounds[bounds.len() - 1];
+        let widest = bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let (tbits, sbits) = (bits(n.saturating_sub(1)), bits(widest.saturating_sub(1)));
+        if tbits + sbits > 64 {
+            return Err(DistError::ArcTooWide { target_bits: tbits, source_bits: sbits });
+        }
+        let mask = if tbits == 64 { u64::MAX } else { (1u64 << tbits) - 1 };
+        Ok(ArcPacking { shift: tbits, mask })
+    }
+
+    #[inline(always)]
+    fn pack(&self, target: u64, local_source: u64) -> u64 {
+        target | local_source.checked_shl(self.shift).unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn source(&self, word: u64) -> u64 {
+        word.checked_shr(self.shift).unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn target(&self, word: u64) -> u64 {
+        word & self.mask
+    }
+}
+
+/// Adds the arcs `words` (packed by `pack`, sources checked below `degree.len() - 1`) to
+/// their sources' counts `degree[source + 1]`, prefetching the counts of the arcs
+/// [`PREFETCH_AHEAD`] places ahead (the increments are random: the prefetch keeps many
+/// cache misses in flight).
+fn count_sources(pack: &ArcPacking, words: &[u64], degree: &mut [u64]) {
+    let n = words.len();
+    for i in 0..n {
+        if i + PREFETCH_AHEAD < n {
+            prefetch(degree, pack.source(words[i + PREFETCH_AHEAD]) as usize + 1);
+        }
+        degree[pack.source(words[i]) as usize + 1] += 1;
+    }
+}
+
 /// Arcs ahead of the one written whose cursor is prefetched (the next stage, the row
 /// position, is prefetched at half that distance).
 const PREFETCH_AHEAD: usize = 16;
 
-/// Writes the arcs of `words` (pairs: target, local source << 32 | weight bits) at their
-/// sources' cursors, in order. Every local source is below `cursor.len()` (checked as the
-/// words were received or routed) and the cursors stay inside the rows (the degrees counted
-/// exactly these arcs).
-fn scatter(words: &[u64], cursor: &mut [u64], targets: &mut [u64], weights: &mut [f32]) {
-    let n = words.len() / WORDS_PER_ARC;
-    let src = |i: usize| (words[i * WORDS_PER_ARC + 1] >> 32) as usize;
+/// Writes the arcs `words` (packed by `pack`; the weight bits of the `i`-th are
+/// `weight(i)`) at their sources' cursors, in order. Every local source is below
+/// `cursor.len()` (checked as the words were received or routed) and the cursors stay
+/// inside the rows (the degrees counted exactly these arcs).
+fn scatter(
+    pack: &ArcPacking,
+    words: &[u64],
+    weight: impl Fn(usize) -> u32,
+    cursor: &mut [u64],
+    targets: &mut [u64],
+    weights: &mut [f32],
+) {
+    let n = words.len();
+    let src = |i: usize| pack.source(words[i]) as usize;
     for i in 0..n {
         if i + 2 * PREFETCH_AHEAD < n {
             prefetch(cursor, src(i + 2 * PREFETCH_AHEAD));
@@ -551,8 +677,8 @@ fn scatter(words: &[u64], cursor: &mut [u64], targets: &mut [u64], weights: &mut
         let local = src(i);
         let at = cursor[local] as usize;
         cursor[local] += 1;
-        targets[at] = words[i * WORDS_PER_ARC];
-        weights[at] = f32::from_bits(words[i * WORDS_PER_ARC + 1] as u32);
+        targets[at] = pack.target(words[i]);
+        weights[at] = f32::from_bits(weight(i));
     }
 }
 

@@ -9,7 +9,7 @@
 //! *which* failure is reported: [`crate::validate`] reports the failure of the smallest
 //! vertex whose check fails (a vertex's check runs its own tests, then its arcs in row
 //! order). Here each rank finds the first failing vertex of its range, and the ranks agree
-//! on the smallest one ([`agree`]); as ranks own contiguous ranges in rank order, that is
+//! on the smallest one (`agree`); as ranks own contiguous ranges in rank order, that is
 //! the same vertex, hence the same error, whatever the number of ranks. Every rank returns
 //! the same verdict.
 //!
@@ -20,7 +20,7 @@
 //!
 //! 1. [`Layout::gather`]: every rank sends every rank its range (3 words).
 //! 2. Shape: each rank checks its slices' lengths against `n_r`; the root's owner checks
-//!    its parent and value. One [`agree`] each (an exchange of one encoded error, or one
+//!    its parent and value. One `agree` each (an exchange of one encoded error, or one
 //!    word, from every rank to every rank).
 //! 3. Vertex pass: in `ceil(max_r n_r / B)` rounds, each rank asks the owners of the
 //!    parents of `B` of its reached vertices for their values ([`fetch`]: the ids to the
@@ -28,7 +28,7 @@
 //! 4. Arc pass: in `ceil(max_r A_r / B)` rounds, each rank asks for the values of the far
 //!    ends of `B` of its arcs (arcs to its own vertices are answered locally) and tests
 //!    each arc in row order. A rank that has found a failure asks for nothing more but
-//!    still takes part in the rounds. Then one [`agree`].
+//!    still takes part in the rounds. Then one `agree`.
 //! 5. SSSP only, the tree: each rank sends each reached vertex `v` to its parent's owner
 //!    (pairs `(parent, v)`, `B / 2` pairs per round), which builds the child lists of its
 //!    vertices; [`reach`] from the root over the child lists marks the vertices whose
@@ -65,7 +65,7 @@
 //! # Validating a distributed result in `skein run`
 //!
 //! On every rank, with the rank's rows `g` ([`super::build_local_csr`] or
-//! [`super::mpi::build_local_csr_mpi`]) and its slice of the result (one entry per vertex
+//! `mpi::build_local_csr_mpi` (feature `mpi`)) and its slice of the result (one entry per vertex
 //! of `g.range()`, in order), after the search:
 //!
 //! ```text
