@@ -77,6 +77,28 @@
 //! regenerates the edges) would hold `12·A` instead of `24·A`, at the price of generating
 //! every edge twice and a second exchange of every arc's source.
 //!
+//! # Validation, roots and `nedge` on the ranks' rows
+//!
+//! The submodules work on the [`LocalCsr`] of every rank, collectively over an
+//! [`Exchange`] ([`MemExchange`] in one process, `mpi::MpiExchange` under `mpirun`), and
+//! give every rank the same answer as the single-process code on the whole graph:
+//!
+//! - [`roots`]: the Graph500 search roots ([`roots::search_roots_distributed`]) and the
+//!   per-root component edge counts behind the reference's `nedge` statistics
+//!   ([`roots::component_edge_counts`]);
+//! - [`validate`]: Graph500 validation of a BFS or SSSP result held as one slice per rank
+//!   ([`validate::validate_bfs_distributed`], [`validate::validate_sssp_distributed`]);
+//!   its module docs say what `skein run` calls;
+//! - [`collective`]: the building blocks (vertex layout, all-reduce, fetching values from
+//!   owners, reachability in bounded rounds).
+//!
+//! A distributed run therefore does, on every rank: `build_local_csr` (or
+//! `mpi::build_local_csr_mpi`); `search_roots_distributed(&p, &g, 64, &mut ex)`; the
+//! searches; for each root `validate_*_distributed(&g, root, &values, &parent,
+//! DEFAULT_VALIDATE_ROUND, &mut ex)`, whose `teps_edges` is the TEPS edge count; and once
+//! `component_edge_counts(&g, &roots, DEFAULT_VALIDATE_ROUND, &mut ex)` for the `nedge`
+//! statistics the comparison with the Graph500 reference checks.
+//!
 //! # Unsafe code
 //!
 //! Only prefetch hints (`_mm_prefetch` on addresses taken from references), which never
@@ -760,6 +782,8 @@ impl Exchange for MemExchange {
         let (mut recv, mut from) = (Vec::new(), Vec::with_capacity(r));
         {
             let mut slots = lock()?;
+            // Exactly the words received (kept by the construction: no spare capacity).
+            recv.reserve_exact((0..r).map(|s| slots[s * r + self.rank].len()).sum());
             for s in 0..r {
                 let words = std::mem::take(&mut slots[s * r + self.rank]);
                 from.push(words.len());

@@ -52,10 +52,11 @@
 //! rounds (3, 4):   8·B (ids asked) + 8·B (send buffer) + 8·B (slot of each id)
 //!                + 8·B (values back) + 16·R·B (ids received and the replies: at most
 //!                  every rank's B ids)                       = (32 + 16·R)·B bytes
-//! SSSP tree (5):   16·c_r (child lists: offsets of n_r + 1 entries, one id per child;
-//!                  c_r <= A_r, the children of the rank's vertices, each a neighbour)
-//!                + 8·n_r + 16·R·B for the received pairs of a round
-//!                + n_r (marks) + 8·n_r (the walk's pending stack, at most)
+//! SSSP tree (5):   8·n_r (the rank's reached vertices) + 16·c_r (the (parent, child)
+//!                  pairs received; c_r <= A_r, the children of the rank's vertices, each
+//!                  a neighbour) + 16·R·B (a round's pairs); then the child lists,
+//!                  8·(n_r + 1) + 8·c_r, and reach's n_r + 8·n_r (marks, stack); the
+//!                  walk (error path) one hash-set entry per step on the step's owner
 //! component (6):   n_r (marks) + 8·n_r (stack) + 8·B (ids to send)
 //!                + 8·R·B (ids received)
 //! ```
