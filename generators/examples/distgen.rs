@@ -10,7 +10,13 @@
 //!
 //! `single` generates the edge list and builds the [`Csr`]; `ranks` builds each rank's rows
 //! with [`build_local_csr_mpi`] (ranks over contiguous blocks of 2 workers each, as a skein
-//! job would use) and prints one line per rank, then rank 0 the slowest rank's time.
+//! job would use) and prints one line per rank (wall time per phase, the process's CPU time
+//! split into user and system, peak RSS), then rank 0 the slowest rank's time. Generation
+//! runs on rayon's pool: `mpirun -x RAYON_NUM_THREADS=1` makes a rank one thread (2 ranks
+//! × 1 thread on a 2-core machine), against `single` with the default pool (2 threads).
+//!
+//! On a shared machine, compare alternating runs in one session; the system time is mostly
+//! the kernel zeroing fresh pages (huge pages for the rows, as for the [`Csr`]).
 
 use std::time::Instant;
 
