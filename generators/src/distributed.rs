@@ -57,13 +57,15 @@
 //! ```text
 //! during the rounds:  12·A     arcs kept (a packed word and the weight's bits each: its
 //!                              own and those received)
-//!                   + 8·n_r    degrees
+//!                   + 8·n_r    degrees (at most)
 //!                   + 60·B     one round's buffers, reused: the generated edges (20 B
 //!                              each), both endpoints' ranks (8 B), the send buffer (at
 //!                              most 2 arcs of at most 16 B per edge)
 //! building the rows:  12·A     arcs kept, until the rows are built
 //!                   + 12·A     the rows' targets (u64) and weights (f32)
-//!                   + 16·n_r   offsets and the scatter cursors
+//!                   + 16·n_r   offsets and the scatter cursors (at most: the cursors,
+//!                              like the degree counters, take 4 bytes when the values
+//!                              fit, halving the arrays accessed at random)
 //! ```
 //!
 //! plus the process's fixed costs (code, MPI). The round buffers are freed before the rows
@@ -457,7 +459,13 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
     let local_n = (bounds[rank + 1] - first) as usize;
     let pack = ArcPacking::new(bounds)?;
     let share = rank_edges(p.num_edges(), rank, ranks);
-    let mut degree = vec![0u64; local_n + 1];
+    // Degree counters of 4 bytes when no count can reach 2^32 (every arc of the graph on
+    // one vertex), to halve the randomly accessed array.
+    let mut degree = if 2 * u128::from(p.num_edges()) <= u128::from(u32::MAX) {
+        Counts::Narrow(vec![0u32; local_n + 1])
+    } else {
+        Counts::Wide(vec![0u64; local_n + 1])
+    };
     // Per round: this rank's own arcs (never sent: packed words and weights), then the
     // words received and their count per sender (0 from this rank).
     let mut kept: Vec<KeptRound> = Vec::new();
@@ -525,7 +533,7 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
                 }
             }
         }
-        count_sources(&pack, &mine, &mut degree);
+        degree.count(&pack, &mine);
         lap(&mut stats.route_s);
         let (recv, from) = ex.exchange(&send, &counts)?;
         lap(&mut stats.exchange_s);
@@ -545,7 +553,7 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
             if let Some(&w) = words.iter().find(|&&w| pack.source(w) >= local_n as u64) {
                 return Err(bad_arc(t, pack.source(w)));
             }
-            count_sources(&pack, words, &mut degree);
+            degree.count(&pack, words);
             at += c;
         }
         kept.push(KeptRound { mine, mine_w, recv, from });
@@ -554,23 +562,29 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
 
     // Offsets, then the counting sort: sender-major, then rounds (module docs: the rows
     // come out in edge-index order).
+    let mut offsets = vec![0u64; local_n + 1];
     let mut total = 0u64;
-    for d in degree.iter_mut() {
-        total += *d;
-        *d = total;
+    for (i, o) in offsets.iter_mut().enumerate() {
+        total += degree.get(i);
+        *o = total;
     }
-    let offsets = degree;
+    drop(degree);
     let arcs = total as usize;
     memory::check_fits(12 * total as u128 + 8 * local_n as u128, || {
         format!("the rows of rank {rank} ({local_n} vertices, {total} arcs)")
     })?;
     let mut targets: Vec<u64> = hugepage::zeroed_vec(arcs);
     let mut weights: Vec<f32> = hugepage::zeroed_vec(arcs);
-    let mut cursor: Vec<u64> = offsets[..local_n].to_vec();
+    // Scatter cursors of 4 bytes when every position fits.
+    let mut cursor = if total <= u64::from(u32::MAX) {
+        Counts::Narrow(offsets[..local_n].iter().map(|&o| o as u32).collect())
+    } else {
+        Counts::Wide(offsets[..local_n].to_vec())
+    };
     for s in 0..ranks {
         for KeptRound { mine, mine_w, recv, from } in &mut kept {
             if s == rank {
-                scatter(&pack, mine, |i| mine_w[i], &mut cursor, &mut targets, &mut weights);
+                cursor.scatter(&pack, mine, |i| mine_w[i], &mut targets, &mut weights);
                 // Freed as soon as written: the rows' pages fill while these go.
                 *mine = Vec::new();
                 *mine_w = Vec::new();
@@ -580,7 +594,7 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
                 let k = block_arcs(from[s]).unwrap_or(0);
                 let (words, wts) = block.split_at(k);
                 let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
-                scatter(&pack, words, weight, &mut cursor, &mut targets, &mut weights);
+                cursor.scatter(&pack, words, weight, &mut targets, &mut weights);
                 if from[s + 1..].iter().all(|&c| c == 0) {
                     *recv = Vec::new();
                 }
@@ -655,17 +669,84 @@ impl ArcPacking {
     }
 }
 
+/// Per-vertex counters or cursors, 4 bytes each when the values are known to fit (the
+/// arrays are accessed at random: smaller ones miss the cache less).
+enum Counts {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+/// A counter or cursor type of [`Counts`].
+trait Counter: Copy {
+    fn get(self) -> u64;
+    fn bump(&mut self);
+}
+
+impl Counter for u32 {
+    #[inline(always)]
+    fn get(self) -> u64 {
+        u64::from(self)
+    }
+    #[inline(always)]
+    fn bump(&mut self) {
+        *self += 1;
+    }
+}
+
+impl Counter for u64 {
+    #[inline(always)]
+    fn get(self) -> u64 {
+        self
+    }
+    #[inline(always)]
+    fn bump(&mut self) {
+        *self += 1;
+    }
+}
+
+impl Counts {
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Counts::Narrow(c) => u64::from(c[i]),
+            Counts::Wide(c) => c[i],
+        }
+    }
+
+    /// Counts the arcs `words` at their sources: `self[source + 1] += 1`.
+    fn count(&mut self, pack: &ArcPacking, words: &[u64]) {
+        match self {
+            Counts::Narrow(c) => count_sources(pack, words, c),
+            Counts::Wide(c) => count_sources(pack, words, c),
+        }
+    }
+
+    /// [`scatter`] with these cursors.
+    fn scatter(
+        &mut self,
+        pack: &ArcPacking,
+        words: &[u64],
+        weight: impl Fn(usize) -> u32,
+        targets: &mut [u64],
+        weights: &mut [f32],
+    ) {
+        match self {
+            Counts::Narrow(c) => scatter(pack, words, weight, c, targets, weights),
+            Counts::Wide(c) => scatter(pack, words, weight, c, targets, weights),
+        }
+    }
+}
+
 /// Adds the arcs `words` (packed by `pack`, sources checked below `degree.len() - 1`) to
 /// their sources' counts `degree[source + 1]`, prefetching the counts of the arcs
 /// [`PREFETCH_AHEAD`] places ahead (the increments are random: the prefetch keeps many
-/// cache misses in flight).
-fn count_sources(pack: &ArcPacking, words: &[u64], degree: &mut [u64]) {
+/// cache misses in flight). The counts cannot overflow (the caller's choice of type).
+fn count_sources<C: Counter>(pack: &ArcPacking, words: &[u64], degree: &mut [C]) {
     let n = words.len();
     for i in 0..n {
         if i + PREFETCH_AHEAD < n {
             prefetch(degree, pack.source(words[i + PREFETCH_AHEAD]) as usize + 1);
         }
-        degree[pack.source(words[i]) as usize + 1] += 1;
+        degree[pack.source(words[i]) as usize + 1].bump();
     }
 }
 
@@ -677,11 +758,11 @@ const PREFETCH_AHEAD: usize = 16;
 /// `weight(i)`) at their sources' cursors, in order. Every local source is below
 /// `cursor.len()` (checked as the words were received or routed) and the cursors stay
 /// inside the rows (the degrees counted exactly these arcs).
-fn scatter(
+fn scatter<C: Counter>(
     pack: &ArcPacking,
     words: &[u64],
     weight: impl Fn(usize) -> u32,
-    cursor: &mut [u64],
+    cursor: &mut [C],
     targets: &mut [u64],
     weights: &mut [f32],
 ) {
@@ -692,13 +773,13 @@ fn scatter(
             prefetch(cursor, src(i + 2 * PREFETCH_AHEAD));
         }
         if i + PREFETCH_AHEAD < n {
-            let at = cursor[src(i + PREFETCH_AHEAD)] as usize;
+            let at = cursor[src(i + PREFETCH_AHEAD)].get() as usize;
             prefetch(targets, at);
             prefetch(weights, at);
         }
         let local = src(i);
-        let at = cursor[local] as usize;
-        cursor[local] += 1;
+        let at = cursor[local].get() as usize;
+        cursor[local].bump();
         targets[at] = pack.target(words[i]);
         weights[at] = f32::from_bits(weight(i));
     }
@@ -817,4 +898,45 @@ pub fn simulate(
             })
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both counter widths count and scatter alike (the wide ones serve graphs of 2^31
+    /// edges or more, too big for a test), and blocks' word counts invert.
+    #[test]
+    fn narrow_and_wide_counters_agree() {
+        let pack = ArcPacking::new(&[0, 5, 1 << 20]).unwrap();
+        let arcs: Vec<(u64, u64, u32)> =
+            (0..40u64).map(|i| ((i * 7919) % (1 << 20), (i * 13) % 5, i as u32)).collect();
+        let words: Vec<u64> = arcs.iter().map(|&(t, s, _)| pack.pack(t, s)).collect();
+        let run = |mut degree: Counts, cursor: fn(&[u64]) -> Counts| {
+            degree.count(&pack, &words);
+            let mut offsets = vec![0u64; 6];
+            let mut total = 0;
+            for (i, o) in offsets.iter_mut().enumerate() {
+                total += degree.get(i);
+                *o = total;
+            }
+            let mut c = cursor(&offsets[..5]);
+            let (mut t, mut w) = (vec![0u64; total as usize], vec![0f32; total as usize]);
+            c.scatter(&pack, &words, |i| arcs[i].2, &mut t, &mut w);
+            (offsets, t, w.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+        };
+        let narrow = run(Counts::Narrow(vec![0; 6]), |o| {
+            Counts::Narrow(o.iter().map(|&x| x as u32).collect())
+        });
+        let wide = run(Counts::Wide(vec![0; 6]), |o| Counts::Wide(o.to_vec()));
+        assert_eq!(narrow, wide);
+        assert_eq!(narrow.0, [0, 8, 16, 24, 32, 40]);
+        // Row 1 (source 1, i·13 = 1 mod 5): the arcs i = 2, 7, 12, ... in order.
+        let row1: Vec<u64> = (0..8).map(|k| ((2 + 5 * k) * 7919) % (1 << 20)).collect();
+        assert_eq!(narrow.1[8..16], row1[..]);
+        for k in 0..100 {
+            assert_eq!(block_arcs(block_words(k)), Some(k));
+        }
+        assert_eq!(block_arcs(4), None);
+    }
 }
