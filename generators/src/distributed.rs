@@ -421,11 +421,11 @@ pub struct BuildStats {
     pub rounds: u64,
     /// Generating the rank's edges.
     pub generate_s: f64,
-    /// Routing arcs into the send buffers.
+    /// Routing arcs into the send buffers, and counting the degrees of the rank's own arcs.
     pub route_s: f64,
     /// In the exchanges (waiting for the slowest rank included).
     pub exchange_s: f64,
-    /// Counting degrees and building the rows after the rounds.
+    /// Counting the degrees of the arcs received, and building the rows after the rounds.
     pub rows_s: f64,
 }
 
