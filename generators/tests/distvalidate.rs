@@ -527,3 +527,31 @@ fn nedge_equals_the_single_process_counts() {
     });
     assert!(got.iter().all(|x| x == &[2, 2, 0, 2]), "{got:?}");
 }
+
+/// Round sizes beyond what an exchange moves at once are clamped (1 at least).
+#[test]
+fn round_sizes_are_clamped() {
+    use skein_generators::distributed::collective::clamp_round;
+    let group = MemExchange::group(3);
+    assert_eq!(clamp_round(0, &group[0]), 1);
+    assert_eq!(clamp_round(1000, &group[0]), 1000);
+    assert_eq!(clamp_round(usize::MAX, &group[0]) as u64, u64::MAX / 3 - 1);
+    // A huge round validates like any other.
+    let f = fixture(8);
+    let got = on_ranks(2, |k, ex| {
+        let b = [0, 100, 256];
+        let local = LocalCsr::from_csr(&f.g, b[k]..b[k + 1]);
+        let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
+        validate_bfs_distributed(
+            &local,
+            f.bfs.root,
+            &f.bfs.level[lo..hi],
+            &f.bfs.parent[lo..hi],
+            usize::MAX,
+            ex,
+        )
+        .map(|s| (s.reached, s.teps_edges))
+    });
+    let want = validate_bfs(&f.g, &f.bfs).map(|s| (s.reached, s.teps_edges)).unwrap();
+    assert!(got.iter().all(|v| v == &Ok(want)), "{got:?}");
+}

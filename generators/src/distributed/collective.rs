@@ -35,6 +35,15 @@ pub(crate) fn exchange<E: Exchange + ?Sized>(
     Ok((recv, from))
 }
 
+/// The round size `round` clamped so that one round's exchange stays within what `ex`
+/// moves at once: every rank may send a round of ids (plus a flag) to the same rank, which
+/// receives `R · (round + 1)` words. At least 1.
+pub fn clamp_round<E: Exchange + ?Sized>(round: usize, ex: &E) -> usize {
+    let ranks = ex.ranks().max(1) as u64;
+    let most = (ex.max_words() / ranks).saturating_sub(1).max(1);
+    round.clamp(1, usize::try_from(most).unwrap_or(usize::MAX))
+}
+
 /// The vertex ranges of all ranks: rank `r` owns `[bounds[r], bounds[r + 1])`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {

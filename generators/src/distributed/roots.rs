@@ -33,7 +33,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use super::collective::{all_reduce, reach, Layout};
+use super::collective::{all_reduce, clamp_round, reach, Layout};
 use super::{DistError, Exchange, LocalCsr};
 use crate::kronecker::{self, KroneckerParams};
 
@@ -64,7 +64,7 @@ pub fn search_roots_distributed_for<E: Exchange + ?Sized>(
 ) -> Result<(Vec<u64>, u64), DistError> {
     let layout = Layout::gather(g, ex)?;
     let n = layout.num_vertices();
-    let batch = batch.max(1);
+    let batch = clamp_round(batch, ex);
     let mut known: HashMap<u64, u64> = HashMap::new();
     loop {
         let unknown: RefCell<Vec<u64>> = RefCell::new(Vec::new());
@@ -105,6 +105,7 @@ pub fn component_edge_counts<E: Exchange + ?Sized>(
     ex: &mut E,
 ) -> Result<Vec<u64>, DistError> {
     const NONE: u32 = u32::MAX;
+    let round = clamp_round(round, ex);
     let layout = Layout::gather(g, ex)?;
     let n = layout.num_vertices();
     if let Some(&r) = roots.iter().find(|&&r| r >= n) {

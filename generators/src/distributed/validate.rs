@@ -81,7 +81,7 @@
 //! `DistValidationError::Dist` means the exchange itself failed (or the ranks' rows do not
 //! tile the vertices); it too is returned on every rank when the ranks' inputs disagree.
 
-use super::collective::{all_reduce, exchange, fetch, reach, Layout};
+use super::collective::{all_reduce, clamp_round, exchange, fetch, reach, Layout};
 use super::{DistError, Exchange, LocalCsr};
 use crate::graph::VertexId;
 use crate::result::{NO_PARENT, UNREACHED_LEVEL};
@@ -300,7 +300,7 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     round: usize,
     ex: &mut E,
 ) -> Result<ValidationStats, DistValidationError> {
-    let round = round.max(1);
+    let round = clamp_round(round, ex);
     let layout = Layout::gather(g, ex)?;
     let n = layout.num_vertices();
     let first = layout.first();
