@@ -72,7 +72,8 @@
 //! are allocated. Nothing is proportional to the whole graph's size. At SCALE 22 on 2 ranks
 //! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1602 MiB; `VmHWM` measured 1612 MiB on that
 //! rank (0.55× the 2916 MiB of the single-process generation and [`Csr`] build; with two
-//! `u64` words per kept arc, as before, it was 1878 MiB).
+//! `u64` words per kept arc, as before, it was 1878 MiB). At SCALE 24 on 2 ranks (`A` =
+//! 268.5 M, `n_r` = 8 M) the formula gives 6273 MiB and `VmHWM` measured 6248 MiB.
 //!
 //! The kept arcs take 12 bytes each, as the rows do, because the degrees are known only
 //! after the last round; a version that sizes the rows first (a counting pass that
