@@ -10,7 +10,13 @@
 //!
 //! `single` generates the edge list and builds the [`Csr`]; `ranks` builds each rank's rows
 //! with [`build_local_csr_mpi`] (ranks over contiguous blocks of 2 workers each, as a skein
-//! job would use) and prints one line per rank, then rank 0 the slowest rank's time.
+//! job would use) and prints one line per rank (wall time per phase, the process's CPU time
+//! split into user and system, peak RSS), then rank 0 the slowest rank's time. Generation
+//! runs on rayon's pool: `mpirun -x RAYON_NUM_THREADS=1` makes a rank one thread (2 ranks
+//! × 1 thread on a 2-core machine), against `single` with the default pool (2 threads).
+//!
+//! On a shared machine, compare alternating runs in one session; the system time is mostly
+//! the kernel zeroing fresh pages (huge pages for the rows, as for the [`Csr`]).
 
 use std::time::Instant;
 
@@ -29,6 +35,24 @@ fn mib(b: Option<u64>) -> String {
     b.map_or("unknown".into(), |b| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64))
 }
 
+/// CPU time of this process so far (user, system; all threads), in seconds.
+fn cpu_s() -> (f64, f64) {
+    // SAFETY: getrusage(2) fills the zeroed struct we own; it touches no other memory.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    (t(ru.ru_utime), t(ru.ru_stime))
+}
+
+/// CPU time since `c` (from [`cpu_s`]), as text.
+fn cpu_since(c: (f64, f64)) -> String {
+    let now = cpu_s();
+    format!("cpu {:.3} s user + {:.3} s sys", now.0 - c.0, now.1 - c.1)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let scale: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| usage());
@@ -41,14 +65,16 @@ fn main() {
     };
     match args[1].as_str() {
         "single" => {
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), cpu_s());
             let el = kronecker::generate(&p);
             let g = t.elapsed().as_secs_f64();
             let csr = Csr::from_edges(el);
             let s = t.elapsed().as_secs_f64();
             println!(
-                "single SCALE {scale}: {s:.3} s (generate {g:.3}, CSR {:.3}), {} arcs, peak RSS {}",
+                "single SCALE {scale}: {s:.3} s (generate {g:.3}, CSR {:.3}), {}, {} arcs, \
+                 peak RSS {}",
                 s - g,
+                cpu_since(c),
                 csr.num_arcs(),
                 mib(memory::peak_rss_bytes())
             );
@@ -84,7 +110,7 @@ fn main() {
             let mut bounds: Vec<u64> = (0..ranks).map(|r| first(2 * r)).collect();
             bounds.push(n);
             world.barrier();
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), cpu_s());
             let (local, stats) = match build_local_csr_mpi_with_stats(&p, &bounds, round) {
                 Ok(l) => l,
                 Err(e) => {
@@ -93,11 +119,13 @@ fn main() {
                 }
             };
             let s = t.elapsed().as_secs_f64();
+            let cpu = cpu_since(c);
             world.barrier();
             let all = t.elapsed().as_secs_f64();
             println!(
                 "rank {rank}/{ranks} SCALE {scale}: {s:.3} s (generate {:.3}, route {:.3}, \
-                 exchange {:.3}, rows {:.3}; {} rounds), {} vertices, {} arcs, peak RSS {}",
+                 exchange {:.3}, rows {:.3}; {} rounds), {cpu}, {} vertices, {} arcs, \
+                 peak RSS {}",
                 stats.generate_s,
                 stats.route_s,
                 stats.exchange_s,

@@ -31,17 +31,22 @@
 //! `ceil(ceil(M/R) / B)` (a rank whose share is done takes part with nothing to send). In a
 //! round, each non-self-loop edge `{u, v}` of weight `w` becomes the arcs `u -> v` and
 //! `v -> u` (as [`crate::build`] does; self-loops are dropped, repeated edges kept), each
-//! sent to the rank owning its source, packed in two `u64` words (target; source's local
-//! index and weight bits). One collective [`Exchange::exchange`] per round moves them: under
-//! MPI, an all-to-all of the counts, then `MPI_Alltoallv` (the `mpi` submodule, feature
-//! `mpi`). A rank's arcs for its own vertices never go through the exchange. Each rank
-//! keeps its own arcs and those it receives, and counts its vertices' degrees on the way.
+//! sent to the rank owning its source. An arc travels as one packed `u64` (the target in
+//! the low `bits(n - 1)` bits, the source's local index above: [`DistError::ArcTooWide`]
+//! when both do not fit, i.e. beyond SCALE 32 on few ranks) and its weight's 32 bits: the
+//! block for one rank holds its `k` packed arcs, then their weights two to a word
+//! (`k + ceil(k/2)` words, 12 bytes an arc). One collective [`Exchange::exchange`] per
+//! round moves them: under MPI, an all-to-all of the counts, then `MPI_Alltoallv` (the
+//! `mpi` submodule, feature `mpi`). A rank's arcs for its own vertices never go through the
+//! exchange. Each rank keeps its own arcs and the blocks it receives as they are, and
+//! counts its vertices' degrees on the way (with prefetching: the increments are random).
 //!
 //! After the last round, each rank builds its rows with a counting sort of the kept arcs,
 //! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
 //! edges precede sender `s + 1`'s in edge-index order, and its rounds go up in edge index,
 //! so each row's arcs come out in edge-index order: every row is *identical* (not only the
-//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`.
+//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. A round's kept
+//! buffers are freed as soon as their last arcs are written.
 //!
 //! # Memory per rank
 //!
@@ -50,25 +55,52 @@
 //! ([`local_build_bytes`]) the larger of
 //!
 //! ```text
-//! during the rounds:  16·A     arcs kept (two u64 words each: its own and those received)
-//!                   + 8·n_r    degrees
+//! during the rounds:  12·A     arcs kept (a packed word and the weight's bits each: its
+//!                              own and those received)
+//!                   + 8·n_r    degrees (at most)
 //!                   + 60·B     one round's buffers, reused: the generated edges (20 B
 //!                              each), both endpoints' ranks (8 B), the send buffer (at
-//!                              most 2 arcs of 16 B per edge)
-//! building the rows:  16·A     arcs kept, until the rows are built
+//!                              most 2 arcs of at most 16 B per edge)
+//! building the rows:  12·A     arcs kept, until the rows are built
 //!                   + 12·A     the rows' targets (u64) and weights (f32)
-//!                   + 16·n_r   offsets and the scatter cursors
+//!                   + 16·n_r   offsets and the scatter cursors (at most: the cursors,
+//!                              like the degree counters, take 4 bytes when the values
+//!                              fit, halving the arrays accessed at random)
 //! ```
 //!
 //! plus the process's fixed costs (code, MPI). The round buffers are freed before the rows
 //! are allocated. Nothing is proportional to the whole graph's size. At SCALE 22 on 2 ranks
-//! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1864 MiB; `VmHWM` measured 1878 MiB on that
-//! rank, against 2916 MiB for the single-process generation and [`Csr`] build.
+//! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1602 MiB; `VmHWM` measured 1612 MiB on that
+//! rank (0.55× the 2916 MiB of the single-process generation and [`Csr`] build; with two
+//! `u64` words per kept arc, as before, it was 1878 MiB). At SCALE 24 on 2 ranks (`A` =
+//! 268.5 M, `n_r` = 8 M) the formula gives 6273 MiB and `VmHWM` measured 6248 MiB.
 //!
-//! The kept arcs are 16 bytes each rather than the rows' 12 because the degrees are known
-//! only after the last round; a version that sizes the rows first (a counting pass that
-//! regenerates the edges) would hold `12·A` instead of `28·A`, at the price of generating
-//! every edge twice.
+//! The kept arcs take 12 bytes each, as the rows do, because the degrees are known only
+//! after the last round; a version that sizes the rows first (a counting pass that
+//! regenerates the edges) would hold `12·A` instead of `24·A`, at the price of generating
+//! every edge twice and a second exchange of every arc's source.
+//!
+//! # Validation, roots and `nedge` on the ranks' rows
+//!
+//! The submodules work on the [`LocalCsr`] of every rank, collectively over an
+//! [`Exchange`] ([`MemExchange`] in one process, `mpi::MpiExchange` under `mpirun`), and
+//! give every rank the same answer as the single-process code on the whole graph:
+//!
+//! - [`roots`]: the Graph500 search roots ([`roots::search_roots_distributed`]) and the
+//!   per-root component edge counts behind the reference's `nedge` statistics
+//!   ([`roots::component_edge_counts`]);
+//! - [`validate`]: Graph500 validation of a BFS or SSSP result held as one slice per rank
+//!   ([`validate::validate_bfs_distributed`], [`validate::validate_sssp_distributed`]);
+//!   its module docs say what `skein run` calls;
+//! - [`collective`]: the building blocks (vertex layout, all-reduce, fetching values from
+//!   owners, reachability in bounded rounds).
+//!
+//! A distributed run therefore does, on every rank: `build_local_csr` (or
+//! `mpi::build_local_csr_mpi`); `search_roots_distributed(&p, &g, 64, &mut ex)`; the
+//! searches; for each root `validate_*_distributed(&g, root, &values, &parent,
+//! DEFAULT_VALIDATE_ROUND, &mut ex)`, whose `teps_edges` is the TEPS edge count; and once
+//! `component_edge_counts(&g, &roots, DEFAULT_VALIDATE_ROUND, &mut ex)` for the `nedge`
+//! statistics the comparison with the Graph500 reference checks.
 //!
 //! # Unsafe code
 //!
@@ -84,13 +116,17 @@ use crate::hugepage;
 use crate::kronecker::{self, KroneckerParams};
 use crate::memory::{self, MemoryError};
 
+pub mod collective;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod roots;
+pub mod validate;
 
 /// Default round size `B`: 2^20 edges, so a round's buffers take 60 MiB.
 pub const DEFAULT_ROUND_EDGES: u64 = 1 << 20;
 
-/// Words (`u64`) sent per arc: the target, then the source's local index and weight bits.
+/// Most words (`u64`) an arc takes on the wire: a block of `k` arcs takes `k + ceil(k / 2)`
+/// words (the packed arcs, then the weights two to a word), at most 2 per arc.
 const WORDS_PER_ARC: usize = 2;
 
 /// Why a distributed construction refused its arguments or failed.
@@ -140,6 +176,17 @@ pub enum DistError {
     /// The exchange failed (MPI not initialised, a simulated rank gone, ...).
     #[error("exchange between ranks failed: {0}")]
     Exchange(String),
+    /// An arc's target and local source do not fit in one `u64` together.
+    #[error(
+        "the graph's vertex ids take {target_bits} bits and a rank's local indices \
+         {source_bits}: together more than 64, use more ranks"
+    )]
+    ArcTooWide {
+        /// Bits of the largest vertex id.
+        target_bits: u32,
+        /// Bits of the largest local index.
+        source_bits: u32,
+    },
     /// The rank's rows would not fit in the available memory.
     #[error(transparent)]
     Memory(#[from] MemoryError),
@@ -318,8 +365,8 @@ pub fn rounds(num_edges: u64, ranks: usize, round_edges: u64) -> u64 {
 /// aside.
 pub fn local_build_bytes(local_vertices: u64, local_arcs: u64, round_edges: u64) -> u128 {
     let (a, n, b) = (u128::from(local_arcs), u128::from(local_vertices), u128::from(round_edges));
-    let rounds = 16 * a + 8 * (n + 1) + 60 * b;
-    let rows = 28 * a + 16 * n + 8;
+    let rounds = 12 * a + 8 * (n + 1) + 60 * b;
+    let rows = 24 * a + 16 * n + 8;
     rounds.max(rows)
 }
 
@@ -375,11 +422,11 @@ pub struct BuildStats {
     pub rounds: u64,
     /// Generating the rank's edges.
     pub generate_s: f64,
-    /// Routing arcs into the send buffers.
+    /// Routing arcs into the send buffers, and counting the degrees of the rank's own arcs.
     pub route_s: f64,
     /// In the exchanges (waiting for the slowest rank included).
     pub exchange_s: f64,
-    /// Counting degrees and building the rows after the rounds.
+    /// Counting the degrees of the arcs received, and building the rows after the rounds.
     pub rows_s: f64,
 }
 
@@ -411,20 +458,29 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
 
     let first = bounds[rank];
     let local_n = (bounds[rank + 1] - first) as usize;
+    let pack = ArcPacking::new(bounds)?;
     let share = rank_edges(p.num_edges(), rank, ranks);
-    let mut degree = vec![0u64; local_n + 1];
-    // Per round: this rank's own arcs (never sent), then the words received and their
-    // count per sender (0 from this rank).
-    let mut kept: Vec<(Vec<u64>, Vec<u64>, Vec<usize>)> = Vec::new();
+    // Degree counters of 4 bytes when no count can reach 2^32 (every arc of the graph on
+    // one vertex), to halve the randomly accessed array.
+    let mut degree = if 2 * u128::from(p.num_edges()) <= u128::from(u32::MAX) {
+        Counts::Narrow(vec![0u32; local_n + 1])
+    } else {
+        Counts::Wide(vec![0u64; local_n + 1])
+    };
+    // Per round: this rank's own arcs (never sent: packed words and weights), then the
+    // words received and their count per sender (0 from this rank).
+    let mut kept: Vec<KeptRound> = Vec::new();
+    let mut arcs_to = vec![0usize; ranks];
     let mut counts = vec![0usize; ranks];
     let mut pos = vec![0usize; ranks];
+    let mut wpos = vec![0usize; ranks];
     // Buffers reused from round to round: the generated edges, both endpoints' ranks, the
     // words for the other ranks.
     let b = round_edges.min(share.end - share.start) as usize;
     let (mut gsrc, mut gdst, mut gw) = (vec![0u64; b], vec![0u64; b], vec![0f32; b]);
     let mut owners: Vec<(u32, u32)> = vec![(0, 0); b];
     let mut send: Vec<u64> = Vec::new();
-    let bad_arc = |t: u64, local: usize| {
+    let bad_arc = |t: u64, local: u64| {
         DistError::Exchange(format!(
             "round {t}: an arc for local vertex {local}, but rank {rank} owns {local_n}"
         ))
@@ -436,43 +492,49 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
         let (src, dst, w) = (&mut gsrc[..len], &mut gdst[..len], &mut gw[..len]);
         kronecker::generate_range_into(p, lo, src, dst, w);
         lap(&mut stats.generate_s);
-        counts.iter_mut().for_each(|c| *c = 0);
+        arcs_to.iter_mut().for_each(|c| *c = 0);
         for ((&u, &v), o) in src.iter().zip(dst.iter()).zip(owners.iter_mut()) {
             if u != v {
                 let (ou, ov) = (owner_rank(bounds, u), owner_rank(bounds, v));
-                counts[ou] += WORDS_PER_ARC;
-                counts[ov] += WORDS_PER_ARC;
+                arcs_to[ou] += 1;
+                arcs_to[ov] += 1;
                 *o = (ou as u32, ov as u32);
             }
         }
-        // The other ranks' words first, by rank, then this rank's own (kept, never sent).
-        let own = counts[rank];
-        counts[rank] = 0;
+        // The other ranks' blocks, by rank (this rank's is empty): each block holds its
+        // `k` packed arcs, then their weights two to a word.
         let mut at = 0;
-        for (p, c) in pos.iter_mut().zip(&counts) {
-            *p = at;
-            at += c;
+        for d in 0..ranks {
+            let k = if d == rank { 0 } else { arcs_to[d] };
+            pos[d] = at;
+            wpos[d] = 2 * (at + k);
+            counts[d] = block_words(k);
+            at += counts[d];
         }
-        pos[rank] = at;
         send.clear();
-        send.resize(at + own, 0);
+        send.resize(at, 0);
+        let own = arcs_to[rank];
+        let (mut mine, mut mine_w) = (Vec::with_capacity(own), Vec::with_capacity(own));
         for (((&u, &v), &wt), &(ou, ov)) in src.iter().zip(dst.iter()).zip(w.iter()).zip(&owners) {
             if u == v {
                 continue;
             }
-            let wbits = u64::from(wt.to_bits());
+            let wbits = wt.to_bits();
             for (s, d, r) in [(u, v, ou as usize), (v, u, ov as usize)] {
-                let i = pos[r];
-                pos[r] += WORDS_PER_ARC;
-                send[i] = d;
-                send[i + 1] = ((s - bounds[r]) << 32) | wbits;
+                let word = pack.pack(d, s - bounds[r]);
+                if r == rank {
+                    mine.push(word);
+                    mine_w.push(wbits);
+                } else {
+                    send[pos[r]] = word;
+                    pos[r] += 1;
+                    let h = wpos[r];
+                    wpos[r] += 1;
+                    send[h / 2] |= u64::from(wbits) << (32 * (h & 1));
+                }
             }
         }
-        let mine = send[at..].to_vec();
-        send.truncate(at);
-        for pair in mine.chunks_exact(WORDS_PER_ARC) {
-            degree[(pair[1] >> 32) as usize + 1] += 1;
-        }
+        degree.count(&pack, &mine);
         lap(&mut stats.route_s);
         let (recv, from) = ex.exchange(&send, &counts)?;
         lap(&mut stats.exchange_s);
@@ -483,41 +545,61 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
                 recv.len()
             )));
         }
-        for pair in recv.chunks_exact(WORDS_PER_ARC) {
-            let local = (pair[1] >> 32) as usize;
-            if local >= local_n {
-                return Err(bad_arc(t, local));
+        let mut at = 0;
+        for &c in &from {
+            let k = block_arcs(c).ok_or_else(|| {
+                DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
+            })?;
+            let words = &recv[at..at + k];
+            if let Some(&w) = words.iter().find(|&&w| pack.source(w) >= local_n as u64) {
+                return Err(bad_arc(t, pack.source(w)));
             }
-            degree[local + 1] += 1;
+            degree.count(&pack, words);
+            at += c;
         }
-        kept.push((mine, recv, from));
+        kept.push(KeptRound { mine, mine_w, recv, from });
     }
     drop((gsrc, gdst, gw, owners, send));
 
     // Offsets, then the counting sort: sender-major, then rounds (module docs: the rows
     // come out in edge-index order).
+    let mut offsets = vec![0u64; local_n + 1];
     let mut total = 0u64;
-    for d in degree.iter_mut() {
-        total += *d;
-        *d = total;
+    for (i, o) in offsets.iter_mut().enumerate() {
+        total += degree.get(i);
+        *o = total;
     }
-    let offsets = degree;
+    drop(degree);
     let arcs = total as usize;
     memory::check_fits(12 * total as u128 + 8 * local_n as u128, || {
         format!("the rows of rank {rank} ({local_n} vertices, {total} arcs)")
     })?;
     let mut targets: Vec<u64> = hugepage::zeroed_vec(arcs);
     let mut weights: Vec<f32> = hugepage::zeroed_vec(arcs);
-    let mut cursor: Vec<u64> = offsets[..local_n].to_vec();
+    // Scatter cursors of 4 bytes when every position fits.
+    let mut cursor = if total <= u64::from(u32::MAX) {
+        Counts::Narrow(offsets[..local_n].iter().map(|&o| o as u32).collect())
+    } else {
+        Counts::Wide(offsets[..local_n].to_vec())
+    };
     for s in 0..ranks {
-        for (mine, recv, from) in &kept {
-            let words = if s == rank {
-                &mine[..]
+        for KeptRound { mine, mine_w, recv, from } in &mut kept {
+            if s == rank {
+                cursor.scatter(&pack, mine, |i| mine_w[i], &mut targets, &mut weights);
+                // Freed as soon as written: the rows' pages fill while these go.
+                *mine = Vec::new();
+                *mine_w = Vec::new();
             } else {
                 let start: usize = from[..s].iter().sum();
-                &recv[start..start + from[s]]
-            };
-            scatter(words, &mut cursor, &mut targets, &mut weights);
+                let block = &recv[start..start + from[s]];
+                let k = block_arcs(from[s]).unwrap_or(0);
+                let (words, wts) = block.split_at(k);
+                let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
+                cursor.scatter(&pack, words, weight, &mut targets, &mut weights);
+                if from[s + 1..].iter().all(|&c| c == 0) {
+                    *recv = Vec::new();
+                }
+            }
         }
     }
     drop(kept);
@@ -525,31 +607,182 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
     Ok((LocalCsr { num_vertices: n, first, offsets, targets, weights }, stats))
 }
 
+/// What a rank keeps of a round until its rows are built.
+struct KeptRound {
+    /// Its own arcs (never sent), packed ([`ArcPacking`]).
+    mine: Vec<u64>,
+    /// Their weights' bits.
+    mine_w: Vec<u32>,
+    /// The words received, sender after sender: blocks of packed arcs then weights.
+    recv: Vec<u64>,
+    /// The words from each sender.
+    from: Vec<usize>,
+}
+
+/// Words of a block of `k` arcs on the wire: the packed arcs, then the weights two to a word.
+fn block_words(k: usize) -> usize {
+    k + k.div_ceil(2)
+}
+
+/// The number of arcs in a block of `c` words (`None` when no count of arcs gives `c`).
+fn block_arcs(c: usize) -> Option<usize> {
+    let k = 2 * c / 3;
+    (block_words(k) == c).then_some(k)
+}
+
+/// How an arc's target (global id) and source (its index on the source's rank) share
+/// one `u64`: the target in the low `shift` bits, the local source
+/// above (module docs).
+#[derive(Debug, Clone, Copy)]
+struct ArcPacking {
+    shift: u32,
+    mask: u64,
+}
+
+impl ArcPacking {
+    /// The packing for `bounds` (checked): targets need `bits(n - 1)` bits, local sources
+    /// `bits(max vertices of a rank - 1)`; an error when both do not fit in 64.
+    fn new(bounds: &[u64]) -> Result<ArcPacking, DistError> {
+        let bits = |x: u64| 64 - x.leading_zeros();
+        let n = bounds[bounds.len() - 1];
+        let widest = bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let (tbits, sbits) = (bits(n.saturating_sub(1)), bits(widest.saturating_sub(1)));
+        if tbits + sbits > 64 {
+            return Err(DistError::ArcTooWide { target_bits: tbits, source_bits: sbits });
+        }
+        let mask = if tbits == 64 { u64::MAX } else { (1u64 << tbits) - 1 };
+        Ok(ArcPacking { shift: tbits, mask })
+    }
+
+    #[inline(always)]
+    fn pack(&self, target: u64, local_source: u64) -> u64 {
+        target | local_source.checked_shl(self.shift).unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn source(&self, word: u64) -> u64 {
+        word.checked_shr(self.shift).unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn target(&self, word: u64) -> u64 {
+        word & self.mask
+    }
+}
+
+/// Per-vertex counters or cursors, 4 bytes each when the values are known to fit (the
+/// arrays are accessed at random: smaller ones miss the cache less).
+enum Counts {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+/// A counter or cursor type of [`Counts`].
+trait Counter: Copy {
+    fn get(self) -> u64;
+    fn bump(&mut self);
+}
+
+impl Counter for u32 {
+    #[inline(always)]
+    fn get(self) -> u64 {
+        u64::from(self)
+    }
+    #[inline(always)]
+    fn bump(&mut self) {
+        *self += 1;
+    }
+}
+
+impl Counter for u64 {
+    #[inline(always)]
+    fn get(self) -> u64 {
+        self
+    }
+    #[inline(always)]
+    fn bump(&mut self) {
+        *self += 1;
+    }
+}
+
+impl Counts {
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Counts::Narrow(c) => u64::from(c[i]),
+            Counts::Wide(c) => c[i],
+        }
+    }
+
+    /// Counts the arcs `words` at their sources: `self[source + 1] += 1`.
+    fn count(&mut self, pack: &ArcPacking, words: &[u64]) {
+        match self {
+            Counts::Narrow(c) => count_sources(pack, words, c),
+            Counts::Wide(c) => count_sources(pack, words, c),
+        }
+    }
+
+    /// [`scatter`] with these cursors.
+    fn scatter(
+        &mut self,
+        pack: &ArcPacking,
+        words: &[u64],
+        weight: impl Fn(usize) -> u32,
+        targets: &mut [u64],
+        weights: &mut [f32],
+    ) {
+        match self {
+            Counts::Narrow(c) => scatter(pack, words, weight, c, targets, weights),
+            Counts::Wide(c) => scatter(pack, words, weight, c, targets, weights),
+        }
+    }
+}
+
+/// Adds the arcs `words` (packed by `pack`, sources checked below `degree.len() - 1`) to
+/// their sources' counts `degree[source + 1]`, prefetching the counts of the arcs
+/// [`PREFETCH_AHEAD`] places ahead (the increments are random: the prefetch keeps many
+/// cache misses in flight). The counts cannot overflow (the caller's choice of type).
+fn count_sources<C: Counter>(pack: &ArcPacking, words: &[u64], degree: &mut [C]) {
+    let n = words.len();
+    for i in 0..n {
+        if i + PREFETCH_AHEAD < n {
+            prefetch(degree, pack.source(words[i + PREFETCH_AHEAD]) as usize + 1);
+        }
+        degree[pack.source(words[i]) as usize + 1].bump();
+    }
+}
+
 /// Arcs ahead of the one written whose cursor is prefetched (the next stage, the row
 /// position, is prefetched at half that distance).
 const PREFETCH_AHEAD: usize = 16;
 
-/// Writes the arcs of `words` (pairs: target, local source << 32 | weight bits) at their
-/// sources' cursors, in order. Every local source is below `cursor.len()` (checked as the
-/// words were received or routed) and the cursors stay inside the rows (the degrees counted
-/// exactly these arcs).
-fn scatter(words: &[u64], cursor: &mut [u64], targets: &mut [u64], weights: &mut [f32]) {
-    let n = words.len() / WORDS_PER_ARC;
-    let src = |i: usize| (words[i * WORDS_PER_ARC + 1] >> 32) as usize;
+/// Writes the arcs `words` (packed by `pack`; the weight bits of the `i`-th are
+/// `weight(i)`) at their sources' cursors, in order. Every local source is below
+/// `cursor.len()` (checked as the words were received or routed) and the cursors stay
+/// inside the rows (the degrees counted exactly these arcs).
+fn scatter<C: Counter>(
+    pack: &ArcPacking,
+    words: &[u64],
+    weight: impl Fn(usize) -> u32,
+    cursor: &mut [C],
+    targets: &mut [u64],
+    weights: &mut [f32],
+) {
+    let n = words.len();
+    let src = |i: usize| pack.source(words[i]) as usize;
     for i in 0..n {
         if i + 2 * PREFETCH_AHEAD < n {
             prefetch(cursor, src(i + 2 * PREFETCH_AHEAD));
         }
         if i + PREFETCH_AHEAD < n {
-            let at = cursor[src(i + PREFETCH_AHEAD)] as usize;
+            let at = cursor[src(i + PREFETCH_AHEAD)].get() as usize;
             prefetch(targets, at);
             prefetch(weights, at);
         }
         let local = src(i);
-        let at = cursor[local] as usize;
-        cursor[local] += 1;
-        targets[at] = words[i * WORDS_PER_ARC];
-        weights[at] = f32::from_bits(words[i * WORDS_PER_ARC + 1] as u32);
+        let at = cursor[local].get() as usize;
+        cursor[local].bump();
+        targets[at] = pack.target(words[i]);
+        weights[at] = f32::from_bits(weight(i));
     }
 }
 
@@ -631,6 +864,8 @@ impl Exchange for MemExchange {
         let (mut recv, mut from) = (Vec::new(), Vec::with_capacity(r));
         {
             let mut slots = lock()?;
+            // Exactly the words received (kept by the construction: no spare capacity).
+            recv.reserve_exact((0..r).map(|s| slots[s * r + self.rank].len()).sum());
             for s in 0..r {
                 let words = std::mem::take(&mut slots[s * r + self.rank]);
                 from.push(words.len());
@@ -664,4 +899,45 @@ pub fn simulate(
             })
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both counter widths count and scatter alike (the wide ones serve graphs of 2^31
+    /// edges or more, too big for a test), and blocks' word counts invert.
+    #[test]
+    fn narrow_and_wide_counters_agree() {
+        let pack = ArcPacking::new(&[0, 5, 1 << 20]).unwrap();
+        let arcs: Vec<(u64, u64, u32)> =
+            (0..40u64).map(|i| ((i * 7919) % (1 << 20), (i * 13) % 5, i as u32)).collect();
+        let words: Vec<u64> = arcs.iter().map(|&(t, s, _)| pack.pack(t, s)).collect();
+        let run = |mut degree: Counts, cursor: fn(&[u64]) -> Counts| {
+            degree.count(&pack, &words);
+            let mut offsets = vec![0u64; 6];
+            let mut total = 0;
+            for (i, o) in offsets.iter_mut().enumerate() {
+                total += degree.get(i);
+                *o = total;
+            }
+            let mut c = cursor(&offsets[..5]);
+            let (mut t, mut w) = (vec![0u64; total as usize], vec![0f32; total as usize]);
+            c.scatter(&pack, &words, |i| arcs[i].2, &mut t, &mut w);
+            (offsets, t, w.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+        };
+        let narrow = run(Counts::Narrow(vec![0; 6]), |o| {
+            Counts::Narrow(o.iter().map(|&x| x as u32).collect())
+        });
+        let wide = run(Counts::Wide(vec![0; 6]), |o| Counts::Wide(o.to_vec()));
+        assert_eq!(narrow, wide);
+        assert_eq!(narrow.0, [0, 8, 16, 24, 32, 40]);
+        // Row 1 (source 1, i·13 = 1 mod 5): the arcs i = 2, 7, 12, ... in order.
+        let row1: Vec<u64> = (0..8).map(|k| ((2 + 5 * k) * 7919) % (1 << 20)).collect();
+        assert_eq!(narrow.1[8..16], row1[..]);
+        for k in 0..100 {
+            assert_eq!(block_arcs(block_words(k)), Some(k));
+        }
+        assert_eq!(block_arcs(4), None);
+    }
 }

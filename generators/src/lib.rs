@@ -9,7 +9,8 @@
 //! - [`kronecker`]: the Graph500 Kronecker generator, bit-compatible with the reference 3.0.1.
 //! - [`build`]: parallel CSR construction.
 //! - [`distributed`]: each rank's share of a Kronecker graph: its edges, its rows
-//!   ([`distributed::LocalCsr`]), over MPI with the `mpi` feature.
+//!   ([`distributed::LocalCsr`]), over MPI with the `mpi` feature; Graph500 validation,
+//!   search roots and `nedge` on those rows, without gathering the graph.
 //! - [`validate`]: Graph500 validation of BFS and SSSP results.
 //! - [`formats`]: graph files (`.el`, `.wel`, `.mtx`, DIMACS `.gr`, Skein binary), from
 //!   files, pipes or standard input.

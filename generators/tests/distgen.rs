@@ -127,6 +127,10 @@ fn bad_arguments_are_errors() {
     let big = KroneckerParams::new(33, 1, 2, 3).unwrap();
     let e = distributed::simulate(&big, &[0, big.num_vertices()], 100).unwrap_err();
     assert_eq!(e, DistError::RankTooLarge { rank: 0, vertices: 1 << 33 });
+    // SCALE 33 on 3 ranks: 33-bit ids and 32-bit local indices do not share a word.
+    let e = distributed::simulate(&big, &[0, 3 << 30, 6 << 30, 1 << 33], 100).unwrap_err();
+    assert_eq!(e, DistError::ArcTooWide { target_bits: 33, source_bits: 32 });
+    assert!(e.to_string().contains("use more ranks"), "{e}");
     let e = distributed::check_bounds(&[], 0, 4).unwrap_err();
     assert!(e.to_string().contains("no ranks"), "{e}");
 }
@@ -167,8 +171,8 @@ fn generate_range_into_reused_buffers() {
 #[test]
 fn memory_formula() {
     // SCALE 22 on 2 ranks, rank 0: the rows phase dominates.
-    let rows = 28 * 68_603_327u128 + 16 * 2_097_152 + 8;
+    let rows = 24 * 68_603_327u128 + 16 * 2_097_152 + 8;
     assert_eq!(distributed::local_build_bytes(2_097_152, 68_603_327, 1 << 20), rows);
     // Few arcs, big rounds: the rounds phase dominates.
-    assert_eq!(distributed::local_build_bytes(10, 100, 1 << 20), 16 * 100 + 8 * 11 + (60 << 20));
+    assert_eq!(distributed::local_build_bytes(10, 100, 1 << 20), 12 * 100 + 8 * 11 + (60 << 20));
 }
