@@ -45,9 +45,10 @@
 //! [`Proxy`] of this rank and [`PROXY_BIT`] (`docs/rack-mode.md` §5.2 item 2; the proxy, and
 //! what its last drop sends, are [`crate::property::proxy`]; the owner's side and the
 //! argument are [`crate::runtime::export`]). Its clone and drop are the same count operations
-//! on the proxy's header. Every call reads the target it queues with `Trust::target_for`:
-//! the property's address for a local handle (one predictable branch on the bit), the
-//! export's wire word for a proxy handle, marked [`RECORD_EXPORT`] in the queued record so
+//! on the proxy's header. Every call reads the target it queues with `Trust::issue_for`:
+//! the property's address for a local handle (the bit sits next to the run's id, so the one
+//! compare that checks the run also sends a proxy handle to a cold path), the export's wire
+//! word for a proxy handle, marked [`RECORD_EXPORT`] in the queued record so
 //! that the record's `RemoteHook::take_arg` writes it as is ([`wire_word`]); a local handle's
 //! address becomes an address target there (loopback only, `crate::runtime::transport`). A
 //! proxy's trustee is always on another rank, so its requests always leave through the
@@ -296,6 +297,7 @@ const TRUSTEE_BITS: u32 = 12;
 /// Set in the word of a proxy handle.
 const PROXY_BIT: usize = 1 << (TRUSTEE_SHIFT + TRUSTEE_BITS);
 const RUN_SHIFT: u32 = TRUSTEE_SHIFT + TRUSTEE_BITS + 1;
+const _: () = assert!(PROXY_BIT == 1 << (RUN_SHIFT - 1));
 // Every worker index (the builder allows at most 4096 workers) and every run id fit.
 const _: () = assert!(4096 <= 1 << TRUSTEE_BITS);
 const _: () = assert!(crate::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
@@ -400,18 +402,6 @@ impl<T> Trust<T> {
         unsafe { self.prop().cast::<Proxy>().as_ref() }
     }
 
-    /// The target word a request through this handle is queued with: the property's address,
-    /// or for a proxy handle its export's wire word marked [`RECORD_EXPORT`]. One predictable
-    /// branch on the local path.
-    #[inline(always)]
-    #[track_caller]
-    fn target_for(&self, w: &Worker) -> *mut u8 {
-        if self.is_proxy() {
-            return self.proxy_target(w);
-        }
-        self.prop().as_ptr() as *mut u8
-    }
-
     /// A proxy handle's target: on its own rank, its export's wire word marked
     /// [`RECORD_EXPORT`] (not an address: never dereferenced, only written to the wire).
     ///
@@ -488,6 +478,37 @@ impl<T> Trust<T> {
     fn worker_for(&self, what: &'static str) -> (&'static Worker, usize) {
         match context::current() {
             Some(w) if w.run_id == self.run() => (w, self.trustee_index()),
+            w => wrong_context(what, w.is_some()),
+        }
+    }
+
+    /// [`Trust::worker_for`] and the target to queue with: the property's address, or for a
+    /// proxy handle [`Trust::proxy_target`], in one compare on the local path: the run's id and [`PROXY_BIT`] are adjacent, so a local
+    /// handle of this run matches `run_id << 1`, and a proxy handle (or a handle of another
+    /// run) takes the cold path, which tells them apart.
+    #[inline]
+    #[track_caller]
+    fn issue_for(&self, what: &'static str) -> (&'static Worker, usize, *mut u8) {
+        let tag = (self.packed.as_ptr() as usize >> (RUN_SHIFT - 1)) as u32;
+        match context::current() {
+            Some(w) if w.run_id << 1 == tag => {
+                (w, self.trustee_index(), self.prop().as_ptr() as *mut u8)
+            }
+            w => self.issue_slow(what, w),
+        }
+    }
+
+    /// [`Trust::issue_for`] for a proxy handle, or a refusal.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn issue_slow(
+        &self,
+        what: &'static str,
+        w: Option<&'static Worker>,
+    ) -> (&'static Worker, usize, *mut u8) {
+        match w {
+            Some(w) if w.run_id == self.run() => (w, self.trustee_index(), self.proxy_target(w)),
             w => wrong_context(what, w.is_some()),
         }
     }
@@ -972,9 +993,8 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (w, trustee) = self.worker_for("apply");
+        let (w, trustee, target) = self.issue_for("apply");
         w.check_may_block("apply");
-        let target = self.target_for(w);
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
             // runs to completion before anything else here.
@@ -1037,8 +1057,7 @@ impl<T: Send + 'static> Trust<T> {
         G: FnOnce(U) + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (w, trustee) = self.worker_for("apply_then");
-        let target = self.target_for(w);
+        let (w, trustee, target) = self.issue_for("apply_then");
         let req = arg_request::<OnProp<T>, A, U, F>(arg, f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
@@ -1072,9 +1091,8 @@ impl<T: Send + 'static> Trust<T> {
     {
         travel_check!(F = F);
         let bytes = encode_arg(&v);
-        let (w, trustee) = self.worker_for("apply_with");
+        let (w, trustee, target) = self.issue_for("apply_with");
         w.check_may_block("apply_with");
-        let target = self.target_for(w);
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
             // runs to completion before anything else here.
@@ -1112,8 +1130,7 @@ impl<T: Send + 'static> Trust<T> {
     {
         travel_check!(F = F);
         let bytes = encode_arg(&v);
-        let (w, trustee) = self.worker_for("apply_with_then");
-        let target = self.target_for(w);
+        let (w, trustee, target) = self.issue_for("apply_with_then");
         let req = WithRequest::<T, V, U, F>::new(bytes, f);
         let then = move |r: Vec<u8>| then(decode_result(&r));
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
@@ -1143,12 +1160,11 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        let (w, trustee) = self.worker_for("apply_local");
+        let (w, trustee, target) = self.issue_for("apply_local");
         if !is_local_in(w, trustee) {
             not_local(trustee, "apply_local", "apply");
         }
         w.check_may_block("apply_local");
-        let target = self.target_for(w);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { call_at(w, trustee, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
     }
@@ -1175,11 +1191,10 @@ impl<T: Send + 'static> Trust<T> {
         U: Send + 'static,
         G: FnOnce(U) + 'static,
     {
-        let (w, trustee) = self.worker_for("apply_then_local");
+        let (w, trustee, target) = self.issue_for("apply_then_local");
         if !is_local_in(w, trustee) {
             not_local(trustee, "apply_then_local", "apply_then");
         }
-        let target = self.target_for(w);
         let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { issue_then(w, trustee, target, job, then) }
@@ -1336,10 +1351,8 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (w, trustee) = self.worker_for("launch");
+        let (w, trustee, target) = self.issue_for("launch");
         w.check_may_block("launch");
-        // The property's address, or a proxy handle's export word (`proxy_target`).
-        let target = self.target_for(w);
         if !is_local_in(w, trustee) {
             let word = if target as usize as u64 & RECORD_EXPORT != 0 {
                 target as usize as u64 & !RECORD_EXPORT
