@@ -303,6 +303,8 @@ const _: () = assert!(4096 <= 1 << TRUSTEE_BITS);
 const _: () = assert!(crate::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
 const _: () = assert!(std::mem::align_of::<Prop<()>>() == 16);
 const _: () = assert!(std::mem::align_of::<Proxy>() == 16);
+const _: () = assert!(std::mem::offset_of!(Proxy, head) == 0);
+const _: () = assert!(std::mem::offset_of!(Prop<u128>, head) == 0);
 const _: () = assert!(usize::BITS == 64, "skein packs a handle into a 64-bit word");
 
 /// Marks, in a queued record's target (an in-process word, never on the wire), a target that
@@ -463,9 +465,11 @@ impl<T> Trust<T> {
     }
 
     fn head(&self) -> &PropHead {
-        // SAFETY: we hold a count, so the property is alive (property invariant 1); the header
-        // is never mutated except through its atomic.
-        unsafe { &self.prop().as_ref().head }
+        // SAFETY: we hold a count, so the property (or, for a proxy handle, the proxy) is alive
+        // (property invariant 1, proxy invariant 1); both start with their `PropHead`
+        // (`repr(C)`), so the cast reaches it without claiming a `Prop<T>` over a proxy; the
+        // header is never mutated except through its atomic.
+        unsafe { self.prop().cast::<PropHead>().as_ref() }
     }
 
     /// The worker to issue on, and the trustee's index. Run ids tell the runs of all existing
