@@ -57,6 +57,7 @@
 pub(crate) mod array;
 pub(crate) mod latch;
 pub(crate) mod result;
+pub(crate) mod travel;
 
 use crate::channel::record::{ArgCall, ArgRequest, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
@@ -349,6 +350,32 @@ impl<T> Drop for Trust<T> {
     }
 }
 
+/// Takes one more count on the property (or proxy) named by the handle word `p` and returns
+/// `p` for the new handle.
+///
+/// # Safety
+/// `p` is the word of a handle whose count the caller holds (so its target is alive).
+pub(crate) unsafe fn clone_raw(p: NonNull<()>) -> NonNull<()> {
+    // SAFETY: caller promise; both a property and a proxy start with their `PropHead`.
+    let head = unsafe { raw_addr(p).cast::<PropHead>().as_ref() };
+    free::clone_ref(head);
+    p
+}
+
+/// The proxy a proxy handle's word `p` names.
+///
+/// # Safety
+/// `p` is the word of a live proxy handle.
+pub(crate) unsafe fn proxy_of_raw(p: NonNull<()>) -> NonNull<Proxy> {
+    raw_addr(p).cast()
+}
+
+/// The address in the handle word `p` (with its provenance).
+fn raw_addr(p: NonNull<()>) -> NonNull<u8> {
+    // SAFETY: a handle's address is non-null and 16-aligned (`Trust::new`, `from_proxy`).
+    p.cast::<u8>().map_addr(|a| unsafe { NonZero::new_unchecked((a.get() & ADDR_MASK) << 4) })
+}
+
 impl<T> Trust<T> {
     /// The first handle of a property of run `run` entrusted to worker `trustee`.
     pub(crate) fn new(p: NonNull<Prop<T>>, trustee: usize, run: u32) -> Trust<T> {
@@ -387,6 +414,23 @@ impl<T> Trust<T> {
         let p = Proxy::receive_on(w.rank as u32, owner, slot, gen, weight, w.run_id, w.n)
             .unwrap_or_else(|e| panic!("skein: entrust_new: trustee {owner} answered: {e}"));
         Trust::from_proxy(p, owner, w.run_id)
+    }
+
+    /// The handle's word (with its provenance); its count moves with it
+    /// ([`Trust::from_raw`] takes it back).
+    pub(crate) fn into_raw(self) -> NonNull<()> {
+        let p = self.packed.cast();
+        std::mem::forget(self);
+        p
+    }
+
+    /// The handle whose word [`Trust::into_raw`] gave.
+    ///
+    /// # Safety
+    /// `p` came from `into_raw` of a `Trust<T>` (this `T`), or is such a word with a count
+    /// the caller holds; the count moves into the handle.
+    pub(crate) unsafe fn from_raw(p: NonNull<()>) -> Trust<T> {
+        Trust { packed: p.cast(), _t: PhantomData }
     }
 
     /// True for a proxy handle (the property is on another rank).
@@ -1202,6 +1246,25 @@ impl<T: Send + 'static> Trust<T> {
         let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { issue_then(w, trustee, target, job, then) }
+    }
+}
+
+/// A handle travels inside an `apply_with` argument or result (`docs/rack-mode.md` §5.2 item
+/// 6), encoded by [`crate::wire::codec`] only, on a worker of its run: the weight or count it
+/// needs moves with the message ([`travel`]). Any other serializer, and a handle outside its
+/// run, get an error: "a Trust cannot leave its run".
+impl<T: Send + 'static> Serialize for Trust<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let i = travel::list(self).map_err(serde::ser::Error::custom)?;
+        s.serialize_u32(i)
+    }
+}
+
+/// The receiving side of [`Trust`]'s `Serialize` (through [`crate::wire::codec`] only).
+impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let i = <u32 as serde::Deserialize>::deserialize(d)?;
+        travel::take(i).map_err(serde::de::Error::custom)
     }
 }
 
