@@ -424,6 +424,15 @@ fn handles_travel_in_messages_on_one_rank_and_refusals() {
                 let bytes = skein::wire::codec::encode(&a).expect("encode");
                 let wrong = skein::wire::codec::decode::<Trust<u32>>(&bytes).unwrap_err();
                 let again = skein::wire::codec::encode(&a).expect("encode");
+                // A forged trailer entry (another slot) is refused; the real one decodes.
+                let mut forged = again.clone();
+                let at = forged.len() - 4 - 40 + 8;
+                forged[at] ^= 1;
+                let e = skein::wire::codec::decode::<Trust<u64>>(&forged).unwrap_err();
+                assert!(
+                    e.to_string().contains("names no handle") || e.to_string().contains("seal"),
+                    "{e}"
+                );
                 let ok: Trust<u64> = skein::wire::codec::decode(&again).expect("decode");
                 *KEEP.lock().unwrap() = Some(ok);
                 (sum, wrong.to_string())

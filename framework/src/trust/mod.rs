@@ -1251,7 +1251,7 @@ impl<T: Send + 'static> Trust<T> {
 
 /// A handle travels inside an `apply_with` argument or result (`docs/rack-mode.md` §5.2 item
 /// 6), encoded by [`crate::wire::codec`] only, on a worker of its run: the weight or count it
-/// needs moves with the message ([`travel`]). Any other serializer, and a handle outside its
+/// needs moves with the message (`trust/travel.rs`). Any other serializer, and a handle outside its
 /// run, get an error: "a Trust cannot leave its run".
 impl<T: Send + 'static> Serialize for Trust<T> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

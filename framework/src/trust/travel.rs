@@ -6,11 +6,11 @@
 //! [`crate::wire::codec::encode`] opens an *encode scope* on its thread; `Trust::serialize`
 //! only records a clone of the handle in the scope's list and writes its index (a `u32`), so
 //! the weight of a handle moves once per listed handle, after encoding, however often the
-//! serializer visits it. When bincode is done, [`finish_encode`] turns every listed handle
+//! serializer visits it. When bincode is done, `EncodeScope::finish` turns every listed handle
 //! into a trailer entry and appends the entries and their count to the bytes:
 //!
 //! * in a run that is not split (one rank, no export tables): the handle's count itself moves
-//!   into a process-wide table of handles in flight ([`LocalInFlight`]), and the entry names
+//!   into a process-wide table of handles in flight (`LOCAL`), and the entry names
 //!   its key (nothing leaves the process; a key never issued, or taken already, is refused);
 //! * a handle of a property of this process's memory reached through its address (a local
 //!   handle, or in a loopback run a handle shared through memory): an export in its trustee's
@@ -28,11 +28,26 @@
 //! is freed at the end of the run), never an early free.
 //!
 //! Each entry carries a tag of `T`'s type, checked on receipt, so decoding a handle as a
-//! handle of another type is an error rather than a type confusion. A handle is encoded and
-//! decoded only on a worker of its run: "a Trust cannot leave its run" otherwise.
+//! handle of another type is an error rather than a type confusion, and a seal (a hash keyed
+//! by the job's secret token, [`seal`]), so that bytes not written by the codec of this job
+//! cannot name an export (`codec::decode` is public: without the seal, program code could
+//! forge a handle of a live export under another type). In a run that is not split the key
+//! of the table of handles in flight plays that part (its entry records the type). A handle
+//! is encoded and decoded only on a worker of its run: "a Trust cannot leave its run"
+//! otherwise.
 //!
 //! A `Serialize` implementation must not block (switch fibers) while a `Trust` inside it is
 //! being encoded: the scope is per thread.
+//!
+//! # Invariants
+//!
+//! 1. A `Raw` holds exactly one count of a `Trust<T>` (its word, with provenance), and its
+//!    `drop` was made for that `T`; it is given up exactly once (dropped, or turned back
+//!    into the `Trust<T>` by a receiver that checked the type tag).
+//! 2. A listed handle's clone is held until its entry is made, so the proxy or property it
+//!    names is alive while its weight or count moves into the entry; then it is dropped.
+//! 3. An entry is taken from its decode scope at most once (`Option::take`), so its weight
+//!    or count becomes at most one handle.
 
 use super::{Trust, PROXY_BIT, RUN_SHIFT};
 use crate::property::proxy::Proxy;
@@ -50,8 +65,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of one trailer entry: kind u32, owner u32, slot u32, gen u32, weight u64, type tag
-/// u64.
-const ENTRY: usize = 32;
+/// u64, seal u64.
+const ENTRY: usize = 40;
 
 /// Entry kinds.
 const KIND_EXPORT: u32 = 1;
@@ -106,6 +121,20 @@ struct Entry {
     gen: u32,
     weight: u64,
     type_tag: u64,
+    /// [`seal`] of the fields above.
+    seal: u64,
+}
+
+/// A keyed hash of an entry's fields under the job's secret token (every rank of the job has
+/// it; no program code does), so that bytes handed to `codec::decode` that were not written
+/// by `encode` in this job cannot name an export, its weight or its type: a forged entry is
+/// refused. (A replayed entry is caught by the weights: a return that exceeds its slot's
+/// budget is refused, a free slot or a stale generation refuses the request.)
+fn seal(w: &Worker, e: &Entry) -> u64 {
+    let token = w.run_state.transport.as_ref().map_or(0, |t| t.token());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (token, w.run_id, e.kind, e.owner, e.slot, e.gen, e.weight, e.type_tag).hash(&mut h);
+    h.finish()
 }
 
 thread_local! {
@@ -158,12 +187,15 @@ impl EncodeScope {
             // an early free (module docs).
             return Err(e);
         }
+        let w = context::current();
         for e in &entries {
             for x in [e.kind, e.owner, e.slot, e.gen] {
                 bytes.extend_from_slice(&x.to_le_bytes());
             }
             bytes.extend_from_slice(&e.weight.to_le_bytes());
             bytes.extend_from_slice(&e.type_tag.to_le_bytes());
+            let seal = w.map_or(0, |w| seal(w, e));
+            bytes.extend_from_slice(&seal.to_le_bytes());
         }
         bytes.extend_from_slice(&(entries.len() as u32).to_le_bytes());
         Ok(())
@@ -202,6 +234,7 @@ fn entry_of(l: &Listed) -> Result<Entry, String> {
             gen: (key >> 32) as u32,
             weight: 0,
             type_tag: l.type_tag,
+            seal: 0,
         });
     }
     if word & PROXY_BIT != 0 {
@@ -217,6 +250,7 @@ fn entry_of(l: &Listed) -> Result<Entry, String> {
             gen: out.gen,
             weight: out.weight,
             type_tag: l.type_tag,
+            seal: 0,
         });
     }
     let prop = l.prop.ok_or("a handle without its property")?;
@@ -230,6 +264,7 @@ fn entry_of(l: &Listed) -> Result<Entry, String> {
         gen: ex.gen,
         weight: ex.weight,
         type_tag: l.type_tag,
+        seal: 0,
     })
 }
 
@@ -261,6 +296,7 @@ impl DecodeScope {
                     gen: le32(b, 12),
                     weight: le64(b, 16),
                     type_tag: le64(b, 24),
+                    seal: le64(b, 32),
                 })
             })
             .collect();
@@ -368,6 +404,11 @@ impl Received {
 /// Receives an entry on this worker (module docs).
 fn receive(e: Entry) -> Result<Received, String> {
     let w = context::current().ok_or("a Trust cannot leave its run")?;
+    if seal(w, &Entry { seal: 0, ..e }) != e.seal {
+        return Err(
+            "a handle entry not written by this job's codec (its seal does not match)".into()
+        );
+    }
     match e.kind {
         KIND_LOCAL => {
             let key = u64::from(e.slot) | u64::from(e.gen) << 32;
