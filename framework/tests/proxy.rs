@@ -328,3 +328,120 @@ fn a_proxy_handle_shared_through_memory_off_its_rank() {
     assert_eq!(r, 1);
     assert_eq!(SHARED_AT.load(SeqCst), 21);
 }
+
+static TRAVEL_DROPS: AtomicUsize = AtomicUsize::new(0);
+static TRAVEL_AT: AtomicU64 = AtomicU64::new(0);
+static TRAVEL_WHERE: AtomicU64 = AtomicU64::new(u64::MAX);
+
+struct Travelled(u64);
+
+impl Drop for Travelled {
+    fn drop(&mut self) {
+        TRAVEL_AT.store(self.0, SeqCst);
+        TRAVEL_WHERE.store(skein::current_worker() as u64, SeqCst);
+        TRAVEL_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+type Mailbox = Latch<Option<Trust<Travelled>>>;
+
+/// `docs/rack-mode.md` §5.3 hard case 1 on 3 fake ranks: rank 0 holds a handle of a property
+/// of rank 2, sends it to rank 1 inside an `apply_with` argument and drops its own at once
+/// (with its requests still on their way); rank 1 then uses the handle it received and drops
+/// it. The property is dropped once, on its trustee, after every request of both ranks. The
+/// same handle also goes to the owner's rank (a local handle there) and comes back inside a
+/// result.
+#[test]
+fn hard_case_1_a_handle_sent_to_a_third_rank_while_the_original_is_dropped() {
+    const N: u64 = 2000;
+    TRAVEL_DROPS.store(0, SeqCst);
+    let r = runtime(6, 3)
+        .run(|| {
+            let t = skein::trustee(5).entrust_new(0u64, Travelled);
+            let at_c: Trust<Mailbox> = skein::trustee(3).entrust_new((), |()| Latch::new(None));
+            let at_o: Trust<Mailbox> = skein::trustee(4).entrust_new((), |()| Latch::new(None));
+            for _ in 0..N {
+                t.apply_then((), |c, ()| c.0 += 1, |()| {});
+            }
+            at_c.apply_with(t.clone(), |l, h: Trust<Travelled>| *l.get_mut().unwrap() = Some(h));
+            at_o.apply_with(t.clone(), |l, h: Trust<Travelled>| *l.get_mut().unwrap() = Some(h));
+            drop(t);
+            // Rank 1 uses its handle, and sends a clone back inside a result.
+            let back = at_c.apply_with((), |l, ()| l.get_mut().unwrap().clone());
+            let back = back.expect("a handle");
+            let seen = at_c.launch(N, |slot, n| {
+                let h = slot.take().expect("handle");
+                for _ in 0..n {
+                    h.apply_then((), |c, ()| c.0 += 10, |()| {});
+                }
+                let v = h.apply((), |c, ()| c.0);
+                drop(h);
+                v
+            });
+            // The owner's rank: a local handle there.
+            let local = at_o.launch((), |slot, ()| {
+                let h = slot.take().expect("handle");
+                let v = (
+                    h.is_local(),
+                    h.apply(100u64, |c, k| {
+                        c.0 += k;
+                        c.0
+                    }),
+                );
+                drop(h);
+                u64::from(v.0) * 1_000_000_000 + v.1
+            });
+            let mid = TRAVEL_DROPS.load(SeqCst);
+            let last = back.apply((), |c, ()| c.0);
+            drop(back);
+            wait_for(|| TRAVEL_DROPS.load(SeqCst) == 1);
+            (seen >= 10 * N, local >= 1_000_000_000, mid, last)
+        })
+        .expect("run");
+    assert_eq!(r, (true, true, 0, 11 * N + 100));
+    assert_eq!(TRAVEL_DROPS.load(SeqCst), 1, "dropped exactly once");
+    assert_eq!(TRAVEL_AT.load(SeqCst), 11 * N + 100, "after every request");
+    assert_eq!(TRAVEL_WHERE.load(SeqCst), 5, "on its trustee");
+}
+
+/// Handles inside messages on one rank too (no export tables: the count travels), and the
+/// refusals: a handle encoded outside its run, decoded as a handle of another type, or by
+/// itself outside the codec's scope.
+#[test]
+fn handles_travel_in_messages_on_one_rank_and_refusals() {
+    static KEEP: Mutex<Option<Trust<u64>>> = Mutex::new(None);
+    for ranks in [1, 2] {
+        let r = runtime(4, ranks)
+            .run(|| {
+                let a = skein::trustee(1).entrust(5u64);
+                let holder = skein::trustee(3).entrust_new((), |()| Vec::<Trust<u64>>::new());
+                holder.apply_with(vec![a.clone(), a.clone()], |v, hs: Vec<Trust<u64>>| {
+                    v.extend(hs);
+                    v.len()
+                });
+                let got: Vec<Trust<u64>> = holder.apply_with((), |v, ()| std::mem::take(v));
+                let sum: u64 = got.iter().map(|h| h.apply(1u64, |x, k| *x + k)).sum();
+                let bytes = skein::wire::codec::encode(&a).expect("encode");
+                let wrong = skein::wire::codec::decode::<Trust<u32>>(&bytes).unwrap_err();
+                let again = skein::wire::codec::encode(&a).expect("encode");
+                // A forged trailer entry (another slot) is refused; the real one decodes.
+                let mut forged = again.clone();
+                let at = forged.len() - 4 - 40 + 8;
+                forged[at] ^= 1;
+                let e = skein::wire::codec::decode::<Trust<u64>>(&forged).unwrap_err();
+                assert!(
+                    e.to_string().contains("names no handle") || e.to_string().contains("seal"),
+                    "{e}"
+                );
+                let ok: Trust<u64> = skein::wire::codec::decode(&again).expect("decode");
+                *KEEP.lock().unwrap() = Some(ok);
+                (sum, wrong.to_string())
+            })
+            .expect("run");
+        assert_eq!(r.0, 12);
+        assert!(r.1.contains("another type"), "{}", r.1);
+        let kept = KEEP.lock().unwrap().take().expect("kept");
+        let e = skein::wire::codec::encode(&kept).unwrap_err().to_string();
+        assert!(e.contains("cannot leave its run"), "{e}");
+    }
+}

@@ -22,9 +22,13 @@
 //!   proxy's weight, then frees the proxy. A drop after the run, or outside its workers, frees
 //!   only the proxy ([`Proxy::forget`]; the owner's `end_of_run` has dropped or will drop the
 //!   export).
-//! * Not wired yet: exports *from* a proxy ([`Proxy::export`]: handles travelling inside
-//!   messages) and so grants ([`Proxy::apply_grant`]); without them a proxy's weight never
-//!   changes between its receipt and its `Release`.
+//! * **A handle inside a message** (`crate::trust::travel`, through `wire::codec`): the
+//!   encoding takes half of the proxy's weight ([`Proxy::export`]) into the message; the
+//!   receiver on a third rank makes a new proxy of it, on the owner's rank a local handle.
+//! * Not wired yet: grants ([`Proxy::apply_grant`], control id 5). A proxy starts with
+//!   `W0 = 2^62`, so about 2^32 exports from one proxy are possible before one would be
+//!   needed; an export that finds weight 1 fails the encoding with an error saying that
+//!   grants are not yet supported.
 //!
 //! # Invariants
 //!
@@ -49,7 +53,7 @@
 //! drop reads the final weight. The `issued` snapshot is Acquire, as
 //! [`crate::runtime::free::snapshot_issued`].
 
-// Exports from a proxy and grants are not wired yet (module docs): only the tests call them.
+// Grants are not wired yet (module docs): only the tests call them.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::PropHead;

@@ -18,9 +18,12 @@
 //! [`Owner::schedule_release`]; the worker loop applies what is ready ([`Owner::process`])
 //! after polling the transport, and calls [`Owner::end_of_run`] when it stops. Tests:
 //! `tests/proxy.rs` (public API, including §5.3's hard case 2) and
-//! `runtime/export_wired_tests.rs` (exports and forged targets by hand). Not wired yet:
-//! exports of a handle inside a message (the codec's handle lists, §5.2 item 6), so
-//! [`ExportTable::receive_on_owner`] and grants ([`Owner::grant`], control id 5).
+//! `runtime/export_wired_tests.rs` (exports and forged targets by hand). A handle inside a
+//! message (`crate::trust::travel`, §5.2 item 6) is exported by its encoder (a local handle:
+//! [`ExportTable::export`] on any worker of the owner's rank, or in a loopback run any
+//! worker) and received on the owner's rank with [`ExportTable::receive_on_owner`], whose
+//! weight is posted to the trustee's [`Owner::apply_return`] (`runtime::free::return_weight`).
+//! Not wired yet: grants ([`Owner::grant`], control id 5).
 //!
 //! The wire target of an export never has bit 63 set (generations stop at [`MAX_GEN`]): a
 //! word with it ([`ADDR_TARGET`]) is an address, sent only for a loopback run's handles that
@@ -141,7 +144,7 @@
 //!   an earlier load (loom finds two exports emptying the proxy, whose slot is then recycled
 //!   under it).
 
-// Partly wired (module docs): grants and receipts on the owner are called only by tests yet.
+// Partly wired (module docs): grants are called only by the tests yet.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;

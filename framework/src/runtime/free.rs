@@ -206,6 +206,27 @@ pub(crate) unsafe fn proxy_dropped(p: std::ptr::NonNull<crate::property::proxy::
     }
 }
 
+/// Weight that a handle received on the owner's rank gives back to its export slot
+/// (`export::ExportTable::receive_on_owner`; no snapshot: the sender's requests are covered
+/// by its own proxy's `Release`): posted to the trustee, whose `Owner` applies it. A refused
+/// return (a corrupt message) is the run's error.
+pub(crate) fn return_weight(w: &Worker, trustee: usize, slot: u32, gen: u32, weight: u64) {
+    w.post(trustee, move || {
+        let w = context::expect("return_weight");
+        let r = match &w.owner {
+            Some(o) => o
+                .borrow_mut()
+                .apply_return(slot, gen, weight)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            None => Err("no export table on this worker".into()),
+        };
+        if let Err(e) = r {
+            w.run_state.record_error(format!("skein: a handle's weight return refused: {e}"));
+        }
+    });
+}
+
 /// How many requests each client has issued to `trustee` so far: the targets a free must wait
 /// for (module docs). Acquire: pairs with the clients' Release bumps.
 pub(crate) fn snapshot_issued(counters: &[WorkerCounters], trustee: usize) -> Box<[u64]> {

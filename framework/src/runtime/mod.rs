@@ -270,12 +270,12 @@ impl Runtime {
     /// ```
     ///
     /// `main`'s value must be serializable: across ranks it will travel as bytes to every rank
-    /// (`docs/rack-mode.md` §1.2). A program that returns anything else (handles, closures,
-    /// `Arc`s) uses [`Runtime::run_local`]:
+    /// (`docs/rack-mode.md` §1.2). A program that returns anything else (closures, `Arc`s,
+    /// and handles, which serialize only inside their run) uses [`Runtime::run_local`]:
     ///
     /// ```compile_fail
     /// let rt = skein::Runtime::builder().workers(2).build()?;
-    /// let _t = rt.run(|| skein::trustee(1).entrust(1u64))?; // a handle is not serializable
+    /// let _f = rt.run(|| || 1u64)?; // a closure is not serializable
     /// # Ok::<(), skein::Error>(())
     /// ```
     /// ```

@@ -45,9 +45,10 @@
 //! [`Proxy`] of this rank and [`PROXY_BIT`] (`docs/rack-mode.md` §5.2 item 2; the proxy, and
 //! what its last drop sends, are [`crate::property::proxy`]; the owner's side and the
 //! argument are [`crate::runtime::export`]). Its clone and drop are the same count operations
-//! on the proxy's header. Every call reads the target it queues with `Trust::target_for`:
-//! the property's address for a local handle (one predictable branch on the bit), the
-//! export's wire word for a proxy handle, marked [`RECORD_EXPORT`] in the queued record so
+//! on the proxy's header. Every call reads the target it queues with `Trust::issue_for`:
+//! the property's address for a local handle (the bit sits next to the run's id, so the one
+//! compare that checks the run also sends a proxy handle to a cold path), the export's wire
+//! word for a proxy handle, marked [`RECORD_EXPORT`] in the queued record so
 //! that the record's `RemoteHook::take_arg` writes it as is ([`wire_word`]); a local handle's
 //! address becomes an address target there (loopback only, `crate::runtime::transport`). A
 //! proxy's trustee is always on another rank, so its requests always leave through the
@@ -56,6 +57,7 @@
 pub(crate) mod array;
 pub(crate) mod latch;
 pub(crate) mod result;
+pub(crate) mod travel;
 
 use crate::channel::record::{ArgCall, ArgRequest, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
@@ -297,11 +299,14 @@ const TRUSTEE_BITS: u32 = 12;
 /// Set in the word of a proxy handle.
 const PROXY_BIT: usize = 1 << (TRUSTEE_SHIFT + TRUSTEE_BITS);
 const RUN_SHIFT: u32 = TRUSTEE_SHIFT + TRUSTEE_BITS + 1;
+const _: () = assert!(PROXY_BIT == 1 << (RUN_SHIFT - 1));
 // Every worker index (the builder allows at most 4096 workers) and every run id fit.
 const _: () = assert!(4096 <= 1 << TRUSTEE_BITS);
 const _: () = assert!(crate::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
 const _: () = assert!(std::mem::align_of::<Prop<()>>() == 16);
 const _: () = assert!(std::mem::align_of::<Proxy>() == 16);
+const _: () = assert!(std::mem::offset_of!(Proxy, head) == 0);
+const _: () = assert!(std::mem::offset_of!(Prop<u128>, head) == 0);
 const _: () = assert!(usize::BITS == 64, "skein packs a handle into a 64-bit word");
 
 /// Marks, in a queued record's target (an in-process word, never on the wire), a target that
@@ -346,6 +351,32 @@ impl<T> Drop for Trust<T> {
     }
 }
 
+/// Takes one more count on the property (or proxy) named by the handle word `p` and returns
+/// `p` for the new handle.
+///
+/// # Safety
+/// `p` is the word of a handle whose count the caller holds (so its target is alive).
+pub(crate) unsafe fn clone_raw(p: NonNull<()>) -> NonNull<()> {
+    // SAFETY: caller promise; both a property and a proxy start with their `PropHead`.
+    let head = unsafe { raw_addr(p).cast::<PropHead>().as_ref() };
+    free::clone_ref(head);
+    p
+}
+
+/// The proxy a proxy handle's word `p` names.
+///
+/// # Safety
+/// `p` is the word of a live proxy handle.
+pub(crate) unsafe fn proxy_of_raw(p: NonNull<()>) -> NonNull<Proxy> {
+    raw_addr(p).cast()
+}
+
+/// The address in the handle word `p` (with its provenance).
+fn raw_addr(p: NonNull<()>) -> NonNull<u8> {
+    // SAFETY: a handle's address is non-null and 16-aligned (`Trust::new`, `from_proxy`).
+    p.cast::<u8>().map_addr(|a| unsafe { NonZero::new_unchecked((a.get() & ADDR_MASK) << 4) })
+}
+
 impl<T> Trust<T> {
     /// The first handle of a property of run `run` entrusted to worker `trustee`.
     pub(crate) fn new(p: NonNull<Prop<T>>, trustee: usize, run: u32) -> Trust<T> {
@@ -386,6 +417,23 @@ impl<T> Trust<T> {
         Trust::from_proxy(p, owner, w.run_id)
     }
 
+    /// The handle's word (with its provenance); its count moves with it
+    /// ([`Trust::from_raw`] takes it back).
+    pub(crate) fn into_raw(self) -> NonNull<()> {
+        let p = self.packed.cast();
+        std::mem::forget(self);
+        p
+    }
+
+    /// The handle whose word [`Trust::into_raw`] gave.
+    ///
+    /// # Safety
+    /// `p` came from `into_raw` of a `Trust<T>` (this `T`), or is such a word with a count
+    /// the caller holds; the count moves into the handle.
+    pub(crate) unsafe fn from_raw(p: NonNull<()>) -> Trust<T> {
+        Trust { packed: p.cast(), _t: PhantomData }
+    }
+
     /// True for a proxy handle (the property is on another rank).
     #[inline(always)]
     pub(crate) fn is_proxy(&self) -> bool {
@@ -399,18 +447,6 @@ impl<T> Trust<T> {
         // count this handle holds (proxy invariant 1); its fields other than the count and
         // the weight never change (proxy invariant 3).
         unsafe { self.prop().cast::<Proxy>().as_ref() }
-    }
-
-    /// The target word a request through this handle is queued with: the property's address,
-    /// or for a proxy handle its export's wire word marked [`RECORD_EXPORT`]. One predictable
-    /// branch on the local path.
-    #[inline(always)]
-    #[track_caller]
-    fn target_for(&self, w: &Worker) -> *mut u8 {
-        if self.is_proxy() {
-            return self.proxy_target(w);
-        }
-        self.prop().as_ptr() as *mut u8
     }
 
     /// A proxy handle's target: on its own rank, its export's wire word marked
@@ -474,9 +510,11 @@ impl<T> Trust<T> {
     }
 
     fn head(&self) -> &PropHead {
-        // SAFETY: we hold a count, so the property is alive (property invariant 1); the header
-        // is never mutated except through its atomic.
-        unsafe { &self.prop().as_ref().head }
+        // SAFETY: we hold a count, so the property (or, for a proxy handle, the proxy) is alive
+        // (property invariant 1, proxy invariant 1); both start with their `PropHead`
+        // (`repr(C)`), so the cast reaches it without claiming a `Prop<T>` over a proxy; the
+        // header is never mutated except through its atomic.
+        unsafe { self.prop().cast::<PropHead>().as_ref() }
     }
 
     /// The worker to issue on, and the trustee's index. Run ids tell the runs of all existing
@@ -489,6 +527,37 @@ impl<T> Trust<T> {
     fn worker_for(&self, what: &'static str) -> (&'static Worker, usize) {
         match context::current() {
             Some(w) if w.run_id == self.run() => (w, self.trustee_index()),
+            w => wrong_context(what, w.is_some()),
+        }
+    }
+
+    /// [`Trust::worker_for`] and the target to queue with: the property's address, or for a
+    /// proxy handle [`Trust::proxy_target`], in one compare on the local path: the run's id and [`PROXY_BIT`] are adjacent, so a local
+    /// handle of this run matches `run_id << 1`, and a proxy handle (or a handle of another
+    /// run) takes the cold path, which tells them apart.
+    #[inline]
+    #[track_caller]
+    fn issue_for(&self, what: &'static str) -> (&'static Worker, usize, *mut u8) {
+        let tag = (self.packed.as_ptr() as usize >> (RUN_SHIFT - 1)) as u32;
+        match context::current() {
+            Some(w) if w.run_id << 1 == tag => {
+                (w, self.trustee_index(), self.prop().as_ptr() as *mut u8)
+            }
+            w => self.issue_slow(what, w),
+        }
+    }
+
+    /// [`Trust::issue_for`] for a proxy handle, or a refusal.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn issue_slow(
+        &self,
+        what: &'static str,
+        w: Option<&'static Worker>,
+    ) -> (&'static Worker, usize, *mut u8) {
+        match w {
+            Some(w) if w.run_id == self.run() => (w, self.trustee_index(), self.proxy_target(w)),
             w => wrong_context(what, w.is_some()),
         }
     }
@@ -975,9 +1044,8 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (w, trustee) = self.worker_for("apply");
+        let (w, trustee, target) = self.issue_for("apply");
         w.check_may_block("apply");
-        let target = self.target_for(w);
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
             // runs to completion before anything else here.
@@ -1040,8 +1108,7 @@ impl<T: Send + 'static> Trust<T> {
         G: FnOnce(U) + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (w, trustee) = self.worker_for("apply_then");
-        let target = self.target_for(w);
+        let (w, trustee, target) = self.issue_for("apply_then");
         let req = arg_request::<OnProp<T>, A, U, F>(arg, f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
@@ -1075,9 +1142,8 @@ impl<T: Send + 'static> Trust<T> {
     {
         travel_check!(F = F);
         let bytes = encode_arg(&v);
-        let (w, trustee) = self.worker_for("apply_with");
+        let (w, trustee, target) = self.issue_for("apply_with");
         w.check_may_block("apply_with");
-        let target = self.target_for(w);
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
             // runs to completion before anything else here.
@@ -1115,8 +1181,7 @@ impl<T: Send + 'static> Trust<T> {
     {
         travel_check!(F = F);
         let bytes = encode_arg(&v);
-        let (w, trustee) = self.worker_for("apply_with_then");
-        let target = self.target_for(w);
+        let (w, trustee, target) = self.issue_for("apply_with_then");
         let req = WithRequest::<T, V, U, F>::new(bytes, f);
         let then = move |r: Vec<u8>| then(decode_result(&r));
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
@@ -1146,12 +1211,11 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        let (w, trustee) = self.worker_for("apply_local");
+        let (w, trustee, target) = self.issue_for("apply_local");
         if !is_local_in(w, trustee) {
             not_local(trustee, "apply_local", "apply");
         }
         w.check_may_block("apply_local");
-        let target = self.target_for(w);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { call_at(w, trustee, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
     }
@@ -1178,14 +1242,32 @@ impl<T: Send + 'static> Trust<T> {
         U: Send + 'static,
         G: FnOnce(U) + 'static,
     {
-        let (w, trustee) = self.worker_for("apply_then_local");
+        let (w, trustee, target) = self.issue_for("apply_then_local");
         if !is_local_in(w, trustee) {
             not_local(trustee, "apply_then_local", "apply_then");
         }
-        let target = self.target_for(w);
         let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
         // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
         unsafe { issue_then(w, trustee, target, job, then) }
+    }
+}
+
+/// A handle travels inside an `apply_with` argument or result (`docs/rack-mode.md` §5.2 item
+/// 6), encoded by [`crate::wire::codec`] only, on a worker of its run: the weight or count it
+/// needs moves with the message (`trust/travel.rs`). Any other serializer, and a handle outside its
+/// run, get an error: "a Trust cannot leave its run".
+impl<T: Send + 'static> Serialize for Trust<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let i = travel::list(self).map_err(serde::ser::Error::custom)?;
+        s.serialize_u32(i)
+    }
+}
+
+/// The receiving side of [`Trust`]'s `Serialize` (through [`crate::wire::codec`] only).
+impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let i = <u32 as serde::Deserialize>::deserialize(d)?;
+        travel::take(i).map_err(serde::de::Error::custom)
     }
 }
 
@@ -1339,10 +1421,8 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (w, trustee) = self.worker_for("launch");
+        let (w, trustee, target) = self.issue_for("launch");
         w.check_may_block("launch");
-        // The property's address, or a proxy handle's export word (`proxy_target`).
-        let target = self.target_for(w);
         if !is_local_in(w, trustee) {
             let word = if target as usize as u64 & RECORD_EXPORT != 0 {
                 target as usize as u64 & !RECORD_EXPORT

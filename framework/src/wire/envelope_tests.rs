@@ -224,8 +224,9 @@ fn a_request_batch_runs_in_one_process() {
     let mut parts = vec![vec![1u32, 2, 3, 4]];
     let response = serve(&env, &mut props, &mut parts);
     // The fixed part, plus what it leaves out: one panic entry (8 bytes and "boom 4" padded
-    // to 8) and the serialized result of `with` ("xy22": 5 bytes, padded to 8).
-    assert_eq!(response.len() as u64, env.response_bytes + 16 + 8);
+    // to 8) and the serialized result of `with` ("xy22": 5 bytes and the codec's 4-byte
+    // handle count, padded to 16).
+    assert_eq!(response.len() as u64, env.response_bytes + 16 + 16);
 
     let in_flight = InFlightTable::of(&built.batches);
     let lookup = |t, s| in_flight.get(t, s);
@@ -411,7 +412,9 @@ fn forged_requests_are_refused_naming_the_rank() {
 fn forged_serialized_arguments_are_refused() {
     let mut w = RequestWriter::new(&request_head());
     w.begin_segment(2, 5, None);
-    w.push(with(), 0, &codec::encode(&"abc".to_string()).unwrap()); // 4 bytes: "abc" and its length
+    // 4 bytes: "abc" and its length, as bincode writes them (without the codec's handle
+    // trailer: the validator checks sizes and padding, it does not decode).
+    w.push(with(), 0, &[3, b'a', b'b', b'c']);
     w.end_segment();
     let good = w.finish();
     let e = expect();
