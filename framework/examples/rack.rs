@@ -23,11 +23,22 @@ fn main() -> Result<(), skein::Error> {
         skein::wait_quiescent();
         placed
     })?;
-    // The same vector on every rank; rank 0 prints it.
+    // A property on the last worker (of the last rank), used from `main` on rank 0: the
+    // requests travel as bytes, the property is dropped on its trustee when the handle goes.
+    let sum = rt.run(|| {
+        let last = skein::num_workers() - 1;
+        let counter = skein::trustee(last).entrust_new(0u64, |v| v);
+        for k in 1..=100u64 {
+            counter.apply_then(k, |c, k| *c += k, |()| ());
+        }
+        counter.apply((), |c, ()| (*c, skein::rank()))
+    })?;
+    // The same values on every rank; rank 0 prints them.
     if skein::rank() == 0 {
         for (g, rank, pid) in placed {
             println!("worker {g}: rank {rank}, process {pid}");
         }
+        println!("sum 1..=100 = {} (kept on rank {})", sum.0, sum.1);
     }
     Ok(())
 }
