@@ -109,10 +109,10 @@ struct MicroArgs {
 }
 
 impl Args {
-    /// Whether this benchmark runs on every rank of an `mpirun` (echo and ping: their MPI
-    /// baselines span the ranks, and only rank 0 prints).
+    /// Whether this benchmark runs on every rank of an `mpirun` (echo, ping and fetch-add:
+    /// they run across the ranks, and only rank 0 prints).
     pub(crate) fn runs_on_every_rank(&self) -> bool {
-        matches!(self.cmd, BenchCmd::Echo(_) | BenchCmd::Ping(_))
+        matches!(self.cmd, BenchCmd::Echo(_) | BenchCmd::Ping(_) | BenchCmd::FetchAdd(_))
     }
 }
 
@@ -216,6 +216,9 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
         b = b.slot_size(s);
     }
     let rt = b.pin(a.pin).build().context("building the skein runtime")?;
+    if skein::ranks() > 1 {
+        return fetch_add_ranks(&a, &rt, &dists);
+    }
     let pf = a.prefetch;
     let mut rows = Vec::new();
     println!(
@@ -294,6 +297,114 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// fetch-add under `mpirun` (rack mode): `apply_then` on K counters spread over every worker
+/// of every rank (counter `i` on global worker `i mod R·W`), every worker a client with its
+/// own sequence, as in one process with R·W workers. The locks do not span processes, so only
+/// `apply_then` runs; rank 0 prints.
+fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> anyhow::Result<()> {
+    if let Some(i) = a.impls.iter().find(|i| i.as_str() != "apply_then") {
+        bail!(
+            "--impls {i}: under mpirun only apply_then runs across the ranks (the locks and \
+             the other forms are measured in one process); pass --impls apply_then"
+        );
+    }
+    let rank0 = skein::rank() == 0;
+    let (ranks, workers) = (skein::ranks(), a.workers * skein::ranks());
+    if rank0 {
+        println!(
+            "fetch-add across {ranks} ranks x {} workers: {} increments per worker (Mops/s{})",
+            a.workers,
+            a.ops,
+            if a.repeat > 1 { format!(", median of {}", a.repeat) } else { String::new() }
+        );
+        println!("{:>8} {:>8} {:>11}", "dist", "K", "apply_then");
+    }
+    let mut rows = Vec::new();
+    for &dist in dists {
+        for &k in &a.objects {
+            let mut xs = Vec::with_capacity(a.repeat);
+            for _ in 0..a.repeat {
+                xs.push(if k <= PAD_UP_TO {
+                    bench_apply_then_ranks::<Padded<u64>>(rt, k, a.ops, dist, workers)?
+                } else {
+                    bench_apply_then_ranks::<u64>(rt, k, a.ops, dist, workers)?
+                });
+            }
+            xs.sort_by(f64::total_cmp);
+            let mops = xs[xs.len() / 2];
+            if rank0 {
+                println!("{:>8} {:>8} {mops:>11.2}", dist.name(), k);
+            }
+            rows.push(Row { objects: k, dist: dist.name(), imp: "apply_then".into(), mops });
+        }
+    }
+    if let (true, Some(path)) = (rank0, &a.json) {
+        let s = serde_json::to_string_pretty(&rows)?;
+        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// One measurement of [`fetch_add_ranks`]: `main` (rank 0) makes the counters with
+/// `entrust_new`, hands every worker the list of handles (they travel inside `apply_with`)
+/// in a [`skein::Latch`] entrusted to it, and starts each worker's client with `launch`.
+fn bench_apply_then_ranks<C: Counter>(
+    rt: &skein::Runtime,
+    k: usize,
+    ops: usize,
+    dist: Dist,
+    workers: usize,
+) -> anyhow::Result<f64> {
+    type Ctx<C> = skein::Latch<Vec<skein::Trust<C>>>;
+    let zipf = u8::from(dist == Dist::Zipf);
+    let (nanos, total) = rt.run(move || {
+        let w = skein::num_workers();
+        let counters: Vec<skein::Trust<C>> =
+            (0..k).map(|i| skein::trustee(i % w).entrust_new((), |()| C::default())).collect();
+        let ctx: Arc<Vec<skein::Trust<Ctx<C>>>> = Arc::new(
+            (0..w)
+                .map(|g| skein::trustee(g).entrust_new((), |()| skein::Latch::new(Vec::new())))
+                .collect(),
+        );
+        for c in ctx.iter() {
+            c.apply_with(counters.clone(), |l, v: Vec<skein::Trust<C>>| {
+                if let Some(mine) = l.get_mut() {
+                    *mine = v;
+                }
+            });
+        }
+        // One local fiber per worker waits for that worker's client (`launch` blocks).
+        let clients: Vec<_> = (0..w)
+            .map(|g| {
+                let ctx = ctx.clone();
+                skein::spawn(move || {
+                    ctx[g].launch((g, ops, zipf), |counters, (me, ops, zipf)| {
+                        let k = counters.len();
+                        let dist = if zipf == 1 { Dist::Zipf } else { Dist::Uniform };
+                        let cdf = zipf_cdf(k, dist);
+                        let seq = sequence_of(me, ops, k, dist, &cdf);
+                        let t0 = Instant::now();
+                        for &i in &seq {
+                            counters[i as usize].apply_then((), |c, ()| c.incr(), |()| {});
+                        }
+                        skein::wait_quiescent();
+                        t0.elapsed().as_nanos() as u64
+                    })
+                })
+            })
+            .collect();
+        let nanos = clients.into_iter().map(|h| h.join()).max().unwrap_or(0);
+        let total: u64 = counters.iter().map(|c| c.apply((), |c, ()| c.get())).sum();
+        (nanos, total)
+    })?;
+    let expect = (workers * ops) as u64;
+    if total != expect {
+        bail!("apply_then across ranks: counters sum to {total}, expected {expect}");
+    }
+    Ok(expect as f64 / (nanos as f64 / 1e9) / 1e6)
+}
+
 /// Prints one line per worker of a run's statistics to standard error.
 fn print_stats(what: &str, st: &skein::Stats) {
     for (w, s) in st.workers.iter().enumerate() {
@@ -331,7 +442,13 @@ impl SplitMix {
 
 /// Per-worker object index sequences (generated before timing).
 fn make_sequences(workers: usize, ops: usize, k: usize, dist: Dist) -> Vec<Vec<u32>> {
-    let cdf: Vec<f64> = if dist == Dist::Zipf {
+    let cdf = zipf_cdf(k, dist);
+    (0..workers).map(|w| sequence_of(w, ops, k, dist, &cdf)).collect()
+}
+
+/// The Zipf distribution's cumulative weights over `k` objects (empty for uniform).
+fn zipf_cdf(k: usize, dist: Dist) -> Vec<f64> {
+    if dist == Dist::Zipf {
         let mut acc = 0.0;
         let mut c: Vec<f64> = (1..=k)
             .map(|r| {
@@ -344,19 +461,19 @@ fn make_sequences(workers: usize, ops: usize, k: usize, dist: Dist) -> Vec<Vec<u
         c
     } else {
         Vec::new()
-    };
-    (0..workers)
-        .map(|w| {
-            let mut rng = SplitMix(0x5EED ^ (w as u64 + 1).wrapping_mul(0x1234_5678_9ABC_DEF1));
-            (0..ops)
-                .map(|_| match dist {
-                    Dist::Uniform => (rng.next() % k as u64) as u32,
-                    Dist::Zipf => {
-                        let u = rng.unit();
-                        cdf.partition_point(|&c| c < u).min(k - 1) as u32
-                    }
-                })
-                .collect()
+    }
+}
+
+/// Worker `w`'s object index sequence (`cdf`: the Zipf distribution's, empty for uniform).
+fn sequence_of(w: usize, ops: usize, k: usize, dist: Dist, cdf: &[f64]) -> Vec<u32> {
+    let mut rng = SplitMix(0x5EED ^ (w as u64 + 1).wrapping_mul(0x1234_5678_9ABC_DEF1));
+    (0..ops)
+        .map(|_| match dist {
+            Dist::Uniform => (rng.next() % k as u64) as u32,
+            Dist::Zipf => {
+                let u = rng.unit();
+                cdf.partition_point(|&c| c < u).min(k - 1) as u32
+            }
         })
         .collect()
 }
