@@ -445,3 +445,53 @@ fn handles_travel_in_messages_on_one_rank_and_refusals() {
         assert!(e.contains("cannot leave its run"), "{e}");
     }
 }
+
+static CHAIN_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+struct Chained(u64);
+
+impl Drop for Chained {
+    fn drop(&mut self) {
+        CHAIN_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+type MailA = Latch<Option<Trust<Chained>>>;
+type MailB = Latch<(Option<Trust<Chained>>, Option<Trust<MailA>>)>;
+
+/// A handle forwarded back and forth between two ranks that do not own its property, 40
+/// rounds (80 exports from proxies): each export halves the proxy's weight, so past about 30
+/// hops the proxies run low and ask their owner for grants (`Grant`, control id 5), and an
+/// export at weight 1 waits in its fiber for the answer. Every hop works, and the property
+/// is dropped once at the end.
+#[test]
+fn a_handle_forwarded_many_times_gets_grants() {
+    const ROUNDS: u64 = 40;
+    CHAIN_DROPS.store(0, SeqCst);
+    let r = runtime(6, 3)
+        .run(|| {
+            let mut h = skein::trustee(5).entrust_new(0u64, Chained);
+            let mb_a: Trust<MailA> = skein::trustee(1).entrust_new((), |()| Latch::new(None));
+            let mb_b: Trust<MailB> =
+                skein::trustee(3).entrust_new((), |()| Latch::new((None, None)));
+            mb_b.apply_with(mb_a.clone(), |l, a: Trust<MailA>| l.get_mut().unwrap().1 = Some(a));
+            for _ in 0..ROUNDS {
+                h.apply_then((), |c, ()| c.0 += 1, |()| {});
+                mb_b.apply_with(h, |l, h: Trust<Chained>| l.get_mut().unwrap().0 = Some(h));
+                mb_b.launch((), |l, ()| {
+                    let h = l.0.take().expect("handle at B");
+                    h.apply_then((), |c, ()| c.0 += 1000, |()| {});
+                    let a = l.1.as_ref().expect("mailbox of A");
+                    a.apply_with(h, |m, h: Trust<Chained>| *m.get_mut().unwrap() = Some(h));
+                });
+                h = mb_a.apply_local(|m| m.get_mut().unwrap().take()).expect("handle back at A");
+            }
+            let v = h.apply((), |c, ()| c.0);
+            drop((h, mb_b));
+            wait_for(|| CHAIN_DROPS.load(SeqCst) == 1);
+            v
+        })
+        .expect("run");
+    assert_eq!(r, ROUNDS * 1001);
+    assert_eq!(CHAIN_DROPS.load(SeqCst), 1);
+}
