@@ -120,7 +120,7 @@
 //! * **Address targets** (bit 63 set, `export::ADDR_TARGET`): the address of the value
 //!   (`Place::value_addr`) for the handles that are still shared through the process's
 //!   memory: handles of properties entrusted on one fake rank and used on another (test
-//!   statics), `TrustArray::new`'s parts, `entrust_new` from delegated context, and a proxy
+//!   statics), `TrustArray::new`'s parts and `entrust_new` from delegated context, and a proxy
 //!   handle that reached another fake rank through memory (found through the owner's export
 //!   table). The trustee checks the address is not null; a validator not in loopback mode
 //!   refuses the word.
@@ -133,10 +133,10 @@
 //!   is a `Release` control record, a real wire record); quiescence wake-ups need none
 //!   across ranks (§6).
 //! * A `Launch` record's target is an address for the same handles (an export for a proxy).
-//! * `entrust_new` from delegated context (which cannot wait for an answer) and
-//!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
-//!   another fake rank (their remote forms are an `Entrust` record answered by a
-//!   continuation, and a collective `TrustArray::new`, `docs/rack-mode.md` §5.4).
+//! * `entrust_new` and `TrustArray::new` from delegated context (which cannot wait for an
+//!   answer) still build the value here, in the shared memory, for a trustee of another fake
+//!   rank (their remote form would be an `Entrust` record answered by a continuation); from
+//!   a fiber both build on the trustee and answer an export.
 //! * A proxy handle's last drop on another fake rank than its own posts its `Release` to
 //!   the first worker of its rank (`free::proxy_dropped`).
 

@@ -241,8 +241,9 @@ impl TrusteeRef {
 }
 
 /// `TrustArray::new`'s part for `trustee`, built here: entrusted as with
-/// [`TrusteeRef::entrust`] on this rank, and in a loopback run also on another fake rank (the
-/// process's memory is shared; step 5 of `docs/rack-mode.md` §8 builds remote parts there).
+/// [`TrusteeRef::entrust`] on this rank, and in a loopback run, from delegated context, also
+/// on another fake rank (the process's memory is shared; from a fiber such a part is built on
+/// its trustee, `runtime::spawn::build_part_remote`).
 #[track_caller]
 fn entrust_part<T: Send + 'static>(w: &Worker, trustee: usize, value: T) -> Trust<T> {
     if !is_local_in(w, trustee) && !w.run_state.is_loopback() {
