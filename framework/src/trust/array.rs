@@ -256,12 +256,13 @@ impl<T: Send + 'static> TrustArray<T> {
     {
         travel_check!(F = F, A = A, U = U);
         let (part, j) = self.locate_index(i);
-        if part.base.is_null() {
+        // A part of another rank is a proxy handle's (invariant 1), which, like a handle of
+        // another run, fails the one compare of `local_worker`.
+        let Some((w, trustee)) = part.slice.local_worker() else {
             return part.apply_remote(j, arg, f);
-        }
+        };
         // Only computes the address (invariant 1: inside the slice, since j < part_len).
         let target = part.base.wrapping_add(j) as *mut u8;
-        let (w, trustee) = part.slice.worker_for("TrustArray::apply");
         w.check_may_block("TrustArray::apply");
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
@@ -298,14 +299,13 @@ impl<T: Send + 'static> TrustArray<T> {
     {
         travel_check!(F = F, A = A, U = U);
         let (part, j) = self.locate_index(i);
-        if part.base.is_null() {
+        let Some((w, trustee)) = part.slice.local_worker() else {
             return part.apply_then_remote(j, arg, f, then);
-        }
+        };
         // Only computes the address (invariant 1: inside the slice, since j < part_len).
         let target = part.base.wrapping_add(j) as *mut u8;
-        let (w, trustee) = part.slice.worker_for("TrustArray::apply_then");
         let req = arg_request::<OnElem<T>, A, U, F>(arg, f);
-        // SAFETY: `trustee` comes from `worker_for`; `target` is value `i`, kept alive by the
+        // SAFETY: `trustee` comes from `local_worker`; `target` is value `i`, kept alive by the
         // part's handle (invariant 2).
         unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
     }
@@ -313,7 +313,7 @@ impl<T: Send + 'static> TrustArray<T> {
 
 impl<T: Send + 'static> Part<T> {
     /// [`TrustArray::apply`] on a part of another rank (invariant 1): an element request on
-    /// the part's handle.
+    /// the part's handle. Also the refusal of a call outside the array's run (`issue_for`).
     #[cold]
     #[inline(never)]
     #[track_caller]

@@ -50,7 +50,7 @@
 //! 3. An entry is taken from its decode scope at most once (`Option::take`), so its weight
 //!    or count becomes at most one handle.
 
-use super::{Trust, PROXY_BIT, RUN_SHIFT};
+use super::{Trust, PROXY_BIT, RUN_MASK, RUN_SHIFT};
 use crate::property::proxy::{Grant, Proxy};
 use crate::property::PropPtr;
 use crate::runtime::context;
@@ -221,7 +221,7 @@ impl Drop for EncodeScope {
 /// The entry of a listed handle (module docs), which moves weight (or the count) into it.
 fn entry_of(l: &Listed) -> Result<Entry, String> {
     let word = l.raw.word();
-    let run = (word >> RUN_SHIFT) as u32;
+    let run = ((word >> RUN_SHIFT) & RUN_MASK) as u32;
     let w = context::current().filter(|w| w.run_id == run).ok_or("a Trust cannot leave its run")?;
     if w.run_state.exports.is_empty() {
         // One process, no transport: a new count moves with a key.
