@@ -445,3 +445,122 @@ fn handles_travel_in_messages_on_one_rank_and_refusals() {
         assert!(e.contains("cannot leave its run"), "{e}");
     }
 }
+
+static CHAIN_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+struct Chained(u64);
+
+impl Drop for Chained {
+    fn drop(&mut self) {
+        CHAIN_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+type MailA = Latch<Option<Trust<Chained>>>;
+type MailB = Latch<(Option<Trust<Chained>>, Option<Trust<MailA>>)>;
+
+/// A handle forwarded back and forth between two ranks that do not own its property, 40
+/// rounds (80 exports from proxies): each export halves the proxy's weight, so past about 30
+/// hops the proxies run low and ask their owner for grants (`Grant`, control id 5), and an
+/// export at weight 1 waits in its fiber for the answer. Every hop works, and the property
+/// is dropped once at the end.
+#[test]
+fn a_handle_forwarded_many_times_gets_grants() {
+    const ROUNDS: u64 = 40;
+    CHAIN_DROPS.store(0, SeqCst);
+    let r = runtime(6, 3)
+        .run(|| {
+            let mut h = skein::trustee(5).entrust_new(0u64, Chained);
+            let mb_a: Trust<MailA> = skein::trustee(1).entrust_new((), |()| Latch::new(None));
+            let mb_b: Trust<MailB> =
+                skein::trustee(3).entrust_new((), |()| Latch::new((None, None)));
+            mb_b.apply_with(mb_a.clone(), |l, a: Trust<MailA>| l.get_mut().unwrap().1 = Some(a));
+            for _ in 0..ROUNDS {
+                h.apply_then((), |c, ()| c.0 += 1, |()| {});
+                mb_b.apply_with(h, |l, h: Trust<Chained>| l.get_mut().unwrap().0 = Some(h));
+                mb_b.launch((), |l, ()| {
+                    let h = l.0.take().expect("handle at B");
+                    h.apply_then((), |c, ()| c.0 += 1000, |()| {});
+                    let a = l.1.as_ref().expect("mailbox of A");
+                    a.apply_with(h, |m, h: Trust<Chained>| *m.get_mut().unwrap() = Some(h));
+                });
+                h = mb_a.apply_local(|m| m.get_mut().unwrap().take()).expect("handle back at A");
+            }
+            let v = h.apply((), |c, ()| c.0);
+            drop((h, mb_b));
+            wait_for(|| CHAIN_DROPS.load(SeqCst) == 1);
+            v
+        })
+        .expect("run");
+    assert_eq!(r, ROUNDS * 1001);
+    assert_eq!(CHAIN_DROPS.load(SeqCst), 1);
+}
+
+static ELEM_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A `TrustArray` value that records where it was built and counts its drops.
+struct Elem {
+    i: u64,
+    built_on: u64,
+    hits: u64,
+}
+
+impl Drop for Elem {
+    fn drop(&mut self) {
+        ELEM_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// `TrustArray::new` from a fiber of a split run builds each part on its trustee (parts of
+/// other ranks exported, held through proxies), and `apply`/`apply_then` from every worker
+/// of the calling rank reach every value through element requests; the results equal an
+/// unsplit run's, and every value is dropped once, on its trustee, at the end.
+#[test]
+fn trust_array_parts_are_built_on_their_trustees() {
+    const LEN: usize = 301;
+    let run = |ranks: usize| {
+        ELEM_DROPS.store(0, SeqCst);
+        let r = runtime(6, ranks)
+            .run(|| {
+                let a = skein::TrustArray::new(LEN, 7u64, |k, i| Elem {
+                    i: i as u64 * k,
+                    built_on: skein::current_worker() as u64,
+                    hits: 0,
+                });
+                let hs: Vec<_> = (0..2)
+                    .map(|g| {
+                        let a = a.clone();
+                        skein::spawn_local_on(g, move || {
+                            for i in 0..LEN {
+                                a.apply_then(i, 1u64, |e, k| e.hits += k, |()| {});
+                            }
+                            (0..LEN).map(|i| a.apply(i, (), |e, ()| e.i)).sum::<u64>()
+                        })
+                    })
+                    .collect();
+                let sums: Vec<u64> = hs.into_iter().map(|h| h.join()).collect();
+                skein::wait_quiescent();
+                let hits: u64 = (0..LEN).map(|i| a.apply(i, (), |e, ()| e.hits)).sum();
+                let built: Vec<u64> =
+                    (0..LEN).map(|i| a.apply(i, (), |e, ()| e.built_on)).collect();
+                let out_of_range = catch_unwind(AssertUnwindSafe(|| a.apply(LEN, (), |e, ()| e.i)));
+                (sums, hits, built, out_of_range.is_err())
+            })
+            .expect("run");
+        (r, ELEM_DROPS.load(SeqCst))
+    };
+    let ((sums, hits, built, refused), drops) = run(3);
+    let want: u64 = (0..LEN as u64).map(|i| i * 7).sum();
+    assert_eq!(sums, [want, want]);
+    assert_eq!(hits, 2 * LEN as u64);
+    assert!(refused, "an index out of bounds was accepted");
+    assert_eq!(drops, LEN, "every value dropped once");
+    // Split: values of other ranks were built by their trustees; on rank 0, by the caller.
+    for (i, &w) in built.iter().enumerate() {
+        let t = (i % 6) as u64;
+        let want = if t < 2 { 0 } else { t };
+        assert_eq!(w, want, "value {i} built on worker {w}");
+    }
+    let ((sums1, hits1, _, _), drops1) = run(1);
+    assert_eq!((sums1, hits1, drops1), (vec![want, want], 2 * LEN as u64, LEN));
+}

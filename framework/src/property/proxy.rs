@@ -25,10 +25,12 @@
 //! * **A handle inside a message** (`crate::trust::travel`, through `wire::codec`): the
 //!   encoding takes half of the proxy's weight ([`Proxy::export`]) into the message; the
 //!   receiver on a third rank makes a new proxy of it, on the owner's rank a local handle.
-//! * Not wired yet: grants ([`Proxy::apply_grant`], control id 5). A proxy starts with
-//!   `W0 = 2^62`, so about 2^32 exports from one proxy are possible before one would be
-//!   needed; an export that finds weight 1 fails the encoding with an error saying that
-//!   grants are not yet supported.
+//! * **Grants** (control id 5, `crate::trust::travel::send_grant`): a proxy whose weight falls
+//!   below [`GRANT_BELOW`] (by an export, or received so) sends a `Grant` to its owner; the
+//!   record's completion holds a count on the proxy and adds the answer's weight
+//!   ([`Proxy::apply_grant`]). An export that finds weight 1 waits in its fiber for the
+//!   answer (and fails after a bound, or at once in delegated context, with an error naming
+//!   the limit, `docs/rack-mode.md` §5.4).
 //!
 //! # Invariants
 //!
@@ -53,7 +55,7 @@
 //! drop reads the final weight. The `issued` snapshot is Acquire, as
 //! [`crate::runtime::free::snapshot_issued`].
 
-// Grants are not wired yet (module docs): only the tests call them.
+// `drop_handle` and `receive` are the standalone forms the tests and models call.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::PropHead;
@@ -288,6 +290,16 @@ impl Proxy {
         let left = self.weight.fetch_sub(take, Ordering::Relaxed).wrapping_sub(take);
         let grant = if left < GRANT_BELOW { self.ask_grant() } else { None };
         Ok(Outgoing { owner: self.owner(), slot: self.slot, gen: self.gen, weight: take, grant })
+    }
+
+    /// A `Grant` to send if the weight is below [`GRANT_BELOW`] and none is outstanding (a
+    /// proxy received with little weight asks at once).
+    pub(crate) fn grant_if_low(&self) -> Option<Grant> {
+        if self.weight.load(Ordering::Relaxed) < GRANT_BELOW {
+            self.ask_grant()
+        } else {
+            None
+        }
     }
 
     /// A `Grant` to send, unless one is outstanding (invariant 4).

@@ -23,7 +23,9 @@
 //! [`ExportTable::export`] on any worker of the owner's rank, or in a loopback run any
 //! worker) and received on the owner's rank with [`ExportTable::receive_on_owner`], whose
 //! weight is posted to the trustee's [`Owner::apply_return`] (`runtime::free::return_weight`).
-//! Not wired yet: grants ([`Owner::grant`], control id 5).
+//! A `Grant` control record (`wire::envelope::CONTROL_GRANT`) from a proxy running low is
+//! answered by [`Owner::grant`] on the serve path (`budget += W0`; the answer carries the
+//! weight to the proxy).
 //!
 //! The wire target of an export never has bit 63 set (generations stop at [`MAX_GEN`]): a
 //! word with it ([`ADDR_TARGET`]) is an address, sent only for a loopback run's handles that
@@ -144,7 +146,7 @@
 //!   an earlier load (loom finds two exports emptying the proxy, whose slot is then recycled
 //!   under it).
 
-// Partly wired (module docs): grants are called only by the tests yet.
+// A few pieces (`with_w0`, `weights`, `pending`) serve the tests and models only.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;

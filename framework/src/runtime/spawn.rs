@@ -255,6 +255,38 @@ where
     spawn_remote(w, trustee, arg, build).join()
 }
 
+/// `TrustArray::new`'s part for `trustee` of another rank (`docs/rack-mode.md` §5.4): a remote
+/// spawn whose fiber builds the values `i ≡ trustee (mod n)` below `len` with `init(arg, i)`
+/// there, entrusts the vector to its own worker, exports it and answers the export, as
+/// [`entrust_remote`]. Started without waiting: the caller joins the handles of all parts.
+pub(crate) fn build_part_remote<A, T, F>(
+    w: &Worker,
+    trustee: usize,
+    len: usize,
+    arg: A,
+    init: F,
+) -> JoinHandle<[u64; 3]>
+where
+    A: Plain,
+    T: Send + 'static,
+    F: Fn(A, usize) -> T + Copy + Send + 'static,
+{
+    // Captures only `init`, zero-sized and `Copy` (`travel_check!` in `TrustArray::new`).
+    let build = move |(a, len): (A, u64)| -> [u64; 3] {
+        let w = context::expect("TrustArray::new");
+        let part: Vec<T> = (w.index..len as usize).step_by(w.n).map(|i| init(a, i)).collect();
+        let p = crate::property::alloc(part, w.run_id, w.index);
+        let t = crate::Trust::new(p, w.index, w.run_id);
+        let table =
+            w.run_state.exports.get(w.index).expect("skein: TrustArray::new: no export table");
+        let ex =
+            table.export(t.prop_ptr()).unwrap_or_else(|e| panic!("skein: TrustArray::new: {e}"));
+        drop(t);
+        [u64::from(ex.slot), u64::from(ex.gen), ex.weight]
+    };
+    spawn_remote(w, trustee, (arg, len as u64), build)
+}
+
 /// `Trust::launch` on a `Latch<T>` property whose trustee is on another rank: a `Launch`
 /// control record carrying the `RemoteVTable::of_launch` code id of `F`, the property's
 /// target word and `arg`'s bytes; answered by a `Joined` record as [`spawn_on`].

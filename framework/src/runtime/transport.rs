@@ -70,6 +70,10 @@
 //!   `issued` counts being those of the sender's rank's workers), which applies it once the
 //!   requests it counts have been served; a `Release` naming no live export of this trustee
 //!   (or listing more clients than a rank has workers) refuses the envelope.
+//! * A `Grant` record ([`CONTROL_GRANT`], §5.2 item 5) is answered by the trustee's export
+//!   table (`Owner::grant`: the slot's budget grows by `W0`) with an 8-byte result, the
+//!   weight, which the client's completion adds to the proxy (`Worker::send_grant`); a
+//!   `Grant` naming no live export refuses the envelope.
 //! * `Trust::launch` on a `Latch` of another rank is the same with `CONTROL_LAUNCH`, the
 //!   property's target word and a `KIND_LAUNCH` table, whose `run` locks the latch in the
 //!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a
@@ -116,7 +120,7 @@
 //! * **Address targets** (bit 63 set, `export::ADDR_TARGET`): the address of the value
 //!   (`Place::value_addr`) for the handles that are still shared through the process's
 //!   memory: handles of properties entrusted on one fake rank and used on another (test
-//!   statics), `TrustArray::new`'s parts, `entrust_new` from delegated context, and a proxy
+//!   statics), `TrustArray::new`'s parts and `entrust_new` from delegated context, and a proxy
 //!   handle that reached another fake rank through memory (found through the owner's export
 //!   table). The trustee checks the address is not null; a validator not in loopback mode
 //!   refuses the word.
@@ -129,10 +133,10 @@
 //!   is a `Release` control record, a real wire record); quiescence wake-ups need none
 //!   across ranks (§6).
 //! * A `Launch` record's target is an address for the same handles (an export for a proxy).
-//! * `entrust_new` from delegated context (which cannot wait for an answer) and
-//!   `TrustArray::new` still build the value here, in the shared memory, for a trustee of
-//!   another fake rank (their remote forms are an `Entrust` record answered by a
-//!   continuation, and a collective `TrustArray::new`, `docs/rack-mode.md` §5.4).
+//! * `entrust_new` and `TrustArray::new` from delegated context (which cannot wait for an
+//!   answer) still build the value here, in the shared memory, for a trustee of another fake
+//!   rank (their remote form would be an `Entrust` record answered by a continuation); from
+//!   a fiber both build on the trustee and answer an export.
 //! * A proxy handle's last drop on another fake rank than its own posts its `Release` to
 //!   the first worker of its rank (`free::proxy_dropped`).
 
@@ -144,12 +148,13 @@ use crate::channel::slot::PanicPayload;
 use crate::property::proxy::Release;
 use crate::sync::bump;
 use crate::sync::proto;
+use crate::trust::result::{PlainSpace, ReadBack};
 use crate::wire::envelope::{
     control_id, is_loopback_table, joined_body, joined_parts, launch_parts, release_parts,
     spawn_parts, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason,
-    Record, RequestWriter, ResponseWriter, CONTROL_JOINED, CONTROL_LAUNCH, CONTROL_RELEASE,
-    CONTROL_SPAWN, JOINED_TABLE, KIND_REQUESTS, KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE,
-    RELEASE_TABLE, SPAWN_TABLE,
+    Record, RequestWriter, ResponseWriter, CONTROL_GRANT, CONTROL_JOINED, CONTROL_LAUNCH,
+    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, JOINED_TABLE, KIND_REQUESTS, KIND_RESPONSES,
+    LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SPAWN_TABLE,
 };
 use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
@@ -357,10 +362,11 @@ impl<const ID: u64> ControlReq<ID> {
             CONTROL_SPAWN => &SPAWN_TABLE,
             CONTROL_LAUNCH => &LAUNCH_TABLE,
             CONTROL_RELEASE => &RELEASE_TABLE,
+            CONTROL_GRANT => &GRANT_TABLE,
             _ => &JOINED_TABLE,
         },
         take_arg: take_control::<ID>,
-        put_result: put_nothing,
+        put_result: if ID == CONTROL_GRANT { put_word } else { put_nothing },
     };
 }
 
@@ -392,6 +398,17 @@ unsafe fn take_control<const ID: u64>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
 /// # Safety
 /// None (it writes nothing).
 unsafe fn put_nothing(_wire: &[u8], _out: *mut u8) {}
+
+/// [`RemoteHook::put_result`] of a `Grant` [`ControlReq`]: the weight granted (8 bytes,
+/// checked by `validate_response` against `GRANT_TABLE`).
+///
+/// # Safety
+/// `out` is the record's result space of 8 bytes (`Worker::send_grant`).
+unsafe fn put_word(wire: &[u8], out: *mut u8) {
+    let n = wire.len().min(8);
+    // SAFETY: caller promise on `out`; `wire` holds `n` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(wire.as_ptr(), out, n) };
+}
 
 /// The body of a fiber started by a [`CONTROL_SPAWN`] or [`CONTROL_LAUNCH`] record: runs the
 /// table on `target` with the argument and sends the result, or the panic message named with
@@ -512,6 +529,26 @@ impl Worker {
         unsafe { self.request::<NoResult, _, _>(to, std::ptr::null_mut(), req, |_o| {}) };
     }
 
+    /// Queues a `Grant` control record for export `target` of trustee `to` (another rank):
+    /// `granted(weight)` runs here with the weight the trustee added to the slot's budget (or
+    /// is dropped unrun if the run is stopped first).
+    pub(crate) fn send_grant(&self, to: usize, target: u64, granted: impl FnOnce(u64) + 'static) {
+        assert!(
+            to < self.n && self.is_remote(to) && self.remote.is_some(),
+            "skein: grant record to worker {to}, which is not on another rank of a split run"
+        );
+        let req = ControlReq::<CONTROL_GRANT> { join: target, body: Vec::new() };
+        let done = move |o: crate::runtime::worker::Outcome| {
+            if o.panic.is_none() {
+                // SAFETY: the result space of this record is a `PlainSpace<u64>` (below), which
+                // `put_word` filled from the validated 8-byte result.
+                granted(unsafe { <PlainSpace<u64> as ReadBack>::read(o.resp) });
+            }
+        };
+        // SAFETY: to < n, checked above.
+        unsafe { self.request::<PlainSpace<u64>, _, _>(to, std::ptr::null_mut(), req, done) };
+    }
+
     /// Registers what to do with the `Joined` record of a remote spawn; returns its join id.
     pub(crate) fn register_join(&self, f: JoinFn) -> u64 {
         let side = self.side();
@@ -522,7 +559,7 @@ impl Worker {
     }
 
     /// Runs a control record from worker `client` (module docs, "Control records").
-    fn run_control(&self, id: u64, client: usize, rec: &Record<'_>) -> Result<(), String> {
+    fn run_control(&self, id: u64, client: usize, rec: &Record<'_>) -> Result<Option<u64>, String> {
         match id {
             CONTROL_SPAWN => {
                 let (vt, arg) = spawn_parts(rec.arg).map_err(|e| e.to_string())?;
@@ -532,7 +569,7 @@ impl Worker {
                 self.spawn_local(move || unsafe {
                     run_remote_spawn(vt, std::ptr::null_mut(), arg, client, join)
                 });
-                Ok(())
+                Ok(None)
             }
             CONTROL_LAUNCH => {
                 let (vt, target, arg) = launch_parts(rec.arg).map_err(|e| e.to_string())?;
@@ -547,13 +584,13 @@ impl Worker {
                 // weight, or the property) until the `Joined` record has come back, which
                 // this fiber sends after the latch is unlocked.
                 self.spawn_local(move || unsafe { run_remote_spawn(vt, latch, arg, client, join) });
-                Ok(())
+                Ok(None)
             }
             CONTROL_JOINED => {
                 let f = self.side().joins.borrow_mut().remove(&rec.target).ok_or_else(|| {
                     format!("joined record for join id {}, which is not waiting", rec.target)
                 })?;
-                f(joined_parts(rec.arg))
+                f(joined_parts(rec.arg)).map(|()| None)
             }
             CONTROL_RELEASE => {
                 let o = self.owner.as_ref().ok_or("release record outside a split run")?;
@@ -563,7 +600,15 @@ impl Worker {
                     Release { owner: self.index, slot, gen, weight, issued: issued.collect() };
                 // The `issued` counts are those of the sending rank's workers, in order.
                 let client_base = client / self.local_n * self.local_n;
-                o.borrow_mut().schedule_release(rel, client_base).map_err(|e| e.to_string())
+                o.borrow_mut()
+                    .schedule_release(rel, client_base)
+                    .map(|()| None)
+                    .map_err(|e| e.to_string())
+            }
+            CONTROL_GRANT => {
+                let o = self.owner.as_ref().ok_or("grant record outside a split run")?;
+                let (slot, gen) = split_target(rec.target);
+                o.borrow_mut().grant(slot, gen).map(Some).map_err(|e| e.to_string())
             }
             _ => Err(format!("control record {id} is not handled here")),
         }
@@ -751,8 +796,11 @@ impl Worker {
             for rec in seg.records() {
                 let refused = |why| bad(Reason::Target { segment: s, record: k, why });
                 if let Some(id) = control_id(rec.vt) {
-                    self.delegated(|| self.run_control(id, client, &rec)).map_err(refused)?;
-                    rw.push_result(rec.vt, &[]);
+                    let r = self.delegated(|| self.run_control(id, client, &rec));
+                    match r.map_err(refused)? {
+                        Some(granted) => rw.push_result(rec.vt, &granted.to_le_bytes()),
+                        None => rw.push_result(rec.vt, &[]),
+                    }
                 } else if is_loopback_table(rec.vt) {
                     let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
                     rw.push_result(&LOOPBACK_TABLE, &[]);

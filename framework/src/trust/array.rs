@@ -11,7 +11,10 @@
 //!
 //! 1. `parts[trustee]` holds the only handle to `trustee`'s vector (clones of the `TrustArray`
 //!    share it through the `Arc`); `base` is the address of its first value, and `part_len`
-//!    its length. The vector is never resized or replaced (nothing outside this module can
+//!    its length. A part built on its trustee of another rank (a split run,
+//!    `docs/rack-mode.md` §5.4) is held through a proxy handle and has a null `base`: its
+//!    values are reached only by element requests that name the part's export and the index
+//!    (`RunElem`, a `KIND_ELEMENT` wire record, bounds-checked on the trustee). The vector is never resized or replaced (nothing outside this module can
 //!    reach it, and this module never touches it after `new`), so `base` stays valid while
 //!    the property lives. (A `Vec`, not a `Box<[T]>`: moving a `Box` asserts that nothing
 //!    else points into it, which `base` does.)
@@ -21,11 +24,17 @@
 //!    keeps the slice alive until they are served, and property invariant 2 keeps `&mut` to a
 //!    value unique.
 
-use super::{arg_request, call_blocking, issue, travel_check, Place, Trust, TrusteeRef};
+use super::OnProp;
+use super::{arg_request, call_blocking, issue, travel_check, wire_word, Place, Trust, TrusteeRef};
+use crate::channel::record::{ArgCall, ArgRequest, RemoteHook};
+use crate::channel::slot::PanicPayload;
 use crate::runtime::context;
 use crate::trust::result::PlainSpace;
+use crate::wire::remote::{Element as RemoteElement, Of};
 use crate::Plain;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// `len` values of type `T` spread over all workers' trustees (value `i` on trustee
@@ -85,8 +94,13 @@ impl<T: Send + 'static> TrustArray<T> {
     /// Creates `len` values, value `i` being `init(arg, i)`, spread over all workers' trustees.
     /// `init` and `arg` follow the travel rule of [`Trust::apply`] (a capture-free closure, a
     /// [`Plain`] argument), so that the parts can be built by their trustees once those may
-    /// be on other ranks. On one rank the values are built here, on the calling worker, and
-    /// each trustee's part is entrusted to it (its memory is shared by the process).
+    /// be on other ranks. On this rank the values are built here, on the calling worker, and
+    /// each trustee's part is entrusted to it (its memory is shared by the process). In a
+    /// split run (`Builder::loopback_ranks`), called from a fiber, each part of a trustee of
+    /// another rank is built there (all of them at once, a remote spawn each; the calling
+    /// fiber waits) and exported, and the array holds a proxy of it (`docs/rack-mode.md`
+    /// §5.4); from delegated context those parts are built here too, in the memory the fake
+    /// ranks share (loopback only).
     ///
     /// # Panics
     /// Outside a runtime, or if `init` panics.
@@ -114,20 +128,39 @@ impl<T: Send + 'static> TrustArray<T> {
         travel_check!(F = F, A = A, U = ());
         let w = context::expect("TrustArray::new");
         let n = w.n;
+        let part_len = |trustee: usize| len / n + usize::from(trustee < len % n);
+        // In a split run, from a fiber, the parts of trustees of other ranks are built there,
+        // all at once (remote spawns, `runtime::spawn::build_part_remote`), and exported.
+        let remote =
+            |t: usize| w.run_state.is_loopback() && w.may_block() && !super::is_local_in(w, t);
+        let mut building: Vec<_> = (0..n)
+            .map(|t| {
+                remote(t).then(|| crate::runtime::spawn::build_part_remote(w, t, len, arg, init))
+            })
+            .collect();
         let mut slices: Vec<Vec<T>> = (0..n)
-            .map(|trustee| Vec::with_capacity(len / n + usize::from(trustee < len % n)))
+            .map(|t| Vec::with_capacity(if building[t].is_some() { 0 } else { part_len(t) }))
             .collect();
         for i in 0..len {
-            slices[i % n].push(init(arg, i));
+            if building[i % n].is_none() {
+                slices[i % n].push(init(arg, i));
+            }
         }
         let parts: Arc<[Part<T>]> = slices
             .into_iter()
             .enumerate()
-            .map(|(trustee, v)| {
-                let mut v = v;
-                let (base, part_len) = (v.as_mut_ptr(), v.len());
-                // The vector moves into the property; its values stay where they are.
-                Part { slice: super::entrust_part(w, trustee, v), base, part_len }
+            .map(|(trustee, v)| match building[trustee].take() {
+                Some(h) => Part {
+                    slice: Trust::received(w, trustee, h.join()),
+                    base: std::ptr::null_mut(),
+                    part_len: part_len(trustee),
+                },
+                None => {
+                    let mut v = v;
+                    let (base, part_len) = (v.as_mut_ptr(), v.len());
+                    // The vector moves into the property; its values stay where they are.
+                    Part { slice: super::entrust_part(w, trustee, v), base, part_len }
+                }
             })
             .collect();
         let (mask, shift) = if n.is_power_of_two() { (n - 1, n.trailing_zeros()) } else { (0, 0) };
@@ -152,10 +185,20 @@ impl<T: Send + 'static> TrustArray<T> {
         self.locate(i).0.slice.trustee()
     }
 
-    /// Value `i`'s part and address.
+    /// Value `i`'s part and address (for a part of another rank, whose `base` is null, the
+    /// address means nothing: see [`TrustArray::locate_index`]).
     #[inline(always)]
     #[track_caller]
     fn locate(&self, i: usize) -> (&Part<T>, *mut u8) {
+        let (part, j) = self.locate_index(i);
+        // Only computes the address (invariant 1: inside the slice, since j < part_len).
+        (part, part.base.wrapping_add(j) as *mut u8)
+    }
+
+    /// Value `i`'s part and its index there.
+    #[inline(always)]
+    #[track_caller]
+    fn locate_index(&self, i: usize) -> (&Part<T>, usize) {
         if i >= self.len {
             out_of_bounds(i, self.len);
         }
@@ -166,8 +209,7 @@ impl<T: Send + 'static> TrustArray<T> {
         };
         let part = &self.parts[trustee];
         debug_assert!(j < part.part_len);
-        // Only computes the address (invariant 1: inside the slice, since j < part_len).
-        (part, part.base.wrapping_add(j) as *mut u8)
+        (part, j)
     }
 
     /// Applies `f` to value `i` on its trustee with the argument `arg` and returns the result,
@@ -213,8 +255,14 @@ impl<T: Send + 'static> TrustArray<T> {
         F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (part, target) = self.locate(i);
-        let (w, trustee) = part.slice.worker_for("TrustArray::apply");
+        let (part, j) = self.locate_index(i);
+        // A part of another rank is a proxy handle's (invariant 1), which, like a handle of
+        // another run, fails the one compare of `local_worker`.
+        let Some((w, trustee)) = part.slice.local_worker() else {
+            return part.apply_remote(j, arg, f);
+        };
+        // Only computes the address (invariant 1: inside the slice, since j < part_len).
+        let target = part.base.wrapping_add(j) as *mut u8;
         w.check_may_block("TrustArray::apply");
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
@@ -250,13 +298,122 @@ impl<T: Send + 'static> TrustArray<T> {
         G: FnOnce(U) + 'static,
     {
         travel_check!(F = F, A = A, U = U);
-        let (part, target) = self.locate(i);
-        let (w, trustee) = part.slice.worker_for("TrustArray::apply_then");
+        let (part, j) = self.locate_index(i);
+        let Some((w, trustee)) = part.slice.local_worker() else {
+            return part.apply_then_remote(j, arg, f, then);
+        };
+        // Only computes the address (invariant 1: inside the slice, since j < part_len).
+        let target = part.base.wrapping_add(j) as *mut u8;
         let req = arg_request::<OnElem<T>, A, U, F>(arg, f);
-        // SAFETY: `trustee` comes from `worker_for`; `target` is value `i`, kept alive by the
+        // SAFETY: `trustee` comes from `local_worker`; `target` is value `i`, kept alive by the
         // part's handle (invariant 2).
         unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
     }
+}
+
+impl<T: Send + 'static> Part<T> {
+    /// [`TrustArray::apply`] on a part of another rank (invariant 1): an element request on
+    /// the part's handle. Also the refusal of a call outside the array's run (`issue_for`).
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn apply_remote<A, U, F>(&self, j: usize, arg: A, f: F) -> U
+    where
+        A: Plain,
+        U: Plain,
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+    {
+        let (w, trustee, target) = self.slice.issue_for("TrustArray::apply");
+        w.check_may_block("TrustArray::apply");
+        let _witness = f;
+        let req = ArgRequest::<_, RunElem<T, U, F>>::new((j as u64, arg));
+        call_blocking::<PlainSpace<U>, _>(w, trustee, target, req)
+    }
+
+    /// [`TrustArray::apply_then`] on a part of another rank.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    fn apply_then_remote<A, U, F, G>(&self, j: usize, arg: A, f: F, then: G)
+    where
+        A: Plain,
+        U: Plain,
+        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+        G: FnOnce(U) + 'static,
+    {
+        let (w, trustee, target) = self.slice.issue_for("TrustArray::apply_then");
+        let _witness = f;
+        let req = ArgRequest::<_, RunElem<T, U, F>>::new((j as u64, arg));
+        // SAFETY: `trustee` comes from `issue_for`; `target` is the part's (its export's word,
+        // or in a loopback run its address), kept alive by the part's handle.
+        unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
+    }
+}
+
+/// The code of an element request on a part of another rank: the argument is `(index, A)`,
+/// the target the part (a `Prop<Vec<T>>` in this process, reached through a loopback run's
+/// shared memory; across ranks the record travels as `RemoteVTable::of_element`, whose `run`
+/// checks the index). Named only by `Part::apply_remote`/`apply_then_remote`, which held an
+/// `F`.
+struct RunElem<T, U, F>(PhantomData<ElemTypes<T, U, F>>);
+
+/// The types a [`RunElem`] names (a function type: no auto-trait or drop effects).
+type ElemTypes<T, U, F> = fn() -> (T, U, F);
+
+// SAFETY: zero-sized, named only by the entry points above, which were handed an `F` (checked
+// zero-sized by `travel_check!` in `TrustArray::apply*`).
+unsafe impl<T, A, U, F> ArgCall<(u64, A)> for RunElem<T, U, F>
+where
+    A: Plain,
+    U: Plain,
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    const REMOTE: Option<&'static RemoteHook> = Some(&RemoteHook {
+        vt: Of::<T, A, U, F, RemoteElement>::VT,
+        take_arg: take_elem_arg::<T, A>,
+        put_result: super::put_plain_result::<U>,
+    });
+
+    unsafe fn run(target: *mut u8, (j, arg): (u64, A), out: *mut u8) -> Option<PanicPayload> {
+        travel_check!(F = F);
+        // SAFETY: as `RunArg::run`: `F` is zero-sized, `Copy`, and a value of it existed.
+        let f: F = unsafe { NonNull::<F>::dangling().as_ptr().read() };
+        // SAFETY: caller promise: `target` is the part's `Prop<Vec<T>>`, alive, and this runs as
+        // delegated code on its trustee.
+        let part = unsafe { OnProp::<Vec<T>>::value(target) };
+        let r = catch_unwind(AssertUnwindSafe(move || {
+            let len = part.len();
+            let v = usize::try_from(j).ok().and_then(|j| part.get_mut(j));
+            let v = v.unwrap_or_else(|| panic!("skein: element index {j} out of a part of {len}"));
+            f(v, arg)
+        }));
+        match r {
+            Ok(u) => {
+                // SAFETY: caller promise: `out` holds `PlainSpace::<U>::BYTES` bytes.
+                unsafe { super::result::write_plain(out, u) };
+                None
+            }
+            Err(p) => Some(p),
+        }
+    }
+}
+
+/// [`RemoteHook::take_arg`] of a [`RunElem`] record: the index (8 bytes), then the argument's
+/// bytes (`RemoteVTable::of_element`'s layout); the target word is the part's.
+///
+/// # Safety
+/// `p` is the target word of a live `ArgRequest<(u64, A), RunElem<..>>` record owned by the
+/// caller (a `Plain` argument: a byte copy, nothing to drop).
+unsafe fn take_elem_arg<T, A: Plain>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
+    // SAFETY: caller promise: the target word at `p`, the `repr(C, packed)` argument right
+    // after it (record invariant 1), read unaligned.
+    let (target, (j, a)) = unsafe {
+        (std::ptr::read(p as *const *mut u8), std::ptr::read_unaligned(p.add(8) as *const (u64, A)))
+    };
+    arg.extend_from_slice(&j.to_le_bytes());
+    crate::wire::remote::push_plain(arg, a);
+    // SAFETY: caller promise: the request is live, so its part is.
+    unsafe { wire_word::<OnProp<Vec<T>>>(target) }
 }
 
 /// The value at the target word of a request to one value of a part (invariant 2).

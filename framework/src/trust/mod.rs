@@ -242,8 +242,9 @@ impl TrusteeRef {
 }
 
 /// `TrustArray::new`'s part for `trustee`, built here: entrusted as with
-/// [`TrusteeRef::entrust`] on this rank, and in a loopback run also on another fake rank (the
-/// process's memory is shared; step 5 of `docs/rack-mode.md` §8 builds remote parts there).
+/// [`TrusteeRef::entrust`] on this rank, and in a loopback run, from delegated context, also
+/// on another fake rank (the process's memory is shared; from a fiber such a part is built on
+/// its trustee, `runtime::spawn::build_part_remote`).
 #[track_caller]
 fn entrust_part<T: Send + 'static>(w: &Worker, trustee: usize, value: T) -> Trust<T> {
     if !is_local_in(w, trustee) && !w.run_state.is_loopback() {
@@ -297,12 +298,14 @@ const TRUSTEE_SHIFT: u32 = 44;
 const ADDR_MASK: usize = (1 << TRUSTEE_SHIFT) - 1;
 const TRUSTEE_BITS: u32 = 12;
 /// Set in the word of a proxy handle.
-const PROXY_BIT: usize = 1 << (TRUSTEE_SHIFT + TRUSTEE_BITS);
-const RUN_SHIFT: u32 = TRUSTEE_SHIFT + TRUSTEE_BITS + 1;
-const _: () = assert!(PROXY_BIT == 1 << (RUN_SHIFT - 1));
+const PROXY_BIT: usize = 1 << 63;
+const RUN_SHIFT: u32 = TRUSTEE_SHIFT + TRUSTEE_BITS;
+/// The run id's bits above [`RUN_SHIFT`] (the bit above them is [`PROXY_BIT`]).
+const RUN_MASK: usize = 0x7f;
+const _: () = assert!(PROXY_BIT == (RUN_MASK + 1) << RUN_SHIFT);
 // Every worker index (the builder allows at most 4096 workers) and every run id fit.
 const _: () = assert!(4096 <= 1 << TRUSTEE_BITS);
-const _: () = assert!(crate::run_ids::MAX_RUN_ID < 1 << (usize::BITS - RUN_SHIFT));
+const _: () = assert!(crate::run_ids::MAX_RUN_ID as usize <= RUN_MASK);
 const _: () = assert!(std::mem::align_of::<Prop<()>>() == 16);
 const _: () = assert!(std::mem::align_of::<Proxy>() == 16);
 const _: () = assert!(std::mem::offset_of!(Proxy, head) == 0);
@@ -506,7 +509,24 @@ impl<T> Trust<T> {
 
     #[inline(always)]
     fn run(&self) -> u32 {
+        self.tag() & RUN_MASK as u32
+    }
+
+    /// The run's id and, above it, [`PROXY_BIT`]: equal to the calling worker's run id exactly
+    /// for a handle of its run that is not a proxy's (the one compare of the local path).
+    #[inline(always)]
+    fn tag(&self) -> u32 {
         (self.packed.as_ptr() as usize >> RUN_SHIFT) as u32
+    }
+
+    /// The worker to issue on and the trustee's index, for a handle of the calling worker's
+    /// run that is not a proxy's; `None` otherwise (the caller's cold path).
+    #[inline(always)]
+    fn local_worker(&self) -> Option<(&'static Worker, usize)> {
+        match context::current() {
+            Some(w) if w.run_id == self.tag() => Some((w, self.trustee_index())),
+            _ => None,
+        }
     }
 
     fn head(&self) -> &PropHead {
@@ -517,30 +537,21 @@ impl<T> Trust<T> {
         unsafe { self.prop().cast::<PropHead>().as_ref() }
     }
 
-    /// The worker to issue on, and the trustee's index. Run ids tell the runs of all existing
-    /// handles apart ([`crate::run_ids`]), so a handle of another run is refused here,
-    /// before anything is queued. The index is below the worker's `n`: the handle is of this
-    /// run, and every handle of a run names one of its workers (`entrust` goes through a
-    /// [`TrusteeRef`], whose index is checked against the run's worker count).
-    #[inline]
-    #[track_caller]
-    fn worker_for(&self, what: &'static str) -> (&'static Worker, usize) {
-        match context::current() {
-            Some(w) if w.run_id == self.run() => (w, self.trustee_index()),
-            w => wrong_context(what, w.is_some()),
-        }
-    }
-
-    /// [`Trust::worker_for`] and the target to queue with: the property's address, or for a
-    /// proxy handle [`Trust::proxy_target`], in one compare on the local path: the run's id and [`PROXY_BIT`] are adjacent, so a local
-    /// handle of this run matches `run_id << 1`, and a proxy handle (or a handle of another
-    /// run) takes the cold path, which tells them apart.
+    /// The worker to issue on, the trustee's index and the target to queue with: the
+    /// property's address, or for a proxy handle [`Trust::proxy_target`]. Run ids tell the
+    /// runs of all existing handles apart ([`crate::run_ids`]), so a handle of another run is
+    /// refused here, before anything is queued. The index is below the worker's `n`: the
+    /// handle is of this run, and every handle of a run names one of its workers (`entrust`
+    /// goes through a [`TrusteeRef`], whose index is checked against the run's worker count).
+    /// One compare on the local path: [`PROXY_BIT`]
+    /// sits above the run's id, so a local handle of this run matches the worker's run id
+    /// exactly (`Trust::tag`), and a proxy handle (or a handle of another run) takes the cold
+    /// path, which tells them apart.
     #[inline]
     #[track_caller]
     fn issue_for(&self, what: &'static str) -> (&'static Worker, usize, *mut u8) {
-        let tag = (self.packed.as_ptr() as usize >> (RUN_SHIFT - 1)) as u32;
         match context::current() {
-            Some(w) if w.run_id << 1 == tag => {
+            Some(w) if w.run_id == self.tag() => {
                 (w, self.trustee_index(), self.prop().as_ptr() as *mut u8)
             }
             w => self.issue_slow(what, w),
@@ -1110,7 +1121,7 @@ impl<T: Send + 'static> Trust<T> {
         travel_check!(F = F, A = A, U = U);
         let (w, trustee, target) = self.issue_for("apply_then");
         let req = arg_request::<OnProp<T>, A, U, F>(arg, f);
-        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        // SAFETY: `trustee` comes from `issue_for`; `target` is this live handle's (`issue_for`).
         unsafe { issue::<PlainSpace<U>, _, _>(w, trustee, target, req, then) }
     }
 
@@ -1184,7 +1195,7 @@ impl<T: Send + 'static> Trust<T> {
         let (w, trustee, target) = self.issue_for("apply_with_then");
         let req = WithRequest::<T, V, U, F>::new(bytes, f);
         let then = move |r: Vec<u8>| then(decode_result(&r));
-        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        // SAFETY: `trustee` comes from `issue_for`; `target` is this live handle's (`issue_for`).
         unsafe { issue::<ResultSpace<Vec<u8>>, _, _>(w, trustee, target, req, then) }
     }
 
@@ -1216,7 +1227,7 @@ impl<T: Send + 'static> Trust<T> {
             not_local(trustee, "apply_local", "apply");
         }
         w.check_may_block("apply_local");
-        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        // SAFETY: `trustee` comes from `issue_for`; `target` is this live handle's (`issue_for`).
         unsafe { call_at(w, trustee, target, move |tg| on_trustee(SendPtr(tg as *mut Prop<T>), f)) }
     }
 
@@ -1247,7 +1258,7 @@ impl<T: Send + 'static> Trust<T> {
             not_local(trustee, "apply_then_local", "apply_then");
         }
         let job = move |tg: *mut u8| on_trustee(SendPtr(tg as *mut Prop<T>), f);
-        // SAFETY: `trustee` comes from `worker_for`; `target` is the property of this live handle.
+        // SAFETY: `trustee` comes from `issue_for`; `target` is this live handle's (`issue_for`).
         unsafe { issue_then(w, trustee, target, job, then) }
     }
 }

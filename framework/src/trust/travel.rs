@@ -15,8 +15,9 @@
 //! * a handle of a property of this process's memory reached through its address (a local
 //!   handle, or in a loopback run a handle shared through memory): an export in its trustee's
 //!   table (`runtime::export::ExportTable::export`), which carries the slot's whole weight;
-//! * a proxy handle: half of the proxy's weight (`Proxy::export`; at weight 1 a grant would
-//!   be needed, which is not yet supported: the encoding fails with an error saying so).
+//! * a proxy handle: half of the proxy's weight (`Proxy::export`); a proxy running low asks
+//!   its owner for more ([`send_grant`]), and an export at weight 1 waits in its fiber for
+//!   the answer (delegated context cannot wait: the encoding fails, naming the limit).
 //!
 //! [`crate::wire::codec::decode`] splits the trailer off, opens a *decode scope* with its
 //! entries, and `Trust::deserialize` takes its entry by index: on the owner's rank the
@@ -49,11 +50,11 @@
 //! 3. An entry is taken from its decode scope at most once (`Option::take`), so its weight
 //!    or count becomes at most one handle.
 
-use super::{Trust, PROXY_BIT, RUN_SHIFT};
-use crate::property::proxy::Proxy;
+use super::{Trust, PROXY_BIT, RUN_MASK, RUN_SHIFT};
+use crate::property::proxy::{Grant, Proxy};
 use crate::property::PropPtr;
 use crate::runtime::context;
-use crate::runtime::export::MAX_GEN;
+use crate::runtime::export::{wire_target, MAX_GEN};
 use crate::runtime::free;
 use crate::runtime::worker::Worker;
 use std::any::TypeId;
@@ -67,6 +68,9 @@ use std::sync::Mutex;
 /// Bytes of one trailer entry: kind u32, owner u32, slot u32, gen u32, weight u64, type tag
 /// u64, seal u64.
 const ENTRY: usize = 40;
+
+/// How long an export from a proxy at weight 1 waits for its grant before it fails.
+const GRANT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Entry kinds.
 const KIND_EXPORT: u32 = 1;
@@ -217,7 +221,7 @@ impl Drop for EncodeScope {
 /// The entry of a listed handle (module docs), which moves weight (or the count) into it.
 fn entry_of(l: &Listed) -> Result<Entry, String> {
     let word = l.raw.word();
-    let run = (word >> RUN_SHIFT) as u32;
+    let run = ((word >> RUN_SHIFT) & RUN_MASK) as u32;
     let w = context::current().filter(|w| w.run_id == run).ok_or("a Trust cannot leave its run")?;
     if w.run_state.exports.is_empty() {
         // One process, no transport: a new count moves with a key.
@@ -239,10 +243,37 @@ fn entry_of(l: &Listed) -> Result<Entry, String> {
     }
     if word & PROXY_BIT != 0 {
         // SAFETY: a proxy handle's address is its proxy's, kept alive by the listed clone.
-        let proxy = unsafe { super::proxy_of_raw(l.raw.packed).as_ref() };
-        let out = proxy.export().map_err(|e| {
-            format!("{e}: grants of weight (`docs/rack-mode.md` §5.2 item 5) are not yet supported")
-        })?;
+        let p = unsafe { super::proxy_of_raw(l.raw.packed) };
+        // SAFETY: as above.
+        let proxy = unsafe { p.as_ref() };
+        let start = std::time::Instant::now();
+        let out = loop {
+            match proxy.export() {
+                Ok(out) => {
+                    if let Some(g) = out.grant {
+                        send_grant(w, p, g);
+                    }
+                    break out;
+                }
+                Err(e) => {
+                    if let Some(g) = e.grant {
+                        send_grant(w, p, g);
+                    }
+                    // Weight 1 (`docs/rack-mode.md` §5.4): a fiber waits for the grant's
+                    // answer; delegated context cannot.
+                    if !w.may_block() {
+                        return Err(format!(
+                            "{e}: in delegated context, which cannot wait for it (send the \
+                             handle from a fiber)"
+                        ));
+                    }
+                    if start.elapsed() > GRANT_WAIT {
+                        return Err(format!("{e}: no grant arrived in {GRANT_WAIT:?}"));
+                    }
+                    crate::yield_now();
+                }
+            }
+        };
         return Ok(Entry {
             kind: KIND_EXPORT,
             owner: out.owner as u32,
@@ -266,6 +297,24 @@ fn entry_of(l: &Listed) -> Result<Entry, String> {
         type_tag: l.type_tag,
         seal: 0,
     })
+}
+
+/// Asks the owner of proxy `p` for more weight (`docs/rack-mode.md` §5.2 item 5; `g` from the
+/// proxy, which marked it outstanding): a `Grant` control record whose completion adds the
+/// weight granted to the proxy. The record holds a count on the proxy until then (proxy
+/// invariant 4); if the run stops before the answer, that count, and so the proxy, leak.
+fn send_grant(w: &Worker, p: NonNull<Proxy>, g: Grant) {
+    // SAFETY: the caller holds a handle of the proxy, so it is alive.
+    free::clone_ref(unsafe { &p.as_ref().head });
+    w.send_grant(g.owner, wire_target(g.slot, g.gen), move |weight| {
+        // SAFETY: the count taken above keeps the proxy alive until the drop below.
+        let proxy = unsafe { p.as_ref() };
+        proxy.apply_grant(weight);
+        if free::drop_ref(&proxy.head) {
+            // SAFETY: the last count, just given up.
+            unsafe { free::proxy_dropped(p) };
+        }
+    });
 }
 
 /// An open decode scope (the codec's `decode`); when it closes, the entries no handle took
@@ -448,5 +497,11 @@ fn receive_export(w: &Worker, e: Entry) -> Result<Received, String> {
     }
     let p = Proxy::receive_on(w.rank as u32, owner, e.slot, e.gen, e.weight, w.run_id, w.n)
         .map_err(|err| err.to_string())?;
+    // A proxy received with little weight asks for more at once, so that its first exports
+    // need not wait.
+    // SAFETY: the new proxy's count is held (the handle about to be made of it).
+    if let Some(g) = unsafe { p.as_ref() }.grant_if_low() {
+        send_grant(w, p, g);
+    }
     Ok(Received::Proxy(p, owner, w.run_id))
 }

@@ -76,7 +76,7 @@
 //!    the segments tile the rest of the envelope exactly;
 //! 3. records: every code id names a table (`code_id::resolve`), or is a control id with
 //!    its fixed fields ([`CONTROL_SPAWN`], [`CONTROL_JOINED`], [`CONTROL_LAUNCH`],
-//!    [`CONTROL_RELEASE`]: the table they name resolved and of the right kind, sizes,
+//!    [`CONTROL_RELEASE`], [`CONTROL_GRANT`]: the table they name resolved and of the right kind, sizes,
 //!    status, non-zero weight, client count, padding; any
 //!    validator), or [`LOOPBACK_CONTROL`] in a loopback validator (whose record is the
 //!    in-process record of a runtime-internal request and never leaves the process); the
@@ -261,6 +261,18 @@ pub(crate) const CONTROL_LAUNCH: u64 = 3;
 /// and checks the slot, generation, weight and client count against its export table.
 pub(crate) const CONTROL_RELEASE: u64 = 4;
 
+/// Control id of a request for more weight (`docs/rack-mode.md` §5.2 item 5 `Grant`), sent by
+/// a proxy whose weight runs low to the property's trustee. Wire record:
+///
+/// | size | field |
+/// | --- | --- |
+/// | 8 | `5` (this id) |
+/// | 8 | target: export slot (low 32 bits) and generation (high 32 bits), as in a request |
+///
+/// Its response is a result of 8 bytes: the weight granted (`W0`), which the trustee has
+/// added to the slot's budget and the proxy adds to its weight.
+pub(crate) const CONTROL_GRANT: u64 = 5;
+
 /// The most clients a [`CONTROL_RELEASE`] record may list (a bound on the record's size; the
 /// trustee's export table checks the sending rank's real worker count).
 pub(crate) const MAX_RELEASE_CLIENTS: usize = 1 << 16;
@@ -299,6 +311,17 @@ pub(crate) static JOINED_TABLE: RemoteVTable = RemoteVTable {
     run: refuse_loopback_run,
 };
 
+/// The table that stands for a [`CONTROL_GRANT`] record (as [`SPAWN_TABLE`], with an 8-byte
+/// result: the weight granted).
+pub(crate) static GRANT_TABLE: RemoteVTable = RemoteVTable {
+    magic: 0,
+    // Not a fixed size: a control record never goes into a uniform segment.
+    arg_bytes: super::remote::LEN_PREFIXED,
+    result_bytes: 8,
+    kind: 0,
+    run: refuse_loopback_run,
+};
+
 /// The table that stands for a [`CONTROL_RELEASE`] record (as [`SPAWN_TABLE`]).
 pub(crate) static RELEASE_TABLE: RemoteVTable = RemoteVTable {
     magic: 0,
@@ -318,6 +341,8 @@ pub(crate) fn control_id(vt: &RemoteVTable) -> Option<u64> {
         Some(CONTROL_LAUNCH)
     } else if std::ptr::eq(vt, &RELEASE_TABLE) {
         Some(CONTROL_RELEASE)
+    } else if std::ptr::eq(vt, &GRANT_TABLE) {
+        Some(CONTROL_GRANT)
     } else {
         None
     }
@@ -440,6 +465,12 @@ fn read_control<'b>(r: &mut Reader<'b>, id: u64, loopback: bool) -> Result<Recor
                 return Err(Fault::Padding);
             }
             &JOINED_TABLE
+        }
+        CONTROL_GRANT => {
+            if target & ADDR_TARGET != 0 {
+                return Err(Fault::AddressTarget(target));
+            }
+            &GRANT_TABLE
         }
         CONTROL_RELEASE => {
             if target & ADDR_TARGET != 0 {
@@ -780,9 +811,8 @@ fn read_record<'b>(
         None => match r.u64().ok_or(Fault::Overrun)? {
             LOOPBACK_CONTROL if loopback => &LOOPBACK_TABLE,
             LOOPBACK_CONTROL => return Err(Fault::LoopbackOnly),
-            id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH | CONTROL_RELEASE) => {
-                return read_control(r, id, loopback)
-            }
+            id @ (CONTROL_SPAWN | CONTROL_JOINED | CONTROL_LAUNCH | CONTROL_RELEASE
+            | CONTROL_GRANT) => return read_control(r, id, loopback),
             code => match resolve(code).map_err(Fault::Code)? {
                 // (A uniform segment's table was checked once, in `validate_requests`.)
                 vt if vt.kind == KIND_LAUNCH => {

@@ -570,6 +570,7 @@ fn fuzz_bases() -> (Vec<Vec<u8>>, Vec<Batch>) {
     w.push(&JOINED_TABLE, 3, &joined_body(Err("rank 0 worker 1: ünïcode boom")));
     w.push(&JOINED_TABLE, 5, &joined_body(Ok(&[1, 2, 3])));
     w.push(&RELEASE_TABLE, 0x0000_0003_0000_0009, &release_body(1 << 40, &[6, 0, 2]));
+    w.push(&GRANT_TABLE, 0x0000_0003_0000_0009, &[]);
     w.end_segment();
     bases.push(w.finish());
     // Export targets at the top generation, and an address target (refused here: a seed for
@@ -656,8 +657,8 @@ fn control_records_validate_without_loopback() {
     assert_eq!(fault(&bad), Fault::Padding);
     // The other reserved ids stay refused.
     let mut bad = one.clone();
-    bad[HEADER_BYTES + SEGMENT_HEADER_BYTES] = 5;
-    assert_eq!(fault(&bad), Fault::Code(BadCode::Control(5)));
+    bad[HEADER_BYTES + SEGMENT_HEADER_BYTES] = 6;
+    assert_eq!(fault(&bad), Fault::Code(BadCode::Control(6)));
     // Launch: a launch table with the property's target word; a launch table is refused in
     // any other record, and a launch record refuses any other table.
     let launch = || RemoteVTable::of_launch(&|x: &mut u64, k: u32| *x + k as u64);
@@ -887,6 +888,32 @@ fn address_targets_only_in_loopback_mode() {
         let err = validate(&release, 0, &e).unwrap_err();
         assert!(matches!(err.reason, Reason::Record { fault: Fault::AddressTarget(_), .. }));
     }
+}
+
+/// `Grant` records (control id 5) are real wire records: a target and nothing else, answered
+/// with an 8-byte result; an address target is refused in any mode.
+#[test]
+fn grant_records_validate_without_loopback() {
+    let target = 0x0000_0007_0000_0002u64;
+    let mut w = RequestWriter::new(&request_head());
+    w.begin_segment(2, 5, None);
+    w.push(&GRANT_TABLE, target, &[]);
+    w.push_plain(add(), 1, 2u64);
+    w.end_segment();
+    let good = w.finish();
+    let env = validate(&good, 0, &expect()).unwrap();
+    assert_eq!(reencode(&env), good);
+    let recs: Vec<_> = env.segments().next().unwrap().records().collect();
+    assert_eq!((control_id(recs[0].vt), recs[0].target), (Some(CONTROL_GRANT), target));
+    assert!(recs[0].arg.is_empty());
+    // Its result takes 8 bytes of the response.
+    let fixed = (HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + 8 + 8) as u64;
+    assert_eq!(env.response_bytes, fixed);
+    let mut bad = good.clone();
+    let at = HEADER_BYTES + SEGMENT_HEADER_BYTES + 8;
+    bad[at + 7] = 0x80;
+    let err = validate(&bad, 0, &Expect { loopback: true, ..expect() }).unwrap_err();
+    assert!(matches!(err.reason, Reason::Record { fault: Fault::AddressTarget(_), .. }), "{err:?}");
 }
 
 /// `Release` records (control id 4) are real wire records: accepted without loopback mode,
