@@ -210,13 +210,22 @@ fn rank_side(case: &str, dir: &Path) {
             println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
         }
         "array-across-ranks" => {
-            // Not carried under MPI yet: a clear error on every rank, never a wrong answer.
-            let rt = skein::Runtime::builder().workers(1).build().expect("build");
+            // A TrustArray spans every worker of every rank: each part built and kept on its
+            // trustee, every element reachable from main.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
             report_run(
                 rank,
                 rt.run(|| {
-                    let a = skein::TrustArray::new(4, 0u64, |_, i| i as u64);
-                    a.apply(3, (), |x, ()| *x)
+                    let a = skein::TrustArray::new(21, 100u64, |base, i| base + i as u64);
+                    let sum: u64 = (0..21).map(|i| a.apply(i, (), |x, ()| *x)).sum();
+                    for i in 0..21 {
+                        a.apply_then(i, 1u64, |x, d| *x += d, |()| ());
+                    }
+                    let last = a.apply(20, 5u64, |x, d| {
+                        *x += d;
+                        (*x, skein::rank())
+                    });
+                    (sum, last)
                 }),
             );
         }
@@ -295,7 +304,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 18] = [
+    let cases: [Case; 19] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -313,7 +322,8 @@ fn harness(args: &[String]) {
         ("remote_panics_are_named_on_every_rank", remote_panic_case),
         ("properties_on_every_worker_of_2_ranks", |d| property_case(d, 2)),
         ("properties_on_every_worker_of_3_ranks", |d| property_case(d, 3)),
-        ("trust_array_across_ranks_is_not_yet_supported", array_case),
+        ("trust_array_over_2_ranks", |d| array_case(d, 2)),
+        ("trust_array_over_3_ranks", |d| array_case(d, 3)),
         ("one_rank_under_mpirun_runs_a_job", job_case),
         ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
     ];
@@ -755,13 +765,12 @@ fn property_case(dir: &Path, ranks: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn array_case(dir: &Path) -> Result<(), String> {
-    let (l, out) = same_on_every_rank(dir, "array-across-ranks", 2)?;
-    check(
-        out.len() == 1 && out[0].starts_with("err ") && out[0].contains("not yet supported"),
-        "a TrustArray across MPI ranks is refused with a clear error on every rank",
-        &l,
-    )
+fn array_case(dir: &Path, ranks: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "array-across-ranks", ranks)?;
+    // Element 20 of 21 over 2·R workers lives on worker 20 mod 2R.
+    let owner_rank = (20 % (2 * ranks)) / 2;
+    let want = format!("ok ({}, (126, {owner_rank}))", (0..21).map(|i| 100 + i).sum::<u64>());
+    check(out == [want], "a TrustArray over every worker of every rank", &l)
 }
 
 fn job_case(dir: &Path) -> Result<(), String> {

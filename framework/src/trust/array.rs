@@ -132,7 +132,7 @@ impl<T: Send + 'static> TrustArray<T> {
         // In a split run, from a fiber, the parts of trustees of other ranks are built there,
         // all at once (remote spawns, `runtime::spawn::build_part_remote`), and exported.
         let remote =
-            |t: usize| w.run_state.is_loopback() && w.may_block() && !super::is_local_in(w, t);
+            |t: usize| w.run_state.is_split() && w.may_block() && !super::is_local_in(w, t);
         let mut building: Vec<_> = (0..n)
             .map(|t| {
                 remote(t).then(|| crate::runtime::spawn::build_part_remote(w, t, len, arg, init))
