@@ -38,13 +38,15 @@
 
 use std::sync::Arc;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use skein::{Runtime, Trust};
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
 use crate::graph::GraphView;
 use crate::output;
 use crate::partition::Partitioning;
-use crate::{bfs, sssp};
+use crate::{bfs, registry, sssp};
 
 /// Default SSSP bucket width as a fraction of the graph's largest weight (see
 /// [`default_delta`]); for Graph500 weights (uniform in `[0, 1)`) it is the width itself.
@@ -97,6 +99,10 @@ pub struct EngineOptions {
     pub alpha: u64,
     /// BFS goes back top-down when the frontier has fewer than `vertices / beta` vertices.
     pub beta: u64,
+    /// A testing aid: split the workers into this many fake ranks of one process
+    /// ([`skein::Builder::loopback_ranks`]; `workers` counts all of them then). `None`: the
+    /// runtime's default (the `SKEIN_LOOPBACK_RANKS` variable, else no split).
+    pub loopback_ranks: Option<usize>,
 }
 
 impl Default for EngineOptions {
@@ -110,6 +116,7 @@ impl Default for EngineOptions {
             slot_bytes: 32 * 1024,
             alpha: 15,
             beta: 18,
+            loopback_ranks: None,
         }
     }
 }
@@ -159,6 +166,23 @@ pub struct SearchStats {
     pub runtime: Option<skein::Stats>,
 }
 
+/// [`SearchStats`] without the runtime's counters: what a search returns from `main` to
+/// every rank (as bytes).
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub(crate) struct KernelStats {
+    pub(crate) seconds: f64,
+    pub(crate) rounds: u64,
+    pub(crate) messages: u64,
+    pub(crate) arcs: u64,
+}
+
+impl KernelStats {
+    fn into_stats(self, runtime: Option<skein::Stats>) -> SearchStats {
+        let KernelStats { seconds, rounds, messages, arcs } = self;
+        SearchStats { seconds, rounds, messages, arcs, runtime }
+    }
+}
+
 /// SSSP and BFS on a graph, on Skein's delegation runtime.
 #[derive(Debug)]
 pub struct Engine {
@@ -172,6 +196,14 @@ pub struct Engine {
     max_weight: f32,
     /// The SSSP bucket width: the option, or the default for `max_weight`.
     delta: f32,
+    /// The view's id in this rank's registry (`crate::registry`).
+    graph_id: u64,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        registry::unregister_graph(self.graph_id);
+    }
 }
 
 impl Engine {
@@ -191,13 +223,19 @@ impl Engine {
                 )));
             }
         }
-        let rt = Runtime::builder()
+        let mut builder = Runtime::builder()
             .workers(opts.workers)
             .fibers_per_worker(opts.fibers)
             .pin(opts.pin)
-            .slot_size(opts.slot_bytes)
-            .build()?;
-        let view = GraphView::new(graph, opts.workers).map_err(EngineError::Options)?;
+            .slot_size(opts.slot_bytes);
+        if let Some(r) = opts.loopback_ranks {
+            builder = builder.loopback_ranks(r);
+        }
+        let rt = builder.build()?;
+        // One partition per worker of the job: under mpirun `workers` is per rank; in a
+        // loopback split it counts every fake rank's workers already.
+        let parts = opts.workers * skein::ranks();
+        let view = GraphView::new(graph, parts).map_err(EngineError::Options)?;
         let graph = &view.graph;
         let bad_weight = graph
             .weights()
@@ -206,7 +244,9 @@ impl Engine {
             .map(|arc| (arc, graph.weights()[arc]));
         let max_weight = graph.weights().iter().copied().fold(0.0, f32::max);
         let delta = opts.delta.unwrap_or_else(|| default_delta(max_weight));
-        Ok(Engine { rt, view: Arc::new(view), opts, bad_weight, max_weight, delta })
+        let view = Arc::new(view);
+        let graph_id = registry::register_graph(Arc::clone(&view));
+        Ok(Engine { rt, view, opts, bad_weight, max_weight, delta, graph_id })
     }
 
     /// The SSSP bucket width searches use: [`EngineOptions::delta`], or by default
@@ -269,9 +309,9 @@ impl Engine {
             #[cfg(test)]
             fault: None,
         };
-        let (dist, parent, mut stats) =
-            self.rt.run_local(move || sssp::search(view, root, params))?;
-        stats.runtime = Some(self.rt.stats());
+        let id = self.graph_id;
+        let (dist, parent, stats) = self.rt.run(move || sssp::search(id, view, root, params))?;
+        let stats = stats.into_stats(Some(self.rt.stats()));
         Ok((SsspResult { root, dist, parent }, stats))
     }
 
@@ -286,9 +326,9 @@ impl Engine {
         let view = Arc::clone(&self.view);
         let params =
             bfs::Params { chunk: self.opts.chunk, alpha: self.opts.alpha, beta: self.opts.beta };
-        let (level, parent, mut stats) =
-            self.rt.run_local(move || bfs::search(view, root, params))?;
-        stats.runtime = Some(self.rt.stats());
+        let id = self.graph_id;
+        let (level, parent, stats) = self.rt.run(move || bfs::search(id, view, root, params))?;
+        let stats = stats.into_stats(Some(self.rt.stats()));
         debug_assert!(level
             .iter()
             .zip(&parent)
@@ -297,33 +337,86 @@ impl Engine {
     }
 }
 
-/// Every partition's values and parents as vectors indexed by global id, written by
-/// all trustees at once (see [`output::fill`]).
-pub(crate) fn gather<P: Send + 'static, V: Copy + Default + Send + 'static>(
-    parts: &Arc<Vec<Trust<P>>>,
-    partitioning: &Partitioning,
-    write: output::Writer<P, V>,
-) -> output::Filled<V> {
-    let ranges: Vec<_> = (0..partitioning.parts())
-        .map(|p| {
-            let r = partitioning.range(p);
-            r.start as usize..r.end as usize
-        })
-        .collect();
-    output::fill(parts, &ranges, partitioning.num_vertices() as usize, write)
+/// A kernel's partition state, as the generic steps of a search see it.
+pub(crate) trait Part: Send + Sized + 'static {
+    /// The per-vertex result (distance, level).
+    type Value: Copy + Default + Send + Serialize + DeserializeOwned + 'static;
+    /// The partition's index (its trustee's global worker id).
+    fn index(&self) -> usize;
+    /// Gives the partition every partition's handle (empty: drops them).
+    fn set_peers(&mut self, peers: Arc<Vec<Trust<Self>>>);
+    /// Writes the values and parents (global ids) of local vertices `from..from + len`.
+    fn write(&self, from: usize, values: &mut [Self::Value], parents: &mut [u64]);
+    /// `(requests sent, arcs relaxed or scanned)` of the search.
+    fn counters(&self) -> (u64, u64);
 }
 
-/// Makes partition `p`'s state on its own worker and entrusts it there, all
-/// partitions at once (each allocates and touches its own arrays).
-pub(crate) fn entrust_each<P: Send + 'static>(
-    np: usize,
-    make: impl Fn(usize) -> P + Clone + Send + 'static,
-) -> Arc<Vec<Trust<P>>> {
-    let makers: Vec<_> = (0..np)
-        .map(|p| {
-            let make = make.clone();
-            skein::spawn_local_on(p, move || skein::local_trustee().entrust(make(p)))
-        })
+/// Gives every partition the handles of all partitions (they travel in the message) and
+/// files each partition's own handle on its trustee's rank for search `search`
+/// (`crate::registry`), where its driver fibers find it.
+pub(crate) fn connect<P: Part>(search: u64, parts: &[Trust<P>]) {
+    for t in parts {
+        t.apply_with((search, parts.to_vec()), |s: &mut P, (search, all): (u64, Vec<Trust<P>>)| {
+            let me = s.index();
+            crate::registry::register_part(search, me, all[me].clone());
+            s.set_peers(Arc::new(all));
+        });
+    }
+}
+
+/// Undoes [`connect`]: the partitions hold handles of each other, a cycle that would keep
+/// them alive.
+pub(crate) fn disconnect<P: Part>(search: u64, parts: &[Trust<P>]) {
+    for t in parts {
+        t.apply(search, |s: &mut P, search| {
+            crate::registry::unregister_part(search, s.index());
+            s.set_peers(Arc::new(Vec::new()));
+        });
+    }
+}
+
+/// Vertices one gathering request carries from a partition on another rank.
+const GATHER_CHUNK: usize = 1 << 16;
+
+/// Every partition's values and parents as vectors indexed by global id, with the
+/// partitions' counters summed. The partitions of this rank write their ranges in
+/// parallel, in place ([`output::fill`]); those of other ranks send theirs in chunks of
+/// [`GATHER_CHUNK`] vertices (`apply_with`).
+pub(crate) fn gather<P: Part>(
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+) -> output::Filled<P::Value> {
+    let range = |p: usize| {
+        let r = partitioning.range(p);
+        r.start as usize..r.end as usize
+    };
+    let local: Vec<_> = (0..parts.len())
+        .filter(|&p| parts[p].is_local())
+        .map(|p| (parts[p].clone(), range(p)))
         .collect();
-    Arc::new(makers.into_iter().map(|h| h.join()).collect())
+    let mut out = output::fill(&local, partitioning.num_vertices() as usize, |s, v, pa| {
+        s.write(0, v, pa);
+        s.counters()
+    });
+    for (p, t) in parts.iter().enumerate().filter(|(_, t)| !t.is_local()) {
+        let r = range(p);
+        let mut from = 0;
+        while from < r.len() {
+            let len = GATHER_CHUNK.min(r.len() - from);
+            let (v, pa) = t.apply_with((from, len), |s: &mut P, (from, len): (usize, usize)| {
+                let mut v = vec![P::Value::default(); len];
+                let mut pa = vec![0u64; len];
+                s.write(from, &mut v, &mut pa);
+                (v, pa)
+            });
+            let at = r.start + from;
+            out.values[at..at + len].copy_from_slice(&v);
+            out.parents[at..at + len].copy_from_slice(&pa);
+            from += len;
+        }
+        let (m, a) = t.apply((), |s: &mut P, ()| s.counters());
+        out.messages += m;
+        out.arcs += a;
+    }
+    out
 }

@@ -18,6 +18,7 @@ mod graph;
 mod outbox;
 mod output;
 pub mod partition;
+mod registry;
 mod sssp;
 
 pub use engine::{
