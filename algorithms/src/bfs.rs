@@ -17,9 +17,20 @@
 //! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
 //! vertices).
 //!
-//! Each level is one round: every worker runs a driver fiber for its partition, which
-//! waits for quiescence (every visit of the level applied everywhere) and returns the
-//! counts of its next frontier. Levels do not depend on the number of workers.
+//! Each level is one round: the main fiber starts a driver fiber on every worker of every
+//! rank (`spawn_on`, argument `(search, level, ..)`; the driver finds its partition's
+//! handle in its rank's registry, `crate::registry`), which waits for quiescence over
+//! every rank (every visit of the level applied everywhere) and returns the counts of its
+//! next frontier. Levels do not depend on the number of workers or ranks.
+//!
+//! Across ranks the code is the same: a batch of visits is the `Plain` argument of an
+//! `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] visits and the level, 72 bytes),
+//! and a frontier bitmap is the serialized argument of an `apply_with_then`, both sent by
+//! the partition from its delegated context through the handles every partition receives
+//! when the search starts. Each partition is built on its trustee from the graph's id in
+//! its rank's registry; every rank holds the whole graph for now (issue 19 wants only the
+//! rows of the rank's own partitions: the bare arcs a BFS partition reads are those of
+//! its own vertices already).
 //!
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
 //! [`Tag`]s there, and parents are kept as tags until the results are gathered.

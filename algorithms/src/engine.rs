@@ -2,8 +2,9 @@
 //! and the two kernels' entry points ([`Engine::sssp`], [`Engine::bfs`]; the kernels
 //! themselves are `crate::sssp` and `crate::bfs`).
 //!
-//! The graph's vertices are split over all workers ([`Partitioning`]); each worker is the
-//! trustee of one partition (its vertices' distances or levels, parents and work
+//! The graph's vertices are split over all workers of the job, on every rank
+//! ([`Partitioning`] over `skein::num_workers()`); each worker is the trustee of one
+//! partition (its vertices' distances or levels, parents and work
 //! queue) and reads the out-arcs of its own vertices from a read-only copy made once
 //! per graph and kernel (8 bytes per arc for SSSP: a 32-bit tag naming the target's
 //! owner and local index, and the weight; the tag alone for BFS). An SSSP trustee also
@@ -11,12 +12,15 @@
 //!
 //! Both kernels run in rounds driven by the main fiber:
 //!
-//! 1. every worker runs a *driver* fiber that works through its own partition (an
+//! 1. every worker runs a *driver* fiber (started with [`skein::spawn_on`], whose argument
+//!    is `Plain`: the search id and the round) that works through its own partition (an
 //!    inline delegated call, since the partition's trustee is the driver's worker) in
 //!    chunks of [`EngineOptions::chunk`] vertices, yielding between chunks so that its
 //!    worker serves incoming requests and flushes its outgoing batches;
 //! 2. a relaxation (SSSP) or visit (BFS) of a vertex owned elsewhere is an
-//!    [`skein::Trust::apply_then`] to the owner's partition, batched by the runtime;
+//!    [`skein::Trust::apply_then`] to the owner's partition, sent by the sending partition
+//!    from its own delegated context, with a fixed-size batch of updates as its `Plain`
+//!    argument (`crate::outbox`), batched further by the runtime;
 //! 3. each driver then calls [`skein::wait_quiescent`], the framework's termination
 //!    detector: when it returns, every request of the round has been applied
 //!    everywhere, so the driver can read where its partition's next round starts (a
@@ -31,6 +35,34 @@
 //! Communication volume per partition and search: for SSSP one scan (24 bytes) per
 //! relaxed vertex and other partition its arcs reach (the receiver relaxes those arcs
 //! against its own distances); for BFS at most one message per remote vertex.
+//!
+//! # Across ranks
+//!
+//! The same code runs in one process and over the ranks of an `mpirun` job (or the fake
+//! ranks of a loopback split, [`EngineOptions::loopback_ranks`]), because every request
+//! obeys the runtime's travel rule (closures capture nothing; their data is a `Plain` or
+//! serialized argument):
+//!
+//! - the partitions are built by the main fiber with `trustee(g).entrust_new(arg, make)`,
+//!   each on its trustee's rank; `arg` names the graph by its id in the *rank-local*
+//!   registry (`crate::registry`), where every rank filed its copy of the graph when it
+//!   built its [`Engine`];
+//! - each partition then receives every partition's handle once (`apply_with`: handles
+//!   travel inside messages) to send its updates, and files its own handle on its rank for
+//!   the driver fibers started there;
+//! - results come back with `apply_with`, in chunks of at most 65536 vertices, from the
+//!   partitions of other ranks; those of rank 0 write the result vectors in place, in
+//!   parallel (`crate::output`);
+//! - [`Engine::sssp`] and [`Engine::bfs`] run with [`skein::Runtime::run`], so the result
+//!   travels as bytes and every rank returns the same one.
+//!
+//! Under `mpirun` the program is SPMD: every rank builds the same graph and the same
+//! [`Engine`] (same options; `workers` is then per rank), in the same order, and calls each
+//! search with the same root at the same time (the runs are collective).
+//!
+//! What falls short of issue 19: every rank holds the whole graph and the arc copies of
+//! every partition (the registry's view), where each rank should hold only the rows of its
+//! own partitions, and every rank receives each search's whole result.
 //!
 //! A panic anywhere in a search (a bug) ends it with [`EngineError::Runtime`] naming the
 //! panic: the runtime resumes a driver's panic in the main fiber and records a panic in a
@@ -183,7 +215,10 @@ impl KernelStats {
     }
 }
 
-/// SSSP and BFS on a graph, on Skein's delegation runtime.
+/// SSSP and BFS on a graph, on Skein's delegation runtime: in one process, or over the
+/// ranks of an `mpirun` job, where every rank builds the same engine (same graph, same
+/// options, `workers` per rank) and calls the same searches in the same order; each search
+/// then returns the same result on every rank (see the module docs, "Across ranks").
 #[derive(Debug)]
 pub struct Engine {
     rt: Runtime,
@@ -207,7 +242,9 @@ impl Drop for Engine {
 }
 
 impl Engine {
-    /// Prepares a runtime of `opts.workers` workers and the partitioning of `graph`. Each
+    /// Prepares a runtime of `opts.workers` workers (per rank under `mpirun`) and the
+    /// partitioning of `graph` over the workers of every rank. Under `mpirun` this is
+    /// collective (the runtime's bootstrap). Each
     /// kernel's copy of the partitions' arcs is made on its first search, or before by
     /// [`Engine::prepare_sssp`] / [`Engine::prepare_bfs`].
     pub fn new(graph: Arc<Csr>, opts: EngineOptions) -> Result<Engine, EngineError> {

@@ -43,12 +43,26 @@
 //!
 //! # Rounds
 //!
-//! The main fiber runs one round per bucket pass: every worker runs a driver fiber that
-//! works through its partition's part of the bucket in chunks, yielding between chunks
-//! so that its worker serves incoming scans; then it waits for quiescence (every scan of
-//! the round applied everywhere) and returns its partition's next non-empty bucket. The
-//! next round's bucket is the minimum: rounds jump over empty buckets, however many. A
-//! bucket is repeated while scans arriving from other partitions refill it.
+//! The main fiber runs one round per bucket pass: it starts a driver fiber on every worker
+//! of every rank (`spawn_on`, argument `(search, bucket, chunk)`; the driver finds its
+//! partition's handle in its rank's registry, `crate::registry`), which works through its
+//! partition's part of the bucket in chunks (`apply` on its own worker: an inline call),
+//! yielding between chunks so that its worker serves incoming scans; then it waits for
+//! quiescence over every rank (every scan of the round applied everywhere) and returns its
+//! partition's next non-empty bucket. The next round's bucket is the minimum: rounds jump
+//! over empty buckets, however many. A bucket is repeated while scans arriving from other
+//! partitions refill it.
+//!
+//! # Across ranks
+//!
+//! Nothing above depends on where a partition lives: a batch of scans is the `Plain`
+//! argument of an `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] scans of 24 bytes,
+//! 200 bytes in all) sent by the sending partition from its delegated context through the
+//! handles it received when the search started, whether the receiver is on this rank or
+//! another. Each partition is built on its trustee from the graph's id in its rank's
+//! registry: every rank holds the whole graph for now (issue 19 wants each rank to hold
+//! only its own partitions' rows; a scan would then name arcs of the *receiver's* copy of
+//! the sender's row, which the receiver must hold: the arcs into its partition).
 //!
 //! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
