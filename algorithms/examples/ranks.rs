@@ -63,6 +63,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             bt[bt.len() / 2],
             n / b_inv / 1e6,
         );
+        let ms = |v: &[f64]| v.iter().map(|t| format!("{:.1}", t * 1e3)).collect::<Vec<_>>();
+        println!("  sssp ms {:?}\n  bfs ms {:?}", ms(&st), ms(&bt));
     }
     Ok(())
 }
