@@ -97,3 +97,34 @@ pub(crate) fn part<P: Send + 'static>(search: u64, g: usize) -> Trust<P> {
         None => panic!("search {search}: no partition of worker {g} filed on this rank"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_graph_is_a_clear_panic() {
+        let e = std::panic::catch_unwind(|| graph(u64::MAX)).expect_err("no such graph");
+        let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("graph 18446744073709551615 is not registered"), "{msg}");
+    }
+
+    #[test]
+    fn graphs_are_filed_until_removed() {
+        let g = skein_generators::Csr::from_edge_list(&skein_generators::EdgeList {
+            num_vertices: 3,
+            src: vec![0, 1],
+            dst: vec![1, 2],
+            weights: Some(vec![1.0, 1.0]),
+        });
+        let view = Arc::new(GraphView::new(Arc::new(g), 2).unwrap());
+        let a = register_graph(Arc::clone(&view));
+        let b = register_graph(Arc::clone(&view));
+        assert_ne!(a, b);
+        assert!(Arc::ptr_eq(&graph(a), &view));
+        unregister_graph(a);
+        assert!(std::panic::catch_unwind(|| graph(a)).is_err());
+        assert!(Arc::ptr_eq(&graph(b), &view));
+        unregister_graph(b);
+    }
+}
