@@ -8,7 +8,7 @@
 //! target/release/examples/ranks 18 2 8          # 1 process x 2 workers
 //! ```
 //!
-//! Arguments: SCALE, workers per rank, roots. Every rank generates the same Kronecker graph
+//! Arguments: SCALE, workers per rank, roots, and optionally the SSSP bucket width. Every rank generates the same Kronecker graph
 //! and builds the same engine (the searches are collective); rank 0 prints, per kernel, the
 //! fastest and median kernel times over the roots and the harmonic-mean MTEPS (Graph500 edge count).
 
@@ -33,7 +33,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let params = KroneckerParams::new(scale, 16, 2, 3)?;
     let graph = Arc::new(Csr::from_edges(kronecker::generate(&params)));
     let roots = kronecker::search_roots(&params, &graph, nroots);
-    let opts = EngineOptions { workers, ..EngineOptions::default() };
+    let delta = match args.get(3) {
+        None => None,
+        Some(d) => {
+            Some(d.parse::<f32>().map_err(|_| format!("delta must be a number, got `{d}`"))?)
+        }
+    };
+    let opts = EngineOptions { workers, delta, ..EngineOptions::default() };
     let engine = Engine::new(Arc::clone(&graph), opts)?;
     engine.prepare_sssp();
     engine.prepare_bfs();
