@@ -333,6 +333,26 @@ impl Engine {
     /// `largest distance / delta` of them). Rounds: one per non-empty bucket (repeated
     /// when remote relaxations refill it), however many empty buckets lie between.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
+        let (r, stats) = self.sssp_search(root, true)?;
+        Ok((r.expect("the result travels to every rank"), stats))
+    }
+
+    /// [`Engine::sssp`] whose result stays where the search's main fiber ran: `Some` on
+    /// rank 0 (and in a process that is not part of an `mpirun` job), `None` on the other
+    /// ranks, which get the counters only. Nothing of the size of the graph is sent to
+    /// every rank. Collective under `mpirun`, as [`Engine::sssp`].
+    pub fn sssp_on_rank0(
+        &self,
+        root: u64,
+    ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
+        self.sssp_search(root, false)
+    }
+
+    fn sssp_search(
+        &self,
+        root: u64,
+        everywhere: bool,
+    ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
         self.check_root(root)?;
         if let Some((arc, weight)) = self.bad_weight {
             return Err(EngineError::NegativeWeight { arc, weight });
@@ -347,9 +367,10 @@ impl Engine {
             fault: None,
         };
         let id = self.graph_id;
-        let (dist, parent, stats) = self.rt.run(move || sssp::search(id, view, root, params))?;
+        let (values, stats) =
+            self.run_search(everywhere, move || sssp::search(id, view, root, params))?;
         let stats = stats.into_stats(Some(self.rt.stats()));
-        Ok((SsspResult { root, dist, parent }, stats))
+        Ok((values.map(|(dist, parent)| SsspResult { root, dist, parent }), stats))
     }
 
     /// Breadth-first search from `root`: hop levels and a parent tree.
@@ -358,21 +379,64 @@ impl Engine {
     /// `O(n + m)` work; one round per level. Memory per partition: 8 bytes per owned
     /// vertex plus two bits per vertex of the graph (the send filter, the frontier replica).
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
+        let (r, stats) = self.bfs_search(root, true)?;
+        Ok((r.expect("the result travels to every rank"), stats))
+    }
+
+    /// [`Engine::bfs`] whose result stays on rank 0, as [`Engine::sssp_on_rank0`].
+    pub fn bfs_on_rank0(&self, root: u64) -> Result<(Option<BfsResult>, SearchStats), EngineError> {
+        self.bfs_search(root, false)
+    }
+
+    fn bfs_search(
+        &self,
+        root: u64,
+        everywhere: bool,
+    ) -> Result<(Option<BfsResult>, SearchStats), EngineError> {
         self.check_root(root)?;
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
         let params =
             bfs::Params { chunk: self.opts.chunk, alpha: self.opts.alpha, beta: self.opts.beta };
         let id = self.graph_id;
-        let (level, parent, stats) = self.rt.run(move || bfs::search(id, view, root, params))?;
+        let (values, stats) =
+            self.run_search(everywhere, move || bfs::search(id, view, root, params))?;
         let stats = stats.into_stats(Some(self.rt.stats()));
-        debug_assert!(level
-            .iter()
-            .zip(&parent)
-            .all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
-        Ok((BfsResult { root, level, parent }, stats))
+        if let Some((level, parent)) = &values {
+            debug_assert!(level
+                .iter()
+                .zip(parent)
+                .all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
+        }
+        Ok((values.map(|(level, parent)| BfsResult { root, level, parent }), stats))
+    }
+
+    /// Runs `search` as the runtime's main fiber. With `everywhere` its vectors travel to
+    /// every rank with the run's value; otherwise they are left on rank 0
+    /// (`crate::registry::stash`), and `None` is returned elsewhere.
+    fn run_search<V, S>(&self, everywhere: bool, search: S) -> SearchOutcome<V>
+    where
+        V: Serialize + DeserializeOwned + Send + 'static,
+        S: FnOnce() -> (Vec<V>, Vec<u64>, KernelStats) + Send + 'static,
+    {
+        if everywhere {
+            let (values, parents, stats) = self.rt.run(search)?;
+            return Ok((Some((values, parents)), stats));
+        }
+        let key = registry::new_search();
+        let run = self.rt.run(move || {
+            let (values, parents, stats) = search();
+            registry::stash(key, (values, parents));
+            stats
+        });
+        // Taken also when the run failed, so that nothing stays behind.
+        let values = registry::take::<(Vec<V>, Vec<u64>)>(key);
+        Ok((values, run?))
     }
 }
+
+/// What [`Engine::run_search`] returns: the vectors (where they are), and the counters.
+type SearchOutcome<V> = Result<(Option<(Vec<V>, Vec<u64>)>, KernelStats), EngineError>;
 
 /// A kernel's partition state, as the generic steps of a search see it.
 pub(crate) trait Part: Send + Sized + 'static {

@@ -11,6 +11,10 @@
 //!   fiber started there by `spawn_on` (whose argument must be `Plain`) finds the partition
 //!   it drives ([`part`]).
 //!
+//! - **results kept on rank 0** ([`stash`], [`take`]): `main` runs on rank 0, in the
+//!   process of rank 0's caller, so a search can leave its result vectors there and return
+//!   only its counters from the run (which every rank receives as bytes).
+//!
 //! What falls short of issue 19: every rank holds the whole graph (the view and its arc
 //! copies), where each rank should hold only the rows of its own partitions.
 
@@ -96,6 +100,21 @@ pub(crate) fn part<P: Send + 'static>(search: u64, g: usize) -> Trust<P> {
         Some(h) => h.clone(),
         None => panic!("search {search}: no partition of worker {g} filed on this rank"),
     }
+}
+
+/// Results left by `main` (on rank 0) for the caller of `Runtime::run` in the same
+/// process, by key: what a search keeps on rank 0 instead of broadcasting it to every rank.
+static STASH: Mutex<Option<HashMap<u64, Box<dyn Any + Send>>>> = Mutex::new(None);
+
+/// Leaves `value` under `key` (from [`new_search`]) for [`take`].
+pub(crate) fn stash<T: Send + 'static>(key: u64, value: T) {
+    lock(&STASH).get_or_insert_with(HashMap::new).insert(key, Box::new(value));
+}
+
+/// What [`stash`] left under `key` in this process, if any (and if of type `T`).
+pub(crate) fn take<T: Send + 'static>(key: u64) -> Option<T> {
+    let b = lock(&STASH).as_mut().and_then(|m| m.remove(&key))?;
+    b.downcast::<T>().ok().map(|b| *b)
 }
 
 #[cfg(test)]

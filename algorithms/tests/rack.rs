@@ -6,7 +6,8 @@
 //! `--rack-case WORKERS` (MPI can be initialised only once per process). Every rank builds
 //! the same SCALE 9 Kronecker graph and the same engine, runs SSSP and BFS from several roots
 //! (collectively), checks each result against the sequential baselines (binary32 Dijkstra
-//! bit for bit, queue BFS levels) and prints one `RESULT` line with a digest of the results.
+//! bit for bit, queue BFS levels) and that the `*_on_rank0` variants keep the result on rank
+//! 0 only, and prints one `RESULT` line with a digest of the results.
 //! The harness checks that every rank reported, that every check held, and that every rank
 //! returned the same results. Arguments that are not flags filter the cases by name.
 
@@ -74,8 +75,24 @@ fn rank_side(workers: usize) {
         messages += stats.messages;
         h = digest(b.level.iter().copied(), h);
     }
+    // The variants that keep the result on rank 0: `Some` there, equal to the above;
+    // `None` on the other ranks.
+    let root = roots[0];
+    let (s0, _) = engine.sssp_on_rank0(root).expect("sssp on rank 0");
+    let (b0, _) = engine.bfs_on_rank0(root).expect("bfs on rank 0");
+    let kept = if skein::rank() == 0 {
+        let (s, _) = engine.sssp(root).expect("sssp");
+        let (b, _) = engine.bfs(root).expect("bfs");
+        s0.is_some_and(|r| r.dist.iter().zip(&s.dist).all(|(a, b)| a.to_bits() == b.to_bits()))
+            && b0.is_some_and(|r| r.level == b.level)
+    } else {
+        // Collective: every rank runs the same searches.
+        engine.sssp(root).expect("sssp");
+        engine.bfs(root).expect("bfs");
+        s0.is_none() && b0.is_none()
+    };
     println!(
-        "RESULT rank={} ranks={} ok={ok} messages={} digest={h:016x}",
+        "RESULT rank={} ranks={} ok={ok} messages={} kept={kept} digest={h:016x}",
         skein::rank(),
         skein::ranks(),
         messages > 0
@@ -172,7 +189,7 @@ fn launch(ranks: usize, workers: usize) -> Result<(), String> {
             .iter()
             .find(|l| l.starts_with(&prefix))
             .ok_or_else(|| format!("no result from rank {rank}\n{}", show()))?;
-        if !line.contains("ok=true messages=true") {
+        if !line.contains("ok=true messages=true kept=true") {
             return Err(format!("rank {rank}: results differ from the baselines\n{}", show()));
         }
         digests.push(line.rsplit("digest=").next().unwrap_or_default().to_string());

@@ -115,3 +115,24 @@ fn engines_on_different_graphs_keep_their_own_graph() {
         skein_baselines::bfs(skein_baselines::Engine::Seq, &small, r1[0], &seq).unwrap().level;
     assert!(c.bfs(r1[0]).unwrap().0.level == want);
 }
+
+/// The `*_on_rank0` variants return the result in the process that ran the search (rank 0
+/// of a loopback split is this process), equal to the one every rank receives.
+#[test]
+fn results_kept_on_rank_0_equal_the_broadcast_ones() {
+    let (g, roots) = graph(9);
+    let e = engine(&g, 2, 1);
+    for &root in &roots {
+        let (s, _) = e.sssp(root).unwrap();
+        let (s0, stats) = e.sssp_on_rank0(root).unwrap();
+        let s0 = s0.expect("kept on rank 0");
+        assert!(s0.dist.iter().zip(&s.dist).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert_eq!(s0.parent.len(), s.parent.len());
+        validate_sssp(&g, &s0).unwrap();
+        assert!(stats.rounds > 0);
+        let (b, _) = e.bfs(root).unwrap();
+        let b0 = e.bfs_on_rank0(root).unwrap().0.expect("kept on rank 0");
+        assert!(b0.level == b.level);
+        validate_bfs(&g, &b0).unwrap();
+    }
+}
