@@ -17,9 +17,20 @@
 //! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
 //! vertices).
 //!
-//! Each level is one round: every worker runs a driver fiber for its partition, which
-//! waits for quiescence (every visit of the level applied everywhere) and returns the
-//! counts of its next frontier. Levels do not depend on the number of workers.
+//! Each level is one round: the main fiber starts a driver fiber on every worker of every
+//! rank (`spawn_on`, argument `(search, level, ..)`; the driver finds its partition's
+//! handle in its rank's registry, `crate::registry`), which waits for quiescence over
+//! every rank (every visit of the level applied everywhere) and returns the counts of its
+//! next frontier. Levels do not depend on the number of workers or ranks.
+//!
+//! Across ranks the code is the same: a batch of visits is the `Plain` argument of an
+//! `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] visits and the level, 72 bytes),
+//! and a frontier bitmap is the serialized argument of an `apply_with_then`, both sent by
+//! the partition from its delegated context through the handles every partition receives
+//! when the search starts. Each partition is built on its trustee from the graph's id in
+//! its rank's registry; every rank holds the whole graph for now (issue 19 wants only the
+//! rows of the rank's own partitions: the bare arcs a BFS partition reads are those of
+//! its own vertices already).
 //!
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
 //! [`Tag`]s there, and parents are kept as tags until the results are gathered.
@@ -31,22 +42,30 @@ use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
 use crate::adjacency::{Tag, NO_TAG};
-use crate::engine::{entrust_each, gather, SearchStats};
+use crate::engine::{connect, disconnect, gather, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
+use crate::registry;
 
 /// A remote BFS visit of the owner's `local` vertex from `parent`.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
 pub(crate) struct Visit {
     local: u32,
     parent: Tag,
 }
+
+// SAFETY: repr(C) of two u32: no address, every bit pattern is a valid value (an
+// out-of-range index from corrupted bytes panics on its slice).
+unsafe impl skein::Plain for Visit {}
 
 /// One partition's BFS state.
 #[derive(Debug)]
 pub(crate) struct BfsPart {
     view: Arc<GraphView>,
     part: usize,
+    /// Every partition's handle (given by `crate::engine::connect`), to send visits.
+    peers: Arc<Vec<Trust<BfsPart>>>,
     pub(crate) level: Vec<u32>,
     pub(crate) parent: Vec<Tag>,
     frontier: Vec<u32>,
@@ -97,6 +116,7 @@ impl BfsPart {
         BfsPart {
             view,
             part,
+            peers: Arc::new(Vec::new()),
             level: vec![UNREACHED_LEVEL; len],
             parent: vec![NO_TAG; len],
             frontier: Vec::new(),
@@ -236,9 +256,52 @@ impl BfsPart {
         !self.frontier.is_empty()
     }
 
-    /// Writes the parents as global ids into `out` (one per local vertex).
-    pub(crate) fn write_parents(&self, out: &mut [u64]) {
-        self.view.write_globals(&self.parent, out);
+    /// [`BfsPart::expand`] with the visits sent to their owners as delegated requests
+    /// (`Plain` batches), from the delegated context this runs in.
+    pub(crate) fn expand_chunk(&mut self, level: u32, limit: usize) -> bool {
+        let peers = Arc::clone(&self.peers);
+        self.expand(level, limit, &mut |owner, batch| {
+            peers[owner].apply_then(
+                (batch, level + 1),
+                |t, (batch, level)| t.visit_batch(&batch, level),
+                |()| (),
+            );
+        })
+    }
+
+    /// Sends this partition's frontier bitmap to every partition (as data, through the
+    /// codec), where it is merged into their replicas.
+    pub(crate) fn share_frontier(&mut self) {
+        let (part, bits) = self.frontier_bits();
+        for q in self.peers.iter() {
+            q.apply_with_then(
+                (part, bits.clone()),
+                |s, (part, bits): (usize, Vec<u64>)| s.merge_frontier(part, &bits),
+                |()| (),
+            );
+        }
+    }
+}
+
+impl Part for BfsPart {
+    type Value = u32;
+
+    fn index(&self) -> usize {
+        self.part
+    }
+
+    fn set_peers(&mut self, peers: Arc<Vec<Trust<Self>>>) {
+        self.peers = peers;
+    }
+
+    fn write(&self, from: usize, values: &mut [u32], parents: &mut [u64]) {
+        let len = values.len();
+        values.copy_from_slice(&self.level[from..from + len]);
+        self.view.write_globals(&self.parent[from..from + len], parents);
+    }
+
+    fn counters(&self) -> (u64, u64) {
+        (self.requests(), self.scanned_arcs)
     }
 }
 
@@ -253,22 +316,31 @@ pub(crate) struct Params {
     pub(crate) beta: u64,
 }
 
-/// One BFS from `root`, run by the main fiber of a runtime whose workers each own one
-/// partition of `view`: levels and parents (global ids) indexed by global id.
+/// One BFS from `root`, run by the main fiber of a runtime whose workers (of every rank)
+/// each own one partition of `view` (registered on every rank as graph `graph`,
+/// `crate::registry`): levels and parents (global ids) indexed by global id.
 pub(crate) fn search(
+    graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
-) -> (Vec<u32>, Vec<u64>, SearchStats) {
+) -> (Vec<u32>, Vec<u64>, KernelStats) {
     let Params { chunk, alpha, beta } = params;
     let np = skein::num_workers();
-    let v = Arc::clone(&view);
-    let parts = entrust_each(np, move |p| BfsPart::new(Arc::clone(&v), p));
+    assert_eq!(np, view.parts.parts(), "one partition per worker of the job");
+    let parts: Vec<Trust<BfsPart>> = (0..np)
+        .map(|g| {
+            skein::trustee(g).entrust_new((graph, g as u64), |(id, g)| {
+                BfsPart::new(registry::graph(id), g as usize)
+            })
+        })
+        .collect();
+    let search = registry::new_search();
+    connect(search, &parts);
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
-    let root_tag = view.tag(root);
-    let mut counts = parts[rp].apply_local(move |s| {
-        s.visit(rl, 0, root_tag);
+    let mut counts = parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
+        s.visit(rl, 0, tag);
         s.advance();
         s.counts()
     });
@@ -283,15 +355,12 @@ pub(crate) fn search(
             bottom_up = false;
         }
         let drivers: Vec<_> = (0..np)
-            .map(|p| {
-                let parts = Arc::clone(&parts);
-                skein::spawn_local_on(p, move || {
-                    if bottom_up {
-                        bottom_up_driver(&parts, p, level)
-                    } else {
-                        top_down_driver(&parts, p, level, chunk)
-                    }
-                })
+            .map(|g| {
+                if bottom_up {
+                    skein::spawn_on(g, (search, level), bottom_up_driver)
+                } else {
+                    skein::spawn_on(g, (search, level, chunk as u64), top_down_driver)
+                }
             })
             .collect();
         // Each driver returns the counts of its partition's next frontier.
@@ -302,58 +371,39 @@ pub(crate) fn search(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = gather(&parts, &view.parts, |s, level, parents| {
-        level.copy_from_slice(&s.level);
-        s.write_parents(parents);
-        (s.requests(), s.scanned_arcs)
-    });
+    let g = gather(&parts, &view.parts);
+    disconnect(search, &parts);
     let rounds = u64::from(level);
-    let stats = SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
+    let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, stats)
 }
 
-/// A top-down level: expands partition `p`'s frontier at `level`, yielding every
-/// `chunk` vertices; then waits until every visit of the round has been applied
-/// everywhere, makes the vertices visited this round the next frontier and returns its
-/// counts.
-fn top_down_driver(
-    parts: &Arc<Vec<Trust<BfsPart>>>,
-    p: usize,
-    level: u32,
-    chunk: usize,
-) -> BfsCounts {
-    loop {
-        let all = Arc::clone(parts);
-        let more = parts[p].apply_local(move |s| {
-            s.expand(level, chunk, &mut |owner, batch| {
-                all[owner].apply_then_local(move |t| t.visit_batch(&batch, level + 1), |_| ());
-            })
-        });
-        if !more {
-            break;
-        }
+/// A top-down level, in a driver fiber on the trustee of its partition (`spawn_on`,
+/// argument `(search, level, chunk)`): expands the partition's frontier at `level`,
+/// yielding every `chunk` vertices; then waits until every visit of the round has been
+/// applied everywhere, makes the vertices visited this round the next frontier and returns
+/// its counts.
+fn top_down_driver((search, level, chunk): (u64, u32, u64)) -> BfsCounts {
+    let me = registry::part::<BfsPart>(search, skein::current_worker());
+    while me.apply((level, chunk), |s, (l, c)| u8::from(s.expand_chunk(l, c as usize))) != 0 {
         skein::yield_now();
     }
     skein::wait_quiescent();
-    parts[p].apply((), |s, ()| {
+    me.apply((), |s, ()| {
         s.advance();
         s.counts()
     })
 }
 
-/// A bottom-up level: sends partition `p`'s frontier bitmap to every partition (as
-/// data, through the codec), waits until every partition holds the whole frontier,
-/// then lets `p`'s unvisited vertices find their parents locally. Returns the counts of
-/// the next frontier.
-fn bottom_up_driver(parts: &Arc<Vec<Trust<BfsPart>>>, p: usize, level: u32) -> BfsCounts {
-    let (part, bits) = parts[p].apply_local(|s| s.frontier_bits());
-    for q in parts.iter() {
-        q.apply_with((part, bits.clone()), |s, (part, bits): (usize, Vec<u64>)| {
-            s.merge_frontier(part, &bits)
-        });
-    }
+/// A bottom-up level, in a driver fiber on the trustee of its partition (`spawn_on`,
+/// argument `(search, level)`): sends the partition's frontier bitmap to every partition,
+/// waits until every partition holds the whole frontier, then lets the partition's
+/// unvisited vertices find their parents locally. Returns the counts of the next frontier.
+fn bottom_up_driver((search, level): (u64, u32)) -> BfsCounts {
+    let me = registry::part::<BfsPart>(search, skein::current_worker());
+    me.apply((), |s, ()| s.share_frontier());
     skein::wait_quiescent();
-    parts[p].apply_local(move |s| {
+    me.apply(level, |s, level| {
         s.bottom_up(level);
         s.advance();
         s.counts()

@@ -2,8 +2,9 @@
 //! and the two kernels' entry points ([`Engine::sssp`], [`Engine::bfs`]; the kernels
 //! themselves are `crate::sssp` and `crate::bfs`).
 //!
-//! The graph's vertices are split over all workers ([`Partitioning`]); each worker is the
-//! trustee of one partition (its vertices' distances or levels, parents and work
+//! The graph's vertices are split over all workers of the job, on every rank
+//! ([`Partitioning`] over `skein::num_workers()`); each worker is the trustee of one
+//! partition (its vertices' distances or levels, parents and work
 //! queue) and reads the out-arcs of its own vertices from a read-only copy made once
 //! per graph and kernel (8 bytes per arc for SSSP: a 32-bit tag naming the target's
 //! owner and local index, and the weight; the tag alone for BFS). An SSSP trustee also
@@ -11,12 +12,15 @@
 //!
 //! Both kernels run in rounds driven by the main fiber:
 //!
-//! 1. every worker runs a *driver* fiber that works through its own partition (an
+//! 1. every worker runs a *driver* fiber (started with [`skein::spawn_on`], whose argument
+//!    is `Plain`: the search id and the round) that works through its own partition (an
 //!    inline delegated call, since the partition's trustee is the driver's worker) in
 //!    chunks of [`EngineOptions::chunk`] vertices, yielding between chunks so that its
 //!    worker serves incoming requests and flushes its outgoing batches;
 //! 2. a relaxation (SSSP) or visit (BFS) of a vertex owned elsewhere is an
-//!    [`skein::Trust::apply_then`] to the owner's partition, batched by the runtime;
+//!    [`skein::Trust::apply_then`] to the owner's partition, sent by the sending partition
+//!    from its own delegated context, with a fixed-size batch of updates as its `Plain`
+//!    argument (`crate::outbox`), batched further by the runtime;
 //! 3. each driver then calls [`skein::wait_quiescent`], the framework's termination
 //!    detector: when it returns, every request of the round has been applied
 //!    everywhere, so the driver can read where its partition's next round starts (a
@@ -32,19 +36,49 @@
 //! relaxed vertex and other partition its arcs reach (the receiver relaxes those arcs
 //! against its own distances); for BFS at most one message per remote vertex.
 //!
+//! # Across ranks
+//!
+//! The same code runs in one process and over the ranks of an `mpirun` job (or the fake
+//! ranks of a loopback split, [`EngineOptions::loopback_ranks`]), because every request
+//! obeys the runtime's travel rule (closures capture nothing; their data is a `Plain` or
+//! serialized argument):
+//!
+//! - the partitions are built by the main fiber with `trustee(g).entrust_new(arg, make)`,
+//!   each on its trustee's rank; `arg` names the graph by its id in the *rank-local*
+//!   registry (`crate::registry`), where every rank filed its copy of the graph when it
+//!   built its [`Engine`];
+//! - each partition then receives every partition's handle once (`apply_with`: handles
+//!   travel inside messages) to send its updates, and files its own handle on its rank for
+//!   the driver fibers started there;
+//! - results come back with `apply_with`, in chunks of at most 65536 vertices, from the
+//!   partitions of other ranks; those of rank 0 write the result vectors in place, in
+//!   parallel (`crate::output`);
+//! - [`Engine::sssp`] and [`Engine::bfs`] run with [`skein::Runtime::run`], so the result
+//!   travels as bytes and every rank returns the same one.
+//!
+//! Under `mpirun` the program is SPMD: every rank builds the same graph and the same
+//! [`Engine`] (same options; `workers` is then per rank), in the same order, and calls each
+//! search with the same root at the same time (the runs are collective).
+//!
+//! What falls short of issue 19: every rank holds the whole graph and the arc copies of
+//! every partition (the registry's view), where each rank should hold only the rows of its
+//! own partitions, and every rank receives each search's whole result.
+//!
 //! A panic anywhere in a search (a bug) ends it with [`EngineError::Runtime`] naming the
 //! panic: the runtime resumes a driver's panic in the main fiber and records a panic in a
 //! delegated closure, and the round's quiescence still comes, so nothing hangs.
 
 use std::sync::Arc;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use skein::{Runtime, Trust};
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
 use crate::graph::GraphView;
 use crate::output;
 use crate::partition::Partitioning;
-use crate::{bfs, sssp};
+use crate::{bfs, registry, sssp};
 
 /// Default SSSP bucket width as a fraction of the graph's largest weight (see
 /// [`default_delta`]); for Graph500 weights (uniform in `[0, 1)`) it is the width itself.
@@ -97,6 +131,10 @@ pub struct EngineOptions {
     pub alpha: u64,
     /// BFS goes back top-down when the frontier has fewer than `vertices / beta` vertices.
     pub beta: u64,
+    /// A testing aid: split the workers into this many fake ranks of one process
+    /// ([`skein::Builder::loopback_ranks`]; `workers` counts all of them then). `None`: the
+    /// runtime's default (the `SKEIN_LOOPBACK_RANKS` variable, else no split).
+    pub loopback_ranks: Option<usize>,
 }
 
 impl Default for EngineOptions {
@@ -110,6 +148,7 @@ impl Default for EngineOptions {
             slot_bytes: 32 * 1024,
             alpha: 15,
             beta: 18,
+            loopback_ranks: None,
         }
     }
 }
@@ -159,7 +198,27 @@ pub struct SearchStats {
     pub runtime: Option<skein::Stats>,
 }
 
-/// SSSP and BFS on a graph, on Skein's delegation runtime.
+/// [`SearchStats`] without the runtime's counters: what a search returns from `main` to
+/// every rank (as bytes).
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub(crate) struct KernelStats {
+    pub(crate) seconds: f64,
+    pub(crate) rounds: u64,
+    pub(crate) messages: u64,
+    pub(crate) arcs: u64,
+}
+
+impl KernelStats {
+    fn into_stats(self, runtime: Option<skein::Stats>) -> SearchStats {
+        let KernelStats { seconds, rounds, messages, arcs } = self;
+        SearchStats { seconds, rounds, messages, arcs, runtime }
+    }
+}
+
+/// SSSP and BFS on a graph, on Skein's delegation runtime: in one process, or over the
+/// ranks of an `mpirun` job, where every rank builds the same engine (same graph, same
+/// options, `workers` per rank) and calls the same searches in the same order; each search
+/// then returns the same result on every rank (see the module docs, "Across ranks").
 #[derive(Debug)]
 pub struct Engine {
     rt: Runtime,
@@ -172,10 +231,20 @@ pub struct Engine {
     max_weight: f32,
     /// The SSSP bucket width: the option, or the default for `max_weight`.
     delta: f32,
+    /// The view's id in this rank's registry (`crate::registry`).
+    graph_id: u64,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        registry::unregister_graph(self.graph_id);
+    }
 }
 
 impl Engine {
-    /// Prepares a runtime of `opts.workers` workers and the partitioning of `graph`. Each
+    /// Prepares a runtime of `opts.workers` workers (per rank under `mpirun`) and the
+    /// partitioning of `graph` over the workers of every rank. Under `mpirun` this is
+    /// collective (the runtime's bootstrap). Each
     /// kernel's copy of the partitions' arcs is made on its first search, or before by
     /// [`Engine::prepare_sssp`] / [`Engine::prepare_bfs`].
     pub fn new(graph: Arc<Csr>, opts: EngineOptions) -> Result<Engine, EngineError> {
@@ -191,13 +260,19 @@ impl Engine {
                 )));
             }
         }
-        let rt = Runtime::builder()
+        let mut builder = Runtime::builder()
             .workers(opts.workers)
             .fibers_per_worker(opts.fibers)
             .pin(opts.pin)
-            .slot_size(opts.slot_bytes)
-            .build()?;
-        let view = GraphView::new(graph, opts.workers).map_err(EngineError::Options)?;
+            .slot_size(opts.slot_bytes);
+        if let Some(r) = opts.loopback_ranks {
+            builder = builder.loopback_ranks(r);
+        }
+        let rt = builder.build()?;
+        // One partition per worker of the job: under mpirun `workers` is per rank; in a
+        // loopback split it counts every fake rank's workers already.
+        let parts = opts.workers * skein::ranks();
+        let view = GraphView::new(graph, parts).map_err(EngineError::Options)?;
         let graph = &view.graph;
         let bad_weight = graph
             .weights()
@@ -206,7 +281,9 @@ impl Engine {
             .map(|arc| (arc, graph.weights()[arc]));
         let max_weight = graph.weights().iter().copied().fold(0.0, f32::max);
         let delta = opts.delta.unwrap_or_else(|| default_delta(max_weight));
-        Ok(Engine { rt, view: Arc::new(view), opts, bad_weight, max_weight, delta })
+        let view = Arc::new(view);
+        let graph_id = registry::register_graph(Arc::clone(&view));
+        Ok(Engine { rt, view, opts, bad_weight, max_weight, delta, graph_id })
     }
 
     /// The SSSP bucket width searches use: [`EngineOptions::delta`], or by default
@@ -256,6 +333,26 @@ impl Engine {
     /// `largest distance / delta` of them). Rounds: one per non-empty bucket (repeated
     /// when remote relaxations refill it), however many empty buckets lie between.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
+        let (r, stats) = self.sssp_search(root, true)?;
+        Ok((r.expect("the result travels to every rank"), stats))
+    }
+
+    /// [`Engine::sssp`] whose result stays where the search's main fiber ran: `Some` on
+    /// rank 0 (and in a process that is not part of an `mpirun` job), `None` on the other
+    /// ranks, which get the counters only. Nothing of the size of the graph is sent to
+    /// every rank. Collective under `mpirun`, as [`Engine::sssp`].
+    pub fn sssp_on_rank0(
+        &self,
+        root: u64,
+    ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
+        self.sssp_search(root, false)
+    }
+
+    fn sssp_search(
+        &self,
+        root: u64,
+        everywhere: bool,
+    ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
         self.check_root(root)?;
         if let Some((arc, weight)) = self.bad_weight {
             return Err(EngineError::NegativeWeight { arc, weight });
@@ -269,10 +366,11 @@ impl Engine {
             #[cfg(test)]
             fault: None,
         };
-        let (dist, parent, mut stats) =
-            self.rt.run_local(move || sssp::search(view, root, params))?;
-        stats.runtime = Some(self.rt.stats());
-        Ok((SsspResult { root, dist, parent }, stats))
+        let id = self.graph_id;
+        let (values, stats) =
+            self.run_search(everywhere, move || sssp::search(id, view, root, params))?;
+        let stats = stats.into_stats(Some(self.rt.stats()));
+        Ok((values.map(|(dist, parent)| SsspResult { root, dist, parent }), stats))
     }
 
     /// Breadth-first search from `root`: hop levels and a parent tree.
@@ -281,49 +379,145 @@ impl Engine {
     /// `O(n + m)` work; one round per level. Memory per partition: 8 bytes per owned
     /// vertex plus two bits per vertex of the graph (the send filter, the frontier replica).
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
+        let (r, stats) = self.bfs_search(root, true)?;
+        Ok((r.expect("the result travels to every rank"), stats))
+    }
+
+    /// [`Engine::bfs`] whose result stays on rank 0, as [`Engine::sssp_on_rank0`].
+    pub fn bfs_on_rank0(&self, root: u64) -> Result<(Option<BfsResult>, SearchStats), EngineError> {
+        self.bfs_search(root, false)
+    }
+
+    fn bfs_search(
+        &self,
+        root: u64,
+        everywhere: bool,
+    ) -> Result<(Option<BfsResult>, SearchStats), EngineError> {
         self.check_root(root)?;
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
         let params =
             bfs::Params { chunk: self.opts.chunk, alpha: self.opts.alpha, beta: self.opts.beta };
-        let (level, parent, mut stats) =
-            self.rt.run_local(move || bfs::search(view, root, params))?;
-        stats.runtime = Some(self.rt.stats());
-        debug_assert!(level
-            .iter()
-            .zip(&parent)
-            .all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
-        Ok((BfsResult { root, level, parent }, stats))
+        let id = self.graph_id;
+        let (values, stats) =
+            self.run_search(everywhere, move || bfs::search(id, view, root, params))?;
+        let stats = stats.into_stats(Some(self.rt.stats()));
+        if let Some((level, parent)) = &values {
+            debug_assert!(level
+                .iter()
+                .zip(parent)
+                .all(|(&l, &p)| (l == UNREACHED_LEVEL) == (p == NO_PARENT)));
+        }
+        Ok((values.map(|(level, parent)| BfsResult { root, level, parent }), stats))
+    }
+
+    /// Runs `search` as the runtime's main fiber. With `everywhere` its vectors travel to
+    /// every rank with the run's value; otherwise they are left on rank 0
+    /// (`crate::registry::stash`), and `None` is returned elsewhere.
+    fn run_search<V, S>(&self, everywhere: bool, search: S) -> SearchOutcome<V>
+    where
+        V: Serialize + DeserializeOwned + Send + 'static,
+        S: FnOnce() -> (Vec<V>, Vec<u64>, KernelStats) + Send + 'static,
+    {
+        if everywhere {
+            let (values, parents, stats) = self.rt.run(search)?;
+            return Ok((Some((values, parents)), stats));
+        }
+        let key = registry::new_search();
+        let run = self.rt.run(move || {
+            let (values, parents, stats) = search();
+            registry::stash(key, (values, parents));
+            stats
+        });
+        // Taken also when the run failed, so that nothing stays behind.
+        let values = registry::take::<(Vec<V>, Vec<u64>)>(key);
+        Ok((values, run?))
     }
 }
 
-/// Every partition's values and parents as vectors indexed by global id, written by
-/// all trustees at once (see [`output::fill`]).
-pub(crate) fn gather<P: Send + 'static, V: Copy + Default + Send + 'static>(
-    parts: &Arc<Vec<Trust<P>>>,
-    partitioning: &Partitioning,
-    write: output::Writer<P, V>,
-) -> output::Filled<V> {
-    let ranges: Vec<_> = (0..partitioning.parts())
-        .map(|p| {
-            let r = partitioning.range(p);
-            r.start as usize..r.end as usize
-        })
-        .collect();
-    output::fill(parts, &ranges, partitioning.num_vertices() as usize, write)
+/// What [`Engine::run_search`] returns: the vectors (where they are), and the counters.
+type SearchOutcome<V> = Result<(Option<(Vec<V>, Vec<u64>)>, KernelStats), EngineError>;
+
+/// A kernel's partition state, as the generic steps of a search see it.
+pub(crate) trait Part: Send + Sized + 'static {
+    /// The per-vertex result (distance, level).
+    type Value: Copy + Default + Send + Serialize + DeserializeOwned + 'static;
+    /// The partition's index (its trustee's global worker id).
+    fn index(&self) -> usize;
+    /// Gives the partition every partition's handle (empty: drops them).
+    fn set_peers(&mut self, peers: Arc<Vec<Trust<Self>>>);
+    /// Writes the values and parents (global ids) of local vertices `from..from + len`.
+    fn write(&self, from: usize, values: &mut [Self::Value], parents: &mut [u64]);
+    /// `(requests sent, arcs relaxed or scanned)` of the search.
+    fn counters(&self) -> (u64, u64);
 }
 
-/// Makes partition `p`'s state on its own worker and entrusts it there, all
-/// partitions at once (each allocates and touches its own arrays).
-pub(crate) fn entrust_each<P: Send + 'static>(
-    np: usize,
-    make: impl Fn(usize) -> P + Clone + Send + 'static,
-) -> Arc<Vec<Trust<P>>> {
-    let makers: Vec<_> = (0..np)
-        .map(|p| {
-            let make = make.clone();
-            skein::spawn_local_on(p, move || skein::local_trustee().entrust(make(p)))
-        })
+/// Gives every partition the handles of all partitions (they travel in the message) and
+/// files each partition's own handle on its trustee's rank for search `search`
+/// (`crate::registry`), where its driver fibers find it.
+pub(crate) fn connect<P: Part>(search: u64, parts: &[Trust<P>]) {
+    for t in parts {
+        t.apply_with((search, parts.to_vec()), |s: &mut P, (search, all): (u64, Vec<Trust<P>>)| {
+            let me = s.index();
+            crate::registry::register_part(search, me, all[me].clone());
+            s.set_peers(Arc::new(all));
+        });
+    }
+}
+
+/// Undoes [`connect`]: the partitions hold handles of each other, a cycle that would keep
+/// them alive.
+pub(crate) fn disconnect<P: Part>(search: u64, parts: &[Trust<P>]) {
+    for t in parts {
+        t.apply(search, |s: &mut P, search| {
+            crate::registry::unregister_part(search, s.index());
+            s.set_peers(Arc::new(Vec::new()));
+        });
+    }
+}
+
+/// Vertices one gathering request carries from a partition on another rank.
+const GATHER_CHUNK: usize = 1 << 16;
+
+/// Every partition's values and parents as vectors indexed by global id, with the
+/// partitions' counters summed. The partitions of this rank write their ranges in
+/// parallel, in place ([`output::fill`]); those of other ranks send theirs in chunks of
+/// [`GATHER_CHUNK`] vertices (`apply_with`).
+pub(crate) fn gather<P: Part>(
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+) -> output::Filled<P::Value> {
+    let range = |p: usize| {
+        let r = partitioning.range(p);
+        r.start as usize..r.end as usize
+    };
+    let local: Vec<_> = (0..parts.len())
+        .filter(|&p| parts[p].is_local())
+        .map(|p| (parts[p].clone(), range(p)))
         .collect();
-    Arc::new(makers.into_iter().map(|h| h.join()).collect())
+    let mut out = output::fill(&local, partitioning.num_vertices() as usize, |s, v, pa| {
+        s.write(0, v, pa);
+        s.counters()
+    });
+    for (p, t) in parts.iter().enumerate().filter(|(_, t)| !t.is_local()) {
+        let r = range(p);
+        let mut from = 0;
+        while from < r.len() {
+            let len = GATHER_CHUNK.min(r.len() - from);
+            let (v, pa) = t.apply_with((from, len), |s: &mut P, (from, len): (usize, usize)| {
+                let mut v = vec![P::Value::default(); len];
+                let mut pa = vec![0u64; len];
+                s.write(from, &mut v, &mut pa);
+                (v, pa)
+            });
+            let at = r.start + from;
+            out.values[at..at + len].copy_from_slice(&v);
+            out.parents[at..at + len].copy_from_slice(&pa);
+            from += len;
+        }
+        let (m, a) = t.apply((), |s: &mut P, ()| s.counters());
+        out.messages += m;
+        out.arcs += a;
+    }
+    out
 }

@@ -1,17 +1,24 @@
 //! Batching of the updates one partition sends to another: up to [`BATCH`] updates for
-//! one owner travel in one delegated request (a [`Batch`] captured by value), handed to
+//! one owner travel in one delegated request (a [`Batch`], the request's `Plain` argument), handed to
 //! the kernel's `send` function when full and at the end of every processing step
 //! ([`Outbox::flush`]). Shared by both kernels (SSSP scans, BFS visits).
 
 /// Updates sent to one owner in one request.
 pub(crate) const BATCH: usize = 8;
 
-/// Up to [`BATCH`] updates for one owner, sent by value in one request.
+/// Up to [`BATCH`] updates for one owner, sent by value in one request (its `Plain`
+/// argument, copied byte for byte, also to another rank).
 #[derive(Debug, Clone, Copy)]
+#[repr(C)]
 pub(crate) struct Batch<T: Copy> {
     len: u32,
     items: [T; BATCH],
 }
+
+// SAFETY: repr(C) of a u32 and an array of Plain items: no address. Every bit pattern is a
+// valid value of each field; a `len` above BATCH from corrupted bytes is clamped by
+// `Batch::items` before any item is read.
+unsafe impl<T: skein::Plain> skein::Plain for Batch<T> {}
 
 impl<T: Copy + Default> Default for Batch<T> {
     fn default() -> Self {
@@ -28,9 +35,9 @@ impl<T: Copy> Batch<T> {
         self.len as usize == BATCH
     }
 
-    /// The updates.
+    /// The updates (at most [`BATCH`], whatever `len` says).
     pub(crate) fn items(&self) -> &[T] {
-        &self.items[..self.len as usize]
+        &self.items[..(self.len as usize).min(BATCH)]
     }
 }
 

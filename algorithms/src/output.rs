@@ -18,11 +18,9 @@
 //!    before it touches the vectors again or resumes a panic.
 //! 3. Each [`RawRange`] becomes a slice once, inside its writer.
 
+use skein::Trust;
 use std::ops::Range;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::Arc;
-
-use skein::Trust;
 
 /// Per-vertex values and parents (global ids), indexed by global id, with the
 /// partitions' work counters summed.
@@ -49,16 +47,16 @@ struct RawRange<V> {
 // values may be written from another thread.
 unsafe impl<V: Send> Send for RawRange<V> {}
 
-/// Runs `write(part, values, parents)` on every partition's trustee at once, with
-/// `values` and `parents` the partition's `ranges[p]` of two new vectors of length `n`,
-/// and returns the vectors with the counters `write` returned, summed.
+/// Runs `write(part, values, parents)` on the trustee of every partition of `parts` (all on
+/// this rank) at once, with `values` and `parents` the partition's range of two new vectors
+/// of length `n`, and returns the vectors with the counters `write` returned, summed.
+/// Elements outside every range are left at their defaults.
 ///
 /// # Panics
-/// If the ranges are not ascending, disjoint and inside `0..n`, or (after every
-/// writer has finished) if a writer panicked.
+/// If the ranges are not ascending, disjoint and inside `0..n`, if a partition's trustee is
+/// on another rank, or (after every writer has finished) if a writer panicked.
 pub(crate) fn fill<P, V>(
-    parts: &Arc<Vec<Trust<P>>>,
-    ranges: &[Range<usize>],
+    parts: &[(Trust<P>, Range<usize>)],
     n: usize,
     write: Writer<P, V>,
 ) -> Filled<V>
@@ -66,10 +64,9 @@ where
     P: Send + 'static,
     V: Copy + Default + Send + 'static,
 {
-    assert_eq!(ranges.len(), parts.len(), "one range per partition");
     let mut end = 0;
-    for r in ranges {
-        assert!(end <= r.start && r.start <= r.end && r.end <= n, "ranges {ranges:?} of {n}");
+    for (_, r) in parts {
+        assert!(end <= r.start && r.start <= r.end && r.end <= n, "ranges of {n} out of order");
         end = r.end;
     }
     // Zero-valued defaults (every V used here) come from zeroed allocations: no page
@@ -77,19 +74,18 @@ where
     let mut values = vec![V::default(); n];
     let mut parents = vec![0u64; n];
     let (vp, pp) = (values.as_mut_ptr(), parents.as_mut_ptr());
-    let writers: Vec<_> = ranges
+    let writers: Vec<_> = parts
         .iter()
-        .enumerate()
-        .map(|(p, r)| {
+        .map(|(t, r)| {
             // SAFETY: `r` lies inside both vectors (checked above), so the offsets stay
             // within their allocations.
             let raw = unsafe {
                 RawRange { values: vp.add(r.start), parents: pp.add(r.start), len: r.len() }
             };
-            let parts = Arc::clone(parts);
-            skein::spawn_local_on(p, move || {
+            let t = t.clone();
+            skein::spawn_local_on(t.trustee().worker(), move || {
                 catch_unwind(AssertUnwindSafe(|| {
-                    parts[p].apply_local(move |s| {
+                    t.apply_local(move |s| {
                         let raw = raw;
                         // SAFETY: invariants 1-3: this range of both vectors is this
                         // writer's alone, and the vectors stay put until it is joined.
@@ -137,16 +133,16 @@ mod tests {
     #[test]
     fn every_partition_fills_its_range() {
         for workers in 1..=3 {
-            let rt = skein::Runtime::builder().workers(workers).build().unwrap();
+            let rt = skein::Runtime::builder().workers(workers).loopback_ranks(1).build().unwrap();
             let lens: Vec<usize> = (0..workers).map(|p| 1000 + 37 * p).collect();
             let n = lens.iter().sum();
             let rs = ranges(&lens);
             let out = rt
                 .run_local(move || {
-                    let parts: Arc<Vec<Trust<(usize, usize)>>> = Arc::new(
-                        (0..workers).map(|p| skein::trustee(p).entrust((p, rs[p].start))).collect(),
-                    );
-                    fill(&parts, &rs, n, |&mut (p, start), v: &mut [u32], pa| {
+                    let parts: Vec<_> = (0..workers)
+                        .map(|p| (skein::trustee(p).entrust((p, rs[p].start)), rs[p].clone()))
+                        .collect();
+                    fill(&parts, n, |&mut (p, start), v: &mut [u32], pa| {
                         assert_eq!(skein::current_worker(), p, "written on the trustee");
                         for (i, (x, y)) in v.iter_mut().zip(pa.iter_mut()).enumerate() {
                             *x = (start + i) as u32;
@@ -166,11 +162,14 @@ mod tests {
 
     #[test]
     fn a_panicking_writer_fails_the_run_after_the_others_finish() {
-        let rt = skein::Runtime::builder().workers(2).build().unwrap();
+        let rt = skein::Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
         let r = rt.run(|| {
-            let parts: Arc<Vec<Trust<usize>>> =
-                Arc::new((0..2).map(|p| skein::trustee(p).entrust(p)).collect());
-            fill(&parts, &ranges(&[10, 10]), 20, |p, v: &mut [u32], _| {
+            let parts: Vec<_> = ranges(&[10, 10])
+                .into_iter()
+                .enumerate()
+                .map(|(p, r)| (skein::trustee(p).entrust(p), r))
+                .collect();
+            fill(&parts, 20, |p, v: &mut [u32], _| {
                 if *p == 0 {
                     panic!("writer 0 fails");
                 }
@@ -186,11 +185,14 @@ mod tests {
     #[test]
     #[should_panic(expected = "ranges")]
     fn overlapping_ranges_are_refused() {
-        let rt = skein::Runtime::builder().workers(2).build().unwrap();
+        let rt = skein::Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
         let r = rt.run(|| {
-            let parts: Arc<Vec<Trust<()>>> =
-                Arc::new((0..2).map(|p| skein::trustee(p).entrust(())).collect());
-            fill(&parts, &[0..6, 5..10], 10, |_, _: &mut [u32], _| (0, 0)).values.len()
+            let parts: Vec<_> = [0..6, 5..10]
+                .into_iter()
+                .enumerate()
+                .map(|(p, r)| (skein::trustee(p).entrust(()), r))
+                .collect();
+            fill(&parts, 10, |_, _: &mut [u32], _| (0, 0)).values.len()
         });
         if let Err(e) = r {
             panic!("{e}");

@@ -43,12 +43,26 @@
 //!
 //! # Rounds
 //!
-//! The main fiber runs one round per bucket pass: every worker runs a driver fiber that
-//! works through its partition's part of the bucket in chunks, yielding between chunks
-//! so that its worker serves incoming scans; then it waits for quiescence (every scan of
-//! the round applied everywhere) and returns its partition's next non-empty bucket. The
-//! next round's bucket is the minimum: rounds jump over empty buckets, however many. A
-//! bucket is repeated while scans arriving from other partitions refill it.
+//! The main fiber runs one round per bucket pass: it starts a driver fiber on every worker
+//! of every rank (`spawn_on`, argument `(search, bucket, chunk)`; the driver finds its
+//! partition's handle in its rank's registry, `crate::registry`), which works through its
+//! partition's part of the bucket in chunks (`apply` on its own worker: an inline call),
+//! yielding between chunks so that its worker serves incoming scans; then it waits for
+//! quiescence over every rank (every scan of the round applied everywhere) and returns its
+//! partition's next non-empty bucket. The next round's bucket is the minimum: rounds jump
+//! over empty buckets, however many. A bucket is repeated while scans arriving from other
+//! partitions refill it.
+//!
+//! # Across ranks
+//!
+//! Nothing above depends on where a partition lives: a batch of scans is the `Plain`
+//! argument of an `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] scans of 24 bytes,
+//! 200 bytes in all) sent by the sending partition from its delegated context through the
+//! handles it received when the search started, whether the receiver is on this rank or
+//! another. Each partition is built on its trustee from the graph's id in its rank's
+//! registry: every rank holds the whole graph for now (issue 19 wants each rank to hold
+//! only its own partitions' rows; a scan would then name arcs of the *receiver's* copy of
+//! the sender's row, which the receiver must hold: the arcs into its partition).
 //!
 //! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
@@ -61,9 +75,10 @@ use skein::Trust;
 use skein_baselines::buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
 use crate::adjacency::{Arc32, Tag, NO_TAG};
-use crate::engine::{entrust_each, gather, SearchStats};
+use crate::engine::{connect, disconnect, gather, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
+use crate::registry;
 
 /// Bins per delta-bucket.
 const SUB: u32 = 16;
@@ -92,12 +107,18 @@ fn bins_of(b: u64) -> (u64, u64) {
 /// partition that owns `parent` (all of them point into the receiver) with `parent`'s
 /// distance `dist`.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
 pub(crate) struct Scan {
     start: u64,
     end: u64,
     parent: Tag,
     dist: f32,
 }
+
+// SAFETY: repr(C) of two u64, a u32 and an f32: no address, every bit pattern is a valid
+// value (an out-of-range arc range from corrupted bytes panics on its slice, never reads
+// out of bounds).
+unsafe impl skein::Plain for Scan {}
 
 /// Test-only fault injection: where a partition panics.
 #[cfg(test)]
@@ -109,11 +130,31 @@ pub(crate) enum Fault {
     Scan(usize),
 }
 
+#[cfg(test)]
+impl Fault {
+    /// As a `Plain` request argument.
+    fn encode(self) -> [u64; 3] {
+        match self {
+            Fault::Process(p, b) => [0, p as u64, b],
+            Fault::Scan(p) => [1, p as u64, 0],
+        }
+    }
+
+    fn decode(code: [u64; 3]) -> Fault {
+        match code {
+            [0, p, b] => Fault::Process(p as usize, b),
+            [_, p, _] => Fault::Scan(p as usize),
+        }
+    }
+}
+
 /// One partition's SSSP state.
 #[derive(Debug)]
 pub(crate) struct SsspPart {
     view: Arc<GraphView>,
     part: usize,
+    /// Every partition's handle (given by `crate::engine::connect`), to send scans.
+    peers: Arc<Vec<Trust<SsspPart>>>,
     pub(crate) dist: Vec<f32>,
     pub(crate) parent: Vec<Tag>,
     /// Bit `u` set: `u` is pending (improved since it last relaxed its arcs).
@@ -141,6 +182,7 @@ impl SsspPart {
         SsspPart {
             view,
             part,
+            peers: Arc::new(Vec::new()),
             dist: vec![f32::INFINITY; len],
             parent: vec![NO_TAG; len],
             pending: vec![0; len.div_ceil(64)],
@@ -288,9 +330,35 @@ impl SsspPart {
         taken
     }
 
-    /// Writes the parents as global ids into `out` (one per local vertex).
-    pub(crate) fn write_parents(&self, out: &mut [u64]) {
-        self.view.write_globals(&self.parent, out);
+    /// [`SsspPart::process_bucket`] with the scans sent to their owners as delegated
+    /// requests (`Plain` batches), from the delegated context this runs in.
+    pub(crate) fn process_chunk(&mut self, b: u64, limit: usize) -> usize {
+        let peers = Arc::clone(&self.peers);
+        self.process_bucket(b, limit, &mut |owner, batch| {
+            peers[owner].apply_then(batch, |t, batch| t.scan_batch(&batch), |()| ());
+        })
+    }
+}
+
+impl Part for SsspPart {
+    type Value = f32;
+
+    fn index(&self) -> usize {
+        self.part
+    }
+
+    fn set_peers(&mut self, peers: Arc<Vec<Trust<Self>>>) {
+        self.peers = peers;
+    }
+
+    fn write(&self, from: usize, values: &mut [f32], parents: &mut [u64]) {
+        let len = values.len();
+        values.copy_from_slice(&self.dist[from..from + len]);
+        self.view.write_globals(&self.parent[from..from + len], parents);
+    }
+
+    fn counters(&self) -> (u64, u64) {
+        (self.requests(), self.relaxed_arcs)
     }
 }
 
@@ -307,78 +375,69 @@ pub(crate) struct Params {
     pub(crate) fault: Option<Fault>,
 }
 
-/// One SSSP search from `root`, run by the main fiber of a runtime whose workers each
-/// own one partition of `view`: distances and parents (global ids) indexed by global id.
+/// One SSSP search from `root`, run by the main fiber of a runtime whose workers (of every
+/// rank) each own one partition of `view` (registered on every rank as graph `graph`,
+/// `crate::registry`): distances and parents (global ids) indexed by global id.
 pub(crate) fn search(
+    graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
-) -> (Vec<f32>, Vec<u64>, SearchStats) {
+) -> (Vec<f32>, Vec<u64>, KernelStats) {
     let np = skein::num_workers();
+    assert_eq!(np, view.parts.parts(), "one partition per worker of the job");
     let (delta, max_weight, chunk) = (params.delta, params.max_weight, params.chunk);
-    let v = Arc::clone(&view);
+    let parts: Vec<Trust<SsspPart>> = (0..np)
+        .map(|g| {
+            skein::trustee(g).entrust_new((graph, g as u64, delta, max_weight), |(id, g, d, m)| {
+                SsspPart::new(registry::graph(id), g as usize, d, m)
+            })
+        })
+        .collect();
+    let search = registry::new_search();
+    connect(search, &parts);
     #[cfg(test)]
-    let fault = params.fault;
-    let parts = entrust_each(np, move |p| {
-        #[allow(unused_mut)]
-        let mut part = SsspPart::new(Arc::clone(&v), p, delta, max_weight);
-        #[cfg(test)]
-        {
-            part.fault = fault;
+    if let Some(fault) = params.fault {
+        for t in &parts {
+            t.apply(fault.encode(), |s, f| s.fault = Some(Fault::decode(f)));
         }
-        part
-    });
+    }
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
-    let root_tag = view.tag(root);
-    parts[rp].apply_local(move |s| {
-        s.relax(rl, 0.0, root_tag);
+    parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
+        s.relax(rl, 0.0, tag);
     });
     let mut bucket = 0u64;
     let mut rounds = 0u64;
     loop {
         rounds += 1;
-        let drivers: Vec<_> = (0..np)
-            .map(|p| {
-                let parts = Arc::clone(&parts);
-                skein::spawn_local_on(p, move || driver(&parts, p, bucket, chunk))
-            })
-            .collect();
+        let drivers: Vec<_> =
+            (0..np).map(|g| skein::spawn_on(g, (search, bucket, chunk as u64), driver)).collect();
         // Each driver returns its partition's next bucket, read after quiescence.
-        let next = drivers.into_iter().filter_map(|h| h.join()).min();
+        let next = drivers.into_iter().map(|h| h.join()).filter(|&(some, _)| some != 0).min();
         match next {
-            Some(b) => bucket = b,
+            Some((_, b)) => bucket = b,
             None => break,
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = gather(&parts, &view.parts, |s, dist, parents| {
-        dist.copy_from_slice(&s.dist);
-        s.write_parents(parents);
-        (s.requests(), s.relaxed_arcs)
-    });
-    let stats = SearchStats { seconds, rounds, messages: g.messages, arcs: g.arcs, runtime: None };
+    let g = gather(&parts, &view.parts);
+    disconnect(search, &parts);
+    let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, stats)
 }
 
-/// Works through bucket `bucket` of partition `p`, yielding every `chunk` vertices;
-/// then waits until every relaxation of the round has been applied everywhere and
-/// returns the partition's next bucket.
-fn driver(parts: &Arc<Vec<Trust<SsspPart>>>, p: usize, bucket: u64, chunk: usize) -> Option<u64> {
-    loop {
-        let all = Arc::clone(parts);
-        let processed = parts[p].apply_local(move |s| {
-            s.process_bucket(bucket, chunk, &mut |owner, batch| {
-                all[owner].apply_then_local(move |t| t.scan_batch(&batch), |_| ());
-            })
-        });
-        if processed == 0 {
-            break;
-        }
+/// A driver fiber on the trustee of its partition (`spawn_on`, argument `(search, bucket,
+/// chunk)`): works through bucket `bucket` of the partition, yielding every `chunk`
+/// vertices; then waits until every relaxation of the round has been applied everywhere
+/// and returns the partition's next bucket as `(1, bucket)`, or `(0, 0)` when it has none.
+fn driver((search, bucket, chunk): (u64, u64, u64)) -> (u64, u64) {
+    let me = registry::part::<SsspPart>(search, skein::current_worker());
+    while me.apply((bucket, chunk), |s, (b, c)| s.process_chunk(b, c as usize)) > 0 {
         skein::yield_now();
     }
     skein::wait_quiescent();
-    parts[p].apply_local(|s| s.next_bucket())
+    me.apply((), |s, ()| s.next_bucket().map_or((0, 0), |b| (1, b)))
 }
 
 #[cfg(test)]
@@ -505,7 +564,10 @@ mod tests {
                 let root = kronecker::search_roots(&kp, &sh.graph, 1)[0];
                 let rt = skein::Runtime::builder().workers(2).build().unwrap();
                 let params = Params { delta: 0.01, max_weight: mw, chunk: 4, fault: Some(fault) };
-                rt.run(move || search(sh, root, params).0).map_err(|e| e.to_string())
+                let id = registry::register_graph(Arc::clone(&sh));
+                let r = rt.run(move || search(id, sh, root, params).0).map_err(|e| e.to_string());
+                registry::unregister_graph(id);
+                r
             });
             let err = outcome.expect_err("the injected panic makes the run fail");
             assert!(err.contains("injected panic"), "{fault:?}: {err}");

@@ -1,0 +1,149 @@
+//! Rank-local data the kernels reach by id, because a closure sent to a trustee captures
+//! nothing (its data is its argument, which may cross ranks as bytes):
+//!
+//! - **graphs**: every [`crate::Engine`] registers its [`GraphView`] under a `u64` id when
+//!   it is built and removes it when dropped. A partition is built on its trustee from the
+//!   id alone ([`graph`]), on whatever rank that trustee runs. Ids are a per-process
+//!   counter, so they agree across ranks when every rank builds the same engines in the same
+//!   order, as an SPMD program under `mpirun` does (the engine's docs require it).
+//! - **partition handles**: during a search, each partition's own handle is filed under
+//!   `(search id, worker)` on the rank of its trustee ([`register_part`]), so that a driver
+//!   fiber started there by `spawn_on` (whose argument must be `Plain`) finds the partition
+//!   it drives ([`part`]).
+//!
+//! - **results kept on rank 0** ([`stash`], [`take`]): `main` runs on rank 0, in the
+//!   process of rank 0's caller, so a search can leave its result vectors there and return
+//!   only its counters from the run (which every rank receives as bytes).
+//!
+//! What falls short of issue 19: every rank holds the whole graph (the view and its arc
+//! copies), where each rank should hold only the rows of its own partitions.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use skein::Trust;
+
+use crate::graph::GraphView;
+
+static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
+static GRAPHS: Mutex<Option<HashMap<u64, Arc<GraphView>>>> = Mutex::new(None);
+
+static NEXT_SEARCH: AtomicU64 = AtomicU64::new(1);
+type PartKey = (u64, usize);
+static PARTS: Mutex<Option<HashMap<PartKey, Box<dyn Any + Send>>>> = Mutex::new(None);
+
+/// Locks `m`, also after a panic elsewhere (the maps stay consistent: every update is one
+/// insert or remove).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Files `view` on this rank and returns its id (the same on every rank that registers
+/// its graphs in the same order).
+pub(crate) fn register_graph(view: Arc<GraphView>) -> u64 {
+    let id = NEXT_GRAPH.fetch_add(1, Ordering::Relaxed);
+    lock(&GRAPHS).get_or_insert_with(HashMap::new).insert(id, view);
+    id
+}
+
+/// Removes graph `id` from this rank's registry.
+pub(crate) fn unregister_graph(id: u64) {
+    if let Some(m) = lock(&GRAPHS).as_mut() {
+        m.remove(&id);
+    }
+}
+
+/// This rank's graph `id`.
+///
+/// # Panics
+/// If this rank has not registered graph `id`: every rank must build the same engines, in
+/// the same order.
+pub(crate) fn graph(id: u64) -> Arc<GraphView> {
+    let g = lock(&GRAPHS).as_ref().and_then(|m| m.get(&id).cloned());
+    g.unwrap_or_else(|| {
+        panic!(
+            "graph {id} is not registered on rank {}: every rank must build the same \
+             engines, in the same order",
+            skein::rank()
+        )
+    })
+}
+
+/// A fresh search id (called on rank 0, where `main` runs).
+pub(crate) fn new_search() -> u64 {
+    NEXT_SEARCH.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Files `handle`, the handle of worker `g`'s partition of search `search`, on this rank
+/// (called by the partition's trustee).
+pub(crate) fn register_part<P: Send + 'static>(search: u64, g: usize, handle: Trust<P>) {
+    lock(&PARTS).get_or_insert_with(HashMap::new).insert((search, g), Box::new(handle));
+}
+
+/// Drops the handle filed by [`register_part`] (called by the partition's trustee).
+pub(crate) fn unregister_part(search: u64, g: usize) {
+    let removed = lock(&PARTS).as_mut().and_then(|m| m.remove(&(search, g)));
+    // Dropped outside the lock: a handle's drop may run runtime code.
+    drop(removed);
+}
+
+/// The handle of worker `g`'s partition of search `search`, filed on this rank.
+///
+/// # Panics
+/// If none of type `P` is filed (a driver started before the partitions were connected).
+pub(crate) fn part<P: Send + 'static>(search: u64, g: usize) -> Trust<P> {
+    let m = lock(&PARTS);
+    let h = m.as_ref().and_then(|m| m.get(&(search, g))).and_then(|b| b.downcast_ref::<Trust<P>>());
+    match h {
+        Some(h) => h.clone(),
+        None => panic!("search {search}: no partition of worker {g} filed on this rank"),
+    }
+}
+
+/// Results left by `main` (on rank 0) for the caller of `Runtime::run` in the same
+/// process, by key: what a search keeps on rank 0 instead of broadcasting it to every rank.
+static STASH: Mutex<Option<HashMap<u64, Box<dyn Any + Send>>>> = Mutex::new(None);
+
+/// Leaves `value` under `key` (from [`new_search`]) for [`take`].
+pub(crate) fn stash<T: Send + 'static>(key: u64, value: T) {
+    lock(&STASH).get_or_insert_with(HashMap::new).insert(key, Box::new(value));
+}
+
+/// What [`stash`] left under `key` in this process, if any (and if of type `T`).
+pub(crate) fn take<T: Send + 'static>(key: u64) -> Option<T> {
+    let b = lock(&STASH).as_mut().and_then(|m| m.remove(&key))?;
+    b.downcast::<T>().ok().map(|b| *b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_graph_is_a_clear_panic() {
+        let e = std::panic::catch_unwind(|| graph(u64::MAX)).expect_err("no such graph");
+        let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("graph 18446744073709551615 is not registered"), "{msg}");
+    }
+
+    #[test]
+    fn graphs_are_filed_until_removed() {
+        let g = skein_generators::Csr::from_edge_list(&skein_generators::EdgeList {
+            num_vertices: 3,
+            src: vec![0, 1],
+            dst: vec![1, 2],
+            weights: Some(vec![1.0, 1.0]),
+        });
+        let view = Arc::new(GraphView::new(Arc::new(g), 2).unwrap());
+        let a = register_graph(Arc::clone(&view));
+        let b = register_graph(Arc::clone(&view));
+        assert_ne!(a, b);
+        assert!(Arc::ptr_eq(&graph(a), &view));
+        unregister_graph(a);
+        assert!(std::panic::catch_unwind(|| graph(a)).is_err());
+        assert!(Arc::ptr_eq(&graph(b), &view));
+        unregister_graph(b);
+    }
+}
