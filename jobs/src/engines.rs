@@ -31,6 +31,19 @@ pub(crate) struct EngineSpec {
     pub(crate) beta: u64,
 }
 
+/// Under `mpirun` with more than one rank only the skein engine runs across the ranks (the
+/// others are one-process programs, which every rank would run on its own).
+pub(crate) fn check_ranks(engine: EngineName) -> anyhow::Result<()> {
+    let ranks = skein::ranks();
+    if ranks > 1 && engine != EngineName::Skein {
+        anyhow::bail!(
+            "engine {engine}: under mpirun with {ranks} ranks only the skein engine runs across \
+             the ranks; run {engine} in one process"
+        );
+    }
+    Ok(())
+}
+
 impl EngineSpec {
     pub(crate) fn new(engine: EngineName, threads: usize) -> EngineSpec {
         EngineSpec {

@@ -40,7 +40,8 @@ A job file is TOML with four sections; only [graph] is required:
   workers = 2               # skein workers or rayon threads (1 to 4096, memory permitting)
   fibers = 8                # fibers per skein worker (bounded by memory and vm.max_map_count)
   pin = false               # pin workers to cores
-  [report]
+  ranks = 2                 # optional: the mpirun rank count this job expects (rack mode;
+                            # workers is then per rank); a different count is an error
   json = \"reports/sssp-s20.json\"
   dump = \"reports/sssp-s20.dump\"   # the first root's result, one line per vertex
 
@@ -157,6 +158,7 @@ struct RuntimeSection {
     workers: Option<Spanned<usize>>,
     fibers: Option<Spanned<usize>>,
     pin: Option<bool>,
+    ranks: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -480,7 +482,36 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         }
     };
     let engine = job.engine.unwrap_or(EngineName::Skein);
-    let runtime = raw.runtime.unwrap_or(RuntimeSection { workers: None, fibers: None, pin: None });
+    let runtime = raw.runtime.unwrap_or(RuntimeSection {
+        workers: None,
+        fibers: None,
+        pin: None,
+        ranks: None,
+    });
+    if let Some(r) = &runtime.ranks {
+        let (want, have) = (*r.get_ref(), skein::ranks());
+        if want == 0 {
+            return Err(ctx.at("runtime.ranks", r.span(), "expected 1 or more ranks"));
+        }
+        if want != have {
+            return Err(ctx.at(
+                "runtime.ranks",
+                r.span(),
+                format!(
+                    "this job expects {want} rank(s) but runs on {have}: launch it with \
+                     `mpirun --allow-run-as-root --oversubscribe --bind-to none -np {want} skein \
+                     run ...` (a build with --features mpi), or remove the key"
+                ),
+            ));
+        }
+        if want > 1 && engine != EngineName::Skein {
+            return Err(ctx.at(
+                "runtime.ranks",
+                r.span(),
+                format!("only the skein engine runs across ranks, not {engine}"),
+            ));
+        }
+    }
     let (workers, workers_span) =
         runtime.workers.map_or((2, None), |w| (*w.get_ref(), Some(w.span())));
     let (fibers, fibers_span) =
@@ -603,6 +634,23 @@ json = "out/r.json"
         assert_eq!(job.engine, EngineName::Skein);
         assert!(job.validate);
         assert_eq!((job.workers, job.fibers), (2, 8));
+    }
+
+    #[test]
+    fn ranks_must_match_the_launch() {
+        let base = "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[runtime]\n";
+        // Not under mpirun: this process is 1 rank.
+        let job = parse_str(&format!("{base}ranks = 1\n"), &[]).unwrap();
+        assert_eq!(job.workers, 2);
+        let e = parse_str(&format!("{base}ranks = 2\n"), &[]).unwrap_err();
+        assert!(e.starts_with("jobs/test.toml:line 5"), "{e}");
+        assert!(
+            e.contains("runtime.ranks") && e.contains("expects 2 rank(s) but runs on 1"),
+            "{e}"
+        );
+        assert!(e.contains("mpirun") && e.contains("-np 2"), "{e}");
+        let e = parse_str(&format!("{base}ranks = 0\n"), &[]).unwrap_err();
+        assert!(e.contains("expected 1 or more ranks"), "{e}");
     }
 
     #[test]

@@ -44,15 +44,22 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    // Under `mpirun` with more than one rank every command would run once per rank, each
-    // on its own: refuse until delegation across ranks exists (with one rank, or without
-    // the `mpi` feature, this is a no-op). `skein bench echo|ping` are the exception: their
-    // MPI baselines span the ranks, and only rank 0 prints.
-    let every_rank = matches!(&cli.command, Command::Bench(a) if a.runs_on_every_rank());
+    // Under `mpirun` with more than one rank: the kernels (`sssp`, `bfs`, `run` with the
+    // skein engine) and the benchmarks run across the ranks, rank 0 printing and writing;
+    // the other commands would run once per rank, each on its own, and are refused (with one
+    // rank, or without the `mpi` feature, this is a no-op).
+    let every_rank = match &cli.command {
+        Command::Bench(a) => a.runs_on_every_rank(),
+        Command::Sssp(_) | Command::Bfs(_) | Command::Run(_) => true,
+        _ => false,
+    };
     let placement = if every_rank { skein::rack::init() } else { skein::rack::require_one_rank() };
     if let Err(e) = placement {
         eprintln!("error: {e}");
         return std::process::ExitCode::FAILURE;
+    }
+    if every_rank && skein::rank() > 0 && !matches!(&cli.command, Command::Bench(_)) {
+        output::quiet_this_rank();
     }
     let result = match cli.command {
         Command::Generate(a) => cmd::generate::run(a),

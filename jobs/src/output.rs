@@ -176,11 +176,36 @@ impl Drop for AtomicFile {
 
 /// Writes `path` atomically with `write`, through a buffer; `what` names the file in
 /// errors (`the JSON report`, `the dump file`). Creates the path's folder if needed.
+/// On a rank other than 0 of an `mpirun` job, where every rank runs the same kernel: standard
+/// output goes to `/dev/null` (rank 0 prints the report), and [`write_file`] writes nothing
+/// (rank 0 writes the files). Errors still reach standard error on every rank.
+pub(crate) fn quiet_this_rank() {
+    QUIET.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 on two open descriptors (ours, and standard output's 1); it only
+        // replaces what descriptor 1 refers to. Rust's `stdout()` keeps writing to fd 1.
+        unsafe { libc::dup2(null.as_raw_fd(), 1) };
+    }
+}
+
+/// Set by [`quiet_this_rank`].
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process writes files and reports (false on ranks other than 0 of a job that
+/// runs on every rank).
+pub(crate) fn writes() -> bool {
+    !QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub(crate) fn write_file(
     path: &Path,
     what: &str,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
+    if !writes() {
+        return Ok(());
+    }
     create_parent(path)?;
     let context = || format!("cannot write {what} {}", path.display());
     let mut out = AtomicFile::create(path).with_context(context)?;

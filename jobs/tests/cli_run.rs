@@ -124,6 +124,20 @@ fn shipped_jobs_parse() {
     }
     let out = skein(&["run", &format!("{dir}file-sssp.toml"), "--set", "report.json=/dev/null"]);
     assert!(out.status.success(), "file-sssp.toml: {}", String::from_utf8_lossy(&out.stderr));
+    for name in ["sssp-s20-rack.toml", "bfs-s20-rack.toml"] {
+        let path = format!("{dir}{name}");
+        let tiny =
+            ["--set", "graph.scale=6", "--set", "job.roots=1", "--set", "report.json=/dev/null"];
+        // Outside mpirun: the rank count it asks for is refused, naming the key and the launch.
+        let out = skein(&[&["run", path.as_str()][..], &tiny[..]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name} ran on 1 rank");
+        assert!(err.contains("runtime.ranks") && err.contains("mpirun"), "{name}: {err}");
+        // The rest of the file is valid: with the key overridden it runs here.
+        let one = [&["run", path.as_str(), "--set", "runtime.ranks=1"][..], &tiny[..]].concat();
+        let out = skein(&one);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 #[test]

@@ -63,6 +63,7 @@ pub(crate) struct Args {
 pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     limits::check_count(args.warmup.max(1), limits::MAX_REPEAT, "more only add run time")
         .map_err(|e| anyhow::anyhow!("--warmup: {e}"))?;
+    crate::engines::check_ranks(args.engine)?;
     let mut spec = EngineSpec::new(args.engine, args.threads.unwrap_or(0));
     spec.fibers = args.fibers;
     spec.pin = args.pin;

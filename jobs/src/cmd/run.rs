@@ -64,6 +64,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let graph = load_graph(&job)?;
     let roots = job_roots(&job, &graph)?;
     let spec = engine_spec(&job, job.engine);
+    crate::engines::check_ranks(job.engine)?;
     let (report, totals) = run_engine(&job, &graph, &roots, &spec, job.dump.as_deref())?;
     let mut out = std::io::stdout().lock();
     report.print(&mut out)?;
@@ -78,7 +79,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             json["trustees"] = t.to_json();
         }
         report::write_json_value(path, &json)?;
-        eprintln!("report written to {}", path.display());
+        if crate::output::writes() {
+            eprintln!("report written to {}", path.display());
+        }
     }
     report.ensure_valid()
 }
