@@ -62,7 +62,12 @@ impl EngineSpec {
     /// per CPU). Cheap: callers check before loading a graph.
     pub(crate) fn check(&self) -> anyhow::Result<usize> {
         match self.engine {
-            EngineName::SkeinRack => anyhow::bail!(EngineName::SKEIN_RACK_UNSUPPORTED),
+            EngineName::SkeinRack => anyhow::bail!(
+                "engine skein-rack runs only under `skein compare` (it launches this skein \
+                 under mpirun): e.g. `skein compare JOB.toml --engines skein,skein-rack --ranks \
+                 2`; to run a job across ranks yourself, launch it with `mpirun -np 2 skein run \
+                 JOB.toml` (engine skein)"
+            ),
             EngineName::Graph500Mpi => anyhow::bail!(
                 "engine graph500-mpi runs only under `skein compare` (it runs the Graph500 \
                  reference's own generator and roots): e.g. `skein compare JOB.toml --engines \

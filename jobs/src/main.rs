@@ -15,6 +15,7 @@ mod names;
 mod output;
 mod progress;
 mod report;
+mod skein_rack;
 
 /// Skein: graph analytics on delegation.
 #[derive(Debug, Parser)]

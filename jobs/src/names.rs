@@ -44,7 +44,8 @@ pub(crate) enum EngineName {
     Rayon,
     /// Skein's delegation runtime: partitions entrusted to workers, `apply_then` between them.
     Skein,
-    /// Skein's delegation runtime across MPI ranks (`mpirun -np R`): not yet supported.
+    /// Skein's delegation runtime across MPI ranks (`mpirun -np R`, `skein compare` only:
+    /// a build with the `mpi` feature).
     #[serde(rename = "skein-rack")]
     #[value(name = "skein-rack")]
     SkeinRack,
@@ -58,10 +59,6 @@ impl EngineName {
     /// The engines `skein compare` runs when none are named, in order.
     pub(crate) const DEFAULT_COMPARE: [EngineName; 3] =
         [EngineName::Seq, EngineName::Rayon, EngineName::Skein];
-
-    /// The error for `skein-rack` until delegation across ranks lands.
-    pub(crate) const SKEIN_RACK_UNSUPPORTED: &'static str =
-        "engine skein-rack: not yet supported: delegation across ranks is in progress (issue 18)";
 
     /// The engine's name on the command line, in job files and in reports.
     pub(crate) fn as_str(self) -> &'static str {

@@ -88,3 +88,35 @@ fn other_engines_are_refused_across_ranks() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(out.matches("validation:").count(), 1, "{out}");
 }
+
+#[test]
+fn compare_puts_skein_rack_beside_the_one_process_engines() {
+    let dir = std::env::temp_dir().join(format!("skein-rack-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        "[graph]\ngenerator = \"kronecker\"\nscale = 9\n[job]\nkernel = \"bfs\"\nroots = 4\n\
+         [report]\njson = \"r.json\"\n",
+    )
+    .unwrap();
+    let chart = dir.join("c.png");
+    let out = one_process(&[
+        "compare",
+        job.to_str().unwrap(),
+        "--engines",
+        "seq,skein,skein-rack",
+        "--ranks",
+        "2",
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let rack: Vec<&str> = text.lines().filter(|l| l.starts_with("skein-rack")).collect();
+    assert_eq!(rack.len(), 1, "{text}");
+    assert!(rack[0].contains(" 2r ") && rack[0].ends_with("passed"), "{text}");
+    let json = std::fs::read_to_string(dir.join("r.compare.json")).unwrap();
+    assert!(json.contains("\"skein\"") && json.contains("harmonic_mean_teps"), "{json}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,7 +42,8 @@ pub(crate) struct CompareArgs {
     set: Vec<String>,
     /// Engines to compare, in order (default: seq, rayon, skein). `graph500-mpi` is the
     /// official Graph500 MPI reference (built by jobs/scripts/graph500-reference.sh from
-    /// GRAPH500_SRC, or a cached clone); `skein-rack` is not yet supported.
+    /// GRAPH500_SRC, or a cached clone); `skein-rack` is the Skein engine across `--ranks`
+    /// MPI ranks (this skein under mpirun; a build with the `mpi` feature).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "ENGINE,...")]
     engines: Vec<EngineName>,
     /// MPI ranks of the MPI engines (`mpirun -np RANKS`).
@@ -100,7 +101,7 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     // Every engine's limits and inputs, before the graph is built.
     for &engine in &engines {
         match engine {
-            EngineName::SkeinRack => anyhow::bail!(EngineName::SKEIN_RACK_UNSUPPORTED),
+            EngineName::SkeinRack => crate::skein_rack::check(&launch)?,
             EngineName::Graph500Mpi => {
                 graph500_mpi::check_job(&job)?;
                 graph500_mpi::check_launch(&launch)?;
@@ -152,6 +153,26 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
             });
             continue;
         }
+        if engine == EngineName::SkeinRack {
+            eprintln!(
+                "  (mpirun -np {}: this executable runs `skein run` on every rank)",
+                launch.ranks
+            );
+            let r = crate::skein_rack::run(&job, &args.set, &launch)?;
+            if !r.valid {
+                failures.push(anyhow::anyhow!("skein-rack validation: {}", r.validation));
+            }
+            rows.push(Row {
+                name: engine.as_str().to_owned(),
+                par: format!("{}r", launch.ranks),
+                chart_label: format!("{engine} ({}r x {}t)", launch.ranks, r.workers),
+                time: r.time,
+                hmean: r.hmean,
+                validation: r.validation,
+                json: r.json,
+            });
+            continue;
+        }
         let spec = engine_spec(&job, engine);
         let (report, totals) = run_engine(&job, &graph, &roots, &spec, None)?;
         if let Err(e) = report.ensure_valid() {
@@ -200,6 +221,9 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
             "(Nr: N MPI ranks of one thread; graph500-mpi times, TEPS and construction are the \
              reference's own)"
         )?;
+    }
+    if rows.iter().any(|r| r.name == EngineName::SkeinRack.as_str()) {
+        writeln!(out, "(skein-rack: N ranks of the job's workers / N workers each)")?;
     }
     out.flush()?;
     let chart = args.chart.clone().unwrap_or_else(|| match &job.json {
