@@ -209,6 +209,37 @@ fn rank_side(case: &str, dir: &Path) {
             report_run(rank, r);
             println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
         }
+        "handles-travel" => {
+            // Handles inside messages: main (rank 0) hands the handles of counters on every
+            // worker to a latch on the last worker, whose launched fiber adds through each
+            // (proxies made there, or the property itself on its own rank); then main reads.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    let n = skein::num_workers();
+                    let counters: Vec<skein::Trust<u64>> =
+                        (0..n).map(|g| skein::trustee(g).entrust_new(g as u64, |v| v)).collect();
+                    let holder = skein::trustee(n - 1)
+                        .entrust_new((), |()| skein::Latch::new(Vec::<skein::Trust<u64>>::new()));
+                    holder.apply_with(counters.clone(), |l, v: Vec<skein::Trust<u64>>| {
+                        if let Some(mine) = l.get_mut() {
+                            *mine = v;
+                        }
+                    });
+                    let added = holder.launch(1000u64, |held, k| {
+                        for c in held.iter() {
+                            c.apply(k, |x, k| *x += k);
+                        }
+                        held.clear();
+                        skein::rank()
+                    });
+                    let values: Vec<u64> =
+                        counters.iter().map(|c| c.apply((), |x, ()| *x)).collect();
+                    (added, values)
+                }),
+            );
+        }
         "array-across-ranks" => {
             // A TrustArray spans every worker of every rank: each part built and kept on its
             // trustee, every element reachable from main.
@@ -304,7 +335,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 19] = [
+    let cases: [Case; 20] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -322,6 +353,7 @@ fn harness(args: &[String]) {
         ("remote_panics_are_named_on_every_rank", remote_panic_case),
         ("properties_on_every_worker_of_2_ranks", |d| property_case(d, 2)),
         ("properties_on_every_worker_of_3_ranks", |d| property_case(d, 3)),
+        ("handles_travel_inside_messages_between_ranks", handles_case),
         ("trust_array_over_2_ranks", |d| array_case(d, 2)),
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
         ("one_rank_under_mpirun_runs_a_job", job_case),
@@ -763,6 +795,13 @@ fn property_case(dir: &Path, ranks: usize) -> Result<(), String> {
         check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
     }
     Ok(())
+}
+
+fn handles_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "handles-travel", 2)?;
+    let values: Vec<String> = (0..4).map(|g| (1000 + g).to_string()).collect();
+    let want = format!("ok (1, [{}])", values.join(", "));
+    check(out == [want], "handles travel from rank 0 to rank 1 inside apply_with", &l)
 }
 
 fn array_case(dir: &Path, ranks: usize) -> Result<(), String> {

@@ -687,7 +687,8 @@ impl Worker {
             // elsewhere could never reach it). Not on every pass: each completed round posts
             // the next all-reduce, and rounds back to back would keep every rank's progress
             // engine busy with them, in the way of the requests.
-            if idle % DETECT_EVERY == 0 && self.poll_detector() {
+            // (`idle` saturates: from then on, every pass.)
+            if (idle % DETECT_EVERY == 0 || idle == u32::MAX) && self.poll_detector() {
                 break;
             }
             if self.own_work_due() {

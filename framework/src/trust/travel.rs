@@ -133,11 +133,12 @@ struct Entry {
 /// it; no program code does), so that bytes handed to `codec::decode` that were not written
 /// by `encode` in this job cannot name an export, its weight or its type: a forged entry is
 /// refused. (A replayed entry is caught by the weights: a return that exceeds its slot's
-/// budget is refused, a free slot or a stale generation refuses the request.)
+/// budget is refused, a free slot or a stale generation refuses the request.) Keyed by the
+/// run's `job_run`, which every rank of a run over MPI shares (run ids are per process).
 fn seal(w: &Worker, e: &Entry) -> u64 {
     let token = w.run_state.transport.as_ref().map_or(0, |t| t.token());
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (token, w.run_id, e.kind, e.owner, e.slot, e.gen, e.weight, e.type_tag).hash(&mut h);
+    (token, w.run_state.job_run, e.kind, e.owner, e.slot, e.gen, e.weight, e.type_tag).hash(&mut h);
     h.finish()
 }
 
