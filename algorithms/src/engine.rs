@@ -322,6 +322,21 @@ impl Engine {
         Ok(())
     }
 
+    /// Each rank's peak resident memory so far (`VmHWM`, bytes; 0 where the system does not
+    /// say), in rank order, the same vector on every rank. Collective under `mpirun`.
+    pub fn peak_rss_per_rank(&self) -> Result<Vec<u64>, EngineError> {
+        Ok(self.rt.run(|| {
+            let fibers: Vec<_> = (0..skein::ranks())
+                .map(|r| {
+                    skein::spawn_on(r * skein::local_workers(), (), |()| {
+                        skein_generators::memory::peak_rss_bytes().unwrap_or(0)
+                    })
+                })
+                .collect();
+            fibers.into_iter().map(|f| f.join()).collect::<Vec<u64>>()
+        })?)
+    }
+
     /// Single-source shortest paths from `root` (binary32 distances, as the Graph500
     /// reference computes them).
     ///

@@ -95,6 +95,8 @@ pub(crate) struct SkeinTotals {
     pub(crate) arcs: u64,
     /// The runtime's per-worker counters, summed over roots.
     pub(crate) runtime: skein::Stats,
+    /// Each rank's peak resident memory (bytes), when measured ([`Runner::measure_peaks`]).
+    pub(crate) rank_peaks: Vec<u64>,
 }
 
 impl SkeinTotals {
@@ -134,6 +136,7 @@ impl SkeinTotals {
             "messages": self.messages,
             "arcs_relaxed": self.arcs,
             "workers": workers,
+            "rank_peak_rss_bytes": self.rank_peaks,
         })
     }
 
@@ -142,6 +145,14 @@ impl SkeinTotals {
         writeln!(out, "{:<32}{}", "skein rounds:", self.rounds)?;
         writeln!(out, "{:<32}{}", "skein messages:", self.messages)?;
         writeln!(out, "{:<32}{}", "skein arcs relaxed:", self.arcs)?;
+        for (r, b) in self.rank_peaks.iter().enumerate() {
+            writeln!(
+                out,
+                "{:<32}{:.1} MiB",
+                format!("skein rank {r} peak memory:"),
+                *b as f64 / 1048576.0
+            )?;
+        }
         for (i, w) in self.runtime.workers.iter().enumerate() {
             writeln!(
                 out,
@@ -291,6 +302,15 @@ impl<'g> Runner<'g> {
                 KernelOutput::Bfs(r)
             }
         })
+    }
+
+    /// Measures every rank's peak memory into the Skein engine's totals (nothing for the
+    /// baselines). Collective under `mpirun`: every rank calls it, after the searches.
+    pub(crate) fn measure_peaks(&mut self) -> anyhow::Result<()> {
+        if let Inner::Skein(engine, totals) = &mut self.inner {
+            totals.rank_peaks = engine.peak_rss_per_rank()?;
+        }
+        Ok(())
     }
 
     /// The Skein engine's totals (None for the baselines).

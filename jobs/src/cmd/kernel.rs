@@ -88,6 +88,7 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
         !args.no_validate,
         &mut |out| args.dump.as_deref().map_or(Ok(()), |path| report::write_dump(path, out)),
     )?;
+    runner.measure_peaks()?;
     let mut out = std::io::stdout().lock();
     report.print(&mut out)?;
     if let Some(totals) = runner.skein_totals() {

@@ -313,6 +313,7 @@ fn run_engine(
         job.validate,
         &mut |out| dump.map_or(Ok(()), |path| report::write_dump(path, out)),
     )?;
+    runner.measure_peaks()?;
     let totals = runner.skein_totals().cloned();
     Ok((report, totals))
 }
