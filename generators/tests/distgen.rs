@@ -48,20 +48,6 @@ fn edge_ranges_match_the_reference_scale_10() {
 use skein_generators::distributed::{self, DistError, LocalCsr, DEFAULT_ROUND_EDGES};
 use skein_generators::Csr;
 
-/// The boundaries of `ranks` ranks of `workers` workers each: every `workers`-th first
-/// vertex of the partition of `n` vertices into `ranks · workers` contiguous blocks, whose
-/// owner is `(v · m) >> 64` with `m = floor(2^64 · parts / n)` (the partition's function,
-/// restated: this crate does not depend on it).
-fn bounds(n: u64, ranks: usize, workers: usize) -> Vec<u64> {
-    let parts = ranks * workers;
-    let m = ((parts as u128) << 64) / n as u128;
-    let owner = |v: u64| ((v as u128 * m) >> 64) as usize;
-    let mut b: Vec<u64> =
-        (0..ranks).map(|r| (0..n).find(|&v| owner(v) >= r * workers).unwrap_or(n)).collect();
-    b.push(n);
-    b
-}
-
 /// Every rank's rows equal the same rows of the single-process CSR (same arcs, same order)
 /// and the checksums add up.
 fn check_simulation(p: &KroneckerParams, csr: &Csr, b: &[u64], round_edges: u64) {
@@ -93,12 +79,12 @@ fn simulated_ranks_hold_the_single_process_rows() {
         let n = p.num_vertices();
         for ranks in [1, 2, 3, 5] {
             for workers in [1, 3] {
-                let b = bounds(n, ranks, workers);
+                let b = common::bounds(n, ranks, workers);
                 check_simulation(&p, &csr, &b, 1000);
             }
         }
-        check_simulation(&p, &csr, &bounds(n, 4, 2), DEFAULT_ROUND_EDGES);
-        check_simulation(&p, &csr, &bounds(n, 2, 2), 1);
+        check_simulation(&p, &csr, &common::bounds(n, 4, 2), DEFAULT_ROUND_EDGES);
+        check_simulation(&p, &csr, &common::bounds(n, 2, 2), 1);
     }
 }
 

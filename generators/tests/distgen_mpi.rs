@@ -8,6 +8,7 @@
 //! checksums add up to the single-process CSR's. Arguments that are not flags filter the
 //! cases by name, as with libtest.
 
+mod common;
 mod mpirun;
 
 use skein_generators::distributed::{self, mpi::build_local_csr_mpi, LocalCsr};
@@ -46,7 +47,7 @@ fn rank_side(case: &str) -> i32 {
     let world = universe.world();
     let (rank, ranks) = (world.rank() as usize, world.size() as usize);
     let p = params();
-    let b = mpirun::bounds(p.num_vertices(), ranks, WORKERS);
+    let b = common::bounds(p.num_vertices(), ranks, WORKERS);
     match case {
         "rows" => {
             // 1000-edge rounds: 6 to 9 rounds at SCALE 10, with uneven shares.

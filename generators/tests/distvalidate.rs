@@ -16,18 +16,6 @@ use skein_generators::kronecker::{self, KroneckerParams};
 use skein_generators::validate::{teps_edge_count, validate_bfs, validate_sssp, Rule};
 use skein_generators::{BfsResult, Csr, EdgeList, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
-/// Rank boundaries of `ranks` ranks of `workers` workers (the partition's owner function
-/// restated, as in `distgen.rs`).
-fn bounds(n: u64, ranks: usize, workers: usize) -> Vec<u64> {
-    let parts = ranks * workers;
-    let m = ((parts as u128) << 64) / n as u128;
-    let owner = |v: u64| ((v as u128 * m) >> 64) as usize;
-    let mut b: Vec<u64> =
-        (0..ranks).map(|r| (0..n).find(|&v| owner(v) >= r * workers).unwrap_or(n)).collect();
-    b.push(n);
-    b
-}
-
 /// Runs `f` on every rank of a simulated job of `ranks` ranks, one thread each.
 fn on_ranks<T: Send>(ranks: usize, f: impl Fn(usize, &mut MemExchange) -> T + Sync) -> Vec<T> {
     std::thread::scope(|s| {
@@ -62,7 +50,7 @@ fn verdict_of(
 fn bfs_same(g: &Csr, r: &BfsResult) -> Verdict {
     let want = verdict_of(validate_bfs(g, r));
     for (ranks, workers, round) in SPLITS {
-        let b = bounds(g.num_vertices(), ranks, workers);
+        let b = common::bounds(g.num_vertices(), ranks, workers);
         let got = on_ranks(ranks, |k, ex| {
             let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
             let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
@@ -80,7 +68,7 @@ fn bfs_same(g: &Csr, r: &BfsResult) -> Verdict {
 fn sssp_same(g: &Csr, r: &SsspResult) -> Verdict {
     let want = verdict_of(validate_sssp(g, r));
     for (ranks, workers, round) in SPLITS {
-        let b = bounds(g.num_vertices(), ranks, workers);
+        let b = common::bounds(g.num_vertices(), ranks, workers);
         let got = on_ranks(ranks, |k, ex| {
             let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
             let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
@@ -406,7 +394,7 @@ fn small_graphs_with_selfloops_repeats_and_empty_ranks() {
 #[test]
 fn bad_slices_and_layouts_are_errors() {
     let f = fixture(8);
-    let b = bounds(256, 3, 1);
+    let b = common::bounds(256, 3, 1);
     let got = on_ranks(3, |k, ex| {
         let local = LocalCsr::from_csr(&f.g, b[k]..b[k + 1]);
         let (lo, mut hi) = (b[k] as usize, b[k + 1] as usize);
@@ -451,7 +439,7 @@ fn roots_are_the_single_process_roots() {
             assert_eq!(want, common::roots(scale), "the reference's roots");
         }
         for (ranks, workers, _) in SPLITS {
-            let b = bounds(n, ranks, workers);
+            let b = common::bounds(n, ranks, workers);
             for batch in [1, 7, 256] {
                 let got = on_ranks(ranks, |k, ex| {
                     let local = LocalCsr::from_csr(&g, b[k]..b[k + 1]);
@@ -510,7 +498,7 @@ fn nedge_equals_the_single_process_counts() {
         let want = nedge_single(&g, &roots);
         assert!(want.contains(&0) && want.iter().any(|&c| c > 1000), "{want:?}");
         for (ranks, workers, round) in SPLITS {
-            let b = bounds(g.num_vertices(), ranks, workers);
+            let b = common::bounds(g.num_vertices(), ranks, workers);
             let got = on_ranks(ranks, |k, ex| {
                 component_edge_counts(&LocalCsr::from_csr(&g, b[k]..b[k + 1]), &roots, round, ex)
                     .unwrap()

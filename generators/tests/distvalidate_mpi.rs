@@ -76,7 +76,7 @@ fn checks(rank: usize) -> Result<String, String> {
     let mut ex = MpiExchange::world().map_err(|e| e.to_string())?;
     let ranks =
         mpi::traits::Communicator::size(&mpi::topology::SimpleCommunicator::world()) as usize;
-    let b = mpirun::bounds(n, ranks, WORKERS);
+    let b = common::bounds(n, ranks, WORKERS);
     let local = build_local_csr_mpi(&p, &b, 1000).map_err(|e| e.to_string())?;
     let csr = Csr::from_edge_list(&kronecker::generate(&p));
     let (lo, hi) = (b[rank] as usize, b[rank + 1] as usize);

@@ -115,17 +115,3 @@ pub(crate) fn launch(ranks: usize, flag: &str, case: &str) -> Result<String, Str
         None => Err(format!("mpirun still running after {HARD_LIMIT:?}; killed\n{report}")),
     }
 }
-
-/// The rank boundaries a job of `ranks` ranks of `workers` workers uses: the first vertex
-/// of every `workers`-th block of the partition of `n` vertices into `ranks · workers`
-/// contiguous blocks, owner `(v · m) >> 64` with `m = floor(2^64 · parts / n)` (the
-/// engine's partition owner function, restated here: this crate does not depend on it).
-pub(crate) fn bounds(n: u64, ranks: usize, workers: usize) -> Vec<u64> {
-    let parts = ranks * workers;
-    let m = ((parts as u128) << 64) / n as u128;
-    let owner = |v: u64| ((v as u128 * m) >> 64) as usize;
-    let mut b: Vec<u64> =
-        (0..ranks).map(|r| (0..n).find(|&v| owner(v) >= r * workers).unwrap_or(n)).collect();
-    b.push(n);
-    b
-}
