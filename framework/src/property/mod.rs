@@ -64,6 +64,9 @@ pub(crate) struct PropPtr {
     value_off: u16,
     /// Its run's id.
     run: u32,
+    /// `std::any::type_name` of the value's type, which the owner of an export compares with
+    /// the type a remote record was made for (`crate::wire::remote::RemoteVTable`).
+    type_name: fn() -> &'static str,
 }
 
 impl PropPtr {
@@ -75,13 +78,25 @@ impl PropPtr {
             off as u16
         };
         debug_assert!(trustee <= u16::MAX as usize);
-        PropPtr { ptr: p.cast(), free: free_typed::<T>, trustee: trustee as u16, value_off, run }
+        PropPtr {
+            ptr: p.cast(),
+            free: free_typed::<T>,
+            trustee: trustee as u16,
+            value_off,
+            run,
+            type_name: std::any::type_name::<T>,
+        }
     }
 
     /// The address of the property's value (the target of a request to it). Computes an
     /// address, reads nothing.
     pub(crate) fn value_addr(&self) -> *mut u8 {
         self.ptr.as_ptr().cast::<u8>().wrapping_add(self.value_off as usize)
+    }
+
+    /// The name of the value's type (`std::any::type_name`).
+    pub(crate) fn type_name(&self) -> &'static str {
+        (self.type_name)()
     }
 
     /// The trustee the property was entrusted to.

@@ -236,3 +236,28 @@ fn forged_proxy_targets_are_refused_naming_the_rank() {
         assert!(e.contains("bad batch from rank 0") && e.contains(what), "{e}");
     }
 }
+
+/// A proxy naming a *live* export of another type (here a `u64` property addressed as a
+/// `u32`) refuses the envelope before the record runs: the owner compares the type the
+/// record's table was made for with the type its export recorded.
+#[test]
+fn a_live_export_of_another_type_is_refused() {
+    use crate::property::proxy::Proxy;
+    let r = runtime().run(move || {
+        let w = context::expect("test");
+        let t = crate::trustee(2).entrust_new(7u64, |n| n);
+        assert!(t.is_proxy(), "a handle of another rank is a proxy");
+        let (owner, (slot, gen)) = (t.proxy().owner(), t.proxy().target());
+        let p =
+            Proxy::receive_on(w.rank as u32, owner, slot, gen, 1, w.run_id, w.n).expect("proxy");
+        let forged: crate::Trust<u32> = crate::Trust::from_proxy(p, owner, w.run_id);
+        forged.apply_then((), |x: &mut u32, ()| *x += 1, |()| {});
+        crate::wait_quiescent();
+        drop(t);
+    });
+    let e = r.expect_err("a target of another type must fail the run").to_string();
+    assert!(
+        e.contains("bad batch from rank 0") && e.contains("holds a u64, the record is for a u32"),
+        "{e}"
+    );
+}

@@ -573,7 +573,7 @@ impl Worker {
             }
             CONTROL_LAUNCH => {
                 let (vt, target, arg) = launch_parts(rec.arg).map_err(|e| e.to_string())?;
-                let latch = self.resolve_target(target, true)?;
+                let latch = self.resolve_target(target, vt, true)?;
                 let (arg, join) = (arg.to_vec(), rec.target);
                 // SAFETY: `validate` checked the table's kind (`KIND_LAUNCH`) and sized `arg`
                 // to it. The target word names the `Latch<T>` inside the client's live
@@ -808,8 +808,9 @@ impl Worker {
                         rw.push_panic(k, &panic_message(p));
                     }
                 } else {
-                    let target =
-                        self.resolve_target(rec.target, expect.loopback).map_err(refused)?;
+                    let target = self
+                        .resolve_target(rec.target, rec.vt, expect.loopback)
+                        .map_err(refused)?;
                     // SAFETY: `target` is the value the record works on, of the type its table
                     // was made for (the client wrote the code id and the target from one
                     // handle; `resolve_target`), alive until this request has been served (an
@@ -840,10 +841,16 @@ impl Worker {
     ///
     /// The export's property is alive while a request through it is unserved: the weight of
     /// the proxy it was issued through is returned only after this rank has served it (the
-    /// `Release`'s snapshot, `super::export`). The lookup does not check the value's type: the
-    /// client wrote the code id and the target from one handle (ranks of one binary trust
-    /// each other's encoders; `validate` refuses what a corrupted envelope can show).
-    fn resolve_target(&self, word: u64, loopback: bool) -> Result<*mut u8, String> {
+    /// `Release`'s snapshot, `super::export`). An export's value must be of the type `vt` was
+    /// made for ([`RemoteVTable::target_type`] against the name the export recorded): a wire
+    /// target of a live export of another type is refused before anything runs. A loopback
+    /// address carries no type; the client wrote the code id and the target from one handle.
+    fn resolve_target(
+        &self,
+        word: u64,
+        vt: &RemoteVTable,
+        loopback: bool,
+    ) -> Result<*mut u8, String> {
         if word & ADDR_TARGET != 0 {
             let addr = word & !ADDR_TARGET;
             if !loopback {
@@ -857,6 +864,12 @@ impl Worker {
         let (slot, gen) = split_target(word);
         let o = self.owner.as_ref().ok_or("an export target outside a split run")?;
         let p = o.borrow().lookup(slot, gen).map_err(|e| e.to_string())?;
+        let (want, have) = ((vt.target_type)(), p.type_name());
+        if !std::ptr::eq(want, have) && want != have {
+            return Err(format!(
+                "export (slot {slot}, generation {gen}) holds a {have}, the record is for a {want}"
+            ));
+        }
         Ok(p.value_addr())
     }
 

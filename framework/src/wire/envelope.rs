@@ -185,6 +185,7 @@ pub(crate) static LOOPBACK_TABLE: RemoteVTable = RemoteVTable {
     result_bytes: 0,
     kind: 0,
     run: refuse_loopback_run,
+    target_type: std::any::type_name::<()>,
 };
 
 /// `run` of [`LOOPBACK_TABLE`]: a loopback control record is run by the loopback transport
@@ -291,6 +292,7 @@ pub(crate) static SPAWN_TABLE: RemoteVTable = RemoteVTable {
     result_bytes: 0,
     kind: 0,
     run: refuse_loopback_run,
+    target_type: std::any::type_name::<()>,
 };
 
 /// The table that stands for a [`CONTROL_LAUNCH`] record (as [`SPAWN_TABLE`]).
@@ -300,6 +302,7 @@ pub(crate) static LAUNCH_TABLE: RemoteVTable = RemoteVTable {
     result_bytes: 0,
     kind: 0,
     run: refuse_loopback_run,
+    target_type: std::any::type_name::<()>,
 };
 
 /// The table that stands for a [`CONTROL_JOINED`] record (as [`SPAWN_TABLE`]).
@@ -309,6 +312,7 @@ pub(crate) static JOINED_TABLE: RemoteVTable = RemoteVTable {
     result_bytes: 0,
     kind: 0,
     run: refuse_loopback_run,
+    target_type: std::any::type_name::<()>,
 };
 
 /// The table that stands for a [`CONTROL_GRANT`] record (as [`SPAWN_TABLE`], with an 8-byte
@@ -320,6 +324,7 @@ pub(crate) static GRANT_TABLE: RemoteVTable = RemoteVTable {
     result_bytes: 8,
     kind: 0,
     run: refuse_loopback_run,
+    target_type: std::any::type_name::<()>,
 };
 
 /// The table that stands for a [`CONTROL_RELEASE`] record (as [`SPAWN_TABLE`]).
@@ -329,6 +334,7 @@ pub(crate) static RELEASE_TABLE: RemoteVTable = RemoteVTable {
     result_bytes: 0,
     kind: 0,
     run: refuse_loopback_run,
+    target_type: std::any::type_name::<()>,
 };
 
 /// The control id `vt` stands for, if it is one of the control tables.

@@ -69,7 +69,7 @@ use crate::wire::codec;
 use crate::Plain;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::any::Any;
+use std::any::{type_name, Any};
 use std::marker::PhantomData;
 use std::mem::{size_of, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -129,6 +129,12 @@ pub(crate) struct RemoteVTable {
     pub(crate) kind: u32,
     /// Runs the request; see [`RemoteVTable::run`].
     pub(crate) run: RunFn,
+    /// The name of the type of value the record's target must be (`std::any::type_name`:
+    /// `T` for a property request, `Vec<T>` for an element of a `TrustArray` part,
+    /// `Latch<T>` for a launch, `()` for a spawn, which has no target). The owner compares it
+    /// with the name its export recorded for the property (`PropPtr::type_name`) before the
+    /// record runs, so a wire target of a live export of another type is refused.
+    pub(crate) target_type: fn() -> &'static str,
 }
 
 /// Byte offsets of the fields the code-id validator reads (checked by a test).
@@ -175,7 +181,12 @@ const fn check_closure<F>() {
 /// The table of a record whose argument `A` and result `U` are `Plain` values travelling
 /// inline (`prefix` bytes of fixed fields before the argument, e.g. an element index): the
 /// size limits are checked at compile time, in the constructor that names the closure.
-const fn inline_table<A, U>(prefix: u32, kind: u32, run: RunFn) -> RemoteVTable {
+const fn inline_table<A, U>(
+    prefix: u32,
+    kind: u32,
+    run: RunFn,
+    target_type: fn() -> &'static str,
+) -> RemoteVTable {
     assert!(
         size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
         "skein: argument or result too big to travel inline: use apply_with"
@@ -186,6 +197,7 @@ const fn inline_table<A, U>(prefix: u32, kind: u32, run: RunFn) -> RemoteVTable 
         result_bytes: round8(size_of::<U>()),
         kind,
         run,
+        target_type,
     }
 }
 
@@ -195,7 +207,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(0, KIND_PROPERTY, run_property::<T, A, U, F>)
+        inline_table::<A, U>(0, KIND_PROPERTY, run_property::<T, A, U, F>, type_name::<T>)
     };
 }
 
@@ -213,6 +225,7 @@ where
             result_bytes: LEN_PREFIXED,
             kind: KIND_PROPERTY,
             run: run_serialized::<T, V, U, F>,
+            target_type: type_name::<T>,
         }
     };
 }
@@ -223,7 +236,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>)
+        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>, type_name::<Vec<T>>)
     };
 }
 
@@ -233,7 +246,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, R>(0, KIND_SPAWN, run_spawn::<A, R, F>)
+        inline_table::<A, R>(0, KIND_SPAWN, run_spawn::<A, R, F>, type_name::<()>)
     };
 }
 
@@ -243,7 +256,12 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(0, KIND_LAUNCH, run_launch::<T, A, U, F>)
+        inline_table::<A, U>(
+            0,
+            KIND_LAUNCH,
+            run_launch::<T, A, U, F>,
+            type_name::<crate::trust::latch::Latch<T>>,
+        )
     };
 }
 
@@ -576,7 +594,7 @@ mod tests {
         assert_eq!(offset_of!(RemoteVTable, result_bytes), OFFSET_RESULT_BYTES);
         assert_eq!(offset_of!(RemoteVTable, kind), OFFSET_KIND);
         assert_eq!(offset_of!(RemoteVTable, run), OFFSET_RUN);
-        assert_eq!(size_of::<RemoteVTable>(), 32);
+        assert_eq!(size_of::<RemoteVTable>(), 40);
     }
 
     #[test]
