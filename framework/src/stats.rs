@@ -8,7 +8,7 @@
 use crate::sync::{AtomicU64, Ordering};
 
 /// Counters of one worker.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct WorkerStats {
     /// Requests this worker applied as a trustee, received from other workers in batches.

@@ -5,6 +5,7 @@
 //! `MPI_Bcast` of the decision as bytes).
 
 use crate::error::Error;
+use crate::stats::WorkerStats;
 use serde::{Deserialize, Serialize};
 
 /// What one rank knows at the end of a run.
@@ -21,6 +22,8 @@ pub(crate) struct RankReport {
     /// On the rank that ran `main`: its result encoded with `wire::codec`, or why there is
     /// none (its panic message, an encoding error). `None` elsewhere.
     pub(crate) main: Option<Result<Vec<u8>, MainFailure>>,
+    /// The statistics of this rank's workers, in order of their global ids.
+    pub(crate) stats: Vec<WorkerStats>,
 }
 
 /// Why `main` gave no value.
@@ -96,10 +99,33 @@ pub(crate) fn decide(reports: &[RankReport]) -> Outcome {
     }
 }
 
-/// Sends this rank's report to rank 0, which decides; returns the outcome, the same on every
-/// rank. **Collective** (every rank, on the thread that called `Runtime::run`).
+/// The job's statistics: every rank's [`RankReport::stats`] in rank order, a rank with
+/// another count than `workers` (a report that did not decode) padded or cut to `workers`
+/// entries, so that entry `i` is global worker `i`.
+pub(crate) fn job_stats(reports: &[RankReport], workers: usize) -> Vec<WorkerStats> {
+    let mut all = Vec::with_capacity(reports.len() * workers);
+    for rep in reports {
+        let mut s = rep.stats.clone();
+        s.resize(workers, WorkerStats::default());
+        all.extend(s);
+    }
+    all
+}
+
+/// What rank 0 broadcasts at the end of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct Decision {
+    /// The run's outcome ([`decide`]).
+    pub(crate) outcome: Outcome,
+    /// Every worker's statistics, by global id ([`job_stats`]).
+    pub(crate) stats: Vec<WorkerStats>,
+}
+
+/// Sends this rank's report to rank 0, which decides; returns the decision (the outcome and
+/// the job's statistics), the same on every rank. `workers` is the number of workers per rank.
+/// **Collective** (every rank, on the thread that called `Runtime::run`).
 #[cfg(feature = "mpi")]
-pub(crate) fn exchange(report: &RankReport) -> Result<Outcome, String> {
+pub(crate) fn exchange(report: &RankReport, workers: usize) -> Result<Decision, String> {
     use mpi::datatype::PartitionMut;
     use mpi::topology::SimpleCommunicator;
     use mpi::traits::*;
@@ -139,7 +165,8 @@ pub(crate) fn exchange(report: &RankReport) -> Result<Outcome, String> {
                 }),
             }
         }
-        decided = crate::wire::codec::encode(&decide(&reports)).map_err(|e| e.to_string())?;
+        let decision = Decision { outcome: decide(&reports), stats: job_stats(&reports, workers) };
+        decided = crate::wire::codec::encode(&decision).map_err(|e| e.to_string())?;
     } else {
         root.gather_into(&len);
         root.gather_varcount_into(&mine[..]);
@@ -148,7 +175,7 @@ pub(crate) fn exchange(report: &RankReport) -> Result<Outcome, String> {
     root.broadcast_into(&mut n);
     decided.resize(n as usize, 0);
     root.broadcast_into(&mut decided[..]);
-    crate::wire::codec::decode::<Outcome>(&decided).map_err(|e| e.to_string())
+    crate::wire::codec::decode::<Decision>(&decided).map_err(|e| e.to_string())
 }
 
 /// A counter of the runs of this process that span MPI ranks: every rank calls
@@ -241,5 +268,22 @@ mod tests {
             let b = crate::wire::codec::encode(&o).unwrap();
             assert_eq!(crate::wire::codec::decode::<Outcome>(&b).unwrap(), o);
         }
+    }
+
+    #[test]
+    fn job_stats_are_every_ranks_workers_in_rank_order() {
+        let st = |n: u64| WorkerStats { requests_served: n, ..WorkerStats::default() };
+        let reports = [
+            RankReport { stats: vec![st(1), st(2)], ..RankReport::default() },
+            // A report that did not decode carries no statistics: zeros stand in.
+            RankReport::default(),
+            RankReport { stats: vec![st(5), st(6)], ..RankReport::default() },
+        ];
+        let all = job_stats(&reports, 2);
+        let served: Vec<u64> = all.iter().map(|s| s.requests_served).collect();
+        assert_eq!(served, [1, 2, 0, 0, 5, 6]);
+        let d = Decision { outcome: Outcome::Ok(vec![9]), stats: all };
+        let b = crate::wire::codec::encode(&d).unwrap();
+        assert_eq!(crate::wire::codec::decode::<Decision>(&b).unwrap(), d);
     }
 }

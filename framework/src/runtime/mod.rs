@@ -238,7 +238,9 @@ impl Runtime {
         self.cfg.workers
     }
 
-    /// Per-worker counters of the last completed [`Runtime::run`].
+    /// Per-worker counters of the last completed [`Runtime::run`]. Over MPI ranks they are
+    /// every rank's workers, by global id, gathered at the end of the run (the same on every
+    /// rank).
     pub fn stats(&self) -> Stats {
         self.last_stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -492,6 +494,7 @@ impl Runtime {
             deadlock: *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner()),
             internal: internal.iter().map(|e| e.to_string()).collect(),
             main: None,
+            stats: (rank * w..(rank + 1) * w).map(|g| run_state.stats_of(g)).collect(),
         };
         match transport.close(link.take_endpoints()) {
             Ok(left) => {
@@ -518,7 +521,11 @@ impl Runtime {
             });
         }
         drop(run_state);
-        let bytes = outcome::exchange(&report).map_err(rack_err)?.into_result()?;
+        let decision = outcome::exchange(&report, w).map_err(rack_err)?;
+        // Every rank's workers, as `Runtime::stats` shows them in one process.
+        *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
+            Stats { workers: decision.stats };
+        let bytes = decision.outcome.into_result()?;
         crate::wire::codec::decode::<R>(&bytes).map_err(|e| {
             Error::Internal(format!("rank {rank}: the value of main does not decode: {e}"))
         })
@@ -707,7 +714,8 @@ pub fn in_delegated_context() -> bool {
 }
 
 /// Live per-worker counters of the running job (values of other workers may be slightly
-/// stale).
+/// stale). Over MPI ranks only this rank's workers are live; the other ranks' entries are
+/// zero until the end of the run ([`Runtime::stats`] then has them all).
 ///
 /// # Panics
 /// Outside a runtime; use [`Runtime::stats`] after a run.
