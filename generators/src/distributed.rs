@@ -437,6 +437,19 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
     round_edges: u64,
     ex: &mut E,
 ) -> Result<(LocalCsr, BuildStats), DistError> {
+    build_local_csr_with_progress(p, bounds, round_edges, ex, &|_| {})
+}
+
+/// [`build_local_csr_with_stats`], calling `progress(done)` after each round with the
+/// number of this rank's edges generated so far (out of [`rank_edges`]'s share), e.g. for
+/// a progress bar on rank 0.
+pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
+    p: &KroneckerParams,
+    bounds: &[u64],
+    round_edges: u64,
+    ex: &mut E,
+    progress: &dyn Fn(u64),
+) -> Result<(LocalCsr, BuildStats), DistError> {
     let mut stats = BuildStats::default();
     let mut clock = Instant::now();
     let mut lap = |acc: &mut f64| {
@@ -558,6 +571,7 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
             at += c;
         }
         kept.push(KeptRound { mine, mine_w, recv, from });
+        progress(lo + len as u64 - share.start);
     }
     drop((gsrc, gdst, gw, owners, send));
 
