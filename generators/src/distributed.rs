@@ -919,6 +919,42 @@ pub fn simulate(
 mod tests {
     use super::*;
 
+    /// The progress hook sees each rank's share grow round by round up to its whole share,
+    /// and the rows are those of the hook-less build.
+    #[test]
+    fn progress_counts_each_ranks_edges_up_to_its_share() {
+        let p = KroneckerParams::new(7, 4, 2, 3).unwrap();
+        let bounds = [0, 50, 128];
+        let plain = simulate(&p, &bounds, 100).unwrap();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = MemExchange::group(2)
+                .into_iter()
+                .map(|mut ex| {
+                    let p = &p;
+                    s.spawn(move || {
+                        let seen = Mutex::new(Vec::new());
+                        let (g, _) =
+                            build_local_csr_with_progress(p, &bounds, 100, &mut ex, &|d| {
+                                seen.lock().unwrap().push(d)
+                            })
+                            .unwrap();
+                        (g, seen.into_inner().unwrap())
+                    })
+                })
+                .collect();
+            for (r, h) in handles.into_iter().enumerate() {
+                let (g, seen) = h.join().unwrap();
+                assert_eq!(g, plain[r]);
+                let share = rank_edges(p.num_edges(), r, 2);
+                let want = share.end - share.start;
+                assert_eq!(seen.len() as u64, rounds(p.num_edges(), 2, 100));
+                assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+                assert_eq!(seen.last(), Some(&want), "{seen:?}");
+                assert_eq!(seen[0], 100.min(want));
+            }
+        });
+    }
+
     /// Both counter widths count and scatter alike (the wide ones serve graphs of 2^31
     /// edges or more, too big for a test), and blocks' word counts invert.
     #[test]

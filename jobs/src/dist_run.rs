@@ -128,6 +128,10 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
     let (generation_seconds, construction_seconds) =
         (f64::from_bits(slowest[0]), f64::from_bits(slowest[1]));
     let arcs = all_reduce(&mut ex, &[g.num_arcs()], u64::wrapping_add)?[0];
+    // Each rank's peak memory so far: the graph's construction (before the engine).
+    let mut peak = vec![0u64; ranks];
+    peak[rank] = skein_generators::memory::peak_rss_bytes().unwrap_or(0);
+    let build_peaks = all_reduce(&mut ex, &peak, u64::wrapping_add)?;
     let g = Arc::new(g);
     eprintln!(
         "graph {}: {n} vertices, {} edges across {ranks} ranks (this rank: {} vertices, {} arcs); \
@@ -158,7 +162,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
         Kernel::Bfs => engine.prepare_bfs(),
     }
     let info = EngineInfo { name: "skein".into(), threads, settings };
-    let mut totals = SkeinTotals::default();
+    let mut totals = SkeinTotals { rank_build_peaks: build_peaks, ..SkeinTotals::default() };
     anyhow::ensure!(!roots.is_empty(), "no search roots to run");
     for _ in 0..k.warmup {
         search(&engine, k.kernel, roots[0])?;

@@ -97,6 +97,9 @@ pub(crate) struct SkeinTotals {
     pub(crate) runtime: skein::Stats,
     /// Each rank's peak resident memory (bytes), when measured ([`Runner::measure_peaks`]).
     pub(crate) rank_peaks: Vec<u64>,
+    /// Each rank's peak resident memory right after building its rows, when the graph was
+    /// split over the ranks (`crate::dist_run`; empty otherwise).
+    pub(crate) rank_build_peaks: Vec<u64>,
 }
 
 impl SkeinTotals {
@@ -131,13 +134,17 @@ impl SkeinTotals {
                 })
             })
             .collect();
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "rounds": self.rounds,
             "messages": self.messages,
             "arcs_relaxed": self.arcs,
             "workers": workers,
             "rank_peak_rss_bytes": self.rank_peaks,
-        })
+        });
+        if !self.rank_build_peaks.is_empty() {
+            json["rank_build_peak_rss_bytes"] = self.rank_build_peaks.clone().into();
+        }
+        json
     }
 
     /// Lines for the printed report.
@@ -150,6 +157,14 @@ impl SkeinTotals {
                 out,
                 "{:<32}{:.1} MiB",
                 format!("skein rank {r} peak memory:"),
+                *b as f64 / 1048576.0
+            )?;
+        }
+        for (r, b) in self.rank_build_peaks.iter().enumerate() {
+            writeln!(
+                out,
+                "{:<32}{:.1} MiB",
+                format!("skein rank {r} build peak:"),
                 *b as f64 / 1048576.0
             )?;
         }

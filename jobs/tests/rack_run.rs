@@ -194,6 +194,7 @@ fn run_on_2_and_3_ranks_gives_the_one_process_roots_nedge_validation_and_dump() 
             assert!(err.contains(&format!("across {ranks} ranks")), "{err}");
             for r in 0..ranks {
                 assert!(out.contains(&format!("skein rank {r} peak memory:")), "{out}");
+                assert!(out.contains(&format!("skein rank {r} build peak:")), "{out}");
             }
             // One process of as many workers as the job's ranks have: the same partition.
             let workers = format!("runtime.workers={ranks}");
@@ -259,4 +260,23 @@ fn explicit_roots_and_bad_dump_paths_are_clear_errors_on_every_rank() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(!r.status.success(), "wrote under /dev/null");
     assert!(err.contains("/dev/null/x"), "{err}");
+}
+
+#[test]
+fn graph_files_under_mpirun_run_whole_on_every_rank_with_a_note() {
+    let dir = temp_dir("file");
+    let graph = dir.join("g.skg");
+    let made = one_process(&["generate", "--scale", "8", "--output", graph.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let r = mpirun(
+        2,
+        &["bfs", "--engine", "skein", "-t", "1", "--roots", "2", graph.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&r.stderr);
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{err}");
+    assert!(out.contains("validation:                     passed"), "{out}");
+    // Said once (rank 0), not per rank.
+    assert_eq!(err.matches("graph files are not split across ranks yet").count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

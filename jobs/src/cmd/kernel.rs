@@ -91,11 +91,12 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
                 })?;
                 return finish(&args, &report, Some(&totals));
             }
-            GraphSpec::File(path) => eprintln!(
+            GraphSpec::File(path) if crate::output::writes() => eprintln!(
                 "note: graph files are not split across ranks yet: every rank reads the whole \
                  of {} (Kronecker graphs are split)",
                 path.display()
             ),
+            _ => {}
         }
     }
     let graph = graph_source::load(&graph_spec)?;

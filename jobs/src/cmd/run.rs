@@ -70,11 +70,12 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 let (report, totals) = run_distributed(&job)?;
                 return finish(&job, &report, Some(&totals));
             }
-            JobGraph::File { path } => eprintln!(
+            JobGraph::File { path } if crate::output::writes() => eprintln!(
                 "note: graph files are not split across ranks yet: every rank reads the whole \
                  of {} (Kronecker graphs are split)",
                 path.display()
             ),
+            _ => {}
         }
     }
     let graph = load_graph(&job)?;
