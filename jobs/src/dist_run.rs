@@ -134,12 +134,22 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
     let build_peaks = all_reduce(&mut ex, &peak, u64::wrapping_add)?;
     let g = Arc::new(g);
     eprintln!(
-        "graph {}: {n} vertices, {} edges across {ranks} ranks (this rank: {} vertices, {} arcs); \
-         generated in {generation_seconds:.3} s, rows built in {construction_seconds:.3} s",
+        "graph {}: {n} vertices, {} edges across {ranks} ranks; generated in \
+         {generation_seconds:.3} s, rows built in {construction_seconds:.3} s (slowest rank)",
         k.description,
         arcs / 2,
+    );
+    eprintln!(
+        "  rank {rank}: {} vertices, {} arcs, {} rounds: generate {:.3} s, route {:.3} s, \
+         exchange {:.3} s, rows {:.3} s, peak {:.1} MiB",
         g.range().end - g.range().start,
         g.num_arcs(),
+        stats.rounds,
+        stats.generate_s,
+        stats.route_s,
+        stats.exchange_s,
+        stats.rows_s,
+        build_peaks[rank] as f64 / 1048576.0,
     );
 
     // 2. Roots, and their nedge.
