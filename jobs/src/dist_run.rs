@@ -1,5 +1,6 @@
 //! `skein run` / `skein sssp|bfs` with the skein engine under `mpirun` with more than one
-//! rank, on a Kronecker graph: no rank holds the whole graph (issue 19).
+//! rank, on a Kronecker graph, without the whole graph on any rank (issue 19; see the
+//! interim note below).
 //!
 //! Every rank runs this, collectively, in the same order:
 //!
@@ -20,6 +21,12 @@
 //!    dump, byte for byte.
 //!
 //! Rank 0 then prints and writes the report as in one process (`crate::report`).
+//!
+//! Until `crate::rack_engine` is backed by `Engine::from_local`, its interim body gathers
+//! the whole graph on every rank for the engine (step 3): the graph's generation,
+//! construction, roots, validation, `nedge` and dump (steps 1, 2, 4, 5) hold only the
+//! rank's rows and slices, and each rank's peak memory right after step 1 is reported
+//! (`rank_build_peak_rss_bytes`).
 //!
 //! Graph files under `mpirun` are not split yet: every rank reads the whole file and the
 //! one-process path runs on every rank (`crate::cmd::run` says so on standard error).
