@@ -38,6 +38,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use skein_generators::distributed::collective::all_reduce;
+use skein_generators::distributed::local_build_bytes;
 use skein_generators::distributed::mpi::MpiExchange;
 use skein_generators::distributed::roots::{component_edge_counts, search_roots_distributed};
 use skein_generators::distributed::validate::{
@@ -112,6 +113,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
         Some(c) => e.context(c.clone()),
         None => e,
     })?;
+    check_rank_fits(p, rank, ranks, threads, &mut ex)?;
     let bounds = rack_engine::rank_bounds(n, ranks, threads);
 
     // 1. This rank's rows.
@@ -282,6 +284,49 @@ fn check_roots(k: &DistKernel<'_>, n: u64) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{}: {e}", k.count_name))?;
     }
     Ok(())
+}
+
+/// Refuses, on every rank alike, a graph whose partition or rows would not fit: a worker
+/// owning 2^32 vertices or more (local indices are 32-bit), or a rank's rows (during and
+/// after the rounds, `local_build_bytes` with an eighth of slack for uneven shares) above
+/// the memory available to it. Collective: the ranks agree before any of them starts
+/// building, so a refusal on one rank cannot leave the others waiting.
+fn check_rank_fits(
+    p: &KroneckerParams,
+    rank: usize,
+    ranks: usize,
+    workers: usize,
+    ex: &mut dyn Exchange,
+) -> anyhow::Result<()> {
+    let n = p.num_vertices();
+    let parts = ranks as u64 * workers as u64;
+    let mine = if n.div_ceil(parts) + 2 > u64::from(u32::MAX) {
+        Err(format!(
+            "SCALE {} over {ranks} ranks of {workers} workers: a worker would own {} vertices, \
+             more than 2^32 - 1; use more ranks or workers",
+            p.scale,
+            n.div_ceil(parts)
+        ))
+    } else {
+        let arcs = (2 * u128::from(p.num_edges())).div_ceil(ranks as u128);
+        let arcs = u64::try_from(arcs + arcs / 8).unwrap_or(u64::MAX);
+        let need = local_build_bytes(n.div_ceil(ranks as u64), arcs, DEFAULT_ROUND_EDGES);
+        limits::check_memory(
+            need,
+            format_args!(
+                "rank {rank}'s rows of SCALE {} with edgefactor {} over {ranks} ranks",
+                p.scale, p.edgefactor
+            ),
+        )
+    };
+    let failed = all_reduce(ex, &[u64::from(mine.is_err())], u64::max)?[0] == 1;
+    match mine {
+        Err(e) => anyhow::bail!("graph kron:{}:{}: {e}", p.scale, p.edgefactor),
+        Ok(()) if failed => {
+            anyhow::bail!("another rank cannot hold its share of the graph (see its error)")
+        }
+        Ok(()) => Ok(()),
+    }
 }
 
 fn search(

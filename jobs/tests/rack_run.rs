@@ -280,3 +280,18 @@ fn graph_files_under_mpirun_run_whole_on_every_rank_with_a_note() {
     assert_eq!(err.matches("graph files are not split across ranks yet").count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn graphs_too_big_for_the_ranks_are_refused_on_every_rank_before_building() {
+    // SCALE 32: a rank's rows take far more than this machine has.
+    let r = mpirun(2, &["sssp", "--engine", "skein", "-t", "1", "--roots", "1", "kron:32"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "SCALE 32 ran");
+    assert!(err.contains("rank 0's rows of SCALE 32") && err.contains("available"), "{err}");
+    // SCALE 40 on 2 workers in all: 2^39 vertices each, past 32-bit local indices.
+    let r = mpirun(2, &["bfs", "--engine", "skein", "-t", "1", "--roots", "1", "kron:40"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "SCALE 40 ran");
+    assert!(err.contains("more than 2^32 - 1"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
