@@ -237,7 +237,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
         };
         if i == 0 {
             if let Some(path) = k.dump {
-                write_dump(path, &out, &bounds, &mut ex)?;
+                write_dump(path, &out, &bounds, DUMP_CHUNK, &mut ex)?;
             }
         }
         let reached = all_reduce(&mut ex, &[out.reached()], u64::wrapping_add)?[0];
@@ -347,13 +347,15 @@ fn search(
 }
 
 /// Writes the dump of `out` (every rank's slice) to `path` on rank 0 (collective): rank
-/// 0's own lines, then each other rank's, received in chunks of [`DUMP_CHUNK`] vertices.
+/// 0's own lines, then each other rank's, received in chunks of `chunk` vertices
+/// ([`DUMP_CHUNK`]).
 /// Every rank takes part in every exchange whatever happens to the file, and every rank
 /// returns an error when rank 0 could not write it, so nothing hangs.
 fn write_dump(
     path: &Path,
     out: &LocalOut,
     bounds: &[u64],
+    chunk: usize,
     ex: &mut dyn Exchange,
 ) -> anyhow::Result<()> {
     let (rank, ranks) = (ex.rank(), ex.ranks());
@@ -408,14 +410,14 @@ fn write_dump(
         };
         let mine = (bounds[rank + 1] - bounds[rank]) as usize;
         if rank == 0 {
-            for lo in (0..mine).step_by(DUMP_CHUNK) {
-                emit(lo as u64, &words(lo, (lo + DUMP_CHUNK).min(mine)));
+            for lo in (0..mine).step_by(chunk) {
+                emit(lo as u64, &words(lo, (lo + chunk).min(mine)));
             }
         }
         for s in 1..ranks {
             let len = (bounds[s + 1] - bounds[s]) as usize;
-            for lo in (0..len).step_by(DUMP_CHUNK) {
-                let hi = (lo + DUMP_CHUNK).min(len);
+            for lo in (0..len).step_by(chunk) {
+                let hi = (lo + chunk).min(len);
                 let send = if rank == s { words(lo, hi) } else { Vec::new() };
                 let mut counts = vec![0usize; ranks];
                 counts[0] = send.len();
@@ -448,3 +450,114 @@ fn write_dump(
 
 /// `NO_PARENT` is `u64::MAX`: it travels as itself in a parent word.
 const _: () = assert!(NO_PARENT == u64::MAX);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::KernelOutput;
+    use skein_generators::distributed::MemExchange;
+    use skein_generators::{BfsResult, SsspResult};
+
+    /// The chunked gather writes the one-process dump, byte for byte, with several chunks
+    /// per rank, a rank that owns nothing, and unreached vertices; other ranks write nothing.
+    #[test]
+    fn the_dump_gather_writes_the_one_process_dump() {
+        let dir = std::env::temp_dir().join(format!("skein-dist-dump-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bounds = [0u64, 7, 7, 20];
+        let n = 20usize;
+        let dist: Vec<f32> =
+            (0..n).map(|v| if v % 5 == 3 { f32::INFINITY } else { v as f32 * 0.25 }).collect();
+        let level: Vec<u32> =
+            (0..n).map(|v| if v % 5 == 3 { UNREACHED_LEVEL } else { v as u32 / 3 }).collect();
+        let parent: Vec<u64> =
+            (0..n).map(|v| if v % 5 == 3 { NO_PARENT } else { (v as u64 * 7) % 20 }).collect();
+        for kernel in [Kernel::Sssp, Kernel::Bfs] {
+            let whole = match kernel {
+                Kernel::Sssp => KernelOutput::Sssp(SsspResult {
+                    root: 0,
+                    dist: dist.clone(),
+                    parent: parent.clone(),
+                }),
+                Kernel::Bfs => KernelOutput::Bfs(BfsResult {
+                    root: 0,
+                    level: level.clone(),
+                    parent: parent.clone(),
+                }),
+            };
+            let want = dir.join(format!("{}-one", kernel.as_str()));
+            report::write_dump(&want, &whole).unwrap();
+            let got = dir.join(format!("{}-ranks", kernel.as_str()));
+            std::thread::scope(|s| {
+                let handles: Vec<_> = MemExchange::group(3)
+                    .into_iter()
+                    .map(|mut ex| {
+                        let (got, dist, level, parent) = (&got, &dist, &level, &parent);
+                        s.spawn(move || {
+                            let r = ex.rank();
+                            let range = bounds[r] as usize..bounds[r + 1] as usize;
+                            let first = bounds[r];
+                            let parent = parent[range.clone()].to_vec();
+                            let out = match kernel {
+                                Kernel::Sssp => LocalOut::Sssp(LocalSssp {
+                                    root: 0,
+                                    first,
+                                    dist: dist[range].to_vec(),
+                                    parent,
+                                }),
+                                Kernel::Bfs => LocalOut::Bfs(LocalBfs {
+                                    root: 0,
+                                    first,
+                                    level: level[range].to_vec(),
+                                    parent,
+                                }),
+                            };
+                            write_dump(got, &out, &bounds, 3, &mut ex)
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().unwrap().unwrap();
+                }
+            });
+            assert_eq!(std::fs::read(&got).unwrap(), std::fs::read(&want).unwrap());
+        }
+        // Rank 0 cannot open the file: every rank returns an error.
+        let bad = std::path::Path::new("/dev/null/x");
+        std::thread::scope(|s| {
+            let handles: Vec<_> = MemExchange::group(2)
+                .into_iter()
+                .map(|mut ex| {
+                    s.spawn(move || {
+                        let out = LocalOut::Bfs(LocalBfs {
+                            root: 0,
+                            first: 0,
+                            level: vec![0],
+                            parent: vec![0],
+                        });
+                        write_dump(bad, &out, &[0, 1, 1], 3, &mut ex)
+                    })
+                })
+                .collect();
+            for (r, h) in handles.into_iter().enumerate() {
+                let e = h.join().unwrap().unwrap_err();
+                let text = format!("{e:#}");
+                assert!(text.contains("/dev/null/x"), "rank {r}: {text}");
+            }
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn rank_bounds_are_the_partition_of_every_workers() {
+        for (n, ranks, workers) in [(1000u64, 3usize, 2usize), (5, 3, 2), (1 << 20, 2, 1)] {
+            let b = rack_engine::rank_bounds(n, ranks, workers);
+            let p = skein_algorithms::Partitioning::new(n, ranks * workers);
+            assert_eq!(b.len(), ranks + 1);
+            for r in 0..ranks {
+                assert_eq!(b[r], p.range(r * workers).start);
+                assert_eq!(b[r + 1], p.range((r + 1) * workers - 1).end);
+            }
+        }
+    }
+}
