@@ -437,6 +437,19 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
     round_edges: u64,
     ex: &mut E,
 ) -> Result<(LocalCsr, BuildStats), DistError> {
+    build_local_csr_with_progress(p, bounds, round_edges, ex, &|_| {})
+}
+
+/// [`build_local_csr_with_stats`], calling `progress(done)` after each round with the
+/// number of this rank's edges generated so far (out of [`rank_edges`]'s share), e.g. for
+/// a progress bar on rank 0.
+pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
+    p: &KroneckerParams,
+    bounds: &[u64],
+    round_edges: u64,
+    ex: &mut E,
+    progress: &dyn Fn(u64),
+) -> Result<(LocalCsr, BuildStats), DistError> {
     let mut stats = BuildStats::default();
     let mut clock = Instant::now();
     let mut lap = |acc: &mut f64| {
@@ -558,6 +571,7 @@ pub fn build_local_csr_with_stats<E: Exchange + ?Sized>(
             at += c;
         }
         kept.push(KeptRound { mine, mine_w, recv, from });
+        progress(lo + len as u64 - share.start);
     }
     drop((gsrc, gdst, gw, owners, send));
 
@@ -904,6 +918,42 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The progress hook sees each rank's share grow round by round up to its whole share,
+    /// and the rows are those of the hook-less build.
+    #[test]
+    fn progress_counts_each_ranks_edges_up_to_its_share() {
+        let p = KroneckerParams::new(7, 4, 2, 3).unwrap();
+        let bounds = [0, 50, 128];
+        let plain = simulate(&p, &bounds, 100).unwrap();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = MemExchange::group(2)
+                .into_iter()
+                .map(|mut ex| {
+                    let p = &p;
+                    s.spawn(move || {
+                        let seen = Mutex::new(Vec::new());
+                        let (g, _) =
+                            build_local_csr_with_progress(p, &bounds, 100, &mut ex, &|d| {
+                                seen.lock().unwrap().push(d)
+                            })
+                            .unwrap();
+                        (g, seen.into_inner().unwrap())
+                    })
+                })
+                .collect();
+            for (r, h) in handles.into_iter().enumerate() {
+                let (g, seen) = h.join().unwrap();
+                assert_eq!(g, plain[r]);
+                let share = rank_edges(p.num_edges(), r, 2);
+                let want = share.end - share.start;
+                assert_eq!(seen.len() as u64, rounds(p.num_edges(), 2, 100));
+                assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+                assert_eq!(seen.last(), Some(&want), "{seen:?}");
+                assert_eq!(seen[0], 100.min(want));
+            }
+        });
+    }
 
     /// Both counter widths count and scatter alike (the wide ones serve graphs of 2^31
     /// edges or more, too big for a test), and blocks' word counts invert.

@@ -97,10 +97,13 @@ pub(crate) struct SkeinTotals {
     pub(crate) runtime: skein::Stats,
     /// Each rank's peak resident memory (bytes), when measured ([`Runner::measure_peaks`]).
     pub(crate) rank_peaks: Vec<u64>,
+    /// Each rank's peak resident memory right after building its rows, when the graph was
+    /// split over the ranks (`crate::dist_run`; empty otherwise).
+    pub(crate) rank_build_peaks: Vec<u64>,
 }
 
 impl SkeinTotals {
-    fn add(&mut self, s: &skein_algorithms::SearchStats) {
+    pub(crate) fn add(&mut self, s: &skein_algorithms::SearchStats) {
         self.rounds += s.rounds;
         self.messages += s.messages;
         self.arcs += s.arcs;
@@ -131,13 +134,17 @@ impl SkeinTotals {
                 })
             })
             .collect();
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "rounds": self.rounds,
             "messages": self.messages,
             "arcs_relaxed": self.arcs,
             "workers": workers,
             "rank_peak_rss_bytes": self.rank_peaks,
-        })
+        });
+        if !self.rank_build_peaks.is_empty() {
+            json["rank_build_peak_rss_bytes"] = self.rank_build_peaks.clone().into();
+        }
+        json
     }
 
     /// Lines for the printed report.
@@ -150,6 +157,14 @@ impl SkeinTotals {
                 out,
                 "{:<32}{:.1} MiB",
                 format!("skein rank {r} peak memory:"),
+                *b as f64 / 1048576.0
+            )?;
+        }
+        for (r, b) in self.rank_build_peaks.iter().enumerate() {
+            writeln!(
+                out,
+                "{:<32}{:.1} MiB",
+                format!("skein rank {r} build peak:"),
                 *b as f64 / 1048576.0
             )?;
         }
@@ -168,8 +183,38 @@ impl SkeinTotals {
     }
 }
 
+/// The Skein engine's options for `spec`, with `threads` workers (per rank under mpirun).
+pub(crate) fn skein_options(spec: &EngineSpec, threads: usize) -> EngineOptions {
+    EngineOptions {
+        workers: threads,
+        fibers: spec.fibers,
+        pin: spec.pin,
+        delta: spec.delta,
+        alpha: spec.alpha,
+        beta: spec.beta,
+        ..EngineOptions::default()
+    }
+}
+
+/// The settings reports show for the Skein engine (the bucket width is added once the
+/// engine has chosen it: [`json_f32`] of its delta).
+pub(crate) fn skein_settings(
+    kernel: Kernel,
+    opts: &EngineOptions,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut settings = serde_json::Map::new();
+    settings.insert("fibers".into(), opts.fibers.into());
+    settings.insert("pin".into(), opts.pin.into());
+    if kernel == Kernel::Bfs {
+        settings.insert("alpha".into(), opts.alpha.into());
+        settings.insert("beta".into(), opts.beta.into());
+    }
+    settings.insert("slot_bytes".into(), opts.slot_bytes.into());
+    settings
+}
+
 /// An `f32` as the JSON number it prints as (0.05, not 0.05000000074505806).
-fn json_f32(x: f32) -> serde_json::Value {
+pub(crate) fn json_f32(x: f32) -> serde_json::Value {
     format!("{x}").parse::<f64>().map_or(serde_json::Value::Null, Into::into)
 }
 
@@ -239,23 +284,8 @@ impl<'g> Runner<'g> {
                 Inner::Baseline(solver)
             }
             EngineName::Skein => {
-                let defaults = EngineOptions::default();
-                let opts = EngineOptions {
-                    workers: threads,
-                    fibers: spec.fibers,
-                    pin: spec.pin,
-                    delta: spec.delta,
-                    alpha: spec.alpha,
-                    beta: spec.beta,
-                    ..defaults
-                };
-                settings.insert("fibers".into(), opts.fibers.into());
-                settings.insert("pin".into(), opts.pin.into());
-                if kernel == Kernel::Bfs {
-                    settings.insert("alpha".into(), opts.alpha.into());
-                    settings.insert("beta".into(), opts.beta.into());
-                }
-                settings.insert("slot_bytes".into(), opts.slot_bytes.into());
+                let opts = skein_options(spec, threads);
+                settings = skein_settings(kernel, &opts);
                 let engine = SkeinEngine::new(Arc::clone(csr), opts)?;
                 if kernel == Kernel::Sssp {
                     // The width the engine chose (the option, or its default for the graph).

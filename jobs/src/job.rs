@@ -41,7 +41,10 @@ A job file is TOML with four sections; only [graph] is required:
   fibers = 8                # fibers per skein worker (bounded by memory and vm.max_map_count)
   pin = false               # pin workers to cores
   ranks = 2                 # optional: the mpirun rank count this job expects (rack mode;
-                            # workers is then per rank); a different count is an error
+                            # workers is then per rank); a different count is an error.
+                            # Under mpirun a Kronecker graph is split: each rank generates
+                            # and keeps only its own vertices' rows. A graph file is not
+                            # split yet: every rank reads the whole file.
   json = \"reports/sssp-s20.json\"
   dump = \"reports/sssp-s20.dump\"   # the first root's result, one line per vertex
 

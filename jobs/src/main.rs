@@ -4,6 +4,8 @@ use clap::{Parser, Subcommand};
 
 mod chart;
 mod cmd;
+#[cfg(feature = "mpi")]
+mod dist_run;
 mod engines;
 mod graph500_mpi;
 mod graph_source;
@@ -14,6 +16,8 @@ mod mpi_baselines;
 mod names;
 mod output;
 mod progress;
+#[cfg(feature = "mpi")]
+mod rack_engine;
 mod report;
 mod skein_rack;
 

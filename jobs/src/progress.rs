@@ -26,7 +26,8 @@ pub(crate) fn enabled() -> bool {
 }
 
 fn draw_target() -> ProgressDrawTarget {
-    if enabled() {
+    // Under mpirun only rank 0 (the rank that writes) draws.
+    if enabled() && crate::output::writes() {
         ProgressDrawTarget::stderr_with_hz(10)
     } else {
         ProgressDrawTarget::hidden()

@@ -69,29 +69,41 @@ impl KernelOutput {
     /// level (`-1` unreached) or the SSSP distance as the 8 hex digits of its binary32 bits
     /// (`bf800000`, i.e. -1.0, unreached); parent is `-1` when unreached.
     pub(crate) fn dump(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        let parent_text = |p: u64| {
-            if p == skein_generators::NO_PARENT {
-                "-1".to_string()
-            } else {
-                p.to_string()
-            }
-        };
         match self {
             KernelOutput::Sssp(r) => {
                 for (v, (&d, &p)) in r.dist.iter().zip(&r.parent).enumerate() {
-                    let bits = if d.is_finite() { d.to_bits() } else { (-1.0f32).to_bits() };
-                    writeln!(out, "{v} {bits:08x} {}", parent_text(p))?;
+                    dump_sssp_line(out, v as u64, d, p)?;
                 }
             }
             KernelOutput::Bfs(r) => {
                 for (v, (&l, &p)) in r.level.iter().zip(&r.parent).enumerate() {
-                    let level = if l == UNREACHED_LEVEL { -1 } else { i64::from(l) };
-                    writeln!(out, "{v} {level} {}", parent_text(p))?;
+                    dump_bfs_line(out, v as u64, l, p)?;
                 }
             }
         }
         Ok(())
     }
+}
+
+/// The parent field of a dump line: the parent, or `-1` when unreached.
+fn parent_text(p: u64) -> String {
+    if p == skein_generators::NO_PARENT {
+        "-1".to_string()
+    } else {
+        p.to_string()
+    }
+}
+
+/// One line of an SSSP dump ([`DUMP_HELP`]): vertex `v`, distance `d`, parent `p`.
+pub(crate) fn dump_sssp_line(out: &mut dyn Write, v: u64, d: f32, p: u64) -> std::io::Result<()> {
+    let bits = if d.is_finite() { d.to_bits() } else { (-1.0f32).to_bits() };
+    writeln!(out, "{v} {bits:08x} {}", parent_text(p))
+}
+
+/// One line of a BFS dump ([`DUMP_HELP`]): vertex `v`, level `l`, parent `p`.
+pub(crate) fn dump_bfs_line(out: &mut dyn Write, v: u64, l: u32, p: u64) -> std::io::Result<()> {
+    let level = if l == UNREACHED_LEVEL { -1 } else { i64::from(l) };
+    writeln!(out, "{v} {level} {}", parent_text(p))
 }
 
 /// Order statistics, mean and standard deviation of a sample (Graph500 rules).

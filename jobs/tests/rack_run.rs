@@ -120,3 +120,178 @@ fn compare_puts_skein_rack_beside_the_one_process_engines() {
     assert!(json.contains("\"skein\"") && json.contains("harmonic_mean_teps"), "{json}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fresh folder for one test's files.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("skein-rack-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// What must not depend on how the ranks split the graph: the graph's size, the roots, each
+/// root's nedge and reached count, the validation, and the nedge statistics.
+fn invariant_parts(json: &serde_json::Value) -> serde_json::Value {
+    let runs: Vec<serde_json::Value> = json["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| serde_json::json!([r["root"], r["nedge"], r["reached"]]))
+        .collect();
+    serde_json::json!({
+        "graph": json["graph"],
+        "runs": runs,
+        "validation": json["validation"],
+        "engine": json["engine"],
+        "settings": json["settings"],
+    })
+}
+
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn run_on_2_and_3_ranks_gives_the_one_process_roots_nedge_validation_and_dump() {
+    let dir = temp_dir("split");
+    for kernel in ["sssp", "bfs"] {
+        let job = dir.join(format!("{kernel}.toml"));
+        std::fs::write(
+            &job,
+            format!(
+                "[graph]\ngenerator = \"kronecker\"\nscale = 10\n[job]\nkernel = \"{kernel}\"\n\
+                 roots = 4\nengine = \"skein\"\n[runtime]\nworkers = 1\n"
+            ),
+        )
+        .unwrap();
+        let job = job.to_str().unwrap();
+        for ranks in [2usize, 3] {
+            let files = |tag: &str| {
+                (
+                    dir.join(format!("{kernel}-{tag}{ranks}.json")),
+                    dir.join(format!("{kernel}-{tag}{ranks}.dump")),
+                )
+            };
+            let (rack_json, rack_dump) = files("rack");
+            let (one_json, one_dump) = files("one");
+            let sets = |json: &std::path::Path, dump: &std::path::Path| {
+                vec![
+                    "--set".to_string(),
+                    format!("report.json={}", json.display()),
+                    "--set".to_string(),
+                    format!("report.dump={}", dump.display()),
+                ]
+            };
+            let rack_sets = sets(&rack_json, &rack_dump);
+            let mut args = vec!["run", job];
+            args.extend(rack_sets.iter().map(String::as_str));
+            let rack = mpirun(ranks, &args);
+            let out = String::from_utf8_lossy(&rack.stdout);
+            let err = String::from_utf8_lossy(&rack.stderr);
+            assert!(rack.status.success(), "{kernel} on {ranks} ranks: {err}\n{out}");
+            assert_eq!(out.matches("validation:").count(), 1, "{out}");
+            // The graph was split: each rank built only its own rows.
+            assert!(err.contains(&format!("across {ranks} ranks")), "{err}");
+            for r in 0..ranks {
+                assert!(out.contains(&format!("skein rank {r} peak memory:")), "{out}");
+                assert!(out.contains(&format!("skein rank {r} build peak:")), "{out}");
+            }
+            // One process of as many workers as the job's ranks have: the same partition.
+            let workers = format!("runtime.workers={ranks}");
+            let one_sets = sets(&one_json, &one_dump);
+            let mut args = vec!["run", job, "--set", workers.as_str()];
+            args.extend(one_sets.iter().map(String::as_str));
+            let single = one_process(&args);
+            let single_out = String::from_utf8_lossy(&single.stdout);
+            assert!(single.status.success(), "{}", String::from_utf8_lossy(&single.stderr));
+            let (rack_report, one_report) = (read_json(&rack_json), read_json(&one_json));
+            assert_eq!(rack_report["validation"], "passed", "{rack_report}");
+            assert_eq!(
+                invariant_parts(&rack_report),
+                invariant_parts(&one_report),
+                "{kernel} on {ranks} ranks"
+            );
+            assert_eq!(stable(&out), stable(&single_out), "{kernel} on {ranks} ranks");
+            assert_eq!(
+                rack_report["trustees"]["rank_peak_rss_bytes"].as_array().map(Vec::len),
+                Some(ranks),
+                "{rack_report}"
+            );
+            let (a, b) = (std::fs::read(&rack_dump).unwrap(), std::fs::read(&one_dump).unwrap());
+            assert_eq!(b.iter().filter(|&&c| c == b'\n').count(), 1024);
+            assert!(a == b, "{kernel} on {ranks} ranks: the dumps differ");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn explicit_roots_and_bad_dump_paths_are_clear_errors_on_every_rank() {
+    // Explicit roots: the same results as one process; a root past n refused.
+    let args = ["bfs", "--engine", "skein", "-t", "1", "--root", "5", "--root", "1000", "kron:10"];
+    let rack = mpirun(2, &args);
+    assert!(rack.status.success(), "{}", String::from_utf8_lossy(&rack.stderr));
+    let single = one_process(&[&args[..4], &["2"], &args[5..]].concat());
+    assert!(single.status.success(), "{}", String::from_utf8_lossy(&single.stderr));
+    assert_eq!(
+        stable(&String::from_utf8_lossy(&rack.stdout)),
+        stable(&String::from_utf8_lossy(&single.stdout))
+    );
+    let r = mpirun(2, &["bfs", "--engine", "skein", "-t", "1", "--root", "1024", "kron:10"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "root 1024 of 1024 vertices ran");
+    assert!(err.contains("root 1024 is not a vertex") && err.contains("0..1024"), "{err}");
+    // A dump rank 0 cannot write: an error, not a hang (every rank stops).
+    let r = mpirun(
+        2,
+        &[
+            "sssp",
+            "--engine",
+            "skein",
+            "-t",
+            "1",
+            "--roots",
+            "1",
+            "--dump",
+            "/dev/null/x",
+            "kron:8",
+        ],
+    );
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "wrote under /dev/null");
+    assert!(err.contains("/dev/null/x"), "{err}");
+}
+
+#[test]
+fn graph_files_under_mpirun_run_whole_on_every_rank_with_a_note() {
+    let dir = temp_dir("file");
+    let graph = dir.join("g.skg");
+    let made = one_process(&["generate", "--scale", "8", "--output", graph.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let r = mpirun(
+        2,
+        &["bfs", "--engine", "skein", "-t", "1", "--roots", "2", graph.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&r.stderr);
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{err}");
+    assert!(out.contains("validation:                     passed"), "{out}");
+    // Said once (rank 0), not per rank.
+    assert_eq!(err.matches("graph files are not split across ranks yet").count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn graphs_too_big_for_the_ranks_are_refused_on_every_rank_before_building() {
+    // SCALE 32: a rank's rows take far more than this machine has.
+    let r = mpirun(2, &["sssp", "--engine", "skein", "-t", "1", "--roots", "1", "kron:32"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "SCALE 32 ran");
+    assert!(err.contains("rank 0's rows of SCALE 32") && err.contains("available"), "{err}");
+    // SCALE 40 on 2 workers in all: 2^39 vertices each, past 32-bit local indices.
+    let r = mpirun(2, &["bfs", "--engine", "skein", "-t", "1", "--roots", "1", "kron:40"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "SCALE 40 ran");
+    assert!(err.contains("more than 2^32 - 1"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -72,6 +72,33 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     spec.beta = args.beta;
     spec.check()?;
     let graph_spec: GraphSpec = args.graph.parse()?;
+    #[cfg(feature = "mpi")]
+    if crate::dist_run::applies() {
+        match &graph_spec {
+            GraphSpec::Kronecker(params) => {
+                let (report, totals) = crate::dist_run::run(&crate::dist_run::DistKernel {
+                    kernel,
+                    params: *params,
+                    description: format!("{graph_spec} (Graph500 Kronecker)"),
+                    explicit_roots: &args.root,
+                    root_count: args.roots,
+                    count_name: "--roots",
+                    roots_context: None,
+                    validate: !args.no_validate,
+                    dump: args.dump.as_deref(),
+                    spec: &spec,
+                    warmup: args.warmup,
+                })?;
+                return finish(&args, &report, Some(&totals));
+            }
+            GraphSpec::File(path) if crate::output::writes() => eprintln!(
+                "note: graph files are not split across ranks yet: every rank reads the whole \
+                 of {} (Kronecker graphs are split)",
+                path.display()
+            ),
+            _ => {}
+        }
+    }
     let graph = graph_source::load(&graph_spec)?;
     let roots = graph.choose_roots(&args.root, args.roots, "--roots")?;
     let mut runner = Runner::new(&spec, kernel, &graph)?;
@@ -89,15 +116,25 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
         &mut |out| args.dump.as_deref().map_or(Ok(()), |path| report::write_dump(path, out)),
     )?;
     runner.measure_peaks()?;
+    finish(&args, &report, runner.skein_totals())
+}
+
+/// Prints the report (rank 0 only under mpirun), writes `--json`, and fails when
+/// validation failed.
+fn finish(
+    args: &Args,
+    report: &report::KernelReport,
+    totals: Option<&crate::engines::SkeinTotals>,
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     report.print(&mut out)?;
-    if let Some(totals) = runner.skein_totals() {
+    if let Some(totals) = totals {
         totals.print(&mut out)?;
     }
     out.flush()?;
     if let Some(path) = &args.json {
         let mut json = report.to_json();
-        if let Some(totals) = runner.skein_totals() {
+        if let Some(totals) = totals {
             json["trustees"] = totals.to_json();
         }
         report::write_json_value(path, &json)?;

@@ -62,21 +62,46 @@ pub(crate) struct CompareArgs {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let job = job::load(&args.job, &args.set)?;
+    crate::engines::check_ranks(job.engine)?;
+    #[cfg(feature = "mpi")]
+    if crate::dist_run::applies() {
+        match &job.graph {
+            JobGraph::Kronecker { .. } => {
+                let (report, totals) = run_distributed(&job)?;
+                return finish(&job, &report, Some(&totals));
+            }
+            JobGraph::File { path } if crate::output::writes() => eprintln!(
+                "note: graph files are not split across ranks yet: every rank reads the whole \
+                 of {} (Kronecker graphs are split)",
+                path.display()
+            ),
+            _ => {}
+        }
+    }
     let graph = load_graph(&job)?;
     let roots = job_roots(&job, &graph)?;
     let spec = engine_spec(&job, job.engine);
-    crate::engines::check_ranks(job.engine)?;
     let (report, totals) = run_engine(&job, &graph, &roots, &spec, job.dump.as_deref())?;
+    finish(&job, &report, totals.as_ref())
+}
+
+/// Prints the report (rank 0 only under mpirun), writes the job's JSON report, and fails
+/// when validation failed.
+fn finish(
+    job: &Job,
+    report: &KernelReport,
+    totals: Option<&crate::engines::SkeinTotals>,
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     report.print(&mut out)?;
-    if let Some(t) = &totals {
+    if let Some(t) = totals {
         t.print(&mut out)?;
     }
     out.flush()?;
     if let Some(path) = &job.json {
         let mut json = report.to_json();
-        json["job"] = serde_json::to_value(&job)?;
-        if let Some(t) = &totals {
+        json["job"] = serde_json::to_value(job)?;
+        if let Some(t) = totals {
             json["trustees"] = t.to_json();
         }
         report::write_json_value(path, &json)?;
@@ -85,6 +110,36 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     report.ensure_valid()
+}
+
+/// The job across the ranks of an mpirun job, no rank holding the whole graph
+/// (`crate::dist_run`); the job's graph is a Kronecker graph.
+#[cfg(feature = "mpi")]
+fn run_distributed(job: &Job) -> anyhow::Result<(KernelReport, crate::engines::SkeinTotals)> {
+    let JobGraph::Kronecker { scale, edgefactor, seeds } = &job.graph else {
+        anyhow::bail!("only Kronecker graphs are split across ranks");
+    };
+    let params = KroneckerParams::new(*scale, *edgefactor, seeds[0], seeds[1])
+        .with_context(|| format!("{}: [graph]", job.source.display()))?;
+    let description = format!("{} (Graph500 Kronecker)", GraphSpec::Kronecker(params));
+    let (explicit, count): (&[u64], u64) = match &job.roots {
+        Roots::Count(n) => (&[], *n),
+        Roots::List(list) => (list, list.len() as u64),
+    };
+    let spec = engine_spec(job, job.engine);
+    crate::dist_run::run(&crate::dist_run::DistKernel {
+        kernel: job.kernel,
+        params,
+        description,
+        explicit_roots: explicit,
+        root_count: count,
+        count_name: "roots",
+        roots_context: Some(format!("{}: key `job.roots`", job.source.display())),
+        validate: job.validate,
+        dump: job.dump.as_deref(),
+        spec: &spec,
+        warmup: 0,
+    })
 }
 
 pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
