@@ -1,6 +1,6 @@
 //! Each partition's out-arcs, in the layout its kernels read.
 //!
-//! The shared [`Csr`] stores targets as global `u64` ids and weights in a second array:
+//! The shared [`skein_generators::Csr`] stores targets as global `u64` ids and weights in a second array:
 //! 12 bytes per arc in two streams, and every arc's owner found by a multiply. The
 //! kernels read each partition's arcs instead from a copy made once per graph and
 //! [`Layout`] when a kernel first needs it: 8 bytes per arc in one stream for SSSP (a
@@ -27,10 +27,12 @@
 //! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
 //! arcs start at a random place, and 4 KiB pages would make that a TLB miss too.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 use skein_generators::hugepage::filled_vec;
-use skein_generators::Csr;
 
+use crate::graph::RowsRef;
 use crate::partition::Partitioning;
 
 /// A vertex as `owner << shift | local` (see the module docs).
@@ -125,6 +127,13 @@ impl Tags {
         parts << self.shift
     }
 
+    /// The tag of global vertex `v` under `parts`.
+    #[inline]
+    pub(crate) fn tag_of(&self, parts: &Partitioning, v: u64) -> Tag {
+        let (p, l) = parts.locate(v);
+        self.tag(p, l)
+    }
+
     /// log2 of the tags per part.
     pub(crate) fn shift(&self) -> u32 {
         self.shift
@@ -201,79 +210,255 @@ impl<A: Layout> PartArcs<A> {
     pub(crate) fn num_arcs(&self) -> u64 {
         self.arcs.len() as u64
     }
+
+    /// Bytes held by the arrays.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        (self.bounds.len() * 16 + self.arcs.len() * std::mem::size_of::<A>()) as u64
+    }
+}
+
+/// The arcs into one part from the vertices of the *other ranks'* parts, grouped by
+/// source: what an SSSP scan from a partition of another rank relaxes (`crate::sssp`).
+///
+/// Built from the part's own rows: the graph is symmetric (every builder of this
+/// workspace stores each edge `{u, v}` as the arcs `u -> v` and `v -> u` with the same
+/// weight, repeated edges kept, self-loops dropped), so the arcs of a remote vertex `u`
+/// into part `p` are exactly the reverses of `p`'s arcs to `u`, with the same weights. A
+/// group lists them in the order of `p`'s rows, which may differ from the order of `u`'s
+/// row: SSSP distances are minima of the same binary32 sums either way.
+///
+/// # Index
+///
+/// A dense offset per remote vertex would cost 8 bytes per vertex of the graph per
+/// partition. Instead: one bit per tag of the other ranks' parts (set when that vertex has
+/// arcs into the part), a `u32` count of the set bits before each 64-bit word, and offsets
+/// for the sources present only: a source's group is found with one popcount (rank
+/// query). About `T/8 + T/16` bytes for a tag space of `T` (under 0.2 byte per remote
+/// tag) plus 8 bytes per source present, plus 8 bytes per in-arc.
+#[derive(Debug, Default)]
+pub(crate) struct InArcs {
+    /// The tags of the part's own rank, `gap_lo .. gap_lo + gap_len`, have no bit: a tag
+    /// `t` above them has bit `t - gap_len`.
+    gap_lo: u32,
+    gap_len: u32,
+    bits: Vec<u64>,
+    /// `before[w]`: the set bits in `bits[..w]`.
+    before: Vec<u32>,
+    /// `offsets[k]..offsets[k + 1]`: the arcs of the `k`-th source present.
+    offsets: Vec<u64>,
+    /// Each arc's target (in the part) and weight.
+    arcs: Vec<Arc32>,
+}
+
+impl InArcs {
+    /// The in-arcs of part `p` from the parts outside `rank_parts` (the parts of `p`'s
+    /// rank), from `rows`, which hold `p`'s rows.
+    pub(crate) fn build(
+        rows: RowsRef<'_>,
+        parts: &Partitioning,
+        tags: Tags,
+        p: usize,
+        rank_parts: Range<usize>,
+    ) -> InArcs {
+        let range = parts.range(p);
+        let (lo_v, hi_v) =
+            (parts.range(rank_parts.start).start, parts.range(rank_parts.end - 1).end);
+        let gap_lo = tags.tag(rank_parts.start, 0);
+        let gap_len = ((rank_parts.end - rank_parts.start) << tags.shift()) as u32;
+        let space = tags.space(parts.parts()) - gap_len as usize;
+        let mut ix =
+            InArcs { gap_lo, gap_len, bits: vec![0u64; space.div_ceil(64)], ..InArcs::default() };
+        let row = |v: u64| {
+            let s = rows.start(v) as usize;
+            let e = rows.start(v + 1) as usize;
+            (&rows.targets[s..e], &rows.weights[s..e])
+        };
+        let remote = |u: u64| u < lo_v || u >= hi_v;
+        // Marks the sources present.
+        for v in range.clone() {
+            for &u in row(v).0 {
+                if remote(u) {
+                    let i = ix.bit(tags.tag_of(parts, u));
+                    ix.bits[i / 64] |= 1 << (i % 64);
+                }
+            }
+        }
+        let mut count = 0u32;
+        ix.before = ix
+            .bits
+            .iter()
+            .map(|w| {
+                let b = count;
+                count += w.count_ones();
+                b
+            })
+            .collect();
+        // Counts each source's arcs, then places them.
+        let mut offsets = vec![0u64; count as usize + 1];
+        for v in range.clone() {
+            for &u in row(v).0 {
+                if remote(u) {
+                    offsets[ix.slot(tags.tag_of(parts, u)) + 1] += 1;
+                }
+            }
+        }
+        for k in 1..offsets.len() {
+            offsets[k] += offsets[k - 1];
+        }
+        let mut at = offsets[..count as usize].to_vec();
+        let mut arcs = filled_vec(offsets[count as usize] as usize, Arc32 { tag: 0, weight: 0.0 });
+        for v in range.clone() {
+            let me = tags.tag(p, (v - range.start) as u32);
+            let (ts, ws) = row(v);
+            for (&u, &w) in ts.iter().zip(ws) {
+                if remote(u) {
+                    let k = &mut at[ix.slot(tags.tag_of(parts, u))];
+                    arcs[*k as usize] = Arc32 { tag: me, weight: w };
+                    *k += 1;
+                }
+            }
+        }
+        ix.offsets = offsets;
+        ix.arcs = arcs;
+        ix
+    }
+
+    /// The bit of tag `t` (of another rank).
+    #[inline]
+    fn bit(&self, t: Tag) -> usize {
+        debug_assert!(
+            t < self.gap_lo || t - self.gap_lo >= self.gap_len,
+            "tag {t} of the own rank"
+        );
+        if t < self.gap_lo {
+            t as usize
+        } else {
+            (t - self.gap_len) as usize
+        }
+    }
+
+    /// The index of source `t` among the sources present (its bit set).
+    #[inline]
+    fn slot(&self, t: Tag) -> usize {
+        let i = self.bit(t);
+        let (w, b) = (i / 64, i % 64);
+        (self.before[w] + (self.bits[w] & ((1u64 << b) - 1)).count_ones()) as usize
+    }
+
+    /// The arcs from `src` (a vertex of another rank) into the part: empty when it has
+    /// none.
+    #[inline]
+    pub(crate) fn group(&self, src: Tag) -> &[Arc32] {
+        let i = self.bit(src);
+        match self.bits.get(i / 64) {
+            Some(&w) if w & (1 << (i % 64)) != 0 => {
+                let k = self.slot(src);
+                &self.arcs[self.offsets[k] as usize..self.offsets[k + 1] as usize]
+            }
+            _ => &[],
+        }
+    }
+
+    /// Arcs held.
+    #[cfg(test)]
+    pub(crate) fn num_arcs(&self) -> u64 {
+        self.arcs.len() as u64
+    }
+
+    /// Sources present.
+    #[cfg(test)]
+    pub(crate) fn sources(&self) -> u64 {
+        self.offsets.len().saturating_sub(1) as u64
+    }
+
+    /// Bytes held by the arrays.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        (self.bits.len() * 8 + self.before.len() * 4 + self.offsets.len() * 8 + self.arcs.len() * 8)
+            as u64
+    }
 }
 
 /// Vertices a rayon task converts at a time.
 const BLOCK: usize = 1 << 10;
 
-/// Copies `graph`'s arcs into one [`PartArcs`] per part of `parts` (whose encoding
-/// is `tags`), in parallel.
-pub(crate) fn build<A: Layout>(graph: &Csr, parts: &Partitioning, tags: Tags) -> Vec<PartArcs<A>> {
-    let (offsets, targets, weights) = (graph.offsets(), graph.targets(), graph.weights());
-    (0..parts.parts())
-        .map(|p| {
-            let range = parts.range(p);
-            let base = offsets[range.start as usize];
-            let src = &offsets[range.start as usize..=range.end as usize];
-            let mut local_offsets = filled_vec(src.len(), 0u64);
-            local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
-            let len = src.len() - 1;
-            let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
-            let mut mids = filled_vec(len, 0u64);
-            // One disjoint slice of arcs per block of BLOCK vertices.
-            let mut blocks = Vec::with_capacity(len.div_ceil(BLOCK));
-            let mut rest: &mut [A] = &mut arcs;
-            for lo in (0..len).step_by(BLOCK) {
-                let hi = (lo + BLOCK).min(len);
-                let n = (local_offsets[hi] - local_offsets[lo]) as usize;
-                let (block, tail) = std::mem::take(&mut rest).split_at_mut(n);
-                blocks.push(block);
-                rest = tail;
-            }
-            let np = parts.parts();
-            // Order of the owners' groups: this part first, then the others ascending.
-            let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
-            let lo_offsets = &local_offsets;
-            blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
-                |(b, (out, mids))| {
-                    let first = lo_offsets[b * BLOCK];
-                    let mut at = vec![0usize; np + 2];
-                    for (i, mid) in mids.iter_mut().enumerate() {
-                        let l = b * BLOCK + i;
-                        let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
-                        let src = (base + s) as usize..(base + e) as usize;
-                        let dst = &mut out[(s - first) as usize..(e - first) as usize];
-                        // A stable counting sort of the arcs by owner rank.
-                        at.fill(0);
-                        for &v in &targets[src.clone()] {
-                            at[rank(parts.locate(v).0) + 1] += 1;
-                        }
-                        for r in 1..at.len() {
-                            at[r] += at[r - 1];
-                        }
-                        *mid = s + at[1] as u64;
-                        for (&v, &w) in targets[src.clone()].iter().zip(&weights[src]) {
-                            let (owner, local) = parts.locate(v);
-                            let k = &mut at[rank(owner)];
-                            dst[*k] = A::new(tags.tag(owner, local), w);
-                            *k += 1;
-                        }
+/// Copies the arcs of the parts `own` of `parts` (whose encoding is `tags`) from `rows`,
+/// which hold them, into one [`PartArcs`] per part, in parallel.
+pub(crate) fn build<A: Layout>(
+    rows: RowsRef<'_>,
+    parts: &Partitioning,
+    tags: Tags,
+    own: Range<usize>,
+) -> Vec<PartArcs<A>> {
+    let (targets, weights) = (rows.targets, rows.weights);
+    own.map(|p| {
+        let range = parts.range(p);
+        let src = if range.is_empty() {
+            &[0u64][..]
+        } else {
+            let at = (range.start - rows.first) as usize;
+            &rows.offsets[at..=at + (range.end - range.start) as usize]
+        };
+        let base = src[0];
+        let mut local_offsets = filled_vec(src.len(), 0u64);
+        local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
+        let len = src.len() - 1;
+        let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
+        let mut mids = filled_vec(len, 0u64);
+        // One disjoint slice of arcs per block of BLOCK vertices.
+        let mut blocks = Vec::with_capacity(len.div_ceil(BLOCK));
+        let mut rest: &mut [A] = &mut arcs;
+        for lo in (0..len).step_by(BLOCK) {
+            let hi = (lo + BLOCK).min(len);
+            let n = (local_offsets[hi] - local_offsets[lo]) as usize;
+            let (block, tail) = std::mem::take(&mut rest).split_at_mut(n);
+            blocks.push(block);
+            rest = tail;
+        }
+        let np = parts.parts();
+        // Order of the owners' groups: this part first, then the others ascending.
+        let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
+        let lo_offsets = &local_offsets;
+        blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
+            |(b, (out, mids))| {
+                let first = lo_offsets[b * BLOCK];
+                let mut at = vec![0usize; np + 2];
+                for (i, mid) in mids.iter_mut().enumerate() {
+                    let l = b * BLOCK + i;
+                    let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
+                    let src = (base + s) as usize..(base + e) as usize;
+                    let dst = &mut out[(s - first) as usize..(e - first) as usize];
+                    // A stable counting sort of the arcs by owner rank.
+                    at.fill(0);
+                    for &v in &targets[src.clone()] {
+                        at[rank(parts.locate(v).0) + 1] += 1;
                     }
-                },
-            );
-            let mut bounds = filled_vec(len + 1, [0u64; 2]);
-            bounds.par_iter_mut().enumerate().for_each(|(l, b)| {
-                let s = local_offsets[l];
-                *b = [s, mids.get(l).copied().unwrap_or(s)];
-            });
-            PartArcs { bounds, arcs }
-        })
-        .collect()
+                    for r in 1..at.len() {
+                        at[r] += at[r - 1];
+                    }
+                    *mid = s + at[1] as u64;
+                    for (&v, &w) in targets[src.clone()].iter().zip(&weights[src]) {
+                        let (owner, local) = parts.locate(v);
+                        let k = &mut at[rank(owner)];
+                        dst[*k] = A::new(tags.tag(owner, local), w);
+                        *k += 1;
+                    }
+                }
+            },
+        );
+        let mut bounds = filled_vec(len + 1, [0u64; 2]);
+        bounds.par_iter_mut().enumerate().for_each(|(l, b)| {
+            let s = local_offsets[l];
+            *b = [s, mids.get(l).copied().unwrap_or(s)];
+        });
+        PartArcs { bounds, arcs }
+    })
+    .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skein_generators::Csr;
 
     #[test]
     fn tags_round_trip_for_every_vertex() {
@@ -305,8 +490,14 @@ mod tests {
         for parts in 1..=4 {
             let p = Partitioning::new(n, parts);
             let tags = Tags::new(&p).unwrap();
-            let adj: Vec<PartArcs<Arc32>> = build(csr, &p, tags);
-            let bare: Vec<PartArcs<Tag>> = build(csr, &p, tags);
+            let rows = RowsRef {
+                first: 0,
+                offsets: csr.offsets(),
+                targets: csr.targets(),
+                weights: csr.weights(),
+            };
+            let adj: Vec<PartArcs<Arc32>> = build(rows, &p, tags, 0..parts);
+            let bare: Vec<PartArcs<Tag>> = build(rows, &p, tags, 0..parts);
             let global = |a: &Arc32| (p.global(tags.part(a.tag), tags.local(a.tag)), a.weight);
             for v in 0..n {
                 let (owner, local) = p.locate(v);
@@ -363,5 +554,74 @@ mod tests {
         // 2^12 vertices: several conversion blocks per part, hubs among them.
         let p = KroneckerParams::new(12, 8, 2, 3).unwrap();
         check_arcs(&Csr::from_edge_list(&kronecker::generate(&p)));
+    }
+
+    /// Checks every part's in-arcs against the graph for the splits of (ranks, workers per
+    /// rank): for every vertex `u` of another rank, the group of `u` holds exactly `u`'s
+    /// arcs into the part (as a multiset), and nothing else is held.
+    fn check_in_arcs(csr: &Csr) {
+        let n = csr.num_vertices();
+        let rows = RowsRef {
+            first: 0,
+            offsets: csr.offsets(),
+            targets: csr.targets(),
+            weights: csr.weights(),
+        };
+        for (ranks, per_rank) in [(2usize, 1usize), (2, 2), (3, 1), (4, 1), (3, 2)] {
+            let np = ranks * per_rank;
+            let p = Partitioning::new(n, np);
+            let tags = Tags::new(&p).unwrap();
+            let cross = (0..n)
+                .flat_map(|u| csr.neighbors(u).iter().map(move |&v| (u, v)))
+                .filter(|&(u, v)| p.locate(u).0 / per_rank != p.locate(v).0 / per_rank)
+                .count() as u64;
+            let mut total = 0;
+            for part in 0..np {
+                let rank = part / per_rank * per_rank..part / per_rank * per_rank + per_rank;
+                let ix = InArcs::build(rows, &p, tags, part, rank.clone());
+                let (mut arcs, mut sources) = (0, 0);
+                for u in 0..n {
+                    let (q, l) = p.locate(u);
+                    if rank.contains(&q) {
+                        continue;
+                    }
+                    let key = |a: &(u64, f32)| (a.0, a.1.to_bits());
+                    let mut want: Vec<(u64, f32)> =
+                        csr.arcs(u).filter(|&(v, _)| p.locate(v).0 == part).collect();
+                    want.sort_by_key(key);
+                    let mut got: Vec<(u64, f32)> = ix
+                        .group(tags.tag(q, l))
+                        .iter()
+                        .map(|a| (p.global(tags.part(a.tag), tags.local(a.tag)), a.weight))
+                        .collect();
+                    got.sort_by_key(key);
+                    assert_eq!(got, want, "{ranks}x{per_rank} part {part} source {u}");
+                    arcs += want.len() as u64;
+                    sources += u64::from(!want.is_empty());
+                }
+                assert_eq!((ix.num_arcs(), ix.sources()), (arcs, sources));
+                total += arcs;
+            }
+            assert_eq!(total, cross, "{ranks}x{per_rank}: every arc across ranks, once");
+            assert!(n < 64 || cross > 0);
+        }
+    }
+
+    #[test]
+    fn in_arcs_are_the_reverses_of_the_parts_arcs_to_other_ranks() {
+        use skein_generators::kronecker::{self, KroneckerParams};
+        for scale in [4, 9] {
+            let p = KroneckerParams::new(scale, 8, 2, 3).unwrap();
+            check_in_arcs(&Csr::from_edge_list(&kronecker::generate(&p)));
+        }
+        // Repeated edges and few vertices (some parts empty of arcs, one part's tags
+        // fewer than a word).
+        let el = skein_generators::EdgeList {
+            num_vertices: 5,
+            src: vec![0, 0, 1, 3, 4, 4],
+            dst: vec![4, 4, 2, 1, 2, 0],
+            weights: Some(vec![0.5, 0.25, 1.0, 0.75, 0.125, 2.0]),
+        };
+        check_in_arcs(&Csr::from_edge_list(&el));
     }
 }
