@@ -26,8 +26,19 @@
 //!
 //! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
 //! arcs start at a random place, and 4 KiB pages would make that a TLB miss too.
+//!
+//! # Invariants (the unsafe code of [`InArcs::build`] relies on them)
+//!
+//! 1. Its last pass writes each in-arc at an index taken with a `fetch_add` on its
+//!    source's cursor, which starts at the group's first index; the group holds exactly as
+//!    many slots as the pass before counted arcs of that source (the same arcs, by the same
+//!    test), so every index is below the group's end (also asserted) and is given out
+//!    once: no two writers share an element.
+//! 2. The array written is neither read, moved nor freed until the parallel pass has
+//!    returned (the pass borrows only the raw pointer, and is joined by rayon).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 use skein_generators::hugepage::filled_vec;
@@ -274,15 +285,27 @@ impl InArcs {
             (&rows.targets[s..e], &rows.weights[s..e])
         };
         let remote = |u: u64| u < lo_v || u >= hi_v;
+        // Blocks of BLOCK vertices, each pass over them in parallel.
+        let nblocks = (range.end - range.start).div_ceil(BLOCK as u64);
+        let blocks = || {
+            (0..nblocks).into_par_iter().map(|i| {
+                let lo = range.start + i * BLOCK as u64;
+                lo..(lo + BLOCK as u64).min(range.end)
+            })
+        };
         // Marks the sources present.
-        for v in range.clone() {
-            for &u in row(v).0 {
-                if remote(u) {
-                    let i = ix.bit(tags.tag_of(parts, u));
-                    ix.bits[i / 64] |= 1 << (i % 64);
+        let bits: Vec<AtomicU64> = (0..ix.bits.len()).map(|_| AtomicU64::new(0)).collect();
+        blocks().for_each(|b| {
+            for v in b {
+                for &u in row(v).0 {
+                    if remote(u) {
+                        let i = ix.bit(tags.tag_of(parts, u));
+                        bits[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+                    }
                 }
             }
-        }
+        });
+        ix.bits = bits.into_iter().map(AtomicU64::into_inner).collect();
         let mut count = 0u32;
         ix.before = ix
             .bits
@@ -293,31 +316,45 @@ impl InArcs {
                 b
             })
             .collect();
-        // Counts each source's arcs, then places them.
-        let mut offsets = vec![0u64; count as usize + 1];
-        for v in range.clone() {
-            for &u in row(v).0 {
-                if remote(u) {
-                    offsets[ix.slot(tags.tag_of(parts, u)) + 1] += 1;
+        let sources = count as usize;
+        // Counts each source's arcs (at its slot + 1), then turns the counts into offsets.
+        let counts: Vec<AtomicU64> = (0..=sources).map(|_| AtomicU64::new(0)).collect();
+        blocks().for_each(|b| {
+            for v in b {
+                for &u in row(v).0 {
+                    if remote(u) {
+                        counts[ix.slot(tags.tag_of(parts, u)) + 1].fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
-        }
+        });
+        let mut offsets: Vec<u64> = counts.into_iter().map(AtomicU64::into_inner).collect();
         for k in 1..offsets.len() {
             offsets[k] += offsets[k - 1];
         }
-        let mut at = offsets[..count as usize].to_vec();
-        let mut arcs = filled_vec(offsets[count as usize] as usize, Arc32 { tag: 0, weight: 0.0 });
-        for v in range.clone() {
-            let me = tags.tag(p, (v - range.start) as u32);
-            let (ts, ws) = row(v);
-            for (&u, &w) in ts.iter().zip(ws) {
-                if remote(u) {
-                    let k = &mut at[ix.slot(tags.tag_of(parts, u))];
-                    arcs[*k as usize] = Arc32 { tag: me, weight: w };
-                    *k += 1;
+        // Places the arcs: each takes the next free index of its source's group.
+        let total = offsets[sources] as usize;
+        let mut arcs = filled_vec(total, Arc32 { tag: 0, weight: 0.0 });
+        let at: Vec<AtomicU64> = offsets[..sources].iter().map(|&o| AtomicU64::new(o)).collect();
+        let out = RawArcs { ptr: arcs.as_mut_ptr(), len: total };
+        blocks().for_each(|b| {
+            let out = &out;
+            for v in b {
+                let me = tags.tag(p, (v - range.start) as u32);
+                let (ts, ws) = row(v);
+                for (&u, &w) in ts.iter().zip(ws) {
+                    if remote(u) {
+                        let k = ix.slot(tags.tag_of(parts, u));
+                        let i = at[k].fetch_add(1, Ordering::Relaxed) as usize;
+                        assert!(i < offsets[k + 1] as usize && i < out.len, "in-arc index");
+                        // SAFETY: invariant 1 (module docs): `i` is below the length of
+                        // `arcs` (checked) and no other writer is given `i`; `arcs` is not
+                        // touched otherwise until every writer has returned (invariant 2).
+                        unsafe { out.ptr.add(i).write(Arc32 { tag: me, weight: w }) };
+                    }
                 }
             }
-        }
+        });
         ix.offsets = offsets;
         ix.arcs = arcs;
         ix
@@ -377,6 +414,16 @@ impl InArcs {
             as u64
     }
 }
+
+/// The array of in-arcs being filled by [`InArcs::build`]'s last pass.
+struct RawArcs {
+    ptr: *mut Arc32,
+    len: usize,
+}
+
+// SAFETY: the pointer is used only for the disjoint writes of invariant 1 while the array
+// stays put (invariant 2); `Arc32` is plain data, which any thread may write.
+unsafe impl Sync for RawArcs {}
 
 /// Vertices a rayon task converts at a time.
 const BLOCK: usize = 1 << 10;
