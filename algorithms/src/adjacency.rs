@@ -83,12 +83,23 @@ impl Layout for Arc32 {
     }
 }
 
-/// One arc of a partition: its target's tag and its weight.
+/// One arc of a partition: its target's tag and its weight; or, in a copy that summarizes
+/// the arcs to other ranks ([`build`] with `far`), one such summary: the owner's tag of
+/// local index 0 and the number of arcs to that owner in the weight's bits
+/// ([`Arc32::count`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C)]
 pub(crate) struct Arc32 {
     pub(crate) tag: Tag,
     pub(crate) weight: f32,
+}
+
+impl Arc32 {
+    /// The number of arcs a summary entry stands for.
+    #[inline]
+    pub(crate) fn count(&self) -> u64 {
+        u64::from(self.weight.to_bits())
+    }
 }
 
 /// The tag encoding of one partitioning.
@@ -430,11 +441,18 @@ const BLOCK: usize = 1 << 10;
 
 /// Copies the arcs of the parts `own` of `parts` (whose encoding is `tags`) from `rows`,
 /// which hold them, into one [`PartArcs`] per part, in parallel.
+///
+/// With `far: Some(w)` (parts of `w` workers to a rank), the arcs of a vertex to each part
+/// of *another rank* are summarized in one entry ([`Arc32::count`]): an SSSP scan to such
+/// a part names the sender and the count only, and the receiver relaxes its in-arcs
+/// ([`InArcs`]), so the sender need not hold those arcs. [`PartArcs::degree`] and
+/// [`PartArcs::num_arcs`] then count entries, not arcs.
 pub(crate) fn build<A: Layout>(
     rows: RowsRef<'_>,
     parts: &Partitioning,
     tags: Tags,
     own: Range<usize>,
+    far: Option<usize>,
 ) -> Vec<PartArcs<A>> {
     let (targets, weights) = (rows.targets, rows.weights);
     own.map(|p| {
@@ -446,9 +464,36 @@ pub(crate) fn build<A: Layout>(
             &rows.offsets[at..=at + (range.end - range.start) as usize]
         };
         let base = src[0];
-        let mut local_offsets = filled_vec(src.len(), 0u64);
-        local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
         let len = src.len() - 1;
+        let np = parts.parts();
+        // True for the owners whose arcs are summarized.
+        let is_far = |owner: usize| far.is_some_and(|w| owner / w != p / w);
+        let mut local_offsets = filled_vec(src.len(), 0u64);
+        if far.is_none() {
+            local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
+        } else {
+            // Each vertex's entries: its arcs to near owners, one per far owner reached.
+            local_offsets[1..].par_chunks_mut(BLOCK).enumerate().for_each(|(b, out)| {
+                let mut seen = vec![usize::MAX; np];
+                for (i, o) in out.iter_mut().enumerate() {
+                    let l = b * BLOCK + i;
+                    let mut n = 0;
+                    for &v in &targets[src[l] as usize..src[l + 1] as usize] {
+                        let owner = parts.owner(v);
+                        if !is_far(owner) {
+                            n += 1;
+                        } else if seen[owner] != l {
+                            seen[owner] = l;
+                            n += 1;
+                        }
+                    }
+                    *o = n;
+                }
+            });
+            for l in 1..local_offsets.len() {
+                local_offsets[l] += local_offsets[l - 1];
+            }
+        }
         let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
         let mut mids = filled_vec(len, 0u64);
         // One disjoint slice of arcs per block of BLOCK vertices.
@@ -461,7 +506,6 @@ pub(crate) fn build<A: Layout>(
             blocks.push(block);
             rest = tail;
         }
-        let np = parts.parts();
         // Order of the owners' groups: this part first, then the others ascending.
         let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
         let lo_offsets = &local_offsets;
@@ -469,25 +513,44 @@ pub(crate) fn build<A: Layout>(
             |(b, (out, mids))| {
                 let first = lo_offsets[b * BLOCK];
                 let mut at = vec![0usize; np + 2];
+                let mut count = vec![0usize; np + 2];
                 for (i, mid) in mids.iter_mut().enumerate() {
                     let l = b * BLOCK + i;
                     let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
-                    let src = (base + s) as usize..(base + e) as usize;
+                    let src = src[l] as usize..src[l + 1] as usize;
                     let dst = &mut out[(s - first) as usize..(e - first) as usize];
-                    // A stable counting sort of the arcs by owner rank.
-                    at.fill(0);
+                    // A stable counting sort of the arcs by owner rank (a far owner's
+                    // group is one entry).
+                    count.fill(0);
                     for &v in &targets[src.clone()] {
-                        at[rank(parts.locate(v).0) + 1] += 1;
+                        count[rank(parts.owner(v)) + 1] += 1;
                     }
-                    for r in 1..at.len() {
-                        at[r] += at[r - 1];
+                    at[0] = 0;
+                    for g in 0..np + 1 {
+                        let size =
+                            if g > 0 && is_far(g - 1) { count[g + 1].min(1) } else { count[g + 1] };
+                        at[g + 1] = at[g] + size;
                     }
                     *mid = s + at[1] as u64;
-                    for (&v, &w) in targets[src.clone()].iter().zip(&weights[src]) {
+                    for (&v, &w) in targets[src.clone()].iter().zip(&weights[src.clone()]) {
                         let (owner, local) = parts.locate(v);
+                        if is_far(owner) {
+                            continue;
+                        }
                         let k = &mut at[rank(owner)];
                         dst[*k] = A::new(tags.tag(owner, local), w);
                         *k += 1;
+                    }
+                    if far.is_some() {
+                        for &v in &targets[src.clone()] {
+                            let owner = parts.owner(v);
+                            let n = count[owner + 2];
+                            if is_far(owner) && n > 0 {
+                                let n = u32::try_from(n).expect("under 2^32 arcs to one part");
+                                dst[at[owner + 1]] = A::new(tags.tag(owner, 0), f32::from_bits(n));
+                                count[owner + 2] = 0;
+                            }
+                        }
                     }
                 }
             },
@@ -543,8 +606,9 @@ mod tests {
                 targets: csr.targets(),
                 weights: csr.weights(),
             };
-            let adj: Vec<PartArcs<Arc32>> = build(rows, &p, tags, 0..parts);
-            let bare: Vec<PartArcs<Tag>> = build(rows, &p, tags, 0..parts);
+            let adj: Vec<PartArcs<Arc32>> = build(rows, &p, tags, 0..parts, None);
+            let bare: Vec<PartArcs<Tag>> = build(rows, &p, tags, 0..parts, None);
+            check_summaries(csr, &p, tags, &adj);
             let global = |a: &Arc32| (p.global(tags.part(a.tag), tags.local(a.tag)), a.weight);
             for v in 0..n {
                 let (owner, local) = p.locate(v);
@@ -670,5 +734,39 @@ mod tests {
             weights: Some(vec![0.5, 0.25, 1.0, 0.75, 0.125, 2.0]),
         };
         check_in_arcs(&Csr::from_edge_list(&el));
+    }
+
+    /// Checks the summarizing copies against the full ones `full` for every split of
+    /// `p`'s parts into ranks: the near arcs are the same, and each far owner reached
+    /// has one entry holding the number of arcs to it.
+    fn check_summaries(csr: &Csr, p: &Partitioning, tags: Tags, full: &[PartArcs<Arc32>]) {
+        let rows = RowsRef {
+            first: 0,
+            offsets: csr.offsets(),
+            targets: csr.targets(),
+            weights: csr.weights(),
+        };
+        let np = p.parts();
+        for w in (1..=np).filter(|w| np % w == 0) {
+            let sum: Vec<PartArcs<Arc32>> = build(rows, p, tags, 0..np, Some(w));
+            for v in 0..csr.num_vertices() {
+                let (owner, local) = p.locate(v);
+                assert_eq!(sum[owner].split(local).0, full[owner].split(local).0, "v={v}");
+                for (q, a, b) in full[owner].segments(local, tags) {
+                    let got: Vec<_> =
+                        sum[owner].segments(local, tags).filter(|s| s.0 == q).collect();
+                    assert_eq!(got.len(), 1, "v={v} owner {q}");
+                    let (_, sa, sb) = got[0];
+                    if q / w == owner / w {
+                        assert_eq!(sum[owner].range(sa, sb), full[owner].range(a, b));
+                    } else {
+                        assert_eq!(sb - sa, 1, "one entry for a far owner");
+                        assert_eq!(sum[owner].range(sa, sb)[0].count(), b - a, "v={v} owner {q}");
+                    }
+                }
+                let entries = sum[owner].segments(local, tags).count();
+                assert_eq!(entries, full[owner].segments(local, tags).count());
+            }
+        }
     }
 }

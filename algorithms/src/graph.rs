@@ -26,11 +26,15 @@
 //!
 //! With `A` the arcs of the rank's rows, `A_x` those of them whose target lies in another
 //! rank, `S` the distinct sources of other ranks among those targets, `n_r` the rank's
-//! vertices, `W` its workers, `T` the tag space (`< 2n`):
+//! vertices, `P` the pairs (vertex of the rank, partition of another rank) joined by at
+//! least one arc, `W` its workers, `T` the tag space (`< 2n`). The SSSP copy summarizes a
+//! vertex's arcs to each partition of another rank in one entry (`crate::adjacency::build`),
+//! since the receiver relaxes its in-arcs, so in-arcs and copy together cost what the copy
+//! of every arc cost in one process:
 //!
 //! ```text
 //! rows (held by the caller)       16·A + 8·n_r
-//! SSSP arc copy                    8·A + 16·n_r
+//! SSSP arc copy                    8·(A − A_x + P) + 16·n_r
 //! SSSP in-arcs (ranks > 1)         8·A_x + 8·S + W·(T/8 + T/16) (bitmap, per-64 counts)
 //! BFS arc copy                     4·A + 16·n_r
 //! per search, SSSP                 ~8.2·n_r (distance, parent tag, pending bit) + bins
@@ -251,8 +255,10 @@ impl GraphView {
 
     /// Every own part's arcs with weights, by `part - own().start`.
     pub(crate) fn all_weighted(&self) -> &[PartArcs<Arc32>] {
-        self.weighted
-            .get_or_init(|| adjacency::build(self.rows.get(), &self.parts, self.tags, self.own()))
+        self.weighted.get_or_init(|| {
+            let far = self.ranked().then_some(self.per_rank);
+            adjacency::build(self.rows.get(), &self.parts, self.tags, self.own(), far)
+        })
     }
 
     /// The arcs without weights (BFS) of own part `p`; every own part's copied on the
@@ -264,8 +270,9 @@ impl GraphView {
 
     /// Every own part's arcs without weights, by `part - own().start`.
     pub(crate) fn all_bare(&self) -> &[PartArcs<Tag>] {
-        self.bare
-            .get_or_init(|| adjacency::build(self.rows.get(), &self.parts, self.tags, self.own()))
+        self.bare.get_or_init(|| {
+            adjacency::build(self.rows.get(), &self.parts, self.tags, self.own(), None)
+        })
     }
 
     /// The in-arcs (from other ranks' parts) of own part `p`; built for every own part on

@@ -105,7 +105,8 @@ fn bins_of(b: u64) -> (u64, u64) {
 
 /// A remote SSSP scan: the receiving partition relaxes the arcs `start..end` of the
 /// partition that owns `parent` (all of them point into the receiver) with `parent`'s
-/// distance `dist`.
+/// distance `dist`; from a partition of another rank, its in-arcs from `parent`
+/// (`end - start` of them: `start` is 0).
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C)]
 pub(crate) struct Scan {
@@ -349,7 +350,13 @@ impl SsspPart {
                 self.relax(tags.local(tag), du + weight, me);
             }
             for (owner, start, end) in arcs.segments(u, tags) {
-                let scan = Scan { start, end, parent: me, dist: du };
+                let scan = if self.same_rank.contains(&owner) {
+                    Scan { start, end, parent: me, dist: du }
+                } else {
+                    // A summary: the receiver relaxes its in-arcs from `me`, as many.
+                    let n = arcs.range(start, end)[0].count();
+                    Scan { start: 0, end: n, parent: me, dist: du }
+                };
                 self.outbox.push(owner, scan, send);
             }
         }
