@@ -32,8 +32,8 @@
 //! 1. Its last pass writes each in-arc at an index taken with a `fetch_add` on its
 //!    source's cursor, which starts at the group's first index; the group holds exactly as
 //!    many slots as the pass before counted arcs of that source (the same arcs, by the same
-//!    test), so every index is below the group's end (also asserted) and is given out
-//!    once: no two writers share an element.
+//!    test), so every index is below the group's end, hence the array's length (asserted),
+//!    and is given out once: no two writers share an element.
 //! 2. The array written is neither read, moved nor freed until the parallel pass has
 //!    returned (the pass borrows only the raw pointer, and is joined by rayon).
 
@@ -304,50 +304,40 @@ impl InArcs {
                 lo..(lo + BLOCK as u64).min(range.end)
             })
         };
-        // Marks the sources present.
-        let bits: Vec<AtomicU64> = (0..ix.bits.len()).map(|_| AtomicU64::new(0)).collect();
+        // Counts each remote source's arcs, densely by bit index (a temporary of 8 bytes per
+        // tag of the other ranks: one random increment per arc).
+        let dense: Vec<AtomicU64> = (0..space).map(|_| AtomicU64::new(0)).collect();
         blocks().for_each(|b| {
             for v in b {
                 for &u in row(v).0 {
                     if remote(u) {
-                        let i = ix.bit(tags.tag_of(parts, u));
-                        bits[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+                        dense[ix.bit(tags.tag_of(parts, u))].fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
         });
-        ix.bits = bits.into_iter().map(AtomicU64::into_inner).collect();
-        let mut count = 0u32;
-        ix.before = ix
-            .bits
-            .iter()
-            .map(|w| {
-                let b = count;
-                count += w.count_ones();
-                b
-            })
-            .collect();
-        let sources = count as usize;
-        // Counts each source's arcs (at its slot + 1), then turns the counts into offsets.
-        let counts: Vec<AtomicU64> = (0..=sources).map(|_| AtomicU64::new(0)).collect();
-        blocks().for_each(|b| {
-            for v in b {
-                for &u in row(v).0 {
-                    if remote(u) {
-                        counts[ix.slot(tags.tag_of(parts, u)) + 1].fetch_add(1, Ordering::Relaxed);
-                    }
+        // The bitmap, the counts before each word, the offsets of the sources present;
+        // `dense` becomes each source's cursor (its group's first index).
+        let mut offsets = vec![0u64];
+        let mut total = 0u64;
+        ix.before = Vec::with_capacity(ix.bits.len());
+        for (w, chunk) in dense.chunks(64).enumerate() {
+            ix.before.push((offsets.len() - 1) as u32);
+            let mut word = 0u64;
+            for (i, c) in chunk.iter().enumerate() {
+                let n = c.load(Ordering::Relaxed);
+                if n > 0 {
+                    word |= 1 << i;
+                    c.store(total, Ordering::Relaxed);
+                    total += n;
+                    offsets.push(total);
                 }
             }
-        });
-        let mut offsets: Vec<u64> = counts.into_iter().map(AtomicU64::into_inner).collect();
-        for k in 1..offsets.len() {
-            offsets[k] += offsets[k - 1];
+            ix.bits[w] = word;
         }
         // Places the arcs: each takes the next free index of its source's group.
-        let total = offsets[sources] as usize;
-        let mut arcs = filled_vec(total, Arc32 { tag: 0, weight: 0.0 });
-        let at: Vec<AtomicU64> = offsets[..sources].iter().map(|&o| AtomicU64::new(o)).collect();
-        let out = RawArcs { ptr: arcs.as_mut_ptr(), len: total };
+        let mut arcs = filled_vec(total as usize, Arc32 { tag: 0, weight: 0.0 });
+        let out = RawArcs { ptr: arcs.as_mut_ptr(), len: total as usize };
         blocks().for_each(|b| {
             let out = &out;
             for v in b {
@@ -355,9 +345,9 @@ impl InArcs {
                 let (ts, ws) = row(v);
                 for (&u, &w) in ts.iter().zip(ws) {
                     if remote(u) {
-                        let k = ix.slot(tags.tag_of(parts, u));
-                        let i = at[k].fetch_add(1, Ordering::Relaxed) as usize;
-                        assert!(i < offsets[k + 1] as usize && i < out.len, "in-arc index");
+                        let t = tags.tag_of(parts, u);
+                        let i = dense[ix.bit(t)].fetch_add(1, Ordering::Relaxed) as usize;
+                        assert!(i < out.len, "in-arc index");
                         // SAFETY: invariant 1 (module docs): `i` is below the length of
                         // `arcs` (checked) and no other writer is given `i`; `arcs` is not
                         // touched otherwise until every writer has returned (invariant 2).
@@ -366,6 +356,7 @@ impl InArcs {
                 }
             }
         });
+        drop(dense);
         ix.offsets = offsets;
         ix.arcs = arcs;
         ix
@@ -466,8 +457,10 @@ pub(crate) fn build<A: Layout>(
         let base = src[0];
         let len = src.len() - 1;
         let np = parts.parts();
-        // True for the owners whose arcs are summarized.
-        let is_far = |owner: usize| far.is_some_and(|w| owner / w != p / w);
+        // True for the owners whose arcs are summarized (a table: no division per arc).
+        let far_owners: Vec<bool> =
+            (0..np).map(|owner| far.is_some_and(|w| owner / w != p / w)).collect();
+        let is_far = |owner: usize| far_owners[owner];
         let mut local_offsets = filled_vec(src.len(), 0u64);
         if far.is_none() {
             local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);

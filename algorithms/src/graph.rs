@@ -286,8 +286,9 @@ impl GraphView {
     pub(crate) fn all_in_arcs(&self) -> &[InArcs] {
         self.in_arcs.get_or_init(|| {
             let rows = self.rows.get();
+            // One part after the other (each built in parallel), so that one part's
+            // temporary counts (8 bytes per tag of the other ranks) exist at a time.
             self.own()
-                .into_par_iter()
                 .map(|p| {
                     if self.ranked() {
                         InArcs::build(rows, &self.parts, self.tags, p, self.rank_parts(p))
