@@ -256,7 +256,8 @@ impl<A: Layout> PartArcs<A> {
 /// arcs into the part), a `u32` count of the set bits before each 64-bit word, and offsets
 /// for the sources present only: a source's group is found with one popcount (rank
 /// query). About `T/8 + T/16` bytes for a tag space of `T` (under 0.2 byte per remote
-/// tag) plus 8 bytes per source present, plus 8 bytes per in-arc.
+/// tag) plus 8 bytes per source present, plus 8 bytes per in-arc. Building it takes a
+/// temporary count of 8 bytes per tag of the other ranks (one part at a time).
 #[derive(Debug, Default)]
 pub(crate) struct InArcs {
     /// The tags of the part's own rank, `gap_lo .. gap_lo + gap_len`, have no bit: a tag

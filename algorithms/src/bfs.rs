@@ -28,9 +28,9 @@
 //! and a frontier bitmap is the serialized argument of an `apply_with_then`, both sent by
 //! the partition from its delegated context through the handles every partition receives
 //! when the search starts. Each partition is built on its trustee from the graph's id in
-//! its rank's registry; every rank holds the whole graph for now (issue 19 wants only the
-//! rows of the rank's own partitions: the bare arcs a BFS partition reads are those of
-//! its own vertices already).
+//! its rank's registry, whose view holds the arcs of that rank's own partitions only
+//! (`crate::graph`): a BFS partition reads the arcs of its own vertices alone, so nothing
+//! else is needed when each rank holds only its rows.
 //!
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
 //! [`Tag`]s there, and parents are kept as tags until the results are gathered.

@@ -56,9 +56,10 @@
 //! - [`Engine::sssp`] and [`Engine::bfs`] run with [`skein::Runtime::run`], so the result
 //!   travels as bytes and every rank returns the same one.
 //!
-//! Under `mpirun` the program is SPMD: every rank builds the same graph and the same
-//! [`Engine`] (same options; `workers` is then per rank), in the same order, and calls each
-//! search with the same root at the same time (the runs are collective).
+//! Under `mpirun` the program is SPMD: every rank builds the same graph (or its own rows of
+//! it, [`Engine::from_local`]) and the same [`Engine`] (same options; `workers` is then per
+//! rank), in the same order, and calls each search with the same root at the same time
+//! (the runs are collective).
 //!
 //! # Rank-local rows
 //!

@@ -35,7 +35,8 @@
 //! ```text
 //! rows (held by the caller)       16·A + 8·n_r
 //! SSSP arc copy                    8·(A − A_x + P) + 16·n_r
-//! SSSP in-arcs (ranks > 1)         8·A_x + 8·S + W·(T/8 + T/16) (bitmap, per-64 counts)
+//! SSSP in-arcs (ranks > 1)         8·A_x + 8·S + W·(T/8 + T/16) (bitmap, per-64 counts);
+//!                                  while built, 8·T more (one part at a time)
 //! BFS arc copy                     4·A + 16·n_r
 //! per search, SSSP                 ~8.2·n_r (distance, parent tag, pending bit) + bins
 //! per search, BFS                  ~8·n_r + W·2·T/8 (send filter, frontier replica)

@@ -1,8 +1,8 @@
 //! Rank-local data the kernels reach by id, because a closure sent to a trustee captures
 //! nothing (its data is its argument, which may cross ranks as bytes):
 //!
-//! - **graphs**: every [`crate::Engine`] registers its [`GraphView`] under a `u64` id when
-//!   it is built and removes it when dropped. A partition is built on its trustee from the
+//! - **graphs**: every [`crate::Engine`] registers its [`GraphView`] (the arcs of its
+//!   rank's own partitions) under a `u64` id when it is built and removes it when dropped. A partition is built on its trustee from the
 //!   id alone ([`graph`]), on whatever rank that trustee runs. Ids are a per-process
 //!   counter, so they agree across ranks when every rank builds the same engines in the same
 //!   order, as an SPMD program under `mpirun` does (the engine's docs require it).

@@ -60,9 +60,16 @@
 //! 200 bytes in all) sent by the sending partition from its delegated context through the
 //! handles it received when the search started, whether the receiver is on this rank or
 //! another. Each partition is built on its trustee from the graph's id in its rank's
-//! registry: every rank holds the whole graph for now (issue 19 wants each rank to hold
-//! only its own partitions' rows; a scan would then name arcs of the *receiver's* copy of
-//! the sender's row, which the receiver must hold: the arcs into its partition).
+//! registry, whose view holds the arcs of that rank's own partitions only
+//! (`crate::graph`). A scan between partitions of the same rank names a range of the
+//! sender's copy, which the receiver reads in shared memory (in one process, the only
+//! case); a scan from a partition of another rank names only the sender, its distance and
+//! how many arcs it has into the receiver (start 0, end that count: the sender's copy
+//! keeps a one-entry summary per such partition), and the receiver relaxes its *in-arcs*
+//! from the sender (`crate::adjacency::InArcs`, built from its own rows since the graph is
+//! symmetric), checking that there are as many. Their order may differ from the sender's
+//! row: the distances are minima of the same binary32 sums, so they are bit-identical
+//! (parents may differ where paths tie).
 //!
 //! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
