@@ -238,23 +238,31 @@ impl GraphView {
         self.own.clone()
     }
 
-    fn own_index(&self, p: usize) -> usize {
-        assert!(
-            self.own.contains(&p),
-            "partition {p} is not held by this process (it holds {:?})",
-            self.own
-        );
-        p - self.own.start
+    /// `all[p - own().start]`, one bounds check (a part below `own` wraps around to an
+    /// index past the end).
+    #[inline]
+    fn own_part<'a, T>(&self, all: &'a [T], p: usize) -> &'a T {
+        match all.get(p.wrapping_sub(self.own.start)) {
+            Some(x) => x,
+            None => self.not_own(p),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_own(&self, p: usize) -> ! {
+        panic!("partition {p} is not held by this process (it holds {:?})", self.own)
     }
 
     /// The arcs with weights (SSSP) of own part `p`; every own part's copied on the first
     /// call.
     #[inline]
     pub(crate) fn weighted(&self, p: usize) -> &PartArcs<Arc32> {
-        &self.all_weighted()[self.own_index(p)]
+        self.own_part(self.all_weighted(), p)
     }
 
     /// Every own part's arcs with weights, by `part - own().start`.
+    #[inline]
     pub(crate) fn all_weighted(&self) -> &[PartArcs<Arc32>] {
         self.weighted.get_or_init(|| {
             let far = self.ranked().then_some(self.per_rank);
@@ -266,10 +274,11 @@ impl GraphView {
     /// first call.
     #[inline]
     pub(crate) fn bare(&self, p: usize) -> &PartArcs<Tag> {
-        &self.all_bare()[self.own_index(p)]
+        self.own_part(self.all_bare(), p)
     }
 
     /// Every own part's arcs without weights, by `part - own().start`.
+    #[inline]
     pub(crate) fn all_bare(&self) -> &[PartArcs<Tag>] {
         self.bare.get_or_init(|| {
             adjacency::build(self.rows.get(), &self.parts, self.tags, self.own(), None)
@@ -280,10 +289,11 @@ impl GraphView {
     /// the first call (empty when the job has one rank).
     #[inline]
     pub(crate) fn in_arcs(&self, p: usize) -> &InArcs {
-        &self.all_in_arcs()[self.own_index(p)]
+        self.own_part(self.all_in_arcs(), p)
     }
 
     /// Every own part's in-arcs, by `part - own().start`.
+    #[inline]
     pub(crate) fn all_in_arcs(&self) -> &[InArcs] {
         self.in_arcs.get_or_init(|| {
             let rows = self.rows.get();
