@@ -121,6 +121,17 @@ fn local_checks(graph: &Arc<Csr>, roots: &[u64], workers: usize, engine: &Engine
     let rows = Arc::new(LocalCsr::from_csr(graph, range.clone()));
     let local = Engine::from_local(rows, opts).expect("engine on local rows");
     ok &= local.local_range() == range && engine.local_range() == range;
+    // The whole result of an engine on local rows still gathers on rank 0.
+    let seq = skein_baselines::Options::with_threads(1);
+    let root = roots[0];
+    let want = skein_baselines::sssp(skein_baselines::Engine::Seq, graph, root, &seq)
+        .expect("dijkstra")
+        .dist;
+    let (whole, _) = local.sssp_on_rank0(root).expect("sssp_on_rank0 on local rows");
+    ok &= match whole {
+        Some(r) => rank == 0 && r.dist.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+        None => rank != 0,
+    };
     let seq = skein_baselines::Options::with_threads(1);
     let (lo, hi) = (range.start as usize, range.end as usize);
     let arc = |p: u64, v: u64| graph.arcs(p).filter(move |&(t, _)| t == v).map(|(_, w)| w);
