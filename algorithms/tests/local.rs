@@ -146,3 +146,20 @@ fn an_asymmetric_graph_across_ranks_is_an_error() {
     let err = split.sssp_local(0).unwrap_err().to_string();
     assert!(err.contains("not symmetric"), "{err}");
 }
+
+/// Tiny graphs: no vertex at all, and fewer vertices than partitions (empty partitions on
+/// some fake ranks).
+#[test]
+fn tiny_graphs_on_local_rows() {
+    let empty = Csr::from_parts(0, vec![0], vec![], Some(vec![])).unwrap();
+    let e = Engine::from_local(whole(&empty), opts(2, 1)).unwrap();
+    assert!(matches!(e.sssp_local(0), Err(EngineError::Root { root: 0, num_vertices: 0 })));
+    let el = EdgeList { num_vertices: 3, src: vec![0], dst: vec![2], weights: Some(vec![0.5]) };
+    let g = Csr::from_edge_list(&el);
+    let e = Engine::from_local(whole(&g), opts(4, 1)).unwrap();
+    let (r, _) = e.sssp_local(2).unwrap();
+    assert_eq!(r.dist, vec![0.5, f32::INFINITY, 0.0]);
+    assert_eq!(r.parent, vec![2, skein_generators::NO_PARENT, 2]);
+    let (b, _) = e.bfs_local(0).unwrap();
+    assert_eq!(b.level, vec![0, skein_generators::UNREACHED_LEVEL, 1]);
+}
