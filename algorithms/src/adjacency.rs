@@ -1,6 +1,6 @@
 //! Each partition's out-arcs, in the layout its kernels read.
 //!
-//! The shared [`Csr`] stores targets as global `u64` ids and weights in a second array:
+//! The shared [`skein_generators::Csr`] stores targets as global `u64` ids and weights in a second array:
 //! 12 bytes per arc in two streams, and every arc's owner found by a multiply. The
 //! kernels read each partition's arcs instead from a copy made once per graph and
 //! [`Layout`] when a kernel first needs it: 8 bytes per arc in one stream for SSSP (a
@@ -26,11 +26,24 @@
 //!
 //! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
 //! arcs start at a random place, and 4 KiB pages would make that a TLB miss too.
+//!
+//! # Invariants (the unsafe code of [`InArcs::build`] relies on them)
+//!
+//! 1. Its last pass writes each in-arc at an index taken with a `fetch_add` on its
+//!    source's cursor, which starts at the group's first index; the group holds exactly as
+//!    many slots as the pass before counted arcs of that source (the same arcs, by the same
+//!    test), so every index is below the group's end, hence the array's length (asserted),
+//!    and is given out once: no two writers share an element.
+//! 2. The array written is neither read, moved nor freed until the parallel pass has
+//!    returned (the pass borrows only the raw pointer, and is joined by rayon).
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 use skein_generators::hugepage::filled_vec;
-use skein_generators::Csr;
 
+use crate::graph::RowsRef;
 use crate::partition::Partitioning;
 
 /// A vertex as `owner << shift | local` (see the module docs).
@@ -70,12 +83,23 @@ impl Layout for Arc32 {
     }
 }
 
-/// One arc of a partition: its target's tag and its weight.
+/// One arc of a partition: its target's tag and its weight; or, in a copy that summarizes
+/// the arcs to other ranks ([`build`] with `far`), one such summary: the owner's tag of
+/// local index 0 and the number of arcs to that owner in the weight's bits
+/// ([`Arc32::count`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C)]
 pub(crate) struct Arc32 {
     pub(crate) tag: Tag,
     pub(crate) weight: f32,
+}
+
+impl Arc32 {
+    /// The number of arcs a summary entry stands for.
+    #[inline]
+    pub(crate) fn count(&self) -> u64 {
+        u64::from(self.weight.to_bits())
+    }
 }
 
 /// The tag encoding of one partitioning.
@@ -123,6 +147,13 @@ impl Tags {
     /// How many tags there are (the length of an array indexed by tag).
     pub(crate) fn space(&self, parts: usize) -> usize {
         parts << self.shift
+    }
+
+    /// The tag of global vertex `v` under `parts`.
+    #[inline]
+    pub(crate) fn tag_of(&self, parts: &Partitioning, v: u64) -> Tag {
+        let (p, l) = parts.locate(v);
+        self.tag(p, l)
     }
 
     /// log2 of the tags per part.
@@ -201,79 +232,337 @@ impl<A: Layout> PartArcs<A> {
     pub(crate) fn num_arcs(&self) -> u64 {
         self.arcs.len() as u64
     }
+
+    /// Bytes held by the arrays.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        (self.bounds.len() * 16 + self.arcs.len() * std::mem::size_of::<A>()) as u64
+    }
 }
+
+/// The arcs into one part from the vertices of the *other ranks'* parts, grouped by
+/// source: what an SSSP scan from a partition of another rank relaxes (`crate::sssp`).
+///
+/// Built from the part's own rows: the graph is symmetric (every builder of this
+/// workspace stores each edge `{u, v}` as the arcs `u -> v` and `v -> u` with the same
+/// weight, repeated edges kept, self-loops dropped), so the arcs of a remote vertex `u`
+/// into part `p` are exactly the reverses of `p`'s arcs to `u`, with the same weights. A
+/// group lists them in the order of `p`'s rows, which may differ from the order of `u`'s
+/// row: SSSP distances are minima of the same binary32 sums either way.
+///
+/// # Index
+///
+/// A dense offset per remote vertex would cost 8 bytes per vertex of the graph per
+/// partition. Instead: one bit per tag of the other ranks' parts (set when that vertex has
+/// arcs into the part), a `u32` count of the set bits before each 64-bit word, and offsets
+/// for the sources present only: a source's group is found with one popcount (rank
+/// query). About `T/8 + T/16` bytes for a tag space of `T` (under 0.2 byte per remote
+/// tag) plus 8 bytes per source present, plus 8 bytes per in-arc. Building it takes a
+/// temporary count of 8 bytes per tag of the other ranks (one part at a time).
+#[derive(Debug, Default)]
+pub(crate) struct InArcs {
+    /// The tags of the part's own rank, `gap_lo .. gap_lo + gap_len`, have no bit: a tag
+    /// `t` above them has bit `t - gap_len`.
+    gap_lo: u32,
+    gap_len: u32,
+    bits: Vec<u64>,
+    /// `before[w]`: the set bits in `bits[..w]`.
+    before: Vec<u32>,
+    /// `offsets[k]..offsets[k + 1]`: the arcs of the `k`-th source present.
+    offsets: Vec<u64>,
+    /// Each arc's target (in the part) and weight.
+    arcs: Vec<Arc32>,
+}
+
+impl InArcs {
+    /// The in-arcs of part `p` from the parts outside `rank_parts` (the parts of `p`'s
+    /// rank), from `rows`, which hold `p`'s rows.
+    pub(crate) fn build(
+        rows: RowsRef<'_>,
+        parts: &Partitioning,
+        tags: Tags,
+        p: usize,
+        rank_parts: Range<usize>,
+    ) -> InArcs {
+        let range = parts.range(p);
+        let (lo_v, hi_v) =
+            (parts.range(rank_parts.start).start, parts.range(rank_parts.end - 1).end);
+        let gap_lo = tags.tag(rank_parts.start, 0);
+        let gap_len = ((rank_parts.end - rank_parts.start) << tags.shift()) as u32;
+        let space = tags.space(parts.parts()) - gap_len as usize;
+        let mut ix =
+            InArcs { gap_lo, gap_len, bits: vec![0u64; space.div_ceil(64)], ..InArcs::default() };
+        let row = |v: u64| {
+            let s = rows.start(v) as usize;
+            let e = rows.start(v + 1) as usize;
+            (&rows.targets[s..e], &rows.weights[s..e])
+        };
+        let remote = |u: u64| u < lo_v || u >= hi_v;
+        // Blocks of BLOCK vertices, each pass over them in parallel.
+        let nblocks = (range.end - range.start).div_ceil(BLOCK as u64);
+        let blocks = || {
+            (0..nblocks).into_par_iter().map(|i| {
+                let lo = range.start + i * BLOCK as u64;
+                lo..(lo + BLOCK as u64).min(range.end)
+            })
+        };
+        // Counts each remote source's arcs, densely by bit index (a temporary of 8 bytes per
+        // tag of the other ranks: one random increment per arc).
+        let dense: Vec<AtomicU64> = (0..space).map(|_| AtomicU64::new(0)).collect();
+        blocks().for_each(|b| {
+            for v in b {
+                for &u in row(v).0 {
+                    if remote(u) {
+                        dense[ix.bit(tags.tag_of(parts, u))].fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        // The bitmap, the counts before each word, the offsets of the sources present;
+        // `dense` becomes each source's cursor (its group's first index).
+        let mut offsets = vec![0u64];
+        let mut total = 0u64;
+        ix.before = Vec::with_capacity(ix.bits.len());
+        for (w, chunk) in dense.chunks(64).enumerate() {
+            ix.before.push((offsets.len() - 1) as u32);
+            let mut word = 0u64;
+            for (i, c) in chunk.iter().enumerate() {
+                let n = c.load(Ordering::Relaxed);
+                if n > 0 {
+                    word |= 1 << i;
+                    c.store(total, Ordering::Relaxed);
+                    total += n;
+                    offsets.push(total);
+                }
+            }
+            ix.bits[w] = word;
+        }
+        // Places the arcs: each takes the next free index of its source's group.
+        let mut arcs = filled_vec(total as usize, Arc32 { tag: 0, weight: 0.0 });
+        let out = RawArcs { ptr: arcs.as_mut_ptr(), len: total as usize };
+        blocks().for_each(|b| {
+            let out = &out;
+            for v in b {
+                let me = tags.tag(p, (v - range.start) as u32);
+                let (ts, ws) = row(v);
+                for (&u, &w) in ts.iter().zip(ws) {
+                    if remote(u) {
+                        let t = tags.tag_of(parts, u);
+                        let i = dense[ix.bit(t)].fetch_add(1, Ordering::Relaxed) as usize;
+                        assert!(i < out.len, "in-arc index");
+                        // SAFETY: invariant 1 (module docs): `i` is below the length of
+                        // `arcs` (checked) and no other writer is given `i`; `arcs` is not
+                        // touched otherwise until every writer has returned (invariant 2).
+                        unsafe { out.ptr.add(i).write(Arc32 { tag: me, weight: w }) };
+                    }
+                }
+            }
+        });
+        drop(dense);
+        ix.offsets = offsets;
+        ix.arcs = arcs;
+        ix
+    }
+
+    /// The bit of tag `t` (of another rank).
+    #[inline]
+    fn bit(&self, t: Tag) -> usize {
+        debug_assert!(
+            t < self.gap_lo || t - self.gap_lo >= self.gap_len,
+            "tag {t} of the own rank"
+        );
+        if t < self.gap_lo {
+            t as usize
+        } else {
+            (t - self.gap_len) as usize
+        }
+    }
+
+    /// The index of source `t` among the sources present (its bit set).
+    #[inline]
+    fn slot(&self, t: Tag) -> usize {
+        let i = self.bit(t);
+        let (w, b) = (i / 64, i % 64);
+        (self.before[w] + (self.bits[w] & ((1u64 << b) - 1)).count_ones()) as usize
+    }
+
+    /// The arcs from `src` (a vertex of another rank) into the part: empty when it has
+    /// none.
+    #[inline]
+    pub(crate) fn group(&self, src: Tag) -> &[Arc32] {
+        let i = self.bit(src);
+        match self.bits.get(i / 64) {
+            Some(&w) if w & (1 << (i % 64)) != 0 => {
+                let k = self.slot(src);
+                &self.arcs[self.offsets[k] as usize..self.offsets[k + 1] as usize]
+            }
+            _ => &[],
+        }
+    }
+
+    /// Arcs held.
+    #[cfg(test)]
+    pub(crate) fn num_arcs(&self) -> u64 {
+        self.arcs.len() as u64
+    }
+
+    /// Sources present.
+    #[cfg(test)]
+    pub(crate) fn sources(&self) -> u64 {
+        self.offsets.len().saturating_sub(1) as u64
+    }
+
+    /// Bytes held by the arrays.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        (self.bits.len() * 8 + self.before.len() * 4 + self.offsets.len() * 8 + self.arcs.len() * 8)
+            as u64
+    }
+}
+
+/// The array of in-arcs being filled by [`InArcs::build`]'s last pass.
+struct RawArcs {
+    ptr: *mut Arc32,
+    len: usize,
+}
+
+// SAFETY: the pointer is used only for the disjoint writes of invariant 1 while the array
+// stays put (invariant 2); `Arc32` is plain data, which any thread may write.
+unsafe impl Sync for RawArcs {}
 
 /// Vertices a rayon task converts at a time.
 const BLOCK: usize = 1 << 10;
 
-/// Copies `graph`'s arcs into one [`PartArcs`] per part of `parts` (whose encoding
-/// is `tags`), in parallel.
-pub(crate) fn build<A: Layout>(graph: &Csr, parts: &Partitioning, tags: Tags) -> Vec<PartArcs<A>> {
-    let (offsets, targets, weights) = (graph.offsets(), graph.targets(), graph.weights());
-    (0..parts.parts())
-        .map(|p| {
-            let range = parts.range(p);
-            let base = offsets[range.start as usize];
-            let src = &offsets[range.start as usize..=range.end as usize];
-            let mut local_offsets = filled_vec(src.len(), 0u64);
+/// Copies the arcs of the parts `own` of `parts` (whose encoding is `tags`) from `rows`,
+/// which hold them, into one [`PartArcs`] per part, in parallel.
+///
+/// With `far: Some(w)` (parts of `w` workers to a rank), the arcs of a vertex to each part
+/// of *another rank* are summarized in one entry ([`Arc32::count`]): an SSSP scan to such
+/// a part names the sender and the count only, and the receiver relaxes its in-arcs
+/// ([`InArcs`]), so the sender need not hold those arcs. [`PartArcs::degree`] and
+/// [`PartArcs::num_arcs`] then count entries, not arcs.
+pub(crate) fn build<A: Layout>(
+    rows: RowsRef<'_>,
+    parts: &Partitioning,
+    tags: Tags,
+    own: Range<usize>,
+    far: Option<usize>,
+) -> Vec<PartArcs<A>> {
+    let (targets, weights) = (rows.targets, rows.weights);
+    own.map(|p| {
+        let range = parts.range(p);
+        let src = if range.is_empty() {
+            &[0u64][..]
+        } else {
+            let at = (range.start - rows.first) as usize;
+            &rows.offsets[at..=at + (range.end - range.start) as usize]
+        };
+        let base = src[0];
+        let len = src.len() - 1;
+        let np = parts.parts();
+        // True for the owners whose arcs are summarized (a table: no division per arc).
+        let far_owners: Vec<bool> =
+            (0..np).map(|owner| far.is_some_and(|w| owner / w != p / w)).collect();
+        let is_far = |owner: usize| far_owners[owner];
+        let mut local_offsets = filled_vec(src.len(), 0u64);
+        if far.is_none() {
             local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
-            let len = src.len() - 1;
-            let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
-            let mut mids = filled_vec(len, 0u64);
-            // One disjoint slice of arcs per block of BLOCK vertices.
-            let mut blocks = Vec::with_capacity(len.div_ceil(BLOCK));
-            let mut rest: &mut [A] = &mut arcs;
-            for lo in (0..len).step_by(BLOCK) {
-                let hi = (lo + BLOCK).min(len);
-                let n = (local_offsets[hi] - local_offsets[lo]) as usize;
-                let (block, tail) = std::mem::take(&mut rest).split_at_mut(n);
-                blocks.push(block);
-                rest = tail;
-            }
-            let np = parts.parts();
-            // Order of the owners' groups: this part first, then the others ascending.
-            let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
-            let lo_offsets = &local_offsets;
-            blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
-                |(b, (out, mids))| {
-                    let first = lo_offsets[b * BLOCK];
-                    let mut at = vec![0usize; np + 2];
-                    for (i, mid) in mids.iter_mut().enumerate() {
-                        let l = b * BLOCK + i;
-                        let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
-                        let src = (base + s) as usize..(base + e) as usize;
-                        let dst = &mut out[(s - first) as usize..(e - first) as usize];
-                        // A stable counting sort of the arcs by owner rank.
-                        at.fill(0);
-                        for &v in &targets[src.clone()] {
-                            at[rank(parts.locate(v).0) + 1] += 1;
-                        }
-                        for r in 1..at.len() {
-                            at[r] += at[r - 1];
-                        }
-                        *mid = s + at[1] as u64;
-                        for (&v, &w) in targets[src.clone()].iter().zip(&weights[src]) {
-                            let (owner, local) = parts.locate(v);
-                            let k = &mut at[rank(owner)];
-                            dst[*k] = A::new(tags.tag(owner, local), w);
-                            *k += 1;
+        } else {
+            // Each vertex's entries: its arcs to near owners, one per far owner reached.
+            local_offsets[1..].par_chunks_mut(BLOCK).enumerate().for_each(|(b, out)| {
+                let mut seen = vec![usize::MAX; np];
+                for (i, o) in out.iter_mut().enumerate() {
+                    let l = b * BLOCK + i;
+                    let mut n = 0;
+                    for &v in &targets[src[l] as usize..src[l + 1] as usize] {
+                        let owner = parts.owner(v);
+                        if !is_far(owner) {
+                            n += 1;
+                        } else if seen[owner] != l {
+                            seen[owner] = l;
+                            n += 1;
                         }
                     }
-                },
-            );
-            let mut bounds = filled_vec(len + 1, [0u64; 2]);
-            bounds.par_iter_mut().enumerate().for_each(|(l, b)| {
-                let s = local_offsets[l];
-                *b = [s, mids.get(l).copied().unwrap_or(s)];
+                    *o = n;
+                }
             });
-            PartArcs { bounds, arcs }
-        })
-        .collect()
+            for l in 1..local_offsets.len() {
+                local_offsets[l] += local_offsets[l - 1];
+            }
+        }
+        let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
+        let mut mids = filled_vec(len, 0u64);
+        // One disjoint slice of arcs per block of BLOCK vertices.
+        let mut blocks = Vec::with_capacity(len.div_ceil(BLOCK));
+        let mut rest: &mut [A] = &mut arcs;
+        for lo in (0..len).step_by(BLOCK) {
+            let hi = (lo + BLOCK).min(len);
+            let n = (local_offsets[hi] - local_offsets[lo]) as usize;
+            let (block, tail) = std::mem::take(&mut rest).split_at_mut(n);
+            blocks.push(block);
+            rest = tail;
+        }
+        // Order of the owners' groups: this part first, then the others ascending.
+        let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
+        let lo_offsets = &local_offsets;
+        blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
+            |(b, (out, mids))| {
+                let first = lo_offsets[b * BLOCK];
+                let mut at = vec![0usize; np + 2];
+                let mut count = vec![0usize; np + 2];
+                for (i, mid) in mids.iter_mut().enumerate() {
+                    let l = b * BLOCK + i;
+                    let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
+                    let src = src[l] as usize..src[l + 1] as usize;
+                    let dst = &mut out[(s - first) as usize..(e - first) as usize];
+                    // A stable counting sort of the arcs by owner rank (a far owner's
+                    // group is one entry).
+                    count.fill(0);
+                    for &v in &targets[src.clone()] {
+                        count[rank(parts.owner(v)) + 1] += 1;
+                    }
+                    at[0] = 0;
+                    for g in 0..np + 1 {
+                        let size =
+                            if g > 0 && is_far(g - 1) { count[g + 1].min(1) } else { count[g + 1] };
+                        at[g + 1] = at[g] + size;
+                    }
+                    *mid = s + at[1] as u64;
+                    for (&v, &w) in targets[src.clone()].iter().zip(&weights[src.clone()]) {
+                        let (owner, local) = parts.locate(v);
+                        if is_far(owner) {
+                            continue;
+                        }
+                        let k = &mut at[rank(owner)];
+                        dst[*k] = A::new(tags.tag(owner, local), w);
+                        *k += 1;
+                    }
+                    if far.is_some() {
+                        for &v in &targets[src.clone()] {
+                            let owner = parts.owner(v);
+                            let n = count[owner + 2];
+                            if is_far(owner) && n > 0 {
+                                let n = u32::try_from(n).expect("under 2^32 arcs to one part");
+                                dst[at[owner + 1]] = A::new(tags.tag(owner, 0), f32::from_bits(n));
+                                count[owner + 2] = 0;
+                            }
+                        }
+                    }
+                }
+            },
+        );
+        let mut bounds = filled_vec(len + 1, [0u64; 2]);
+        bounds.par_iter_mut().enumerate().for_each(|(l, b)| {
+            let s = local_offsets[l];
+            *b = [s, mids.get(l).copied().unwrap_or(s)];
+        });
+        PartArcs { bounds, arcs }
+    })
+    .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use skein_generators::Csr;
 
     #[test]
     fn tags_round_trip_for_every_vertex() {
@@ -305,8 +594,15 @@ mod tests {
         for parts in 1..=4 {
             let p = Partitioning::new(n, parts);
             let tags = Tags::new(&p).unwrap();
-            let adj: Vec<PartArcs<Arc32>> = build(csr, &p, tags);
-            let bare: Vec<PartArcs<Tag>> = build(csr, &p, tags);
+            let rows = RowsRef {
+                first: 0,
+                offsets: csr.offsets(),
+                targets: csr.targets(),
+                weights: csr.weights(),
+            };
+            let adj: Vec<PartArcs<Arc32>> = build(rows, &p, tags, 0..parts, None);
+            let bare: Vec<PartArcs<Tag>> = build(rows, &p, tags, 0..parts, None);
+            check_summaries(csr, &p, tags, &adj);
             let global = |a: &Arc32| (p.global(tags.part(a.tag), tags.local(a.tag)), a.weight);
             for v in 0..n {
                 let (owner, local) = p.locate(v);
@@ -363,5 +659,108 @@ mod tests {
         // 2^12 vertices: several conversion blocks per part, hubs among them.
         let p = KroneckerParams::new(12, 8, 2, 3).unwrap();
         check_arcs(&Csr::from_edge_list(&kronecker::generate(&p)));
+    }
+
+    /// Checks every part's in-arcs against the graph for the splits of (ranks, workers per
+    /// rank): for every vertex `u` of another rank, the group of `u` holds exactly `u`'s
+    /// arcs into the part (as a multiset), and nothing else is held.
+    fn check_in_arcs(csr: &Csr) {
+        let n = csr.num_vertices();
+        let rows = RowsRef {
+            first: 0,
+            offsets: csr.offsets(),
+            targets: csr.targets(),
+            weights: csr.weights(),
+        };
+        for (ranks, per_rank) in [(2usize, 1usize), (2, 2), (3, 1), (4, 1), (3, 2)] {
+            let np = ranks * per_rank;
+            let p = Partitioning::new(n, np);
+            let tags = Tags::new(&p).unwrap();
+            let cross = (0..n)
+                .flat_map(|u| csr.neighbors(u).iter().map(move |&v| (u, v)))
+                .filter(|&(u, v)| p.locate(u).0 / per_rank != p.locate(v).0 / per_rank)
+                .count() as u64;
+            let mut total = 0;
+            for part in 0..np {
+                let rank = part / per_rank * per_rank..part / per_rank * per_rank + per_rank;
+                let ix = InArcs::build(rows, &p, tags, part, rank.clone());
+                let (mut arcs, mut sources) = (0, 0);
+                for u in 0..n {
+                    let (q, l) = p.locate(u);
+                    if rank.contains(&q) {
+                        continue;
+                    }
+                    let key = |a: &(u64, f32)| (a.0, a.1.to_bits());
+                    let mut want: Vec<(u64, f32)> =
+                        csr.arcs(u).filter(|&(v, _)| p.locate(v).0 == part).collect();
+                    want.sort_by_key(key);
+                    let mut got: Vec<(u64, f32)> = ix
+                        .group(tags.tag(q, l))
+                        .iter()
+                        .map(|a| (p.global(tags.part(a.tag), tags.local(a.tag)), a.weight))
+                        .collect();
+                    got.sort_by_key(key);
+                    assert_eq!(got, want, "{ranks}x{per_rank} part {part} source {u}");
+                    arcs += want.len() as u64;
+                    sources += u64::from(!want.is_empty());
+                }
+                assert_eq!((ix.num_arcs(), ix.sources()), (arcs, sources));
+                total += arcs;
+            }
+            assert_eq!(total, cross, "{ranks}x{per_rank}: every arc across ranks, once");
+            assert!(n < 64 || cross > 0);
+        }
+    }
+
+    #[test]
+    fn in_arcs_are_the_reverses_of_the_parts_arcs_to_other_ranks() {
+        use skein_generators::kronecker::{self, KroneckerParams};
+        for scale in [4, 9] {
+            let p = KroneckerParams::new(scale, 8, 2, 3).unwrap();
+            check_in_arcs(&Csr::from_edge_list(&kronecker::generate(&p)));
+        }
+        // Repeated edges and few vertices (some parts empty of arcs, one part's tags
+        // fewer than a word).
+        let el = skein_generators::EdgeList {
+            num_vertices: 5,
+            src: vec![0, 0, 1, 3, 4, 4],
+            dst: vec![4, 4, 2, 1, 2, 0],
+            weights: Some(vec![0.5, 0.25, 1.0, 0.75, 0.125, 2.0]),
+        };
+        check_in_arcs(&Csr::from_edge_list(&el));
+    }
+
+    /// Checks the summarizing copies against the full ones `full` for every split of
+    /// `p`'s parts into ranks: the near arcs are the same, and each far owner reached
+    /// has one entry holding the number of arcs to it.
+    fn check_summaries(csr: &Csr, p: &Partitioning, tags: Tags, full: &[PartArcs<Arc32>]) {
+        let rows = RowsRef {
+            first: 0,
+            offsets: csr.offsets(),
+            targets: csr.targets(),
+            weights: csr.weights(),
+        };
+        let np = p.parts();
+        for w in (1..=np).filter(|w| np % w == 0) {
+            let sum: Vec<PartArcs<Arc32>> = build(rows, p, tags, 0..np, Some(w));
+            for v in 0..csr.num_vertices() {
+                let (owner, local) = p.locate(v);
+                assert_eq!(sum[owner].split(local).0, full[owner].split(local).0, "v={v}");
+                for (q, a, b) in full[owner].segments(local, tags) {
+                    let got: Vec<_> =
+                        sum[owner].segments(local, tags).filter(|s| s.0 == q).collect();
+                    assert_eq!(got.len(), 1, "v={v} owner {q}");
+                    let (_, sa, sb) = got[0];
+                    if q / w == owner / w {
+                        assert_eq!(sum[owner].range(sa, sb), full[owner].range(a, b));
+                    } else {
+                        assert_eq!(sb - sa, 1, "one entry for a far owner");
+                        assert_eq!(sum[owner].range(sa, sb)[0].count(), b - a, "v={v} owner {q}");
+                    }
+                }
+                let entries = sum[owner].segments(local, tags).count();
+                assert_eq!(entries, full[owner].segments(local, tags).count());
+            }
+        }
     }
 }

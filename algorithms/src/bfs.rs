@@ -28,9 +28,9 @@
 //! and a frontier bitmap is the serialized argument of an `apply_with_then`, both sent by
 //! the partition from its delegated context through the handles every partition receives
 //! when the search starts. Each partition is built on its trustee from the graph's id in
-//! its rank's registry; every rank holds the whole graph for now (issue 19 wants only the
-//! rows of the rank's own partitions: the bare arcs a BFS partition reads are those of
-//! its own vertices already).
+//! its rank's registry, whose view holds the arcs of that rank's own partitions only
+//! (`crate::graph`): a BFS partition reads the arcs of its own vertices alone, so nothing
+//! else is needed when each rank holds only its rows.
 //!
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
 //! [`Tag`]s there, and parents are kept as tags until the results are gathered.
@@ -42,7 +42,7 @@ use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
 use crate::adjacency::{Tag, NO_TAG};
-use crate::engine::{connect, disconnect, gather, KernelStats, Part};
+use crate::engine::{collect, connect, disconnect, Collect, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
 use crate::registry;
@@ -112,7 +112,7 @@ impl BfsPart {
         let np = view.parts.parts();
         let words = view.tags.space(np).div_ceil(64);
         let sent = if np > 1 { vec![0u64; words] } else { Vec::new() };
-        let unvisited_arcs = view.bare()[part].num_arcs();
+        let unvisited_arcs = view.bare(part).num_arcs();
         BfsPart {
             view,
             part,
@@ -142,7 +142,7 @@ impl BfsPart {
             self.level[l] = level;
             self.parent[l] = parent;
             self.next.push(local);
-            self.unvisited_arcs -= self.view.bare()[self.part].degree(local);
+            self.unvisited_arcs -= self.view.bare(self.part).degree(local);
         }
     }
 
@@ -155,7 +155,7 @@ impl BfsPart {
 
     /// The heuristic's counts for the current frontier.
     pub(crate) fn counts(&self) -> BfsCounts {
-        let arcs = &self.view.bare()[self.part];
+        let arcs = self.view.bare(self.part);
         BfsCounts {
             frontier: self.frontier.len() as u64,
             frontier_arcs: self.frontier.iter().map(|&u| arcs.degree(u)).sum(),
@@ -197,7 +197,7 @@ impl BfsPart {
     /// of the frontier (level `level`) gets level `level + 1`. Clears the replica.
     pub(crate) fn bottom_up(&mut self, level: u32) {
         let view = Arc::clone(&self.view);
-        let arcs = &view.bare()[self.part];
+        let arcs = view.bare(self.part);
         let mut scanned = 0;
         for u in 0..self.level.len() as u32 {
             if self.level[u as usize] != UNREACHED_LEVEL {
@@ -233,7 +233,7 @@ impl BfsPart {
         send: &mut impl FnMut(usize, Batch<Visit>),
     ) -> bool {
         let view = Arc::clone(&self.view);
-        let arcs = &view.bare()[self.part];
+        let arcs = view.bare(self.part);
         let tags = view.tags;
         for _ in 0..limit {
             let Some(u) = self.frontier.pop() else { break };
@@ -318,12 +318,14 @@ pub(crate) struct Params {
 
 /// One BFS from `root`, run by the main fiber of a runtime whose workers (of every rank)
 /// each own one partition of `view` (registered on every rank as graph `graph`,
-/// `crate::registry`): levels and parents (global ids) indexed by global id.
+/// `crate::registry`): levels and parents (global ids) indexed by global id, or, with
+/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank).
 pub(crate) fn search(
     graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
+    how: Collect,
 ) -> (Vec<u32>, Vec<u64>, KernelStats) {
     let Params { chunk, alpha, beta } = params;
     let np = skein::num_workers();
@@ -371,7 +373,7 @@ pub(crate) fn search(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = gather(&parts, &view.parts);
+    let g = collect(graph, search, &parts, &view.parts, how);
     disconnect(search, &parts);
     let rounds = u64::from(level);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
@@ -419,7 +421,7 @@ mod tests {
     fn view(scale: u32, parts: usize) -> Arc<GraphView> {
         let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
         let graph = Arc::new(Csr::from_edge_list(&kronecker::generate(&p)));
-        Arc::new(GraphView::new(graph, parts).unwrap())
+        Arc::new(GraphView::whole(graph, parts).unwrap())
     }
 
     #[test]
@@ -447,7 +449,7 @@ mod tests {
                 level += 1;
             }
             let opts = skein_baselines::Options::with_threads(1);
-            let want = skein_baselines::bfs(skein_baselines::Engine::Seq, &sh.graph, root, &opts)
+            let want = skein_baselines::bfs(skein_baselines::Engine::Seq, sh.csr(), root, &opts)
                 .unwrap()
                 .level;
             let mut got = Vec::new();

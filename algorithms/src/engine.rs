@@ -56,13 +56,27 @@
 //! - [`Engine::sssp`] and [`Engine::bfs`] run with [`skein::Runtime::run`], so the result
 //!   travels as bytes and every rank returns the same one.
 //!
-//! Under `mpirun` the program is SPMD: every rank builds the same graph and the same
-//! [`Engine`] (same options; `workers` is then per rank), in the same order, and calls each
-//! search with the same root at the same time (the runs are collective).
+//! Under `mpirun` the program is SPMD: every rank builds the same graph (or its own rows of
+//! it, [`Engine::from_local`]) and the same [`Engine`] (same options; `workers` is then per
+//! rank), in the same order, and calls each search with the same root at the same time
+//! (the runs are collective).
 //!
-//! What falls short of issue 19: every rank holds the whole graph and the arc copies of
-//! every partition (the registry's view), where each rank should hold only the rows of its
-//! own partitions, and every rank receives each search's whole result.
+//! # Rank-local rows
+//!
+//! [`Engine::from_local`] builds the engine of a rank from the rows of its own vertices
+//! only (a [`LocalCsr`], e.g. from `skein_generators::distributed`): rank `r` holds the
+//! range `rank_bounds(n, R, W)[r]..[r + 1]` ([`rank_bounds`]), the vertices of its
+//! partitions. Each process copies the arcs of its own partitions only (also under
+//! [`Engine::new`], whose ranks hold the whole [`Csr`]); SSSP relaxes a scan from another
+//! rank over the receiver's in-arcs (`crate::graph`, which also states the memory per
+//! rank). [`Engine::sssp_local`] and [`Engine::bfs_local`] leave each rank its own slice of
+//! the result; [`Engine::sssp`] and the `*_on_rank0` variants still gather the whole result
+//! (on rank 0, then to every rank for [`Engine::sssp`]).
+//!
+//! The weights' checks (a weight SSSP cannot use, the largest weight, which sets the
+//! default delta) are made on each rank's rows and agreed on over every rank when the
+//! engine is built (one run: a fiber on every rank's first worker reads what its rank
+//! found), so every rank takes the same delta and refuses the same bad weight.
 //!
 //! A panic anywhere in a search (a bug) ends it with [`EngineError::Runtime`] naming the
 //! panic: the runtime resumes a driver's panic in the main fiber and records a panic in a
@@ -73,11 +87,12 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use skein::{Runtime, Trust};
+use skein_generators::distributed::LocalCsr;
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
-use crate::graph::GraphView;
+use crate::graph::{GraphView, Rows, WeightSummary};
 use crate::output;
-use crate::partition::Partitioning;
+use crate::partition::{rank_bounds, Partitioning};
 use crate::{bfs, registry, sssp};
 
 /// Default SSSP bucket width as a fraction of the graph's largest weight (see
@@ -174,11 +189,46 @@ pub enum EngineError {
     /// SSSP needs non-negative weights.
     #[error("SSSP needs non-negative, finite weights: arc {arc} weighs {weight}")]
     NegativeWeight {
-        /// Index of the offending arc.
+        /// Index of the offending arc (in the whole graph's CSR order, also when each rank
+        /// holds its rows only).
         arc: usize,
         /// Its weight.
         weight: f32,
     },
+    /// The ranks did not make a collective call the same way (an SPMD program's ranks must
+    /// build the same engines and call the same searches in the same order).
+    #[error("collective call: {0}")]
+    Collective(String),
+}
+
+/// This rank's slice of a single-source shortest paths result ([`Engine::sssp_local`]):
+/// the entries of the vertices `first .. first + dist.len()`, with the encodings of
+/// [`SsspResult`] (`f32::INFINITY` and `NO_PARENT` when unreached; parents are global ids).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalSssp {
+    /// The search root.
+    pub root: u64,
+    /// The first vertex of the slice.
+    pub first: u64,
+    /// Distance per vertex of the slice.
+    pub dist: Vec<f32>,
+    /// Parent (global id) per vertex of the slice.
+    pub parent: Vec<u64>,
+}
+
+/// This rank's slice of a BFS result ([`Engine::bfs_local`]): the entries of the vertices
+/// `first .. first + level.len()`, with the encodings of [`BfsResult`] (`UNREACHED_LEVEL`
+/// and `NO_PARENT` when unreached; parents are global ids).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalBfs {
+    /// The search root.
+    pub root: u64,
+    /// The first vertex of the slice.
+    pub first: u64,
+    /// Level per vertex of the slice.
+    pub level: Vec<u32>,
+    /// Parent (global id) per vertex of the slice.
+    pub parent: Vec<u64>,
 }
 
 /// What one search did, besides its result.
@@ -225,7 +275,7 @@ pub struct Engine {
     view: Arc<GraphView>,
     opts: EngineOptions,
     /// The first arc whose weight SSSP cannot use (negative, NaN or infinite), found
-    /// once per graph.
+    /// once per graph (over every rank).
     bad_weight: Option<(usize, f32)>,
     /// The largest weight (0 for a graph without arcs; meaningless with a bad weight).
     max_weight: f32,
@@ -233,6 +283,9 @@ pub struct Engine {
     delta: f32,
     /// The view's id in this rank's registry (`crate::registry`).
     graph_id: u64,
+    /// The vertices of this process's result slices (`*_local`): its rank's range under
+    /// `mpirun`, every vertex in one process.
+    range: std::ops::Range<u64>,
 }
 
 impl Drop for Engine {
@@ -244,10 +297,24 @@ impl Drop for Engine {
 impl Engine {
     /// Prepares a runtime of `opts.workers` workers (per rank under `mpirun`) and the
     /// partitioning of `graph` over the workers of every rank. Under `mpirun` this is
-    /// collective (the runtime's bootstrap). Each
-    /// kernel's copy of the partitions' arcs is made on its first search, or before by
-    /// [`Engine::prepare_sssp`] / [`Engine::prepare_bfs`].
+    /// collective (the runtime's bootstrap and one run), and each rank copies the arcs of
+    /// its own partitions only. Each kernel's copy of the partitions' arcs is made on its
+    /// first search, or before by [`Engine::prepare_sssp`] / [`Engine::prepare_bfs`].
     pub fn new(graph: Arc<Csr>, opts: EngineOptions) -> Result<Engine, EngineError> {
+        Engine::build(Rows::Whole(graph), opts)
+    }
+
+    /// [`Engine::new`] on the rows of this rank's vertices only. Collective under
+    /// `mpirun`: every rank calls it with its own rows and the same options. `graph` must
+    /// hold the range `rank_bounds(n, ranks, opts.workers)[r]..[r + 1]` of this rank `r`
+    /// ([`rank_bounds`]; [`EngineError::Options`] on every rank otherwise, naming the
+    /// rank, the range it holds and the one expected). Outside `mpirun` (one rank, also
+    /// with a loopback split) it holds every row and the engine is that of [`Engine::new`].
+    pub fn from_local(graph: Arc<LocalCsr>, opts: EngineOptions) -> Result<Engine, EngineError> {
+        Engine::build(Rows::Local(graph), opts)
+    }
+
+    fn build(rows: Rows, opts: EngineOptions) -> Result<Engine, EngineError> {
         if opts.workers == 0 || opts.fibers == 0 || opts.chunk == 0 {
             return Err(EngineError::Options(
                 "workers, fibers and chunk must be at least 1".into(),
@@ -269,21 +336,93 @@ impl Engine {
             builder = builder.loopback_ranks(r);
         }
         let rt = builder.build()?;
+        // Processes of the job (the runtime's ranks but for a loopback split's fake ones).
+        let (rank, ranks) = (skein::rank(), skein::ranks());
+        let n = rows.num_vertices();
+        let held = rows.get().range();
+        let summary = WeightSummary::of(rows.get().weights);
+        // What this rank found, for every rank to read in the run below.
+        let id = registry::new_graph_id();
+        let b = |x: bool| u64::from(x);
+        let (bad_arc, bad_w) = summary.bad.map_or((0, 0), |(a, w)| (a, u64::from(w.to_bits())));
+        registry::file_probe(
+            id,
+            [
+                n,
+                held.start,
+                held.end,
+                b(summary.bad.is_some()),
+                bad_arc,
+                bad_w,
+                u64::from(summary.max.to_bits()),
+                summary.arcs,
+            ],
+        );
+        let probed = rt.run(move || {
+            let lw = skein::local_workers();
+            let fibers: Vec<_> =
+                (0..skein::ranks()).map(|r| skein::spawn_on(r * lw, id, registry::probe)).collect();
+            let probes: Vec<[u64; 8]> = fibers.into_iter().map(|f| f.join()).collect();
+            (lw as u64, probes)
+        });
+        registry::drop_probe(id);
+        let (per_rank, probes) = probed?;
+        let per_rank = per_rank as usize;
         // One partition per worker of the job: under mpirun `workers` is per rank; in a
         // loopback split it counts every fake rank's workers already.
-        let parts = opts.workers * skein::ranks();
-        let view = GraphView::new(graph, parts).map_err(EngineError::Options)?;
-        let graph = &view.graph;
-        let bad_weight = graph
-            .weights()
-            .iter()
-            .position(|&w| !w.is_finite() || w < 0.0)
-            .map(|arc| (arc, graph.weights()[arc]));
-        let max_weight = graph.weights().iter().copied().fold(0.0, f32::max);
+        let parts = opts.workers * ranks;
+        let bounds = rank_bounds(n, ranks, opts.workers);
+        let local = matches!(rows, Rows::Local(_));
+        // Every process checks every rank's rows (the same probes everywhere), so a bad
+        // range is the same error on every rank.
+        if local {
+            let me = [n, held.start, held.end, 0, 0, 0, 0, 0];
+            let seen: &[[u64; 8]] = if ranks > 1 { &probes } else { std::slice::from_ref(&me) };
+            for (r, p) in seen.iter().enumerate() {
+                if p[0] != n {
+                    return Err(EngineError::Options(format!(
+                        "rank {r}'s rows are of a graph of {} vertices, rank {rank}'s of {n}",
+                        p[0]
+                    )));
+                }
+                if (p[1], p[2]) != (bounds[r], bounds[r + 1]) {
+                    return Err(EngineError::Options(format!(
+                        "rank {r} of {ranks} holds the rows of vertices {}..{}, but with {} \
+                         workers per rank it owns the vertices {}..{} (rank_bounds({n}, \
+                         {ranks}, {}))",
+                        p[1],
+                        p[2],
+                        opts.workers,
+                        bounds[r],
+                        bounds[r + 1],
+                        opts.workers
+                    )));
+                }
+            }
+        }
+        // The weights of every rank's rows: the first bad arc in the whole graph's order
+        // (ranks hold consecutive rows), the largest weight of all.
+        let (bad_weight, max_weight) = if local && ranks > 1 {
+            let (mut before, mut bad, mut max) = (0u64, None, 0.0f32);
+            for p in &probes {
+                if bad.is_none() && p[3] != 0 {
+                    bad = Some(((before + p[4]) as usize, f32::from_bits(p[5] as u32)));
+                }
+                max = max.max(f32::from_bits(p[6] as u32));
+                before += p[7];
+            }
+            (bad, max)
+        } else {
+            (summary.bad.map(|(a, w)| (a as usize, w)), summary.max)
+        };
+        let own = if ranks > 1 { rank * opts.workers..(rank + 1) * opts.workers } else { 0..parts };
+        let view = GraphView::new(rows, parts, per_rank, own).map_err(EngineError::Options)?;
         let delta = opts.delta.unwrap_or_else(|| default_delta(max_weight));
         let view = Arc::new(view);
-        let graph_id = registry::register_graph(Arc::clone(&view));
-        Ok(Engine { rt, view, opts, bad_weight, max_weight, delta, graph_id })
+        registry::insert_graph(id, Arc::clone(&view));
+        let r = if ranks > 1 { rank } else { 0 };
+        let range = bounds[r]..bounds[r + 1];
+        Ok(Engine { rt, view, opts, bad_weight, max_weight, delta, graph_id: id, range })
     }
 
     /// The SSSP bucket width searches use: [`EngineOptions::delta`], or by default
@@ -295,13 +434,26 @@ impl Engine {
     /// Copies the partitions' arcs for SSSP (8 bytes per arc, in parallel) unless done
     /// already, so that the first search's time does not include it.
     pub fn prepare_sssp(&self) {
-        self.view.weighted();
+        self.view.all_weighted();
+        self.view.all_in_arcs();
     }
 
     /// Copies the partitions' arcs for BFS (4 bytes per arc, in parallel) unless done
     /// already.
     pub fn prepare_bfs(&self) {
-        self.view.bare();
+        self.view.all_bare();
+    }
+
+    /// The vertices of this rank's result slices ([`Engine::sssp_local`]): its range
+    /// under `mpirun` ([`rank_bounds`]), every vertex in one process.
+    pub fn local_range(&self) -> std::ops::Range<u64> {
+        self.range.clone()
+    }
+
+    /// Bytes of the arc copies and in-arcs this process holds (those made so far): what
+    /// the engine adds to the rows.
+    pub fn graph_bytes(&self) -> u64 {
+        self.view.heap_bytes()
     }
 
     /// The options the engine runs with.
@@ -315,7 +467,7 @@ impl Engine {
     }
 
     fn check_root(&self, root: u64) -> Result<(), EngineError> {
-        let n = self.view.graph.num_vertices();
+        let n = self.view.parts.num_vertices();
         if root >= n {
             return Err(EngineError::Root { root, num_vertices: n });
         }
@@ -363,17 +515,65 @@ impl Engine {
         self.sssp_search(root, false)
     }
 
-    fn sssp_search(
-        &self,
-        root: u64,
-        everywhere: bool,
-    ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
+    /// [`Engine::sssp`] whose result stays distributed: each rank gets the slice of its
+    /// own vertices ([`Engine::local_range`]), every vertex in one process. Collective
+    /// under `mpirun`; the counters are those of the whole search, the same on every rank.
+    pub fn sssp_local(&self, root: u64) -> Result<(LocalSssp, SearchStats), EngineError> {
+        let (params, view, id) = self.sssp_params(root)?;
+        let key = registry::new_slices();
+        let run = self.rt.run(move || sssp::search(id, view, root, params, Collect::Slices(key)).2);
+        let slices = self.take_slices::<f32>(key);
+        let stats = run?.into_stats(Some(self.rt.stats()));
+        let (dist, parent) = slices?;
+        Ok((LocalSssp { root, first: self.range.start, dist, parent }, stats))
+    }
+
+    /// [`Engine::bfs`] whose result stays distributed, as [`Engine::sssp_local`].
+    pub fn bfs_local(&self, root: u64) -> Result<(LocalBfs, SearchStats), EngineError> {
+        self.check_root(root)?;
+        self.prepare_bfs();
+        let view = Arc::clone(&self.view);
+        let params = self.bfs_params();
+        let id = self.graph_id;
+        let key = registry::new_slices();
+        let run = self.rt.run(move || bfs::search(id, view, root, params, Collect::Slices(key)).2);
+        let slices = self.take_slices::<u32>(key);
+        let stats = run?.into_stats(Some(self.rt.stats()));
+        let (level, parent) = slices?;
+        Ok((LocalBfs { root, first: self.range.start, level, parent }, stats))
+    }
+
+    /// The slices the ranks of this process filed under `key`, joined: this process's
+    /// range of the result.
+    fn take_slices<V: Send + 'static>(&self, key: u64) -> Result<(Vec<V>, Vec<u64>), EngineError> {
+        let slices = registry::take_slices::<(Vec<V>, Vec<u64>)>(key);
+        let len = (self.range.end - self.range.start) as usize;
+        let got: usize = slices.iter().map(|(_, (v, _))| v.len()).sum();
+        if got != len {
+            return Err(EngineError::Collective(format!(
+                "rank {} received {got} result entries for its {len} vertices: every rank must \
+                 build the same engines and call the same searches in the same order",
+                skein::rank()
+            )));
+        }
+        if slices.len() == 1 {
+            return Ok(slices.into_iter().next().map(|(_, s)| s).unwrap_or_default());
+        }
+        let (mut values, mut parents) = (Vec::with_capacity(len), Vec::with_capacity(len));
+        for (_, (v, p)) in slices {
+            values.extend(v);
+            parents.extend(p);
+        }
+        Ok((values, parents))
+    }
+
+    /// The checks and parameters of an SSSP search from `root`.
+    fn sssp_params(&self, root: u64) -> Result<(sssp::Params, Arc<GraphView>, u64), EngineError> {
         self.check_root(root)?;
         if let Some((arc, weight)) = self.bad_weight {
             return Err(EngineError::NegativeWeight { arc, weight });
         }
         self.prepare_sssp();
-        let view = Arc::clone(&self.view);
         let params = sssp::Params {
             delta: self.delta,
             max_weight: self.max_weight,
@@ -381,9 +581,22 @@ impl Engine {
             #[cfg(test)]
             fault: None,
         };
-        let id = self.graph_id;
-        let (values, stats) =
-            self.run_search(everywhere, move || sssp::search(id, view, root, params))?;
+        Ok((params, Arc::clone(&self.view), self.graph_id))
+    }
+
+    fn bfs_params(&self) -> bfs::Params {
+        bfs::Params { chunk: self.opts.chunk, alpha: self.opts.alpha, beta: self.opts.beta }
+    }
+
+    fn sssp_search(
+        &self,
+        root: u64,
+        everywhere: bool,
+    ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
+        let (params, view, id) = self.sssp_params(root)?;
+        let (values, stats) = self.run_search(everywhere, move || {
+            sssp::search(id, view, root, params, Collect::Gather)
+        })?;
         let stats = stats.into_stats(Some(self.rt.stats()));
         Ok((values.map(|(dist, parent)| SsspResult { root, dist, parent }), stats))
     }
@@ -411,11 +624,10 @@ impl Engine {
         self.check_root(root)?;
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
-        let params =
-            bfs::Params { chunk: self.opts.chunk, alpha: self.opts.alpha, beta: self.opts.beta };
+        let params = self.bfs_params();
         let id = self.graph_id;
-        let (values, stats) =
-            self.run_search(everywhere, move || bfs::search(id, view, root, params))?;
+        let (values, stats) = self
+            .run_search(everywhere, move || bfs::search(id, view, root, params, Collect::Gather))?;
         let stats = stats.into_stats(Some(self.rt.stats()));
         if let Some((level, parent)) = &values {
             debug_assert!(level
@@ -489,6 +701,67 @@ pub(crate) fn disconnect<P: Part>(search: u64, parts: &[Trust<P>]) {
             s.set_peers(Arc::new(Vec::new()));
         });
     }
+}
+
+/// Where a search's result goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Collect {
+    /// To the main fiber, as vectors over every vertex ([`gather`]).
+    Gather,
+    /// Each rank's slice stays on its rank, filed under this key
+    /// (`crate::registry::stash_slice`).
+    Slices(u64),
+}
+
+/// Collects the result of search `search` on graph `graph` as `how` says, with the
+/// partitions' counters summed over every rank (the vectors are empty for
+/// [`Collect::Slices`]).
+pub(crate) fn collect<P: Part>(
+    graph: u64,
+    search: u64,
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+    how: Collect,
+) -> output::Filled<P::Value> {
+    match how {
+        Collect::Gather => gather(parts, partitioning),
+        Collect::Slices(key) => {
+            let lw = skein::local_workers();
+            let fibers: Vec<_> = (0..skein::ranks())
+                .map(|r| skein::spawn_on(r * lw, (graph, search, key), file_slice::<P>))
+                .collect();
+            let (mut messages, mut arcs) = (0, 0);
+            for f in fibers {
+                let (m, a) = f.join();
+                messages += m;
+                arcs += a;
+            }
+            output::Filled { values: Vec::new(), parents: Vec::new(), messages, arcs }
+        }
+    }
+}
+
+/// A fiber on the first worker of a rank (argument `(graph, search, key)`): writes the
+/// values and parents of the rank's partitions into one slice over the rank's vertices
+/// (each partition its range, in parallel: [`output::fill`]), files it under `key` in
+/// this process (`crate::registry::stash_slice`) and returns the partitions' counters.
+fn file_slice<P: Part>((graph, search, key): (u64, u64, u64)) -> (u64, u64) {
+    let view = registry::graph(graph);
+    let (lw, r) = (skein::local_workers(), skein::rank());
+    let first = view.parts.range(r * lw).start;
+    let end = view.parts.range((r + 1) * lw - 1).end;
+    let local: Vec<_> = (r * lw..(r + 1) * lw)
+        .map(|g| {
+            let rg = view.parts.range(g);
+            (registry::part::<P>(search, g), (rg.start - first) as usize..(rg.end - first) as usize)
+        })
+        .collect();
+    let out = output::fill(&local, (end - first) as usize, |s, v, pa| {
+        s.write(0, v, pa);
+        s.counters()
+    });
+    registry::stash_slice(key, r, (out.values, out.parents));
+    (out.messages, out.arcs)
 }
 
 /// Vertices one gathering request carries from a partition on another rank.

@@ -1,44 +1,322 @@
 //! The graph as every partition sees it while a kernel runs: the partitioning, the tag
-//! encoding of vertices, and each partition's arcs in the layouts the kernels read
-//! ([`crate::adjacency`]), each copied on first use. Trustees only read it.
+//! encoding of vertices, and the arcs of the partitions whose rows this process holds, in
+//! the layouts the kernels read ([`crate::adjacency`]), each copied on first use. Trustees
+//! only read it.
+//!
+//! # Rows, own parts and ranks
+//!
+//! The partitioning and the tags are global (all `R × W` parts of the job). A process holds
+//! the rows of some vertices ([`Rows`]: a whole [`Csr`], or a [`LocalCsr`] with the rows of
+//! its rank's range) and makes arc copies for its *own* parts only: under `mpirun` the
+//! parts `r·W .. (r+1)·W` of its rank `r`, in one process (also a loopback split, whose
+//! fake ranks share the process) every part.
+//!
+//! The *rank of a part* is `part / per_rank`, with `per_rank` the workers per rank of the
+//! runtime (the fake ranks' in a loopback split), so the "another rank" tests below are the
+//! same under `mpirun` and in a loopback split, and a loopback split exercises every
+//! cross-rank path in one process.
+//!
+//! When the job has more than one rank, each own part also gets its **in-arcs**
+//! ([`crate::adjacency::InArcs`]): the arcs from vertices of other ranks' parts into it,
+//! grouped by source, built from its own rows (the graph is symmetric: see
+//! [`crate::adjacency`]). An SSSP scan from a partition of another rank is relaxed over
+//! them instead of the sender's arc copy, which this process need not hold.
+//!
+//! # Memory per rank
+//!
+//! With `A` the arcs of the rank's rows, `A_x` those of them whose target lies in another
+//! rank, `S` the distinct sources of other ranks among those targets, `n_r` the rank's
+//! vertices, `P` the pairs (vertex of the rank, partition of another rank) joined by at
+//! least one arc, `W` its workers, `T` the tag space (`< 2n`). The SSSP copy summarizes a
+//! vertex's arcs to each partition of another rank in one entry (`crate::adjacency::build`),
+//! since the receiver relaxes its in-arcs, so in-arcs and copy together cost what the copy
+//! of every arc cost in one process:
+//!
+//! ```text
+//! rows (held by the caller)       16·A + 8·n_r
+//! SSSP arc copy                    8·(A − A_x + P) + 16·n_r
+//! SSSP in-arcs (ranks > 1)         8·A_x + 8·S + W·(T/8 + T/16) (bitmap, per-64 counts);
+//!                                  while built, 8·T more (one part at a time)
+//! BFS arc copy                     4·A + 16·n_r
+//! per search, SSSP                 ~8.2·n_r (distance, parent tag, pending bit) + bins
+//! per search, BFS                  ~8·n_r + W·2·T/8 (send filter, frontier replica)
+//! ```
+//!
+//! A search's result slice adds 12 (SSSP) or 12 (BFS) bytes per vertex of the rank
+//! (`Engine::sssp_local`); a whole result gathered on rank 0 (`Engine::sssp`) adds that
+//! per vertex of the graph there.
 
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
+use rayon::prelude::*;
+use skein_generators::distributed::LocalCsr;
 use skein_generators::Csr;
 
-use crate::adjacency::{self, Arc32, PartArcs, Tag, Tags, NO_TAG};
+use crate::adjacency::{self, Arc32, InArcs, PartArcs, Tag, Tags, NO_TAG};
 use crate::partition::Partitioning;
 
-/// The graph as every partition sees it: the partitioning, the tag encoding and each
-/// partition's arcs in the layouts the kernels read (each copied on first use).
+/// The rows a process holds.
+#[derive(Debug, Clone)]
+pub(crate) enum Rows {
+    /// Every row.
+    Whole(Arc<Csr>),
+    /// The rows of one range of vertices.
+    Local(Arc<LocalCsr>),
+}
+
+/// Borrowed rows `first..first + offsets.len() - 1`: `offsets[v - first]..offsets[v - first
+/// + 1]` index the arcs of `v` in `targets` and `weights`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowsRef<'a> {
+    pub(crate) first: u64,
+    pub(crate) offsets: &'a [u64],
+    pub(crate) targets: &'a [u64],
+    pub(crate) weights: &'a [f32],
+}
+
+impl RowsRef<'_> {
+    /// The vertices held.
+    pub(crate) fn range(&self) -> Range<u64> {
+        self.first..self.first + self.offsets.len() as u64 - 1
+    }
+
+    /// The index of the first arc of `v` (held) in `targets`.
+    #[inline]
+    pub(crate) fn start(&self, v: u64) -> u64 {
+        self.offsets[(v - self.first) as usize]
+    }
+
+    /// True when `range` lies inside the rows held.
+    pub(crate) fn holds(&self, range: &Range<u64>) -> bool {
+        let mine = self.range();
+        range.is_empty() || (mine.start <= range.start && range.end <= mine.end)
+    }
+}
+
+impl Rows {
+    /// The rows as slices.
+    pub(crate) fn get(&self) -> RowsRef<'_> {
+        match self {
+            Rows::Whole(g) => RowsRef {
+                first: 0,
+                offsets: g.offsets(),
+                targets: g.targets(),
+                weights: g.weights(),
+            },
+            Rows::Local(g) => RowsRef {
+                first: g.range().start,
+                offsets: g.offsets(),
+                targets: g.targets(),
+                weights: g.weights(),
+            },
+        }
+    }
+
+    /// Vertices of the whole graph.
+    pub(crate) fn num_vertices(&self) -> u64 {
+        match self {
+            Rows::Whole(g) => g.num_vertices(),
+            Rows::Local(g) => g.num_vertices(),
+        }
+    }
+}
+
+/// What the weights of the rows held say, for SSSP: the first weight it cannot use and the
+/// largest weight.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct WeightSummary {
+    /// The first arc (index in the rows held) whose weight is negative, NaN or infinite.
+    pub(crate) bad: Option<(u64, f32)>,
+    /// The largest weight (0 without arcs).
+    pub(crate) max: f32,
+    /// Arcs held.
+    pub(crate) arcs: u64,
+}
+
+impl WeightSummary {
+    /// Over `weights`, in parallel.
+    pub(crate) fn of(weights: &[f32]) -> WeightSummary {
+        let bad = weights
+            .par_iter()
+            .position_first(|&w| !w.is_finite() || w < 0.0)
+            .map(|arc| (arc as u64, weights[arc]));
+        let max = weights.par_iter().copied().reduce(|| 0.0, f32::max);
+        WeightSummary { bad, max, arcs: weights.len() as u64 }
+    }
+}
+
+/// The graph as every partition sees it: the partitioning, the tag encoding and the arcs of
+/// this process's own parts in the layouts the kernels read (each copied on first use).
 ///
 /// Trustees only read it; each one touches the arcs of its own vertices, and an SSSP
 /// trustee also the arcs into its partition that a [`crate::sssp::Scan`] names.
 #[derive(Debug)]
 pub(crate) struct GraphView {
-    pub(crate) graph: Arc<Csr>,
+    rows: Rows,
     pub(crate) parts: Partitioning,
     pub(crate) tags: Tags,
+    /// Workers per rank of the runtime: the rank of part `p` is `p / per_rank`.
+    per_rank: usize,
+    /// The parts whose rows this process holds and copies.
+    own: Range<usize>,
     weighted: OnceLock<Vec<PartArcs<Arc32>>>,
     bare: OnceLock<Vec<PartArcs<Tag>>>,
+    in_arcs: OnceLock<Vec<InArcs>>,
 }
 
 impl GraphView {
-    /// Partitions `graph` over `parts` parts; fails when the tags cannot encode it.
-    pub(crate) fn new(graph: Arc<Csr>, parts: usize) -> Result<GraphView, String> {
-        let parts = Partitioning::new(graph.num_vertices(), parts);
+    /// Partitions the graph of `rows` over `parts` parts, `per_rank` to a rank, of which
+    /// this process owns `own`; fails when the tags cannot encode it or the rows of `own`
+    /// are not held.
+    pub(crate) fn new(
+        rows: Rows,
+        parts: usize,
+        per_rank: usize,
+        own: Range<usize>,
+    ) -> Result<GraphView, String> {
+        assert!(per_rank >= 1 && parts % per_rank == 0 && own.end <= parts);
+        let parts = Partitioning::new(rows.num_vertices(), parts);
         let tags = Tags::new(&parts)?;
-        Ok(GraphView { graph, parts, tags, weighted: OnceLock::new(), bare: OnceLock::new() })
+        let want = if own.is_empty() {
+            0..0
+        } else {
+            parts.range(own.start).start..parts.range(own.end - 1).end
+        };
+        let held = rows.get();
+        if !held.holds(&want) {
+            return Err(format!(
+                "the rows held ({}..{}) do not cover the vertices of this rank's partitions \
+                 ({}..{})",
+                held.range().start,
+                held.range().end,
+                want.start,
+                want.end
+            ));
+        }
+        Ok(GraphView {
+            rows,
+            parts,
+            tags,
+            per_rank,
+            own,
+            weighted: OnceLock::new(),
+            bare: OnceLock::new(),
+            in_arcs: OnceLock::new(),
+        })
     }
 
-    /// Each partition's arcs with weights (SSSP), copied on the first call.
-    pub(crate) fn weighted(&self) -> &[PartArcs<Arc32>] {
-        self.weighted.get_or_init(|| adjacency::build(&self.graph, &self.parts, self.tags))
+    /// A view of the whole graph `graph` over `parts` parts in one rank.
+    #[cfg(test)]
+    pub(crate) fn whole(graph: Arc<Csr>, parts: usize) -> Result<GraphView, String> {
+        GraphView::new(Rows::Whole(graph), parts, parts, 0..parts)
     }
 
-    /// Each partition's arcs without weights (BFS), copied on the first call.
-    pub(crate) fn bare(&self) -> &[PartArcs<Tag>] {
-        self.bare.get_or_init(|| adjacency::build(&self.graph, &self.parts, self.tags))
+    /// The whole graph, when this process holds it.
+    #[cfg(test)]
+    pub(crate) fn csr(&self) -> &Csr {
+        match &self.rows {
+            Rows::Whole(g) => g,
+            Rows::Local(_) => panic!("not the whole graph"),
+        }
+    }
+
+    /// The parts of the rank of part `p`.
+    #[inline]
+    pub(crate) fn rank_parts(&self, p: usize) -> Range<usize> {
+        let first = p / self.per_rank * self.per_rank;
+        first..first + self.per_rank
+    }
+
+    /// True when the job has more than one rank.
+    pub(crate) fn ranked(&self) -> bool {
+        self.per_rank < self.parts.parts()
+    }
+
+    /// The parts whose arcs this process holds.
+    pub(crate) fn own(&self) -> Range<usize> {
+        self.own.clone()
+    }
+
+    /// `all[p - own().start]`, one bounds check (a part below `own` wraps around to an
+    /// index past the end).
+    #[inline]
+    fn own_part<'a, T>(&self, all: &'a [T], p: usize) -> &'a T {
+        match all.get(p.wrapping_sub(self.own.start)) {
+            Some(x) => x,
+            None => self.not_own(p),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_own(&self, p: usize) -> ! {
+        panic!("partition {p} is not held by this process (it holds {:?})", self.own)
+    }
+
+    /// The arcs with weights (SSSP) of own part `p`; every own part's copied on the first
+    /// call.
+    #[inline]
+    pub(crate) fn weighted(&self, p: usize) -> &PartArcs<Arc32> {
+        self.own_part(self.all_weighted(), p)
+    }
+
+    /// Every own part's arcs with weights, by `part - own().start`.
+    #[inline]
+    pub(crate) fn all_weighted(&self) -> &[PartArcs<Arc32>] {
+        self.weighted.get_or_init(|| {
+            let far = self.ranked().then_some(self.per_rank);
+            adjacency::build(self.rows.get(), &self.parts, self.tags, self.own(), far)
+        })
+    }
+
+    /// The arcs without weights (BFS) of own part `p`; every own part's copied on the
+    /// first call.
+    #[inline]
+    pub(crate) fn bare(&self, p: usize) -> &PartArcs<Tag> {
+        self.own_part(self.all_bare(), p)
+    }
+
+    /// Every own part's arcs without weights, by `part - own().start`.
+    #[inline]
+    pub(crate) fn all_bare(&self) -> &[PartArcs<Tag>] {
+        self.bare.get_or_init(|| {
+            adjacency::build(self.rows.get(), &self.parts, self.tags, self.own(), None)
+        })
+    }
+
+    /// The in-arcs (from other ranks' parts) of own part `p`; built for every own part on
+    /// the first call (empty when the job has one rank).
+    #[inline]
+    pub(crate) fn in_arcs(&self, p: usize) -> &InArcs {
+        self.own_part(self.all_in_arcs(), p)
+    }
+
+    /// Every own part's in-arcs, by `part - own().start`.
+    #[inline]
+    pub(crate) fn all_in_arcs(&self) -> &[InArcs] {
+        self.in_arcs.get_or_init(|| {
+            let rows = self.rows.get();
+            // One part after the other (each built in parallel), so that one part's
+            // temporary counts (8 bytes per tag of the other ranks) exist at a time.
+            self.own()
+                .map(|p| {
+                    if self.ranked() {
+                        InArcs::build(rows, &self.parts, self.tags, p, self.rank_parts(p))
+                    } else {
+                        InArcs::default()
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Bytes of the arc copies and in-arcs made so far.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        let w: u64 = self.weighted.get().map_or(0, |v| v.iter().map(PartArcs::heap_bytes).sum());
+        let b: u64 = self.bare.get().map_or(0, |v| v.iter().map(PartArcs::heap_bytes).sum());
+        let i: u64 = self.in_arcs.get().map_or(0, |v| v.iter().map(InArcs::heap_bytes).sum());
+        w + b + i
     }
 
     /// The global id of `tag`, or `NO_PARENT` for [`NO_TAG`].

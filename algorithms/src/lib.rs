@@ -25,7 +25,7 @@ mod registry;
 mod sssp;
 
 pub use engine::{
-    default_delta, Engine, EngineError, EngineOptions, SearchStats, DEFAULT_DELTA,
-    DEFAULT_RELATIVE_DELTA,
+    default_delta, Engine, EngineError, EngineOptions, LocalBfs, LocalSssp, SearchStats,
+    DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA,
 };
-pub use partition::Partitioning;
+pub use partition::{rank_bounds, Partitioning};

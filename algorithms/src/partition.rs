@@ -111,8 +111,39 @@ impl Partitioning {
     }
 }
 
+/// Bounds of each rank's vertex range when every rank runs `workers` workers: rank `r`
+/// owns the partitions `r·W .. (r+1)·W` of `Partitioning::new(num_vertices, ranks·workers)`,
+/// which are contiguous; returns `ranks + 1` entries (`bounds[r]..bounds[r + 1]` is rank
+/// `r`'s range). These are the bounds `skein_generators::distributed` builds each rank's
+/// rows for, and the ranges `Engine::from_local` expects.
+///
+/// # Panics
+/// If `ranks` or `workers` is 0 (as [`Partitioning::new`] with 0 parts).
+pub fn rank_bounds(num_vertices: u64, ranks: usize, workers: usize) -> Vec<u64> {
+    let p = Partitioning::new(num_vertices, ranks * workers);
+    let mut b: Vec<u64> = (0..ranks).map(|r| p.range(r * workers).start).collect();
+    b.push(num_vertices);
+    b
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rank_bounds_are_the_first_vertices_of_each_ranks_parts() {
+        for (n, ranks, workers) in [(0u64, 1usize, 1usize), (10, 3, 2), (1000, 4, 1), (5, 7, 1)] {
+            let b = rank_bounds(n, ranks, workers);
+            let p = Partitioning::new(n, ranks * workers);
+            assert_eq!(b.len(), ranks + 1);
+            assert_eq!((b[0], b[ranks]), (0, n));
+            for r in 0..ranks {
+                assert_eq!(
+                    b[r]..b[r + 1],
+                    p.range(r * workers).start..p.range((r + 1) * workers - 1).end
+                );
+            }
+        }
+    }
+
     use super::*;
 
     fn check(n: u64, parts: usize) {

@@ -1,8 +1,8 @@
 //! Rank-local data the kernels reach by id, because a closure sent to a trustee captures
 //! nothing (its data is its argument, which may cross ranks as bytes):
 //!
-//! - **graphs**: every [`crate::Engine`] registers its [`GraphView`] under a `u64` id when
-//!   it is built and removes it when dropped. A partition is built on its trustee from the
+//! - **graphs**: every [`crate::Engine`] registers its [`GraphView`] (the arcs of its
+//!   rank's own partitions) under a `u64` id when it is built and removes it when dropped. A partition is built on its trustee from the
 //!   id alone ([`graph`]), on whatever rank that trustee runs. Ids are a per-process
 //!   counter, so they agree across ranks when every rank builds the same engines in the same
 //!   order, as an SPMD program under `mpirun` does (the engine's docs require it).
@@ -15,8 +15,13 @@
 //!   process of rank 0's caller, so a search can leave its result vectors there and return
 //!   only its counters from the run (which every rank receives as bytes).
 //!
-//! What falls short of issue 19: every rank holds the whole graph (the view and its arc
-//! copies), where each rank should hold only the rows of its own partitions.
+//! - **result slices** ([`stash_slice`], [`take_slices`]): a search that leaves each rank's
+//!   slice of its result on that rank (`Engine::sssp_local`) has a fiber on every rank file
+//!   the rank's slice under a key that every rank's caller drew in the same order
+//!   ([`new_slices`]); the caller takes the slices filed in its process (one, or every fake
+//!   rank's in a loopback split).
+//! - **probes** ([`file_probe`], [`probe`]): what each rank's caller found about its rows
+//!   when it built an engine, read by a fiber on that rank during the engine's first run.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -42,10 +47,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Files `view` on this rank and returns its id (the same on every rank that registers
 /// its graphs in the same order).
+#[cfg(test)]
 pub(crate) fn register_graph(view: Arc<GraphView>) -> u64 {
-    let id = NEXT_GRAPH.fetch_add(1, Ordering::Relaxed);
-    lock(&GRAPHS).get_or_insert_with(HashMap::new).insert(id, view);
+    let id = new_graph_id();
+    insert_graph(id, view);
     id
+}
+
+/// A fresh graph id (the same on every rank that draws its ids in the same order).
+pub(crate) fn new_graph_id() -> u64 {
+    NEXT_GRAPH.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Files `view` on this rank under `id` (from [`new_graph_id`]).
+pub(crate) fn insert_graph(id: u64, view: Arc<GraphView>) {
+    lock(&GRAPHS).get_or_insert_with(HashMap::new).insert(id, view);
 }
 
 /// Removes graph `id` from this rank's registry.
@@ -117,6 +133,50 @@ pub(crate) fn take<T: Send + 'static>(key: u64) -> Option<T> {
     b.downcast::<T>().ok().map(|b| *b)
 }
 
+static NEXT_SLICES: AtomicU64 = AtomicU64::new(1);
+type Slices = Vec<(usize, Box<dyn Any + Send>)>;
+static SLICES: Mutex<Option<HashMap<u64, Slices>>> = Mutex::new(None);
+
+/// A fresh key for the result slices of one search: drawn by every rank's caller, in the
+/// same order on every rank (the searches are collective).
+pub(crate) fn new_slices() -> u64 {
+    NEXT_SLICES.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Files rank `rank`'s slice `value` under `key` in this process.
+pub(crate) fn stash_slice<T: Send + 'static>(key: u64, rank: usize, value: T) {
+    let mut m = lock(&SLICES);
+    m.get_or_insert_with(HashMap::new).entry(key).or_default().push((rank, Box::new(value)));
+}
+
+/// The slices filed under `key` in this process (of type `T`), by rank ascending.
+pub(crate) fn take_slices<T: Send + 'static>(key: u64) -> Vec<(usize, T)> {
+    let taken = lock(&SLICES).as_mut().and_then(|m| m.remove(&key)).unwrap_or_default();
+    let mut out: Vec<(usize, T)> =
+        taken.into_iter().filter_map(|(r, b)| b.downcast::<T>().ok().map(|b| (r, *b))).collect();
+    out.sort_by_key(|&(r, _)| r);
+    out
+}
+
+static PROBES: Mutex<Option<HashMap<u64, [u64; 8]>>> = Mutex::new(None);
+
+/// Files what this process's caller found about graph `id`'s rows (read by [`probe`]).
+pub(crate) fn file_probe(id: u64, words: [u64; 8]) {
+    lock(&PROBES).get_or_insert_with(HashMap::new).insert(id, words);
+}
+
+/// What [`file_probe`] filed for graph `id` in this process (zeros when nothing).
+pub(crate) fn probe(id: u64) -> [u64; 8] {
+    lock(&PROBES).as_ref().and_then(|m| m.get(&id).copied()).unwrap_or_default()
+}
+
+/// Drops the probe of graph `id`.
+pub(crate) fn drop_probe(id: u64) {
+    if let Some(m) = lock(&PROBES).as_mut() {
+        m.remove(&id);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,7 +196,7 @@ mod tests {
             dst: vec![1, 2],
             weights: Some(vec![1.0, 1.0]),
         });
-        let view = Arc::new(GraphView::new(Arc::new(g), 2).unwrap());
+        let view = Arc::new(GraphView::whole(Arc::new(g), 2).unwrap());
         let a = register_graph(Arc::clone(&view));
         let b = register_graph(Arc::clone(&view));
         assert_ne!(a, b);

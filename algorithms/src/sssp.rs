@@ -60,9 +60,16 @@
 //! 200 bytes in all) sent by the sending partition from its delegated context through the
 //! handles it received when the search started, whether the receiver is on this rank or
 //! another. Each partition is built on its trustee from the graph's id in its rank's
-//! registry: every rank holds the whole graph for now (issue 19 wants each rank to hold
-//! only its own partitions' rows; a scan would then name arcs of the *receiver's* copy of
-//! the sender's row, which the receiver must hold: the arcs into its partition).
+//! registry, whose view holds the arcs of that rank's own partitions only
+//! (`crate::graph`). A scan between partitions of the same rank names a range of the
+//! sender's copy, which the receiver reads in shared memory (in one process, the only
+//! case); a scan from a partition of another rank names only the sender, its distance and
+//! how many arcs it has into the receiver (start 0, end that count: the sender's copy
+//! keeps a one-entry summary per such partition), and the receiver relaxes its *in-arcs*
+//! from the sender (`crate::adjacency::InArcs`, built from its own rows since the graph is
+//! symmetric), checking that there are as many. Their order may differ from the sender's
+//! row: the distances are minima of the same binary32 sums, so they are bit-identical
+//! (parents may differ where paths tie).
 //!
 //! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
@@ -75,7 +82,7 @@ use skein::Trust;
 use skein_baselines::buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
 use crate::adjacency::{Arc32, Tag, NO_TAG};
-use crate::engine::{connect, disconnect, gather, KernelStats, Part};
+use crate::engine::{collect, connect, disconnect, Collect, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
 use crate::registry;
@@ -105,7 +112,8 @@ fn bins_of(b: u64) -> (u64, u64) {
 
 /// A remote SSSP scan: the receiving partition relaxes the arcs `start..end` of the
 /// partition that owns `parent` (all of them point into the receiver) with `parent`'s
-/// distance `dist`.
+/// distance `dist`; from a partition of another rank, its in-arcs from `parent`
+/// (`end - start` of them: `start` is 0).
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C)]
 pub(crate) struct Scan {
@@ -153,6 +161,8 @@ impl Fault {
 pub(crate) struct SsspPart {
     view: Arc<GraphView>,
     part: usize,
+    /// The partitions of this partition's rank (their scans name ranges of their copies).
+    same_rank: std::ops::Range<usize>,
     /// Every partition's handle (given by `crate::engine::connect`), to send scans.
     peers: Arc<Vec<Trust<SsspPart>>>,
     pub(crate) dist: Vec<f32>,
@@ -180,6 +190,7 @@ impl SsspPart {
         let np = view.parts.parts();
         let index = BucketIndex::subdivided(delta, SUB);
         SsspPart {
+            same_rank: view.rank_parts(part),
             view,
             part,
             peers: Arc::new(Vec::new()),
@@ -216,6 +227,11 @@ impl SsspPart {
 
     /// Applies a batch of remote scans: relaxes the arcs they name, which all point into
     /// this partition.
+    ///
+    /// A scan from a partition of this rank names a range of the sender's arc copy; one
+    /// from another rank is relaxed over this partition's in-arcs from its sender
+    /// ([`crate::adjacency::InArcs`]), which must have as many arcs as the range (a check
+    /// of the graph's symmetry).
     pub(crate) fn scan_batch(&mut self, batch: &Batch<Scan>) {
         #[cfg(test)]
         if let Some(Fault::Scan(p)) = self.fault {
@@ -226,8 +242,27 @@ impl SsspPart {
         }
         let view = Arc::clone(&self.view);
         let tags = view.tags;
+        let copies = view.all_weighted();
+        let (own, same) = (view.own().start, self.same_rank.clone());
         for s in batch.items() {
-            let arcs = view.weighted()[tags.part(s.parent)].range(s.start, s.end);
+            let sender = tags.part(s.parent);
+            let arcs = if same.contains(&sender) {
+                copies[sender - own].range(s.start, s.end)
+            } else {
+                let arcs = view.in_arcs(self.part).group(s.parent);
+                if arcs.len() as u64 != s.end.wrapping_sub(s.start) {
+                    panic!(
+                        "the graph is not symmetric: vertex {} has {} arcs into partition {} \
+                         but that partition's rows have {} arcs to it (the kernels across ranks \
+                         need every arc u -> v to have its reverse v -> u with the same weight)",
+                        view.global(s.parent),
+                        s.end.wrapping_sub(s.start),
+                        self.part,
+                        arcs.len()
+                    );
+                }
+                arcs
+            };
             self.relaxed_arcs += arcs.len() as u64;
             for &Arc32 { tag, weight } in arcs {
                 self.relax(tags.local(tag), s.dist + weight, s.parent);
@@ -299,7 +334,7 @@ impl SsspPart {
         }
         self.cur = self.cur.max(first);
         let view = Arc::clone(&self.view);
-        let arcs = &view.weighted()[self.part];
+        let arcs = view.weighted(self.part);
         let tags = view.tags;
         let mut taken = 0;
         while taken < limit && self.cur < end {
@@ -322,7 +357,13 @@ impl SsspPart {
                 self.relax(tags.local(tag), du + weight, me);
             }
             for (owner, start, end) in arcs.segments(u, tags) {
-                let scan = Scan { start, end, parent: me, dist: du };
+                let scan = if self.same_rank.contains(&owner) {
+                    Scan { start, end, parent: me, dist: du }
+                } else {
+                    // A summary: the receiver relaxes its in-arcs from `me`, as many.
+                    let n = arcs.range(start, end)[0].count();
+                    Scan { start: 0, end: n, parent: me, dist: du }
+                };
                 self.outbox.push(owner, scan, send);
             }
         }
@@ -377,12 +418,14 @@ pub(crate) struct Params {
 
 /// One SSSP search from `root`, run by the main fiber of a runtime whose workers (of every
 /// rank) each own one partition of `view` (registered on every rank as graph `graph`,
-/// `crate::registry`): distances and parents (global ids) indexed by global id.
+/// `crate::registry`): distances and parents (global ids) indexed by global id, or, with
+/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank).
 pub(crate) fn search(
     graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
+    how: Collect,
 ) -> (Vec<f32>, Vec<u64>, KernelStats) {
     let np = skein::num_workers();
     assert_eq!(np, view.parts.parts(), "one partition per worker of the job");
@@ -421,7 +464,7 @@ pub(crate) fn search(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = gather(&parts, &view.parts);
+    let g = collect(graph, search, &parts, &view.parts, how);
     disconnect(search, &parts);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, stats)
@@ -449,7 +492,7 @@ mod tests {
     fn view(scale: u32, parts: usize) -> Arc<GraphView> {
         let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
         let graph = Arc::new(Csr::from_edge_list(&kronecker::generate(&p)));
-        Arc::new(GraphView::new(graph, parts).unwrap())
+        Arc::new(GraphView::whole(graph, parts).unwrap())
     }
 
     fn max_weight(g: &Csr) -> f32 {
@@ -460,7 +503,7 @@ mod tests {
     /// a deliberately scrambled order, and returns global distances.
     fn simulate(sh: &Arc<GraphView>, root: u64, delta: f32) -> Vec<f32> {
         let np = sh.parts.parts();
-        let mw = max_weight(&sh.graph);
+        let mw = max_weight(sh.csr());
         let mut parts: Vec<SsspPart> =
             (0..np).map(|p| SsspPart::new(Arc::clone(sh), p, delta, mw)).collect();
         let (rp, rl) = sh.parts.locate(root);
@@ -503,9 +546,9 @@ mod tests {
         for parts in [1, 2, 3, 5] {
             let sh = view(9, parts);
             let root =
-                kronecker::search_roots(&KroneckerParams::new(9, 16, 2, 3).unwrap(), &sh.graph, 1)
+                kronecker::search_roots(&KroneckerParams::new(9, 16, 2, 3).unwrap(), sh.csr(), 1)
                     [0];
-            let want = dijkstra(&sh.graph, root);
+            let want = dijkstra(sh.csr(), root);
             let tiny = [1e-30, f32::MIN_POSITIVE, f32::from_bits(1)];
             for delta in [0.01f32, 0.1, 1.0, 100.0].into_iter().chain(tiny) {
                 let got = simulate(&sh, root, delta);
@@ -538,7 +581,7 @@ mod tests {
             weights: Some(vec![100_000.0; n as usize - 1]),
         };
         let graph = Arc::new(Csr::from_edge_list(&el));
-        let sh = Arc::new(GraphView::new(Arc::clone(&graph), 2).unwrap());
+        let sh = Arc::new(GraphView::whole(Arc::clone(&graph), 2).unwrap());
         let want = dijkstra(&graph, 0);
         for delta in [0.002, 70.0, 1e-30] {
             assert!(same(&simulate(&sh, 0, delta), &want), "delta {delta}");
@@ -559,13 +602,15 @@ mod tests {
         for fault in [Fault::Process(1, 0), Fault::Process(0, 3), Fault::Scan(1), Fault::Scan(0)] {
             let outcome = within_a_minute(move || {
                 let sh = view(8, 2);
-                let mw = max_weight(&sh.graph);
+                let mw = max_weight(sh.csr());
                 let kp = KroneckerParams::new(8, 16, 2, 3).unwrap();
-                let root = kronecker::search_roots(&kp, &sh.graph, 1)[0];
+                let root = kronecker::search_roots(&kp, sh.csr(), 1)[0];
                 let rt = skein::Runtime::builder().workers(2).build().unwrap();
                 let params = Params { delta: 0.01, max_weight: mw, chunk: 4, fault: Some(fault) };
                 let id = registry::register_graph(Arc::clone(&sh));
-                let r = rt.run(move || search(id, sh, root, params).0).map_err(|e| e.to_string());
+                let r = rt
+                    .run(move || search(id, sh, root, params, Collect::Gather).0)
+                    .map_err(|e| e.to_string());
                 registry::unregister_graph(id);
                 r
             });

@@ -7,7 +7,9 @@
 //! the same SCALE 9 Kronecker graph and the same engine, runs SSSP and BFS from several roots
 //! (collectively), checks each result against the sequential baselines (binary32 Dijkstra
 //! bit for bit, queue BFS levels) and that the `*_on_rank0` variants keep the result on rank
-//! 0 only, and prints one `RESULT` line with a digest of the results.
+//! 0 only, then builds a second engine on its own rows only (`Engine::from_local`) and
+//! checks the slices of `sssp_local` / `bfs_local` against the baselines (see
+//! `local_checks`), and prints one `RESULT` line with a digest of the results.
 //! The harness checks that every rank reported, that every check held, and that every rank
 //! returned the same results. Arguments that are not flags filter the cases by name.
 
@@ -16,9 +18,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skein_algorithms::{Engine, EngineOptions};
+use skein_algorithms::{rank_bounds, Engine, EngineError, EngineOptions};
+use skein_generators::distributed::LocalCsr;
 use skein_generators::kronecker::{self, KroneckerParams};
-use skein_generators::Csr;
+use skein_generators::{Csr, NO_PARENT, UNREACHED_LEVEL};
 
 /// The launch line that works as root and on a 2-core machine.
 const MPIRUN_FLAGS: [&str; 4] = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none"];
@@ -91,12 +94,78 @@ fn rank_side(workers: usize) {
         engine.bfs(root).expect("bfs");
         s0.is_none() && b0.is_none()
     };
+    let local = local_checks(&graph, &roots, workers, &engine);
     println!(
-        "RESULT rank={} ranks={} ok={ok} messages={} kept={kept} digest={h:016x}",
+        "RESULT rank={} ranks={} ok={ok} messages={} kept={kept} local={local} digest={h:016x}",
         skein::rank(),
         skein::ranks(),
         messages > 0
     );
+}
+
+/// Each rank's own rows only: `Engine::from_local` on `LocalCsr::from_csr(graph, its
+/// range)`, whose `sssp_local` / `bfs_local` slices (and those of the whole-graph `engine`)
+/// must equal the baselines' entries of the rank's vertices (distances bit for bit, levels),
+/// with parents that are valid tree edges. A rank passing the wrong rows is an error on every
+/// rank (no hang).
+fn local_checks(graph: &Arc<Csr>, roots: &[u64], workers: usize, engine: &Engine) -> bool {
+    let (rank, ranks) = (skein::rank(), skein::ranks());
+    let n = graph.num_vertices();
+    let bounds = rank_bounds(n, ranks, workers);
+    let range = bounds[rank]..bounds[rank + 1];
+    let opts = EngineOptions { workers, chunk: 16, ..EngineOptions::default() };
+    // Every rank passes every row: rank 0 does not own them all, and every rank says so.
+    let wrong = Engine::from_local(Arc::new(LocalCsr::from_csr(graph, 0..n)), opts.clone());
+    let mut ok = matches!(&wrong, Err(EngineError::Options(m)) if m.contains("rank 0 of"));
+    drop(wrong);
+    let rows = Arc::new(LocalCsr::from_csr(graph, range.clone()));
+    let local = Engine::from_local(rows, opts).expect("engine on local rows");
+    ok &= local.local_range() == range && engine.local_range() == range;
+    // The whole result of an engine on local rows still gathers on rank 0.
+    let seq = skein_baselines::Options::with_threads(1);
+    let root = roots[0];
+    let want = skein_baselines::sssp(skein_baselines::Engine::Seq, graph, root, &seq)
+        .expect("dijkstra")
+        .dist;
+    let (whole, _) = local.sssp_on_rank0(root).expect("sssp_on_rank0 on local rows");
+    ok &= match whole {
+        Some(r) => rank == 0 && r.dist.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+        None => rank != 0,
+    };
+    let seq = skein_baselines::Options::with_threads(1);
+    let (lo, hi) = (range.start as usize, range.end as usize);
+    let arc = |p: u64, v: u64| graph.arcs(p).filter(move |&(t, _)| t == v).map(|(_, w)| w);
+    for &root in roots {
+        let want = skein_baselines::sssp(skein_baselines::Engine::Seq, graph, root, &seq)
+            .expect("dijkstra")
+            .dist;
+        for e in [&local, engine] {
+            let (r, stats) = e.sssp_local(root).expect("sssp_local");
+            ok &= r.first == range.start && r.dist.len() == hi - lo && stats.rounds > 0;
+            ok &= r.dist.iter().zip(&want[lo..hi]).all(|(a, b)| a.to_bits() == b.to_bits());
+            ok &= r.parent.iter().zip(range.clone()).all(|(&p, v)| {
+                if v == root || p == NO_PARENT {
+                    return (p == NO_PARENT) == want[v as usize].is_infinite();
+                }
+                let d = want[v as usize].to_bits();
+                arc(p, v).any(|w| (want[p as usize] + w).to_bits() == d)
+            });
+        }
+        let want = skein_baselines::bfs(skein_baselines::Engine::Seq, graph, root, &seq)
+            .expect("queue bfs")
+            .level;
+        for e in [&local, engine] {
+            let (r, _) = e.bfs_local(root).expect("bfs_local");
+            ok &= r.first == range.start && r.level == want[lo..hi];
+            ok &= r.parent.iter().zip(range.clone()).all(|(&p, v)| {
+                if v == root || p == NO_PARENT {
+                    return (p == NO_PARENT) == (want[v as usize] == UNREACHED_LEVEL);
+                }
+                want[p as usize] + 1 == want[v as usize] && arc(p, v).next().is_some()
+            });
+        }
+    }
+    ok
 }
 
 fn harness(args: &[String]) {
@@ -189,7 +258,7 @@ fn launch(ranks: usize, workers: usize) -> Result<(), String> {
             .iter()
             .find(|l| l.starts_with(&prefix))
             .ok_or_else(|| format!("no result from rank {rank}\n{}", show()))?;
-        if !line.contains("ok=true messages=true kept=true") {
+        if !line.contains("ok=true messages=true kept=true local=true") {
             return Err(format!("rank {rank}: results differ from the baselines\n{}", show()));
         }
         digests.push(line.rsplit("digest=").next().unwrap_or_default().to_string());
