@@ -1,17 +1,17 @@
 //! `skein run` / `skein sssp|bfs` with the skein engine under `mpirun` with more than one
-//! rank, on a Kronecker graph, without the whole graph on any rank (issue 19; see the
-//! interim note below).
+//! rank, on a Kronecker graph, without the whole graph on any rank (issue 19).
 //!
 //! Every rank runs this, collectively, in the same order:
 //!
 //! 1. the rank's rows (`LocalCsr`) from `build_local_csr_with_progress` over
-//!    `MpiExchange`, with the vertex ranges of [`rack_engine::rank_bounds`] (the partition
+//!    `MpiExchange`, with the vertex ranges of [`rank_bounds`] (the partition
 //!    of one process of `ranks × workers` workers); progress on rank 0; the report's
 //!    generation and construction times are the largest over the ranks;
 //! 2. the roots: the job's explicit list (checked against `n`), or the Graph500 root
 //!    sequence from `search_roots_distributed` (the one-process roots);
-//! 3. the engine ([`rack_engine::build`]) and one collective search per root, each rank
-//!    getting its slice of the result;
+//! 3. the engine on the rank's rows ([`Engine::from_local`]: each rank copies the arcs of
+//!    its own partitions only) and one collective search per root, each rank getting its
+//!    slice of the result;
 //! 4. validation of each result on the ranks' slices (`validate_*_distributed`, the same
 //!    verdict on every rank), and the roots' `nedge` (TEPS edge counts) from
 //!    `component_edge_counts`: the component's edges, as the one-process report counts
@@ -22,11 +22,8 @@
 //!
 //! Rank 0 then prints and writes the report as in one process (`crate::report`).
 //!
-//! Until `crate::rack_engine` is backed by `Engine::from_local`, its interim body gathers
-//! the whole graph on every rank for the engine (step 3): the graph's generation,
-//! construction, roots, validation, `nedge` and dump (steps 1, 2, 4, 5) hold only the
-//! rank's rows and slices, and each rank's peak memory right after step 1 is reported
-//! (`rank_build_peak_rss_bytes`).
+//! No rank holds the whole graph: each rank's peak memory right after step 1 is reported
+//! (`rank_build_peak_rss_bytes`) beside its peak at the end (`rank_peak_rss_bytes`).
 //!
 //! Graph files under `mpirun` are not split yet: every rank reads the whole file and the
 //! one-process path runs on every rank (`crate::cmd::run` says so on standard error).
@@ -37,6 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
+use skein_algorithms::{rank_bounds, Engine, LocalBfs, LocalSssp};
 use skein_generators::distributed::collective::all_reduce;
 use skein_generators::distributed::local_build_bytes;
 use skein_generators::distributed::mpi::MpiExchange;
@@ -50,7 +48,6 @@ use skein_generators::{NO_PARENT, UNREACHED_LEVEL};
 
 use crate::engines::{self, EngineSpec, SkeinTotals};
 use crate::names::Kernel;
-use crate::rack_engine::{self, LocalBfs, LocalSssp, RackEngine};
 use crate::report::{self, EngineInfo, KernelReport, RunRecord, Validation};
 use crate::{limits, output, progress};
 
@@ -118,7 +115,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
         None => e,
     })?;
     check_rank_fits(p, rank, ranks, threads, &mut ex)?;
-    let bounds = rack_engine::rank_bounds(n, ranks, threads);
+    let bounds = rank_bounds(n, ranks, threads);
 
     // 1. This rank's rows.
     let share = skein_generators::distributed::rank_edges(p.num_edges(), rank, ranks);
@@ -176,7 +173,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
     // 3. The engine.
     let opts = engines::skein_options(k.spec, threads);
     let mut settings = engines::skein_settings(k.kernel, &opts);
-    let engine = rack_engine::build(Arc::clone(&g), opts)?;
+    let engine = Engine::from_local(Arc::clone(&g), opts)?;
     if k.kernel == Kernel::Sssp {
         settings.insert("delta".into(), engines::json_f32(engine.delta()));
     }
@@ -324,7 +321,7 @@ fn check_rank_fits(
 }
 
 fn search(
-    engine: &RackEngine,
+    engine: &Engine,
     kernel: Kernel,
     root: u64,
 ) -> anyhow::Result<(LocalOut, skein_algorithms::SearchStats)> {
@@ -545,7 +542,7 @@ mod tests {
     #[test]
     fn rank_bounds_are_the_partition_of_every_workers() {
         for (n, ranks, workers) in [(1000u64, 3usize, 2usize), (5, 3, 2), (1 << 20, 2, 1)] {
-            let b = rack_engine::rank_bounds(n, ranks, workers);
+            let b = rank_bounds(n, ranks, workers);
             let p = skein_algorithms::Partitioning::new(n, ranks * workers);
             assert_eq!(b.len(), ranks + 1);
             for r in 0..ranks {

@@ -16,8 +16,6 @@ mod mpi_baselines;
 mod names;
 mod output;
 mod progress;
-#[cfg(feature = "mpi")]
-mod rack_engine;
 mod report;
 mod skein_rack;
 

@@ -3,9 +3,8 @@
 //! (`skein run JOB --set runtime.ranks=R ...`, which every rank runs and rank 0 reports,
 //! `crate::cmd::run`), and reads back the JSON report rank 0 writes. The executable must be
 //! built with the `mpi` feature. On a Kronecker graph each rank generates and builds
-//! only its own rows (`crate::dist_run`; the engine step still gathers the whole graph on
-//! every rank until `crate::rack_engine` is backed by `Engine::from_local`); a graph file
-//! is read whole by every rank.
+//! only its own rows and the engine copies only its own partitions' arcs
+//! (`crate::dist_run`); a graph file is read whole by every rank.
 
 use crate::graph500_mpi::Launch;
 use crate::job::Job;
