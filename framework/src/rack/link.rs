@@ -130,7 +130,7 @@ impl Transport for MpiLink {
     }
 
     fn poll(&self, me: usize) -> Option<Arrived> {
-        // The worker calls `progress` first on every pass, which probes and receives.
+        // The worker calls `progress` first on every pass, which completes the receives.
         let r = self.with(me, |e| e.ep.take_ready())?;
         Some(Arrived { from_rank: r.source_rank(), bytes: r.into_bytes() })
     }
