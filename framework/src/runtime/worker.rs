@@ -670,8 +670,10 @@ impl Worker {
                 bump(&st.useful_polls, 1);
                 busy_passes = busy_passes.wrapping_add(1);
                 // A rank's detector also runs now and then while its first worker is busy:
-                // every rank's detection waits for each rank's part of a round.
-                if busy_passes % 1024 == 0 && self.poll_detector() {
+                // every rank's detection waits for each rank's part of a round. Rarely: each
+                // step posts the next all-reduce, and while one is under way every MPI call
+                // of the rank also progresses it (Open MPI's libnbc, under its lock).
+                if busy_passes % DETECT_BUSY_EVERY == 0 && self.poll_detector() {
                     break;
                 }
                 continue;
@@ -801,6 +803,8 @@ fn mpi_backoff(idle: u32, transport_busy: impl FnOnce() -> bool) {
 
 /// Idle passes between two steps of the detector across ranks (`Worker::poll_detector`).
 const DETECT_EVERY: u32 = 32;
+/// Useful passes between two steps of the detector while its worker is busy.
+const DETECT_BUSY_EVERY: u32 = 1 << 14;
 
 /// Idle passes spent in `sched_yield` before a worker of a run over MPI sleeps.
 const MPI_YIELD: u32 = 1 << 16;
