@@ -53,7 +53,11 @@
 //! matched and copied at once by MPI's progress, and the worker's pass costs one `MPI_Test`
 //! of the oldest receive when nothing came (instead of an `MPI_Improbe`, which takes the
 //! matching lock on every call). A completed receive's buffer is handed over as it is
-//! (exactly the message's length) and its slot is re-posted at once with a pooled buffer.
+//! (exactly the message's length), and its slot is re-posted with a pooled buffer *after* the
+//! envelope was handled: by the endpoint's next send (a response, a request: the MPI call is
+//! then off the round trip's path), by the second idle pass in a row, or at the latest when
+//! every slot is empty. A message that finds no posted receive meanwhile waits in MPI's
+//! unexpected queue (one more copy), which changes nothing else.
 //!
 //! An envelope longer than [`POSTED_BYTES`] cannot go into a posted receive (MPI fails a
 //! message longer than the receive it matches). Its sender sends an **announcement**
@@ -144,11 +148,12 @@
 //! 4. **Requests.** A request set holds only live (non-null) requests, each exactly once:
 //!    completed ones are removed as `MPI_Testsome` reports them (MPI has set them to
 //!    `MPI_REQUEST_NULL`).
-//! 5. **Posted receives.** While a [`Ring`] is posted, each of its slots holds one live
+//! 5. **Posted receives.** A [`Ring`]'s slots are posted or empty. While it is posted,
+//!    the `taken` slots just before `head` are empty (their receives completed and their
+//!    buffers were taken out after `MPI_Test` said so), and every other slot holds one live
 //!    receive into its buffer, whose capacity is at least [`POSTED_BYTES`] (the count
-//!    posted); the slots were posted in ring order starting at `head`. A slot's buffer is
-//!    taken out only after `MPI_Test` reported its receive complete, and the slot is
-//!    re-posted before anything else is posted on that communicator by this endpoint.
+//!    posted), posted in ring order from `head` (each slot is re-posted as the newest, the
+//!    oldest empty one first).
 //!    `Transport::close` cancels them (`MPI_Cancel`, then `MPI_Test` until each has ended,
 //!    for at most a second; one that does not end leaks its buffer); a ring dropped while
 //!    posted (an endpoint dropped without `close`) leaks its buffers, as do long receives
@@ -596,6 +601,9 @@ pub(crate) struct Endpoint {
     sends: Requests<Sending>,
     /// The pre-posted receives (invariant 5).
     ring: Ring,
+    /// Whether the last receive pass completed any receive (then an idle pass does not
+    /// re-post yet: module docs, receiving).
+    received_last: bool,
     /// Envelopes matched, in order: received whole and not yet taken, or long ones under way.
     stream: Stream,
     /// Free buffers (capacity `pool_capacity()` to four times that).
@@ -622,6 +630,7 @@ impl Endpoint {
             in_flight: vec![0; ranks],
             sends: Requests::new(),
             ring,
+            received_last: false,
             stream: Stream::default(),
             pool: Vec::new(),
             stats: Stats::default(),
@@ -807,6 +816,8 @@ impl Endpoint {
             self.isend(data, to_rank, long, self.worker as c_int, true);
         }
         self.stats.sent += 1;
+        // After the send, off the path of the envelope just handled (module docs).
+        self.repost();
         Ok(())
     }
 
@@ -913,18 +924,19 @@ impl Endpoint {
     }
 
     /// Completes what has arrived: the pre-posted receives from the oldest on (one `MPI_Test`
-    /// of the oldest when nothing came), each re-posted at once with a fresh buffer, at most a
-    /// ring's worth per pass; an announcement posts the receive of its long envelope, whose
+    /// of the oldest when nothing came), at most a ring's worth per pass; their slots are
+    /// re-posted by the next send, by the second idle pass in a row, or when every slot is
+    /// empty (module docs, receiving); an announcement posts the receive of its long envelope, whose
     /// place in the stream it takes. Then one test of the oldest long receive, if any. Returns
     /// how many receives completed.
     fn test_receives(&mut self) -> usize {
+        if self.ring.taken == RING {
+            self.repost();
+        }
         let mut n = 0;
-        for _ in 0..RING {
+        while self.ring.taken < RING {
             let Some((status, data)) = self.ring.take_head() else { break };
             n += 1;
-            let fresh = self.posted_buffer();
-            let comm = self.comms.handles[self.worker];
-            self.ring.repost(fresh, comm);
             let from_rank = usize::try_from(status.MPI_SOURCE).unwrap_or(usize::MAX);
             if status.MPI_TAG == ENVELOPE_TAG {
                 self.stream.items.push_back(Incoming { from_rank, data, req: None });
@@ -940,7 +952,20 @@ impl Endpoint {
                 );
             }
         }
+        if n == 0 && !self.received_last {
+            self.repost();
+        }
+        self.received_last = n > 0;
         n + self.stream.test_first_long()
+    }
+
+    /// Re-posts the slots emptied since the last time, oldest first (invariant 5).
+    fn repost(&mut self) {
+        while self.ring.taken > 0 && self.ring.posted {
+            let fresh = self.posted_buffer();
+            let comm = self.comms.handles[self.worker];
+            self.ring.repost_oldest(fresh, comm);
+        }
     }
 
     /// Posts the receive of the long envelope that `announcement` (from `from_rank`) announces,
@@ -1023,7 +1048,10 @@ fn parse_announcement(a: &[u8]) -> Option<(usize, usize)> {
 struct Ring {
     reqs: Vec<ffi::MPI_Request>,
     bufs: Vec<Vec<u8>>,
+    /// The oldest posted slot (when `taken < RING`).
     head: usize,
+    /// Slots emptied by `take_head` and not re-posted yet: the `taken` slots before `head`.
+    taken: usize,
     /// Whether the receives are posted (false once `cancel` took them back).
     posted: bool,
 }
@@ -1035,7 +1063,7 @@ impl Ring {
             // SAFETY: a constant of rsmpi's shim, read after initialisation.
             unsafe { ffi::RSMPI_REQUEST_NULL }
         };
-        let mut ring = Ring { reqs: vec![null; bufs.len()], bufs, head: 0, posted: true };
+        let mut ring = Ring { reqs: vec![null; bufs.len()], bufs, head: 0, taken: 0, posted: true };
         for i in 0..ring.bufs.len() {
             ring.post_at(i, comm);
         }
@@ -1067,7 +1095,7 @@ impl Ring {
     /// One `MPI_Test` of the oldest receive; when it completed, its status and its buffer
     /// (of exactly the message's length). The slot is empty until [`Ring::repost`].
     fn take_head(&mut self) -> Option<(ffi::MPI_Status, Vec<u8>)> {
-        if !self.posted {
+        if !self.posted || self.taken == self.bufs.len() {
             return None;
         }
         let h = self.head;
@@ -1097,16 +1125,20 @@ impl Ring {
         // SAFETY: the receive is complete (MPI is done with the buffer) and MPI wrote exactly
         // `len` ≤ capacity bytes at its start.
         unsafe { data.set_len(len) };
+        self.head = (h + 1) % self.bufs.len();
+        self.taken += 1;
         Some((status, data))
     }
 
-    /// Posts a receive into `buf` in the slot [`Ring::take_head`] emptied, which becomes the
-    /// newest, and moves the head on.
-    fn repost(&mut self, buf: Vec<u8>, comm: ffi::MPI_Comm) {
-        let h = self.head;
-        self.bufs[h] = buf;
-        self.post_at(h, comm);
-        self.head = (h + 1) % self.bufs.len();
+    /// Posts a receive into `buf` in the oldest slot [`Ring::take_head`] emptied, which
+    /// becomes the newest posted one (so the posted slots stay in ring order from `head`).
+    fn repost_oldest(&mut self, buf: Vec<u8>, comm: ffi::MPI_Comm) {
+        debug_assert!(self.taken > 0);
+        let len = self.bufs.len();
+        let slot = (self.head + len - self.taken) % len;
+        self.bufs[slot] = buf;
+        self.post_at(slot, comm);
+        self.taken -= 1;
     }
 
     /// Takes the receives back (at close): `MPI_Cancel` on each, then tests it for up to
@@ -1117,13 +1149,16 @@ impl Ring {
             return (0, 0);
         }
         self.posted = false;
-        for r in &mut self.reqs {
+        let len = self.bufs.len();
+        // The posted slots: from `head`, all but the `taken` empty ones.
+        let live: Vec<usize> = (0..len - self.taken).map(|k| (self.head + k) % len).collect();
+        for &i in &live {
             // SAFETY: a live receive (invariant 5); MPI_Cancel only marks it.
-            check(unsafe { ffi::MPI_Cancel(r) }, "MPI_Cancel");
+            check(unsafe { ffi::MPI_Cancel(&mut self.reqs[i]) }, "MPI_Cancel");
         }
         let (mut arrived, mut stuck) = (0, 0);
         let start = std::time::Instant::now();
-        for i in 0..self.reqs.len() {
+        for i in live {
             loop {
                 let mut done: c_int = 0;
                 // SAFETY: as in `take_head`.
