@@ -119,7 +119,7 @@
 //!   a rank, which is the `W · (R − 1) · P · 4 · B` of §4.5 (request out and response in on
 //!   the client side, request in and response out on the trustee side);
 //! * the per-endpoint pool keeps every buffer that comes back whose capacity is between
-//!   `min(B, 64 KiB)` and four times that (a bigger one, grown by a longer message, is
+//!   `B` clamped to [`POSTED_BYTES`]..64 KiB and four times that (a bigger one, grown by a longer message, is
 //!   dropped), so it holds at most the endpoint's peak of buffers in use.
 //!
 //! # Invariants (every `unsafe` block below relies on them)
@@ -189,10 +189,12 @@ const SENDS_BEFORE_TEST: usize = 8;
 
 /// The size of each pre-posted receive, the same on every rank (a message longer than the
 /// receive that matches it is an error in MPI, so senders must agree on it): an envelope up
-/// to this long goes as one message; a longer one is announced (module docs). It is the
-/// default envelope size: under Open MPI's 4096-byte eager limit, so that a pre-posted
-/// receive completes as soon as it is matched.
-pub(crate) const POSTED_BYTES: usize = DEFAULT_ENVELOPE_BYTES;
+/// to this long goes as one message; a longer one is announced (module docs). Batches stay
+/// under Open MPI's 4096-byte eager limit (`DEFAULT_ENVELOPE_BYTES`), so a posted receive
+/// usually completes as soon as it is matched; a batch of one longer record (a few KiB of
+/// argument or result) still goes as one message, by MPI's rendezvous into the posted
+/// receive, instead of an announcement and a second message.
+pub(crate) const POSTED_BYTES: usize = 16 << 10;
 
 /// The most workers per rank: a long envelope's body is tagged with its sender's worker
 /// index, and MPI guarantees tags up to 32767 only.

@@ -81,20 +81,22 @@ fn send_errors_say_what_is_wrong() {
 
 #[test]
 fn announcements_round_trip_and_malformed_ones_are_refused() {
-    let a = announcement(10_000, 3);
+    let long = POSTED_BYTES + 10_000;
+    let a = announcement(long, 3);
     assert_eq!(a.len(), ANNOUNCEMENT_BYTES);
-    assert_eq!(parse_announcement(&a), Some((10_000, 3)));
-    // Not 16 bytes, a length that fits a posted receive or not an MPI count, a sender
+    assert_eq!(parse_announcement(&a), Some((long, 3)));
+    // Not 16 bytes, a length that fits a posted receive or is not an MPI count, a sender
     // beyond the tag bound: refused (the receiver ends the job, naming the rank).
     assert_eq!(parse_announcement(&a[..15]), None);
     assert_eq!(parse_announcement(&[a.clone(), vec![0]].concat()), None);
     assert_eq!(parse_announcement(&announcement(POSTED_BYTES, 0)), None);
+    assert_eq!(parse_announcement(&announcement(100, 0)), None);
     assert_eq!(parse_announcement(&announcement(POSTED_BYTES + 1, 0)), Some((POSTED_BYTES + 1, 0)));
     assert_eq!(parse_announcement(&announcement(i32::MAX as usize + 1, 0)), None);
-    assert_eq!(parse_announcement(&announcement(5000, MAX_WORKERS)), None);
+    assert_eq!(parse_announcement(&announcement(long, MAX_WORKERS)), None);
     assert_eq!(
-        parse_announcement(&announcement(5000, MAX_WORKERS - 1)),
-        Some((5000, MAX_WORKERS - 1))
+        parse_announcement(&announcement(long, MAX_WORKERS - 1)),
+        Some((long, MAX_WORKERS - 1))
     );
 }
 
@@ -131,7 +133,8 @@ fn mix(mut x: u64) -> u64 {
 }
 
 /// The size of envelope `seq` from `from` to `to` ((rank, worker) each): 16 B .. 64 KiB,
-/// a quarter of them within 64 bytes of the 4096-byte eager limit, some at the extremes.
+/// a quarter of them within 64 bytes of the 4096-byte eager limit, some at the extremes
+/// (and at the size of a posted receive, the last one that is not announced).
 fn size_of(from: (usize, usize), to: (usize, usize), seq: u32) -> usize {
     let key =
         ((from.0 as u64) << 48) | ((from.1 as u64) << 32) | ((to.0 as u64) << 16) | to.1 as u64;
@@ -140,7 +143,9 @@ fn size_of(from: (usize, usize), to: (usize, usize), seq: u32) -> usize {
     match r % 8 {
         0 | 1 => 4096 - 64 + (pick % 129) as usize, // 4032 ..= 4160
         2 => 16 + (pick % 497) as usize,            // small
-        3 => [16, 4032, 4095, 4096, 4097, 65536][(pick % 6) as usize],
+        3 => {
+            [16, 4032, 4095, 4096, 4097, POSTED_BYTES, POSTED_BYTES + 1, 65536][(pick % 8) as usize]
+        }
         _ => 16 + (pick % (65536 - 16 + 1)) as usize,
     }
 }
