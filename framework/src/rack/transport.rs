@@ -1095,7 +1095,7 @@ impl Ring {
     }
 
     /// One `MPI_Test` of the oldest receive; when it completed, its status and its buffer
-    /// (of exactly the message's length). The slot is empty until [`Ring::repost`].
+    /// (of exactly the message's length). The slot is empty until [`Endpoint::repost`].
     fn take_head(&mut self) -> Option<(ffi::MPI_Status, Vec<u8>)> {
         if !self.posted || self.taken == self.bufs.len() {
             return None;
