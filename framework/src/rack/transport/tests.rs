@@ -652,7 +652,7 @@ fn measure() {
         }
     }
     // The cost of a progress pass with nothing to do (what every loop pass of an idle worker
-    // pays): one MPI_Improbe.
+    // pays): one MPI_Test of the oldest posted receive.
     world.barrier();
     let calls = iters * 50;
     let start = Instant::now();
