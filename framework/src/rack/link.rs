@@ -30,6 +30,7 @@
 use super::transport::{Endpoint, SendError};
 use crate::runtime::transport::{Arrived, Transport};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,19 @@ fn fail(e: &SendError) -> ! {
     crate::rack::abort(1, &format!("the rack transport refused an envelope: {e}"))
 }
 
+/// One worker's end and whether an envelope waits in it, on a cache line of their own (only
+/// that worker touches them).
+#[derive(Debug)]
+#[repr(align(64))]
+struct Slot {
+    /// True when the endpoint may hold an envelope received whole: set by `progress` from
+    /// the endpoint, cleared by `poll` when it finds none. Read and written by the slot's
+    /// worker only (`Relaxed`: the atomic is there for `Sync`), so that a pass that received
+    /// nothing polls without locking the end.
+    ready: AtomicBool,
+    end: Mutex<Option<End>>,
+}
+
 /// The runtime's transport over MPI (module docs).
 #[derive(Debug)]
 pub(crate) struct MpiLink {
@@ -73,7 +87,7 @@ pub(crate) struct MpiLink {
     workers: usize,
     /// The first global id of this rank.
     lo: usize,
-    ends: Box<[Mutex<Option<End>>]>,
+    ends: Box<[Slot]>,
 }
 
 impl MpiLink {
@@ -87,14 +101,17 @@ impl MpiLink {
             lo: rank * workers,
             ends: endpoints
                 .into_iter()
-                .map(|ep| Mutex::new(Some(End { ep, backlog: VecDeque::new() })))
+                .map(|ep| Slot {
+                    ready: AtomicBool::new(false),
+                    end: Mutex::new(Some(End { ep, backlog: VecDeque::new() })),
+                })
                 .collect(),
         }
     }
 
     /// Runs `f` on worker `g`'s end, locked (by that worker only: never contended).
     fn with<R>(&self, g: usize, f: impl FnOnce(&mut End) -> R) -> R {
-        let mut guard = self.ends[g - self.lo].lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.ends[g - self.lo].end.lock().unwrap_or_else(|e| e.into_inner());
         match guard.as_mut() {
             Some(end) => f(end),
             None => crate::rack::abort(1, "the rack transport was used after it was closed"),
@@ -106,7 +123,7 @@ impl MpiLink {
     pub(crate) fn take_endpoints(&self) -> Vec<Endpoint> {
         self.ends
             .iter()
-            .filter_map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).take())
+            .filter_map(|s| s.end.lock().unwrap_or_else(|e| e.into_inner()).take())
             .map(|end| end.ep)
             .collect()
     }
@@ -130,8 +147,17 @@ impl Transport for MpiLink {
     }
 
     fn poll(&self, me: usize) -> Option<Arrived> {
-        // The worker calls `progress` first on every pass, which probes and receives.
-        let r = self.with(me, |e| e.ep.take_ready())?;
+        // The worker calls `progress` first on every pass, which completes the receives and
+        // says whether any envelope is whole.
+        let ready = &self.ends[me - self.lo].ready;
+        if !ready.load(Ordering::Relaxed) {
+            return None;
+        }
+        let r = self.with(me, |e| e.ep.take_ready());
+        if r.is_none() {
+            ready.store(false, Ordering::Relaxed);
+        }
+        let r = r?;
         Some(Arrived { from_rank: r.source_rank(), bytes: r.into_bytes() })
     }
 
@@ -141,11 +167,15 @@ impl Transport for MpiLink {
 
     fn progress(&self, me: usize) -> bool {
         let workers = self.workers;
-        self.with(me, |e| {
+        let (moved, ready) = self.with(me, |e| {
             let moved = e.ep.progress();
             let flushed = !e.backlog.is_empty() && e.flush(workers);
-            moved || flushed
-        })
+            (moved || flushed, e.ep.has_ready())
+        });
+        if ready {
+            self.ends[me - self.lo].ready.store(true, Ordering::Relaxed);
+        }
+        moved
     }
 
     fn busy(&self, me: usize) -> bool {

@@ -7,8 +7,9 @@
 //! # Shape
 //!
 //! * [`open`] (collective, on the thread that will call `Runtime::run`) all-gathers every
-//!   rank's worker count, makes `max W` duplicates of `MPI_COMM_WORLD` (duplicate `k` is
-//!   worker `k`'s on every rank) and returns a [`Transport`] and one [`Endpoint`] per local
+//!   rank's worker count, makes `2 · max W` duplicates of `MPI_COMM_WORLD` (duplicates `k`
+//!   and `max W + k` are worker `k`'s on every rank: envelopes, and long envelopes' bodies),
+//!   posts every endpoint's receives, and returns a [`Transport`] and one [`Endpoint`] per local
 //!   worker, in worker order.
 //! * Each [`Endpoint`] is handed to its worker thread and used only there: it **sends** on the
 //!   communicator of the receiving worker ([`Endpoint::claim`] + [`Endpoint::publish`], or
@@ -45,24 +46,44 @@
 //! by the pool (a buffer is allocated when the pool is empty), so two endpoints with full
 //! windows towards each other cannot wait for each other.
 //!
-//! # Receiving
+//! # Receiving: pre-posted receives
 //!
-//! `MPI_Improbe` (any source, the envelope tag) on the endpoint's own communicator, then
-//! `MPI_Imrecv` of the matched message into a pooled buffer sized to the message's length,
-//! then `MPI_Test` at once (an eager envelope is complete then) and `MPI_Testsome` on later
-//! passes for the others. Not `MPI_Mrecv`: after a successful `MPI_Improbe` it cannot match
-//! another message, but it is still a blocking call: a message above the eager limit goes
-//! by rendezvous, and `MPI_Mrecv` returns only once the data has arrived, which depends on
-//! the sender's progress. The sending rank comes from the probe's `MPI_Status`, never from
-//! the bytes.
+//! Each endpoint keeps [`RING`] receives posted on its own communicator (`MPI_Irecv`, any
+//! source, any tag, [`POSTED_BYTES`] each, into owned buffers): a message that arrives is
+//! matched and copied at once by MPI's progress, and the worker's pass costs one `MPI_Test`
+//! of the oldest receive when nothing came (instead of an `MPI_Improbe`, which takes the
+//! matching lock on every call). A completed receive's buffer is handed over as it is
+//! (exactly the message's length), and its slot is re-posted with a pooled buffer *after* the
+//! envelope was handled: by the endpoint's next send (a response, a request: the MPI call is
+//! then off the round trip's path), by the second idle pass in a row, or at the latest when
+//! every slot is empty. A message that finds no posted receive meanwhile waits in MPI's
+//! unexpected queue (one more copy), which changes nothing else.
+//!
+//! An envelope longer than [`POSTED_BYTES`] cannot go into a posted receive (MPI fails a
+//! message longer than the receive it matches). Its sender sends an **announcement**
+//! instead, on the same communicator ([`ANNOUNCE_TAG`]: its length and the sender's worker),
+//! and the body on the receiver's second duplicate (the *long* communicator) tagged with the
+//! sender's worker index. The receiver, when the announcement's turn comes, posts an
+//! `MPI_Irecv` of exactly that length from that rank with that tag; the body's place in the
+//! stream of envelopes is the announcement's. Bodies of one (rank, worker) to one endpoint
+//! are sent by one thread on one (communicator, tag), so MPI matches them in the order of
+//! their announcements. `POSTED_BYTES` is a constant, the same on every rank, whatever the
+//! [`Config`]: sender and receiver must agree on it.
+//!
+//! The sending rank comes from the `MPI_Status`, never from the bytes.
 //!
 //! # Ordering
 //!
-//! None is promised beyond **whole messages, each delivered exactly once** (MPI's reliable
-//! delivery). Receives complete in any order (a rendezvous envelope may complete after an
-//! eager one matched after it), and envelopes of one sender are not kept in order here. The
-//! caller restores per-pair order from the sequence numbers in the bytes
-//! (`docs/rack-mode.md` §4.3).
+//! **Per sending endpoint, envelopes are delivered in the order they were published.** The
+//! posted receives are identical, so MPI matches each arriving message with the oldest of
+//! them (posting order), and two messages of one sending thread on one communicator arrive
+//! in the order they were sent (MPI's non-overtaking rule, which holds across tags for
+//! receives that match any tag). The endpoint takes completed receives from the oldest on
+//! and re-posts each slot as the newest, so it sees messages in matching order, and it
+//! delivers an announced body at the announcement's place (the stream's front waits for it).
+//! Envelopes of different senders are interleaved in any order. The runtime relies on the
+//! per-pair order: its trustee accepts only the next batch of a pair
+//! (`crate::runtime::transport`, invariant 3).
 //!
 //! # What the caller must do
 //!
@@ -90,14 +111,15 @@
 //! * outgoing: at most `W · R_dest · P · B` in flight, where `R_dest` is the number of ranks
 //!   sent to (`R − 1` when, as designed, only remote ranks are; this layer also allows sends
 //!   to the own rank);
-//! * incoming: the buffers the caller holds (received, not yet released) plus the messages
-//!   matched and not yet complete; MPI's own unexpected-message buffers hold those not yet
-//!   probed. Both are bounded by the callers' credits: with the design's credit rule at most
+//! * incoming: the [`RING`] posted receives per endpoint (buffers of the pool's capacity, of
+//!   which MPI writes at most [`POSTED_BYTES`]), the buffers the caller holds (received, not
+//!   yet released) and the long envelopes announced and not yet complete; MPI's own
+//!   unexpected-message buffers hold the messages that found no posted receive. Both are bounded by the callers' credits: with the design's credit rule at most
 //!   `W · (R − 1) · P` request envelopes and as many response envelopes can be unreceived at
 //!   a rank, which is the `W · (R − 1) · P · 4 · B` of §4.5 (request out and response in on
 //!   the client side, request in and response out on the trustee side);
 //! * the per-endpoint pool keeps every buffer that comes back whose capacity is between
-//!   `min(B, 64 KiB)` and four times that (a bigger one, grown by a longer message, is
+//!   `B` clamped to [`POSTED_BYTES`]..64 KiB and four times that (a bigger one, grown by a longer message, is
 //!   dropped), so it holds at most the endpoint's peak of buffers in use.
 //!
 //! # Invariants (every `unsafe` block below relies on them)
@@ -115,17 +137,29 @@
 //!    are shared read-only (`Comms: Sync`): concurrent sends on one communicator from
 //!    several threads are allowed under `MPI_THREAD_MULTIPLE`; only its owner receives on
 //!    it.
-//! 3. **Buffers.** A buffer (`Vec<u8>`) handed to `MPI_Isend` or `MPI_Imrecv` is owned by
+//! 3. **Buffers.** A buffer (`Vec<u8>`) handed to `MPI_Isend` or `MPI_Irecv` is owned by
 //!    MPI from that call until `MPI_Test`/`MPI_Testsome` reports its request complete: it
-//!    stays in the request set beside its request, and nothing reads, writes, resizes or
+//!    stays beside its request (in the request set, the ring slot or the stream entry), and nothing reads, writes, resizes or
 //!    frees it meanwhile (moving the `Vec` value moves no heap bytes). A request set dropped
 //!    with requests outstanding leaks their buffers (`std::mem::forget`) instead of freeing
 //!    memory MPI may still touch. A completed receive's buffer has exactly the message's
-//!    length (its `Vec` length is set to the probed count before `MPI_Imrecv`, so MPI never
-//!    writes beyond it and every byte is initialised).
+//!    length: MPI wrote that many bytes at its start (the `MPI_Get_count` of the completed
+//!    receive), and its `Vec` length is set to it only then.
 //! 4. **Requests.** A request set holds only live (non-null) requests, each exactly once:
 //!    completed ones are removed as `MPI_Testsome` reports them (MPI has set them to
 //!    `MPI_REQUEST_NULL`).
+//! 5. **Posted receives.** A [`Ring`]'s slots are posted or empty. While it is posted,
+//!    the `taken` slots just before `head` are empty (their receives completed and their
+//!    buffers were taken out after `MPI_Test` said so), and every other slot holds one live
+//!    receive into its buffer, whose capacity is at least [`POSTED_BYTES`] (the count
+//!    posted), posted in ring order from `head` (each slot is re-posted as the newest, the
+//!    oldest empty one first).
+//!    `Transport::close` cancels them (`MPI_Cancel`, then `MPI_Test` until each has ended,
+//!    for at most a second; one that does not end leaks its buffer); a ring dropped while
+//!    posted (an endpoint dropped without `close`) leaks its buffers, as do long receives
+//!    still under way in a dropped stream. A long receive's buffer has capacity for the
+//!    announced length, and its length is set only once the receive completed with exactly
+//!    that many bytes.
 
 // Some of the layer's calls (`claim`/`publish`, `send`, `stats`, ...) are used only by its
 // tests: the runtime's link (`super::link`) sends with `send_owned`.
@@ -137,12 +171,34 @@ use std::collections::VecDeque;
 use std::os::raw::c_int;
 use std::sync::Arc;
 
-/// The MPI tag of every envelope (other tags are left for later kinds of message).
+/// The MPI tag of an envelope of at most [`POSTED_BYTES`] on the receiver's own communicator.
 const ENVELOPE_TAG: c_int = 0x5e;
+/// The MPI tag of the announcement of a longer envelope (module docs, receiving).
+const ANNOUNCE_TAG: c_int = 0x5f;
+/// An announcement's length: the envelope's length and the sender's worker, `u64` each.
+const ANNOUNCEMENT_BYTES: usize = 16;
 
-/// At most this many messages are matched by one [`Endpoint::progress`] pass, so that a flood
-/// of arrivals cannot keep one pass from returning.
-const PROBES_PER_PASS: usize = 32;
+/// The receives posted in advance per endpoint (invariant 5): more than the envelopes that
+/// usually arrive between two passes; a message that finds none waits in MPI's queue of
+/// unexpected messages until one is re-posted.
+const RING: usize = 16;
+
+/// Outstanding sends from which a pass that received envelopes also tests the sends (a pass
+/// that received none always does).
+const SENDS_BEFORE_TEST: usize = 8;
+
+/// The size of each pre-posted receive, the same on every rank (a message longer than the
+/// receive that matches it is an error in MPI, so senders must agree on it): an envelope up
+/// to this long goes as one message; a longer one is announced (module docs). Batches stay
+/// under Open MPI's 4096-byte eager limit (`DEFAULT_ENVELOPE_BYTES`), so a posted receive
+/// usually completes as soon as it is matched; a batch of one longer record (a few KiB of
+/// argument or result) still goes as one message, by MPI's rendezvous into the posted
+/// receive, instead of an announcement and a second message.
+pub(crate) const POSTED_BYTES: usize = 16 << 10;
+
+/// The most workers per rank: a long envelope's body is tagged with its sender's worker
+/// index, and MPI guarantees tags up to 32767 only.
+const MAX_WORKERS: usize = 32767;
 
 /// The default envelope size `B`: 63 cache lines, under Open MPI's 4096-byte eager limit
 /// with MPI's own header (`docs/rack-mode.md` §4.2).
@@ -163,6 +219,13 @@ pub(crate) struct Config {
     pub(crate) max_envelope_bytes: usize,
     /// `P`: envelopes in flight per (endpoint, destination rank), at least 1.
     pub(crate) window: usize,
+}
+
+/// The capacity of the buffers an endpoint of `config` pools: `max_envelope_bytes`, at most
+/// [`POOL_BUFFER_BYTES`] (a transport that allows huge envelopes does not allocate its limit
+/// for every buffer) and at least [`POSTED_BYTES`] (every pooled buffer can be posted).
+fn pool_capacity(config: &Config) -> usize {
+    config.max_envelope_bytes.clamp(POSTED_BYTES, POOL_BUFFER_BYTES)
 }
 
 impl Default for Config {
@@ -217,8 +280,11 @@ fn check(rc: c_int, call: &str) {
 /// The communicators and the shape of the rack, shared by the endpoints of one [`Transport`].
 #[derive(Debug)]
 pub(crate) struct Comms {
-    /// Duplicate `k` of `MPI_COMM_WORLD`: worker `k`'s on every rank (invariant 1).
+    /// Duplicates of `MPI_COMM_WORLD` (invariant 1): `k` is worker `k`'s on every rank (its
+    /// envelopes and announcements), `per_kind + k` its long envelopes' bodies.
     handles: Vec<ffi::MPI_Comm>,
+    /// The most workers of a rank: the number of duplicates of each kind.
+    per_kind: usize,
     rank: usize,
     /// Worker count of each rank, all-gathered by [`open`].
     workers_of: Vec<usize>,
@@ -253,8 +319,8 @@ pub(crate) fn open(workers: usize, config: Config) -> Result<(Transport, Vec<End
                     under mpirun with the `mpi` feature), and not yet finalised"
             .into());
     }
-    let refusal = if workers == 0 || workers > u32::MAX as usize {
-        Some(format!("the rack transport needs 1..=u32::MAX workers, got {workers}"))
+    let refusal = if workers == 0 || workers > MAX_WORKERS {
+        Some(format!("the rack transport needs 1..={MAX_WORKERS} workers, got {workers}"))
     } else if config.window == 0 {
         Some("the rack transport's window must be at least 1 envelope".into())
     } else if config.max_envelope_bytes == 0 || config.max_envelope_bytes > i32::MAX as usize {
@@ -284,11 +350,13 @@ pub(crate) fn open(workers: usize, config: Config) -> Result<(Transport, Vec<End
     }
     let workers_of: Vec<usize> = (0..ranks).map(|r| all[2 * r + 1] as usize).collect();
     let count = workers_of.iter().copied().max().unwrap_or(workers);
-    let mut handles = Vec::with_capacity(count);
-    for _ in 0..count {
+    // Duplicate k for worker k's envelopes and announcements, duplicate count + k for the
+    // bodies of its long envelopes.
+    let mut handles = Vec::with_capacity(2 * count);
+    for _ in 0..2 * count {
         // SAFETY: MPI is initialised with MPI_THREAD_MULTIPLE and not finalised (checked
         // above, invariant 2); RSMPI_COMM_* are constants of rsmpi's shim set at load time;
-        // `comm` is a valid place for MPI to write the new handle. Every rank makes `count`
+        // `comm` is a valid place for MPI to write the new handle. Every rank makes `2·count`
         // duplicates (the same maximum everywhere), so the collective calls match.
         let comm = unsafe {
             let mut comm = ffi::RSMPI_COMM_NULL;
@@ -297,7 +365,7 @@ pub(crate) fn open(workers: usize, config: Config) -> Result<(Transport, Vec<End
         };
         handles.push(comm);
     }
-    let comms = Arc::new(Comms { handles, rank, workers_of, config });
+    let comms = Arc::new(Comms { handles, per_kind: count, rank, workers_of, config });
     let endpoints = (0..workers).map(|w| Endpoint::new(Arc::clone(&comms), w)).collect();
     Ok((Transport { comms, workers }, endpoints))
 }
@@ -345,8 +413,13 @@ impl Transport {
         for mut e in endpoints {
             e.progress();
             left.sends_in_flight += e.sends.len();
-            left.receives_in_flight += e.recvs.len();
-            left.undelivered += e.ready.len();
+            left.receives_in_flight += e.stream.pending();
+            left.undelivered += e.stream.items.len() - e.stream.pending();
+            // The pre-posted receives are cancelled; one that was matched all the same holds
+            // an envelope never delivered.
+            let (arrived, stuck) = e.ring.cancel(std::time::Duration::from_secs(1));
+            left.undelivered += arrived;
+            left.receives_in_flight += stuck;
             // Dropping the endpoint leaks the buffers of outstanding requests (invariant 3).
         }
         let comms = match Arc::try_unwrap(self.comms) {
@@ -503,13 +576,9 @@ impl<T> Drop for Requests<T> {
 struct Sending {
     data: Vec<u8>,
     to_rank: usize,
-}
-
-/// A receive matched but not complete: its buffer (MPI's until complete) and source rank.
-#[derive(Debug)]
-struct Receiving {
-    data: Vec<u8>,
-    from_rank: usize,
+    /// Whether its completion frees a place in the window: false for an announcement (the
+    /// long envelope's body holds the place).
+    counts: bool,
 }
 
 /// Counters of one endpoint, for tests and reports.
@@ -532,9 +601,13 @@ pub(crate) struct Endpoint {
     /// Claimed or published, not yet complete, per destination rank (≤ `window`).
     in_flight: Vec<usize>,
     sends: Requests<Sending>,
-    recvs: Requests<Receiving>,
-    /// Received whole, not yet taken by `poll_recv`.
-    ready: VecDeque<Received>,
+    /// The pre-posted receives (invariant 5).
+    ring: Ring,
+    /// Whether the last receive pass completed any receive (then an idle pass does not
+    /// re-post yet: module docs, receiving).
+    received_last: bool,
+    /// Envelopes matched, in order: received whole and not yet taken, or long ones under way.
+    stream: Stream,
     /// Free buffers (capacity `pool_capacity()` to four times that).
     pool: Vec<Vec<u8>>,
     stats: Stats,
@@ -547,15 +620,20 @@ pub(crate) struct Endpoint {
 unsafe impl Send for Endpoint {}
 
 impl Endpoint {
+    /// The endpoint of local worker `worker`, with its receives posted.
     fn new(comms: Arc<Comms>, worker: usize) -> Endpoint {
         let ranks = comms.workers_of.len();
+        let cap = pool_capacity(&comms.config);
+        let bufs = (0..RING).map(|_| Vec::with_capacity(cap)).collect();
+        let ring = Ring::post(bufs, comms.handles[worker]);
         Endpoint {
             comms,
             worker,
             in_flight: vec![0; ranks],
             sends: Requests::new(),
-            recvs: Requests::new(),
-            ready: VecDeque::new(),
+            ring,
+            received_last: false,
+            stream: Stream::default(),
             pool: Vec::new(),
             stats: Stats::default(),
         }
@@ -594,7 +672,11 @@ impl Endpoint {
     /// while it is (`docs/rack-mode.md` §4.2, the idle policy); false does not mean that
     /// nothing is on its way to it (that is the caller's credits to know).
     pub(crate) fn busy(&self) -> bool {
-        self.sends.len() > 0 || self.recvs.len() > 0 || !self.ready.is_empty()
+        self.sends.len() > 0 || !self.stream.items.is_empty()
+    }
+    /// Whether an envelope received whole waits to be taken ([`Endpoint::take_ready`]).
+    pub(crate) fn has_ready(&self) -> bool {
+        self.stream.front_ready()
     }
     /// This endpoint's counters.
     pub(crate) fn stats(&self) -> Stats {
@@ -605,7 +687,7 @@ impl Endpoint {
     /// [`POOL_BUFFER_BYTES`] (a transport that allows huge envelopes does not allocate its
     /// limit for every buffer).
     fn pool_capacity(&self) -> usize {
-        self.comms.config.max_envelope_bytes.min(POOL_BUFFER_BYTES)
+        pool_capacity(&self.comms.config)
     }
 
     /// A buffer of capacity [`Endpoint::pool_capacity`] from the pool (or new). Pooled
@@ -725,30 +807,54 @@ impl Endpoint {
             return Err(SendError::TooLong { len, max });
         }
         let SendBuf { data, to_rank, to_worker, .. } = buf;
-        let comm = self.comms.handles[to_worker];
+        if data.len() <= POSTED_BYTES {
+            self.isend(data, to_rank, to_worker, ENVELOPE_TAG, true);
+        } else {
+            // Announced on the receiver's own communicator (in order with its other
+            // envelopes), the body on its long one with this worker's tag (module docs).
+            let a = announcement(data.len(), self.worker);
+            self.isend(a, to_rank, to_worker, ANNOUNCE_TAG, false);
+            let long = self.comms.per_kind + to_worker;
+            self.isend(data, to_rank, long, self.worker as c_int, true);
+        }
+        self.stats.sent += 1;
+        // After the send, off the path of the envelope just handled (module docs).
+        self.repost();
+        Ok(())
+    }
+
+    /// `MPI_Isend` of `data` to `to_rank` on duplicate `comm_index` with `tag`; the buffer
+    /// stays in `sends` until complete.
+    fn isend(
+        &mut self,
+        data: Vec<u8>,
+        to_rank: usize,
+        comm_index: usize,
+        tag: c_int,
+        counts: bool,
+    ) {
+        let comm = self.comms.handles[comm_index];
         let mut req = {
             // SAFETY: a constant of rsmpi's shim, read after initialisation.
             unsafe { ffi::RSMPI_REQUEST_NULL }
         };
         // SAFETY: `data` holds `len` (≤ i32::MAX, checked by `open`) initialised bytes and is
         // kept untouched in `sends` until the request completes (invariant 3); `comm` is a
-        // live duplicate (invariant 1); `to_rank` < ranks (checked by `claim`); MPI writes the
-        // request handle.
+        // live duplicate (invariant 1); `to_rank` < ranks (checked by `claim`); `tag` is one
+        // of ours, at most 32767 (MAX_WORKERS); MPI writes the request handle.
         let rc = unsafe {
             ffi::MPI_Isend(
                 data.as_ptr().cast(),
                 data.len() as c_int,
                 ffi::RSMPI_UINT8_T,
                 to_rank as c_int,
-                ENVELOPE_TAG,
+                tag,
                 comm,
                 &mut req,
             )
         };
         check(rc, "MPI_Isend");
-        self.sends.push(req, Sending { data, to_rank });
-        self.stats.sent += 1;
-        Ok(())
+        self.sends.push(req, Sending { data, to_rank, counts });
     }
 
     /// Claim, copy `bytes`, publish: for callers that have the envelope already.
@@ -768,22 +874,19 @@ impl Endpoint {
     }
 
     /// The next envelope received whole, if any: one that progress already completed, else
-    /// one probe and receive attempt now. Never blocks.
+    /// one receive pass now. Never blocks.
     pub(crate) fn poll_recv(&mut self) -> Option<Received> {
-        if self.ready.is_empty() {
+        if !self.stream.front_ready() {
             self.test_receives();
-            self.probe();
         }
-        let r = self.ready.pop_front()?;
-        self.stats.received += 1;
-        Some(r)
+        self.take_ready()
     }
 
     /// The next envelope received whole by an earlier [`Endpoint::progress`] or
     /// [`Endpoint::poll_recv`], without touching MPI (for a caller that calls `progress` on
-    /// every pass anyway: one probe per pass instead of two).
+    /// every pass anyway: one receive test per pass instead of two).
     pub(crate) fn take_ready(&mut self) -> Option<Received> {
-        let r = self.ready.pop_front()?;
+        let r = self.stream.pop_ready()?;
         self.stats.received += 1;
         Some(r)
     }
@@ -794,101 +897,390 @@ impl Endpoint {
     }
 
     /// Moves bytes: completes sends (their buffers back to the pool, their window places
-    /// freed), completes receives, and matches up to a bounded number of new messages. True
-    /// when anything happened. Never blocks.
+    /// freed) and receives (the pre-posted ones in posting order, re-posted at once, and the
+    /// long envelope at the front of the stream). True when anything happened. Never blocks.
     pub(crate) fn progress(&mut self) -> bool {
-        let sent = self.test_sends();
         let received = self.test_receives();
-        let matched = (0..PROBES_PER_PASS).take_while(|_| self.probe()).count();
-        sent + received + matched > 0
+        // Completed sends only free buffers and window places (a claim that finds its window
+        // full tests them itself): while envelopes arrive, they are tested once a few are
+        // outstanding, one `MPI_Testsome` for all (each MPI call takes Open MPI's lock).
+        let sent = if received == 0 || self.sends.len() >= SENDS_BEFORE_TEST {
+            self.test_sends()
+        } else {
+            0
+        };
+        sent + received > 0
     }
 
     fn test_sends(&mut self) -> usize {
         let cap = self.pool_capacity();
         let Endpoint { sends, in_flight, pool, .. } = self;
         sends.test_some(|s| {
-            in_flight[s.to_rank] -= 1;
+            if s.counts {
+                in_flight[s.to_rank] -= 1;
+            }
             if (cap..=4 * cap).contains(&s.data.capacity()) {
                 pool.push(s.data);
             }
         })
     }
 
+    /// Completes what has arrived: the pre-posted receives from the oldest on (one `MPI_Test`
+    /// of the oldest when nothing came), at most a ring's worth per pass; their slots are
+    /// re-posted by the next send, by the second idle pass in a row, or when every slot is
+    /// empty (module docs, receiving); an announcement posts the receive of its long envelope, whose
+    /// place in the stream it takes. Then one test of the oldest long receive, if any. Returns
+    /// how many receives completed.
     fn test_receives(&mut self) -> usize {
-        let Endpoint { recvs, ready, .. } = self;
-        recvs.test_some(|r| ready.push_back(Received { from_rank: r.from_rank, data: r.data }))
+        if self.ring.taken == RING {
+            self.repost();
+        }
+        let mut n = 0;
+        while self.ring.taken < RING {
+            let Some((status, data)) = self.ring.take_head() else { break };
+            n += 1;
+            let from_rank = usize::try_from(status.MPI_SOURCE).unwrap_or(usize::MAX);
+            if status.MPI_TAG == ENVELOPE_TAG {
+                self.stream.items.push_back(Incoming { from_rank, data, req: None });
+            } else if status.MPI_TAG == ANNOUNCE_TAG {
+                self.receive_long(from_rank, data);
+            } else {
+                crate::rack::abort(
+                    1,
+                    &format!(
+                        "the rack transport got a message of unknown tag {} from rank {from_rank}",
+                        status.MPI_TAG
+                    ),
+                );
+            }
+        }
+        if n == 0 && !self.received_last {
+            self.repost();
+        }
+        self.received_last = n > 0;
+        n + self.stream.test_first_long()
     }
 
-    /// One `MPI_Improbe` on the own communicator; on a match, `MPI_Imrecv` into a buffer of
-    /// the message's length and one `MPI_Test`. True when a message was matched.
-    fn probe(&mut self) -> bool {
-        let comm = self.comms.handles[self.worker];
-        let mut flag: c_int = 0;
-        // SAFETY: constants of rsmpi's shim, read after initialisation; a zeroed MPI_Status
-        // (plain integers) is a valid place for MPI to write.
-        let (mut message, mut status) =
-            unsafe { (ffi::RSMPI_MESSAGE_NULL, std::mem::zeroed::<ffi::MPI_Status>()) };
-        // SAFETY: `comm` is this endpoint's live duplicate (invariant 1), probed only by its
-        // owner (invariant 2); MPI_Improbe never blocks and writes flag, message and status.
-        let rc = unsafe {
-            ffi::MPI_Improbe(
-                ffi::RSMPI_ANY_SOURCE,
-                ENVELOPE_TAG,
-                comm,
-                &mut flag,
-                &mut message,
-                &mut status,
+    /// Re-posts the slots emptied since the last time, oldest first (invariant 5).
+    fn repost(&mut self) {
+        while self.ring.taken > 0 && self.ring.posted {
+            let fresh = self.posted_buffer();
+            let comm = self.comms.handles[self.worker];
+            self.ring.repost_oldest(fresh, comm);
+        }
+    }
+
+    /// Posts the receive of the long envelope that `announcement` (from `from_rank`) announces,
+    /// on the long communicator of this worker, from that rank and with its sender's tag, and
+    /// queues it in the stream at the announcement's place.
+    fn receive_long(&mut self, from_rank: usize, announcement: Vec<u8>) {
+        let Some((len, sender)) = parse_announcement(&announcement) else {
+            crate::rack::abort(
+                1,
+                &format!(
+                    "the rack transport got a malformed announcement ({} bytes) from rank \
+                     {from_rank}",
+                    announcement.len()
+                ),
             )
         };
-        check(rc, "MPI_Improbe");
-        if flag == 0 {
-            return false;
-        }
-        let mut count: c_int = 0;
-        // SAFETY: `status` was written by the successful probe; MPI writes `count`.
-        check(
-            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
-            "MPI_Get_count",
-        );
-        let len = match usize::try_from(count) {
-            Ok(n) => n,
-            // MPI_UNDEFINED cannot come for MPI_UINT8_T counts below 2^31.
-            Err(_) => crate::rack::abort(1, "MPI_Get_count: undefined length of an envelope"),
-        };
-        let from_rank = usize::try_from(status.MPI_SOURCE).unwrap_or(usize::MAX);
-        let mut data = self.pooled();
-        // Exactly the message's length, every byte initialised (zeros past the buffer's old
-        // length; a pooled buffer keeps its old bytes below it): MPI overwrites them all
-        // (invariant 3). Within the pooled capacity this does not allocate.
-        data.resize(len, 0);
+        self.recycle(announcement);
+        let mut data: Vec<u8> = Vec::with_capacity(len);
+        let comm = self.comms.handles[self.comms.per_kind + self.worker];
         let mut req = {
             // SAFETY: a constant of rsmpi's shim, read after initialisation.
             unsafe { ffi::RSMPI_REQUEST_NULL }
         };
-        // SAFETY: `message` is the handle the successful MPI_Improbe matched (MPI sets it to
-        // MPI_MESSAGE_NULL); `data` has room for exactly `count` bytes and stays untouched
-        // until the request completes (invariant 3); MPI writes the request handle.
+        // SAFETY: `data` has room for `len` (≤ i32::MAX, checked by `parse_announcement`)
+        // bytes; it moves into the stream beside its request and nothing touches its bytes
+        // until the request completes (invariant 3); `comm` is this endpoint's live long
+        // duplicate (invariant 1), received on by its owner only (invariant 2); `sender` is a
+        // worker index below the tag bound (checked by `parse_announcement`).
         let rc = unsafe {
-            ffi::MPI_Imrecv(
+            ffi::MPI_Irecv(
                 data.as_mut_ptr().cast(),
-                count,
+                len as c_int,
                 ffi::RSMPI_UINT8_T,
-                &mut message,
+                from_rank as c_int,
+                sender as c_int,
+                comm,
                 &mut req,
             )
         };
-        check(rc, "MPI_Imrecv");
-        let mut done: c_int = 0;
-        // SAFETY: `req` is the live request just made; MPI_Test never blocks and sets it to
-        // MPI_REQUEST_NULL when complete; the status is ignored.
-        let rc = unsafe { ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE) };
-        check(rc, "MPI_Test");
-        if done != 0 {
-            self.ready.push_back(Received { from_rank, data });
-        } else {
-            self.recvs.push(req, Receiving { data, from_rank });
+        check(rc, "MPI_Irecv");
+        self.stream.items.push_back(Incoming { from_rank, data, req: Some((req, len)) });
+    }
+
+    /// A buffer for a pre-posted receive: capacity at least [`POSTED_BYTES`], from the pool.
+    fn posted_buffer(&mut self) -> Vec<u8> {
+        let mut b = self.pooled();
+        b.clear();
+        b.reserve(POSTED_BYTES);
+        b
+    }
+}
+
+/// The announcement of a long envelope: its length and the sender's local worker index (the
+/// tag of its body on the long communicator), little-endian `u64`s.
+fn announcement(len: usize, sender: usize) -> Vec<u8> {
+    let mut a = Vec::with_capacity(ANNOUNCEMENT_BYTES);
+    a.extend_from_slice(&(len as u64).to_le_bytes());
+    a.extend_from_slice(&(sender as u64).to_le_bytes());
+    a
+}
+
+/// The (length, sender worker) of an announcement; `None` unless it is exactly
+/// [`ANNOUNCEMENT_BYTES`] long with a length above [`POSTED_BYTES`] and at most `i32::MAX`
+/// and a sender below [`MAX_WORKERS`].
+fn parse_announcement(a: &[u8]) -> Option<(usize, usize)> {
+    if a.len() != ANNOUNCEMENT_BYTES {
+        return None;
+    }
+    let word = |i: usize| u64::from_le_bytes(a[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
+    let (len, sender) = (word(0), word(1));
+    let ok = len > POSTED_BYTES as u64 && len <= i32::MAX as u64 && sender < MAX_WORKERS as u64;
+    ok.then_some((len as usize, sender as usize))
+}
+
+/// The pre-posted receives of one endpoint (invariant 5): `RING` receives of up to
+/// [`POSTED_BYTES`] bytes, any source, any tag, on the endpoint's own communicator, posted in
+/// ring order from `head`, so that they are matched (and, being eager, complete) in that
+/// order.
+#[derive(Debug)]
+struct Ring {
+    reqs: Vec<ffi::MPI_Request>,
+    bufs: Vec<Vec<u8>>,
+    /// The oldest posted slot (when `taken < RING`).
+    head: usize,
+    /// Slots emptied by `take_head` and not re-posted yet: the `taken` slots before `head`.
+    taken: usize,
+    /// Whether the receives are posted (false once `cancel` took them back).
+    posted: bool,
+}
+
+impl Ring {
+    /// Posts `RING` receives into `bufs` (each of capacity ≥ [`POSTED_BYTES`]) on `comm`.
+    fn post(bufs: Vec<Vec<u8>>, comm: ffi::MPI_Comm) -> Ring {
+        let null = {
+            // SAFETY: a constant of rsmpi's shim, read after initialisation.
+            unsafe { ffi::RSMPI_REQUEST_NULL }
+        };
+        let mut ring = Ring { reqs: vec![null; bufs.len()], bufs, head: 0, taken: 0, posted: true };
+        for i in 0..ring.bufs.len() {
+            ring.post_at(i, comm);
         }
-        true
+        ring
+    }
+
+    /// `MPI_Irecv` into `bufs[i]`.
+    fn post_at(&mut self, i: usize, comm: ffi::MPI_Comm) {
+        let buf = &mut self.bufs[i];
+        debug_assert!(buf.is_empty() && buf.capacity() >= POSTED_BYTES);
+        // SAFETY: `buf` has room for POSTED_BYTES bytes (its capacity) and stays in `bufs[i]`,
+        // untouched, until the request completes or is cancelled (invariant 5); `comm` is the
+        // endpoint's live duplicate (invariant 1), received on by its owner only (invariant
+        // 2); MPI writes the request handle; the sources and tag are rsmpi's constants.
+        let rc = unsafe {
+            ffi::MPI_Irecv(
+                buf.as_mut_ptr().cast(),
+                POSTED_BYTES as c_int,
+                ffi::RSMPI_UINT8_T,
+                ffi::RSMPI_ANY_SOURCE,
+                ffi::RSMPI_ANY_TAG,
+                comm,
+                &mut self.reqs[i],
+            )
+        };
+        check(rc, "MPI_Irecv");
+    }
+
+    /// One `MPI_Test` of the oldest receive; when it completed, its status and its buffer
+    /// (of exactly the message's length). The slot is empty until [`Endpoint::repost`].
+    fn take_head(&mut self) -> Option<(ffi::MPI_Status, Vec<u8>)> {
+        if !self.posted || self.taken == self.bufs.len() {
+            return None;
+        }
+        let h = self.head;
+        let mut done: c_int = 0;
+        // SAFETY: a zeroed MPI_Status (plain integers) is a valid place for MPI to write.
+        let mut status = unsafe { std::mem::zeroed::<ffi::MPI_Status>() };
+        // SAFETY: `reqs[h]` is a live receive (invariant 5); MPI_Test never blocks, sets it to
+        // MPI_REQUEST_NULL when complete and writes the status.
+        let rc = unsafe { ffi::MPI_Test(&mut self.reqs[h], &mut done, &mut status) };
+        check(rc, "MPI_Test");
+        if done == 0 {
+            return None;
+        }
+        let mut count: c_int = 0;
+        // SAFETY: `status` was written by the completed receive; MPI writes `count`.
+        check(
+            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
+            "MPI_Get_count",
+        );
+        let len = usize::try_from(count).unwrap_or(usize::MAX);
+        if len > POSTED_BYTES {
+            // MPI_UNDEFINED, or more than was posted: neither can come from a completed
+            // receive of POSTED_BYTES bytes.
+            crate::rack::abort(1, "MPI_Get_count: undefined length of a received envelope");
+        }
+        let mut data = std::mem::take(&mut self.bufs[h]);
+        // SAFETY: the receive is complete (MPI is done with the buffer) and MPI wrote exactly
+        // `len` ≤ capacity bytes at its start.
+        unsafe { data.set_len(len) };
+        self.head = (h + 1) % self.bufs.len();
+        self.taken += 1;
+        Some((status, data))
+    }
+
+    /// Posts a receive into `buf` in the oldest slot [`Ring::take_head`] emptied, which
+    /// becomes the newest posted one (so the posted slots stay in ring order from `head`).
+    fn repost_oldest(&mut self, buf: Vec<u8>, comm: ffi::MPI_Comm) {
+        debug_assert!(self.taken > 0);
+        let len = self.bufs.len();
+        let slot = (self.head + len - self.taken) % len;
+        self.bufs[slot] = buf;
+        self.post_at(slot, comm);
+        self.taken -= 1;
+    }
+
+    /// Takes the receives back (at close): `MPI_Cancel` on each, then tests it for up to
+    /// `limit`. Returns (envelopes that arrived all the same, receives that did not end:
+    /// their buffers are leaked).
+    fn cancel(&mut self, limit: std::time::Duration) -> (usize, usize) {
+        if !self.posted {
+            return (0, 0);
+        }
+        self.posted = false;
+        let len = self.bufs.len();
+        // The posted slots: from `head`, all but the `taken` empty ones.
+        let live: Vec<usize> = (0..len - self.taken).map(|k| (self.head + k) % len).collect();
+        for &i in &live {
+            // SAFETY: a live receive (invariant 5); MPI_Cancel only marks it.
+            check(unsafe { ffi::MPI_Cancel(&mut self.reqs[i]) }, "MPI_Cancel");
+        }
+        let (mut arrived, mut stuck) = (0, 0);
+        let start = std::time::Instant::now();
+        for i in live {
+            loop {
+                let mut done: c_int = 0;
+                // SAFETY: as in `take_head`.
+                let mut status = unsafe { std::mem::zeroed::<ffi::MPI_Status>() };
+                // SAFETY: a live request (cancelled or not); MPI_Test never blocks.
+                let rc = unsafe { ffi::MPI_Test(&mut self.reqs[i], &mut done, &mut status) };
+                check(rc, "MPI_Test");
+                if done != 0 {
+                    let mut cancelled: c_int = 0;
+                    // SAFETY: the status of the completed request; MPI writes the flag.
+                    let rc = unsafe { ffi::MPI_Test_cancelled(&status, &mut cancelled) };
+                    check(rc, "MPI_Test_cancelled");
+                    arrived += usize::from(cancelled == 0);
+                    break;
+                }
+                if start.elapsed() > limit {
+                    // MPI may still write it: never freed (invariant 5).
+                    std::mem::forget(std::mem::take(&mut self.bufs[i]));
+                    stuck += 1;
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+        (arrived, stuck)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        if self.posted {
+            // Still posted (an endpoint dropped without `Transport::close`): MPI may write the
+            // buffers at any time (invariant 5).
+            for b in self.bufs.drain(..) {
+                std::mem::forget(b);
+            }
+        }
+    }
+}
+
+/// An envelope in the stream: received whole (`req` is `None`), or a long one whose receive
+/// (request, length) is still under way.
+#[derive(Debug)]
+struct Incoming {
+    from_rank: usize,
+    data: Vec<u8>,
+    req: Option<(ffi::MPI_Request, usize)>,
+}
+
+/// The envelopes of one endpoint in the order their messages were matched (invariant 5):
+/// delivered from the front only once the front is whole.
+#[derive(Debug, Default)]
+struct Stream {
+    items: VecDeque<Incoming>,
+}
+
+impl Stream {
+    fn front_ready(&self) -> bool {
+        self.items.front().is_some_and(|i| i.req.is_none())
+    }
+
+    fn pop_ready(&mut self) -> Option<Received> {
+        if !self.front_ready() {
+            return None;
+        }
+        let i = self.items.pop_front()?;
+        Some(Received { from_rank: i.from_rank, data: i.data })
+    }
+
+    /// Receives still under way.
+    fn pending(&self) -> usize {
+        self.items.iter().filter(|i| i.req.is_some()).count()
+    }
+
+    /// One `MPI_Test` of the oldest long receive under way; 1 when it completed.
+    fn test_first_long(&mut self) -> usize {
+        let Some(item) = self.items.iter_mut().find(|i| i.req.is_some()) else { return 0 };
+        let Some((req, len)) = item.req.as_mut() else { return 0 };
+        let mut done: c_int = 0;
+        // SAFETY: a zeroed MPI_Status (plain integers) is a valid place for MPI to write.
+        let mut status = unsafe { std::mem::zeroed::<ffi::MPI_Status>() };
+        // SAFETY: `req` is live (it is cleared below once complete); MPI_Test never blocks
+        // and writes the status.
+        let rc = unsafe { ffi::MPI_Test(req, &mut done, &mut status) };
+        check(rc, "MPI_Test");
+        if done == 0 {
+            return 0;
+        }
+        let mut count: c_int = 0;
+        // SAFETY: `status` was written by the completed receive; MPI writes `count`.
+        check(
+            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
+            "MPI_Get_count",
+        );
+        if usize::try_from(count).ok() != Some(*len) {
+            crate::rack::abort(
+                1,
+                &format!(
+                    "the rack transport got a long envelope of {count} bytes from rank {} \
+                     announced as {len} bytes",
+                    item.from_rank
+                ),
+            );
+        }
+        // SAFETY: the receive completed with exactly `len` bytes (checked just above): MPI
+        // wrote `len` ≤ capacity bytes at the buffer's start and is done with it.
+        unsafe { item.data.set_len(*len) };
+        item.req = None;
+        1
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        for i in self.items.drain(..) {
+            if i.req.is_some() {
+                // MPI may still write it (invariant 3).
+                std::mem::forget(i.data);
+            }
+        }
     }
 }
 

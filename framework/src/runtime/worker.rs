@@ -670,8 +670,10 @@ impl Worker {
                 bump(&st.useful_polls, 1);
                 busy_passes = busy_passes.wrapping_add(1);
                 // A rank's detector also runs now and then while its first worker is busy:
-                // every rank's detection waits for each rank's part of a round.
-                if busy_passes % 1024 == 0 && self.poll_detector() {
+                // every rank's detection waits for each rank's part of a round. Rarely: each
+                // step posts the next all-reduce, and while one is under way every MPI call
+                // of the rank also progresses it (Open MPI's libnbc, under its lock).
+                if busy_passes % DETECT_BUSY_EVERY == 0 && self.poll_detector() {
                     break;
                 }
                 continue;
@@ -695,8 +697,11 @@ impl Worker {
                 // A response is due: poll, spinning longer than a busy peer's loop pass takes,
                 // then yielding the core (the peer may be descheduled); never sleep. Yielding
                 // early hands the core to any other runnable process for a whole time slice.
+                // Over MPI a pass already waits in an MPI call (`mpi_backoff`).
                 if idle < SPIN_DUE {
-                    std::hint::spin_loop();
+                    if self.run_state.mpi_rank.is_none() {
+                        std::hint::spin_loop();
+                    }
                 } else {
                     std::thread::yield_now();
                 }
@@ -789,10 +794,15 @@ impl Worker {
 /// then yield the core; sleep (50 µs) only after a long idle stretch with nothing under way
 /// in the transport, so a rank that waits for another rank's long computation does not burn
 /// its core forever.
+///
+/// No `pause` while spinning: every pass polls the transport (an `MPI_Test`, which runs Open
+/// MPI's progress), which is delay enough; a `pause` only makes the pass, and so the time to
+/// notice an arrival, longer.
 fn mpi_backoff(idle: u32, transport_busy: impl FnOnce() -> bool) {
     if idle < SPIN_DUE {
-        std::hint::spin_loop();
-    } else if idle < MPI_YIELD || transport_busy() {
+        return;
+    }
+    if idle < MPI_YIELD || transport_busy() {
         std::thread::yield_now();
     } else {
         std::thread::sleep(std::time::Duration::from_micros(50));
@@ -801,6 +811,8 @@ fn mpi_backoff(idle: u32, transport_busy: impl FnOnce() -> bool) {
 
 /// Idle passes between two steps of the detector across ranks (`Worker::poll_detector`).
 const DETECT_EVERY: u32 = 32;
+/// Useful passes between two steps of the detector while its worker is busy.
+const DETECT_BUSY_EVERY: u32 = 1 << 14;
 
 /// Idle passes spent in `sched_yield` before a worker of a run over MPI sleeps.
 const MPI_YIELD: u32 = 1 << 16;
