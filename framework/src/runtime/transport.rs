@@ -191,8 +191,9 @@ pub(crate) struct Arrived {
 /// called by the worker it names, never blocks and never runs user code.
 ///
 /// The shape fits both kinds of transport of `docs/rack-mode.md` §4: MPI (`claim`: a buffer
-/// from the pool if a credit is left; `publish`: `MPI_Isend`; `poll`: `MPI_Improbe` +
-/// `MPI_Imrecv`; `release`: the buffer back to the pool; `progress`: `MPI_Testsome`) and RDMA
+/// from the pool if a credit is left; `publish`: `MPI_Isend`; `poll`: an `MPI_Test` of the
+/// oldest of a ring of pre-posted `MPI_Irecv`s; `release`: the buffer back to the pool;
+/// `progress`: tests of the sends in flight) and RDMA
 /// (`claim`: registered memory mirrored at the receiver; `publish`: a one-sided write of the
 /// batch, then of its ready flag on the same queue pair; `poll`: the ready flags in local
 /// registered memory; `release`: the credit back). Nothing needs a call on the receiver to
