@@ -123,6 +123,18 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        "stats" => {
+            // main starts one fiber on every global worker; afterwards `Runtime::stats` shows
+            // every rank's workers (gathered at the end of the run), the same on every rank.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let r = rt.run(|| {
+                let n = skein::num_workers();
+                let hs: Vec<_> = (0..n).map(|g| skein::spawn_on(g, g as u64, |g| g + 1)).collect();
+                hs.into_iter().map(|h| h.join()).sum::<u64>()
+            });
+            let spawned: Vec<u64> = rt.stats().workers.iter().map(|w| w.fibers_spawned).collect();
+            report_run(rank, r.map(|sum| (sum, spawned)));
+        }
         "quiescent" => {
             // Detached fibers across ranks, then wait_quiescent from main: every one of them
             // (and the ones they started) has finished when it returns.
@@ -335,7 +347,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 20] = [
+    let cases: [Case; 21] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -349,6 +361,7 @@ fn harness(args: &[String]) {
         ("run_on_3_ranks_returns_main_on_every_rank", |d| run_case(d, 3)),
         ("spawn_on_every_worker_of_2_ranks", |d| spawn_case(d, 2)),
         ("spawn_on_every_worker_of_3_ranks", |d| spawn_case(d, 3)),
+        ("stats_show_every_ranks_workers_on_3_ranks", stats_case),
         ("wait_quiescent_across_3_ranks", quiescent_case),
         ("remote_panics_are_named_on_every_rank", remote_panic_case),
         ("properties_on_every_worker_of_2_ranks", |d| property_case(d, 2)),
@@ -752,6 +765,16 @@ fn spawn_case(dir: &Path, ranks: usize) -> Result<(), String> {
         })
         .collect();
     check(out == [format!("ok {want:?}")], "every fiber ran where it was sent", &l)
+}
+
+fn stats_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "stats", 3)?;
+    // Six workers; main is a fiber of worker 0 besides the one spawned there.
+    check(
+        out == ["ok (21, [2, 1, 1, 1, 1, 1])"],
+        "every rank's workers counted, the same on every rank",
+        &l,
+    )
 }
 
 fn quiescent_case(dir: &Path) -> Result<(), String> {
