@@ -41,6 +41,19 @@
 //!    ([`Rule::OutsideComponent`]), as [`crate::validate`] does.
 //! 7. Statistics: one [`all_reduce`] of (vertices reached, sum of their degrees).
 //!
+//! # Gathered values
+//!
+//! Asking the owners arc by arc moves a word each way for every arc whose far end another
+//! rank owns, in `2·ceil(max_r A_r / B)` exchanges: at SCALE 21 on 2 ranks that took
+//! seconds per root against a fraction of a second for the single-process validator. So
+//! when the values of *all* vertices fit a budget (`4·n <= gather_bytes`,
+//! [`DEFAULT_GATHER_BYTES`], the same test on every rank), each rank first gathers every
+//! rank's values (32 bits each, [`all_gather_u32`]: `ceil(max_r n_r / 2B)` exchanges of
+//! at most `B` words per pair of ranks), and steps 3 and 4 then look the far ends up
+//! locally, in one pass each, without any exchange. The verdict, the error and the
+//! statistics are the same either way (tests run both ways). Beyond the budget (SCALE 28
+//! and up with the default), the rounds below ask the owners.
+//!
 //! Rounds: steps 3 and 4 take `2·ceil(max_r n_r / B) + 2·ceil(max_r A_r / B)` exchanges;
 //! [`reach`] one per round of at most `B` ids per rank (at least the component's diameter).
 //!
@@ -49,6 +62,9 @@
 //! Besides the rank's rows and its slice of the result (the caller's):
 //!
 //! ```text
+//! gathered values: 4·n (every vertex's value) + 8·(R - 1)·B (send) + 8·R·B (received),
+//!                  when 4·n <= gather_bytes; then no round buffers for steps 3 and 4
+//!                  besides step 3's 16·n_r (its ids and their values, one pass)
 //! rounds (3, 4):   8·B (ids asked) + 8·B (send buffer) + 8·B (slot of each id)
 //!                + 8·B (values back) + 16·R·B (ids received and the replies: at most
 //!                  every rank's B ids)                       = (32 + 16·R)·B bytes
@@ -61,7 +77,8 @@
 //!                + 8·R·B (ids received)
 //! ```
 //!
-//! so `O(n_r + A_r + R·B)`: nothing proportional to the whole graph.
+//! so `O(n_r + A_r + R·B)` when the values are asked, plus the `4·n` bytes of the gathered
+//! values (at most `gather_bytes`) when they are gathered.
 //!
 //! # Validating a distributed result in `skein run`
 //!
@@ -81,7 +98,7 @@
 //! `DistValidationError::Dist` means the exchange itself failed (or the ranks' rows do not
 //! tile the vertices); it too is returned on every rank when the ranks' inputs disagree.
 
-use super::collective::{all_reduce, clamp_round, exchange, fetch, reach, Layout};
+use super::collective::{all_gather_u32, all_reduce, clamp_round, exchange, fetch, reach, Layout};
 use super::{DistError, Exchange, LocalCsr};
 use crate::graph::VertexId;
 use crate::result::{NO_PARENT, UNREACHED_LEVEL};
@@ -90,6 +107,11 @@ use crate::validate::{Rule, ValidationError, ValidationStats};
 /// Default round size `B`: 2^18 ids asked per rank and round (a round's buffers take
 /// `(32 + 16·R)·B` bytes, 12 MiB on 2 ranks).
 pub const DEFAULT_VALIDATE_ROUND: usize = 1 << 18;
+
+/// Default budget for the values gathered on every rank (module docs, "Gathered values"):
+/// 512 MiB, i.e. graphs of up to 2^27 vertices (SCALE 27) validate without asking the
+/// owners arc by arc.
+pub const DEFAULT_GATHER_BYTES: u64 = 512 << 20;
 
 /// Why a distributed validation did not accept a result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -275,7 +297,23 @@ pub fn validate_bfs_distributed<E: Exchange + ?Sized>(
     round: usize,
     ex: &mut E,
 ) -> Result<ValidationStats, DistValidationError> {
-    validate::<Bfs, E>(g, root, level, parent, round, ex)
+    validate::<Bfs, E>(g, root, level, parent, round, DEFAULT_GATHER_BYTES, ex)
+}
+
+/// [`validate_bfs_distributed`] with a budget for the gathered values (module docs,
+/// "Gathered values"): when `4·n <= gather_bytes` every rank gathers all the levels,
+/// otherwise it asks the owners for the values it needs, round by round. The same verdict
+/// either way.
+pub fn validate_bfs_distributed_with_budget<E: Exchange + ?Sized>(
+    g: &LocalCsr,
+    root: VertexId,
+    level: &[u32],
+    parent: &[VertexId],
+    round: usize,
+    gather_bytes: u64,
+    ex: &mut E,
+) -> Result<ValidationStats, DistValidationError> {
+    validate::<Bfs, E>(g, root, level, parent, round, gather_bytes, ex)
 }
 
 /// Validates this rank's slice of an SSSP result: `dist` and `parent` hold one entry per
@@ -289,7 +327,21 @@ pub fn validate_sssp_distributed<E: Exchange + ?Sized>(
     round: usize,
     ex: &mut E,
 ) -> Result<ValidationStats, DistValidationError> {
-    validate::<Sssp, E>(g, root, dist, parent, round, ex)
+    validate::<Sssp, E>(g, root, dist, parent, round, DEFAULT_GATHER_BYTES, ex)
+}
+
+/// [`validate_sssp_distributed`] with a budget for the gathered values, as
+/// [`validate_bfs_distributed_with_budget`].
+pub fn validate_sssp_distributed_with_budget<E: Exchange + ?Sized>(
+    g: &LocalCsr,
+    root: VertexId,
+    dist: &[f32],
+    parent: &[VertexId],
+    round: usize,
+    gather_bytes: u64,
+    ex: &mut E,
+) -> Result<ValidationStats, DistValidationError> {
+    validate::<Sssp, E>(g, root, dist, parent, round, gather_bytes, ex)
 }
 
 fn validate<K: Kind, E: Exchange + ?Sized>(
@@ -298,6 +350,7 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     value: &[K::V],
     parent: &[VertexId],
     round: usize,
+    gather_bytes: u64,
     ex: &mut E,
 ) -> Result<ValidationStats, DistValidationError> {
     let round = clamp_round(round, ex);
@@ -331,7 +384,13 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     let root_err = layout.local(root).and_then(|i| K::root_error(root, parent[i], value[i]));
     agree(ex, root_err.map(|e| (root, e)))?;
 
-    let checked = per_vertex::<K, E>(g, &layout, root, value, parent, round, ex);
+    // Every rank takes the same branch: it depends on `n` and the budget only.
+    let far = if 4 * u128::from(n) <= u128::from(gather_bytes) {
+        FarValues::Gathered(all_gather_u32(ex, &layout, |i| K::word(value[i]) as u32, round)?)
+    } else {
+        FarValues::Asked { round }
+    };
+    let checked = per_vertex::<K, E>(g, &layout, root, value, parent, far, ex);
     let verdict = match checked {
         Ok(first_fail) => agree(ex, first_fail),
         Err(e) => return Err(e.into()),
@@ -357,6 +416,14 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     Ok(ValidationStats { reached: sums[0], teps_edges: sums[1] / 2 })
 }
 
+/// How the vertex and arc passes learn the values of vertices other ranks own.
+enum FarValues {
+    /// Every vertex's value word, in vertex order ([`all_gather_u32`]).
+    Gathered(Vec<u32>),
+    /// Asked from the owners ([`fetch`]) in rounds of `round` ids.
+    Asked { round: usize },
+}
+
 /// The first failing vertex of this rank, as `(vertex, error)`: its own tests (with its
 /// parent's value asked from the owner), then its arcs (module docs, steps 3 and 4).
 fn per_vertex<K: Kind, E: Exchange + ?Sized>(
@@ -365,16 +432,35 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
     root: u64,
     value: &[K::V],
     parent: &[VertexId],
-    round: usize,
+    far: FarValues,
     ex: &mut E,
 ) -> Result<Option<(u64, ValidationError)>, DistError> {
     let n = layout.num_vertices();
     let first = layout.first();
     let local_n = layout.local_len();
     let arcs = g.num_arcs() as usize;
-    let plan =
-        all_reduce(ex, &[local_n.div_ceil(round) as u64, arcs.div_ceil(round) as u64], u64::max)?;
     let answer = |i: usize| K::word(value[i]);
+    let (all, round) = match far {
+        FarValues::Gathered(all) => (Some(all), 0),
+        FarValues::Asked { round } => (None, round),
+    };
+    // With the values gathered, the passes exchange nothing: one local pass each.
+    let plan = match all {
+        Some(_) => vec![u64::from(local_n > 0), u64::from(arcs > 0)],
+        None => all_reduce(
+            ex,
+            &[local_n.div_ceil(round) as u64, arcs.div_ceil(round) as u64],
+            u64::max,
+        )?,
+    };
+    let round = if all.is_some() { local_n.max(arcs).max(1) } else { round };
+    // The values of `ids`: looked up in the gathered values, or asked from their owners.
+    let values_of = |ex: &mut E, ids: &[u64]| -> Result<Vec<u64>, DistError> {
+        match &all {
+            Some(all) => Ok(ids.iter().map(|&v| u64::from(all[v as usize])).collect()),
+            None => fetch(ex, layout, ids, answer),
+        }
+    };
 
     // Step 3: each vertex's own tests.
     let mut found: Option<(u64, ValidationError)> = None;
@@ -393,7 +479,7 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
                 }
             }
         }
-        let got = fetch(ex, layout, &ids, answer)?;
+        let got = values_of(ex, &ids)?;
         if found.is_some() {
             continue;
         }
@@ -419,8 +505,8 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
     for t in 0..plan[1] as usize {
         let span = (t * round).min(arcs)..((t + 1) * round).min(arcs);
         let active = arc_fail.is_none() && first + (i as u64) < stop;
-        let ids: &[u64] = if active { &targets[span.clone()] } else { &[] };
-        let got = fetch(ex, layout, ids, answer)?;
+        let ids: &[u64] = if active && all.is_none() { &targets[span.clone()] } else { &[] };
+        let got = values_of(ex, ids)?;
         if !active {
             continue;
         }
@@ -432,8 +518,19 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
             if v >= stop {
                 break;
             }
-            let (xv, xu) = (value[i], K::from_word(got[j]));
             let u = targets[k];
+            let xu = match &all {
+                Some(all) => match all.get(u as usize) {
+                    Some(&x) => K::from_word(u64::from(x)),
+                    None => {
+                        return Err(DistError::Exchange(format!(
+                            "vertex {v} has an arc to {u}, not a vertex (n = {n})"
+                        )))
+                    }
+                },
+                None => K::from_word(got[j]),
+            };
+            let xv = value[i];
             let bad = match (K::reached(xv), K::reached(xu)) {
                 (true, true) => K::arc_check(v, xv, u, weights[k], xu).err(),
                 (true, false) => Some(unreached(u, v)),
