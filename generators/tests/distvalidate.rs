@@ -586,3 +586,28 @@ fn all_gather_puts_every_value_in_place() {
         }
     }
 }
+
+/// `reach` sends each far vertex to its owner once, however many arcs lead to it: with
+/// rounds of one id, 15 arcs each way between the ranks take a handful of rounds, not 30.
+#[test]
+fn reach_sends_each_far_vertex_once() {
+    use skein_generators::distributed::collective::reach;
+    let mut edges = vec![(0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0), (0, 4, 1.0), (8, 9, 1.0)];
+    for v in 0..5 {
+        edges.extend([(v, 7, 1.0); 3]);
+    }
+    let g = graph(10, &edges);
+    let bounds = [0u64, 5, 10];
+    let got = on_ranks(2, |k, ex| {
+        let layout = Layout::from_bounds(&bounds, k).unwrap();
+        let local = LocalCsr::from_csr(&g, bounds[k]..bounds[k + 1]);
+        let mut seen = vec![false; 5];
+        let seed = (k == 0).then_some(0);
+        let rounds = reach(ex, &layout, local.offsets(), local.targets(), seed, &mut seen, 1);
+        (rounds.unwrap(), seen)
+    });
+    assert_eq!(got[0].1, [true; 5]);
+    assert_eq!(got[1].1, [false, false, true, false, false]);
+    assert_eq!(got[0].0, got[1].0);
+    assert!(got[0].0 <= 8, "{} rounds", got[0].0);
+}

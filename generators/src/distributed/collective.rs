@@ -233,7 +233,9 @@ pub fn fetch<E: Exchange + ?Sized>(
 /// `seed`'s owner passes `Some(seed)`, by its global id). Each round, each rank walks its
 /// pending rows until it has `round` ids for other ranks, then one exchange sends them with
 /// one flag word per destination (pending work or ids sent); the walk ends after a round
-/// where every flag was 0. Returns the number of rounds.
+/// where every flag was 0. An id is sent to its owner once at most (a bitmap of `n / 8`
+/// bytes remembers which were sent; the arcs to a popular far vertex would otherwise send
+/// it once per arc). Returns the number of rounds.
 pub fn reach<E: Exchange + ?Sized>(
     ex: &mut E,
     layout: &Layout,
@@ -255,6 +257,11 @@ pub fn reach<E: Exchange + ?Sized>(
             stack.push(i);
         }
     }
+    // The other ranks' vertices sent so far, one bit per vertex of the graph.
+    let n = layout.num_vertices();
+    let words = usize::try_from(n.div_ceil(64))
+        .map_err(|_| DistError::Exchange("too many vertices for reach".into()))?;
+    let mut asked = vec![0u64; words];
     // The row being walked: (arc position, row end).
     let mut row: Option<(usize, usize)> = None;
     let mut buckets: Vec<Vec<u64>> = vec![Vec::new(); ranks];
@@ -279,7 +286,14 @@ pub fn reach<E: Exchange + ?Sized>(
                             stack.push(j);
                         }
                     }
+                    // Each other rank's vertex is sent at most once: its owner marks it
+                    // the first time, later arcs to it would change nothing.
+                    // (An id out of range is sent on: its receiver reports it.)
+                    None if t < n && asked[t as usize / 64] >> (t % 64) & 1 == 1 => {}
                     None => {
+                        if t < n {
+                            asked[t as usize / 64] |= 1 << (t % 64);
+                        }
                         buckets[layout.owner(t)].push(t);
                         sent += 1;
                         if sent == round {

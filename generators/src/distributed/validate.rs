@@ -71,9 +71,9 @@
 //! SSSP tree (5):   8·n_r (the rank's reached vertices) + 16·c_r (the (parent, child)
 //!                  pairs received; c_r <= A_r, the children of the rank's vertices, each
 //!                  a neighbour) + 16·R·B (a round's pairs); then the child lists,
-//!                  8·(n_r + 1) + 8·c_r, and reach's n_r + 8·n_r (marks, stack); the
+//!                  8·(n_r + 1) + 8·c_r, and reach's n_r + 8·n_r + n/8 (marks, stack, ids sent); the
 //!                  walk (error path) one hash-set entry per step on the step's owner
-//! component (6):   n_r (marks) + 8·n_r (stack) + 8·B (ids to send)
+//! component (6):   n_r (marks) + 8·n_r (stack) + n/8 (ids sent) + 8·B (to send)
 //!                + 8·R·B (ids received)
 //! ```
 //!
@@ -390,7 +390,12 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     } else {
         FarValues::Asked { round }
     };
-    let checked = per_vertex::<K, E>(g, &layout, root, value, parent, far, ex);
+    let checked = match far {
+        FarValues::Gathered(all) => per_vertex_gathered::<K>(g, &layout, root, value, parent, &all),
+        FarValues::Asked { round } => {
+            per_vertex::<K, E>(g, &layout, root, value, parent, round, ex)
+        }
+    };
     let verdict = match checked {
         Ok(first_fail) => agree(ex, first_fail),
         Err(e) => return Err(e.into()),
@@ -432,35 +437,16 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
     root: u64,
     value: &[K::V],
     parent: &[VertexId],
-    far: FarValues,
+    round: usize,
     ex: &mut E,
 ) -> Result<Option<(u64, ValidationError)>, DistError> {
     let n = layout.num_vertices();
     let first = layout.first();
     let local_n = layout.local_len();
     let arcs = g.num_arcs() as usize;
+    let plan =
+        all_reduce(ex, &[local_n.div_ceil(round) as u64, arcs.div_ceil(round) as u64], u64::max)?;
     let answer = |i: usize| K::word(value[i]);
-    let (all, round) = match far {
-        FarValues::Gathered(all) => (Some(all), 0),
-        FarValues::Asked { round } => (None, round),
-    };
-    // With the values gathered, the passes exchange nothing: one local pass each.
-    let plan = match all {
-        Some(_) => vec![u64::from(local_n > 0), u64::from(arcs > 0)],
-        None => all_reduce(
-            ex,
-            &[local_n.div_ceil(round) as u64, arcs.div_ceil(round) as u64],
-            u64::max,
-        )?,
-    };
-    let round = if all.is_some() { local_n.max(arcs).max(1) } else { round };
-    // The values of `ids`: looked up in the gathered values, or asked from their owners.
-    let values_of = |ex: &mut E, ids: &[u64]| -> Result<Vec<u64>, DistError> {
-        match &all {
-            Some(all) => Ok(ids.iter().map(|&v| u64::from(all[v as usize])).collect()),
-            None => fetch(ex, layout, ids, answer),
-        }
-    };
 
     // Step 3: each vertex's own tests.
     let mut found: Option<(u64, ValidationError)> = None;
@@ -479,7 +465,7 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
                 }
             }
         }
-        let got = values_of(ex, &ids)?;
+        let got = fetch(ex, layout, &ids, answer)?;
         if found.is_some() {
             continue;
         }
@@ -505,8 +491,8 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
     for t in 0..plan[1] as usize {
         let span = (t * round).min(arcs)..((t + 1) * round).min(arcs);
         let active = arc_fail.is_none() && first + (i as u64) < stop;
-        let ids: &[u64] = if active && all.is_none() { &targets[span.clone()] } else { &[] };
-        let got = values_of(ex, ids)?;
+        let ids: &[u64] = if active { &targets[span.clone()] } else { &[] };
+        let got = fetch(ex, layout, ids, answer)?;
         if !active {
             continue;
         }
@@ -518,19 +504,8 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
             if v >= stop {
                 break;
             }
+            let (xv, xu) = (value[i], K::from_word(got[j]));
             let u = targets[k];
-            let xu = match &all {
-                Some(all) => match all.get(u as usize) {
-                    Some(&x) => K::from_word(u64::from(x)),
-                    None => {
-                        return Err(DistError::Exchange(format!(
-                            "vertex {v} has an arc to {u}, not a vertex (n = {n})"
-                        )))
-                    }
-                },
-                None => K::from_word(got[j]),
-            };
-            let xv = value[i];
             let bad = match (K::reached(xv), K::reached(xu)) {
                 (true, true) => K::arc_check(v, xv, u, weights[k], xu).err(),
                 (true, false) => Some(unreached(u, v)),
@@ -547,6 +522,50 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
     })
+}
+
+/// [`per_vertex`] with every vertex's value at hand (`all`, in vertex order): each
+/// vertex's own tests, then its arcs, in one local pass without exchanges; the same
+/// answer.
+fn per_vertex_gathered<K: Kind>(
+    g: &LocalCsr,
+    layout: &Layout,
+    root: u64,
+    value: &[K::V],
+    parent: &[VertexId],
+    all: &[u32],
+) -> Result<Option<(u64, ValidationError)>, DistError> {
+    let n = layout.num_vertices();
+    let first = layout.first();
+    let (offsets, targets, weights) = (g.offsets(), g.targets(), g.weights());
+    let far = |u: u64, v: u64| {
+        all.get(u as usize).map(|&x| K::from_word(u64::from(x))).ok_or_else(|| {
+            DistError::Exchange(format!("vertex {v} has an arc to {u}, not a vertex (n = {n})"))
+        })
+    };
+    for (i, (&xv, &p)) in value.iter().zip(parent).enumerate() {
+        let v = first + i as u64;
+        let xp =
+            if v != root && K::reached(xv) && p < n && p != v { Some(far(p, v)?) } else { None };
+        if let Err(e) = own_tests::<K>(g, v, root, n, xv, p, xp) {
+            return Ok(Some((v, e)));
+        }
+        let row = offsets[i] as usize..offsets[i + 1] as usize;
+        let rv = K::reached(xv);
+        for (&u, &w) in targets[row.clone()].iter().zip(&weights[row]) {
+            let xu = far(u, v)?;
+            let bad = match (rv, K::reached(xu)) {
+                (true, true) => K::arc_check(v, xv, u, w, xu).err(),
+                (true, false) => Some(unreached(u, v)),
+                (false, true) => Some(unreached(v, u)),
+                (false, false) => None,
+            };
+            if let Some(e) = bad {
+                return Ok(Some((v, e)));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// A vertex's own tests (value, parent, tree edge), `xp` the parent's value when it was
