@@ -50,7 +50,12 @@
 //! [`DEFAULT_GATHER_BYTES`], the same test on every rank), each rank first gathers every
 //! rank's values (32 bits each, [`all_gather_u32`]: `ceil(max_r n_r / 2B)` exchanges of
 //! at most `B` words per pair of ranks), and steps 3 and 4 then look the far ends up
-//! locally, in one pass each, without any exchange. The verdict, the error and the
+//! locally, in one pass each, without any exchange. For SSSP's step 5, the values are
+//! dropped and the parents of the reached vertices gathered the same way (32 bits each);
+//! each rank follows the parent pointers from its own reached vertices with a fate per
+//! vertex (`n` bytes: leads to the root or not), the ranks agree on the smallest vertex
+//! that does not lead to the root, and every rank walks from it to the first repeated
+//! vertex ([`Rule::TreeCycle`]): no child lists, no rounds of [`reach`]. The verdict, the error and the
 //! statistics are the same either way (tests run both ways). Beyond the budget (SCALE 28
 //! and up with the default), the rounds below ask the owners.
 //!
@@ -63,8 +68,9 @@
 //!
 //! ```text
 //! gathered values: 4·n (every vertex's value) + 8·(R - 1)·B (send) + 8·R·B (received),
-//!                  when 4·n <= gather_bytes; then no round buffers for steps 3 and 4
-//!                  besides step 3's 16·n_r (its ids and their values, one pass)
+//!                  when 4·n <= gather_bytes (and n < 2^32); steps 3 and 4 then need
+//!                  nothing more; SSSP tree (5): 4·n (parents) + n (fates) + the same
+//!                  round buffers, the values freed first
 //! rounds (3, 4):   8·B (ids asked) + 8·B (send buffer) + 8·B (slot of each id)
 //!                + 8·B (values back) + 16·R·B (ids received and the replies: at most
 //!                  every rank's B ids)                       = (32 + 16·R)·B bytes
@@ -99,7 +105,7 @@
 //! tile the vertices); it too is returned on every rank when the ranks' inputs disagree.
 
 use super::collective::{all_gather_u32, all_reduce, clamp_round, exchange, fetch, reach, Layout};
-use super::{DistError, Exchange, LocalCsr};
+use super::{prefetch, DistError, Exchange, LocalCsr, PREFETCH_AHEAD};
 use crate::graph::VertexId;
 use crate::result::{NO_PARENT, UNREACHED_LEVEL};
 use crate::validate::{Rule, ValidationError, ValidationStats};
@@ -385,7 +391,9 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     agree(ex, root_err.map(|e| (root, e)))?;
 
     // Every rank takes the same branch: it depends on `n` and the budget only.
-    let far = if 4 * u128::from(n) <= u128::from(gather_bytes) {
+    // (Gathered parents travel as u32, u32::MAX for none: the ids must fit below it.)
+    let gather = 4 * u128::from(n) <= u128::from(gather_bytes) && n < u64::from(u32::MAX);
+    let far = if gather {
         FarValues::Gathered(all_gather_u32(ex, &layout, |i| K::word(value[i]) as u32, round)?)
     } else {
         FarValues::Asked { round }
@@ -406,7 +414,12 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     }
     verdict?;
     if K::WALK_TREE {
-        if let Some(e) = tree_cycle(&layout, root, &reached, parent, round, ex)? {
+        let cycle = if gather {
+            tree_cycle_gathered(&layout, root, &reached, parent, round, ex)?
+        } else {
+            tree_cycle(&layout, root, &reached, parent, round, ex)?
+        };
+        if let Some(e) = cycle {
             return Err(explain(g, &layout, root, &reached, e, round, ex)?.into());
         }
     }
@@ -552,7 +565,12 @@ fn per_vertex_gathered<K: Kind>(
         }
         let row = offsets[i] as usize..offsets[i + 1] as usize;
         let rv = K::reached(xv);
-        for (&u, &w) in targets[row.clone()].iter().zip(&weights[row]) {
+        for k in row {
+            // The far ends' values are read at random: keep misses in flight.
+            if let Some(&ahead) = targets.get(k + PREFETCH_AHEAD) {
+                prefetch(all, ahead as usize);
+            }
+            let (u, w) = (targets[k], weights[k]);
             let xu = far(u, v)?;
             let bad = match (rv, K::reached(xu)) {
                 (true, true) => K::arc_check(v, xv, u, w, xu).err(),
@@ -696,6 +714,84 @@ fn explain<E: Exchange + ?Sized>(
             format!("reached, but not connected to root {root} (first failed check: {e})"),
         )
     })
+}
+
+/// [`tree_cycle`] with every reached vertex's parent gathered on every rank (module docs,
+/// "Gathered values"): each rank follows the parent pointers from its own reached
+/// vertices locally, remembering each vertex's fate (`n` bytes), the ranks agree on the
+/// smallest vertex that does not lead to the root, and every rank walks from it to the
+/// first repeated vertex. The same answer as [`tree_cycle`]. Collective; needs
+/// `n < u32::MAX`.
+fn tree_cycle_gathered<E: Exchange + ?Sized>(
+    layout: &Layout,
+    root: u64,
+    reached: &impl Fn(usize) -> bool,
+    parent: &[VertexId],
+    round: usize,
+    ex: &mut E,
+) -> Result<Option<ValidationError>, DistError> {
+    const UNKNOWN: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const GOOD: u8 = 2;
+    const BAD: u8 = 3;
+    let n = layout.num_vertices();
+    let first = layout.first();
+    // The per-vertex checks passed: a reached vertex's parent is a reached vertex (< n).
+    let up = all_gather_u32(
+        ex,
+        layout,
+        |i| if reached(i) { parent[i] as u32 } else { u32::MAX },
+        round,
+    )?;
+    let step = |v: u64| -> Result<u64, DistError> {
+        match up[v as usize] {
+            u32::MAX => Err(DistError::Exchange(format!("tree walk: no parent for {v}"))),
+            p => Ok(u64::from(p)),
+        }
+    };
+    let mut state = vec![UNKNOWN; up.len()];
+    state[root as usize] = GOOD;
+    let mut path = Vec::new();
+    let mut start = u64::MAX;
+    for i in 0..layout.local_len() {
+        let s = first + i as u64;
+        if !reached(i) || state[s as usize] != UNKNOWN {
+            continue;
+        }
+        let mut v = s;
+        while state[v as usize] == UNKNOWN {
+            state[v as usize] = ON_PATH;
+            path.push(v);
+            v = step(v)?;
+        }
+        let fate = if state[v as usize] == GOOD { GOOD } else { BAD };
+        for x in path.drain(..) {
+            state[x as usize] = fate;
+        }
+        if fate == BAD {
+            start = s;
+            break;
+        }
+    }
+    drop(state);
+    let start = all_reduce(ex, &[start], u64::min)?[0];
+    if start == u64::MAX {
+        return Ok(None);
+    }
+    if start >= n {
+        return Err(DistError::Exchange(format!("tree walk: start {start} of {n}")));
+    }
+    // The walk (the same on every rank): to the first vertex seen twice.
+    let mut on_path = std::collections::HashSet::new();
+    let mut x = start;
+    while on_path.insert(x) {
+        x = step(x)?;
+    }
+    Ok(Some(fail(
+        Rule::TreeCycle,
+        x,
+        format!("the parent pointers from vertex {start} loop through vertex {x}"),
+    )))
 }
 
 /// SSSP: do the parent pointers of every reached vertex lead to the root? (module docs,
