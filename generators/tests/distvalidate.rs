@@ -9,7 +9,8 @@ use skein_generators::distributed::roots::{
     component_edge_counts, search_roots_distributed, search_roots_distributed_for,
 };
 use skein_generators::distributed::validate::{
-    validate_bfs_distributed, validate_sssp_distributed, DistValidationError,
+    validate_bfs_distributed, validate_bfs_distributed_with_budget,
+    validate_sssp_distributed_with_budget, DistValidationError, DEFAULT_GATHER_BYTES,
 };
 use skein_generators::distributed::{DistError, LocalCsr, MemExchange};
 use skein_generators::kronecker::{self, KroneckerParams};
@@ -49,16 +50,26 @@ fn verdict_of(
 #[track_caller]
 fn bfs_same(g: &Csr, r: &BfsResult) -> Verdict {
     let want = verdict_of(validate_bfs(g, r));
-    for (ranks, workers, round) in SPLITS {
-        let b = common::bounds(g.num_vertices(), ranks, workers);
-        let got = on_ranks(ranks, |k, ex| {
-            let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
-            let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
-            validate_bfs_distributed(&local, r.root, &r.level[lo..hi], &r.parent[lo..hi], round, ex)
+    // Both ways of learning the far ends' values: asked from the owners (budget 0) and
+    // gathered on every rank.
+    for budget in [0, DEFAULT_GATHER_BYTES] {
+        for (ranks, workers, round) in SPLITS {
+            let b = common::bounds(g.num_vertices(), ranks, workers);
+            let got = on_ranks(ranks, |k, ex| {
+                let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
+                let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
+                let (level, parent) = (&r.level[lo..hi], &r.parent[lo..hi]);
+                validate_bfs_distributed_with_budget(
+                    &local, r.root, level, parent, round, budget, ex,
+                )
                 .map(|s| (s.reached, s.teps_edges))
-        });
-        for (k, v) in got.iter().enumerate() {
-            assert_eq!(v, &want, "rank {k} of {ranks} (bounds {b:?}, rounds of {round})");
+            });
+            for (k, v) in got.iter().enumerate() {
+                assert_eq!(
+                    v, &want,
+                    "rank {k} of {ranks} ({b:?}, rounds of {round}, budget {budget})"
+                );
+            }
         }
     }
     want
@@ -67,16 +78,26 @@ fn bfs_same(g: &Csr, r: &BfsResult) -> Verdict {
 #[track_caller]
 fn sssp_same(g: &Csr, r: &SsspResult) -> Verdict {
     let want = verdict_of(validate_sssp(g, r));
-    for (ranks, workers, round) in SPLITS {
-        let b = common::bounds(g.num_vertices(), ranks, workers);
-        let got = on_ranks(ranks, |k, ex| {
-            let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
-            let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
-            validate_sssp_distributed(&local, r.root, &r.dist[lo..hi], &r.parent[lo..hi], round, ex)
+    // Both ways of learning the far ends' values: asked from the owners (budget 0) and
+    // gathered on every rank.
+    for budget in [0, DEFAULT_GATHER_BYTES] {
+        for (ranks, workers, round) in SPLITS {
+            let b = common::bounds(g.num_vertices(), ranks, workers);
+            let got = on_ranks(ranks, |k, ex| {
+                let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
+                let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
+                let (dist, parent) = (&r.dist[lo..hi], &r.parent[lo..hi]);
+                validate_sssp_distributed_with_budget(
+                    &local, r.root, dist, parent, round, budget, ex,
+                )
                 .map(|s| (s.reached, s.teps_edges))
-        });
-        for (k, v) in got.iter().enumerate() {
-            assert_eq!(v, &want, "rank {k} of {ranks} (bounds {b:?}, rounds of {round})");
+            });
+            for (k, v) in got.iter().enumerate() {
+                assert_eq!(
+                    v, &want,
+                    "rank {k} of {ranks} ({b:?}, rounds of {round}, budget {budget})"
+                );
+            }
         }
     }
     want
@@ -542,4 +563,51 @@ fn round_sizes_are_clamped() {
     });
     let want = validate_bfs(&f.g, &f.bfs).map(|s| (s.reached, s.teps_edges)).unwrap();
     assert!(got.iter().all(|v| v == &Ok(want)), "{got:?}");
+}
+
+/// The gathered values are every rank's values in vertex order, with ranks owning nothing,
+/// odd counts and rounds smaller than a rank's share (several rounds, a rank done early).
+#[test]
+fn all_gather_puts_every_value_in_place() {
+    use skein_generators::distributed::collective::all_gather_u32;
+    let value = |v: u64| (v as u32).wrapping_mul(2_654_435_761) ^ 0x5a5a;
+    for bounds in [vec![0, 7], vec![0, 0, 9], vec![0, 5, 5, 12], vec![0, 1, 10, 10, 13]] {
+        let ranks = bounds.len() - 1;
+        let n = bounds[ranks];
+        for round in [1, 2, 3, 1000] {
+            let got = on_ranks(ranks, |k, ex| {
+                let layout = Layout::from_bounds(&bounds, k).unwrap();
+                all_gather_u32(ex, &layout, |i| value(bounds[k] + i as u64), round).unwrap()
+            });
+            let want: Vec<u32> = (0..n).map(value).collect();
+            for (k, g) in got.iter().enumerate() {
+                assert_eq!(g, &want, "rank {k}, bounds {bounds:?}, rounds of {round}");
+            }
+        }
+    }
+}
+
+/// `reach` sends each far vertex to its owner once, however many arcs lead to it: with
+/// rounds of one id, 15 arcs each way between the ranks take a handful of rounds, not 30.
+#[test]
+fn reach_sends_each_far_vertex_once() {
+    use skein_generators::distributed::collective::reach;
+    let mut edges = vec![(0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0), (0, 4, 1.0), (8, 9, 1.0)];
+    for v in 0..5 {
+        edges.extend([(v, 7, 1.0); 3]);
+    }
+    let g = graph(10, &edges);
+    let bounds = [0u64, 5, 10];
+    let got = on_ranks(2, |k, ex| {
+        let layout = Layout::from_bounds(&bounds, k).unwrap();
+        let local = LocalCsr::from_csr(&g, bounds[k]..bounds[k + 1]);
+        let mut seen = vec![false; 5];
+        let seed = (k == 0).then_some(0);
+        let rounds = reach(ex, &layout, local.offsets(), local.targets(), seed, &mut seen, 1);
+        (rounds.unwrap(), seen)
+    });
+    assert_eq!(got[0].1, [true; 5]);
+    assert_eq!(got[1].1, [false, false, true, false, false]);
+    assert_eq!(got[0].0, got[1].0);
+    assert!(got[0].0 <= 8, "{} rounds", got[0].0);
 }

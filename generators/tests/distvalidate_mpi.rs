@@ -15,7 +15,8 @@ mod mpirun;
 use skein_generators::distributed::mpi::{build_local_csr_mpi, MpiExchange};
 use skein_generators::distributed::roots::{component_edge_counts, search_roots_distributed};
 use skein_generators::distributed::validate::{
-    validate_bfs_distributed, validate_sssp_distributed, DistValidationError,
+    validate_bfs_distributed_with_budget, validate_sssp_distributed_with_budget,
+    DistValidationError, DEFAULT_GATHER_BYTES,
 };
 use skein_generators::kronecker::{self, KroneckerParams};
 use skein_generators::validate::{teps_edge_count, validate_bfs, validate_sssp};
@@ -93,67 +94,84 @@ fn checks(rank: usize) -> Result<String, String> {
         return Err(format!("nedge {nedge:?}, single-process root 0: {want0}"));
     }
 
-    let (bfs, sssp) = common::root0(10, roots[0]);
-    let got = validate_bfs_distributed(
-        &local,
-        bfs.root,
-        &bfs.level[lo..hi],
-        &bfs.parent[lo..hi],
-        ROUND,
-        &mut ex,
-    );
-    let want = validate_bfs(&csr, &bfs).map_err(DistValidationError::Invalid);
-    if got != want {
-        return Err(format!("BFS: {got:?}, single-process {want:?}"));
+    // The far ends' values asked from the owners (budget 0), then gathered.
+    let mut last = None;
+    for budget in [0, DEFAULT_GATHER_BYTES] {
+        let (bfs, sssp) = common::root0(10, roots[0]);
+        let got = validate_bfs_distributed_with_budget(
+            &local,
+            bfs.root,
+            &bfs.level[lo..hi],
+            &bfs.parent[lo..hi],
+            ROUND,
+            budget,
+            &mut ex,
+        );
+        let want = validate_bfs(&csr, &bfs).map_err(DistValidationError::Invalid);
+        if got != want {
+            return Err(format!("budget {budget}: BFS: {got:?}, single-process {want:?}"));
+        }
+        let stats = got.map_err(|e| e.to_string())?;
+        if stats.teps_edges != want0 {
+            return Err(format!(
+                "budget {budget}: BFS teps edges {}, nedge {want0}",
+                stats.teps_edges
+            ));
+        }
+        let got = validate_sssp_distributed_with_budget(
+            &local,
+            sssp.root,
+            &sssp.dist[lo..hi],
+            &sssp.parent[lo..hi],
+            ROUND,
+            budget,
+            &mut ex,
+        );
+        let want = validate_sssp(&csr, &sssp).map_err(DistValidationError::Invalid);
+        if got != want {
+            return Err(format!("budget {budget}: SSSP: {got:?}, single-process {want:?}"));
+        }
+        // Corrupted copies: a vertex of the last rank unreached, another's parent moved.
+        let v = (b[ranks - 1]..n).find(|&v| sssp.dist[v as usize].is_finite() && v != sssp.root);
+        let v = v.ok_or("no reached vertex on the last rank")? as usize;
+        let mut bad = sssp.clone();
+        bad.dist[v] = f32::INFINITY;
+        bad.parent[v] = NO_PARENT;
+        let mut bad2 = bfs.clone();
+        bad2.parent[v] = (bfs.parent[v] + 1) % n;
+        let got = validate_sssp_distributed_with_budget(
+            &local,
+            bad.root,
+            &bad.dist[lo..hi],
+            &bad.parent[lo..hi],
+            ROUND,
+            budget,
+            &mut ex,
+        );
+        let want = validate_sssp(&csr, &bad).map_err(DistValidationError::Invalid);
+        if got != want || got.is_ok() {
+            return Err(format!(
+                "budget {budget}: corrupted SSSP: {got:?}, single-process {want:?}"
+            ));
+        }
+        let got = validate_bfs_distributed_with_budget(
+            &local,
+            bad2.root,
+            &bad2.level[lo..hi],
+            &bad2.parent[lo..hi],
+            ROUND,
+            budget,
+            &mut ex,
+        );
+        let want = validate_bfs(&csr, &bad2).map_err(DistValidationError::Invalid);
+        if got != want || got.is_ok() {
+            return Err(format!(
+                "budget {budget}: corrupted BFS: {got:?}, single-process {want:?}"
+            ));
+        }
+        last = Some(stats);
     }
-    let stats = got.map_err(|e| e.to_string())?;
-    if stats.teps_edges != want0 {
-        return Err(format!("BFS teps edges {}, nedge {want0}", stats.teps_edges));
-    }
-    let got = validate_sssp_distributed(
-        &local,
-        sssp.root,
-        &sssp.dist[lo..hi],
-        &sssp.parent[lo..hi],
-        ROUND,
-        &mut ex,
-    );
-    let want = validate_sssp(&csr, &sssp).map_err(DistValidationError::Invalid);
-    if got != want {
-        return Err(format!("SSSP: {got:?}, single-process {want:?}"));
-    }
-    // Corrupted copies: a vertex of the last rank unreached, another's parent moved.
-    let v = (b[ranks - 1]..n).find(|&v| sssp.dist[v as usize].is_finite() && v != sssp.root);
-    let v = v.ok_or("no reached vertex on the last rank")? as usize;
-    let mut bad = sssp.clone();
-    bad.dist[v] = f32::INFINITY;
-    bad.parent[v] = NO_PARENT;
-    let mut bad2 = bfs.clone();
-    bad2.parent[v] = (bfs.parent[v] + 1) % n;
-    let got = validate_sssp_distributed(
-        &local,
-        bad.root,
-        &bad.dist[lo..hi],
-        &bad.parent[lo..hi],
-        ROUND,
-        &mut ex,
-    );
-    let want = validate_sssp(&csr, &bad).map_err(DistValidationError::Invalid);
-    if got != want || got.is_ok() {
-        return Err(format!("corrupted SSSP: {got:?}, single-process {want:?}"));
-    }
-    let got = validate_bfs_distributed(
-        &local,
-        bad2.root,
-        &bad2.level[lo..hi],
-        &bad2.parent[lo..hi],
-        ROUND,
-        &mut ex,
-    );
-    let want = validate_bfs(&csr, &bad2).map_err(DistValidationError::Invalid);
-    if got != want || got.is_ok() {
-        return Err(format!("corrupted BFS: {got:?}, single-process {want:?}"));
-    }
+    let stats = last.ok_or("no validation ran")?;
     Ok(format!("teps_edges={} reached={} nedge0={want0}", stats.teps_edges, stats.reached))
 }
 

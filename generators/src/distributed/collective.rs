@@ -12,6 +12,8 @@
 //!   received).
 //! - [`fetch`]: the values of up to `B` vertices, anywhere, asked from their owners (one
 //!   request exchange, one reply exchange, each sending at most `B` words per rank).
+//! - [`all_gather_u32`]: every rank's 32-bit values in vertex order (`4·n` bytes on every
+//!   rank), in rounds of at most `B` words per pair of ranks.
 //! - [`reach`]: the vertices reachable from a seed through a rank-local adjacency (the rows
 //!   of a [`LocalCsr`], or a tree's child lists), in rounds where each rank sends at most
 //!   `B` vertex ids (one exchange per round, its flags folded into the data).
@@ -231,7 +233,9 @@ pub fn fetch<E: Exchange + ?Sized>(
 /// `seed`'s owner passes `Some(seed)`, by its global id). Each round, each rank walks its
 /// pending rows until it has `round` ids for other ranks, then one exchange sends them with
 /// one flag word per destination (pending work or ids sent); the walk ends after a round
-/// where every flag was 0. Returns the number of rounds.
+/// where every flag was 0. An id is sent to its owner once at most (a bitmap of `n / 8`
+/// bytes remembers which were sent; the arcs to a popular far vertex would otherwise send
+/// it once per arc). Returns the number of rounds.
 pub fn reach<E: Exchange + ?Sized>(
     ex: &mut E,
     layout: &Layout,
@@ -253,6 +257,11 @@ pub fn reach<E: Exchange + ?Sized>(
             stack.push(i);
         }
     }
+    // The other ranks' vertices sent so far, one bit per vertex of the graph.
+    let n = layout.num_vertices();
+    let words = usize::try_from(n.div_ceil(64))
+        .map_err(|_| DistError::Exchange("too many vertices for reach".into()))?;
+    let mut asked = vec![0u64; words];
     // The row being walked: (arc position, row end).
     let mut row: Option<(usize, usize)> = None;
     let mut buckets: Vec<Vec<u64>> = vec![Vec::new(); ranks];
@@ -277,7 +286,14 @@ pub fn reach<E: Exchange + ?Sized>(
                             stack.push(j);
                         }
                     }
+                    // Each other rank's vertex is sent at most once: its owner marks it
+                    // the first time, later arcs to it would change nothing.
+                    // (An id out of range is sent on: its receiver reports it.)
+                    None if t < n && asked[t as usize / 64] >> (t % 64) & 1 == 1 => {}
                     None => {
+                        if t < n {
+                            asked[t as usize / 64] |= 1 << (t % 64);
+                        }
                         buckets[layout.owner(t)].push(t);
                         sent += 1;
                         if sent == round {
@@ -322,4 +338,68 @@ pub fn reach<E: Exchange + ?Sized>(
             return Ok(rounds);
         }
     }
+}
+
+/// Every rank's 32-bit values, in vertex order: `out[v] = value(i)` evaluated by the owner
+/// of `v` on its local index `i` (collective). In rounds where each rank sends each other
+/// rank the next `round` words of its values, two to a word (`(R - 1)·round` words sent,
+/// at most `R·round` received, per rank and round), `ceil(max_r n_r / (2·round))` rounds.
+/// Holds the `4·n` bytes of the answer and one round's buffers: the caller decides
+/// whether `4·n` bytes are affordable. An error on every rank when a rank sends a block of
+/// the wrong size.
+pub fn all_gather_u32<E: Exchange + ?Sized>(
+    ex: &mut E,
+    layout: &Layout,
+    value: impl Fn(usize) -> u32,
+    round: usize,
+) -> Result<Vec<u32>, DistError> {
+    let (rank, ranks) = (layout.rank(), layout.ranks());
+    let bounds = layout.bounds();
+    let n = usize::try_from(layout.num_vertices())
+        .map_err(|_| DistError::Exchange("too many vertices to gather".into()))?;
+    let per = 2 * round.max(1); // values per sender and round
+    let len = |s: usize| (bounds[s + 1] - bounds[s]) as usize;
+    let plan = (0..ranks).map(len).max().unwrap_or(0).div_ceil(per);
+    let mut out = vec![0u32; n];
+    let first = layout.first() as usize;
+    for i in 0..len(rank) {
+        out[first + i] = value(i);
+    }
+    // Values of sender `s` in round `t`.
+    let span = |s: usize, t: usize| (t * per).min(len(s))..((t + 1) * per).min(len(s));
+    let mut send = Vec::new();
+    let mut counts = vec![0usize; ranks];
+    for t in 0..plan {
+        let mine = span(rank, t);
+        let words = mine.len().div_ceil(2);
+        send.clear();
+        for (d, c) in counts.iter_mut().enumerate() {
+            *c = if d == rank { 0 } else { words };
+            if d != rank {
+                let block = &out[first + mine.start..first + mine.end];
+                send.extend(
+                    block
+                        .chunks(2)
+                        .map(|p| u64::from(p[0]) | p.get(1).map_or(0, |&x| u64::from(x) << 32)),
+                );
+            }
+        }
+        let (recv, from) = exchange(ex, &send, &counts)?;
+        let mut at = 0;
+        for (s, &c) in from.iter().enumerate() {
+            let theirs = if s == rank { 0..0 } else { span(s, t) };
+            if c != theirs.len().div_ceil(2) {
+                return Err(DistError::Exchange(format!(
+                    "gathering values, round {t}: {c} words from rank {s}, expected {}",
+                    theirs.len().div_ceil(2)
+                )));
+            }
+            let base = bounds[s] as usize + theirs.start;
+            for (k, slot) in out[base..base + theirs.len()].iter_mut().enumerate() {
+                *slot = (recv[at + k / 2] >> (32 * (k & 1))) as u32;
+            }
+            at += c;
+        }
+    }
+    Ok(out)
 }

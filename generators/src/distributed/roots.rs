@@ -27,8 +27,8 @@
 //! whether the root's component is known already (one [`all_reduce`]); if not,
 //! [`reach`] from the root over the rows marks the component (rounds of at most `B` ids
 //! per rank), and one [`all_reduce`] adds up the degrees of its vertices. Memory per rank:
-//! a component label per local vertex (`4·n_r` bytes) and [`reach`]'s `9·n_r + 8·(R + 1)·B`
-//! bytes.
+//! a component label per local vertex (`4·n_r` bytes) and [`reach`]'s `9·n_r + n/8 + 8·(R + 1)·B`
+//! bytes (`n/8`: the bitmap of the ids sent).
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -41,6 +41,24 @@
 //!    ([`Rule::OutsideComponent`]), as [`crate::validate`] does.
 //! 7. Statistics: one [`all_reduce`] of (vertices reached, sum of their degrees).
 //!
+//! # Gathered values
+//!
+//! Asking the owners arc by arc moves a word each way for every arc whose far end another
+//! rank owns, in `2·ceil(max_r A_r / B)` exchanges: at SCALE 21 on 2 ranks that took
+//! seconds per root against a fraction of a second for the single-process validator. So
+//! when the values of *all* vertices fit a budget (`4·n <= gather_bytes`,
+//! [`DEFAULT_GATHER_BYTES`], the same test on every rank), each rank first gathers every
+//! rank's values (32 bits each, [`all_gather_u32`]: `ceil(max_r n_r / 2B)` exchanges of
+//! at most `B` words per pair of ranks), and steps 3 and 4 then look the far ends up
+//! locally, in one pass each, without any exchange. For SSSP's step 5, the values are
+//! dropped and the parents of the reached vertices gathered the same way (32 bits each);
+//! each rank follows the parent pointers from its own reached vertices with a fate per
+//! vertex (`n` bytes: leads to the root or not), the ranks agree on the smallest vertex
+//! that does not lead to the root, and every rank walks from it to the first repeated
+//! vertex ([`Rule::TreeCycle`]): no child lists, no rounds of [`reach`]. The verdict, the error and the
+//! statistics are the same either way (tests run both ways). Beyond the budget (SCALE 28
+//! and up with the default), the rounds below ask the owners.
+//!
 //! Rounds: steps 3 and 4 take `2·ceil(max_r n_r / B) + 2·ceil(max_r A_r / B)` exchanges;
 //! [`reach`] one per round of at most `B` ids per rank (at least the component's diameter).
 //!
@@ -49,19 +67,24 @@
 //! Besides the rank's rows and its slice of the result (the caller's):
 //!
 //! ```text
+//! gathered values: 4·n (every vertex's value) + 8·(R - 1)·B (send) + 8·R·B (received),
+//!                  when 4·n <= gather_bytes (and n < 2^32); steps 3 and 4 then need
+//!                  nothing more; SSSP tree (5): 4·n (parents) + n (fates) + the same
+//!                  round buffers, the values freed first
 //! rounds (3, 4):   8·B (ids asked) + 8·B (send buffer) + 8·B (slot of each id)
 //!                + 8·B (values back) + 16·R·B (ids received and the replies: at most
 //!                  every rank's B ids)                       = (32 + 16·R)·B bytes
 //! SSSP tree (5):   8·n_r (the rank's reached vertices) + 16·c_r (the (parent, child)
 //!                  pairs received; c_r <= A_r, the children of the rank's vertices, each
 //!                  a neighbour) + 16·R·B (a round's pairs); then the child lists,
-//!                  8·(n_r + 1) + 8·c_r, and reach's n_r + 8·n_r (marks, stack); the
+//!                  8·(n_r + 1) + 8·c_r, and reach's n_r + 8·n_r + n/8 (marks, stack, ids sent); the
 //!                  walk (error path) one hash-set entry per step on the step's owner
-//! component (6):   n_r (marks) + 8·n_r (stack) + 8·B (ids to send)
+//! component (6):   n_r (marks) + 8·n_r (stack) + n/8 (ids sent) + 8·B (to send)
 //!                + 8·R·B (ids received)
 //! ```
 //!
-//! so `O(n_r + A_r + R·B)`: nothing proportional to the whole graph.
+//! so `O(n_r + A_r + R·B)` when the values are asked, plus the `4·n` bytes of the gathered
+//! values (at most `gather_bytes`) when they are gathered.
 //!
 //! # Validating a distributed result in `skein run`
 //!
@@ -81,8 +104,8 @@
 //! `DistValidationError::Dist` means the exchange itself failed (or the ranks' rows do not
 //! tile the vertices); it too is returned on every rank when the ranks' inputs disagree.
 
-use super::collective::{all_reduce, clamp_round, exchange, fetch, reach, Layout};
-use super::{DistError, Exchange, LocalCsr};
+use super::collective::{all_gather_u32, all_reduce, clamp_round, exchange, fetch, reach, Layout};
+use super::{prefetch, DistError, Exchange, LocalCsr, PREFETCH_AHEAD};
 use crate::graph::VertexId;
 use crate::result::{NO_PARENT, UNREACHED_LEVEL};
 use crate::validate::{Rule, ValidationError, ValidationStats};
@@ -90,6 +113,11 @@ use crate::validate::{Rule, ValidationError, ValidationStats};
 /// Default round size `B`: 2^18 ids asked per rank and round (a round's buffers take
 /// `(32 + 16·R)·B` bytes, 12 MiB on 2 ranks).
 pub const DEFAULT_VALIDATE_ROUND: usize = 1 << 18;
+
+/// Default budget for the values gathered on every rank (module docs, "Gathered values"):
+/// 512 MiB, i.e. graphs of up to 2^27 vertices (SCALE 27) validate without asking the
+/// owners arc by arc.
+pub const DEFAULT_GATHER_BYTES: u64 = 512 << 20;
 
 /// Why a distributed validation did not accept a result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -275,7 +303,23 @@ pub fn validate_bfs_distributed<E: Exchange + ?Sized>(
     round: usize,
     ex: &mut E,
 ) -> Result<ValidationStats, DistValidationError> {
-    validate::<Bfs, E>(g, root, level, parent, round, ex)
+    validate::<Bfs, E>(g, root, level, parent, round, DEFAULT_GATHER_BYTES, ex)
+}
+
+/// [`validate_bfs_distributed`] with a budget for the gathered values (module docs,
+/// "Gathered values"): when `4·n <= gather_bytes` every rank gathers all the levels,
+/// otherwise it asks the owners for the values it needs, round by round. The same verdict
+/// either way.
+pub fn validate_bfs_distributed_with_budget<E: Exchange + ?Sized>(
+    g: &LocalCsr,
+    root: VertexId,
+    level: &[u32],
+    parent: &[VertexId],
+    round: usize,
+    gather_bytes: u64,
+    ex: &mut E,
+) -> Result<ValidationStats, DistValidationError> {
+    validate::<Bfs, E>(g, root, level, parent, round, gather_bytes, ex)
 }
 
 /// Validates this rank's slice of an SSSP result: `dist` and `parent` hold one entry per
@@ -289,7 +333,21 @@ pub fn validate_sssp_distributed<E: Exchange + ?Sized>(
     round: usize,
     ex: &mut E,
 ) -> Result<ValidationStats, DistValidationError> {
-    validate::<Sssp, E>(g, root, dist, parent, round, ex)
+    validate::<Sssp, E>(g, root, dist, parent, round, DEFAULT_GATHER_BYTES, ex)
+}
+
+/// [`validate_sssp_distributed`] with a budget for the gathered values, as
+/// [`validate_bfs_distributed_with_budget`].
+pub fn validate_sssp_distributed_with_budget<E: Exchange + ?Sized>(
+    g: &LocalCsr,
+    root: VertexId,
+    dist: &[f32],
+    parent: &[VertexId],
+    round: usize,
+    gather_bytes: u64,
+    ex: &mut E,
+) -> Result<ValidationStats, DistValidationError> {
+    validate::<Sssp, E>(g, root, dist, parent, round, gather_bytes, ex)
 }
 
 fn validate<K: Kind, E: Exchange + ?Sized>(
@@ -298,6 +356,7 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     value: &[K::V],
     parent: &[VertexId],
     round: usize,
+    gather_bytes: u64,
     ex: &mut E,
 ) -> Result<ValidationStats, DistValidationError> {
     let round = clamp_round(round, ex);
@@ -331,7 +390,20 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     let root_err = layout.local(root).and_then(|i| K::root_error(root, parent[i], value[i]));
     agree(ex, root_err.map(|e| (root, e)))?;
 
-    let checked = per_vertex::<K, E>(g, &layout, root, value, parent, round, ex);
+    // Every rank takes the same branch: it depends on `n` and the budget only.
+    // (Gathered parents travel as u32, u32::MAX for none: the ids must fit below it.)
+    let gather = 4 * u128::from(n) <= u128::from(gather_bytes) && n < u64::from(u32::MAX);
+    let far = if gather {
+        FarValues::Gathered(all_gather_u32(ex, &layout, |i| K::word(value[i]) as u32, round)?)
+    } else {
+        FarValues::Asked { round }
+    };
+    let checked = match far {
+        FarValues::Gathered(all) => per_vertex_gathered::<K>(g, &layout, root, value, parent, &all),
+        FarValues::Asked { round } => {
+            per_vertex::<K, E>(g, &layout, root, value, parent, round, ex)
+        }
+    };
     let verdict = match checked {
         Ok(first_fail) => agree(ex, first_fail),
         Err(e) => return Err(e.into()),
@@ -342,7 +414,12 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     }
     verdict?;
     if K::WALK_TREE {
-        if let Some(e) = tree_cycle(&layout, root, &reached, parent, round, ex)? {
+        let cycle = if gather {
+            tree_cycle_gathered(&layout, root, &reached, parent, round, ex)?
+        } else {
+            tree_cycle(&layout, root, &reached, parent, round, ex)?
+        };
+        if let Some(e) = cycle {
             return Err(explain(g, &layout, root, &reached, e, round, ex)?.into());
         }
     }
@@ -355,6 +432,14 @@ fn validate<K: Kind, E: Exchange + ?Sized>(
     }
     let sums = all_reduce(ex, &[count, degrees], u64::wrapping_add)?;
     Ok(ValidationStats { reached: sums[0], teps_edges: sums[1] / 2 })
+}
+
+/// How the vertex and arc passes learn the values of vertices other ranks own.
+enum FarValues {
+    /// Every vertex's value word, in vertex order ([`all_gather_u32`]).
+    Gathered(Vec<u32>),
+    /// Asked from the owners ([`fetch`]) in rounds of `round` ids.
+    Asked { round: usize },
 }
 
 /// The first failing vertex of this rank, as `(vertex, error)`: its own tests (with its
@@ -450,6 +535,55 @@ fn per_vertex<K: Kind, E: Exchange + ?Sized>(
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
     })
+}
+
+/// [`per_vertex`] with every vertex's value at hand (`all`, in vertex order): each
+/// vertex's own tests, then its arcs, in one local pass without exchanges; the same
+/// answer.
+fn per_vertex_gathered<K: Kind>(
+    g: &LocalCsr,
+    layout: &Layout,
+    root: u64,
+    value: &[K::V],
+    parent: &[VertexId],
+    all: &[u32],
+) -> Result<Option<(u64, ValidationError)>, DistError> {
+    let n = layout.num_vertices();
+    let first = layout.first();
+    let (offsets, targets, weights) = (g.offsets(), g.targets(), g.weights());
+    let far = |u: u64, v: u64| {
+        all.get(u as usize).map(|&x| K::from_word(u64::from(x))).ok_or_else(|| {
+            DistError::Exchange(format!("vertex {v} has an arc to {u}, not a vertex (n = {n})"))
+        })
+    };
+    for (i, (&xv, &p)) in value.iter().zip(parent).enumerate() {
+        let v = first + i as u64;
+        let xp =
+            if v != root && K::reached(xv) && p < n && p != v { Some(far(p, v)?) } else { None };
+        if let Err(e) = own_tests::<K>(g, v, root, n, xv, p, xp) {
+            return Ok(Some((v, e)));
+        }
+        let row = offsets[i] as usize..offsets[i + 1] as usize;
+        let rv = K::reached(xv);
+        for k in row {
+            // The far ends' values are read at random: keep misses in flight.
+            if let Some(&ahead) = targets.get(k + PREFETCH_AHEAD) {
+                prefetch(all, ahead as usize);
+            }
+            let (u, w) = (targets[k], weights[k]);
+            let xu = far(u, v)?;
+            let bad = match (rv, K::reached(xu)) {
+                (true, true) => K::arc_check(v, xv, u, w, xu).err(),
+                (true, false) => Some(unreached(u, v)),
+                (false, true) => Some(unreached(v, u)),
+                (false, false) => None,
+            };
+            if let Some(e) = bad {
+                return Ok(Some((v, e)));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// A vertex's own tests (value, parent, tree edge), `xp` the parent's value when it was
@@ -580,6 +714,84 @@ fn explain<E: Exchange + ?Sized>(
             format!("reached, but not connected to root {root} (first failed check: {e})"),
         )
     })
+}
+
+/// [`tree_cycle`] with every reached vertex's parent gathered on every rank (module docs,
+/// "Gathered values"): each rank follows the parent pointers from its own reached
+/// vertices locally, remembering each vertex's fate (`n` bytes), the ranks agree on the
+/// smallest vertex that does not lead to the root, and every rank walks from it to the
+/// first repeated vertex. The same answer as [`tree_cycle`]. Collective; needs
+/// `n < u32::MAX`.
+fn tree_cycle_gathered<E: Exchange + ?Sized>(
+    layout: &Layout,
+    root: u64,
+    reached: &impl Fn(usize) -> bool,
+    parent: &[VertexId],
+    round: usize,
+    ex: &mut E,
+) -> Result<Option<ValidationError>, DistError> {
+    const UNKNOWN: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const GOOD: u8 = 2;
+    const BAD: u8 = 3;
+    let n = layout.num_vertices();
+    let first = layout.first();
+    // The per-vertex checks passed: a reached vertex's parent is a reached vertex (< n).
+    let up = all_gather_u32(
+        ex,
+        layout,
+        |i| if reached(i) { parent[i] as u32 } else { u32::MAX },
+        round,
+    )?;
+    let step = |v: u64| -> Result<u64, DistError> {
+        match up[v as usize] {
+            u32::MAX => Err(DistError::Exchange(format!("tree walk: no parent for {v}"))),
+            p => Ok(u64::from(p)),
+        }
+    };
+    let mut state = vec![UNKNOWN; up.len()];
+    state[root as usize] = GOOD;
+    let mut path = Vec::new();
+    let mut start = u64::MAX;
+    for i in 0..layout.local_len() {
+        let s = first + i as u64;
+        if !reached(i) || state[s as usize] != UNKNOWN {
+            continue;
+        }
+        let mut v = s;
+        while state[v as usize] == UNKNOWN {
+            state[v as usize] = ON_PATH;
+            path.push(v);
+            v = step(v)?;
+        }
+        let fate = if state[v as usize] == GOOD { GOOD } else { BAD };
+        for x in path.drain(..) {
+            state[x as usize] = fate;
+        }
+        if fate == BAD {
+            start = s;
+            break;
+        }
+    }
+    drop(state);
+    let start = all_reduce(ex, &[start], u64::min)?[0];
+    if start == u64::MAX {
+        return Ok(None);
+    }
+    if start >= n {
+        return Err(DistError::Exchange(format!("tree walk: start {start} of {n}")));
+    }
+    // The walk (the same on every rank): to the first vertex seen twice.
+    let mut on_path = std::collections::HashSet::new();
+    let mut x = start;
+    while on_path.insert(x) {
+        x = step(x)?;
+    }
+    Ok(Some(fail(
+        Rule::TreeCycle,
+        x,
+        format!("the parent pointers from vertex {start} loop through vertex {x}"),
+    )))
 }
 
 /// SSSP: do the parent pointers of every reached vertex lead to the root? (module docs,
