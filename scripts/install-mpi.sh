@@ -31,7 +31,10 @@ have_libclang() {
         ldconfig -p 2>/dev/null | grep -Eq 'libclang(-[0-9.]+)?\.so'; then
         return 0
     fi
-    ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1
+    # libclang.so itself (libclang-NN.so on some releases), not libclang-cpp.so, which
+    # Open MPI's dependencies can bring without it and bindgen cannot load.
+    compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null ||
+        compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' >/dev/null
 }
 if have_libclang; then
     say "libclang found"
