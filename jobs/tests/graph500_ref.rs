@@ -202,18 +202,41 @@ fn real_reference_at_scale_10_with_2_ranks() {
         eprintln!("skipped: GRAPH500_SRC is not set (a Graph500 reference 3.0.1 source tree)");
         return;
     };
+    // With the `mpi` feature, Skein's kernel across the same 2 ranks runs in the same table.
+    let engines =
+        if cfg!(feature = "mpi") { "seq,skein-rack,graph500-mpi" } else { "seq,graph500-mpi" };
     for kernel in ["sssp", "bfs"] {
         let (j, json) = job(&format!("real-{kernel}"), "");
         let set = format!("job.kernel={kernel}");
         let out = skein(
-            &["compare", s(&j), "--set", &set, "--engines", "seq,graph500-mpi", "--ranks", "2"],
+            &["compare", s(&j), "--set", &set, "--engines", engines, "--ranks", "2"],
             &[("GRAPH500_SRC", src.to_str().unwrap())],
         );
         let (stdout, err) = text(&out);
         assert!(out.status.success(), "{stdout}\n{err}");
         let r: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        let g = &r["engines"][1];
+        let by_name = |name: &str| {
+            r["engines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["engine"] == name)
+                .unwrap_or_else(|| panic!("no {name} in {r}"))
+                .clone()
+        };
+        if cfg!(feature = "mpi") {
+            let rack = by_name("skein-rack");
+            assert_eq!(rack["ranks"], 2);
+            assert_eq!(rack["validation"], "passed", "{rack}");
+            assert_eq!(rack["runs"].as_array().unwrap().len(), 64, "{rack}");
+            // The same inputs as the reference: every root's TEPS edge count.
+            for run in rack["runs"].as_array().unwrap() {
+                assert_eq!(run["nedge"], 16239, "{run}");
+            }
+            assert!(stdout.lines().any(|l| l.starts_with("skein-rack") && l.contains("2r")));
+        }
+        let g = by_name("graph500-mpi");
         assert_eq!(g["engine"], "graph500-mpi");
         assert_eq!(g["kernel"], kernel);
         assert_eq!(g["ranks"], 2);

@@ -213,7 +213,11 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
                 "  (mpirun -np {}: this executable runs `skein run` on every rank)",
                 launch.ranks
             );
-            let r = crate::skein_rack::run(&job, &args.set, &launch)?;
+            let mut r = crate::skein_rack::run(&job, &args.set, &launch)?;
+            // The rack run's own report names its engine `skein`; in the comparison it is
+            // the `skein-rack` row, beside a `skein` row of one process.
+            r.json["engine"] = engine.as_str().into();
+            r.json["ranks"] = launch.ranks.into();
             if !r.valid {
                 failures.push(anyhow::anyhow!("skein-rack validation: {}", r.validation));
             }
