@@ -4,32 +4,15 @@
 //! cross-rank path runs here without `mpirun`. Distances must be bit-identical and levels
 //! identical to the one-process engine of the whole graph.
 
+mod common;
+use common::{graph, opts, SPLITS};
+
 use std::sync::Arc;
 
 use skein_algorithms::{rank_bounds, Engine, EngineError, EngineOptions, LocalBfs, LocalSssp};
 use skein_generators::distributed::LocalCsr;
-use skein_generators::kronecker::{self, KroneckerParams};
 use skein_generators::validate::{validate_bfs, validate_sssp};
 use skein_generators::{BfsResult, Csr, EdgeList, SsspResult};
-
-/// (ranks, workers per rank) of issue 19.
-const SPLITS: [(usize, usize); 5] = [(1, 2), (2, 1), (2, 2), (3, 1), (4, 1)];
-
-fn graph(scale: u32) -> (Arc<Csr>, Vec<u64>) {
-    let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
-    let g = Arc::new(Csr::from_edge_list(&kronecker::generate(&p)));
-    let roots = kronecker::search_roots(&p, &g, 3);
-    (g, roots)
-}
-
-fn opts(ranks: usize, workers: usize) -> EngineOptions {
-    EngineOptions {
-        workers: ranks * workers,
-        loopback_ranks: Some(ranks),
-        chunk: 16,
-        ..EngineOptions::default()
-    }
-}
 
 fn whole(g: &Csr) -> Arc<LocalCsr> {
     Arc::new(LocalCsr::from_csr(g, 0..g.num_vertices()))

@@ -3,31 +3,17 @@
 //! is the same function of ranks × workers as of one process's workers, so distances are
 //! bit-identical and levels identical to the sequential baselines for every split.
 
+mod common;
+use common::{graph, opts, SPLITS};
+
 use std::sync::Arc;
 
 use skein_algorithms::{Engine, EngineOptions};
-use skein_generators::kronecker::{self, KroneckerParams};
 use skein_generators::validate::{validate_bfs, validate_sssp};
 use skein_generators::Csr;
 
-/// (ranks, workers per rank) of issue 19.
-const SPLITS: [(usize, usize); 5] = [(1, 2), (2, 1), (2, 2), (3, 1), (4, 1)];
-
-fn graph(scale: u32) -> (Arc<Csr>, Vec<u64>) {
-    let p = KroneckerParams::new(scale, 16, 2, 3).unwrap();
-    let g = Arc::new(Csr::from_edge_list(&kronecker::generate(&p)));
-    let roots = kronecker::search_roots(&p, &g, 3);
-    (g, roots)
-}
-
 fn engine(g: &Arc<Csr>, ranks: usize, workers: usize) -> Engine {
-    let opts = EngineOptions {
-        workers: ranks * workers,
-        loopback_ranks: Some(ranks),
-        chunk: 16,
-        ..EngineOptions::default()
-    };
-    Engine::new(Arc::clone(g), opts).unwrap()
+    Engine::new(Arc::clone(g), opts(ranks, workers)).unwrap()
 }
 
 #[test]
