@@ -45,24 +45,37 @@ fn verdict_of(
     r.map(|s| (s.reached, s.teps_edges)).map_err(DistValidationError::Invalid)
 }
 
-/// The distributed BFS verdict on every split equals the single-process one (every rank
-/// returns it); returns it.
+/// One rank's distributed validation of its slice (`values`, `parent`) of a result.
+type Check<V> = fn(
+    &LocalCsr,
+    u64,
+    &[V],
+    &[u64],
+    usize,
+    u64,
+    &mut MemExchange,
+) -> Result<skein_generators::validate::ValidationStats, DistValidationError>;
+
+/// The distributed verdict of `check` on every split equals `want`, the single-process one
+/// (every rank returns it), both ways of learning the far ends' values: asked from the
+/// owners (budget 0) and gathered on every rank. Returns it.
 #[track_caller]
-fn bfs_same(g: &Csr, r: &BfsResult) -> Verdict {
-    let want = verdict_of(validate_bfs(g, r));
-    // Both ways of learning the far ends' values: asked from the owners (budget 0) and
-    // gathered on every rank.
+fn same_on_every_split<V: Sync>(
+    g: &Csr,
+    want: Verdict,
+    root: u64,
+    values: &[V],
+    parent: &[u64],
+    check: Check<V>,
+) -> Verdict {
     for budget in [0, DEFAULT_GATHER_BYTES] {
         for (ranks, workers, round) in SPLITS {
             let b = common::bounds(g.num_vertices(), ranks, workers);
             let got = on_ranks(ranks, |k, ex| {
                 let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
                 let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
-                let (level, parent) = (&r.level[lo..hi], &r.parent[lo..hi]);
-                validate_bfs_distributed_with_budget(
-                    &local, r.root, level, parent, round, budget, ex,
-                )
-                .map(|s| (s.reached, s.teps_edges))
+                check(&local, root, &values[lo..hi], &parent[lo..hi], round, budget, ex)
+                    .map(|s| (s.reached, s.teps_edges))
             });
             for (k, v) in got.iter().enumerate() {
                 assert_eq!(
@@ -75,32 +88,22 @@ fn bfs_same(g: &Csr, r: &BfsResult) -> Verdict {
     want
 }
 
+/// The distributed BFS verdict on every split equals the single-process one; returns it.
+#[track_caller]
+fn bfs_same(g: &Csr, r: &BfsResult) -> Verdict {
+    let want = verdict_of(validate_bfs(g, r));
+    same_on_every_split(g, want, r.root, &r.level, &r.parent, |g, root, v, p, round, b, ex| {
+        validate_bfs_distributed_with_budget(g, root, v, p, round, b, ex)
+    })
+}
+
+/// The distributed SSSP verdict on every split equals the single-process one; returns it.
 #[track_caller]
 fn sssp_same(g: &Csr, r: &SsspResult) -> Verdict {
     let want = verdict_of(validate_sssp(g, r));
-    // Both ways of learning the far ends' values: asked from the owners (budget 0) and
-    // gathered on every rank.
-    for budget in [0, DEFAULT_GATHER_BYTES] {
-        for (ranks, workers, round) in SPLITS {
-            let b = common::bounds(g.num_vertices(), ranks, workers);
-            let got = on_ranks(ranks, |k, ex| {
-                let local = LocalCsr::from_csr(g, b[k]..b[k + 1]);
-                let (lo, hi) = (b[k] as usize, b[k + 1] as usize);
-                let (dist, parent) = (&r.dist[lo..hi], &r.parent[lo..hi]);
-                validate_sssp_distributed_with_budget(
-                    &local, r.root, dist, parent, round, budget, ex,
-                )
-                .map(|s| (s.reached, s.teps_edges))
-            });
-            for (k, v) in got.iter().enumerate() {
-                assert_eq!(
-                    v, &want,
-                    "rank {k} of {ranks} ({b:?}, rounds of {round}, budget {budget})"
-                );
-            }
-        }
-    }
-    want
+    same_on_every_split(g, want, r.root, &r.dist, &r.parent, |g, root, v, p, round, b, ex| {
+        validate_sssp_distributed_with_budget(g, root, v, p, round, b, ex)
+    })
 }
 
 #[track_caller]
