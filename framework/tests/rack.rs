@@ -272,6 +272,26 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        "stress" => {
+            // Every worker of every rank drives STRESS_REQUESTS / (pairs) apply_then to each
+            // worker of the other ranks (all remote pairs), with per-pair sequence numbers:
+            // the trustee counts requests out of order, the continuation responses out of
+            // order; every count is exact (none lost, none duplicated).
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    let n = skein::num_workers();
+                    let w = skein::local_workers();
+                    let per_pair = STRESS_REQUESTS / (n * (n - w)) as u64;
+                    let drivers: Vec<_> = (0..n)
+                        .map(|g| skein::spawn_on(g, (n, per_pair), |(n, k)| stress_driver(n, k)))
+                        .collect();
+                    drivers.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+                }),
+            );
+            println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
+        }
         "job" => {
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
             let total = rt
@@ -323,6 +343,81 @@ impl Drop for Counted {
     }
 }
 
+/// Remote `apply_then` requests of the stress case, over all its pairs together.
+const STRESS_REQUESTS: u64 = 10_000_000;
+
+/// What one (client, trustee) pair's requests looked like on the trustee.
+#[derive(Default)]
+struct PairLog {
+    next: u64,
+    count: u64,
+    out_of_order: u64,
+}
+
+impl PairLog {
+    fn record(&mut self, seq: u64) -> u64 {
+        self.out_of_order += u64::from(seq != self.next);
+        self.next = seq + 1;
+        self.count += 1;
+        seq
+    }
+}
+
+impl Drop for PairLog {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The stress case's driver on one worker: `per_pair` numbered `apply_then` to a property of
+/// its own on every worker of the other ranks, issued in chunks (a blocking round trip to
+/// each target after each chunk bounds what is in flight). Returns (requests sent, answers,
+/// answers out of order, requests served, requests served out of order), summed over its
+/// targets.
+fn stress_driver(n: usize, per_pair: u64) -> (u64, u64, u64, u64, u64) {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    const CHUNK: u64 = 4096;
+    let here = skein::rank();
+    let logs: Vec<skein::Trust<PairLog>> = (0..n)
+        .filter(|&t| skein::rank_of(t) != here)
+        .map(|t| skein::trustee(t).entrust_new((), |()| PairLog::default()))
+        .collect();
+    // Per target: the next answer expected, and the answers out of order.
+    let answers: Vec<Rc<Cell<(u64, u64)>>> = logs.iter().map(|_| Rc::default()).collect();
+    let mut seq = 0;
+    while seq < per_pair {
+        let end = (seq + CHUNK).min(per_pair);
+        for (log, got) in logs.iter().zip(&answers) {
+            for s in seq..end {
+                let got = Rc::clone(got);
+                log.apply_then(
+                    s,
+                    |l, s| l.record(s),
+                    move |s| {
+                        let (next, bad) = got.get();
+                        got.set((next + 1, bad + u64::from(s != next)));
+                    },
+                );
+            }
+        }
+        for log in &logs {
+            log.apply((), |_, ()| ());
+        }
+        seq = end;
+    }
+    let mut totals = (per_pair * logs.len() as u64, 0, 0, 0, 0);
+    for (log, got) in logs.iter().zip(&answers) {
+        let (count, out_of_order) = log.apply((), |l, ()| (l.count, l.out_of_order));
+        let (answered, bad) = got.get();
+        totals.1 += answered;
+        totals.2 += bad;
+        totals.3 += count;
+        totals.4 += out_of_order;
+    }
+    totals
+}
+
 /// Prints a run's outcome as one `RUN-OK rank=R <value>` or `RUN-ERROR rank=R: <error>` line.
 fn report_run<V: std::fmt::Debug>(rank: usize, r: Result<V, skein::Error>) {
     match r {
@@ -347,7 +442,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 21] = [
+    let cases: [Case; 22] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -369,6 +464,7 @@ fn harness(args: &[String]) {
         ("handles_travel_inside_messages_between_ranks", handles_case),
         ("trust_array_over_2_ranks", |d| array_case(d, 2)),
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
+        ("ten_million_remote_apply_then_exact_and_in_order_on_3_ranks", stress_case),
         ("one_rank_under_mpirun_runs_a_job", job_case),
         ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
     ];
@@ -833,6 +929,21 @@ fn array_case(dir: &Path, ranks: usize) -> Result<(), String> {
     let owner_rank = (20 % (2 * ranks)) / 2;
     let want = format!("ok ({}, (126, {owner_rank}))", (0..21).map(|i| 100 + i).sum::<u64>());
     check(out == [want], "a TrustArray over every worker of every rank", &l)
+}
+
+fn stress_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "stress", 3)?;
+    // 6 workers, each driving its 4 remote pairs.
+    let k = STRESS_REQUESTS / 24;
+    let one = format!("({n}, {n}, 0, {n}, 0)", n = 4 * k);
+    let want = format!("ok [{}]", vec![one; 6].join(", "));
+    check(out == [want], "every request served and answered once, in order per pair", &l)?;
+    // Each rank's 2 workers hold one property of each of the 4 drivers of other ranks.
+    for r in 0..3 {
+        let line = format!("DROPS rank={r} n=8");
+        check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    Ok(())
 }
 
 fn job_case(dir: &Path) -> Result<(), String> {
