@@ -252,6 +252,59 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        "handles-three" => {
+            // A handle of each worker's property travels rank 0 -> rank 1 -> rank 2 inside
+            // apply_with messages, each sender dropping its own: rank 2 uses every property
+            // (alive until the last handle goes), and each is dropped exactly once, on its
+            // trustee (DROPS per process).
+            type Relay = Vec<skein::Trust<Counted>>;
+            type Next = Option<skein::Trust<skein::Latch<Relay>>>;
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    let n = skein::num_workers();
+                    let props: Relay = (0..n)
+                        .map(|g| skein::trustee(g).entrust_new(g as u64, Counted::new))
+                        .collect();
+                    let c = skein::trustee(4).entrust_new((), |()| skein::Latch::new(Relay::new()));
+                    let b = skein::trustee(2)
+                        .entrust_new((), |()| skein::Latch::new((Relay::new(), Next::None)));
+                    // Rank 0 keeps no handle of the properties, nor of C's latch.
+                    b.apply_with((props, c.clone()), |l, (v, c): (Relay, skein::Trust<_>)| {
+                        if let Some(m) = l.get_mut() {
+                            *m = (v, Some(c));
+                        }
+                    });
+                    // Rank 1 hands them on to rank 2 and drops its own.
+                    let moved = b.launch((), |(v, c), ()| {
+                        let v = std::mem::take(v);
+                        let k = v.len();
+                        if let Some(c) = c.take() {
+                            c.apply_with(v, |l, v: Relay| {
+                                if let Some(m) = l.get_mut() {
+                                    *m = v;
+                                }
+                            });
+                        }
+                        (k, skein::rank())
+                    });
+                    drop(b);
+                    // Rank 2 adds through every handle, then drops them.
+                    let seen = c.launch(1000u64, |held, k| {
+                        let mut out = [0u64; 6];
+                        for (o, h) in out.iter_mut().zip(held.iter()) {
+                            *o = h.apply(k, |x, k| x.add(k));
+                        }
+                        let held_len = held.len();
+                        held.clear();
+                        (out, held_len, skein::rank())
+                    });
+                    (moved, seen)
+                }),
+            );
+            println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
+        }
         "array-across-ranks" => {
             // A TrustArray spans every worker of every rank: each part built and kept on its
             // trustee, every element reachable from main.
@@ -442,7 +495,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 22] = [
+    let cases: [Case; 23] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -462,6 +515,7 @@ fn harness(args: &[String]) {
         ("properties_on_every_worker_of_2_ranks", |d| property_case(d, 2)),
         ("properties_on_every_worker_of_3_ranks", |d| property_case(d, 3)),
         ("handles_travel_inside_messages_between_ranks", handles_case),
+        ("handles_travel_through_3_ranks_and_drop_once", handles_three_case),
         ("trust_array_over_2_ranks", |d| array_case(d, 2)),
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
         ("ten_million_remote_apply_then_exact_and_in_order_on_3_ranks", stress_case),
@@ -921,6 +975,18 @@ fn handles_case(dir: &Path) -> Result<(), String> {
     let values: Vec<String> = (0..4).map(|g| (1000 + g).to_string()).collect();
     let want = format!("ok (1, [{}])", values.join(", "));
     check(out == [want], "handles travel from rank 0 to rank 1 inside apply_with", &l)
+}
+
+fn handles_three_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "handles-three", 3)?;
+    let want = "ok ((6, 1), ([1000, 1001, 1002, 1003, 1004, 1005], 6, 2))";
+    check(out == [want], "handles forwarded 0 -> 1 -> 2 reach live properties", &l)?;
+    // Each rank owns 2 of the 6 properties: each dropped exactly once, on its owner.
+    for r in 0..3 {
+        let line = format!("DROPS rank={r} n=2");
+        check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    Ok(())
 }
 
 fn array_case(dir: &Path, ranks: usize) -> Result<(), String> {
