@@ -152,6 +152,8 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use plain::Plain;
+#[doc(hidden)]
+pub use runtime::forge::{forge_envelope, Forgery};
 pub use runtime::{
     current_worker, in_delegated_context, local_workers, num_workers, pin_current_thread, rank_of,
     spawn, spawn_local_on, spawn_on, stats, wait_quiescent, yield_now, Builder, JoinHandle,

@@ -272,6 +272,27 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        c if c.starts_with("forged-") => {
+            // A forged envelope (the `forge_envelope` hook: a real MPI message) from worker 0
+            // of rank 0 (on 3 ranks: from worker 4 of rank 2) to worker 2 of rank 1; the run
+            // must fail on every rank with the refusal, and the process exit non-zero.
+            let how = forgery(&c["forged-".len()..]);
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let r = rt.run(move || {
+                let sender = if skein::ranks() == 3 { 4 } else { 0 };
+                skein::spawn_on(sender, how, |how| {
+                    skein::forge_envelope(2, forgery_of(how));
+                    // Blocks until the refusal stops the run.
+                    skein::trustee(2).entrust_new(1u64, |x| x).apply(1u64, |c, k| *c + k)
+                })
+                .join()
+            });
+            let failed = r.is_err();
+            report_run(rank, r);
+            if failed {
+                std::process::exit(3);
+            }
+        }
         "job" => {
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
             let total = rt
@@ -299,6 +320,26 @@ fn rank_side(case: &str, dir: &Path) {
             std::process::exit(2);
         }
     }
+}
+
+/// The forgeries of the `forged-*` cases, by name, as a `Plain` index for [`forgery_of`].
+fn forgery(name: &str) -> u8 {
+    match name {
+        "token" => 0,
+        "code-id" => 1,
+        "record-size" => 2,
+        "count" => 3,
+        "stale-target" => 4,
+        other => {
+            eprintln!("unknown forgery {other:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn forgery_of(i: u8) -> skein::Forgery {
+    use skein::Forgery::*;
+    [Token, CodeId, RecordSize, Count, StaleTarget][i as usize]
 }
 
 /// Properties dropped in this process.
@@ -347,7 +388,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 21] = [
+    let cases: [Case; 27] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -369,6 +410,22 @@ fn harness(args: &[String]) {
         ("handles_travel_inside_messages_between_ranks", handles_case),
         ("trust_array_over_2_ranks", |d| array_case(d, 2)),
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
+        ("forged_token_is_refused_on_every_rank", |d| forged_case(d, 2, "token", "job token 0x")),
+        ("forged_code_id_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "code-id", "is outside the executable's RELRO range")
+        }),
+        ("forged_record_size_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "record-size", "1 record(s) in 32 bytes (expected 24)")
+        }),
+        ("forged_record_count_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "count", "1000000 record(s) in 24 bytes")
+        }),
+        ("forged_stale_export_target_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "stale-target", "export slot")
+        }),
+        ("forged_batch_from_rank_2_is_refused_on_every_rank_of_3", |d| {
+            forged_case(d, 3, "stale-target", "export slot")
+        }),
         ("one_rank_under_mpirun_runs_a_job", job_case),
         ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
     ];
@@ -833,6 +890,34 @@ fn array_case(dir: &Path, ranks: usize) -> Result<(), String> {
     let owner_rank = (20 % (2 * ranks)) / 2;
     let want = format!("ok ({}, (126, {owner_rank}))", (0..21).map(|i| 100 + i).sum::<u64>());
     check(out == [want], "a TrustArray over every worker of every rank", &l)
+}
+
+/// A forged envelope sent over MPI to worker 2 (rank 1): every rank reports the same run
+/// error, which names the receiving worker, the sending rank and `what` is wrong; mpirun exits
+/// non-zero, within [`FATE_LIMIT`] of its start.
+fn forged_case(dir: &Path, ranks: usize, forgery: &str, what: &str) -> Result<(), String> {
+    let start = Instant::now();
+    let l = launch(dir, &format!("forged-{forgery}"), &[(ranks, &own_exe())], |_| Ok(()))?;
+    let took = l.ended.duration_since(start);
+    check(
+        took < FATE_LIMIT,
+        &format!("the job must end within {FATE_LIMIT:?}, took {took:?}"),
+        &l,
+    )?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    let from = if ranks == 3 { 2 } else { 0 };
+    let want = format!("rank 1 worker 2: bad batch from rank {from}: ");
+    let mut errors = Vec::new();
+    for r in 0..ranks {
+        let prefix = format!("RUN-ERROR rank={r}: ");
+        let e: Vec<&str> = l.stdout.lines().filter_map(|x| x.strip_prefix(&prefix)).collect();
+        check(e.len() == 1, &format!("rank {r} must report one run error"), &l)?;
+        check(e[0].contains(&want), &format!("rank {r}: the error names {want:?}"), &l)?;
+        check(e[0].contains(what), &format!("rank {r}: the error says {what:?}"), &l)?;
+        errors.push(e[0]);
+    }
+    check(errors.iter().all(|e| *e == errors[0]), "the same error on every rank", &l)?;
+    check(l.lines("RUN-OK").is_empty(), "no rank may succeed", &l)
 }
 
 fn job_case(dir: &Path) -> Result<(), String> {

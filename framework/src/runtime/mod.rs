@@ -17,6 +17,7 @@ pub(crate) mod context;
 pub(crate) mod export;
 #[cfg(test)]
 mod export_wired_tests;
+pub(crate) mod forge;
 pub(crate) mod free;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
