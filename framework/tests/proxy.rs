@@ -679,3 +679,94 @@ fn entrust_new_then_panics_fail_the_run() {
         assert!(e.contains("deliberate then"), "{ranks}: {e}");
     }
 }
+
+static PART_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A `TrustArray::new_then` value that records where it was built and counts its drops.
+struct PartElem {
+    i: u64,
+    built_on: u64,
+}
+
+impl Drop for PartElem {
+    fn drop(&mut self) {
+        PART_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// `TrustArray::new_then` from delegated context: the continuation runs on the calling worker
+/// once every part is built (parts of other ranks on their trustees, parts of this rank by the
+/// caller), never before `new_then` returns; every value is reachable and dropped once. The
+/// same on one process and on 2 and 3 fake ranks; a panic of `init` on another rank fails the
+/// run without running the continuation.
+#[test]
+fn trust_array_new_then_from_delegated_context() {
+    const LEN: usize = 100;
+    let run = |ranks: usize| {
+        PART_DROPS.store(0, SeqCst);
+        let r = runtime(6, ranks)
+            .run(|| {
+                let got = std::rc::Rc::new(std::cell::RefCell::new(None));
+                let got2 = got.clone();
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    move |()| {
+                        let returned = std::rc::Rc::new(std::cell::Cell::new(false));
+                        let r2 = returned.clone();
+                        let f = |k: u64, i: usize| PartElem {
+                            i: i as u64 * k,
+                            built_on: skein::current_worker() as u64,
+                        };
+                        skein::TrustArray::new_then(LEN, 3u64, f, move |a| {
+                            assert!(r2.get(), "the continuation ran inside new_then");
+                            *got2.borrow_mut() = Some((a, skein::current_worker()));
+                        });
+                        returned.set(true);
+                    },
+                );
+                wait_for(|| got.borrow().is_some());
+                let (a, continued_on) = got.borrow_mut().take().expect("the array");
+                let sum: u64 = (0..LEN).map(|i| a.apply(i, (), |e, ()| e.i)).sum();
+                let built: Vec<u64> =
+                    (0..LEN).map(|i| a.apply(i, (), |e, ()| e.built_on)).collect();
+                (sum, built, continued_on, a.len())
+            })
+            .expect("run");
+        (r, PART_DROPS.load(SeqCst))
+    };
+    for ranks in [1, 2, 3] {
+        let ((sum, built, continued_on, len), drops) = run(ranks);
+        assert_eq!(sum, (0..LEN as u64).map(|i| i * 3).sum::<u64>(), "{ranks} rank(s)");
+        assert_eq!((continued_on, len, drops), (0, LEN, LEN), "{ranks} rank(s)");
+        let local = 6 / ranks;
+        for (i, &w) in built.iter().enumerate() {
+            let t = (i % 6) as u64;
+            let want = if (t as usize) < local { 0 } else { t };
+            assert_eq!(w, want, "{ranks} rank(s): value {i} built on worker {w}");
+        }
+    }
+    let ran = std::sync::Arc::new(AtomicUsize::new(0));
+    let ran2 = ran.clone();
+    let e = runtime(4, 2)
+        .run(move || {
+            skein::TrustArray::new_then(
+                8,
+                (),
+                |(), i| -> u64 {
+                    assert!(skein::current_worker() != 3, "deliberate init panic");
+                    i as u64
+                },
+                move |_a| {
+                    ran2.fetch_add(1, SeqCst);
+                },
+            );
+            skein::wait_quiescent();
+        })
+        .expect_err("a panic of init fails the run")
+        .to_string();
+    assert!(e.contains("TrustArray::new_then part panicked"), "{e}");
+    assert!(e.contains("rank 1 worker 3") && e.contains("deliberate init panic"), "{e}");
+    assert_eq!(ran.load(SeqCst), 0, "the continuation of a failed array ran");
+}

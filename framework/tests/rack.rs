@@ -293,6 +293,81 @@ fn rank_side(case: &str, dir: &Path) {
                 std::process::exit(3);
             }
         }
+        "then-across-ranks" => {
+            // From delegated context (a continuation on worker 0): `entrust_new_then` on every
+            // worker of every rank and `TrustArray::new_then` over them; every value built on
+            // its trustee, reachable, dropped exactly once there (DROPS). Then the blocking
+            // forms from delegated context: refused, naming the non-blocking ones.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let r = rt.run(|| {
+                let n = skein::num_workers();
+                let held = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                let array = std::rc::Rc::new(std::cell::RefCell::new(None));
+                let (held2, array2) = (held.clone(), array.clone());
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    move |()| {
+                        for g in 0..n {
+                            let held = held2.clone();
+                            skein::trustee(g).entrust_new_then(g as u64, Counted::new, move |t| {
+                                held.borrow_mut().push(t)
+                            });
+                        }
+                        skein::TrustArray::new_then(
+                            21,
+                            100u64,
+                            |b, i| Counted::new(b + i as u64),
+                            move |a| *array2.borrow_mut() = Some(a),
+                        );
+                    },
+                );
+                while held.borrow().len() < n || array.borrow().is_none() {
+                    skein::yield_now();
+                }
+                let mut owners: Vec<(u64, usize, usize)> = held
+                    .borrow()
+                    .iter()
+                    .map(|t| {
+                        t.apply(1u64, |c, d| (c.add(d), skein::rank(), skein::current_worker()))
+                    })
+                    .collect();
+                owners.sort_unstable();
+                let a = array.borrow_mut().take().expect("the array");
+                let sum: u64 = (0..21).map(|i| a.apply(i, (), |c, ()| c.0)).sum();
+                let last = a.apply(20, (), |_, ()| (skein::rank(), skein::current_worker()));
+                held.borrow_mut().clear();
+                (owners, sum, last)
+            });
+            report_run(rank, r);
+            let blocking = rt.run(|| {
+                let far = skein::num_workers() - 1;
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    move |()| {
+                        skein::trustee(far).entrust_new(1u64, |v| v);
+                    },
+                );
+                skein::wait_quiescent();
+            });
+            report_run(rank, blocking);
+            let blocking = rt.run(|| {
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    |()| {
+                        skein::TrustArray::new(9, (), |(), i| i as u64);
+                    },
+                );
+                skein::wait_quiescent();
+            });
+            report_run(rank, blocking);
+            println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
+        }
         "job" => {
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
             let total = rt
@@ -388,7 +463,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 27] = [
+    let cases: [Case; 29] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -426,6 +501,8 @@ fn harness(args: &[String]) {
         ("forged_batch_from_rank_2_is_refused_on_every_rank_of_3", |d| {
             forged_case(d, 3, "stale-target", "export slot")
         }),
+        ("non_blocking_entrust_from_delegated_context_on_2_ranks", |d| then_case(d, 2)),
+        ("non_blocking_entrust_from_delegated_context_on_3_ranks", |d| then_case(d, 3)),
         ("one_rank_under_mpirun_runs_a_job", job_case),
         ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
     ];
@@ -890,6 +967,38 @@ fn array_case(dir: &Path, ranks: usize) -> Result<(), String> {
     let owner_rank = (20 % (2 * ranks)) / 2;
     let want = format!("ok ({}, (126, {owner_rank}))", (0..21).map(|i| 100 + i).sum::<u64>());
     check(out == [want], "a TrustArray over every worker of every rank", &l)
+}
+
+fn then_case(dir: &Path, ranks: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "then-across-ranks", ranks)?;
+    let n = 2 * ranks;
+    check(out.len() == 3, "three runs", &l)?;
+    let owners: Vec<String> = (0..n).map(|g| format!("({}, {}, {g})", g + 1, g / 2)).collect();
+    let sum: usize = (0..21).map(|i| 100 + i).sum();
+    let last = 20 % n;
+    let want = format!("ok ([{}], {sum}, ({}, {last}))", owners.join(", "), last / 2);
+    check(out[0] == want, "built on every trustee, from delegated context", &l)?;
+    check(
+        out[1].contains("`entrust_new` on worker")
+            && out[1].contains("from delegated context")
+            && out[1].contains("use `entrust_new_then`"),
+        "blocking entrust_new from delegated context names entrust_new_then",
+        &l,
+    )?;
+    check(
+        out[2].contains("`TrustArray::new` on worker")
+            && out[2].contains("use `TrustArray::new_then`"),
+        "blocking TrustArray::new from delegated context names TrustArray::new_then",
+        &l,
+    )?;
+    // Each rank owns 1 property per worker and the array's values of its workers: each
+    // dropped exactly once, on its owner.
+    for r in 0..ranks {
+        let values = (0..21).filter(|i| (i % n) / 2 == r).count();
+        let line = format!("DROPS rank={r} n={}", 2 + values);
+        check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    Ok(())
 }
 
 /// A forged envelope sent over MPI to worker 2 (rank 1): every rank reports the same run

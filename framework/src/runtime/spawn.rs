@@ -296,6 +296,21 @@ pub(crate) fn entrust_remote_then<A, T, F>(
     T: Send + 'static,
     F: FnOnce(A) -> T + Copy + Send + 'static,
 {
+    export_remote_then(w, trustee, arg, build_and_export::<A, T, F>(f), done);
+}
+
+/// The remote spawn of `exporter(arg)` (a [`build_and_export`]) on `trustee`, without
+/// waiting: `done` runs on this worker with its answer ([`entrust_remote_then`]).
+fn export_remote_then<A, E>(
+    w: &Worker,
+    trustee: usize,
+    arg: A,
+    exporter: E,
+    done: impl FnOnce(Result<[u64; 3], &str>) -> Result<(), String> + 'static,
+) where
+    A: Plain,
+    E: FnOnce(A) -> [u64; 3] + Copy + Send + 'static,
+{
     if w.remote.is_none() {
         crate::trust::remote_not_yet(trustee, "entrust_new_then");
     }
@@ -306,7 +321,7 @@ pub(crate) fn entrust_remote_then<A, T, F>(
         }
         Err(msg) => done(Err(msg)),
     }));
-    send_spawn(w, trustee, join, arg, build_and_export::<A, T, F>(f));
+    send_spawn(w, trustee, join, arg, exporter);
 }
 
 /// `TrustArray::new`'s part for `trustee` of another rank (`docs/rack-mode.md` §5.4): a remote
@@ -326,6 +341,24 @@ where
     F: Fn(A, usize) -> T + Copy + Send + 'static,
 {
     spawn_remote(w, trustee, (arg, len as u64), build_part::<A, T, F>(init))
+}
+
+/// `TrustArray::new_then`'s part for `trustee` of another rank: the remote spawn of
+/// [`build_part_remote`], without waiting; `done` runs on this worker with its answer, as for
+/// [`entrust_remote_then`].
+pub(crate) fn build_part_remote_then<A, T, F>(
+    w: &Worker,
+    trustee: usize,
+    len: usize,
+    arg: A,
+    init: F,
+    done: impl FnOnce(Result<[u64; 3], &str>) -> Result<(), String> + 'static,
+) where
+    A: Plain,
+    T: Send + 'static,
+    F: Fn(A, usize) -> T + Copy + Send + 'static,
+{
+    export_remote_then(w, trustee, (arg, len as u64), build_part::<A, T, F>(init), done);
 }
 
 /// The value of a `TrustArray` part built on its trustee (a fiber there): the values
