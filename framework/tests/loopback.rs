@@ -380,6 +380,7 @@ fn forged_envelopes_are_refused_naming_the_rank() {
     use skein::Forgery;
     for (how, what) in [
         (Forgery::Token, "is not this job's"),
+        (Forgery::JobRun, "job run "),
         (Forgery::CodeId, "is outside the executable's RELRO range"),
         (Forgery::RecordSize, "1 record(s) in 32 bytes (expected 24)"),
         (Forgery::Count, "1000000 record(s) in 24 bytes"),

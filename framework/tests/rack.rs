@@ -390,6 +390,43 @@ fn rank_side(case: &str, dir: &Path) {
             let token = skein::rack::job_token().is_some();
             println!("JOB rank={rank} ranks={ranks} total={total} token={token}");
         }
+        "bench-empty-run" => {
+            // A measurement, not a test (not in the harness's list): the cost of an empty
+            // `Runtime::run` over the ranks, and of the start-of-run shape agreement alone (an
+            // all-gather of two words, as `rack::mpi::agree_shape` does). Run by hand:
+            // mpirun ... -np 2 target/release/deps/rack-* --rack-case bench-empty-run /tmp
+            use mpi::traits::*;
+            let rt = skein::Runtime::builder().workers(1).build().expect("build");
+            let world = mpi::topology::SimpleCommunicator::world();
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            for round in 0..3 {
+                let mut runs = Vec::new();
+                for _ in 0..1000 {
+                    let t = Instant::now();
+                    rt.run(|| ()).expect("empty run");
+                    runs.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                let mut gathers = Vec::new();
+                let mut all = vec![0u64; 2 * skein::ranks()];
+                for _ in 0..1000 {
+                    world.barrier();
+                    let t = Instant::now();
+                    world.all_gather_into(&[1u64, 1u64][..], &mut all[..]);
+                    gathers.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                if rank == 0 {
+                    println!(
+                        "BENCH round {round}: empty run median {:.1} us; all-gather of 2 words \
+                         median {:.2} us",
+                        median(runs),
+                        median(gathers)
+                    );
+                }
+            }
+        }
         other => {
             eprintln!("unknown rack case {other:?}");
             std::process::exit(2);
@@ -405,6 +442,7 @@ fn forgery(name: &str) -> u8 {
         "record-size" => 2,
         "count" => 3,
         "stale-target" => 4,
+        "job-run" => 5,
         other => {
             eprintln!("unknown forgery {other:?}");
             std::process::exit(2);
@@ -414,7 +452,7 @@ fn forgery(name: &str) -> u8 {
 
 fn forgery_of(i: u8) -> skein::Forgery {
     use skein::Forgery::*;
-    [Token, CodeId, RecordSize, Count, StaleTarget][i as usize]
+    [Token, CodeId, RecordSize, Count, StaleTarget, JobRun][i as usize]
 }
 
 /// Properties dropped in this process.
@@ -463,7 +501,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 29] = [
+    let cases: [Case; 30] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -486,6 +524,9 @@ fn harness(args: &[String]) {
         ("trust_array_over_2_ranks", |d| array_case(d, 2)),
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
         ("forged_token_is_refused_on_every_rank", |d| forged_case(d, 2, "token", "job token 0x")),
+        ("forged_job_run_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "job-run", ", this is run ")
+        }),
         ("forged_code_id_is_refused_on_every_rank", |d| {
             forged_case(d, 2, "code-id", "is outside the executable's RELRO range")
         }),

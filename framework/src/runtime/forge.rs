@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 pub enum Forgery {
     /// Another job's token in the header.
     Token,
+    /// Another run of the job in the header (`job_run`).
+    JobRun,
     /// A record whose code id lies outside the executable's tables.
     CodeId,
     /// A uniform segment whose size does not match its table's argument size.
@@ -63,7 +65,7 @@ pub fn forge_envelope(to: usize, how: Forgery) {
     let vt = RemoteVTable::of::<u64, u64, u64, _>(&|c: &mut u64, k: u64| *c + k);
     let head = Head {
         token: transport.token() ^ u64::from(how == Forgery::Token),
-        job_run: w.run_state.job_run,
+        job_run: w.run_state.job_run.wrapping_add(u32::from(how == Forgery::JobRun)),
         from: w.index as u32,
         to_rank: (to / w.local_n) as u32,
         to: to as u32,
@@ -94,7 +96,7 @@ pub fn forge_envelope(to: usize, how: Forgery) {
             bytes[36..40].copy_from_slice(&total.to_le_bytes());
         }
         Forgery::Count => bytes[SEG + 16..SEG + 20].copy_from_slice(&1_000_000u32.to_le_bytes()),
-        Forgery::Token | Forgery::StaleTarget => {}
+        Forgery::Token | Forgery::JobRun | Forgery::StaleTarget => {}
     }
     transport.publish(w.index, to, bytes);
 }

@@ -156,9 +156,10 @@ where
 ///
 /// # Panics
 /// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank
-/// works between the fake ranks of a loopback run (`Builder::loopback_ranks`: a `Spawn`
-/// control record, `docs/rack-mode.md` §4.4) and between the ranks of an `mpirun` job. A panic of a fiber on another rank is resumed
-/// by [`JoinHandle::join`] as a `String` naming its rank and worker.
+/// works between the ranks of an `mpirun` job and between the fake ranks of a loopback run
+/// (`Builder::loopback_ranks`): a `Spawn` control record, `docs/rack-mode.md` §4.4. A panic
+/// of a fiber on another rank is resumed by [`JoinHandle::join`] as a `String` naming its
+/// rank and worker.
 ///
 /// ```
 /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -201,7 +202,7 @@ where
     check_worker(w, worker, "spawn_on");
     if !w.is_local(worker) {
         if w.remote.is_none() {
-            crate::trust::remote_not_yet(worker, "spawn_on");
+            crate::trust::no_transport(worker, "spawn_on");
         }
         return spawn_remote(w, worker, arg, f);
     }
@@ -312,7 +313,7 @@ fn export_remote_then<A, E>(
     E: FnOnce(A) -> [u64; 3] + Copy + Send + 'static,
 {
     if w.remote.is_none() {
-        crate::trust::remote_not_yet(trustee, "entrust_new_then");
+        crate::trust::no_transport(trustee, "entrust_new_then");
     }
     let join = w.register_join(Box::new(move |r: Result<&[u8], &str>| match r {
         Ok(bytes) => {
@@ -398,7 +399,7 @@ where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
     if w.remote.is_none() {
-        crate::trust::remote_not_yet(trustee, "launch");
+        crate::trust::no_transport(trustee, "launch");
     }
     let vt = RemoteVTable::of_launch::<T, A, U, F>(&f);
     let (cell, join) = remote_join::<U>(w);

@@ -132,14 +132,17 @@ impl<T: Send + 'static> TrustArray<T> {
     /// [`Plain`] argument), so that the parts can be built by their trustees once those may
     /// be on other ranks. On this rank the values are built here, on the calling worker, and
     /// each trustee's part is entrusted to it (its memory is shared by the process). In a
-    /// split run (`Builder::loopback_ranks`), called from a fiber, each part of a trustee of
-    /// another rank is built there (all of them at once, a remote spawn each; the calling
-    /// fiber waits) and exported, and the array holds a proxy of it (`docs/rack-mode.md`
-    /// §5.4); from delegated context those parts are built here too, in the memory the fake
-    /// ranks share (loopback only).
+    /// run over ranks (MPI, or a loopback split, `Builder::loopback_ranks`), called from a
+    /// fiber, each part of a trustee of another rank is built there (all of them at once, a
+    /// remote spawn each; the calling fiber waits) and exported, and the array holds a proxy
+    /// of it (`docs/rack-mode.md` §5.4). Delegated context cannot wait for those parts: there,
+    /// use [`TrustArray::new_then`]. Under MPI this call panics in delegated context when a
+    /// part is on another rank, naming it; in a loopback run those parts are then built here,
+    /// in the memory the fake ranks share (loopback only).
     ///
     /// # Panics
-    /// Outside a runtime, or if `init` panics.
+    /// Outside a runtime, if `init` panics, or in delegated context when some worker is on
+    /// another MPI rank.
     ///
     /// ```compile_fail
     /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {

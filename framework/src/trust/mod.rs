@@ -10,7 +10,8 @@
 //! # The travel rule (`docs/rack-mode.md` §2)
 //!
 //! The *remote-capable* calls (`apply`, `apply_then`, `apply_with`, `apply_with_then`,
-//! `launch`, `TrusteeRef::entrust_new`, `spawn_on`, `TrustArray::{new, apply, apply_then}`)
+//! `launch`, `TrusteeRef::{entrust_new, entrust_new_then}`, `spawn_on`,
+//! `TrustArray::{new, new_then, apply, apply_then}`)
 //! take a closure that captures nothing and its data as an explicit argument: `F: Copy +
 //! Send + 'static` (a captured `Box`, `Vec`, `String`, handle is an error already in `cargo
 //! check`) plus `travel_check!`, an inline `const` assertion per instantiation that `F` is
@@ -41,7 +42,8 @@
 //! # Handles of another rank's properties
 //!
 //! A handle whose property lives on another rank (made by a remote
-//! [`TrusteeRef::entrust_new`]) is a *proxy handle*: its word holds the address of a
+//! [`TrusteeRef::entrust_new`] or [`TrusteeRef::entrust_new_then`], or received inside a
+//! message) is a *proxy handle*: its word holds the address of a
 //! [`Proxy`] of this rank and [`PROXY_BIT`] (`docs/rack-mode.md` §5.2 item 2; the proxy, and
 //! what its last drop sends, are [`crate::property::proxy`]; the owner's side and the
 //! argument are [`crate::runtime::export`]). Its clone and drop are the same count operations
@@ -169,17 +171,21 @@ impl TrusteeRef {
     /// Makes `f(arg)` a property of this trustee and returns the first handle to it: the
     /// remote-capable [`TrusteeRef::entrust`]. `f` and `arg` travel as for [`Trust::apply`].
     /// On this rank `f` runs here, on the calling worker, and the value is allocated for the
-    /// trustee as with `entrust`. For a trustee of another fake rank of a loopback run
-    /// (`Builder::loopback_ranks`) `f` runs on the trustee (a remote spawn; the calling
-    /// fiber waits), which exports the property and answers the export: the handle is a
-    /// proxy of this rank (`docs/rack-mode.md` §5), whose last drop here returns its weight,
-    /// and whose property is dropped on its trustee after the last handle on every rank is
-    /// gone, or at the end of the run. In delegated context `f` runs here instead (the fake
-    /// ranks share the process's memory; loopback only). Under MPI a trustee of another rank
-    /// is not yet supported.
+    /// trustee as with `entrust`. For a trustee of another rank (an MPI rank, or a fake rank
+    /// of a loopback run, `Builder::loopback_ranks`) `f` runs on the trustee (a remote spawn;
+    /// the calling fiber waits), which exports the property and answers the export: the
+    /// handle is a proxy of this rank (`docs/rack-mode.md` §5), whose last drop here returns
+    /// its weight, and whose property is dropped on its trustee after the last handle on every
+    /// rank is gone, or at the end of the run.
+    ///
+    /// Delegated context cannot wait for another rank's answer: there, use
+    /// [`TrusteeRef::entrust_new_then`]. Under MPI this call panics in delegated context
+    /// towards another rank, naming it; in a loopback run `f` then runs here instead (the fake
+    /// ranks share the process's memory; loopback only).
     ///
     /// # Panics
-    /// Outside a runtime, or if `f` panics.
+    /// Outside a runtime, if `f` panics, or in delegated context towards a trustee of another
+    /// MPI rank.
     ///
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -732,15 +738,16 @@ pub(crate) fn not_local(g: usize, what: &str, instead: &str) -> ! {
     )
 }
 
-/// The refusal of a remote-capable call whose target is on another rank: the transport that
-/// carries it is not built yet (`docs/rack-mode.md` §8, steps 3 to 8).
+/// The refusal of a remote-capable call towards another rank in a run without a transport.
+/// Not reachable: only a split run (MPI or loopback) has workers of other ranks, and every
+/// split run has its transport; kept as a clear error rather than an index out of range.
 #[cold]
 #[inline(never)]
 #[track_caller]
-pub(crate) fn remote_not_yet(g: usize, what: &str) -> ! {
+pub(crate) fn no_transport(g: usize, what: &str) -> ! {
     panic!(
-        "skein: `{what}` on worker {g} of rank {} (this is rank {}): not yet supported across \
-         MPI ranks",
+        "skein: `{what}` on worker {g} of rank {} (this is rank {}): this run has no transport \
+         to other ranks (a skein bug)",
         crate::runtime::rank_of(g),
         crate::runtime::rank()
     )
@@ -1525,9 +1532,9 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// result travel as for [`Trust::apply`]: handles `f` needs live in the latched value or
     /// in statics.
     ///
-    /// On a trustee of another rank the call is a `Launch` control record (a loopback run,
-    /// `crate::Builder::loopback_ranks`; not yet supported under MPI), and a panic of `f` is
-    /// resumed as a `String` naming that rank and worker.
+    /// On a trustee of another rank (an MPI rank, or a fake rank of a loopback run,
+    /// `crate::Builder::loopback_ranks`) the call is a `Launch` control record, and a panic
+    /// of `f` is resumed as a `String` naming that rank and worker.
     ///
     /// # Panics
     /// In delegated context or outside a fiber; resumes a panic of `f`.
