@@ -53,11 +53,13 @@ pub enum Error {
         /// What is wrong (names the ranks at fault).
         message: String,
     },
-    /// [`crate::Runtime::run`] was called on more than one rank: delegation across ranks does
-    /// not exist yet, and running one independent copy of the job per rank would be wrong.
+    /// A program entry point that does not run its work over ranks
+    /// ([`crate::rack::require_one_rank`]: a baseline engine, a file generator; or
+    /// [`crate::Runtime::run`] built without the `mpi` feature) was started on more than one
+    /// rank, where it would run one independent copy of the job per rank.
     #[error(
-        "skein rank {rank} of {ranks}: rack mode's delegation across ranks is not yet \
-         supported; run the job on one rank (without mpirun, or with mpirun -np 1)"
+        "skein rank {rank} of {ranks}: this runs on one rank only (it does not work over MPI \
+         ranks); run it without mpirun, or with mpirun -np 1"
     )]
     RackNotYetSupported {
         /// The rank reporting it.

@@ -111,26 +111,28 @@
 //! ## Rules
 //!
 //! * Closures sent to trustees (`apply`, `apply_then`, `apply_with`, `launch`, `spawn_on`,
-//!   `entrust_new`, `TrustArray`) capture nothing: their data is a [`Plain`] argument (or a
-//!   serialized one, `apply_with`), their result is `Plain` (or serialized), at most 256 bytes
-//!   each; a capture is a compile error. The same program then runs on one process or on a
-//!   rack. `apply_local`, `apply_then_local`, `spawn_local_on`, `spawn` and `entrust` take any
-//!   `Send + 'static` closure or value, for this rank only.
-//! * Blocking calls (`apply`, `join`, `launch`, `wait_quiescent`) panic in delegated context,
-//!   naming the fix (`apply_then` or `launch`).
+//!   `entrust_new`, `entrust_new_then`, `TrustArray`) capture nothing: their data is a
+//!   [`Plain`] argument (or a serialized one, `apply_with`), their result is `Plain` (or
+//!   serialized), at most 256 bytes each; a capture is a compile error. The same program then
+//!   runs on one process or on a rack. `apply_local`, `apply_then_local`, `spawn_local_on`,
+//!   `spawn` and `entrust` take any `Send + 'static` closure or value, for this rank only.
+//! * Blocking calls (`apply`, `join`, `launch`, `wait_quiescent`, and towards another rank
+//!   `entrust_new` and `TrustArray::new`) panic in delegated context, naming the fix
+//!   (`apply_then`, `launch`, `entrust_new_then`, `TrustArray::new_then`).
 //! * A panic in a delegated closure is resumed in the caller (`apply`) or makes
 //!   [`Runtime::run`] return [`Error::Panicked`] (`apply_then`); nothing hangs.
 //! * Properties are dropped exactly once, on their trustee, after the last handle is gone.
 //!
 //! ## Features
 //!
-//! * `mpi` — rack mode: one job over several processes (*ranks*) started by `mpirun`. So far
-//!   only the bootstrap exists ([`rack`]: MPI start-up, the same-binary check, the job token,
-//!   fate sharing, [`rank`]/[`ranks`]); delegation across ranks does not, and
-//!   [`Runtime::run`] on more than one rank says so. Needs Open MPI and libclang
-//!   (`scripts/install-mpi.sh` in the repository).
+//! * `mpi` — rack mode: one job over several processes (*ranks*) started by `mpirun`
+//!   ([`rack`]: MPI start-up, the same-binary check, the job token, fate sharing,
+//!   [`rank`]/[`ranks`]). [`Runtime::run`] runs over every rank's workers, and every
+//!   remote-capable call above works towards any rank (`docs/rack-mode.md`, "Status", in the
+//!   repository). Needs Open MPI and libclang (`scripts/install-mpi.sh` in the repository).
 //!
-//! No environment variables are read, except, with the `mpi` feature, the MPI launcher's
+//! Environment variables read: `SKEIN_LOOPBACK_RANKS` ([`Builder::default`]: split every
+//! runtime into fake ranks, a testing aid), and, with the `mpi` feature, the MPI launcher's
 //! (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`, `PMIX_RANK`) to tell whether the process runs under
 //! `mpirun`.
 
@@ -152,6 +154,8 @@ pub mod wire;
 
 pub use error::{Error, Result};
 pub use plain::Plain;
+#[doc(hidden)]
+pub use runtime::forge::{forge_envelope, Forgery};
 pub use runtime::{
     current_worker, in_delegated_context, local_workers, num_workers, pin_current_thread, rank_of,
     spawn, spawn_local_on, spawn_on, stats, wait_quiescent, yield_now, Builder, JoinHandle,

@@ -371,6 +371,34 @@ fn a_corrupted_envelope_is_refused_naming_the_rank() {
     }
 }
 
+/// Forged envelopes (the `forge_envelope` test hook: the real encoder, then one thing
+/// broken) sent from worker 0 of fake rank 0 to worker 2 of fake rank 1 are refused there,
+/// naming the sending rank and what is wrong, and the run fails; nothing runs. The same
+/// forgeries travel over MPI in `tests/rack.rs`.
+#[test]
+fn forged_envelopes_are_refused_naming_the_rank() {
+    use skein::Forgery;
+    for (how, what) in [
+        (Forgery::Token, "is not this job's"),
+        (Forgery::JobRun, "job run "),
+        (Forgery::CodeId, "is outside the executable's RELRO range"),
+        (Forgery::RecordSize, "1 record(s) in 32 bytes (expected 24)"),
+        (Forgery::Count, "1000000 record(s) in 24 bytes"),
+        (Forgery::StaleTarget, "export slot"),
+    ] {
+        let err = runtime(4, 2)
+            .run(move || {
+                skein::forge_envelope(2, how);
+                // Blocks until the refusal stops the run.
+                skein::trustee(2).entrust_new(1u64, |x| x).apply(1u64, |c, k| *c + k)
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("rank 1 worker 2: bad batch from rank 0"), "{how:?}: {err}");
+        assert!(err.contains(what), "{how:?}: {err}");
+    }
+}
+
 /// Throughput of `apply_then` from worker 0 to the last trustee, 2 workers split 2 × 1 and 4
 /// workers split 2 × 2 (through the loopback transport), each against the same run unsplit
 /// (slots). A measurement, not a test (no assertion on time):

@@ -564,3 +564,209 @@ fn trust_array_parts_are_built_on_their_trustees() {
     let ((sums1, hits1, _, _), drops1) = run(1);
     assert_eq!((sums1, hits1, drops1), (vec![want, want], 2 * LEN as u64, LEN));
 }
+
+static THEN_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A property that records where it was built and counts its drops in [`THEN_DROPS`].
+struct Built {
+    v: u64,
+    built_on: u64,
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        THEN_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// `entrust_new_then` from delegated context (a continuation on worker 0) towards every
+/// worker: each value is built on its trustee, the continuation runs on the caller's worker
+/// with a handle that works (a proxy for another rank's property), and each property is
+/// dropped exactly once. The same on one process and on 2 and 3 fake ranks.
+#[test]
+fn entrust_new_then_from_delegated_context_builds_on_every_trustee() {
+    let run = |ranks: usize| {
+        THEN_DROPS.store(0, SeqCst);
+        let r = runtime(6, ranks)
+            .run(|| {
+                let n = skein::num_workers();
+                let held = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                let hub = skein::trustee(1).entrust(0u8);
+                let (held2, seen2) = (held.clone(), seen.clone());
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    move |()| {
+                        assert!(skein::in_delegated_context());
+                        for g in 0..n {
+                            let (held, seen) = (held2.clone(), seen2.clone());
+                            let f = |k: u64| Built {
+                                v: k * 10,
+                                built_on: skein::current_worker() as u64,
+                            };
+                            skein::trustee(g).entrust_new_then(g as u64, f, move |t| {
+                                let here = skein::current_worker() as u64;
+                                t.apply_then(
+                                    (),
+                                    |b, ()| {
+                                        b.v += 1;
+                                        (b.v, b.built_on)
+                                    },
+                                    move |(v, on)| seen.borrow_mut().push((v, on, here)),
+                                );
+                                held.borrow_mut().push(t);
+                            });
+                        }
+                    },
+                );
+                wait_for(|| seen.borrow().len() == n);
+                skein::wait_quiescent();
+                let mut seen = seen.borrow().clone();
+                seen.sort_unstable();
+                // Each handle still works from the fiber; then all are dropped.
+                let sum: u64 =
+                    held.borrow().iter().map(|t| t.apply((), |b: &mut Built, ()| b.v)).sum();
+                held.borrow_mut().clear();
+                (seen, sum)
+            })
+            .expect("run");
+        (r, THEN_DROPS.load(SeqCst))
+    };
+    for ranks in [1, 2, 3] {
+        let ((seen, sum), drops) = run(ranks);
+        let want: Vec<(u64, u64, u64)> = (0..6).map(|g| (g * 10 + 1, g, 0)).collect();
+        assert_eq!(seen, want, "{ranks} rank(s): built on each trustee, continued on worker 0");
+        assert_eq!(sum, (0..6).map(|g| g * 10 + 1).sum::<u64>(), "{ranks} rank(s)");
+        assert_eq!(drops, 6, "{ranks} rank(s): every property dropped once");
+    }
+}
+
+/// A panic of `f` (on its trustee, of any rank) or of the continuation fails the run, naming
+/// what panicked; the continuation of a failed build does not run.
+#[test]
+fn entrust_new_then_panics_fail_the_run() {
+    for ranks in [1, 2] {
+        let ran = std::sync::Arc::new(AtomicUsize::new(0));
+        let ran2 = ran.clone();
+        let e = runtime(4, ranks)
+            .run(move || {
+                skein::trustee(3).entrust_new_then(
+                    (),
+                    |()| -> u64 { panic!("deliberate build panic") },
+                    move |_t| {
+                        ran2.fetch_add(1, SeqCst);
+                    },
+                );
+                skein::wait_quiescent();
+            })
+            .expect_err("a panic of f fails the run")
+            .to_string();
+        assert!(e.contains("entrust_new_then closure panicked"), "{ranks}: {e}");
+        assert!(e.contains("deliberate build panic"), "{ranks}: {e}");
+        if ranks == 2 {
+            assert!(e.contains("rank 1 worker 3"), "{ranks}: {e}");
+        }
+        assert_eq!(ran.load(SeqCst), 0, "{ranks}: the continuation of a failed build ran");
+        let e = runtime(4, ranks)
+            .run(|| {
+                skein::trustee(3).entrust_new_then(1u64, |k| k, |_t| panic!("deliberate then"));
+                skein::wait_quiescent();
+            })
+            .expect_err("a panic of the continuation fails the run")
+            .to_string();
+        assert!(e.contains("entrust_new_then continuation panicked"), "{ranks}: {e}");
+        assert!(e.contains("deliberate then"), "{ranks}: {e}");
+    }
+}
+
+static PART_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A `TrustArray::new_then` value that records where it was built and counts its drops.
+struct PartElem {
+    i: u64,
+    built_on: u64,
+}
+
+impl Drop for PartElem {
+    fn drop(&mut self) {
+        PART_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// `TrustArray::new_then` from delegated context: the continuation runs on the calling worker
+/// once every part is built (parts of other ranks on their trustees, parts of this rank by the
+/// caller), never before `new_then` returns; every value is reachable and dropped once. The
+/// same on one process and on 2 and 3 fake ranks; a panic of `init` on another rank fails the
+/// run without running the continuation.
+#[test]
+fn trust_array_new_then_from_delegated_context() {
+    const LEN: usize = 100;
+    let run = |ranks: usize| {
+        PART_DROPS.store(0, SeqCst);
+        let r = runtime(6, ranks)
+            .run(|| {
+                let got = std::rc::Rc::new(std::cell::RefCell::new(None));
+                let got2 = got.clone();
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    move |()| {
+                        let returned = std::rc::Rc::new(std::cell::Cell::new(false));
+                        let r2 = returned.clone();
+                        let f = |k: u64, i: usize| PartElem {
+                            i: i as u64 * k,
+                            built_on: skein::current_worker() as u64,
+                        };
+                        skein::TrustArray::new_then(LEN, 3u64, f, move |a| {
+                            assert!(r2.get(), "the continuation ran inside new_then");
+                            *got2.borrow_mut() = Some((a, skein::current_worker()));
+                        });
+                        returned.set(true);
+                    },
+                );
+                wait_for(|| got.borrow().is_some());
+                let (a, continued_on) = got.borrow_mut().take().expect("the array");
+                let sum: u64 = (0..LEN).map(|i| a.apply(i, (), |e, ()| e.i)).sum();
+                let built: Vec<u64> =
+                    (0..LEN).map(|i| a.apply(i, (), |e, ()| e.built_on)).collect();
+                (sum, built, continued_on, a.len(), skein::local_workers())
+            })
+            .expect("run");
+        (r, PART_DROPS.load(SeqCst))
+    };
+    for ranks in [1, 2, 3] {
+        // (`SKEIN_LOOPBACK_RANKS` may split the "one rank" run too.)
+        let ((sum, built, continued_on, len, local), drops) = run(ranks);
+        assert_eq!(sum, (0..LEN as u64).map(|i| i * 3).sum::<u64>(), "{ranks} rank(s)");
+        assert_eq!((continued_on, len, drops), (0, LEN, LEN), "{ranks} rank(s)");
+        for (i, &w) in built.iter().enumerate() {
+            let t = (i % 6) as u64;
+            let want = if (t as usize) < local { 0 } else { t };
+            assert_eq!(w, want, "{ranks} rank(s): value {i} built on worker {w}");
+        }
+    }
+    let ran = std::sync::Arc::new(AtomicUsize::new(0));
+    let ran2 = ran.clone();
+    let e = runtime(4, 2)
+        .run(move || {
+            skein::TrustArray::new_then(
+                8,
+                (),
+                |(), i| -> u64 {
+                    assert!(skein::current_worker() != 3, "deliberate init panic");
+                    i as u64
+                },
+                move |_a| {
+                    ran2.fetch_add(1, SeqCst);
+                },
+            );
+            skein::wait_quiescent();
+        })
+        .expect_err("a panic of init fails the run")
+        .to_string();
+    assert!(e.contains("TrustArray::new_then part panicked"), "{e}");
+    assert!(e.contains("rank 1 worker 3") && e.contains("deliberate init panic"), "{e}");
+    assert_eq!(ran.load(SeqCst), 0, "the continuation of a failed array ran");
+}

@@ -345,6 +345,102 @@ fn rank_side(case: &str, dir: &Path) {
             );
             println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
         }
+        c if c.starts_with("forged-") => {
+            // A forged envelope (the `forge_envelope` hook: a real MPI message) from worker 0
+            // of rank 0 (on 3 ranks: from worker 4 of rank 2) to worker 2 of rank 1; the run
+            // must fail on every rank with the refusal, and the process exit non-zero.
+            let how = forgery(&c["forged-".len()..]);
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let r = rt.run(move || {
+                let sender = if skein::ranks() == 3 { 4 } else { 0 };
+                skein::spawn_on(sender, how, |how| {
+                    skein::forge_envelope(2, forgery_of(how));
+                    // Blocks until the refusal stops the run.
+                    skein::trustee(2).entrust_new(1u64, |x| x).apply(1u64, |c, k| *c + k)
+                })
+                .join()
+            });
+            let failed = r.is_err();
+            report_run(rank, r);
+            if failed {
+                std::process::exit(3);
+            }
+        }
+        "then-across-ranks" => {
+            // From delegated context (a continuation on worker 0): `entrust_new_then` on every
+            // worker of every rank and `TrustArray::new_then` over them; every value built on
+            // its trustee, reachable, dropped exactly once there (DROPS). Then the blocking
+            // forms from delegated context: refused, naming the non-blocking ones.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let r = rt.run(|| {
+                let n = skein::num_workers();
+                let held = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                let array = std::rc::Rc::new(std::cell::RefCell::new(None));
+                let (held2, array2) = (held.clone(), array.clone());
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    move |()| {
+                        for g in 0..n {
+                            let held = held2.clone();
+                            skein::trustee(g).entrust_new_then(g as u64, Counted::new, move |t| {
+                                held.borrow_mut().push(t)
+                            });
+                        }
+                        skein::TrustArray::new_then(
+                            21,
+                            100u64,
+                            |b, i| Counted::new(b + i as u64),
+                            move |a| *array2.borrow_mut() = Some(a),
+                        );
+                    },
+                );
+                while held.borrow().len() < n || array.borrow().is_none() {
+                    skein::yield_now();
+                }
+                let mut owners: Vec<(u64, usize, usize)> = held
+                    .borrow()
+                    .iter()
+                    .map(|t| {
+                        t.apply(1u64, |c, d| (c.add(d), skein::rank(), skein::current_worker()))
+                    })
+                    .collect();
+                owners.sort_unstable();
+                let a = array.borrow_mut().take().expect("the array");
+                let sum: u64 = (0..21).map(|i| a.apply(i, (), |c, ()| c.0)).sum();
+                let last = a.apply(20, (), |_, ()| (skein::rank(), skein::current_worker()));
+                held.borrow_mut().clear();
+                (owners, sum, last)
+            });
+            report_run(rank, r);
+            let blocking = rt.run(|| {
+                let far = skein::num_workers() - 1;
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    move |()| {
+                        skein::trustee(far).entrust_new(1u64, |v| v);
+                    },
+                );
+                skein::wait_quiescent();
+            });
+            report_run(rank, blocking);
+            let blocking = rt.run(|| {
+                let hub = skein::trustee(1).entrust(0u8);
+                hub.apply_then(
+                    (),
+                    |_, ()| (),
+                    |()| {
+                        skein::TrustArray::new(9, (), |(), i| i as u64);
+                    },
+                );
+                skein::wait_quiescent();
+            });
+            report_run(rank, blocking);
+            println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
+        }
         "job" => {
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
             let total = rt
@@ -367,11 +463,69 @@ fn rank_side(case: &str, dir: &Path) {
             let token = skein::rack::job_token().is_some();
             println!("JOB rank={rank} ranks={ranks} total={total} token={token}");
         }
+        "bench-empty-run" => {
+            // A measurement, not a test (not in the harness's list): the cost of an empty
+            // `Runtime::run` over the ranks, and of the start-of-run shape agreement alone (an
+            // all-gather of two words, as `rack::mpi::agree_shape` does). Run by hand:
+            // mpirun ... -np 2 target/release/deps/rack-* --rack-case bench-empty-run /tmp
+            use mpi::traits::*;
+            let rt = skein::Runtime::builder().workers(1).build().expect("build");
+            let world = mpi::topology::SimpleCommunicator::world();
+            let median = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            for round in 0..3 {
+                let mut runs = Vec::new();
+                for _ in 0..1000 {
+                    let t = Instant::now();
+                    rt.run(|| ()).expect("empty run");
+                    runs.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                let mut gathers = Vec::new();
+                let mut all = vec![0u64; 2 * skein::ranks()];
+                for _ in 0..1000 {
+                    world.barrier();
+                    let t = Instant::now();
+                    world.all_gather_into(&[1u64, 1u64][..], &mut all[..]);
+                    gathers.push(t.elapsed().as_secs_f64() * 1e6);
+                }
+                if rank == 0 {
+                    println!(
+                        "BENCH round {round}: empty run median {:.1} us; all-gather of 2 words \
+                         median {:.2} us",
+                        median(runs),
+                        median(gathers)
+                    );
+                }
+            }
+        }
         other => {
             eprintln!("unknown rack case {other:?}");
             std::process::exit(2);
         }
     }
+}
+
+/// The forgeries of the `forged-*` cases, by name, as a `Plain` index for [`forgery_of`].
+fn forgery(name: &str) -> u8 {
+    match name {
+        "token" => 0,
+        "code-id" => 1,
+        "record-size" => 2,
+        "count" => 3,
+        "stale-target" => 4,
+        "job-run" => 5,
+        other => {
+            eprintln!("unknown forgery {other:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn forgery_of(i: u8) -> skein::Forgery {
+    use skein::Forgery::*;
+    [Token, CodeId, RecordSize, Count, StaleTarget, JobRun][i as usize]
 }
 
 /// Properties dropped in this process.
@@ -495,7 +649,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 23] = [
+    let cases: [Case; 32] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -519,6 +673,27 @@ fn harness(args: &[String]) {
         ("trust_array_over_2_ranks", |d| array_case(d, 2)),
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
         ("ten_million_remote_apply_then_exact_and_in_order_on_3_ranks", stress_case),
+        ("forged_token_is_refused_on_every_rank", |d| forged_case(d, 2, "token", "job token 0x")),
+        ("forged_job_run_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "job-run", ", this is run ")
+        }),
+        ("forged_code_id_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "code-id", "is outside the executable's RELRO range")
+        }),
+        ("forged_record_size_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "record-size", "1 record(s) in 32 bytes (expected 24)")
+        }),
+        ("forged_record_count_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "count", "1000000 record(s) in 24 bytes")
+        }),
+        ("forged_stale_export_target_is_refused_on_every_rank", |d| {
+            forged_case(d, 2, "stale-target", "export slot")
+        }),
+        ("forged_batch_from_rank_2_is_refused_on_every_rank_of_3", |d| {
+            forged_case(d, 3, "stale-target", "export slot")
+        }),
+        ("non_blocking_entrust_from_delegated_context_on_2_ranks", |d| then_case(d, 2)),
+        ("non_blocking_entrust_from_delegated_context_on_3_ranks", |d| then_case(d, 3)),
         ("one_rank_under_mpirun_runs_a_job", job_case),
         ("outside_mpirun_is_rank_0_of_1", |_| outside_case()),
     ];
@@ -1010,6 +1185,66 @@ fn stress_case(dir: &Path) -> Result<(), String> {
         check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
     }
     Ok(())
+}
+
+fn then_case(dir: &Path, ranks: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "then-across-ranks", ranks)?;
+    let n = 2 * ranks;
+    check(out.len() == 3, "three runs", &l)?;
+    let owners: Vec<String> = (0..n).map(|g| format!("({}, {}, {g})", g + 1, g / 2)).collect();
+    let sum: usize = (0..21).map(|i| 100 + i).sum();
+    let last = 20 % n;
+    let want = format!("ok ([{}], {sum}, ({}, {last}))", owners.join(", "), last / 2);
+    check(out[0] == want, "built on every trustee, from delegated context", &l)?;
+    check(
+        out[1].contains("`entrust_new` on worker")
+            && out[1].contains("from delegated context")
+            && out[1].contains("use `entrust_new_then`"),
+        "blocking entrust_new from delegated context names entrust_new_then",
+        &l,
+    )?;
+    check(
+        out[2].contains("`TrustArray::new` on worker")
+            && out[2].contains("use `TrustArray::new_then`"),
+        "blocking TrustArray::new from delegated context names TrustArray::new_then",
+        &l,
+    )?;
+    // Each rank owns 1 property per worker and the array's values of its workers: each
+    // dropped exactly once, on its owner.
+    for r in 0..ranks {
+        let values = (0..21).filter(|i| (i % n) / 2 == r).count();
+        let line = format!("DROPS rank={r} n={}", 2 + values);
+        check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    Ok(())
+}
+
+/// A forged envelope sent over MPI to worker 2 (rank 1): every rank reports the same run
+/// error, which names the receiving worker, the sending rank and `what` is wrong; mpirun exits
+/// non-zero, within [`FATE_LIMIT`] of its start.
+fn forged_case(dir: &Path, ranks: usize, forgery: &str, what: &str) -> Result<(), String> {
+    let start = Instant::now();
+    let l = launch(dir, &format!("forged-{forgery}"), &[(ranks, &own_exe())], |_| Ok(()))?;
+    let took = l.ended.duration_since(start);
+    check(
+        took < FATE_LIMIT,
+        &format!("the job must end within {FATE_LIMIT:?}, took {took:?}"),
+        &l,
+    )?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    let from = if ranks == 3 { 2 } else { 0 };
+    let want = format!("rank 1 worker 2: bad batch from rank {from}: ");
+    let mut errors = Vec::new();
+    for r in 0..ranks {
+        let prefix = format!("RUN-ERROR rank={r}: ");
+        let e: Vec<&str> = l.stdout.lines().filter_map(|x| x.strip_prefix(&prefix)).collect();
+        check(e.len() == 1, &format!("rank {r} must report one run error"), &l)?;
+        check(e[0].contains(&want), &format!("rank {r}: the error names {want:?}"), &l)?;
+        check(e[0].contains(what), &format!("rank {r}: the error says {what:?}"), &l)?;
+        errors.push(e[0]);
+    }
+    check(errors.iter().all(|e| *e == errors[0]), "the same error on every rank", &l)?;
+    check(l.lines("RUN-OK").is_empty(), "no rank may succeed", &l)
 }
 
 fn job_case(dir: &Path) -> Result<(), String> {

@@ -44,11 +44,12 @@
 //! 3. **Same binary.** Every rank hashes the file of its own executable (`/proc/self/exe`:
 //!    length and SipHash of the content) and the results are all-gathered, so *every* rank
 //!    compares every rank's hash with rank 0's and fails with the same message naming the
-//!    ranks that differ (or could not read their executable). A request will carry code
-//!    addresses, which mean the same thing only in the same build.
+//!    ranks that differ (or could not read their executable). A request carries code ids
+//!    (offsets of tables in the binary), which mean the same thing only in the same build.
 //! 4. **Job token.** Rank 0 draws 64 random bits from the OS (`/dev/urandom`) and broadcasts
-//!    them. Every incoming batch will be checked against this token, so that a message of
-//!    another job (or of an earlier one on a reused port) is refused instead of executed.
+//!    them. Every incoming batch is checked against this token, so that a message of another
+//!    job (or of an earlier one on a reused port) is refused instead of executed
+//!    (`tests/rack.rs`, `forged_token_is_refused_on_every_rank`).
 //!    ("Job", not "run": a rack job is one `mpirun`, which may hold many
 //!    [`crate::Runtime::run`]s.)
 //!

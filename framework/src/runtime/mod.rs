@@ -17,6 +17,7 @@ pub(crate) mod context;
 pub(crate) mod export;
 #[cfg(test)]
 mod export_wired_tests;
+pub(crate) mod forge;
 pub(crate) mod free;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
@@ -134,8 +135,9 @@ impl Builder {
     /// [`crate::ranks`] is `r`, [`crate::local_workers`] is `workers / r`, and
     /// [`crate::rank_of`] follows; [`crate::num_workers`] counts all workers. So the local-only
     /// calls (`apply_local`, `entrust`, `spawn_local_on`, ...) refuse ids of another fake
-    /// rank, as they will refuse ids of another real rank. Not yet supported across fake
-    /// ranks (as across real ones): `spawn_on`, `launch`. Default 1 (no split); see
+    /// rank, as they will refuse ids of another real rank, and every remote-capable call
+    /// (`apply*`, `launch`, `spawn_on`, `entrust_new*`, `TrustArray`) crosses fake ranks as it
+    /// crosses real ones. Default 1 (no split); see
     /// [`Builder::default`] for the environment variable `SKEIN_LOOPBACK_RANKS`.
     ///
     /// `workers` must be a multiple of `r` ([`Builder::build`] says so otherwise).
@@ -256,10 +258,13 @@ impl Runtime {
     /// the workers of every rank serve requests and run fibers spawned on them, and the run
     /// ends when the job is quiescent on every rank. `main`'s value travels as bytes:
     /// every rank returns the same `Ok(value)` or the same error (panics recorded on any
-    /// rank, named with their rank). The closure is dropped unrun on the other ranks.
-    /// Requests to properties of another rank are not carried yet under MPI (their call
-    /// panics with "not yet supported"); `spawn_on`, `JoinHandle::join` and
-    /// [`wait_quiescent`] work across ranks (`docs/rack-mode.md`, "Status").
+    /// rank, named with their rank). The closure is dropped unrun on the other ranks. Every
+    /// remote-capable call works across ranks: requests to properties of any rank (every call
+    /// kind), `launch`, `spawn_on` and `JoinHandle::join`, `entrust_new` and
+    /// `entrust_new_then`, handles inside `apply_with` messages, `TrustArray` over every
+    /// rank, and [`wait_quiescent`] (`docs/rack-mode.md`, "Status"). A refused envelope (a
+    /// forged or corrupted batch) ends the run on every rank with an error naming the sending
+    /// rank.
     ///
     /// ```
     /// let rt = skein::Runtime::builder().workers(2).build()?;

@@ -156,9 +156,10 @@ where
 ///
 /// # Panics
 /// If `worker >= num_workers()` or outside a runtime. Spawning on a worker of another rank
-/// works between the fake ranks of a loopback run (`Builder::loopback_ranks`: a `Spawn`
-/// control record, `docs/rack-mode.md` §4.4) and between the ranks of an `mpirun` job. A panic of a fiber on another rank is resumed
-/// by [`JoinHandle::join`] as a `String` naming its rank and worker.
+/// works between the ranks of an `mpirun` job and between the fake ranks of a loopback run
+/// (`Builder::loopback_ranks`): a `Spawn` control record, `docs/rack-mode.md` §4.4. A panic
+/// of a fiber on another rank is resumed by [`JoinHandle::join`] as a `String` naming its
+/// rank and worker.
 ///
 /// ```
 /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -201,7 +202,7 @@ where
     check_worker(w, worker, "spawn_on");
     if !w.is_local(worker) {
         if w.remote.is_none() {
-            crate::trust::remote_not_yet(worker, "spawn_on");
+            crate::trust::no_transport(worker, "spawn_on");
         }
         return spawn_remote(w, worker, arg, f);
     }
@@ -217,31 +218,39 @@ where
     R: Plain,
     F: FnOnce(A) -> R + Copy + Send + 'static,
 {
-    let vt = RemoteVTable::of_spawn::<A, R, F>(&f);
     let (cell, join) = remote_join::<R>(w);
+    send_spawn(w, worker, join, arg, f);
+    JoinHandle { cell }
+}
+
+/// Queues the `Spawn` control record of `f(arg)` for `worker` (another rank), answered by a
+/// `Joined` record to join id `join` of this worker.
+fn send_spawn<A, R, F>(w: &Worker, worker: usize, join: u64, arg: A, f: F)
+where
+    A: Plain,
+    R: Plain,
+    F: FnOnce(A) -> R + Copy + Send + 'static,
+{
+    let vt = RemoteVTable::of_spawn::<A, R, F>(&f);
     let mut body = Vec::with_capacity(8 + vt.arg_bytes as usize);
     body.extend_from_slice(&code_id(vt).to_le_bytes());
     push_plain(&mut body, arg);
     w.send_control::<CONTROL_SPAWN>(worker, join, body);
-    JoinHandle { cell }
 }
 
-/// `TrusteeRef::entrust_new` on a trustee of another rank: a remote spawn on `trustee` whose
-/// fiber runs `f(arg)` there, allocates the property for its own worker, exports it in its
-/// export table (`super::export`: the slot holds the property's one count once the builder's
-/// handle is dropped) and answers the export: `[slot, generation, weight]`, plain bytes, which
-/// the caller turns into a proxy (`docs/rack-mode.md` §5.2). Nothing of the trustee's rank is
-/// reached through an address. Waits in a `join`: the caller must be able to block. A panic of
-/// `f` (or a full export table) is resumed here, naming the trustee's rank and worker.
-pub(crate) fn entrust_remote<A, T, F>(w: &Worker, trustee: usize, arg: A, f: F) -> [u64; 3]
+/// The body of a remote `entrust_new`, run by a fiber on the trustee: builds `f(arg)`,
+/// allocates the property for its own worker, exports it in its export table (`super::export`:
+/// the slot holds the property's one count once the builder's handle is dropped) and answers
+/// the export: `[slot, generation, weight]`, plain bytes. Captures only `f`, zero-sized and
+/// `Copy` (`travel_check!` in the callers): the closure is zero-sized too, and recreated on
+/// the trustee from its code id.
+fn build_and_export<A, T, F>(f: F) -> impl FnOnce(A) -> [u64; 3] + Copy + Send + 'static
 where
     A: Plain,
     T: Send + 'static,
     F: FnOnce(A) -> T + Copy + Send + 'static,
 {
-    // Captures only `f`, zero-sized and `Copy` (`travel_check!` in `entrust_new`): this
-    // closure is zero-sized too, and recreated on the trustee from its code id.
-    let build = move |a: A| -> [u64; 3] {
+    move |a: A| -> [u64; 3] {
         let w = context::expect("entrust_new");
         let value = f(a);
         let t =
@@ -251,8 +260,69 @@ where
         // The export count now holds the property; the builder's handle goes.
         drop(t);
         [u64::from(ex.slot), u64::from(ex.gen), ex.weight]
-    };
-    spawn_remote(w, trustee, arg, build).join()
+    }
+}
+
+/// `TrusteeRef::entrust_new` on a trustee of another rank: a remote spawn of
+/// [`build_and_export`] on `trustee`, whose answer the caller turns into a proxy
+/// (`docs/rack-mode.md` §5.2). Nothing of the trustee's rank is reached through an address.
+/// Waits in a `join`: the caller must be able to block. A panic of `f` (or a full export
+/// table) is resumed here, naming the trustee's rank and worker.
+pub(crate) fn entrust_remote<A, T, F>(w: &Worker, trustee: usize, arg: A, f: F) -> [u64; 3]
+where
+    A: Plain,
+    T: Send + 'static,
+    F: FnOnce(A) -> T + Copy + Send + 'static,
+{
+    spawn_remote(w, trustee, arg, build_and_export::<A, T, F>(f)).join()
+}
+
+/// `TrusteeRef::entrust_new_then` on a trustee of another rank: the remote spawn of
+/// [`entrust_remote`], without waiting. Its `Joined` record is served on this worker (as
+/// delegated code, `super::transport`, "Control records"), which calls `done` with the
+/// export `[slot, generation, weight]`, or with the panic message of `f` on the trustee
+/// (naming its rank and worker). `done` returns `Err` for an answer that cannot be a handle
+/// (the record is then refused, naming the trustee's rank); a result of the wrong size is
+/// refused before `done` runs. Quiescence: `done` runs while the `Joined` record is served,
+/// so whatever it issues is created before that record counts as finished (step 4 of
+/// `super::transport`'s counting argument).
+pub(crate) fn entrust_remote_then<A, T, F>(
+    w: &Worker,
+    trustee: usize,
+    arg: A,
+    f: F,
+    done: impl FnOnce(Result<[u64; 3], &str>) -> Result<(), String> + 'static,
+) where
+    A: Plain,
+    T: Send + 'static,
+    F: FnOnce(A) -> T + Copy + Send + 'static,
+{
+    export_remote_then(w, trustee, arg, build_and_export::<A, T, F>(f), done);
+}
+
+/// The remote spawn of `exporter(arg)` (a [`build_and_export`]) on `trustee`, without
+/// waiting: `done` runs on this worker with its answer ([`entrust_remote_then`]).
+fn export_remote_then<A, E>(
+    w: &Worker,
+    trustee: usize,
+    arg: A,
+    exporter: E,
+    done: impl FnOnce(Result<[u64; 3], &str>) -> Result<(), String> + 'static,
+) where
+    A: Plain,
+    E: FnOnce(A) -> [u64; 3] + Copy + Send + 'static,
+{
+    if w.remote.is_none() {
+        crate::trust::no_transport(trustee, "entrust_new_then");
+    }
+    let join = w.register_join(Box::new(move |r: Result<&[u8], &str>| match r {
+        Ok(bytes) => {
+            check_result_size::<[u64; 3]>(bytes)?;
+            done(Ok(read_plain::<[u64; 3]>(bytes)))
+        }
+        Err(msg) => done(Err(msg)),
+    }));
+    send_spawn(w, trustee, join, arg, exporter);
 }
 
 /// `TrustArray::new`'s part for `trustee` of another rank (`docs/rack-mode.md` §5.4): a remote
@@ -271,20 +341,41 @@ where
     T: Send + 'static,
     F: Fn(A, usize) -> T + Copy + Send + 'static,
 {
-    // Captures only `init`, zero-sized and `Copy` (`travel_check!` in `TrustArray::new`).
-    let build = move |(a, len): (A, u64)| -> [u64; 3] {
+    spawn_remote(w, trustee, (arg, len as u64), build_part::<A, T, F>(init))
+}
+
+/// `TrustArray::new_then`'s part for `trustee` of another rank: the remote spawn of
+/// [`build_part_remote`], without waiting; `done` runs on this worker with its answer, as for
+/// [`entrust_remote_then`].
+pub(crate) fn build_part_remote_then<A, T, F>(
+    w: &Worker,
+    trustee: usize,
+    len: usize,
+    arg: A,
+    init: F,
+    done: impl FnOnce(Result<[u64; 3], &str>) -> Result<(), String> + 'static,
+) where
+    A: Plain,
+    T: Send + 'static,
+    F: Fn(A, usize) -> T + Copy + Send + 'static,
+{
+    export_remote_then(w, trustee, (arg, len as u64), build_part::<A, T, F>(init), done);
+}
+
+/// The value of a `TrustArray` part built on its trustee (a fiber there): the values
+/// `i ≡ trustee (mod n)` below `len`, `init(arg, i)` each. Captures only `init`, zero-sized and
+/// `Copy` (`travel_check!` in `TrustArray::new`), so the result of [`build_and_export`] of it
+/// is zero-sized too.
+fn build_part<A, T, F>(init: F) -> impl FnOnce((A, u64)) -> [u64; 3] + Copy + Send + 'static
+where
+    A: Plain,
+    T: Send + 'static,
+    F: Fn(A, usize) -> T + Copy + Send + 'static,
+{
+    build_and_export::<(A, u64), Vec<T>, _>(move |(a, len): (A, u64)| -> Vec<T> {
         let w = context::expect("TrustArray::new");
-        let part: Vec<T> = (w.index..len as usize).step_by(w.n).map(|i| init(a, i)).collect();
-        let p = crate::property::alloc(part, w.run_id, w.index);
-        let t = crate::Trust::new(p, w.index, w.run_id);
-        let table =
-            w.run_state.exports.get(w.index).expect("skein: TrustArray::new: no export table");
-        let ex =
-            table.export(t.prop_ptr()).unwrap_or_else(|e| panic!("skein: TrustArray::new: {e}"));
-        drop(t);
-        [u64::from(ex.slot), u64::from(ex.gen), ex.weight]
-    };
-    spawn_remote(w, trustee, (arg, len as u64), build)
+        (w.index..len as usize).step_by(w.n).map(|i| init(a, i)).collect()
+    })
 }
 
 /// `Trust::launch` on a `Latch<T>` property whose trustee is on another rank: a `Launch`
@@ -308,7 +399,7 @@ where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
     if w.remote.is_none() {
-        crate::trust::remote_not_yet(trustee, "launch");
+        crate::trust::no_transport(trustee, "launch");
     }
     let vt = RemoteVTable::of_launch::<T, A, U, F>(&f);
     let (cell, join) = remote_join::<U>(w);
@@ -331,13 +422,7 @@ fn remote_join<R: Plain>(w: &Worker) -> (Arc<JoinCell<R>>, u64) {
     let join = w.register_join(Box::new(move |r: Result<&[u8], &str>| {
         match r {
             Ok(bytes) => {
-                let want = std::mem::size_of::<R>().next_multiple_of(8);
-                if bytes.len() != want {
-                    return Err(format!(
-                        "joined record with a {}-byte result, the spawn's result takes {want}",
-                        bytes.len()
-                    ));
-                }
+                check_result_size::<R>(bytes)?;
                 c2.complete(Ok(read_plain::<R>(bytes)));
             }
             Err(msg) => c2.complete(Err(Box::new(msg.to_string()))),
@@ -345,6 +430,19 @@ fn remote_join<R: Plain>(w: &Worker) -> (Arc<JoinCell<R>>, u64) {
         Ok(())
     }));
     (cell, join)
+}
+
+/// Checks that a `Joined` record's result has the size of the spawn's result `R` (rounded
+/// up to 8, as it travels).
+fn check_result_size<R: Plain>(bytes: &[u8]) -> Result<(), String> {
+    let want = std::mem::size_of::<R>().next_multiple_of(8);
+    if bytes.len() != want {
+        return Err(format!(
+            "joined record with a {}-byte result, the spawn's result takes {want}",
+            bytes.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Starts a fiber running `f` on worker `worker` of this rank; `f` may capture anything

@@ -135,8 +135,9 @@
 //! * A `Launch` record's target is an address for the same handles (an export for a proxy).
 //! * `entrust_new` and `TrustArray::new` from delegated context (which cannot wait for an
 //!   answer) still build the value here, in the shared memory, for a trustee of another fake
-//!   rank (their remote form would be an `Entrust` record answered by a continuation); from
-//!   a fiber both build on the trustee and answer an export.
+//!   rank; under MPI they refuse, naming `entrust_new_then` and `TrustArray::new_then`, which
+//!   build on the trustee (a remote spawn whose `Joined` record runs the continuation), as
+//!   both blocking forms do from a fiber.
 //! * A proxy handle's last drop on another fake rank than its own posts its `Release` to
 //!   the first worker of its rank (`free::proxy_dropped`).
 
@@ -890,7 +891,8 @@ impl Worker {
         // SAFETY: loopback only (module docs): the validator accepted a LOOPBACK_CONTROL record,
         // which only a loopback validator does; loopback envelopes are written by this
         // process's clients (`poll_remote`) and never leave it (the test hook corrupts header
-        // bytes only, which `validate` checks before any record). So `(addr, words)` is a box
+        // bytes only, which `validate` checks before any record, and `super::forge` writes no
+        // loopback record). So `(addr, words)` is a box
         // `poll_remote` leaked for this record, taken back exactly once, here (each envelope
         // is served once: its pair sequence number is accepted once).
         let rec: Box<[MaybeUninit<u64>]> = unsafe {

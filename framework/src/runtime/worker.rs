@@ -593,6 +593,11 @@ impl Worker {
                 false
             }
             Action::Stop { deadlock } => {
+                if v.gauges.aborted {
+                    // Another rank refused an envelope (or a release): this rank stops without
+                    // quiescence too, so envelopes may be left over here (`run_ranks`).
+                    self.run_state.aborted.store(true, Ordering::Release);
+                }
                 if let Some((parked, main_done)) = deadlock {
                     self.run_state.set_deadlock(parked, main_done);
                 }

@@ -29,12 +29,16 @@ use super::{arg_request, call_blocking, issue, travel_check, wire_word, Place, T
 use crate::channel::record::{ArgCall, ArgRequest, RemoteHook};
 use crate::channel::slot::PanicPayload;
 use crate::runtime::context;
+use crate::runtime::worker::Outcome;
 use crate::trust::result::PlainSpace;
+use crate::trust::result::ResultSpace;
 use crate::wire::remote::{Element as RemoteElement, Of};
 use crate::Plain;
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// `len` values of type `T` spread over all workers' trustees (value `i` on trustee
@@ -69,6 +73,38 @@ struct Part<T> {
     part_len: usize,
 }
 
+/// A [`TrustArray::new_then`] under way: its parts as they come, and the units still awaited
+/// (one per part of another rank, one for this rank's parts).
+struct Pending<T, G> {
+    parts: Vec<Option<Part<T>>>,
+    left: usize,
+    /// `None` once a part has failed: the array is never made.
+    then: Option<G>,
+    len: usize,
+}
+
+impl<T: Send + 'static, G: FnOnce(TrustArray<T>) + 'static> Pending<T, G> {
+    /// Gives back one unit (with the part it brings, if any); the last one makes the array
+    /// and runs `then` with it, as a continuation.
+    fn fill(st: &Rc<RefCell<Pending<T, G>>>, part: Option<(usize, Part<T>)>) {
+        let mut p = st.borrow_mut();
+        if let Some((t, part)) = part {
+            p.parts[t] = Some(part);
+        }
+        p.left -= 1;
+        if p.left > 0 {
+            return;
+        }
+        let Some(then) = p.then.take() else { return };
+        let parts: Option<Arc<[Part<T>]>> = std::mem::take(&mut p.parts).into_iter().collect();
+        let len = p.len;
+        drop(p);
+        let parts = parts.expect("skein: TrustArray::new_then: a part is missing");
+        let a = TrustArray::from_parts(parts, len);
+        super::run_continuation(then, a, "TrustArray::new_then continuation");
+    }
+}
+
 // SAFETY: `base` is only dereferenced by delegated code on the slice's trustee (invariant 2);
 // otherwise a part is a handle, which is Send and Sync when `T: Send`.
 unsafe impl<T: Send> Send for Part<T> {}
@@ -96,14 +132,17 @@ impl<T: Send + 'static> TrustArray<T> {
     /// [`Plain`] argument), so that the parts can be built by their trustees once those may
     /// be on other ranks. On this rank the values are built here, on the calling worker, and
     /// each trustee's part is entrusted to it (its memory is shared by the process). In a
-    /// split run (`Builder::loopback_ranks`), called from a fiber, each part of a trustee of
-    /// another rank is built there (all of them at once, a remote spawn each; the calling
-    /// fiber waits) and exported, and the array holds a proxy of it (`docs/rack-mode.md`
-    /// §5.4); from delegated context those parts are built here too, in the memory the fake
-    /// ranks share (loopback only).
+    /// run over ranks (MPI, or a loopback split, `Builder::loopback_ranks`), called from a
+    /// fiber, each part of a trustee of another rank is built there (all of them at once, a
+    /// remote spawn each; the calling fiber waits) and exported, and the array holds a proxy
+    /// of it (`docs/rack-mode.md` §5.4). Delegated context cannot wait for those parts: there,
+    /// use [`TrustArray::new_then`]. Under MPI this call panics in delegated context when a
+    /// part is on another rank, naming it; in a loopback run those parts are then built here,
+    /// in the memory the fake ranks share (loopback only).
     ///
     /// # Panics
-    /// Outside a runtime, or if `init` panics.
+    /// Outside a runtime, if `init` panics, or in delegated context when some worker is on
+    /// another MPI rank.
     ///
     /// ```compile_fail
     /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
@@ -163,8 +202,115 @@ impl<T: Send + 'static> TrustArray<T> {
                 }
             })
             .collect();
+        TrustArray::from_parts(parts, len)
+    }
+
+    /// The array of `len` values over `parts` (one per worker, in order).
+    fn from_parts(parts: Arc<[Part<T>]>, len: usize) -> TrustArray<T> {
+        let n = parts.len();
         let (mask, shift) = if n.is_power_of_two() { (n - 1, n.trailing_zeros()) } else { (0, 0) };
         TrustArray { parts, len, mask, shift }
+    }
+
+    /// The non-blocking [`TrustArray::new`]: creates the same `len` values, value `i` being
+    /// `init(arg, i)`, and runs `then(array)` on the calling worker once every part is built,
+    /// as an `apply_then` continuation (never before `new_then` returns). It may be called
+    /// from delegated context as well as from a fiber.
+    ///
+    /// The parts of this rank are built here, on the calling worker (as `new` does); each part
+    /// of a trustee of another rank (a loopback fake rank, or another MPI rank) is built on
+    /// its trustee by a remote spawn, exported, and held through a proxy, as by `new` from a
+    /// fiber. A panic of `init` (on whatever rank) or of `then` is recorded and makes the run
+    /// fail; `then` does not run if a part failed, and the parts already built are dropped.
+    ///
+    /// # Panics
+    /// Outside a runtime, or if `init` panics on this rank.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(1).entrust(0u8);
+    /// t.apply_then((), |_, ()| (), |()| {
+    ///     skein::TrustArray::new_then(5, 10usize, |base, i| i + base, |a| {
+    ///         a.apply_then(4, (), |v, ()| *v, |v| assert_eq!(v, 14));
+    ///     });
+    /// });
+    /// skein::wait_quiescent();
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// A capture does not compile:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
+    /// let base = 10usize;
+    /// skein::TrustArray::new_then(5, (), move |(), i| i + base, |_a| ());
+    /// # }).unwrap();
+    /// ```
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| {
+    /// skein::TrustArray::new_then(5, vec![10usize], |b, i| i + b[0], |_a| ());
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn new_then<A, F, G>(len: usize, arg: A, init: F, then: G)
+    where
+        A: Plain,
+        F: Fn(A, usize) -> T + Copy + Send + 'static,
+        G: FnOnce(TrustArray<T>) + 'static,
+    {
+        travel_check!(F = F, A = A, U = ());
+        let w = context::expect("TrustArray::new_then");
+        let n = w.n;
+        let part_len = move |trustee: usize| len / n + usize::from(trustee < len % n);
+        // One unit per part of another rank, and one for this rank's parts, given back by a
+        // request to this worker itself, so that `then` always runs as a continuation.
+        let remote = (0..n).filter(|&t| !super::is_local_in(w, t)).count();
+        let state = Rc::new(RefCell::new(Pending {
+            parts: (0..n).map(|_| None).collect(),
+            left: remote + 1,
+            then: Some(then),
+            len,
+        }));
+        for t in 0..n {
+            if super::is_local_in(w, t) {
+                let mut v: Vec<T> = (t..len).step_by(n).map(|i| init(arg, i)).collect();
+                let (base, part_len) = (v.as_mut_ptr(), v.len());
+                // The vector moves into the property; its values stay where they are.
+                let part = Part { slice: super::entrust_part(w, t, v), base, part_len };
+                state.borrow_mut().parts[t] = Some(part);
+                continue;
+            }
+            let st = state.clone();
+            let done = move |r: Result<[u64; 3], &str>| -> Result<(), String> {
+                let w = context::expect("TrustArray::new_then");
+                match r {
+                    Ok(ex) => {
+                        let slice = Trust::try_received(w, t, ex)?;
+                        let part =
+                            Part { slice, base: std::ptr::null_mut(), part_len: part_len(t) };
+                        Pending::fill(&st, Some((t, part)));
+                    }
+                    Err(msg) => {
+                        w.run_state
+                            .record_error(format!("TrustArray::new_then part panicked: {msg}"));
+                        st.borrow_mut().then = None;
+                        Pending::fill(&st, None);
+                    }
+                }
+                Ok(())
+            };
+            crate::runtime::spawn::build_part_remote_then(w, t, len, arg, init, done);
+        }
+        let local = move |_o: Outcome| Pending::fill(&state, None);
+        // SAFETY: the calling worker's own index is below `n`; the request works on no target.
+        unsafe {
+            w.request::<ResultSpace<()>, _, _>(
+                w.index,
+                std::ptr::null_mut(),
+                super::closure_request(|_| ()),
+                local,
+            )
+        };
     }
 
     /// The number of values.

@@ -10,7 +10,8 @@
 //! # The travel rule (`docs/rack-mode.md` §2)
 //!
 //! The *remote-capable* calls (`apply`, `apply_then`, `apply_with`, `apply_with_then`,
-//! `launch`, `TrusteeRef::entrust_new`, `spawn_on`, `TrustArray::{new, apply, apply_then}`)
+//! `launch`, `TrusteeRef::{entrust_new, entrust_new_then}`, `spawn_on`,
+//! `TrustArray::{new, new_then, apply, apply_then}`)
 //! take a closure that captures nothing and its data as an explicit argument: `F: Copy +
 //! Send + 'static` (a captured `Box`, `Vec`, `String`, handle is an error already in `cargo
 //! check`) plus `travel_check!`, an inline `const` assertion per instantiation that `F` is
@@ -41,7 +42,8 @@
 //! # Handles of another rank's properties
 //!
 //! A handle whose property lives on another rank (made by a remote
-//! [`TrusteeRef::entrust_new`]) is a *proxy handle*: its word holds the address of a
+//! [`TrusteeRef::entrust_new`] or [`TrusteeRef::entrust_new_then`], or received inside a
+//! message) is a *proxy handle*: its word holds the address of a
 //! [`Proxy`] of this rank and [`PROXY_BIT`] (`docs/rack-mode.md` §5.2 item 2; the proxy, and
 //! what its last drop sends, are [`crate::property::proxy`]; the owner's side and the
 //! argument are [`crate::runtime::export`]). Its clone and drop are the same count operations
@@ -169,17 +171,21 @@ impl TrusteeRef {
     /// Makes `f(arg)` a property of this trustee and returns the first handle to it: the
     /// remote-capable [`TrusteeRef::entrust`]. `f` and `arg` travel as for [`Trust::apply`].
     /// On this rank `f` runs here, on the calling worker, and the value is allocated for the
-    /// trustee as with `entrust`. For a trustee of another fake rank of a loopback run
-    /// (`Builder::loopback_ranks`) `f` runs on the trustee (a remote spawn; the calling
-    /// fiber waits), which exports the property and answers the export: the handle is a
-    /// proxy of this rank (`docs/rack-mode.md` §5), whose last drop here returns its weight,
-    /// and whose property is dropped on its trustee after the last handle on every rank is
-    /// gone, or at the end of the run. In delegated context `f` runs here instead (the fake
-    /// ranks share the process's memory; loopback only). Under MPI a trustee of another rank
-    /// is not yet supported.
+    /// trustee as with `entrust`. For a trustee of another rank (an MPI rank, or a fake rank
+    /// of a loopback run, `Builder::loopback_ranks`) `f` runs on the trustee (a remote spawn;
+    /// the calling fiber waits), which exports the property and answers the export: the
+    /// handle is a proxy of this rank (`docs/rack-mode.md` §5), whose last drop here returns
+    /// its weight, and whose property is dropped on its trustee after the last handle on every
+    /// rank is gone, or at the end of the run.
+    ///
+    /// Delegated context cannot wait for another rank's answer: there, use
+    /// [`TrusteeRef::entrust_new_then`]. Under MPI this call panics in delegated context
+    /// towards another rank, naming it; in a loopback run `f` then runs here instead (the fake
+    /// ranks share the process's memory; loopback only).
     ///
     /// # Panics
-    /// Outside a runtime, or if `f` panics.
+    /// Outside a runtime, if `f` panics, or in delegated context towards a trustee of another
+    /// MPI rank.
     ///
     /// ```
     /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -230,14 +236,125 @@ impl TrusteeRef {
             }
             // Delegated context cannot wait for the answer. The fake ranks of a loopback
             // split share this process's memory, so the value is built here, for the trustee;
-            // under MPI this needs an `Entrust` control record answered by a continuation
-            // (`docs/rack-mode.md` §4.4), not built yet.
+            // under MPI the non-blocking form answers through a continuation.
             if !w.run_state.is_loopback() {
-                remote_not_yet(self.trustee, "entrust_new (from delegated context)");
+                blocking_across_ranks(self.trustee, "entrust_new", "entrust_new_then");
             }
         }
         let value = f(arg);
         Trust::new(property::alloc(value, w.run_id, self.trustee), self.trustee, w.run_id)
+    }
+
+    /// The non-blocking [`TrusteeRef::entrust_new`]: makes `f(arg)` a property of this trustee
+    /// and runs `then(handle)` on the calling worker afterwards, as an `apply_then`
+    /// continuation. It may be called from delegated context (a closure on a trustee, a
+    /// continuation) as well as from a fiber, towards a trustee of any rank.
+    ///
+    /// `f(arg)` runs on the trustee: on this rank as a request to it (the value is built there
+    /// and the handle comes back), on another rank (a loopback fake rank, or another MPI rank)
+    /// as a remote spawn that exports the property and answers the export, from which `then`
+    /// gets a proxy handle (`docs/rack-mode.md` §5), as from `entrust_new` in a fiber. `f` and
+    /// `arg` travel as for [`Trust::apply`]; `then` never travels and may capture anything.
+    /// The property is dropped on its trustee once the last handle on every rank is gone (or
+    /// at the end of the run); if `then` drops its handle, at once.
+    ///
+    /// A panic of `f` (on whatever rank) or of `then` is recorded and makes the run fail, as
+    /// for [`Trust::apply_then`]; `then` then does not run.
+    ///
+    /// # Panics
+    /// Outside a runtime.
+    ///
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| {
+    /// let t = skein::trustee(0).entrust(0usize);
+    /// // From delegated context: the trustee of `t` makes a vector on worker 1.
+    /// t.apply_then((), |_, ()| (), |()| {
+    ///     skein::trustee(1).entrust_new_then(3usize, |n| vec![7u8; n], |v| {
+    ///         v.apply_then((), |v, ()| v.len(), |n| assert_eq!(n, 3));
+    ///     });
+    /// });
+    /// skein::wait_quiescent();
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// A capture, and a non-`Plain` argument, do not compile:
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = skein::trustee(1);
+    /// let n = 3usize;
+    /// t.entrust_new_then((), move |()| vec![7u8; n], |_v| ());
+    /// # }).unwrap();
+    /// ```
+    /// ```compile_fail
+    /// # skein::Runtime::builder().workers(2).build().unwrap().run(|| { let t = skein::trustee(1);
+    /// t.entrust_new_then(String::from("abc"), |s| s.len(), |_v| ());
+    /// # }).unwrap();
+    /// ```
+    /// Their twin (the continuation captures freely):
+    /// ```
+    /// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+    /// # rt.run(|| { let t = skein::trustee(1);
+    /// let n = 3usize;
+    /// let label = String::from("v");
+    /// t.entrust_new_then(n, |n| vec![7u8; n], move |v| drop((v, label)));
+    /// t.entrust_new_then(String::from("abc").len(), |n| n, |_v| ());
+    /// # }).unwrap();
+    /// ```
+    #[track_caller]
+    pub fn entrust_new_then<A, T, F, G>(&self, arg: A, f: F, then: G)
+    where
+        A: Plain,
+        T: Send + 'static,
+        F: FnOnce(A) -> T + Copy + Send + 'static,
+        G: FnOnce(Trust<T>) + 'static,
+    {
+        travel_check!(F = F, A = A, U = ());
+        let w = context::expect("entrust_new_then");
+        let trustee = self.trustee;
+        assert!(trustee < w.n, "skein: TrusteeRef from another runtime");
+        if !is_local_in(w, trustee) {
+            let done = move |r: Result<[u64; 3], &str>| -> Result<(), String> {
+                let w = context::expect("entrust_new_then");
+                match r {
+                    Ok(ex) => {
+                        let t = Trust::<T>::try_received(w, trustee, ex)?;
+                        run_continuation(then, t, "entrust_new_then continuation");
+                    }
+                    Err(msg) => w
+                        .run_state
+                        .record_error(format!("entrust_new_then closure panicked: {msg}")),
+                }
+                Ok(())
+            };
+            return crate::runtime::spawn::entrust_remote_then(w, trustee, arg, f, done);
+        }
+        // On this rank: a request to the trustee, which builds the value there and answers the
+        // first handle (`Trust<T>` is `Send`: `T: Send`).
+        let job = move |_target: *mut u8| {
+            let w = context::expect("entrust_new_then");
+            Trust::new(property::alloc(f(arg), w.run_id, w.index), w.index, w.run_id)
+        };
+        let done = move |o: Outcome| match o.panic {
+            // SAFETY: the trustee wrote the handle at o.resp as a `ResultSpace<Trust<T>>` (no
+            // panic), slot rule 3; read once, here.
+            None => run_continuation(
+                then,
+                unsafe { <ResultSpace<Trust<T>> as ReadBack>::read(o.resp) },
+                "entrust_new_then continuation",
+            ),
+            Some(e) => {
+                context::expect("entrust_new_then").record_panic(e, "entrust_new_then closure")
+            }
+        };
+        // SAFETY: trustee < n (checked above); the request works on no target (null).
+        unsafe {
+            w.request::<ResultSpace<Trust<T>>, _, _>(
+                trustee,
+                std::ptr::null_mut(),
+                closure_request(job),
+                done,
+            )
+        };
     }
 }
 
@@ -248,7 +365,7 @@ impl TrusteeRef {
 #[track_caller]
 fn entrust_part<T: Send + 'static>(w: &Worker, trustee: usize, value: T) -> Trust<T> {
     if !is_local_in(w, trustee) && !w.run_state.is_loopback() {
-        remote_not_yet(trustee, "TrustArray::new");
+        blocking_across_ranks(trustee, "TrustArray::new", "TrustArray::new_then");
     }
     Trust::new(property::alloc(value, w.run_id, trustee), trustee, w.run_id)
 }
@@ -409,15 +526,24 @@ impl<T> Trust<T> {
     /// The handle of another rank's property answered by `owner` to a remote `entrust_new`:
     /// export `(slot, gen)` with `weight`, received here as a new proxy of this rank.
     #[track_caller]
-    fn received(w: &Worker, owner: usize, [slot, gen, weight]: [u64; 3]) -> Trust<T> {
+    fn received(w: &Worker, owner: usize, ex: [u64; 3]) -> Trust<T> {
+        Self::try_received(w, owner, ex).unwrap_or_else(|e| panic!("skein: entrust_new: {e}"))
+    }
+
+    /// [`Trust::received`], or why the answer cannot be a handle.
+    fn try_received(
+        w: &Worker,
+        owner: usize,
+        [slot, gen, weight]: [u64; 3],
+    ) -> Result<Self, String> {
         let (Ok(slot), Some(gen)) =
             (u32::try_from(slot), u32::try_from(gen).ok().filter(|&g| g <= export::MAX_GEN))
         else {
-            panic!("skein: entrust_new: trustee {owner} answered a bad export ({slot}, {gen})");
+            return Err(format!("trustee {owner} answered a bad export ({slot}, {gen})"));
         };
         let p = Proxy::receive_on(w.rank as u32, owner, slot, gen, weight, w.run_id, w.n)
-            .unwrap_or_else(|e| panic!("skein: entrust_new: trustee {owner} answered: {e}"));
-        Trust::from_proxy(p, owner, w.run_id)
+            .map_err(|e| format!("trustee {owner} answered: {e}"))?;
+        Ok(Trust::from_proxy(p, owner, w.run_id))
     }
 
     /// The handle's word (with its provenance); its count moves with it
@@ -612,15 +738,31 @@ pub(crate) fn not_local(g: usize, what: &str, instead: &str) -> ! {
     )
 }
 
-/// The refusal of a remote-capable call whose target is on another rank: the transport that
-/// carries it is not built yet (`docs/rack-mode.md` §8, steps 3 to 8).
+/// The refusal of a remote-capable call towards another rank in a run without a transport.
+/// Not reachable: only a split run (MPI or loopback) has workers of other ranks, and every
+/// split run has its transport; kept as a clear error rather than an index out of range.
 #[cold]
 #[inline(never)]
 #[track_caller]
-pub(crate) fn remote_not_yet(g: usize, what: &str) -> ! {
+pub(crate) fn no_transport(g: usize, what: &str) -> ! {
     panic!(
-        "skein: `{what}` on worker {g} of rank {} (this is rank {}): not yet supported across \
-         MPI ranks",
+        "skein: `{what}` on worker {g} of rank {} (this is rank {}): this run has no transport \
+         to other ranks (a skein bug)",
+        crate::runtime::rank_of(g),
+        crate::runtime::rank()
+    )
+}
+
+/// The refusal of a blocking call made in delegated context towards a trustee of another MPI
+/// rank (delegated code cannot wait for the answer): names the non-blocking form to use.
+#[cold]
+#[inline(never)]
+#[track_caller]
+pub(crate) fn blocking_across_ranks(g: usize, what: &str, instead: &str) -> ! {
+    panic!(
+        "skein: `{what}` on worker {g} of rank {} (this is rank {}) from delegated context (a \
+         closure on a trustee or a continuation): it would wait for the answer of another \
+         rank; use `{instead}`, or call `{what}` from a fiber (`spawn_on`, `launch`)",
         crate::runtime::rank_of(g),
         crate::runtime::rank()
     )
@@ -1373,8 +1515,13 @@ unsafe fn answer<U>(out: *mut u8, r: std::thread::Result<U>) -> Option<PanicPayl
 }
 
 fn run_then<U, G: FnOnce(U)>(then: G, u: U) {
+    run_continuation(then, u, "apply_then continuation")
+}
+
+/// Runs the continuation `then(u)`; a panic is recorded as the run's error, as `what`.
+fn run_continuation<U, G: FnOnce(U)>(then: G, u: U, what: &str) {
     if let Err(e) = catch_unwind(AssertUnwindSafe(move || then(u))) {
-        context::expect("apply_then").record_panic(e, "apply_then continuation");
+        context::expect("apply_then").record_panic(e, what);
     }
 }
 
@@ -1385,9 +1532,9 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// result travel as for [`Trust::apply`]: handles `f` needs live in the latched value or
     /// in statics.
     ///
-    /// On a trustee of another rank the call is a `Launch` control record (a loopback run,
-    /// `crate::Builder::loopback_ranks`; not yet supported under MPI), and a panic of `f` is
-    /// resumed as a `String` naming that rank and worker.
+    /// On a trustee of another rank (an MPI rank, or a fake rank of a loopback run,
+    /// `crate::Builder::loopback_ranks`) the call is a `Launch` control record, and a panic
+    /// of `f` is resumed as a `String` naming that rank and worker.
     ///
     /// # Panics
     /// In delegated context or outside a fiber; resumes a panic of `f`.

@@ -11,9 +11,9 @@
 //! known only by its bytes), `code_id` (naming a table across processes, and checking a
 //! name) and `envelope` (the byte layout of request and response envelopes, their encoders
 //! and their validation). The runtime uses them through its transport seam
-//! (`crate::runtime::transport`): so far only the loopback transport of a split run
-//! (`Builder::loopback_ranks`) sends envelopes; the MPI transport is step 8 of
-//! `docs/rack-mode.md` §8. Some items are still used by tests only.
+//! (`crate::runtime::transport`): the MPI transport of a run over `mpirun` ranks
+//! (`crate::rack`) and the loopback transport of a split run (`Builder::loopback_ranks`)
+//! carry the same envelopes. Some items are still used by tests only.
 //!
 //! How they fit together, end to end (the loopback test `envelope::tests::
 //! a_request_batch_runs_in_one_process` does exactly this in one process):
