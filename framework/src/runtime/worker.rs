@@ -584,6 +584,11 @@ impl Worker {
     /// run stops (every rank stops in the same round).
     fn poll_detector(&self) -> bool {
         let Some(d) = &self.detector else { return false };
+        if self.run_state.shutdown.load(Ordering::Acquire) {
+            // Stopping already (in a loopback split an abort stops every fake rank at once,
+            // and a stopped rank leaves the all-reduce group): no further round.
+            return true;
+        }
         let view = RankView { run_state: &self.run_state, lo: self.rank_lo, len: self.local_n };
         let Some(v) = d.borrow_mut().poll(&view) else { return false };
         match v.action() {
