@@ -514,40 +514,22 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
                 *o = (ou as u32, ov as u32);
             }
         }
-        // The other ranks' blocks, by rank (this rank's is empty): each block holds its
-        // `k` packed arcs, then their weights two to a word.
+        // The other ranks' blocks, by rank, then this rank's own (never sent): each block
+        // holds its `k` packed arcs, then their weights two to a word.
+        let own = arcs_to[rank];
         let mut at = 0;
-        for d in 0..ranks {
-            let k = if d == rank { 0 } else { arcs_to[d] };
+        for d in (0..ranks).filter(|&d| d != rank).chain([rank]) {
             pos[d] = at;
-            wpos[d] = 2 * (at + k);
-            counts[d] = block_words(k);
-            at += counts[d];
+            wpos[d] = 2 * (at + arcs_to[d]);
+            counts[d] = if d == rank { 0 } else { block_words(arcs_to[d]) };
+            at += block_words(arcs_to[d]);
         }
         send.clear();
         send.resize(at, 0);
-        let own = arcs_to[rank];
-        let (mut mine, mut mine_w) = (Vec::with_capacity(own), Vec::with_capacity(own));
-        for (((&u, &v), &wt), &(ou, ov)) in src.iter().zip(dst.iter()).zip(w.iter()).zip(&owners) {
-            if u == v {
-                continue;
-            }
-            let wbits = wt.to_bits();
-            for (s, d, r) in [(u, v, ou as usize), (v, u, ov as usize)] {
-                let word = pack.pack(d, s - bounds[r]);
-                if r == rank {
-                    mine.push(word);
-                    mine_w.push(wbits);
-                } else {
-                    send[pos[r]] = word;
-                    pos[r] += 1;
-                    let h = wpos[r];
-                    wpos[r] += 1;
-                    send[h / 2] |= u64::from(wbits) << (32 * (h & 1));
-                }
-            }
-        }
-        degree.count(&pack, &mine);
+        route(&pack, bounds, src, dst, w, &owners, &mut pos, &mut wpos, &mut send);
+        // This rank's block, out of the send buffer (reused next round).
+        let mine = send.split_off(at - block_words(own));
+        degree.count(&pack, &mine[..own]);
         lap(&mut stats.route_s);
         let (recv, from) = ex.exchange(&send, &counts)?;
         lap(&mut stats.exchange_s);
@@ -570,7 +552,7 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
             degree.count(&pack, words);
             at += c;
         }
-        kept.push(KeptRound { mine, mine_w, recv, from });
+        kept.push(KeptRound { mine, recv, from });
         progress(lo + len as u64 - share.start);
     }
     drop((gsrc, gdst, gw, owners, send));
@@ -597,19 +579,19 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
         Counts::Wide(offsets[..local_n].to_vec())
     };
     for s in 0..ranks {
-        for KeptRound { mine, mine_w, recv, from } in &mut kept {
+        for KeptRound { mine, recv, from } in &mut kept {
             if s == rank {
-                cursor.scatter(&pack, mine, |i| mine_w[i], &mut targets, &mut weights);
+                cursor.scatter_block(&pack, mine, &mut targets, &mut weights);
                 // Freed as soon as written: the rows' pages fill while these go.
                 *mine = Vec::new();
-                *mine_w = Vec::new();
             } else {
                 let start: usize = from[..s].iter().sum();
-                let block = &recv[start..start + from[s]];
-                let k = block_arcs(from[s]).unwrap_or(0);
-                let (words, wts) = block.split_at(k);
-                let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
-                cursor.scatter(&pack, words, weight, &mut targets, &mut weights);
+                cursor.scatter_block(
+                    &pack,
+                    &recv[start..start + from[s]],
+                    &mut targets,
+                    &mut weights,
+                );
                 if from[s + 1..].iter().all(|&c| c == 0) {
                     *recv = Vec::new();
                 }
@@ -623,14 +605,45 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
 
 /// What a rank keeps of a round until its rows are built.
 struct KeptRound {
-    /// Its own arcs (never sent), packed ([`ArcPacking`]).
+    /// Its own arcs (never sent): one block of packed arcs then weights (as on the wire).
     mine: Vec<u64>,
-    /// Their weights' bits.
-    mine_w: Vec<u32>,
     /// The words received, sender after sender: blocks of packed arcs then weights.
     recv: Vec<u64>,
     /// The words from each sender.
     from: Vec<usize>,
+}
+
+/// Writes the arcs of one round into the blocks of `out` (module docs): for each
+/// non-self-loop edge `k`, the arcs `src[k] -> dst[k]` and `dst[k] -> src[k]` with the
+/// weight bits of `w[k]`, to the blocks of the ranks `owners[k]` owning their sources.
+/// `pos[r]` is the next word of rank `r`'s block, `wpos[r]` its next weight's half-word
+/// (both advance); `out` is zeroed where the weights go. One pass, without a branch on
+/// the destination (a rank's own arcs are a block like the others').
+#[allow(clippy::too_many_arguments)]
+fn route(
+    pack: &ArcPacking,
+    bounds: &[u64],
+    src: &[u64],
+    dst: &[u64],
+    w: &[f32],
+    owners: &[(u32, u32)],
+    pos: &mut [usize],
+    wpos: &mut [usize],
+    out: &mut [u64],
+) {
+    for (((&u, &v), &wt), &(ou, ov)) in src.iter().zip(dst).zip(w).zip(owners) {
+        if u == v {
+            continue;
+        }
+        let wbits = u64::from(wt.to_bits());
+        for (s, d, r) in [(u, v, ou as usize), (v, u, ov as usize)] {
+            out[pos[r]] = pack.pack(d, s - bounds[r]);
+            pos[r] += 1;
+            let h = wpos[r];
+            wpos[r] += 1;
+            out[h / 2] |= wbits << (32 * (h & 1));
+        }
+    }
 }
 
 /// Words of a block of `k` arcs on the wire: the packed arcs, then the weights two to a word.
@@ -733,6 +746,21 @@ impl Counts {
             Counts::Narrow(c) => count_sources(pack, words, c),
             Counts::Wide(c) => count_sources(pack, words, c),
         }
+    }
+
+    /// [`scatter`] of the arcs of one block (packed arcs then weights, as on the wire);
+    /// nothing for a block of no whole arcs (checked as it was received).
+    fn scatter_block(
+        &mut self,
+        pack: &ArcPacking,
+        block: &[u64],
+        targets: &mut [u64],
+        weights: &mut [f32],
+    ) {
+        let k = block_arcs(block.len()).unwrap_or(0);
+        let (words, wts) = block.split_at(k);
+        let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
+        self.scatter(pack, words, weight, targets, weights);
     }
 
     /// [`scatter`] with these cursors.
