@@ -35,11 +35,16 @@
 //! the low `bits(n - 1)` bits, the source's local index above: [`DistError::ArcTooWide`]
 //! when both do not fit, i.e. beyond SCALE 32 on few ranks) and its weight's 32 bits: the
 //! block for one rank holds its `k` packed arcs, then their weights two to a word
-//! (`k + ceil(k/2)` words, 12 bytes an arc). One collective [`Exchange::exchange`] per
-//! round moves them: under MPI, an all-to-all of the counts, then `MPI_Alltoallv` (the
-//! `mpi` submodule, feature `mpi`). A rank's arcs for its own vertices never go through the
-//! exchange. Each rank keeps its own arcs and the blocks it receives as they are, and
-//! counts its vertices' degrees on the way (with prefetching: the increments are random).
+//! (`k + ceil(k/2)` words, 12 bytes an arc). Routing takes two passes over the round's
+//! edges: one finds both endpoints' ranks and counts the arcs for each rank, the other
+//! writes every arc into its rank's block of one buffer, this rank's own block (last)
+//! included, so the loop has no branch on the destination (unpredictable with few ranks);
+//! the own block is then copied out of the reused buffer. One collective
+//! [`Exchange::exchange`] per round moves the other blocks: under MPI, an all-to-all of the
+//! counts, then `MPI_Alltoallv` (the `mpi` submodule, feature `mpi`). A rank's arcs for its
+//! own vertices never go through the exchange. Each rank keeps its own block and the blocks
+//! it receives as they are, and counts its vertices' degrees on the way (with prefetching:
+//! the increments are random).
 //!
 //! After the last round, each rank builds its rows with a counting sort of the kept arcs,
 //! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
