@@ -85,6 +85,26 @@
 //! regenerates the edges) would hold `12·A` instead of `24·A`, at the price of generating
 //! every edge twice and a second exchange of every arc's source.
 //!
+//! # Time
+//!
+//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine (`examples/distgen.rs`, quiet
+//! runs): generation 1.25-1.3 s, routing 0.55-0.66 s, exchange 0.3-0.45 s, rows
+//! 1.1-1.2 s, about 2.5 s of user CPU; one process generating the whole graph and
+//! building its [`Csr`] with 2 threads took 3.3-3.4 s in the same quiet spells, so 2
+//! ranks take 1.01-1.13x as long. What the ranks pay on top of one process is routing and
+//! the exchange; in a profile of one rank, routing itself (the `route` pass and the
+//! owner count) takes under 0.2 s of CPU: most of those phases is the page faults of the
+//! kept arcs (12 bytes an arc, fresh memory) and the degree counts of the rank's own
+//! arcs. Smaller rounds keep the round's buffers in cache but pay one synchronisation
+//! per round (2^16 edges: 512 rounds, 2 s more user CPU per rank in MPI waits): 2^20
+//! stays the default.
+//!
+//! On the virtual machines these figures come from, memory freed to the host (free page
+//! reporting) costs about 3 s per GiB when first touched again as huge pages, against
+//! 0.07 s when the guest reuses it: the system time of the rows' (and one process's
+//! [`Csr`]'s) page faults varies from 0.6 to 2.3 s per rank between identical runs, and
+//! dominates the spread of the wall times. Compare runs alternated in one session.
+//!
 //! # Validation, roots and `nedge` on the ranks' rows
 //!
 //! The submodules work on the [`LocalCsr`] of every rank, collectively over an
