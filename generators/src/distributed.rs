@@ -90,7 +90,7 @@
 //! Per rank, at SCALE 22 on 2 ranks of a 2-core machine (`examples/distgen.rs`, quiet
 //! runs): generation 1.25-1.3 s, routing 0.55-0.66 s, exchange 0.3-0.45 s, rows
 //! 1.1-1.2 s, about 2.5 s of user CPU; one process generating the whole graph and
-//! building its [`Csr`] with 2 threads took 3.3-3.4 s in the same quiet spells, so 2
+//! building its [`Csr`] with 2 threads took 3.25-3.4 s in the same quiet spells, so 2
 //! ranks take 1.01-1.13x as long. What the ranks pay on top of one process is routing and
 //! the exchange; in a profile of one rank, routing itself (the `route` pass and the
 //! owner count) takes under 0.2 s of CPU: most of those phases is the page faults of the
