@@ -63,9 +63,10 @@
 //! during the rounds:  12·A     arcs kept (a packed word and the weight's bits each: its
 //!                              own and those received)
 //!                   + 8·n_r    degrees (at most)
-//!                   + 60·B     one round's buffers, reused: the generated edges (20 B
-//!                              each), both endpoints' ranks (8 B), the send buffer (at
-//!                              most 2 arcs of at most 16 B per edge)
+//!                   + 92·B     the round buffers, reused: the generated edges (20 B
+//!                              each), both endpoints' ranks (8 B), two send buffers
+//!                              (one round's words leaving while the next round is
+//!                              routed; at most 2 arcs of at most 16 B per edge each)
 //! building the rows:  12·A     arcs kept, until the rows are built
 //!                   + 12·A     the rows' targets (u64) and weights (f32)
 //!                   + 16·n_r   offsets and the scatter cursors (at most: the cursors,
@@ -147,7 +148,7 @@ pub mod mpi;
 pub mod roots;
 pub mod validate;
 
-/// Default round size `B`: 2^20 edges, so a round's buffers take 60 MiB.
+/// Default round size `B`: 2^20 edges, so the round buffers take at most 92 MiB.
 pub const DEFAULT_ROUND_EDGES: u64 = 1 << 20;
 
 /// Most words (`u64`) an arc takes on the wire: a block of `k` arcs takes `k + ceil(k / 2)`
@@ -236,6 +237,49 @@ pub trait Exchange {
         send: &[u64],
         counts: &[usize],
     ) -> Result<(Vec<u64>, Vec<usize>), DistError>;
+
+    /// Starts the exchange of `send` (as [`Exchange::exchange`]) and returns at once where
+    /// an implementation can: the words arrive while the caller works on, and
+    /// [`Started::received`] collects them. `max_from` bounds the words any one rank sends
+    /// this one in this exchange. Collective like `exchange`: every rank starts the same
+    /// exchanges in the same order, and may start the next before collecting this one.
+    ///
+    /// The default runs [`Exchange::exchange`] now.
+    fn start(
+        &mut self,
+        send: Vec<u64>,
+        counts: &[usize],
+        max_from: usize,
+    ) -> Result<Box<dyn Started>, DistError> {
+        let _ = max_from;
+        let got = self.exchange(&send, counts)?;
+        Ok(Box::new(Finished { got: Some(got), send }))
+    }
+}
+
+/// An exchange begun with [`Exchange::start`].
+pub trait Started {
+    /// Waits for the words sent to this rank and returns them as [`Exchange::exchange`]
+    /// does (an error when called twice).
+    fn received(&mut self) -> Result<(Vec<u64>, Vec<usize>), DistError>;
+    /// Waits until this rank's words have left and returns the send buffer, for reuse.
+    fn into_send_buffer(self: Box<Self>) -> Result<Vec<u64>, DistError>;
+}
+
+/// An exchange that was done when it started (the default [`Exchange::start`]).
+struct Finished {
+    got: Option<(Vec<u64>, Vec<usize>)>,
+    send: Vec<u64>,
+}
+
+impl Started for Finished {
+    fn received(&mut self) -> Result<(Vec<u64>, Vec<usize>), DistError> {
+        self.got.take().ok_or_else(|| DistError::Exchange("exchange collected twice".into()))
+    }
+
+    fn into_send_buffer(self: Box<Self>) -> Result<Vec<u64>, DistError> {
+        Ok(self.send)
+    }
 }
 
 /// The rows of the vertices `[first, last)` of a graph of `num_vertices` vertices, with
@@ -390,7 +434,7 @@ pub fn rounds(num_edges: u64, ranks: usize, round_edges: u64) -> u64 {
 /// aside.
 pub fn local_build_bytes(local_vertices: u64, local_arcs: u64, round_edges: u64) -> u128 {
     let (a, n, b) = (u128::from(local_arcs), u128::from(local_vertices), u128::from(round_edges));
-    let rounds = 12 * a + 8 * (n + 1) + 60 * b;
+    let rounds = 12 * a + 8 * (n + 1) + 92 * b;
     let rows = 24 * a + 16 * n + 8;
     rounds.max(rows)
 }
@@ -517,12 +561,14 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
     let b = round_edges.min(share.end - share.start) as usize;
     let (mut gsrc, mut gdst, mut gw) = (vec![0u64; b], vec![0u64; b], vec![0f32; b]);
     let mut owners: Vec<(u32, u32)> = vec![(0, 0); b];
-    let mut send: Vec<u64> = Vec::new();
-    let bad_arc = |t: u64, local: u64| {
-        DistError::Exchange(format!(
-            "round {t}: an arc for local vertex {local}, but rank {rank} owns {local_n}"
-        ))
-    };
+    // Send buffers: at most two exist, one round's words leaving while the next round's
+    // are routed (module docs).
+    let mut free: Vec<Vec<u64>> = Vec::new();
+    let mut in_flight: Option<Box<dyn Started>> = None;
+    let mut leaving: Option<Box<dyn Started>> = None;
+    let shape = (rank, ranks, local_n);
+    // Most words one rank sends another in a round: a block of 2 arcs per edge.
+    let max_from = block_words(2 * round_edges.min(p.num_edges().div_ceil(ranks as u64)) as usize);
     for t in 0..rounds(p.num_edges(), ranks, round_edges) {
         let lo = share.start.saturating_add(t * round_edges).min(share.end);
         let len = (lo.saturating_add(round_edges).min(share.end) - lo) as usize;
@@ -530,6 +576,11 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
         let (src, dst, w) = (&mut gsrc[..len], &mut gdst[..len], &mut gw[..len]);
         kronecker::generate_range_into(p, lo, src, dst, w);
         lap(&mut stats.generate_s);
+        // A free send buffer: round t - 2's, once its words have left.
+        if let Some(old) = leaving.take() {
+            free.push(old.into_send_buffer()?);
+        }
+        lap(&mut stats.exchange_s);
         arcs_to.iter_mut().for_each(|c| *c = 0);
         for ((&u, &v), o) in src.iter().zip(dst.iter()).zip(owners.iter_mut()) {
             if u != v {
@@ -549,38 +600,42 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
             counts[d] = if d == rank { 0 } else { block_words(arcs_to[d]) };
             at += block_words(arcs_to[d]);
         }
+        let mut send = free.pop().unwrap_or_default();
         send.clear();
         send.resize(at, 0);
         route(&pack, bounds, src, dst, w, &owners, &mut pos, &mut wpos, &mut send);
-        // This rank's block, out of the send buffer (reused next round).
+        // This rank's block, out of the send buffer.
         let mine = send.split_off(at - block_words(own));
         degree.count(&pack, &mine[..own]);
+        kept.push(KeptRound { mine, recv: Vec::new(), from: Vec::new() });
         lap(&mut stats.route_s);
-        let (recv, from) = ex.exchange(&send, &counts)?;
+        // Round t's words leave while round t - 1's are collected, and arrive while round
+        // t + 1 is generated and routed.
+        let started = ex.start(send, &counts, max_from)?;
         lap(&mut stats.exchange_s);
+        if let Some(mut prev) = in_flight.replace(started) {
+            let got = prev.received()?;
+            lap(&mut stats.exchange_s);
+            collect(got, &mut kept[t as usize - 1], t - 1, shape, &pack, &mut degree)?;
+            leaving = Some(prev);
+        }
         stats.rounds += 1;
-        if from.len() != ranks || from.iter().sum::<usize>() != recv.len() || from[rank] != 0 {
-            return Err(DistError::Exchange(format!(
-                "round {t}: {} words received, counts {from:?}",
-                recv.len()
-            )));
-        }
-        let mut at = 0;
-        for &c in &from {
-            let k = block_arcs(c).ok_or_else(|| {
-                DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
-            })?;
-            let words = &recv[at..at + k];
-            if let Some(&w) = words.iter().find(|&&w| pack.source(w) >= local_n as u64) {
-                return Err(bad_arc(t, pack.source(w)));
-            }
-            degree.count(&pack, words);
-            at += c;
-        }
-        kept.push(KeptRound { mine, recv, from });
         progress(lo + len as u64 - share.start);
     }
-    drop((gsrc, gdst, gw, owners, send));
+    if let Some(mut last) = in_flight.take() {
+        let t = kept.len() - 1;
+        lap(&mut stats.rows_s);
+        let got = last.received()?;
+        lap(&mut stats.exchange_s);
+        collect(got, &mut kept[t], t as u64, shape, &pack, &mut degree)?;
+        lap(&mut stats.rows_s);
+        last.into_send_buffer()?;
+    }
+    if let Some(old) = leaving.take() {
+        old.into_send_buffer()?;
+    }
+    lap(&mut stats.exchange_s);
+    drop((gsrc, gdst, gw, owners, free));
 
     // Offsets, then the counting sort: sender-major, then rounds (module docs: the rows
     // come out in edge-index order).
@@ -636,6 +691,43 @@ struct KeptRound {
     recv: Vec<u64>,
     /// The words from each sender.
     from: Vec<usize>,
+}
+
+/// Keeps round `t`'s words `(recv, from)` (as [`Exchange::exchange`] returns them) in
+/// `kept`, checked (the counts add up, none from this rank `rank`, whole arcs, sources
+/// below `local_n`), and counts their sources' degrees.
+fn collect(
+    (recv, from): (Vec<u64>, Vec<usize>),
+    kept: &mut KeptRound,
+    t: u64,
+    (rank, ranks, local_n): (usize, usize, usize),
+    pack: &ArcPacking,
+    degree: &mut Counts,
+) -> Result<(), DistError> {
+    if from.len() != ranks || from.iter().sum::<usize>() != recv.len() || from[rank] != 0 {
+        return Err(DistError::Exchange(format!(
+            "round {t}: {} words received, counts {from:?}",
+            recv.len()
+        )));
+    }
+    let mut at = 0;
+    for &c in &from {
+        let k = block_arcs(c).ok_or_else(|| {
+            DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
+        })?;
+        let words = &recv[at..at + k];
+        if let Some(&w) = words.iter().find(|&&w| pack.source(w) >= local_n as u64) {
+            return Err(DistError::Exchange(format!(
+                "round {t}: an arc for local vertex {}, but rank {rank} owns {local_n}",
+                pack.source(w)
+            )));
+        }
+        degree.count(pack, words);
+        at += c;
+    }
+    kept.recv = recv;
+    kept.from = from;
+    Ok(())
 }
 
 /// Writes the arcs of one round into the blocks of `out` (module docs): for each
