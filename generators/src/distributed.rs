@@ -40,11 +40,17 @@
 //! writes every arc into its rank's block of one buffer, this rank's own block (last)
 //! included, so the loop has no branch on the destination (unpredictable with few ranks);
 //! the own block is then copied out of the reused buffer. One collective
-//! [`Exchange::exchange`] per round moves the other blocks: under MPI, an all-to-all of the
-//! counts, then `MPI_Alltoallv` (the `mpi` submodule, feature `mpi`). A rank's arcs for its
-//! own vertices never go through the exchange. Each rank keeps its own block and the blocks
-//! it receives as they are, and counts its vertices' degrees on the way (with prefetching:
-//! the increments are random).
+//! [`Exchange::start`] per round moves the other blocks, and the rank collects them
+//! ([`Started::received`]) only after starting the next round's: round `t`'s words travel
+//! while round `t + 1` is generated and routed, and a rank may run up to a round ahead of
+//! a slower one instead of waiting for it every round. Under MPI (the `mpi` submodule,
+//! feature `mpi`) that is one `MPI_Isend` per other rank and one `MPI_Irecv` into room for
+//! the largest possible block (`2B` arcs; pages that receive nothing are never touched),
+//! with no all-to-all of the counts; the send buffer of round `t` is reused for round
+//! `t + 2`, once its words have left. [`MemExchange`] exchanges when the round starts. A
+//! rank's arcs for its own vertices never go through the exchange. Each rank keeps its own
+//! block and the blocks it receives as they are, and counts its vertices' degrees on the
+//! way (with prefetching: the increments are random).
 //!
 //! After the last round, each rank builds its rows with a counting sort of the kept arcs,
 //! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
@@ -78,7 +84,8 @@
 //! are allocated. Nothing is proportional to the whole graph's size. At SCALE 22 on 2 ranks
 //! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1602 MiB; `VmHWM` measured 1612 MiB on that
 //! rank (0.55× the 2916 MiB of the single-process generation and [`Csr`] build; with two
-//! `u64` words per kept arc, as before, it was 1878 MiB). At SCALE 24 on 2 ranks (`A` =
+//! `u64` words per kept arc, as before, it was 1878 MiB); with the second send buffer of
+//! the overlapped exchange, 1607-1611 MiB. At SCALE 24 on 2 ranks (`A` =
 //! 268.5 M, `n_r` = 8 M) the formula gives 6273 MiB and `VmHWM` measured 6248 MiB.
 //!
 //! The kept arcs take 12 bytes each, as the rows do, because the degrees are known only
@@ -88,17 +95,21 @@
 //!
 //! # Time
 //!
-//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine (`examples/distgen.rs`, quiet
-//! runs): generation 1.25-1.3 s, routing 0.55-0.66 s, exchange 0.3-0.45 s, rows
-//! 1.1-1.2 s, about 2.5 s of user CPU; one process generating the whole graph and
-//! building its [`Csr`] with 2 threads took 3.25-3.4 s in the same quiet spells, so 2
-//! ranks take 1.01-1.13x as long. What the ranks pay on top of one process is routing and
-//! the exchange; in a profile of one rank, routing itself (the `route` pass and the
-//! owner count) takes under 0.2 s of CPU: most of those phases is the page faults of the
-//! kept arcs (12 bytes an arc, fresh memory) and the degree counts of the rank's own
-//! arcs. Smaller rounds keep the round's buffers in cache but pay one synchronisation
-//! per round (2^16 edges: 512 rounds, 2 s more user CPU per rank in MPI waits): 2^20
-//! stays the default.
+//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine (`skein sssp kron:22` and
+//! `examples/distgen.rs`, quiet spells between other jobs): generation 1.2-1.3 s, routing
+//! 0.6-0.7 s, exchange 0.2-0.3 s, rows 1.1-1.2 s (3.1-3.45 s in all, about 2.5 s of user
+//! CPU); one process generating the whole graph and building its [`Csr`] with 2 threads
+//! took 2.55-3.4 s in the same spells, so 2 ranks take 1.0-1.35x as long. What the ranks
+//! pay on top of one process is routing and the exchange; in a profile of one rank,
+//! routing itself (the `route` pass and the owner count) takes under 0.2 s of CPU: most
+//! of those phases is the page faults of the kept arcs (12 bytes an arc, fresh memory)
+//! and the degree counts of the rank's own arcs. Before the exchange overlapped the next
+//! round (a blocking all-to-all per round), a rank spent about 0.35 s of CPU spinning in
+//! Open MPI's progress loop while waiting for the other; under load (other jobs on the
+//! cores) the exchange phase took 1.0-4.7 s per rank, against 0.5-1.2 s overlapped.
+//! Smaller rounds keep the round's buffers in cache but pay more synchronisation (2^16
+//! edges, blocking: 512 rounds, 2 s more user CPU per rank in MPI waits): 2^20 stays the
+//! default.
 //!
 //! On the virtual machines these figures come from, memory freed to the host (free page
 //! reporting) costs about 3 s per GiB when first touched again as huge pages, against
