@@ -99,7 +99,8 @@
 //! `examples/distgen.rs`, quiet spells between other jobs): generation 1.2-1.3 s, routing
 //! 0.6-0.7 s, exchange 0.2-0.3 s, rows 1.1-1.2 s (3.1-3.45 s in all, about 2.5 s of user
 //! CPU); one process generating the whole graph and building its [`Csr`] with 2 threads
-//! took 2.55-3.4 s in the same spells, so 2 ranks take 1.0-1.35x as long. What the ranks
+//! took 2.55-3.65 s in the same spells (its system time varies most, see below): 2 ranks
+//! took 0.88x and 1.35x as long in the two quiet pairs of `skein sssp` runs. What the ranks
 //! pay on top of one process is routing and the exchange; in a profile of one rank,
 //! routing itself (the `route` pass and the owner count) takes under 0.2 s of CPU: most
 //! of those phases is the page faults of the kept arcs (12 bytes an arc, fresh memory)
