@@ -35,11 +35,22 @@
 //! the low `bits(n - 1)` bits, the source's local index above: [`DistError::ArcTooWide`]
 //! when both do not fit, i.e. beyond SCALE 32 on few ranks) and its weight's 32 bits: the
 //! block for one rank holds its `k` packed arcs, then their weights two to a word
-//! (`k + ceil(k/2)` words, 12 bytes an arc). One collective [`Exchange::exchange`] per
-//! round moves them: under MPI, an all-to-all of the counts, then `MPI_Alltoallv` (the
-//! `mpi` submodule, feature `mpi`). A rank's arcs for its own vertices never go through the
-//! exchange. Each rank keeps its own arcs and the blocks it receives as they are, and
-//! counts its vertices' degrees on the way (with prefetching: the increments are random).
+//! (`k + ceil(k/2)` words, 12 bytes an arc). Routing takes two passes over the round's
+//! edges: one finds both endpoints' ranks and counts the arcs for each rank, the other
+//! writes every arc into its rank's block of one buffer, this rank's own block (last)
+//! included, so the loop has no branch on the destination (unpredictable with few ranks);
+//! the own block is then copied out of the reused buffer. One collective
+//! [`Exchange::start`] per round moves the other blocks, and the rank collects them
+//! ([`Started::received`]) only after starting the next round's: round `t`'s words travel
+//! while round `t + 1` is generated and routed, and a rank may run up to a round ahead of
+//! a slower one instead of waiting for it every round. Under MPI (the `mpi` submodule,
+//! feature `mpi`) that is one `MPI_Isend` per other rank and one `MPI_Irecv` into room for
+//! the largest possible block (`2B` arcs; pages that receive nothing are never touched),
+//! with no all-to-all of the counts; the send buffer of round `t` is reused for round
+//! `t + 2`, once its words have left. [`MemExchange`] exchanges when the round starts. A
+//! rank's arcs for its own vertices never go through the exchange. Each rank keeps its own
+//! block and the blocks it receives as they are, and counts its vertices' degrees on the
+//! way (with prefetching: the increments are random).
 //!
 //! After the last round, each rank builds its rows with a counting sort of the kept arcs,
 //! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
@@ -58,9 +69,10 @@
 //! during the rounds:  12·A     arcs kept (a packed word and the weight's bits each: its
 //!                              own and those received)
 //!                   + 8·n_r    degrees (at most)
-//!                   + 60·B     one round's buffers, reused: the generated edges (20 B
-//!                              each), both endpoints' ranks (8 B), the send buffer (at
-//!                              most 2 arcs of at most 16 B per edge)
+//!                   + 92·B     the round buffers, reused: the generated edges (20 B
+//!                              each), both endpoints' ranks (8 B), two send buffers
+//!                              (one round's words leaving while the next round is
+//!                              routed; at most 2 arcs of at most 16 B per edge each)
 //! building the rows:  12·A     arcs kept, until the rows are built
 //!                   + 12·A     the rows' targets (u64) and weights (f32)
 //!                   + 16·n_r   offsets and the scatter cursors (at most: the cursors,
@@ -72,13 +84,39 @@
 //! are allocated. Nothing is proportional to the whole graph's size. At SCALE 22 on 2 ranks
 //! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1602 MiB; `VmHWM` measured 1612 MiB on that
 //! rank (0.55× the 2916 MiB of the single-process generation and [`Csr`] build; with two
-//! `u64` words per kept arc, as before, it was 1878 MiB). At SCALE 24 on 2 ranks (`A` =
+//! `u64` words per kept arc, as before, it was 1878 MiB); with the second send buffer of
+//! the overlapped exchange, 1607-1611 MiB. At SCALE 24 on 2 ranks (`A` =
 //! 268.5 M, `n_r` = 8 M) the formula gives 6273 MiB and `VmHWM` measured 6248 MiB.
 //!
 //! The kept arcs take 12 bytes each, as the rows do, because the degrees are known only
 //! after the last round; a version that sizes the rows first (a counting pass that
 //! regenerates the edges) would hold `12·A` instead of `24·A`, at the price of generating
 //! every edge twice and a second exchange of every arc's source.
+//!
+//! # Time
+//!
+//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine (`skein sssp kron:22` and
+//! `examples/distgen.rs`, quiet spells between other jobs): generation 1.2-1.3 s, routing
+//! 0.6-0.7 s, exchange 0.2-0.3 s, rows 1.1-1.2 s (3.1-3.45 s in all, about 2.5 s of user
+//! CPU); one process generating the whole graph and building its [`Csr`] with 2 threads
+//! took 2.55-3.65 s in the same spells (its system time varies most, see below): 2 ranks
+//! took 0.88x and 1.35x as long in the two quiet pairs of `skein sssp` runs. What the ranks
+//! pay on top of one process is routing and the exchange; in a profile of one rank,
+//! routing itself (the `route` pass and the owner count) takes under 0.2 s of CPU: most
+//! of those phases is the page faults of the kept arcs (12 bytes an arc, fresh memory)
+//! and the degree counts of the rank's own arcs. Before the exchange overlapped the next
+//! round (a blocking all-to-all per round), a rank spent about 0.35 s of CPU spinning in
+//! Open MPI's progress loop while waiting for the other; under load (other jobs on the
+//! cores) the exchange phase took 1.0-4.7 s per rank, against 0.5-1.2 s overlapped.
+//! Smaller rounds keep the round's buffers in cache but pay more synchronisation (2^16
+//! edges, blocking: 512 rounds, 2 s more user CPU per rank in MPI waits): 2^20 stays the
+//! default.
+//!
+//! On the virtual machines these figures come from, memory freed to the host (free page
+//! reporting) costs about 3 s per GiB when first touched again as huge pages, against
+//! 0.07 s when the guest reuses it: the system time of the rows' (and one process's
+//! [`Csr`]'s) page faults varies from 0.6 to 2.3 s per rank between identical runs, and
+//! dominates the spread of the wall times. Compare runs alternated in one session.
 //!
 //! # Validation, roots and `nedge` on the ranks' rows
 //!
@@ -122,7 +160,7 @@ pub mod mpi;
 pub mod roots;
 pub mod validate;
 
-/// Default round size `B`: 2^20 edges, so a round's buffers take 60 MiB.
+/// Default round size `B`: 2^20 edges, so the round buffers take at most 92 MiB.
 pub const DEFAULT_ROUND_EDGES: u64 = 1 << 20;
 
 /// Most words (`u64`) an arc takes on the wire: a block of `k` arcs takes `k + ceil(k / 2)`
@@ -211,6 +249,49 @@ pub trait Exchange {
         send: &[u64],
         counts: &[usize],
     ) -> Result<(Vec<u64>, Vec<usize>), DistError>;
+
+    /// Starts the exchange of `send` (as [`Exchange::exchange`]) and returns at once where
+    /// an implementation can: the words arrive while the caller works on, and
+    /// [`Started::received`] collects them. `max_from` bounds the words any one rank sends
+    /// this one in this exchange. Collective like `exchange`: every rank starts the same
+    /// exchanges in the same order, and may start the next before collecting this one.
+    ///
+    /// The default runs [`Exchange::exchange`] now.
+    fn start(
+        &mut self,
+        send: Vec<u64>,
+        counts: &[usize],
+        max_from: usize,
+    ) -> Result<Box<dyn Started>, DistError> {
+        let _ = max_from;
+        let got = self.exchange(&send, counts)?;
+        Ok(Box::new(Finished { got: Some(got), send }))
+    }
+}
+
+/// An exchange begun with [`Exchange::start`].
+pub trait Started {
+    /// Waits for the words sent to this rank and returns them as [`Exchange::exchange`]
+    /// does (an error when called twice).
+    fn received(&mut self) -> Result<(Vec<u64>, Vec<usize>), DistError>;
+    /// Waits until this rank's words have left and returns the send buffer, for reuse.
+    fn into_send_buffer(self: Box<Self>) -> Result<Vec<u64>, DistError>;
+}
+
+/// An exchange that was done when it started (the default [`Exchange::start`]).
+struct Finished {
+    got: Option<(Vec<u64>, Vec<usize>)>,
+    send: Vec<u64>,
+}
+
+impl Started for Finished {
+    fn received(&mut self) -> Result<(Vec<u64>, Vec<usize>), DistError> {
+        self.got.take().ok_or_else(|| DistError::Exchange("exchange collected twice".into()))
+    }
+
+    fn into_send_buffer(self: Box<Self>) -> Result<Vec<u64>, DistError> {
+        Ok(self.send)
+    }
 }
 
 /// The rows of the vertices `[first, last)` of a graph of `num_vertices` vertices, with
@@ -365,7 +446,7 @@ pub fn rounds(num_edges: u64, ranks: usize, round_edges: u64) -> u64 {
 /// aside.
 pub fn local_build_bytes(local_vertices: u64, local_arcs: u64, round_edges: u64) -> u128 {
     let (a, n, b) = (u128::from(local_arcs), u128::from(local_vertices), u128::from(round_edges));
-    let rounds = 12 * a + 8 * (n + 1) + 60 * b;
+    let rounds = 12 * a + 8 * (n + 1) + 92 * b;
     let rows = 24 * a + 16 * n + 8;
     rounds.max(rows)
 }
@@ -492,12 +573,14 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
     let b = round_edges.min(share.end - share.start) as usize;
     let (mut gsrc, mut gdst, mut gw) = (vec![0u64; b], vec![0u64; b], vec![0f32; b]);
     let mut owners: Vec<(u32, u32)> = vec![(0, 0); b];
-    let mut send: Vec<u64> = Vec::new();
-    let bad_arc = |t: u64, local: u64| {
-        DistError::Exchange(format!(
-            "round {t}: an arc for local vertex {local}, but rank {rank} owns {local_n}"
-        ))
-    };
+    // Send buffers: at most two exist, one round's words leaving while the next round's
+    // are routed (module docs).
+    let mut free: Vec<Vec<u64>> = Vec::new();
+    let mut in_flight: Option<Box<dyn Started>> = None;
+    let mut leaving: Option<Box<dyn Started>> = None;
+    let shape = (rank, ranks, local_n);
+    // Most words one rank sends another in a round: a block of 2 arcs per edge.
+    let max_from = block_words(2 * round_edges.min(p.num_edges().div_ceil(ranks as u64)) as usize);
     for t in 0..rounds(p.num_edges(), ranks, round_edges) {
         let lo = share.start.saturating_add(t * round_edges).min(share.end);
         let len = (lo.saturating_add(round_edges).min(share.end) - lo) as usize;
@@ -505,6 +588,11 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
         let (src, dst, w) = (&mut gsrc[..len], &mut gdst[..len], &mut gw[..len]);
         kronecker::generate_range_into(p, lo, src, dst, w);
         lap(&mut stats.generate_s);
+        // A free send buffer: round t - 2's, once its words have left.
+        if let Some(old) = leaving.take() {
+            free.push(old.into_send_buffer()?);
+        }
+        lap(&mut stats.exchange_s);
         arcs_to.iter_mut().for_each(|c| *c = 0);
         for ((&u, &v), o) in src.iter().zip(dst.iter()).zip(owners.iter_mut()) {
             if u != v {
@@ -514,66 +602,52 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
                 *o = (ou as u32, ov as u32);
             }
         }
-        // The other ranks' blocks, by rank (this rank's is empty): each block holds its
-        // `k` packed arcs, then their weights two to a word.
+        // The other ranks' blocks, by rank, then this rank's own (never sent): each block
+        // holds its `k` packed arcs, then their weights two to a word.
+        let own = arcs_to[rank];
         let mut at = 0;
-        for d in 0..ranks {
-            let k = if d == rank { 0 } else { arcs_to[d] };
+        for d in (0..ranks).filter(|&d| d != rank).chain([rank]) {
             pos[d] = at;
-            wpos[d] = 2 * (at + k);
-            counts[d] = block_words(k);
-            at += counts[d];
+            wpos[d] = 2 * (at + arcs_to[d]);
+            counts[d] = if d == rank { 0 } else { block_words(arcs_to[d]) };
+            at += block_words(arcs_to[d]);
         }
+        let mut send = free.pop().unwrap_or_default();
         send.clear();
         send.resize(at, 0);
-        let own = arcs_to[rank];
-        let (mut mine, mut mine_w) = (Vec::with_capacity(own), Vec::with_capacity(own));
-        for (((&u, &v), &wt), &(ou, ov)) in src.iter().zip(dst.iter()).zip(w.iter()).zip(&owners) {
-            if u == v {
-                continue;
-            }
-            let wbits = wt.to_bits();
-            for (s, d, r) in [(u, v, ou as usize), (v, u, ov as usize)] {
-                let word = pack.pack(d, s - bounds[r]);
-                if r == rank {
-                    mine.push(word);
-                    mine_w.push(wbits);
-                } else {
-                    send[pos[r]] = word;
-                    pos[r] += 1;
-                    let h = wpos[r];
-                    wpos[r] += 1;
-                    send[h / 2] |= u64::from(wbits) << (32 * (h & 1));
-                }
-            }
-        }
-        degree.count(&pack, &mine);
+        route(&pack, bounds, src, dst, w, &owners, &mut pos, &mut wpos, &mut send);
+        // This rank's block, out of the send buffer.
+        let mine = send.split_off(at - block_words(own));
+        degree.count(&pack, &mine[..own]);
+        kept.push(KeptRound { mine, recv: Vec::new(), from: Vec::new() });
         lap(&mut stats.route_s);
-        let (recv, from) = ex.exchange(&send, &counts)?;
+        // Round t's words leave while round t - 1's are collected, and arrive while round
+        // t + 1 is generated and routed.
+        let started = ex.start(send, &counts, max_from)?;
         lap(&mut stats.exchange_s);
+        if let Some(mut prev) = in_flight.replace(started) {
+            let got = prev.received()?;
+            lap(&mut stats.exchange_s);
+            collect(got, &mut kept[t as usize - 1], t - 1, shape, &pack, &mut degree)?;
+            leaving = Some(prev);
+        }
         stats.rounds += 1;
-        if from.len() != ranks || from.iter().sum::<usize>() != recv.len() || from[rank] != 0 {
-            return Err(DistError::Exchange(format!(
-                "round {t}: {} words received, counts {from:?}",
-                recv.len()
-            )));
-        }
-        let mut at = 0;
-        for &c in &from {
-            let k = block_arcs(c).ok_or_else(|| {
-                DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
-            })?;
-            let words = &recv[at..at + k];
-            if let Some(&w) = words.iter().find(|&&w| pack.source(w) >= local_n as u64) {
-                return Err(bad_arc(t, pack.source(w)));
-            }
-            degree.count(&pack, words);
-            at += c;
-        }
-        kept.push(KeptRound { mine, mine_w, recv, from });
         progress(lo + len as u64 - share.start);
     }
-    drop((gsrc, gdst, gw, owners, send));
+    if let Some(mut last) = in_flight.take() {
+        let t = kept.len() - 1;
+        lap(&mut stats.rows_s);
+        let got = last.received()?;
+        lap(&mut stats.exchange_s);
+        collect(got, &mut kept[t], t as u64, shape, &pack, &mut degree)?;
+        lap(&mut stats.rows_s);
+        last.into_send_buffer()?;
+    }
+    if let Some(old) = leaving.take() {
+        old.into_send_buffer()?;
+    }
+    lap(&mut stats.exchange_s);
+    drop((gsrc, gdst, gw, owners, free));
 
     // Offsets, then the counting sort: sender-major, then rounds (module docs: the rows
     // come out in edge-index order).
@@ -597,19 +671,19 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
         Counts::Wide(offsets[..local_n].to_vec())
     };
     for s in 0..ranks {
-        for KeptRound { mine, mine_w, recv, from } in &mut kept {
+        for KeptRound { mine, recv, from } in &mut kept {
             if s == rank {
-                cursor.scatter(&pack, mine, |i| mine_w[i], &mut targets, &mut weights);
+                cursor.scatter_block(&pack, mine, &mut targets, &mut weights);
                 // Freed as soon as written: the rows' pages fill while these go.
                 *mine = Vec::new();
-                *mine_w = Vec::new();
             } else {
                 let start: usize = from[..s].iter().sum();
-                let block = &recv[start..start + from[s]];
-                let k = block_arcs(from[s]).unwrap_or(0);
-                let (words, wts) = block.split_at(k);
-                let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
-                cursor.scatter(&pack, words, weight, &mut targets, &mut weights);
+                cursor.scatter_block(
+                    &pack,
+                    &recv[start..start + from[s]],
+                    &mut targets,
+                    &mut weights,
+                );
                 if from[s + 1..].iter().all(|&c| c == 0) {
                     *recv = Vec::new();
                 }
@@ -623,14 +697,82 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
 
 /// What a rank keeps of a round until its rows are built.
 struct KeptRound {
-    /// Its own arcs (never sent), packed ([`ArcPacking`]).
+    /// Its own arcs (never sent): one block of packed arcs then weights (as on the wire).
     mine: Vec<u64>,
-    /// Their weights' bits.
-    mine_w: Vec<u32>,
     /// The words received, sender after sender: blocks of packed arcs then weights.
     recv: Vec<u64>,
     /// The words from each sender.
     from: Vec<usize>,
+}
+
+/// Keeps round `t`'s words `(recv, from)` (as [`Exchange::exchange`] returns them) in
+/// `kept`, checked (the counts add up, none from this rank `rank`, whole arcs, sources
+/// below `local_n`), and counts their sources' degrees.
+fn collect(
+    (recv, from): (Vec<u64>, Vec<usize>),
+    kept: &mut KeptRound,
+    t: u64,
+    (rank, ranks, local_n): (usize, usize, usize),
+    pack: &ArcPacking,
+    degree: &mut Counts,
+) -> Result<(), DistError> {
+    if from.len() != ranks || from.iter().sum::<usize>() != recv.len() || from[rank] != 0 {
+        return Err(DistError::Exchange(format!(
+            "round {t}: {} words received, counts {from:?}",
+            recv.len()
+        )));
+    }
+    let mut at = 0;
+    for &c in &from {
+        let k = block_arcs(c).ok_or_else(|| {
+            DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
+        })?;
+        let words = &recv[at..at + k];
+        if let Some(&w) = words.iter().find(|&&w| pack.source(w) >= local_n as u64) {
+            return Err(DistError::Exchange(format!(
+                "round {t}: an arc for local vertex {}, but rank {rank} owns {local_n}",
+                pack.source(w)
+            )));
+        }
+        degree.count(pack, words);
+        at += c;
+    }
+    kept.recv = recv;
+    kept.from = from;
+    Ok(())
+}
+
+/// Writes the arcs of one round into the blocks of `out` (module docs): for each
+/// non-self-loop edge `k`, the arcs `src[k] -> dst[k]` and `dst[k] -> src[k]` with the
+/// weight bits of `w[k]`, to the blocks of the ranks `owners[k]` owning their sources.
+/// `pos[r]` is the next word of rank `r`'s block, `wpos[r]` its next weight's half-word
+/// (both advance); `out` is zeroed where the weights go. One pass, without a branch on
+/// the destination (a rank's own arcs are a block like the others').
+#[allow(clippy::too_many_arguments)]
+fn route(
+    pack: &ArcPacking,
+    bounds: &[u64],
+    src: &[u64],
+    dst: &[u64],
+    w: &[f32],
+    owners: &[(u32, u32)],
+    pos: &mut [usize],
+    wpos: &mut [usize],
+    out: &mut [u64],
+) {
+    for (((&u, &v), &wt), &(ou, ov)) in src.iter().zip(dst).zip(w).zip(owners) {
+        if u == v {
+            continue;
+        }
+        let wbits = u64::from(wt.to_bits());
+        for (s, d, r) in [(u, v, ou as usize), (v, u, ov as usize)] {
+            out[pos[r]] = pack.pack(d, s - bounds[r]);
+            pos[r] += 1;
+            let h = wpos[r];
+            wpos[r] += 1;
+            out[h / 2] |= wbits << (32 * (h & 1));
+        }
+    }
 }
 
 /// Words of a block of `k` arcs on the wire: the packed arcs, then the weights two to a word.
@@ -733,6 +875,21 @@ impl Counts {
             Counts::Narrow(c) => count_sources(pack, words, c),
             Counts::Wide(c) => count_sources(pack, words, c),
         }
+    }
+
+    /// [`scatter`] of the arcs of one block (packed arcs then weights, as on the wire);
+    /// nothing for a block of no whole arcs (checked as it was received).
+    fn scatter_block(
+        &mut self,
+        pack: &ArcPacking,
+        block: &[u64],
+        targets: &mut [u64],
+        weights: &mut [f32],
+    ) {
+        let k = block_arcs(block.len()).unwrap_or(0);
+        let (words, wts) = block.split_at(k);
+        let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
+        self.scatter(pack, words, weight, targets, weights);
     }
 
     /// [`scatter`] with these cursors.

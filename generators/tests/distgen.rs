@@ -160,5 +160,5 @@ fn memory_formula() {
     let rows = 24 * 68_603_327u128 + 16 * 2_097_152 + 8;
     assert_eq!(distributed::local_build_bytes(2_097_152, 68_603_327, 1 << 20), rows);
     // Few arcs, big rounds: the rounds phase dominates.
-    assert_eq!(distributed::local_build_bytes(10, 100, 1 << 20), 12 * 100 + 8 * 11 + (60 << 20));
+    assert_eq!(distributed::local_build_bytes(10, 100, 1 << 20), 12 * 100 + 8 * 11 + (92 << 20));
 }

@@ -30,6 +30,7 @@ fn main() {
             ("rows_on_2_ranks_equal_the_single_process_csr", || rows_case(2)),
             ("rows_on_3_ranks_equal_the_single_process_csr", || rows_case(3)),
             ("round_size_0_is_refused_on_every_rank", bad_round_case),
+            ("started_exchanges_deliver_what_exchange_does", start_case),
         ],
     );
 }
@@ -86,11 +87,65 @@ fn rank_side(case: &str) -> i32 {
                 0
             }
         },
+        "start" => match start_side(rank, ranks) {
+            Ok(()) => {
+                println!("START-OK rank={rank}");
+                0
+            }
+            Err(e) => {
+                println!("START-BAD rank={rank}: {e}");
+                1
+            }
+        },
         other => {
             eprintln!("unknown case {other}");
             2
         }
     }
+}
+
+/// The words rank `me` sends rank `d` in exchange `round`: 0 to 3 of them, some blocks
+/// empty, each naming its sender, receiver, round and place.
+fn words_for(me: usize, d: usize, round: usize) -> Vec<u64> {
+    let k = (me + 2 * d + round) % 4;
+    (0..k).map(|i| (me * 1000 + d * 100 + round * 10 + i) as u64).collect()
+}
+
+/// Two exchanges started before either is collected deliver, in order, what
+/// `exchange` delivers for the same words; the send buffers come back unchanged; a
+/// second collection is an error.
+fn start_side(me: usize, ranks: usize) -> Result<(), String> {
+    use skein_generators::distributed::{mpi::MpiExchange, Exchange};
+    let mut ex = MpiExchange::world().map_err(|e| e.to_string())?;
+    let send = |round: usize| {
+        let blocks: Vec<Vec<u64>> = (0..ranks).map(|d| words_for(me, d, round)).collect();
+        (blocks.concat(), blocks.iter().map(Vec::len).collect::<Vec<_>>())
+    };
+    let (s0, c0) = send(0);
+    let (s1, c1) = send(1);
+    let mut first = ex.start(s0.clone(), &c0, 3).map_err(|e| e.to_string())?;
+    let mut second = ex.start(s1.clone(), &c1, 3).map_err(|e| e.to_string())?;
+    for (round, started) in [(0, &mut first), (1, &mut second)] {
+        let got = started.received().map_err(|e| e.to_string())?;
+        let want: Vec<Vec<u64>> = (0..ranks).map(|s| words_for(s, me, round)).collect();
+        let want = (want.concat(), want.iter().map(Vec::len).collect::<Vec<_>>());
+        if got != want {
+            return Err(format!("round {round}: received {got:?}, expected {want:?}"));
+        }
+        if started.received().is_ok() {
+            return Err(format!("round {round}: collected twice"));
+        }
+        let (s, c) = send(round);
+        if ex.exchange(&s, &c).map_err(|e| e.to_string())? != want {
+            return Err(format!("round {round}: exchange disagrees"));
+        }
+    }
+    for (started, sent) in [(first, s0), (second, s1)] {
+        if started.into_send_buffer().map_err(|e| e.to_string())? != sent {
+            return Err("a send buffer came back changed".into());
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -122,6 +177,14 @@ fn rows_case(ranks: usize) -> Result<(), String> {
             csr.num_arcs(),
             distributed::csr_checksum(&csr)
         ));
+    }
+    Ok(())
+}
+
+fn start_case() -> Result<(), String> {
+    let out = mpirun::launch(3, "--distgen-case", "start")?;
+    if out.lines().filter(|l| l.starts_with("START-OK ")).count() != 3 {
+        return Err(format!("expected 3 ranks to pass:\n{out}"));
     }
     Ok(())
 }
