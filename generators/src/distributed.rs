@@ -117,10 +117,14 @@ use crate::kronecker::{self, KroneckerParams};
 use crate::memory::{self, MemoryError};
 
 pub mod collective;
+pub mod files;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod roots;
+pub mod source;
 pub mod validate;
+
+pub use source::EdgeSource;
 
 /// Default round size `B`: 2^20 edges, so a round's buffers take 60 MiB.
 pub const DEFAULT_ROUND_EDGES: u64 = 1 << 20;
@@ -190,6 +194,10 @@ pub enum DistError {
     /// The rank's rows would not fit in the available memory.
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    /// The input (a graph file) was refused: the same message on every rank
+    /// ([`source::agree`]), e.g. `g.skg: checksum mismatch: ...`.
+    #[error("{0}")]
+    Input(String),
 }
 
 /// A collective all-to-all between the ranks of a job.
@@ -450,6 +458,23 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
     ex: &mut E,
     progress: &dyn Fn(u64),
 ) -> Result<(LocalCsr, BuildStats), DistError> {
+    p.check()?;
+    build_local_csr_from(&mut source::KroneckerSource(*p), bounds, round_edges, ex, progress)
+}
+
+/// [`build_local_csr_with_progress`] for the edges of any [`EdgeSource`] (a Kronecker
+/// range, a range of a graph file): rank `r` routes the edges of `source.share(r, R)`,
+/// in rounds of at most `round_edges`. Collective. A source that fails mid-way hands out
+/// no more edges and keeps its error for [`EdgeSource::finish`], which the caller runs
+/// collectively afterwards ([`source::build_from_source`] does both), so that no rank
+/// leaves the exchanges early.
+pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
+    source: &mut S,
+    bounds: &[u64],
+    round_edges: u64,
+    ex: &mut E,
+    progress: &dyn Fn(u64),
+) -> Result<(LocalCsr, BuildStats), DistError> {
     let mut stats = BuildStats::default();
     let mut clock = Instant::now();
     let mut lap = |acc: &mut f64| {
@@ -457,9 +482,8 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
         *acc += (now - clock).as_secs_f64();
         clock = now;
     };
-    p.check()?;
     let (rank, ranks) = (ex.rank(), ex.ranks());
-    let n = p.num_vertices();
+    let n = source.num_vertices();
     check_bounds(bounds, ranks, n)?;
     // A round sends at most 2 arcs per edge to any rank: each rank receives at most
     // ranks · 2B arcs of WORDS_PER_ARC words.
@@ -472,10 +496,10 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
     let first = bounds[rank];
     let local_n = (bounds[rank + 1] - first) as usize;
     let pack = ArcPacking::new(bounds)?;
-    let share = rank_edges(p.num_edges(), rank, ranks);
+    let share = source.share(rank, ranks);
     // Degree counters of 4 bytes when no count can reach 2^32 (every arc of the graph on
     // one vertex), to halve the randomly accessed array.
-    let mut degree = if 2 * u128::from(p.num_edges()) <= u128::from(u32::MAX) {
+    let mut degree = if 2 * u128::from(source.num_edges()) <= u128::from(u32::MAX) {
         Counts::Narrow(vec![0u32; local_n + 1])
     } else {
         Counts::Wide(vec![0u64; local_n + 1])
@@ -498,12 +522,12 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
             "round {t}: an arc for local vertex {local}, but rank {rank} owns {local_n}"
         ))
     };
-    for t in 0..rounds(p.num_edges(), ranks, round_edges) {
+    for t in 0..source::source_rounds(source, ranks, round_edges) {
         let lo = share.start.saturating_add(t * round_edges).min(share.end);
         let len = (lo.saturating_add(round_edges).min(share.end) - lo) as usize;
         lap(&mut stats.rows_s);
-        let (src, dst, w) = (&mut gsrc[..len], &mut gdst[..len], &mut gw[..len]);
-        kronecker::generate_range_into(p, lo, src, dst, w);
+        let got = source.fill(lo, &mut gsrc[..len], &mut gdst[..len], &mut gw[..len]).min(len);
+        let (src, dst, w) = (&mut gsrc[..got], &mut gdst[..got], &mut gw[..got]);
         lap(&mut stats.generate_s);
         arcs_to.iter_mut().for_each(|c| *c = 0);
         for ((&u, &v), o) in src.iter().zip(dst.iter()).zip(owners.iter_mut()) {
@@ -604,6 +628,10 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
                 *mine = Vec::new();
                 *mine_w = Vec::new();
             } else {
+                if from[s] == 0 {
+                    // Nothing from `s` (and `recv` may be freed already).
+                    continue;
+                }
                 let start: usize = from[..s].iter().sum();
                 let block = &recv[start..start + from[s]];
                 let k = block_arcs(from[s]).unwrap_or(0);
