@@ -446,7 +446,6 @@ fn first_pass(
         w.flush().map_err(|e| FormatError::io(&copy.0, "write", e))?;
         (f, el, Some(copy))
     };
-    drop(sink);
     Ok((format, el.num_vertices, count, el.weights.is_some(), copy))
 }
 

@@ -228,52 +228,6 @@ pub(crate) fn comment_line(c: &str) -> String {
     c.replace(['\n', '\r'], " ")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn u64_parsing() {
-        assert_eq!(parse_u64(b"0"), Some(0));
-        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_u64(b"18446744073709551616"), None);
-        assert_eq!(parse_u64(b"-1"), None);
-        assert_eq!(parse_u64(b"+1"), None);
-        assert_eq!(parse_u64(b""), None);
-        assert_eq!(parse_u64(b"1x"), None);
-    }
-
-    #[test]
-    fn u64_formatting() {
-        for v in [0, 1, 9, 10, 12345, u64::MAX] {
-            let mut out = Vec::new();
-            push_u64(&mut out, v);
-            assert_eq!(out, v.to_string().as_bytes());
-        }
-    }
-
-    #[test]
-    fn tokens() {
-        let t: Vec<&[u8]> = Tokens::new(b"  1\t 22  3 ").collect();
-        assert_eq!(t, vec![&b"1"[..], b"22", b"3"]);
-        assert_eq!(Tokens::new(b"   ").next(), None);
-    }
-
-    #[test]
-    fn lines_strip_cr_and_count() {
-        let data = b"a\r\nb\n\nc";
-        let mut l = Lines::new(&data[..], Path::new("x"));
-        let mut got = Vec::new();
-        while let Some((n, line)) = l.next_line().unwrap() {
-            got.push((n, line.to_vec()));
-        }
-        assert_eq!(
-            got,
-            vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"".to_vec()), (4, b"c".to_vec())]
-        );
-    }
-}
-
 /// Hands out edges in chunks: `(src, dst, weights)` (weights `None` for an unweighted
 /// file).
 pub(crate) type ChunkFn<'a> =
@@ -328,7 +282,7 @@ impl<'a> EdgeSink<'a> {
         last: bool,
     ) -> Result<(), FormatError> {
         let Some(out) = self.out.as_mut() else { return Ok(()) };
-        if src.len() < self.chunk && !(last && !src.is_empty()) {
+        if src.is_empty() || (src.len() < self.chunk && !last) {
             return Ok(());
         }
         out(src, dst, weighted.then_some(&wts[..]))?;
@@ -337,5 +291,51 @@ impl<'a> EdgeSink<'a> {
         dst.clear();
         wts.clear();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn u64_parsing() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b"+1"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"1x"), None);
+    }
+
+    #[test]
+    fn u64_formatting() {
+        for v in [0, 1, 9, 10, 12345, u64::MAX] {
+            let mut out = Vec::new();
+            push_u64(&mut out, v);
+            assert_eq!(out, v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn tokens() {
+        let t: Vec<&[u8]> = Tokens::new(b"  1\t 22  3 ").collect();
+        assert_eq!(t, vec![&b"1"[..], b"22", b"3"]);
+        assert_eq!(Tokens::new(b"   ").next(), None);
+    }
+
+    #[test]
+    fn lines_strip_cr_and_count() {
+        let data = b"a\r\nb\n\nc";
+        let mut l = Lines::new(&data[..], Path::new("x"));
+        let mut got = Vec::new();
+        while let Some((n, line)) = l.next_line().unwrap() {
+            got.push((n, line.to_vec()));
+        }
+        assert_eq!(
+            got,
+            vec![(1, b"a".to_vec()), (2, b"b".to_vec()), (3, b"".to_vec()), (4, b"c".to_vec())]
+        );
     }
 }
