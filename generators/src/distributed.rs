@@ -1,5 +1,6 @@
 //! Kronecker graphs across ranks: each rank generates its share of the edges and ends with
-//! the rows of its own vertices ([`LocalCsr`]); no rank ever holds the whole graph.
+//! the rows of its own vertices ([`LocalCsr`]); no rank ever holds the whole graph. Graph
+//! files the same way: see [Edge sources](#edge-sources).
 //!
 //! # Vertex ranges and the partition
 //!
@@ -47,6 +48,22 @@
 //! so each row's arcs come out in edge-index order: every row is *identical* (not only the
 //! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. A round's kept
 //! buffers are freed as soon as their last arcs are written.
+//!
+//! # Edge sources
+//!
+//! The rounds above take their edges from an [`EdgeSource`] ([`build_local_csr_from`];
+//! [`build_local_csr`] uses [`source::KroneckerSource`]): each rank's share is a range of
+//! the input's edge indices, rank `r`'s before rank `r + 1`'s, handed out in input order,
+//! so the argument above gives rows identical to the one-process [`Csr`] of the same input.
+//! Rounds run `ceil(largest share / B)` times on every rank. [`files`] has the graph
+//! files: [`files::SkgSource`] (every rank reads `[r·M/R, (r+1)·M/R)` of a `.skg` file by
+//! offset) and [`files::TextSource`] (rank 0 reads a text file, pipe or standard input and
+//! hands out every edge; the other ranks' shares are empty), both refusing a bad file on
+//! every rank with the one-process reader's message ([`source::build_from_source`] agrees
+//! on it after the rounds). Memory per rank for a file: the formula below, plus the read
+//! buffer (`8·B` bytes, `.skg`) and on rank 0 the checksum buffer (8 MiB, `.skg`) or the
+//! text reader's chunks (at most four of [`files::TEXT_CHUNK`] edges, 20 MiB, and one
+//! batch of text blocks being parsed).
 //!
 //! # Memory per rank
 //!
@@ -465,7 +482,7 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
 /// [`build_local_csr_with_progress`] for the edges of any [`EdgeSource`] (a Kronecker
 /// range, a range of a graph file): rank `r` routes the edges of `source.share(r, R)`,
 /// in rounds of at most `round_edges`. Collective. A source that fails mid-way hands out
-/// no more edges and keeps its error for [`EdgeSource::finish`], which the caller runs
+/// no more edges and keeps its error for [`EdgeSource::refusal`], which the caller agrees on
 /// collectively afterwards ([`source::build_from_source`] does both), so that no rank
 /// leaves the exchanges early.
 pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
