@@ -520,7 +520,8 @@ impl EdgeSource for TextSource {
 pub(crate) mod tests {
     use super::*;
     use crate::distributed::source::build_from_source;
-    use crate::distributed::{LocalCsr, MemExchange};
+    pub(crate) use crate::distributed::source::tests::on_ranks;
+    use crate::distributed::LocalCsr;
     use crate::formats::{self, Format};
     use crate::graph::{Csr, EdgeList};
     use crate::kronecker::{self, KroneckerParams};
@@ -538,23 +539,6 @@ pub(crate) mod tests {
         let mut el = kronecker::generate(&KroneckerParams::new(7, 4, 5, 6).unwrap());
         el.num_vertices += 3; // isolated vertices at the end
         el
-    }
-
-    /// Runs `f` on every rank of a simulated job of `ranks` ranks.
-    pub(crate) fn on_ranks<T: Send>(
-        ranks: usize,
-        f: impl Fn(&mut MemExchange) -> T + Sync,
-    ) -> Vec<T> {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = MemExchange::group(ranks)
-                .into_iter()
-                .map(|mut ex| {
-                    let f = &f;
-                    s.spawn(move || f(&mut ex))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
     }
 
     /// Uneven boundaries over `n` vertices for `ranks` ranks (the middle rank of three

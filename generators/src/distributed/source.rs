@@ -179,11 +179,15 @@ pub fn broadcast_bytes<E: Exchange + ?Sized>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::distributed::MemExchange;
 
-    fn on_ranks<T: Send>(ranks: usize, f: impl Fn(&mut MemExchange) -> T + Sync) -> Vec<T> {
+    /// Runs `f` on every rank of a simulated job of `ranks` ranks.
+    pub(crate) fn on_ranks<T: Send>(
+        ranks: usize,
+        f: impl Fn(&mut MemExchange) -> T + Sync,
+    ) -> Vec<T> {
         std::thread::scope(|s| {
             let handles: Vec<_> = MemExchange::group(ranks)
                 .into_iter()

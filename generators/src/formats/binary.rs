@@ -219,16 +219,15 @@ fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize, Fo
     Ok(got)
 }
 
-/// Reads and checks a binary graph. `file_len` is the input's length when known (a
-/// regular file): the header is then checked against it before anything is allocated.
-pub(crate) fn read_stream(
-    mut r: impl Read,
-    path: &Path,
+/// Checks the first `got` bytes of a file (`head`, zeros after them) and, when known, its
+/// length against what its header announces: a foreign file, a truncated or padded one,
+/// a bad header are refused.
+fn check_head(
+    head: &[u8; HEADER],
+    got: usize,
     file_len: Option<u64>,
-    progress: &dyn Fn(u64),
-) -> Result<EdgeList, FormatError> {
-    let mut head = [0u8; HEADER];
-    let got = read_full(&mut r, &mut head, path)?;
+    path: &Path,
+) -> Result<Header, FormatError> {
     if got < 8 || head[..8] != MAGIC {
         return Err(FormatError::NotSkein {
             path: path.to_owned(),
@@ -242,7 +241,7 @@ pub(crate) fn read_stream(
             found: got as u64,
         });
     }
-    let header = Header::decode(&head, path)?;
+    let header = Header::decode(head, path)?;
     let expected = header.file_len().expect("checked by decode");
     if let Some(len) = file_len {
         if len < expected {
@@ -256,6 +255,21 @@ pub(crate) fn read_stream(
             });
         }
     }
+    Ok(header)
+}
+
+/// Reads and checks a binary graph. `file_len` is the input's length when known (a
+/// regular file): the header is then checked against it before anything is allocated.
+pub(crate) fn read_stream(
+    mut r: impl Read,
+    path: &Path,
+    file_len: Option<u64>,
+    progress: &dyn Fn(u64),
+) -> Result<EdgeList, FormatError> {
+    let mut head = [0u8; HEADER];
+    let got = read_full(&mut r, &mut head, path)?;
+    let header = check_head(&head, got, file_len, path)?;
+    let expected = header.file_len().expect("checked by decode");
     let m = header.num_edges;
     let need = memory::graph_bytes(header.num_vertices, m, header.weighted);
     memory::check_fits(need, || {
@@ -457,31 +471,7 @@ pub(crate) fn read_layout(file: &std::fs::File, path: &Path) -> Result<SkgLayout
     let mut head = [0u8; HEADER];
     let got = (len.min(HEADER as u64)) as usize;
     file.read_exact_at(&mut head[..got], 0).map_err(|e| FormatError::io(path, "read", e))?;
-    if got < 8 || head[..8] != MAGIC {
-        return Err(FormatError::NotSkein {
-            path: path.to_owned(),
-            found: head[..got.min(8)].to_vec(),
-        });
-    }
-    if got < HEADER {
-        return Err(FormatError::Truncated {
-            path: path.to_owned(),
-            expected: HEADER as u64 + TRAILER,
-            found: got as u64,
-        });
-    }
-    let header = Header::decode(&head, path)?;
-    let expected = header.file_len().expect("checked by decode");
-    if len < expected {
-        return Err(FormatError::Truncated { path: path.to_owned(), expected, found: len });
-    }
-    if len > expected {
-        return Err(FormatError::TrailingData {
-            path: path.to_owned(),
-            expected,
-            extra: len - expected,
-        });
-    }
+    let header = check_head(&head, got, Some(len), path)?;
     Ok(SkgLayout {
         weighted: header.weighted,
         id_bytes: header.id_bytes,
