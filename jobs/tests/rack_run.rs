@@ -311,6 +311,18 @@ fn graph_files_are_split_across_2_and_3_ranks_with_the_one_process_dump() {
             }
         }
     }
+    // A job file's `[graph] file` (relative to the job file) is split the same way.
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        "[graph]\nfile = \"g.skg\"\n[job]\nkernel = \"sssp\"\nroots = 2\nengine = \"skein\"\n\
+         [runtime]\nworkers = 1\n[report]\njson = \"/dev/null\"\n",
+    )
+    .unwrap();
+    let r = mpirun(2, &["run", job.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(err.contains("across 2 ranks"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
