@@ -1,5 +1,6 @@
 //! Kronecker graphs across ranks: each rank generates its share of the edges and ends with
-//! the rows of its own vertices ([`LocalCsr`]); no rank ever holds the whole graph.
+//! the rows of its own vertices ([`LocalCsr`]); no rank ever holds the whole graph. Graph
+//! files the same way: see [Edge sources](#edge-sources).
 //!
 //! # Vertex ranges and the partition
 //!
@@ -58,6 +59,22 @@
 //! so each row's arcs come out in edge-index order: every row is *identical* (not only the
 //! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. A round's kept
 //! buffers are freed as soon as their last arcs are written.
+//!
+//! # Edge sources
+//!
+//! The rounds above take their edges from an [`EdgeSource`] ([`build_local_csr_from`];
+//! [`build_local_csr`] uses [`source::KroneckerSource`]): each rank's share is a range of
+//! the input's edge indices, rank `r`'s before rank `r + 1`'s, handed out in input order,
+//! so the argument above gives rows identical to the one-process [`Csr`] of the same input.
+//! Rounds run `ceil(largest share / B)` times on every rank. [`files`] has the graph
+//! files: [`files::SkgSource`] (every rank reads `[r·M/R, (r+1)·M/R)` of a `.skg` file by
+//! offset) and [`files::TextSource`] (rank 0 reads a text file, pipe or standard input and
+//! hands out every edge; the other ranks' shares are empty), both refusing a bad file on
+//! every rank with the one-process reader's message ([`source::build_from_source`] agrees
+//! on it after the rounds). Memory per rank for a file: the formula below, plus the read
+//! buffer (`8·B` bytes, `.skg`) and on rank 0 the checksum buffer (8 MiB, `.skg`) or the
+//! text reader's chunks (at most four of [`files::TEXT_CHUNK`] edges, 20 MiB, and one
+//! batch of text blocks being parsed).
 //!
 //! # Memory per rank
 //!
@@ -155,10 +172,14 @@ use crate::kronecker::{self, KroneckerParams};
 use crate::memory::{self, MemoryError};
 
 pub mod collective;
+pub mod files;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod roots;
+pub mod source;
 pub mod validate;
+
+pub use source::EdgeSource;
 
 /// Default round size `B`: 2^20 edges, so the round buffers take at most 92 MiB.
 pub const DEFAULT_ROUND_EDGES: u64 = 1 << 20;
@@ -228,6 +249,10 @@ pub enum DistError {
     /// The rank's rows would not fit in the available memory.
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    /// The input (a graph file) was refused: the same message on every rank
+    /// ([`source::agree`]), e.g. `g.skg: checksum mismatch: ...`.
+    #[error("{0}")]
+    Input(String),
 }
 
 /// A collective all-to-all between the ranks of a job.
@@ -531,6 +556,23 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
     ex: &mut E,
     progress: &dyn Fn(u64),
 ) -> Result<(LocalCsr, BuildStats), DistError> {
+    p.check()?;
+    build_local_csr_from(&mut source::KroneckerSource(*p), bounds, round_edges, ex, progress)
+}
+
+/// [`build_local_csr_with_progress`] for the edges of any [`EdgeSource`] (a Kronecker
+/// range, a range of a graph file): rank `r` routes the edges of `source.share(r, R)`,
+/// in rounds of at most `round_edges`. Collective. A source that fails mid-way hands out
+/// no more edges and keeps its error for [`EdgeSource::refusal`], which the caller agrees on
+/// collectively afterwards ([`source::build_from_source`] does both), so that no rank
+/// leaves the exchanges early.
+pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
+    source: &mut S,
+    bounds: &[u64],
+    round_edges: u64,
+    ex: &mut E,
+    progress: &dyn Fn(u64),
+) -> Result<(LocalCsr, BuildStats), DistError> {
     let mut stats = BuildStats::default();
     let mut clock = Instant::now();
     let mut lap = |acc: &mut f64| {
@@ -538,9 +580,8 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
         *acc += (now - clock).as_secs_f64();
         clock = now;
     };
-    p.check()?;
     let (rank, ranks) = (ex.rank(), ex.ranks());
-    let n = p.num_vertices();
+    let n = source.num_vertices();
     check_bounds(bounds, ranks, n)?;
     // A round sends at most 2 arcs per edge to any rank: each rank receives at most
     // ranks · 2B arcs of WORDS_PER_ARC words.
@@ -553,10 +594,10 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
     let first = bounds[rank];
     let local_n = (bounds[rank + 1] - first) as usize;
     let pack = ArcPacking::new(bounds)?;
-    let share = rank_edges(p.num_edges(), rank, ranks);
+    let share = source.share(rank, ranks);
     // Degree counters of 4 bytes when no count can reach 2^32 (every arc of the graph on
     // one vertex), to halve the randomly accessed array.
-    let mut degree = if 2 * u128::from(p.num_edges()) <= u128::from(u32::MAX) {
+    let mut degree = if 2 * u128::from(source.num_edges()) <= u128::from(u32::MAX) {
         Counts::Narrow(vec![0u32; local_n + 1])
     } else {
         Counts::Wide(vec![0u64; local_n + 1])
@@ -579,14 +620,16 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
     let mut in_flight: Option<Box<dyn Started>> = None;
     let mut leaving: Option<Box<dyn Started>> = None;
     let shape = (rank, ranks, local_n);
-    // Most words one rank sends another in a round: a block of 2 arcs per edge.
-    let max_from = block_words(2 * round_edges.min(p.num_edges().div_ceil(ranks as u64)) as usize);
-    for t in 0..rounds(p.num_edges(), ranks, round_edges) {
+    // Most words one rank sends another in a round: a block of 2 arcs per edge of a round
+    // of the largest share (a text file's edges are all rank 0's).
+    let most = (0..ranks).map(|r| source.share(r, ranks)).map(|s| s.end - s.start).max();
+    let max_from = block_words(2 * round_edges.min(most.unwrap_or(0)) as usize);
+    for t in 0..source::source_rounds(source, ranks, round_edges) {
         let lo = share.start.saturating_add(t * round_edges).min(share.end);
         let len = (lo.saturating_add(round_edges).min(share.end) - lo) as usize;
         lap(&mut stats.rows_s);
-        let (src, dst, w) = (&mut gsrc[..len], &mut gdst[..len], &mut gw[..len]);
-        kronecker::generate_range_into(p, lo, src, dst, w);
+        let got = source.fill(lo, &mut gsrc[..len], &mut gdst[..len], &mut gw[..len]).min(len);
+        let (src, dst, w) = (&mut gsrc[..got], &mut gdst[..got], &mut gw[..got]);
         lap(&mut stats.generate_s);
         // A free send buffer: round t - 2's, once its words have left.
         if let Some(old) = leaving.take() {
@@ -677,6 +720,10 @@ pub fn build_local_csr_with_progress<E: Exchange + ?Sized>(
                 // Freed as soon as written: the rows' pages fill while these go.
                 *mine = Vec::new();
             } else {
+                if from[s] == 0 {
+                    // Nothing from `s` (and `recv` may be freed already).
+                    continue;
+                }
                 let start: usize = from[..s].iter().sum();
                 cursor.scatter_block(
                     &pack,

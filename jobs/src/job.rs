@@ -42,9 +42,11 @@ A job file is TOML with four sections; only [graph] is required:
   pin = false               # pin workers to cores
   ranks = 2                 # optional: the mpirun rank count this job expects (rack mode;
                             # workers is then per rank); a different count is an error.
-                            # Under mpirun a Kronecker graph is split: each rank generates
-                            # and keeps only its own vertices' rows. A graph file is not
-                            # split yet: every rank reads the whole file.
+                            # Under mpirun the graph is split: each rank keeps only its own
+                            # vertices' rows. A Kronecker graph: each rank generates a share
+                            # of the edges. A .skg file: each rank reads a share by offset
+                            # (rank 0 also checks the checksum). A text file, pipe or `-`:
+                            # rank 0 reads it (twice: check, then hand out in rounds).
   json = \"reports/sssp-s20.json\"
   dump = \"reports/sssp-s20.dump\"   # the first root's result, one line per vertex
 

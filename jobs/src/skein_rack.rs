@@ -2,9 +2,9 @@
 //! ranks. `compare` runs this same executable under `mpirun` on the same job file
 //! (`skein run JOB --set runtime.ranks=R ...`, which every rank runs and rank 0 reports,
 //! `crate::cmd::run`), and reads back the JSON report rank 0 writes. The executable must be
-//! built with the `mpi` feature. On a Kronecker graph each rank generates and builds
-//! only its own rows and the engine copies only its own partitions' arcs
-//! (`crate::dist_run`); a graph file is read whole by every rank.
+//! built with the `mpi` feature. Each rank generates (Kronecker) or reads (a graph file)
+//! and builds only its own rows, and the engine copies only its own partitions' arcs
+//! (`crate::dist_run`).
 
 use crate::graph500_mpi::Launch;
 use crate::job::Job;

@@ -263,21 +263,104 @@ fn explicit_roots_and_bad_dump_paths_are_clear_errors_on_every_rank() {
 }
 
 #[test]
-fn graph_files_under_mpirun_run_whole_on_every_rank_with_a_note() {
+fn graph_files_are_split_across_2_and_3_ranks_with_the_one_process_dump() {
     let dir = temp_dir("file");
-    let graph = dir.join("g.skg");
-    let made = one_process(&["generate", "--scale", "8", "--output", graph.to_str().unwrap()]);
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let r = mpirun(
-        2,
-        &["bfs", "--engine", "skein", "-t", "1", "--roots", "2", graph.to_str().unwrap()],
-    );
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    for name in ["g.skg", "g.el", "g.wel"] {
+        let made = one_process(&["generate", "--scale", "9", "--output", &path(name)]);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    }
+    // SSSP dumps byte for byte on weighted graphs (on unweighted .el, ties make its parents
+    // depend on timing, in one process too).
+    for (kernel, name) in [("sssp", "g.skg"), ("bfs", "g.skg"), ("bfs", "g.el"), ("sssp", "g.wel")]
+    {
+        for ranks in [2usize, 3] {
+            let (rack_dump, one_dump) = (path("rack.dump"), path("one.dump"));
+            let args = |dump: &str, t: usize| {
+                let t = t.to_string();
+                let v = [kernel, "--engine", "skein", "--roots", "4", "-t", &t, "--dump", dump];
+                let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+                v.push(path(name));
+                v
+            };
+            let rack_args = args(&rack_dump, 1);
+            let rack = mpirun(ranks, &rack_args.iter().map(String::as_str).collect::<Vec<_>>());
+            let out = String::from_utf8_lossy(&rack.stdout);
+            let err = String::from_utf8_lossy(&rack.stderr);
+            assert!(rack.status.success(), "{kernel} {name} on {ranks} ranks: {err}\n{out}");
+            assert!(out.contains("validation:                     passed"), "{out}");
+            // Split: each rank built its own rows.
+            assert!(err.contains(&format!("across {ranks} ranks")), "{err}");
+            assert!(!err.contains("not split"), "{err}");
+            let one_args = args(&one_dump, ranks);
+            let single = one_process(&one_args.iter().map(String::as_str).collect::<Vec<_>>());
+            assert!(single.status.success(), "{}", String::from_utf8_lossy(&single.stderr));
+            assert_eq!(
+                stable(&out),
+                stable(&String::from_utf8_lossy(&single.stdout)),
+                "{kernel} {name} on {ranks} ranks"
+            );
+            let (a, b) = (std::fs::read(&rack_dump).unwrap(), std::fs::read(&one_dump).unwrap());
+            assert_eq!(b.iter().filter(|&&c| c == b'\n').count(), 512);
+            if kernel == "sssp" {
+                assert!(a == b, "{kernel} {name} on {ranks} ranks: the dumps differ");
+            } else {
+                // BFS parents among equal levels depend on timing, in one process too:
+                // the levels must agree, and both trees passed validation.
+                assert_eq!(levels(&a), levels(&b), "{kernel} {name} on {ranks} ranks");
+            }
+        }
+    }
+    // A job file's `[graph] file` (relative to the job file) is split the same way.
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        "[graph]\nfile = \"g.skg\"\n[job]\nkernel = \"sssp\"\nroots = 2\nengine = \"skein\"\n\
+         [runtime]\nworkers = 1\n[report]\njson = \"/dev/null\"\n",
+    )
+    .unwrap();
+    let r = mpirun(2, &["run", job.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&r.stderr);
-    let out = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{err}");
-    assert!(out.contains("validation:                     passed"), "{out}");
-    // Said once (rank 0), not per rank.
-    assert_eq!(err.matches("graph files are not split across ranks yet").count(), 1, "{err}");
+    assert!(err.contains("across 2 ranks"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `vertex value` of every line of a dump (its parents left out).
+fn levels(dump: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(dump)
+        .lines()
+        .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn corrupt_and_bad_graph_files_are_errors_on_every_rank() {
+    let dir = temp_dir("badfile");
+    let skg = dir.join("g.skg");
+    let made = one_process(&["generate", "--scale", "8", "--output", skg.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let mut bytes = std::fs::read(&skg).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&skg, &bytes).unwrap();
+    let wel = dir.join("g.wel");
+    std::fs::write(&wel, "# vertices 4\n0 1 0.5\n1 2 1\n2 3 -1\n").unwrap();
+    let cases = [(&skg, "checksum mismatch"), (&wel, "g.wel:4: weight -1 is not allowed")];
+    for (graph, what) in cases {
+        for ranks in [2usize, 3] {
+            let g = graph.to_str().unwrap();
+            let r = mpirun(ranks, &["sssp", "--engine", "skein", "-t", "1", "--roots", "2", g]);
+            let err = String::from_utf8_lossy(&r.stderr);
+            assert!(!r.status.success(), "{g} ran on {ranks} ranks");
+            // Every rank reports the same error and stops (no hang, no panic).
+            assert_eq!(err.matches(what).count(), ranks, "{err}");
+            assert!(err.contains(&format!("cannot load the graph file {g}")), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+            let one = one_process(&["sssp", "--engine", "skein", "--roots", "2", g]);
+            assert!(String::from_utf8_lossy(&one.stderr).contains(what));
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

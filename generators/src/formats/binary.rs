@@ -219,16 +219,15 @@ fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize, Fo
     Ok(got)
 }
 
-/// Reads and checks a binary graph. `file_len` is the input's length when known (a
-/// regular file): the header is then checked against it before anything is allocated.
-pub(crate) fn read_stream(
-    mut r: impl Read,
-    path: &Path,
+/// Checks the first `got` bytes of a file (`head`, zeros after them) and, when known, its
+/// length against what its header announces: a foreign file, a truncated or padded one,
+/// a bad header are refused.
+fn check_head(
+    head: &[u8; HEADER],
+    got: usize,
     file_len: Option<u64>,
-    progress: &dyn Fn(u64),
-) -> Result<EdgeList, FormatError> {
-    let mut head = [0u8; HEADER];
-    let got = read_full(&mut r, &mut head, path)?;
+    path: &Path,
+) -> Result<Header, FormatError> {
     if got < 8 || head[..8] != MAGIC {
         return Err(FormatError::NotSkein {
             path: path.to_owned(),
@@ -242,7 +241,7 @@ pub(crate) fn read_stream(
             found: got as u64,
         });
     }
-    let header = Header::decode(&head, path)?;
+    let header = Header::decode(head, path)?;
     let expected = header.file_len().expect("checked by decode");
     if let Some(len) = file_len {
         if len < expected {
@@ -256,6 +255,21 @@ pub(crate) fn read_stream(
             });
         }
     }
+    Ok(header)
+}
+
+/// Reads and checks a binary graph. `file_len` is the input's length when known (a
+/// regular file): the header is then checked against it before anything is allocated.
+pub(crate) fn read_stream(
+    mut r: impl Read,
+    path: &Path,
+    file_len: Option<u64>,
+    progress: &dyn Fn(u64),
+) -> Result<EdgeList, FormatError> {
+    let mut head = [0u8; HEADER];
+    let got = read_full(&mut r, &mut head, path)?;
+    let header = check_head(&head, got, file_len, path)?;
+    let expected = header.file_len().expect("checked by decode");
     let m = header.num_edges;
     let need = memory::graph_bytes(header.num_vertices, m, header.weighted);
     memory::check_fits(need, || {
@@ -412,4 +426,87 @@ pub(crate) fn write_stream<W: Write>(
     }
     let sum = hasher.finish();
     super::write_all(w, &sum.to_le_bytes(), path)
+}
+
+/// Where the arrays of a `.skg` file lie, from its header checked against the file's
+/// length: what the ranks of a distributed construction need to read their edges by byte
+/// offset (`crate::distributed::files`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SkgLayout {
+    /// The file holds weights.
+    pub(crate) weighted: bool,
+    /// Bytes per stored vertex id (4 or 8).
+    pub(crate) id_bytes: u64,
+    /// Vertex count.
+    pub(crate) num_vertices: u64,
+    /// Edge count `m`.
+    pub(crate) num_edges: u64,
+    /// The file's length.
+    pub(crate) file_len: u64,
+}
+
+impl SkgLayout {
+    /// Byte offset of `src[k]`.
+    pub(crate) fn src_at(&self, k: u64) -> u64 {
+        HEADER as u64 + k * self.id_bytes
+    }
+
+    /// Byte offset of `dst[k]`.
+    pub(crate) fn dst_at(&self, k: u64) -> u64 {
+        self.src_at(self.num_edges + k)
+    }
+
+    /// Byte offset of `weights[k]` (weighted files).
+    pub(crate) fn weight_at(&self, k: u64) -> u64 {
+        self.src_at(2 * self.num_edges) + 4 * k
+    }
+}
+
+/// Reads and checks the header of the regular file `file` (named `path` in errors) and
+/// its length, with the errors [`read_stream`] gives for the same file (foreign file,
+/// truncated, padded, bad header); the checksum is [`verify_checksum`]'s.
+pub(crate) fn read_layout(file: &std::fs::File, path: &Path) -> Result<SkgLayout, FormatError> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata().map_err(|e| FormatError::io(path, "read", e))?.len();
+    let mut head = [0u8; HEADER];
+    let got = (len.min(HEADER as u64)) as usize;
+    file.read_exact_at(&mut head[..got], 0).map_err(|e| FormatError::io(path, "read", e))?;
+    let header = check_head(&head, got, Some(len), path)?;
+    Ok(SkgLayout {
+        weighted: header.weighted,
+        id_bytes: header.id_bytes,
+        num_vertices: header.num_vertices,
+        num_edges: header.num_edges,
+        file_len: len,
+    })
+}
+
+/// Streams the file of `layout` through XXH64 in reads of `buffer` bytes (one buffer,
+/// nothing else kept) and compares the result with its trailer:
+/// [`FormatError::Checksum`] when they differ.
+pub(crate) fn verify_checksum(
+    file: &std::fs::File,
+    path: &Path,
+    layout: &SkgLayout,
+    buffer: usize,
+) -> Result<(), FormatError> {
+    use std::os::unix::fs::FileExt;
+    let body = layout.file_len - TRAILER;
+    let mut buf = vec![0u8; buffer.max(1)];
+    let mut hasher = Xxh64::new(0);
+    let mut at = 0u64;
+    let rd = |e| FormatError::io(path, "read", e);
+    while at < body {
+        let n = (body - at).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at).map_err(rd)?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    let mut trailer = [0u8; TRAILER as usize];
+    file.read_exact_at(&mut trailer, body).map_err(rd)?;
+    let (stored, computed) = (u64::from_le_bytes(trailer), hasher.finish());
+    if stored != computed {
+        return Err(FormatError::Checksum { path: path.to_owned(), stored, computed });
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use rayon::prelude::*;
 use std::path::Path;
 
-use super::text::{self, found, quote, syntax, Lines, Tokens};
+use super::text::{self, found, quote, syntax, EdgeSink, Lines, Tokens};
 use super::{weight_ok, FormatError, Location, WriteOptions};
 use crate::graph::EdgeList;
 use crate::memory;
@@ -105,7 +105,19 @@ pub(crate) fn read_text_sized<R: BufRead>(
     weighted: bool,
     size_hint: Option<u64>,
 ) -> Result<EdgeList, FormatError> {
-    read_text_blocks(reader, path, weighted, size_hint, BLOCK)
+    read_text_blocks(reader, path, weighted, size_hint, BLOCK, &mut EdgeSink::whole())
+}
+
+/// [`read_text_sized`], its edges going to `sink` (kept whole, or handed out in chunks:
+/// then the returned list holds none, only the vertex count and the weights' presence).
+pub(crate) fn read_text_into<R: BufRead>(
+    reader: R,
+    path: &Path,
+    weighted: bool,
+    size_hint: Option<u64>,
+    sink: &mut EdgeSink<'_>,
+) -> Result<EdgeList, FormatError> {
+    read_text_blocks(reader, path, weighted, size_hint, BLOCK, sink)
 }
 
 /// Bytes of text parsed by one rayon task.
@@ -300,6 +312,7 @@ fn read_text_blocks<R: BufRead>(
     weighted: bool,
     size_hint: Option<u64>,
     block: usize,
+    sink: &mut EdgeSink<'_>,
 ) -> Result<EdgeList, FormatError> {
     let mut lines = Lines::new(reader, path);
     let mut dirs = Directives::default();
@@ -326,7 +339,9 @@ fn read_text_blocks<R: BufRead>(
         }
         *slot = Some((value, ln));
     }
-    if let Some((n, vline)) = dirs.vertices {
+    if sink.chunked_out() {
+        // The whole graph is never held: the memory checks are the caller's.
+    } else if let Some((n, vline)) = dirs.vertices {
         // Before any edge is stored: the declared counts (edges unknown count as none).
         let m = dirs.edges.map(|d| d.0);
         super::check_declared_graph(path, vline, n, m, weighted)?;
@@ -342,7 +357,7 @@ fn read_text_blocks<R: BufRead>(
     }
     if let Some((m, _)) = dirs.edges {
         let by_size = size_hint.map_or(MAX_TRUSTED_RESERVE, |s| s / 4);
-        let reserve = m.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize;
+        let reserve = sink.reserve_cap(m.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize);
         all.src.reserve_exact(reserve);
         all.dst.reserve_exact(reserve);
         if weighted {
@@ -382,6 +397,7 @@ fn read_text_blocks<R: BufRead>(
                     Ok((parsed, count)) => {
                         all.append(parsed);
                         next_line += count;
+                        sink.offer(&mut all.src, &mut all.dst, &mut all.wts, weighted, false)?;
                     }
                     Err(e) => return Err(shift_line(e, next_line - 1)),
                 }
@@ -398,7 +414,8 @@ fn read_text_blocks<R: BufRead>(
         }
     }
 
-    let n_edges = all.src.len() as u64;
+    let n_edges = sink.count(all.src.len());
+    sink.offer(&mut all.src, &mut all.dst, &mut all.wts, weighted, true)?;
     if let Some((m, dline)) = dirs.edges {
         if m != n_edges {
             return Err(syntax(
@@ -414,8 +431,10 @@ fn read_text_blocks<R: BufRead>(
         None => all.max_id.map_or(0, |m| m + 1),
     };
     // The edges are in memory; the CSR built from them must fit beside them. (Ids are
-    // below u64::MAX, so `max_id + 1` cannot overflow.)
-    memory::check_fits(crate::Csr::build_bytes(num_vertices, n_edges), || {
+    // below u64::MAX, so `max_id + 1` cannot overflow.) Not when they were handed out.
+    let whole = !sink.chunked_out();
+    let need = if whole { crate::Csr::build_bytes(num_vertices, n_edges) } else { 0 };
+    memory::check_fits(need, || {
         let largest = match (dirs.vertices, all.max_id) {
             (None, Some(id)) => format!(", largest vertex id {id}"),
             _ => String::new(),
@@ -513,10 +532,13 @@ mod tests {
     fn block_boundaries_do_not_matter() {
         let t = text_of(5000);
         let path = Path::new("b.wel");
-        let whole = read_text_blocks(t.as_bytes(), path, true, None, 1 << 30).unwrap();
+        let whole =
+            read_text_blocks(t.as_bytes(), path, true, None, 1 << 30, &mut EdgeSink::whole())
+                .unwrap();
         assert_eq!(whole.len(), (0..5000).filter(|i| i % 7 != 3 && i % 7 != 5).count());
         for block in [1, 7, 64, 1000] {
-            let b = read_text_blocks(t.as_bytes(), path, true, None, block).unwrap();
+            let b = read_text_blocks(t.as_bytes(), path, true, None, block, &mut EdgeSink::whole())
+                .unwrap();
             assert_eq!(b, whole, "block {block}");
         }
     }
@@ -527,8 +549,15 @@ mod tests {
         t.push_str("1 2 -3\n");
         let bad_line = t.lines().count() as u64;
         for block in [16, 100, 1 << 30] {
-            let e =
-                read_text_blocks(t.as_bytes(), Path::new("b.wel"), true, None, block).unwrap_err();
+            let e = read_text_blocks(
+                t.as_bytes(),
+                Path::new("b.wel"),
+                true,
+                None,
+                block,
+                &mut EdgeSink::whole(),
+            )
+            .unwrap_err();
             assert!(
                 matches!(e, FormatError::BadWeight { at: Location::Line(l), .. } if l == bad_line),
                 "block {block}: {e:?}"
@@ -540,8 +569,15 @@ mod tests {
         let first_bad = t.lines().position(|l| l == "5 x").unwrap() as u64 + 1;
         t.push_str("1 2 -3\n");
         for block in [16, 100, 1 << 30] {
-            let e =
-                read_text_blocks(t.as_bytes(), Path::new("b.wel"), true, None, block).unwrap_err();
+            let e = read_text_blocks(
+                t.as_bytes(),
+                Path::new("b.wel"),
+                true,
+                None,
+                block,
+                &mut EdgeSink::whole(),
+            )
+            .unwrap_err();
             assert!(
                 matches!(e, FormatError::Syntax { line, .. } if line == first_bad),
                 "block {block}: {e:?}"
@@ -554,8 +590,15 @@ mod tests {
         let mut t = String::from("0 1\n1 2\n");
         t.push_str(&"9".repeat(text::MAX_LINE + 10));
         for block in [4, 1 << 30] {
-            let e =
-                read_text_blocks(t.as_bytes(), Path::new("o.el"), false, None, block).unwrap_err();
+            let e = read_text_blocks(
+                t.as_bytes(),
+                Path::new("o.el"),
+                false,
+                None,
+                block,
+                &mut EdgeSink::whole(),
+            )
+            .unwrap_err();
             assert!(matches!(e, FormatError::Syntax { line: 3, .. }), "{e:?}");
         }
     }

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
-use super::text::{self, found, quote, syntax, Lines, Tokens};
+use super::text::{self, found, quote, syntax, EdgeSink, Lines, Tokens};
 use super::{FormatError, Location, WriteOptions};
 use crate::graph::EdgeList;
 use crate::memory;
@@ -18,7 +18,7 @@ const TWO_POW_64: f32 = 18_446_744_073_709_551_616.0;
 /// Reads a DIMACS shortest-path file from `reader`; `name` is the file name errors
 /// report.
 pub fn read_gr(reader: impl Read, name: &Path) -> Result<EdgeList, FormatError> {
-    read_stream(BufReader::new(reader), name, None)
+    read_stream(BufReader::new(reader), name, None, &mut EdgeSink::whole())
 }
 
 /// Writes `el` as a DIMACS shortest-path file: one arc `a u v w` per edge (ids from
@@ -82,10 +82,14 @@ fn parse_weight(tok: Option<&[u8]>, ln: u64, path: &Path) -> Result<f32, FormatE
 }
 
 /// Reads a DIMACS file; `size_hint` (bytes) bounds what the problem line may reserve.
+///
+/// Its edges go to `sink` (kept whole, or handed out in chunks: then the returned list
+/// holds none, only the vertex count).
 pub(crate) fn read_stream<R: BufRead>(
     reader: R,
     path: &Path,
     size_hint: Option<u64>,
+    sink: &mut EdgeSink<'_>,
 ) -> Result<EdgeList, FormatError> {
     const ARC: &str = "an arc `a u v w`";
     let mut lines = Lines::new(reader, path);
@@ -134,9 +138,11 @@ pub(crate) fn read_stream<R: BufRead>(
                 if let Some(extra) = t.next() {
                     return Err(syntax(path, ln, format!("end of {SHAPE}"), quote(extra)));
                 }
-                super::check_declared_graph(path, ln, n, Some(m), true)?;
+                if !sink.chunked_out() {
+                    super::check_declared_graph(path, ln, n, Some(m), true)?;
+                }
                 let by_size = size_hint.map_or(MAX_TRUSTED_RESERVE, |s| s / 8);
-                let reserve = m.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize;
+                let reserve = sink.reserve_cap(m.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize);
                 src.reserve_exact(reserve);
                 dst.reserve_exact(reserve);
                 wts.reserve_exact(reserve);
@@ -151,7 +157,7 @@ pub(crate) fn read_stream<R: BufRead>(
                         quote(line),
                     ));
                 };
-                if src.len() as u64 == m {
+                if sink.count(src.len()) == m {
                     return Err(syntax(
                         path,
                         ln,
@@ -192,6 +198,7 @@ pub(crate) fn read_stream<R: BufRead>(
                 src.push(u);
                 dst.push(v);
                 wts.push(w);
+                sink.offer(&mut src, &mut dst, &mut wts, true, false)?;
             }
             _ if first[0] == b'c' => {}
             _ => {
@@ -213,17 +220,18 @@ pub(crate) fn read_stream<R: BufRead>(
             "end of file",
         ));
     };
-    if (src.len() as u64) < m {
+    if sink.count(src.len()) < m {
         return Err(syntax(
             path,
             lines.line() + 1,
             format!("{} (as the problem line, line {pln}, says)", memory::count(m, "arc", "arcs")),
             format!(
                 "end of file after {} (is the file truncated?)",
-                memory::count(src.len() as u64, "arc", "arcs")
+                memory::count(sink.count(src.len()), "arc", "arcs")
             ),
         ));
     }
+    sink.offer(&mut src, &mut dst, &mut wts, true, true)?;
     Ok(EdgeList { num_vertices: n, src, dst, weights: Some(wts) })
 }
 

@@ -144,12 +144,12 @@ use rayon::prelude::*;
 use crate::graph::EdgeList;
 use crate::memory::MemoryError;
 
-mod binary;
+pub(crate) mod binary;
 mod el;
 mod gr;
 mod input;
 mod mtx;
-mod text;
+pub(crate) mod text;
 mod xxh64;
 
 pub use binary::{
@@ -589,19 +589,59 @@ fn read_input(
     format: Format,
     progress: &dyn Fn(u64),
 ) -> Result<EdgeList, FormatError> {
+    read_input_into(input, format, progress, &mut text::EdgeSink::whole(), None)
+}
+
+/// Reads the graph at `path` (a file, a pipe, a device, or `-`) as `format` (`None`: told
+/// as [`read_edges_detected`] tells it), its edges going to `sink` (a text format handed
+/// out in chunks; a `.skg` input is always kept whole), and a copy of every byte read
+/// written to `copy` when given (a pipe read twice). Returns the format and the list
+/// (without the edges handed out).
+pub(crate) fn read_into(
+    path: &Path,
+    format: Option<Format>,
+    progress: &dyn Fn(u64),
+    sink: &mut text::EdgeSink<'_>,
+    copy: Option<&mut dyn Write>,
+) -> Result<(Format, EdgeList), FormatError> {
+    let mut input = input::Input::open(path)?;
+    let format = match format {
+        Some(f) => f,
+        None => input.detect()?,
+    };
+    Ok((format, read_input_into(input, format, progress, sink, copy)?))
+}
+
+/// [`read_input`] with a sink for the edges of text formats and a copy of the bytes read.
+fn read_input_into(
+    input: input::Input,
+    format: Format,
+    progress: &dyn Fn(u64),
+    sink: &mut text::EdgeSink<'_>,
+    copy: Option<&mut dyn Write>,
+) -> Result<EdgeList, FormatError> {
     let name = input.name.clone();
     let len = input.len;
-    let reader = input.into_reader();
+    if format == Format::Binary && sink.chunked_out() {
+        return Err(FormatError::Unsupported {
+            path: name,
+            line: None,
+            what: "reading a Skein binary graph from a pipe or standard input across ranks \
+                   (the ranks read a regular .skg file by offset: copy it to a file)"
+                .to_owned(),
+        });
+    }
+    let reader = Tee { inner: input.into_reader(), copy };
     if format == Format::Binary {
         return binary::read_stream(reader, &name, len, progress);
     }
     let reader = ProgressReader { inner: reader, done: 0, reported: 0, progress };
     let reader = BufReader::with_capacity(1 << 20, reader);
     match format {
-        Format::El => el::read_text_sized(reader, &name, false, len),
-        Format::Wel => el::read_text_sized(reader, &name, true, len),
-        Format::Mtx => mtx::read_stream(reader, &name, len),
-        Format::Gr => gr::read_stream(reader, &name, len),
+        Format::El => el::read_text_into(reader, &name, false, len, sink),
+        Format::Wel => el::read_text_into(reader, &name, true, len, sink),
+        Format::Mtx => mtx::read_stream(reader, &name, len, sink),
+        Format::Gr => gr::read_stream(reader, &name, len, sink),
         Format::Binary => unreachable!("handled above"),
     }
 }
@@ -696,6 +736,24 @@ pub(crate) fn first_bad_pair(src: &[u64], dst: &[u64], n: u64) -> Option<usize> 
         .position_first(|(a, b)| a.iter().zip(b).fold(0, |m, (&u, &v)| m.max(u).max(v)) >= n)?;
     let base = block * SCAN_CHUNK;
     (base..src.len()).position(|k| src[k] >= n || dst[k] >= n).map(|i| base + i)
+}
+
+/// Copies what is read from `inner` to `copy`, when there is one.
+struct Tee<'a, R> {
+    inner: R,
+    copy: Option<&'a mut dyn Write>,
+}
+
+impl<R: Read> Read for Tee<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(c) = self.copy.as_mut() {
+            c.write_all(&buf[..n]).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot keep a copy of the input: {e}"))
+            })?;
+        }
+        Ok(n)
+    }
 }
 
 /// Counts bytes read and reports them to a progress callback every 4 MiB.

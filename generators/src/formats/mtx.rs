@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
-use super::text::{self, found, quote, syntax, Lines, Tokens};
+use super::text::{self, found, quote, syntax, EdgeSink, Lines, Tokens};
 use super::{weight_ok, FormatError, Location, MtxSymmetry, WriteOptions};
 use crate::graph::EdgeList;
 
@@ -21,7 +21,7 @@ enum Field {
 /// Reads a Matrix Market coordinate file from `reader`; `name` is the file name errors
 /// report.
 pub fn read_mtx(reader: impl Read, name: &Path) -> Result<EdgeList, FormatError> {
-    read_stream(BufReader::new(reader), name, None)
+    read_stream(BufReader::new(reader), name, None, &mut EdgeSink::whole())
 }
 
 /// Writes `el` as a Matrix Market coordinate file: `pattern` when unweighted, `real`
@@ -101,10 +101,14 @@ fn banner(line: &[u8], ln: u64, path: &Path) -> Result<(Field, bool), FormatErro
 }
 
 /// Reads a Matrix Market file; `size_hint` (bytes) bounds what the size line may reserve.
+///
+/// Its edges go to `sink` (kept whole, or handed out in chunks: then the returned list
+/// holds none, only the vertex count and whether the file is weighted).
 pub(crate) fn read_stream<R: BufRead>(
     reader: R,
     path: &Path,
     size_hint: Option<u64>,
+    sink: &mut EdgeSink<'_>,
 ) -> Result<EdgeList, FormatError> {
     let mut lines = Lines::new(reader, path);
     let Some((ln, line)) = lines.next_line()? else {
@@ -148,10 +152,12 @@ pub(crate) fn read_stream<R: BufRead>(
         break (rows, nnz, ln);
     };
     let weighted = field != Field::Pattern;
-    super::check_declared_graph(path, size_ln, n, Some(nnz), weighted)?;
+    if !sink.chunked_out() {
+        super::check_declared_graph(path, size_ln, n, Some(nnz), weighted)?;
+    }
 
     let by_size = size_hint.map_or(MAX_TRUSTED_RESERVE, |s| s / 4);
-    let reserve = nnz.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize;
+    let reserve = sink.reserve_cap(nnz.min(by_size.max(MAX_TRUSTED_RESERVE)) as usize);
     let mut src: Vec<u64> = Vec::with_capacity(reserve);
     let mut dst: Vec<u64> = Vec::with_capacity(reserve);
     let mut wts: Vec<f32> = Vec::with_capacity(if field == Field::Pattern { 0 } else { reserve });
@@ -163,7 +169,7 @@ pub(crate) fn read_stream<R: BufRead>(
         if first[0] == b'%' {
             continue;
         }
-        if src.len() as u64 == nnz {
+        if sink.count(src.len()) == nnz {
             return Err(syntax(
                 path,
                 ln,
@@ -234,15 +240,17 @@ pub(crate) fn read_stream<R: BufRead>(
         }
         src.push(i);
         dst.push(j);
+        sink.offer(&mut src, &mut dst, &mut wts, weighted, false)?;
     }
-    if (src.len() as u64) < nnz {
+    if sink.count(src.len()) < nnz {
         return Err(syntax(
             path,
             lines.line() + 1,
             format!("{nnz} entries (as the size line, line {size_ln}, says)"),
-            format!("end of file after {} entries (is the file truncated?)", src.len()),
+            format!("end of file after {} entries (is the file truncated?)", sink.count(src.len())),
         ));
     }
+    sink.offer(&mut src, &mut dst, &mut wts, weighted, true)?;
     let weights = (field != Field::Pattern).then_some(wts);
     Ok(EdgeList { num_vertices: n, src, dst, weights })
 }

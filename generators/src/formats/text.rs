@@ -228,6 +228,72 @@ pub(crate) fn comment_line(c: &str) -> String {
     c.replace(['\n', '\r'], " ")
 }
 
+/// Hands out edges in chunks: `(src, dst, weights)` (weights `None` for an unweighted
+/// file).
+pub(crate) type ChunkFn<'a> =
+    dyn FnMut(&[u64], &[u64], Option<&[f32]>) -> Result<(), FormatError> + 'a;
+
+/// Where a text reader puts the edges it parses: kept whole in its arrays (the
+/// one-process readers, [`EdgeSink::whole`]), or handed out in chunks of about `chunk`
+/// edges as they come ([`EdgeSink::chunked`], `crate::distributed::files`), the reader
+/// then holding at most a chunk (plus one parallel batch for `.el`). The readers make the
+/// same checks either way; only their memory checks of the whole graph are left out when
+/// chunked (the whole graph is never held).
+pub(crate) struct EdgeSink<'a> {
+    chunk: usize,
+    handed: u64,
+    out: Option<&'a mut ChunkFn<'a>>,
+}
+
+impl<'a> EdgeSink<'a> {
+    /// Keep every edge.
+    pub(crate) fn whole() -> EdgeSink<'static> {
+        EdgeSink { chunk: usize::MAX, handed: 0, out: None }
+    }
+
+    /// Hand out chunks of about `chunk` edges to `out`.
+    pub(crate) fn chunked(chunk: usize, out: &'a mut ChunkFn<'a>) -> EdgeSink<'a> {
+        EdgeSink { chunk: chunk.max(1), handed: 0, out: Some(out) }
+    }
+
+    /// Whether edges are handed out (the whole graph is never held).
+    pub(crate) fn chunked_out(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// At most this many edges reserved up front.
+    pub(crate) fn reserve_cap(&self, want: usize) -> usize {
+        want.min(self.chunk)
+    }
+
+    /// Edges read so far: handed out, and the `held` ones still in the reader's arrays.
+    pub(crate) fn count(&self, held: usize) -> u64 {
+        self.handed + held as u64
+    }
+
+    /// Hands out the edges held (and clears the arrays) when there are a chunk of them,
+    /// or when `last`; nothing when keeping every edge.
+    pub(crate) fn offer(
+        &mut self,
+        src: &mut Vec<u64>,
+        dst: &mut Vec<u64>,
+        wts: &mut Vec<f32>,
+        weighted: bool,
+        last: bool,
+    ) -> Result<(), FormatError> {
+        let Some(out) = self.out.as_mut() else { return Ok(()) };
+        if src.is_empty() || (src.len() < self.chunk && !last) {
+            return Ok(());
+        }
+        out(src, dst, weighted.then_some(&wts[..]))?;
+        self.handed += src.len() as u64;
+        src.clear();
+        dst.clear();
+        wts.clear();
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

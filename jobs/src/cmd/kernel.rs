@@ -74,30 +74,28 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     let graph_spec: GraphSpec = args.graph.parse()?;
     #[cfg(feature = "mpi")]
     if crate::dist_run::applies() {
-        match &graph_spec {
+        use crate::dist_run::DistGraph;
+        // Described as the one-process path describes the graph.
+        let (graph, description) = match &graph_spec {
             GraphSpec::Kronecker(params) => {
-                let (report, totals) = crate::dist_run::run(&crate::dist_run::DistKernel {
-                    kernel,
-                    params: *params,
-                    description: format!("{graph_spec} (Graph500 Kronecker)"),
-                    explicit_roots: &args.root,
-                    root_count: args.roots,
-                    count_name: "--roots",
-                    roots_context: None,
-                    validate: !args.no_validate,
-                    dump: args.dump.as_deref(),
-                    spec: &spec,
-                    warmup: args.warmup,
-                })?;
-                return finish(&args, &report, Some(&totals));
+                (DistGraph::Kronecker(*params), format!("{graph_spec} (Graph500 Kronecker)"))
             }
-            GraphSpec::File(path) if crate::output::writes() => eprintln!(
-                "note: graph files are not split across ranks yet: every rank reads the whole \
-                 of {} (Kronecker graphs are split)",
-                path.display()
-            ),
-            _ => {}
-        }
+            GraphSpec::File(path) => (DistGraph::File(path.clone()), path.display().to_string()),
+        };
+        let (report, totals) = crate::dist_run::run(&crate::dist_run::DistKernel {
+            kernel,
+            graph,
+            description,
+            explicit_roots: &args.root,
+            root_count: args.roots,
+            count_name: "--roots",
+            roots_context: None,
+            validate: !args.no_validate,
+            dump: args.dump.as_deref(),
+            spec: &spec,
+            warmup: args.warmup,
+        })?;
+        return finish(&args, &report, Some(&totals));
     }
     let graph = graph_source::load(&graph_spec)?;
     let roots = graph.choose_roots(&args.root, args.roots, "--roots")?;
