@@ -219,7 +219,20 @@ fn run_on_2_and_3_ranks_gives_the_one_process_roots_nedge_validation_and_dump() 
             );
             let (a, b) = (std::fs::read(&rack_dump).unwrap(), std::fs::read(&one_dump).unwrap());
             assert_eq!(b.iter().filter(|&&c| c == b'\n').count(), 1024);
-            assert!(a == b, "{kernel} on {ranks} ranks: the dumps differ");
+            if kernel == "sssp" {
+                assert!(a == b, "{kernel} on {ranks} ranks: the dumps differ");
+            } else {
+                // A BFS parent among several of the level above is whichever visit came
+                // first, in one process too: the levels must be equal, the parents valid
+                // (validation passed above).
+                let levels = |d: &[u8]| -> Vec<String> {
+                    String::from_utf8_lossy(d)
+                        .lines()
+                        .map(|l| l.rsplit_once(' ').map_or(l, |(head, _)| head).to_string())
+                        .collect()
+                };
+                assert!(levels(&a) == levels(&b), "{kernel} on {ranks} ranks: the levels differ");
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
