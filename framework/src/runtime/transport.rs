@@ -153,8 +153,8 @@ use crate::wire::envelope::{
     control_id, is_loopback_table, joined_body, joined_parts, launch_parts, release_parts,
     spawn_parts, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason,
     Record, RequestWriter, ResponseWriter, CONTROL_GRANT, CONTROL_JOINED, CONTROL_LAUNCH,
-    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, JOINED_TABLE, KIND_REQUESTS, KIND_RESPONSES,
-    LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SPAWN_TABLE,
+    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, HEADER_BYTES, JOINED_TABLE, KIND_REQUESTS,
+    KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SEGMENT_HEADER_BYTES, SPAWN_TABLE,
 };
 use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
@@ -176,6 +176,40 @@ const BATCH_RESULT_BYTES: usize = 64 << 10;
 /// `docs/rack-mode.md`, facts).
 const MPI_BATCH_WORDS: usize = 400;
 const MPI_BATCH_RESULT_BYTES: usize = 3 << 10;
+/// Over MPI, the most bytes of a request envelope and of its response when the batch is
+/// sized by its wire bytes ([`mpi_batch_limits`]): the rack transport's envelope size `B`
+/// (`rack::transport::DEFAULT_ENVELOPE_BYTES`, under Open MPI's 4096-byte eager limit with
+/// MPI's own header).
+const MPI_ENVELOPE_BYTES: usize = 4032;
+
+/// The batch limits over MPI (most words of in-process records, most in-process result
+/// bytes) for a queue whose staged records are all of `uniform`'s type, if known.
+///
+/// A batch of one record type with a fixed-size argument and result travels as a uniform
+/// segment, whose wire size is exact: `HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + n · (8 +
+/// arg)` for the requests (the code id once, then per record its target and argument), and
+/// `HEADER_BYTES + SEGMENT_HEADER_BYTES + n · result + 8` for the response (an empty panic
+/// list). So it takes as many records as keep both under [`MPI_ENVELOPE_BYTES`]: far more
+/// than the fixed word budget allows for small arguments, whose in-process records (header,
+/// target, argument and completion) are longer than their wire form. Any other batch keeps
+/// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
+fn mpi_batch_limits(uniform: Option<&'static crate::channel::record::VTable>) -> (usize, usize) {
+    let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
+    let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt))) else {
+        return fixed;
+    };
+    if remote.arg_prefixed() || remote.result_prefixed() {
+        return fixed;
+    }
+    let room = MPI_ENVELOPE_BYTES - HEADER_BYTES - SEGMENT_HEADER_BYTES - 8;
+    let n = (room / (8 + remote.arg_bytes as usize))
+        .min(room.checked_div(remote.result_bytes as usize).unwrap_or(usize::MAX));
+    if n == 0 {
+        return fixed;
+    }
+    let (words, result) = vt.totals(n);
+    (words.min(BATCH_WORDS), result.min(BATCH_RESULT_BYTES))
+}
 
 /// An envelope that arrived: its bytes and the rank that sent it (the transport's knowledge,
 /// as MPI's source, never read from the bytes).
@@ -291,7 +325,7 @@ impl Loopback {
             inboxes: (0..n).map(|_| Inbox::default()).collect(),
             local_n: n / ranks,
             token,
-            corrupt: Mutex::new(corrupt.filter(|&at| at < crate::wire::envelope::HEADER_BYTES)),
+            corrupt: Mutex::new(corrupt.filter(|&at| at < HEADER_BYTES)),
         }
     }
 }
@@ -628,7 +662,7 @@ impl Worker {
             let mut scratch = side.scratch.borrow_mut();
             let dst = scratch.as_mut_ptr() as *mut u64;
             let (max_words, max_result) = if self.run_state.mpi_rank.is_some() {
-                (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES)
+                mpi_batch_limits(cs.out(|q| q.uniform_vtable()))
             } else {
                 (BATCH_WORDS, BATCH_RESULT_BYTES)
             };
