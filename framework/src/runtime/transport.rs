@@ -500,6 +500,15 @@ pub(crate) struct RemoteSide {
     joins: RefCell<HashMap<u64, JoinFn>>,
     /// The last join id handed out.
     next_join: Cell<u64>,
+    /// Answered batches' records, emptied, for the next batches (their vectors keep their
+    /// capacity: no allocation per batch). At most the most batches ever in flight at once.
+    spare: RefCell<Vec<InFlight>>,
+    /// Result buffers of answered batches, for the next responses (as many as the most
+    /// segments of one response envelope).
+    results: RefCell<Vec<Vec<u64>>>,
+    /// The answered segments of one response envelope (kept empty between envelopes, for its
+    /// capacity).
+    answered: RefCell<Vec<Answered>>,
 }
 
 impl RemoteSide {
@@ -512,6 +521,9 @@ impl RemoteSide {
             envelopes: Cell::new(0),
             joins: RefCell::default(),
             next_join: Cell::new(0),
+            spare: RefCell::default(),
+            results: RefCell::default(),
+            answered: RefCell::default(),
         }
     }
 }
@@ -690,12 +702,13 @@ impl Worker {
                 _ => None,
             };
             wr.begin_segment(trustee as u32, seq, uniform_vt);
-            let mut b = InFlight {
+            let mut b = side.spare.borrow_mut().pop().unwrap_or_else(|| InFlight {
                 seq,
                 tables: Vec::with_capacity(count),
                 result_bytes: Vec::with_capacity(count),
                 put: Vec::with_capacity(count),
-            };
+            });
+            b.seq = seq;
             let mut arg = side.arg.borrow_mut();
             let mut w = 0;
             for _ in 0..count {
@@ -953,20 +966,31 @@ impl Worker {
     /// batches in flight, then runs the completions of each answered batch in order.
     fn take_responses(&self, from_rank: usize, bytes: &[u8]) -> Result<(), BadBatch> {
         let side = self.side();
-        let mut answered = Vec::new();
+        // Buffers of earlier responses: no allocation per envelope (a re-entrant call, which
+        // cannot happen, would find them taken and allocate its own).
+        let mut answered = std::mem::take(&mut *side.answered.borrow_mut());
         {
-            let guards: Vec<_> = side.in_flight.iter().map(|q| q.borrow()).collect();
+            let front = |t: usize| -> Option<&InFlight> {
+                let q = side.in_flight.get(t)?;
+                // SAFETY: no `in_flight` queue is borrowed mutably while the references this
+                // block takes live: it runs no user code (`validate_response` is a pure
+                // function of the bytes, `put` writes a result into `results`), and the
+                // queues are changed only after it ends (`pop_front` below).
+                unsafe { q.try_borrow_unguarded() }.ok()?.front()
+            };
             let in_flight = |t: u32, seq: u64| {
-                let b = guards.get(t as usize)?.front().filter(|b| b.seq == seq)?;
+                let b = front(t as usize).filter(|b| b.seq == seq)?;
                 Some(b.tables.as_slice())
             };
             let expect = ExpectResponse { job: self.job(), in_flight: &in_flight };
             let resp = validate_response(bytes, from_rank, &expect)?;
             for seg in resp.segments() {
                 let t = seg.trustee as usize;
-                let Some(b) = guards[t].front() else { continue };
+                let Some(b) = front(t) else { continue };
                 let total: usize = b.result_bytes.iter().map(|&r| r as usize).sum();
-                let mut results = vec![0u64; total.div_ceil(8)];
+                let mut results = side.results.borrow_mut().pop().unwrap_or_default();
+                results.clear();
+                results.resize(total.div_ceil(8), 0);
                 let panicked: Vec<(u32, &str)> = seg.panics().collect();
                 let base = results.as_mut_ptr() as *mut u8;
                 let mut off = 0;
@@ -997,8 +1021,13 @@ impl Worker {
                 });
             }
         }
-        for a in answered {
-            side.in_flight[a.trustee].borrow_mut().pop_front();
+        for a in answered.drain(..) {
+            if let Some(mut b) = side.in_flight[a.trustee].borrow_mut().pop_front() {
+                b.tables.clear();
+                b.result_bytes.clear();
+                b.put.clear();
+                side.spare.borrow_mut().push(b);
+            }
             let cs = &self.clients[a.trustee];
             // As in `poll_client`: the requests are taken out of their cell while their
             // completions run.
@@ -1008,7 +1037,9 @@ impl Worker {
             cs.put_back(q);
             cs.acked.set(a.seq);
             proto::bump(&self.ctr().finished, a.n as u64);
+            side.results.borrow_mut().push(a.results);
         }
+        *side.answered.borrow_mut() = answered;
         Ok(())
     }
 }
