@@ -671,8 +671,8 @@ impl Worker {
                 busy_passes = busy_passes.wrapping_add(1);
                 // A rank's detector also runs now and then while its first worker is busy:
                 // every rank's detection waits for each rank's part of a round. Rarely: each
-                // step posts the next all-reduce, and while one is under way every MPI call
-                // of the rank also progresses it (Open MPI's libnbc, under its lock).
+                // step posts the next all-reduce (a message to every other rank,
+                // `quiesce_ranks::mpi`), in the way of the requests.
                 if busy_passes % DETECT_BUSY_EVERY == 0 && self.poll_detector() {
                     break;
                 }
