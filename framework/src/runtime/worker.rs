@@ -639,17 +639,8 @@ impl Worker {
                 self.run_fiber(id);
                 useful = true;
             }
-            // 2. trustee role: local queue, then incoming slots (and, in a loopback run, the
-            // envelopes that arrived: requests to serve, responses to complete).
+            // 2. trustee role: local queue, then incoming slots.
             useful |= self.run_local();
-            if self.remote.is_some() {
-                useful |= self.poll_transport();
-                // Served counts of remote clients change only above: the `Release`s they
-                // complete are applied here (an owner exists exactly in a split run).
-                if let Some(o) = &self.owner {
-                    useful |= self.process_releases(o);
-                }
-            }
             // Slots exist between the workers of one rank only.
             for client in self.rank_lo..self.rank_lo + self.local_n {
                 if client != self.index {
@@ -660,6 +651,19 @@ impl Worker {
             for trustee in 0..self.n {
                 if trustee != self.index {
                     useful |= self.poll_client(trustee);
+                }
+            }
+            // 4. in a split run, the envelopes that arrived: requests to serve, responses to
+            // complete. After the flushes: the requests the fibers just issued leave before
+            // this pass's MPI progress call, not after it (a round trip across ranks waits
+            // for one call less), and a fiber woken by a response here runs at the top of
+            // the next pass, whose flushes send what it issues.
+            if self.remote.is_some() {
+                useful |= self.poll_transport();
+                // Served counts of remote clients change only above: the `Release`s they
+                // complete are applied here (an owner exists exactly in a split run).
+                if let Some(o) = &self.owner {
+                    useful |= self.process_releases(o);
                 }
             }
             useful |= self.frees.process(self);
