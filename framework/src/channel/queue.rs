@@ -94,6 +94,14 @@ impl RecordQueue {
         }
     }
 
+    /// The vtable every staged record shares, when they are known to be all alike.
+    #[inline]
+    pub(crate) fn uniform_vtable(&self) -> Option<&'static VTable> {
+        // SAFETY: a non-null `uniform()` is the address of the `&'static VTable` that every
+        // staged record's push recorded (`vt_or == vt_and`).
+        unsafe { self.uniform().as_ref() }
+    }
+
     /// True when a request is staged.
     #[inline]
     pub(crate) fn has_staged(&self) -> bool {

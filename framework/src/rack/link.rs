@@ -4,9 +4,12 @@
 //!
 //! # Shape
 //!
-//! One [`Endpoint`] per local worker, each behind a `Mutex` that only its worker locks (the
-//! runtime's transport calls are made by the worker they name: never contended; the mutex
-//! is there so that the link is `Sync` without an `unsafe` argument). Envelopes are plain
+//! One [`Endpoint`] per local worker, each in an [`Owned`] cell that only its worker takes
+//! (the runtime's transport calls are made by the worker they name: never contended). A
+//! taken flag instead of a mutex: one atomic swap and a plain store per call, where a
+//! mutex's lock and unlock are two read-modify-writes, on every loop pass (an idle pass over
+//! MPI is one `MPI_Test` and this). A second thread that finds the flag taken ends the job
+//! instead of waiting (it would be a bug of the runtime). Envelopes are plain
 //! `Vec<u8>`s from the endpoint's pool: [`MpiLink::claim`] hands one out, the runtime's
 //! encoder fills it, [`MpiLink::publish`] hands it to `MPI_Isend` as it is (no copy,
 //! [`Endpoint::send_owned`]); a received envelope's buffer is handed to the runtime as it is
@@ -29,9 +32,9 @@
 
 use super::transport::{Endpoint, SendError};
 use crate::runtime::transport::{Arrived, Transport};
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// One worker's endpoint and the envelopes waiting for a place in its window.
@@ -66,6 +69,47 @@ fn fail(e: &SendError) -> ! {
     crate::rack::abort(1, &format!("the rack transport refused an envelope: {e}"))
 }
 
+/// A value used by one thread at a time, checked by a flag (module docs): `with` gives
+/// exclusive access for the length of a call, or ends the job if the flag is taken.
+#[derive(Debug)]
+struct Owned<T> {
+    taken: AtomicBool,
+    cell: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through `with`, which hands out one `&mut` at a time (the
+// flag), so sharing an `Owned` between threads moves the value between them at most: `T: Send`
+// suffices.
+unsafe impl<T: Send> Sync for Owned<T> {}
+
+impl<T> Owned<T> {
+    fn new(value: T) -> Owned<T> {
+        Owned { taken: AtomicBool::new(false), cell: UnsafeCell::new(value) }
+    }
+
+    /// Runs `f` on the value, alone: ends the job if another call holds it (another thread,
+    /// or `f` calling back in), which the runtime never does.
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        if self.taken.swap(true, Ordering::Acquire) {
+            crate::rack::abort(1, "the rack link of a worker was used by two callers at once");
+        }
+        /// Clears the flag when `f` returns or unwinds (Release: the next taker's Acquire
+        /// swap sees this call's writes).
+        struct Give<'a>(&'a AtomicBool);
+        impl Drop for Give<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _give = Give(&self.taken);
+        // SAFETY: the swap above found the flag clear and set it, so no other `with` is in
+        // its `f` until `_give` clears it; this `&mut` is the only reference to the value
+        // meanwhile, and it does not outlive `f`.
+        f(unsafe { &mut *self.cell.get() })
+    }
+}
+
 /// One worker's end and whether an envelope waits in it, on a cache line of their own (only
 /// that worker touches them).
 #[derive(Debug)]
@@ -76,7 +120,7 @@ struct Slot {
     /// worker only (`Relaxed`: the atomic is there for `Sync`), so that a pass that received
     /// nothing polls without locking the end.
     ready: AtomicBool,
-    end: Mutex<Option<End>>,
+    end: Owned<Option<End>>,
 }
 
 /// The runtime's transport over MPI (module docs).
@@ -103,29 +147,25 @@ impl MpiLink {
                 .into_iter()
                 .map(|ep| Slot {
                     ready: AtomicBool::new(false),
-                    end: Mutex::new(Some(End { ep, backlog: VecDeque::new() })),
+                    end: Owned::new(Some(End { ep, backlog: VecDeque::new() })),
                 })
                 .collect(),
         }
     }
 
-    /// Runs `f` on worker `g`'s end, locked (by that worker only: never contended).
+    /// Runs `f` on worker `g`'s end (taken by that worker only: never contended).
+    #[inline]
     fn with<R>(&self, g: usize, f: impl FnOnce(&mut End) -> R) -> R {
-        let mut guard = self.ends[g - self.lo].end.lock().unwrap_or_else(|e| e.into_inner());
-        match guard.as_mut() {
+        self.ends[g - self.lo].end.with(|end| match end.as_mut() {
             Some(end) => f(end),
             None => crate::rack::abort(1, "the rack transport was used after it was closed"),
-        }
+        })
     }
 
     /// Takes the endpoints back, in worker order, for `super::transport::Transport::close`
     /// (after the workers stopped; any later use of the link ends the job).
     pub(crate) fn take_endpoints(&self) -> Vec<Endpoint> {
-        self.ends
-            .iter()
-            .filter_map(|s| s.end.lock().unwrap_or_else(|e| e.into_inner()).take())
-            .map(|end| end.ep)
-            .collect()
+        self.ends.iter().filter_map(|s| s.end.with(Option::take)).map(|end| end.ep).collect()
     }
 }
 

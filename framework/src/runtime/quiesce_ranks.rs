@@ -1,7 +1,9 @@
 //! Quiescence detection across ranks (rack mode): the pipelined detector that worker 0 of
 //! every rank runs from its idle loop, one non-blocking sum all-reduce per round, and the
 //! all-reduce seam it runs on ([`AllReduce`]: [`ThreadsAllReduce`] for fake ranks in one
-//! process, `mpi::MpiAllReduce` over `MPI_Iallreduce` with the `mpi` feature). The design
+//! process, `mpi::MpiAllReduce`, an exchange of point-to-point MPI messages, with the `mpi`
+//! feature: an outstanding `MPI_Iallreduce` cost every MPI call of the rank a poll of
+//! libnbc under its lock, `mpi.rs`). The design
 //! is `docs/rack-mode.md`, section 6; this module holds the code and the argument.
 //!
 //! # Counting
@@ -45,7 +47,8 @@
 //!   contributed (true of any all-reduce: its result depends on every input), and its
 //!   completion orders memory: the reads precede the call in program order, and the
 //!   completion follows the other ranks' calls ([`ThreadsAllReduce`]: its lock;
-//!   `MPI_Iallreduce`: the result cannot exist before every input was sent).
+//!   `MpiAllReduce`: a round completes only once every other rank's message of that round
+//!   was received).
 //! * The proof's case "the parent is a request from client `v`, served on `w`" now crosses
 //!   ranks: the child `Z` is created on the trustee before the response is sent; the
 //!   client's completion runs after the response is received, then `finished[v]` is bumped,

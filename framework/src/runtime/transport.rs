@@ -154,8 +154,8 @@ use crate::wire::envelope::{
     control_id, is_loopback_table, joined_body, joined_parts, launch_parts, release_parts,
     spawn_parts, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason,
     Record, RequestWriter, ResponseWriter, CONTROL_GRANT, CONTROL_JOINED, CONTROL_LAUNCH,
-    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, JOINED_TABLE, KIND_REQUESTS, KIND_RESPONSES,
-    LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SPAWN_TABLE,
+    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, HEADER_BYTES, JOINED_TABLE, KIND_REQUESTS,
+    KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SEGMENT_HEADER_BYTES, SPAWN_TABLE,
 };
 use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
@@ -177,6 +177,40 @@ const BATCH_RESULT_BYTES: usize = 64 << 10;
 /// `docs/rack-mode.md`, facts).
 const MPI_BATCH_WORDS: usize = 400;
 const MPI_BATCH_RESULT_BYTES: usize = 3 << 10;
+/// Over MPI, the most bytes of a request envelope and of its response when the batch is
+/// sized by its wire bytes ([`mpi_batch_limits`]): the rack transport's envelope size `B`
+/// (`rack::transport::DEFAULT_ENVELOPE_BYTES`, under Open MPI's 4096-byte eager limit with
+/// MPI's own header).
+const MPI_ENVELOPE_BYTES: usize = 4032;
+
+/// The batch limits over MPI (most words of in-process records, most in-process result
+/// bytes) for a queue whose staged records are all of `uniform`'s type, if known.
+///
+/// A batch of one record type with a fixed-size argument and result travels as a uniform
+/// segment, whose wire size is exact: `HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + n · (8 +
+/// arg)` for the requests (the code id once, then per record its target and argument), and
+/// `HEADER_BYTES + SEGMENT_HEADER_BYTES + n · result + 8` for the response (an empty panic
+/// list). So it takes as many records as keep both under [`MPI_ENVELOPE_BYTES`]: far more
+/// than the fixed word budget allows for small arguments, whose in-process records (header,
+/// target, argument and completion) are longer than their wire form. Any other batch keeps
+/// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
+fn mpi_batch_limits(uniform: Option<&'static crate::channel::record::VTable>) -> (usize, usize) {
+    let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
+    let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt))) else {
+        return fixed;
+    };
+    if remote.arg_prefixed() || remote.result_prefixed() {
+        return fixed;
+    }
+    let room = MPI_ENVELOPE_BYTES - HEADER_BYTES - SEGMENT_HEADER_BYTES - 8;
+    let n = (room / (8 + remote.arg_bytes as usize))
+        .min(room.checked_div(remote.result_bytes as usize).unwrap_or(usize::MAX));
+    if n == 0 {
+        return fixed;
+    }
+    let (words, result) = vt.totals(n);
+    (words.min(BATCH_WORDS), result.min(BATCH_RESULT_BYTES))
+}
 
 /// An envelope that arrived: its bytes and the rank that sent it (the transport's knowledge,
 /// as MPI's source, never read from the bytes).
@@ -292,7 +326,7 @@ impl Loopback {
             inboxes: (0..n).map(|_| Inbox::default()).collect(),
             local_n: n / ranks,
             token,
-            corrupt: Mutex::new(corrupt.filter(|&at| at < crate::wire::envelope::HEADER_BYTES)),
+            corrupt: Mutex::new(corrupt.filter(|&at| at < HEADER_BYTES)),
         }
     }
 }
@@ -467,6 +501,15 @@ pub(crate) struct RemoteSide {
     joins: RefCell<HashMap<u64, JoinFn>>,
     /// The last join id handed out.
     next_join: Cell<u64>,
+    /// Answered batches' records, emptied, for the next batches (their vectors keep their
+    /// capacity: no allocation per batch). At most the most batches ever in flight at once.
+    spare: RefCell<Vec<InFlight>>,
+    /// Result buffers of answered batches, for the next responses (as many as the most
+    /// segments of one response envelope).
+    results: RefCell<Vec<Vec<u64>>>,
+    /// The answered segments of one response envelope (kept empty between envelopes, for its
+    /// capacity).
+    answered: RefCell<Vec<Answered>>,
 }
 
 impl RemoteSide {
@@ -479,6 +522,9 @@ impl RemoteSide {
             envelopes: Cell::new(0),
             joins: RefCell::default(),
             next_join: Cell::new(0),
+            spare: RefCell::default(),
+            results: RefCell::default(),
+            answered: RefCell::default(),
         }
     }
 }
@@ -629,7 +675,7 @@ impl Worker {
             let mut scratch = side.scratch.borrow_mut();
             let dst = scratch.as_mut_ptr() as *mut u64;
             let (max_words, max_result) = if self.run_state.mpi_rank.is_some() {
-                (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES)
+                mpi_batch_limits(cs.out(|q| q.uniform_vtable()))
             } else {
                 (BATCH_WORDS, BATCH_RESULT_BYTES)
             };
@@ -657,12 +703,13 @@ impl Worker {
                 _ => None,
             };
             wr.begin_segment(trustee as u32, seq, uniform_vt);
-            let mut b = InFlight {
+            let mut b = side.spare.borrow_mut().pop().unwrap_or_else(|| InFlight {
                 seq,
                 tables: Vec::with_capacity(count),
                 result_bytes: Vec::with_capacity(count),
                 put: Vec::with_capacity(count),
-            };
+            });
+            b.seq = seq;
             let mut arg = side.arg.borrow_mut();
             let mut w = 0;
             for _ in 0..count {
@@ -921,20 +968,31 @@ impl Worker {
     /// batches in flight, then runs the completions of each answered batch in order.
     fn take_responses(&self, from_rank: usize, bytes: &[u8]) -> Result<(), BadBatch> {
         let side = self.side();
-        let mut answered = Vec::new();
+        // Buffers of earlier responses: no allocation per envelope (a re-entrant call, which
+        // cannot happen, would find them taken and allocate its own).
+        let mut answered = std::mem::take(&mut *side.answered.borrow_mut());
         {
-            let guards: Vec<_> = side.in_flight.iter().map(|q| q.borrow()).collect();
+            let front = |t: usize| -> Option<&InFlight> {
+                let q = side.in_flight.get(t)?;
+                // SAFETY: no `in_flight` queue is borrowed mutably while the references this
+                // block takes live: it runs no user code (`validate_response` is a pure
+                // function of the bytes, `put` writes a result into `results`), and the
+                // queues are changed only after it ends (`pop_front` below).
+                unsafe { q.try_borrow_unguarded() }.ok()?.front()
+            };
             let in_flight = |t: u32, seq: u64| {
-                let b = guards.get(t as usize)?.front().filter(|b| b.seq == seq)?;
+                let b = front(t as usize).filter(|b| b.seq == seq)?;
                 Some(b.tables.as_slice())
             };
             let expect = ExpectResponse { job: self.job(), in_flight: &in_flight };
             let resp = validate_response(bytes, from_rank, &expect)?;
             for seg in resp.segments() {
                 let t = seg.trustee as usize;
-                let Some(b) = guards[t].front() else { continue };
+                let Some(b) = front(t) else { continue };
                 let total: usize = b.result_bytes.iter().map(|&r| r as usize).sum();
-                let mut results = vec![0u64; total.div_ceil(8)];
+                let mut results = side.results.borrow_mut().pop().unwrap_or_default();
+                results.clear();
+                results.resize(total.div_ceil(8), 0);
                 let panicked: Vec<(u32, &str)> = seg.panics().collect();
                 let base = results.as_mut_ptr() as *mut u8;
                 let mut off = 0;
@@ -965,8 +1023,13 @@ impl Worker {
                 });
             }
         }
-        for a in answered {
-            side.in_flight[a.trustee].borrow_mut().pop_front();
+        for a in answered.drain(..) {
+            if let Some(mut b) = side.in_flight[a.trustee].borrow_mut().pop_front() {
+                b.tables.clear();
+                b.result_bytes.clear();
+                b.put.clear();
+                side.spare.borrow_mut().push(b);
+            }
             let cs = &self.clients[a.trustee];
             // As in `poll_client`: the requests are taken out of their cell while their
             // completions run.
@@ -976,7 +1039,9 @@ impl Worker {
             cs.put_back(q);
             cs.acked.set(a.seq);
             proto::bump(&self.ctr().finished, a.n as u64);
+            side.results.borrow_mut().push(a.results);
         }
+        *side.answered.borrow_mut() = answered;
         Ok(())
     }
 }

@@ -649,17 +649,8 @@ impl Worker {
                 self.run_fiber(id);
                 useful = true;
             }
-            // 2. trustee role: local queue, then incoming slots (and, in a loopback run, the
-            // envelopes that arrived: requests to serve, responses to complete).
+            // 2. trustee role: local queue, then incoming slots.
             useful |= self.run_local();
-            if self.remote.is_some() {
-                useful |= self.poll_transport();
-                // Served counts of remote clients change only above: the `Release`s they
-                // complete are applied here (an owner exists exactly in a split run).
-                if let Some(o) = &self.owner {
-                    useful |= self.process_releases(o);
-                }
-            }
             // Slots exist between the workers of one rank only.
             for client in self.rank_lo..self.rank_lo + self.local_n {
                 if client != self.index {
@@ -672,6 +663,19 @@ impl Worker {
                     useful |= self.poll_client(trustee);
                 }
             }
+            // 4. in a split run, the envelopes that arrived: requests to serve, responses to
+            // complete. After the flushes: the requests the fibers just issued leave before
+            // this pass's MPI progress call, not after it (a round trip across ranks waits
+            // for one call less), and a fiber woken by a response here runs at the top of
+            // the next pass, whose flushes send what it issues.
+            if self.remote.is_some() {
+                useful |= self.poll_transport();
+                // Served counts of remote clients change only above: the `Release`s they
+                // complete are applied here (an owner exists exactly in a split run).
+                if let Some(o) = &self.owner {
+                    useful |= self.process_releases(o);
+                }
+            }
             useful |= self.frees.process(self);
             let st = &self.ctr().stats;
             if useful {
@@ -681,8 +685,8 @@ impl Worker {
                 busy_passes = busy_passes.wrapping_add(1);
                 // A rank's detector also runs now and then while its first worker is busy:
                 // every rank's detection waits for each rank's part of a round. Rarely: each
-                // step posts the next all-reduce, and while one is under way every MPI call
-                // of the rank also progresses it (Open MPI's libnbc, under its lock).
+                // step posts the next all-reduce (a message to every other rank,
+                // `quiesce_ranks::mpi`), in the way of the requests.
                 if busy_passes % DETECT_BUSY_EVERY == 0 && self.poll_detector() {
                     break;
                 }

@@ -346,8 +346,12 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
     Ok(())
 }
 
+/// Counter handles handed over per `apply_with` by [`bench_apply_then_ranks`].
+const HANDLES_PER_MESSAGE: usize = 1 << 16;
+
 /// One measurement of [`fetch_add_ranks`]: `main` (rank 0) makes the counters with
-/// `entrust_new`, hands every worker the list of handles (they travel inside `apply_with`)
+/// `entrust_new`, hands every worker the list of handles (they travel inside `apply_with`,
+/// [`HANDLES_PER_MESSAGE`] at a time)
 /// in a [`skein::Latch`] entrusted to it, and starts each worker's client with `launch`.
 fn bench_apply_then_ranks<C: Counter>(
     rt: &skein::Runtime,
@@ -367,12 +371,16 @@ fn bench_apply_then_ranks<C: Counter>(
                 .map(|g| skein::trustee(g).entrust_new((), |()| skein::Latch::new(Vec::new())))
                 .collect(),
         );
+        // In chunks: a serialized argument carries at most 16 MiB, and each handle takes
+        // 40 bytes of it (a million counters in one `apply_with` would not fit).
         for c in ctx.iter() {
-            c.apply_with(counters.clone(), |l, v: Vec<skein::Trust<C>>| {
-                if let Some(mine) = l.get_mut() {
-                    *mine = v;
-                }
-            });
+            for chunk in counters.chunks(HANDLES_PER_MESSAGE) {
+                c.apply_with(chunk.to_vec(), |l, v: Vec<skein::Trust<C>>| {
+                    if let Some(mine) = l.get_mut() {
+                        mine.extend(v);
+                    }
+                });
+            }
         }
         // One local fiber per worker waits for that worker's client (`launch` blocks).
         let clients: Vec<_> = (0..w)

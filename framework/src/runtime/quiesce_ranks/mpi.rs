@@ -1,18 +1,42 @@
-//! [`MpiAllReduce`]: the all-reduce seam over `MPI_Iallreduce` (feature `mpi`).
+//! [`MpiAllReduce`]: the all-reduce seam over MPI point-to-point messages (feature `mpi`).
 //!
-//! rsmpi's safe non-blocking collectives return a request that borrows a scope and is not
-//! `Send`, which a poll-style call made from a worker's idle loop, round after round, cannot
-//! hold. So this type keeps raw handles and calls `mpi::ffi` directly.
+//! # Why not `MPI_Iallreduce`
+//!
+//! The detector keeps one all-reduce outstanding on every rank almost all the time: a rank
+//! posts round `d + 1` as soon as round `d` completed there, and it completes only once every
+//! other rank has posted too. An outstanding `MPI_Iallreduce` is an active request of Open
+//! MPI's libnbc, which *every* progress call of the process then polls under libnbc's lock
+//! (`ompi_coll_libnbc_progress`): with the worker loop's one `MPI_Test` per pass, that was 30%
+//! of a waiting worker's pass in `skein bench ping` and 8% of a busy one in `skein bench
+//! echo` (perf, 2 ranks). A posted `MPI_Irecv` costs a progress call nothing until its
+//! message arrives. So each round here is an exchange: every rank posts a receive from every
+//! other rank, sends its vector to every other rank, and sums what it received with its own
+//! once all of them are complete: `2 (R − 1)` messages of `8 · len` bytes per rank and round
+//! (eager), one message latency per round. For many ranks a tree would send fewer messages;
+//! the racks this runs on have a few.
+//!
+//! The sums are the same on every rank: wrapping `u64` addition is associative and
+//! commutative, so the order in which a rank adds the vectors does not matter. Round `i`'s
+//! message from rank `s` is matched by round `i`'s receive from `s`: every message goes on the
+//! detector's own communicator with one tag, a rank posts round `i + 1`'s receives only after
+//! round `i`'s completed, and MPI does not let two messages of one sender on one
+//! communicator overtake each other (so a round-`i + 1` message that arrives early waits in
+//! MPI's unexpected queue for its receive).
+//!
+//! Transport condition T1 of the module docs holds: a round completes on a rank only once it
+//! has received every other rank's vector of that round, sent after that rank's reads (its
+//! `start`), and the completed receives order memory (MPI's message passing).
 //!
 //! # Invariants (every `unsafe` block below relies on them)
 //!
 //! 1. `comm` is a duplicate of `MPI_COMM_WORLD` made by [`MpiAllReduce::new`] and used by
-//!    this value only: no other collective can match ours, and it is freed at most once (in
-//!    `drop`, and only when no all-reduce is outstanding on it).
-//! 2. `outstanding` is true exactly from a successful `MPI_Iallreduce` until the `MPI_Test`
-//!    that reports it complete. Meanwhile MPI owns `send` and `recv`: they are not read,
-//!    written, resized or freed (dropped with an all-reduce outstanding, they are leaked,
-//!    since a collective request cannot be cancelled), and `request` is the request MPI gave.
+//!    this value only: no other message can match ours, and it is freed at most once (in
+//!    `drop`, and only when nothing is outstanding on it).
+//! 2. `outstanding` is true exactly from `start` until the `test` that finds every request of
+//!    the round complete. Meanwhile MPI owns `send` and `recv`: they are not read, written,
+//!    resized or freed (dropped with a round outstanding, they are leaked, and the
+//!    communicator with them), and `requests` holds the round's requests (completed ones set
+//!    to `MPI_REQUEST_NULL` by MPI).
 //! 3. The value is used by one thread at a time (`&mut self` on every call); moving it to
 //!    another thread is allowed because the bootstrap requires `MPI_THREAD_MULTIPLE`
 //!    (`crate::rack`), under which any thread may call MPI on any handle.
@@ -23,12 +47,20 @@ use super::AllReduce;
 use mpi::ffi;
 use std::os::raw::c_int;
 
+/// The tag of every message of the exchange (on the detector's own communicator).
+const TAG: c_int = 0x51;
+
 /// A sum all-reduce over `u64`s on a communicator of its own (a duplicate of
-/// `MPI_COMM_WORLD`), non-blocking: `MPI_Iallreduce` to start, `MPI_Test` to poll.
+/// `MPI_COMM_WORLD`), non-blocking: an exchange of point-to-point messages (module docs).
 pub(crate) struct MpiAllReduce {
     comm: ffi::MPI_Comm,
-    request: ffi::MPI_Request,
+    rank: usize,
+    ranks: usize,
+    /// The round's receives (one per other rank), then its sends (as many).
+    requests: Vec<ffi::MPI_Request>,
+    /// This rank's vector of the round (sent to every other rank); its sums once complete.
     send: Vec<u64>,
+    /// The other ranks' vectors, `len` each, in rank order without this rank.
     recv: Vec<u64>,
     outstanding: bool,
 }
@@ -69,43 +101,86 @@ impl MpiAllReduce {
         }
         // SAFETY: MPI is initialised and not finalised (checked above); reading the extern
         // statics of rsmpi's shim is reading constants it set at load time; `comm` is a
-        // valid place for MPI to write the new handle.
-        let comm = unsafe {
+        // valid place for MPI to write the new handle, `rank` and `size` for the numbers.
+        let (comm, rank, size) = unsafe {
             let mut comm = ffi::RSMPI_COMM_NULL;
             check(ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm), "MPI_Comm_dup");
-            comm
+            let (mut rank, mut size): (c_int, c_int) = (0, 0);
+            check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank");
+            check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size");
+            (comm, rank, size)
         };
-        // SAFETY: a constant of rsmpi's shim, read after initialisation.
-        let request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        Ok(MpiAllReduce { comm, request, send: Vec::new(), recv: Vec::new(), outstanding: false })
+        Ok(MpiAllReduce {
+            comm,
+            rank: usize::try_from(rank).unwrap_or(0),
+            ranks: usize::try_from(size).unwrap_or(1).max(1),
+            requests: Vec::new(),
+            send: Vec::new(),
+            recv: Vec::new(),
+            outstanding: false,
+        })
+    }
+
+    /// The other ranks, in order.
+    fn others(&self) -> impl Iterator<Item = usize> {
+        let me = self.rank;
+        (0..self.ranks).filter(move |&r| r != me)
     }
 }
 
 impl AllReduce for MpiAllReduce {
     fn start(&mut self, values: &[u64]) {
         assert!(!self.outstanding, "an all-reduce is still outstanding");
-        let count = c_int::try_from(values.len()).expect("all-reduce of more than i32::MAX values");
+        let len = values.len();
+        let count = c_int::try_from(len).expect("all-reduce of more than i32::MAX values");
         // Not outstanding: the buffers are ours (invariant 2).
         self.send.clear();
         self.send.extend_from_slice(values);
         self.recv.clear();
-        self.recv.resize(values.len(), 0);
-        // SAFETY: `send` and `recv` hold `count` u64s each and stay untouched until MPI_Test
-        // reports completion (invariant 2); `comm` is our live duplicate (invariant 1);
-        // `RSMPI_UINT64_T` and `RSMPI_SUM` are rsmpi's constants for MPI_UINT64_T and
-        // MPI_SUM, which sums unsigned values modulo 2^64; MPI writes the request handle.
-        let rc = unsafe {
-            ffi::MPI_Iallreduce(
-                self.send.as_ptr().cast(),
-                self.recv.as_mut_ptr().cast(),
-                count,
-                ffi::RSMPI_UINT64_T,
-                ffi::RSMPI_SUM,
-                self.comm,
-                &mut self.request,
-            )
-        };
-        check(rc, "MPI_Iallreduce");
+        self.recv.resize(len * (self.ranks - 1), 0);
+        self.requests.clear();
+        // SAFETY: a constant of rsmpi's shim, read after initialisation.
+        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        self.requests.resize(2 * (self.ranks - 1), null);
+        let others: Vec<usize> = self.others().collect();
+        let (recv, requests) = (self.recv.as_mut_ptr(), self.requests.as_mut_ptr());
+        // Receives first, so that an early message of the other ranks finds one posted.
+        for (k, &from) in others.iter().enumerate() {
+            // SAFETY: `recv` holds `len` u64s for each of the `ranks − 1` other ranks, the
+            // `k`-th block is this receive's, untouched until the round completes (invariant
+            // 2); `requests` has a slot per receive and send (resized above, not resized
+            // again until the round completes); `comm` is our live duplicate (invariant 1);
+            // `from` is a rank of it; `RSMPI_UINT64_T` is rsmpi's constant for MPI_UINT64_T.
+            let rc = unsafe {
+                ffi::MPI_Irecv(
+                    recv.add(k * len).cast(),
+                    count,
+                    ffi::RSMPI_UINT64_T,
+                    from as c_int,
+                    TAG,
+                    self.comm,
+                    requests.add(k),
+                )
+            };
+            check(rc, "MPI_Irecv");
+        }
+        for (k, &to) in others.iter().enumerate() {
+            // SAFETY: `send` holds `len` u64s, read by MPI and untouched by us until the
+            // round completes (invariant 2); the request slot `ranks − 1 + k` is this send's;
+            // `comm` and `to` as for the receives.
+            let rc = unsafe {
+                ffi::MPI_Isend(
+                    self.send.as_ptr().cast(),
+                    count,
+                    ffi::RSMPI_UINT64_T,
+                    to as c_int,
+                    TAG,
+                    self.comm,
+                    requests.add(others.len() + k),
+                )
+            };
+            check(rc, "MPI_Isend");
+        }
         self.outstanding = true;
     }
 
@@ -113,17 +188,35 @@ impl AllReduce for MpiAllReduce {
         if !self.outstanding {
             return None;
         }
-        let mut flag: c_int = 0;
-        // SAFETY: `request` is the live request of the outstanding all-reduce (invariant 2);
-        // MPI_Test never blocks, sets it to MPI_REQUEST_NULL on completion, and the status
-        // is ignored (rsmpi's constant for MPI_STATUS_IGNORE).
-        let rc = unsafe { ffi::MPI_Test(&mut self.request, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
-        check(rc, "MPI_Test");
-        if flag == 0 {
-            return None;
+        if !self.requests.is_empty() {
+            let n = c_int::try_from(self.requests.len()).expect("fewer than 2^31 ranks");
+            let mut flag: c_int = 0;
+            // SAFETY: `requests` holds the round's requests, live or set to
+            // MPI_REQUEST_NULL by an earlier test (invariant 2); MPI_Testall never blocks,
+            // sets the completed ones to MPI_REQUEST_NULL, and the statuses are ignored
+            // (rsmpi's constant for MPI_STATUSES_IGNORE).
+            let rc = unsafe {
+                ffi::MPI_Testall(
+                    n,
+                    self.requests.as_mut_ptr(),
+                    &mut flag,
+                    ffi::RSMPI_STATUSES_IGNORE,
+                )
+            };
+            check(rc, "MPI_Testall");
+            if flag == 0 {
+                return None;
+            }
         }
         self.outstanding = false;
-        Some(&self.recv)
+        // Every request is complete: the buffers are ours again (invariant 2).
+        let len = self.send.len();
+        for block in self.recv.chunks_exact(len.max(1)) {
+            for (s, &v) in self.send.iter_mut().zip(block) {
+                *s = s.wrapping_add(v);
+            }
+        }
+        Some(&self.send)
     }
 }
 
