@@ -465,3 +465,36 @@ fn arguments_and_results_of_any_size_cross_fake_ranks() {
     let want_e: u64 = (0..32u64).map(|i| i * 3 + 1).sum();
     assert_eq!(r, (8, (5, 4, 4), [3, 2, 1, 1, 9], u128::MAX - 4, want_e, want_g, 70_000, 1 << 20));
 }
+
+/// A serialized argument over the 16 MiB a message to another rank carries is refused at the
+/// call site (a panic the caller can catch, naming the limit), not in the worker loop where
+/// it would fail the whole job; to a trustee of the caller's own rank it is fine.
+#[test]
+fn an_apply_with_argument_too_long_for_a_message_is_refused_at_the_call() {
+    let (msgs, sum) = runtime(2, 2)
+        .run(|| {
+            let far = skein::trustee(1).entrust_new(0u64, |x| x);
+            let near = skein::trustee(0).entrust_new(0u64, |x| x);
+            let blob = vec![1u8; (1 << 24) + 1];
+            let mut msgs = Vec::new();
+            let mut refused = |f: &mut dyn FnMut()| {
+                let p = catch_unwind(AssertUnwindSafe(f)).expect_err("not refused");
+                msgs.push(panic_text(&*p));
+            };
+            refused(&mut || {
+                far.apply_with(blob.clone(), |c, v: Vec<u8>| *c += v.len() as u64);
+            });
+            refused(&mut || {
+                far.apply_with_then(blob.clone(), |c, v: Vec<u8>| *c += v.len() as u64, |()| {});
+            });
+            near.apply_with(blob.clone(), |c, v: Vec<u8>| *c += v.len() as u64);
+            // The refused calls sent nothing.
+            (msgs, far.apply((), |c, ()| *c) + near.apply((), |c, ()| *c))
+        })
+        .unwrap();
+    assert_eq!(sum, (1 << 24) + 1);
+    assert_eq!(msgs.len(), 2);
+    for m in &msgs {
+        assert!(m.contains("to worker 1 (rank 1)") && m.contains("at most 16777216 bytes"), "{m}");
+    }
+}

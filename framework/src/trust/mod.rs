@@ -1296,6 +1296,7 @@ impl<T: Send + 'static> Trust<T> {
         travel_check!(F = F);
         let bytes = encode_arg(&v);
         let (w, trustee, target) = self.issue_for("apply_with");
+        check_arg_fits(w, trustee, &bytes, "apply_with");
         w.check_may_block("apply_with");
         if trustee == w.index && w.local_queue_empty() {
             // We are the trustee, outside delegated code, and `f` (delegated, cannot block)
@@ -1335,6 +1336,7 @@ impl<T: Send + 'static> Trust<T> {
         travel_check!(F = F);
         let bytes = encode_arg(&v);
         let (w, trustee, target) = self.issue_for("apply_with_then");
+        check_arg_fits(w, trustee, &bytes, "apply_with_then");
         let req = WithRequest::<T, V, U, F>::new(bytes, f);
         let then = move |r: Vec<u8>| then(decode_result(&r));
         // SAFETY: `trustee` comes from `issue_for`; `target` is this live handle's (`issue_for`).
@@ -1428,6 +1430,22 @@ impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
 #[track_caller]
 fn encode_arg<V: Serialize>(v: &V) -> Vec<u8> {
     crate::wire::codec::encode(v).unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"))
+}
+
+/// Refuses, at the call site, a serialized argument that cannot travel to `trustee`: one
+/// message to another rank (or fake rank) carries at most `MAX_SERIALIZED_BYTES` of it.
+/// Refused later, the record would fail the whole job from inside the worker loop.
+#[track_caller]
+fn check_arg_fits(w: &Worker, trustee: usize, bytes: &[u8], what: &str) {
+    let max = crate::wire::remote::MAX_SERIALIZED_BYTES;
+    if bytes.len() > max && !is_local_in(w, trustee) {
+        panic!(
+            "skein: `{what}` argument of {} bytes to worker {trustee} (rank {}): one message \
+             to another rank carries at most {max} bytes; split the data over several calls",
+            bytes.len(),
+            crate::runtime::rank_of(trustee)
+        );
+    }
 }
 
 /// `apply_with`'s result from bytes.
