@@ -79,6 +79,19 @@ fn rank_side(case: &str, dir: &Path) {
             }
             // Returns at once: MPI_Finalize (at exit) waits for rank 1.
         }
+        "exit-within" => {
+            skein::rack::init().expect("bootstrap");
+            if rank == 1 {
+                // An error only this rank met: it exits (MPI_Finalize, at exit, waits for
+                // rank 0) while rank 0 waits for it in a collective.
+                write_file(&dir.join("panicking"), "");
+                skein::rack::exit_within(Duration::from_secs(2), 3);
+                return;
+            }
+            let rt = skein::Runtime::builder().workers(1).build().expect("build");
+            report_run(rank, rt.run(|| ()));
+            println!("SURVIVED rank={rank}");
+        }
         "abort" => {
             skein::rack::init().expect("bootstrap");
             if rank == 1 {
@@ -649,7 +662,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 32] = [
+    let cases: [Case; 33] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -658,6 +671,7 @@ fn harness(args: &[String]) {
             panic_case_of(d, "panic-while-0-finalizes")
         }),
         ("abort_on_rank_1_ends_every_rank", abort_case),
+        ("an_error_on_rank_1_alone_ends_every_rank", exit_within_case),
         ("kill_9_of_rank_1_ends_every_rank", kill_case),
         ("run_on_2_ranks_returns_main_on_every_rank", |d| run_case(d, 2)),
         ("run_on_3_ranks_returns_main_on_every_rank", |d| run_case(d, 3)),
@@ -998,6 +1012,23 @@ fn panic_case_of(dir: &Path, case: &str) -> Result<(), String> {
         &l,
     )?;
     check(l.stderr.contains("deliberate panic on rank 1"), "the panic's own message is shown", &l)?;
+    check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)
+}
+
+fn exit_within_case(dir: &Path) -> Result<(), String> {
+    let mut failed_at = None;
+    let l = launch(dir, "exit-within", &[(2, &own_exe())], |d| {
+        failed_at = Some(wait_for_file(&d.join("panicking"))?);
+        Ok(())
+    })?;
+    let took = l.ended.duration_since(failed_at.expect("set by `during`"));
+    check(
+        took < FATE_LIMIT,
+        &format!("the job must end within {FATE_LIMIT:?} of the error, took {took:?}"),
+        &l,
+    )?;
+    check(l.status.is_some_and(|s| !s.success()), "mpirun must exit non-zero", &l)?;
+    check(l.stderr.contains("skein: rank 1: still not finished"), "rank 1 says why", &l)?;
     check(l.lines("SURVIVED").is_empty(), "rank 0 must not finish", &l)
 }
 

@@ -77,6 +77,9 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
+            // An error only this rank met would leave it in MPI_Finalize (at exit) while the
+            // others wait for it in a collective: end the job instead (no-op on one rank).
+            skein::rack::exit_within(std::time::Duration::from_secs(10), 1);
             std::process::ExitCode::FAILURE
         }
     }

@@ -205,6 +205,30 @@ pub fn abort(code: i32, message: &str) -> ! {
     std::process::exit(code)
 }
 
+/// For a program about to exit after an error that may be this rank's alone (a file it could
+/// not write, a check only it failed): at exit `MPI_Finalize` waits for every other rank, and
+/// they may be waiting for this one in a collective, forever. This starts a watchdog thread:
+/// if the process is still alive `grace` from now, it prints `skein: rank R: ...` and ends the
+/// process at once without finalising (`_exit`), which `mpirun` takes for a failed rank and
+/// ends the job with a non-zero status. When every rank failed alike, they all finalise and
+/// exit before the watchdog fires. A no-op on one rank and outside `mpirun`.
+pub fn exit_within(grace: std::time::Duration, code: i32) {
+    if ranks() <= 1 {
+        return;
+    }
+    let rank = RANK.load(Ordering::Relaxed);
+    std::thread::spawn(move || {
+        std::thread::sleep(grace);
+        eprintln!(
+            "skein: rank {rank}: still not finished {grace:?} after an error (another rank may \
+             be waiting for this one): ending the job"
+        );
+        // SAFETY: `_exit` ends the process without running exit handlers or destructors; it
+        // touches no memory of ours.
+        unsafe { libc::_exit(code) }
+    });
+}
+
 /// `Ok` on one rank (and outside `mpirun`); on more,
 /// [`Error::RackNotYetSupported`], for program entry points that do not run their work over
 /// ranks (a baseline engine, a file generator). Runs
