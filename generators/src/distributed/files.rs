@@ -521,7 +521,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::distributed::source::build_from_source;
     pub(crate) use crate::distributed::source::tests::on_ranks;
-    use crate::distributed::LocalCsr;
+    use crate::distributed::{LocalCsr, MemExchange};
     use crate::formats::{self, Format};
     use crate::graph::{Csr, EdgeList};
     use crate::kronecker::{self, KroneckerParams};
@@ -557,14 +557,24 @@ pub(crate) mod tests {
         bounds.windows(2).map(|w| LocalCsr::from_csr(&csr, w[0]..w[1])).collect()
     }
 
-    fn build_skg(path: &Path, ranks: usize, round: u64) -> Vec<Result<LocalCsr, String>> {
+    /// Every rank's rows from the source `open` makes on it (or its error), with the
+    /// boundaries of [`bounds`] and rounds of `round` edges.
+    pub(crate) fn build_on_ranks<S: EdgeSource>(
+        ranks: usize,
+        round: u64,
+        open: impl Fn(&mut MemExchange) -> Result<S, DistError> + Sync,
+    ) -> Vec<Result<LocalCsr, String>> {
         on_ranks(ranks, |ex| {
-            let mut s = SkgSource::open(path, ex).map_err(|e| e.to_string())?;
+            let mut s = open(ex).map_err(|e| e.to_string())?;
             let b = bounds(s.num_vertices(), ranks);
             build_from_source(&mut s, &b, round, ex, &|_| {})
                 .map(|(g, _)| g)
                 .map_err(|e| e.to_string())
         })
+    }
+
+    fn build_skg(path: &Path, ranks: usize, round: u64) -> Vec<Result<LocalCsr, String>> {
+        build_on_ranks(ranks, round, |ex| SkgSource::open(path, ex))
     }
 
     /// Rows identical to the one-process CSR's, for 1, 2 and 3 ranks and several round
@@ -628,7 +638,7 @@ pub(crate) mod tests {
 
 #[cfg(test)]
 mod text_tests {
-    use super::tests::{bounds, expected, graph, on_ranks, temp};
+    use super::tests::{bounds, build_on_ranks, expected, graph, on_ranks, temp};
     use super::*;
     use crate::distributed::source::build_from_source;
     use crate::distributed::LocalCsr;
@@ -640,14 +650,7 @@ mod text_tests {
         ranks: usize,
         round: u64,
     ) -> Vec<Result<LocalCsr, String>> {
-        on_ranks(ranks, |ex| {
-            let mut s =
-                TextSource::open_chunked(path, format, chunk, ex).map_err(|e| e.to_string())?;
-            let b = bounds(s.num_vertices(), ranks);
-            build_from_source(&mut s, &b, round, ex, &|_| {})
-                .map(|(g, _)| g)
-                .map_err(|e| e.to_string())
-        })
+        build_on_ranks(ranks, round, |ex| TextSource::open_chunked(path, format, chunk, ex))
     }
 
     /// Rows identical to the one-process CSR's for every text format, 1, 2 and 3 ranks,

@@ -516,6 +516,23 @@ pub(crate) fn write_text<W: Write>(
 mod tests {
     use super::*;
 
+    /// `t` read whole, in blocks of `block` bytes, as the file `name`.
+    fn in_blocks(
+        t: &str,
+        name: &str,
+        weighted: bool,
+        block: usize,
+    ) -> Result<EdgeList, FormatError> {
+        read_text_blocks(
+            t.as_bytes(),
+            Path::new(name),
+            weighted,
+            None,
+            block,
+            &mut EdgeSink::whole(),
+        )
+    }
+
     fn text_of(lines: usize) -> String {
         let mut t = String::from("# vertices 1000\n");
         for i in 0..lines {
@@ -531,14 +548,10 @@ mod tests {
     #[test]
     fn block_boundaries_do_not_matter() {
         let t = text_of(5000);
-        let path = Path::new("b.wel");
-        let whole =
-            read_text_blocks(t.as_bytes(), path, true, None, 1 << 30, &mut EdgeSink::whole())
-                .unwrap();
+        let whole = in_blocks(&t, "b.wel", true, 1 << 30).unwrap();
         assert_eq!(whole.len(), (0..5000).filter(|i| i % 7 != 3 && i % 7 != 5).count());
         for block in [1, 7, 64, 1000] {
-            let b = read_text_blocks(t.as_bytes(), path, true, None, block, &mut EdgeSink::whole())
-                .unwrap();
+            let b = in_blocks(&t, "b.wel", true, block).unwrap();
             assert_eq!(b, whole, "block {block}");
         }
     }
@@ -549,15 +562,7 @@ mod tests {
         t.push_str("1 2 -3\n");
         let bad_line = t.lines().count() as u64;
         for block in [16, 100, 1 << 30] {
-            let e = read_text_blocks(
-                t.as_bytes(),
-                Path::new("b.wel"),
-                true,
-                None,
-                block,
-                &mut EdgeSink::whole(),
-            )
-            .unwrap_err();
+            let e = in_blocks(&t, "b.wel", true, block).unwrap_err();
             assert!(
                 matches!(e, FormatError::BadWeight { at: Location::Line(l), .. } if l == bad_line),
                 "block {block}: {e:?}"
@@ -569,15 +574,7 @@ mod tests {
         let first_bad = t.lines().position(|l| l == "5 x").unwrap() as u64 + 1;
         t.push_str("1 2 -3\n");
         for block in [16, 100, 1 << 30] {
-            let e = read_text_blocks(
-                t.as_bytes(),
-                Path::new("b.wel"),
-                true,
-                None,
-                block,
-                &mut EdgeSink::whole(),
-            )
-            .unwrap_err();
+            let e = in_blocks(&t, "b.wel", true, block).unwrap_err();
             assert!(
                 matches!(e, FormatError::Syntax { line, .. } if line == first_bad),
                 "block {block}: {e:?}"
@@ -590,15 +587,7 @@ mod tests {
         let mut t = String::from("0 1\n1 2\n");
         t.push_str(&"9".repeat(text::MAX_LINE + 10));
         for block in [4, 1 << 30] {
-            let e = read_text_blocks(
-                t.as_bytes(),
-                Path::new("o.el"),
-                false,
-                None,
-                block,
-                &mut EdgeSink::whole(),
-            )
-            .unwrap_err();
+            let e = in_blocks(&t, "o.el", false, block).unwrap_err();
             assert!(matches!(e, FormatError::Syntax { line: 3, .. }), "{e:?}");
         }
     }
