@@ -31,6 +31,8 @@ struct Cli {
 enum Command {
     /// Generate a Graph500 Kronecker graph and write it to a file.
     Generate(cmd::generate::Args),
+    /// Rewrite a graph file in another format (e.g. text as .skg, which ranks read in parallel).
+    Convert(cmd::convert::Args),
     /// Print facts about a graph file: vertices, edges, self-loops, degrees, checksum.
     Info(cmd::info::Args),
     /// Single-source shortest paths from Graph500 roots, with statistics.
@@ -66,6 +68,7 @@ fn main() -> std::process::ExitCode {
     }
     let result = match cli.command {
         Command::Generate(a) => cmd::generate::run(a),
+        Command::Convert(a) => cmd::convert::run(a),
         Command::Info(a) => cmd::info::run(a),
         Command::Sssp(a) => cmd::kernel::run(names::Kernel::Sssp, a),
         Command::Bfs(a) => cmd::kernel::run(names::Kernel::Bfs, a),

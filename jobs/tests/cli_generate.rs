@@ -1,4 +1,4 @@
-//! `skein generate` and `skein info`, run as a user would run them.
+//! `skein generate`, `skein convert` and `skein info`, run as a user would run them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -336,4 +336,59 @@ fn a_write_that_fails_midway_keeps_the_old_graph() {
         assert_eq!(fs::read(&good).unwrap(), before, "{format}: the old graph is intact");
         assert!(temporaries(&dir.0).is_empty(), "{:?}", temporaries(&dir.0));
     }
+}
+
+#[test]
+fn convert_keeps_edges_order_and_weights_and_refuses_what_it_cannot_write() {
+    let dir = Scratch::new("convert");
+    let wel = dir.path("g.wel");
+    ok(&["generate", "--scale", "6", "-o", p(&wel)]);
+    let original = read_edges(&wel).unwrap();
+    let info = |f: &Path| ok(&["info", p(f)]).0;
+
+    // Text to .skg and back: the same edges, in the same order, with the same weights
+    // (the checksum `skein info` prints covers all three).
+    let skg = dir.path("g.skg");
+    let (_, err) = ok(&["convert", p(&wel), p(&skg)]);
+    assert!(err.contains(&format!("wrote {} (bin", skg.display())), "{err}");
+    assert_eq!(read_edges(&skg).unwrap(), original);
+    assert_eq!(field(&info(&skg), "fnv1a64"), field(&info(&wel), "fnv1a64"));
+    let mtx = dir.path("back.dat");
+    ok(&["convert", p(&skg), p(&mtx), "--format", "mtx"]);
+    assert_eq!(read_edges(&mtx).unwrap(), original);
+
+    // .el keeps no weights, and says so.
+    let el = dir.path("g.el");
+    let (_, err) = ok(&["convert", p(&skg), p(&el)]);
+    assert!(err.contains("keeps no weights"), "{err}");
+    let unweighted = read_edges(&el).unwrap();
+    assert_eq!((&unweighted.src, &unweighted.dst), (&original.src, &original.dst));
+    assert_eq!(unweighted.weights, None);
+
+    // Graph500 weights are not whole numbers: .gr refuses them, naming the output, and
+    // leaves nothing behind.
+    let gr = dir.path("g.gr");
+    let e = fails(&["convert", p(&skg), p(&gr)]);
+    assert!(e.contains(&gr.display().to_string()) && e.contains("whole numbers"), "{e}");
+    assert!(!gr.exists());
+    // Whole-number weights go through .gr and back.
+    let ints = dir.path("ints.wel");
+    fs::write(&ints, "# vertices 4\n0 1 3\n1 2 5\n3 3 1\n").unwrap();
+    ok(&["convert", p(&ints), p(&gr)]);
+    assert_eq!(read_edges(&gr).unwrap(), read_edges(&ints).unwrap());
+
+    // A file converted in place is replaced whole.
+    ok(&["convert", p(&el), p(&el), "--format", "el"]);
+    assert_eq!(read_edges(&el).unwrap(), unweighted);
+
+    // Bad input names the file and line; a bad output is refused before reading.
+    let bad = dir.path("bad.wel");
+    fs::write(&bad, "0 1 0.5\n2 x 1\n").unwrap();
+    let e = fails(&["convert", p(&bad), p(&dir.path("out.skg"))]);
+    assert!(e.contains(&format!("{}:2:", bad.display())), "{e}");
+    let e = fails(&["convert", p(&wel), p(&dir.path("x.el")), "--format", "wel"]);
+    assert!(e.contains("contradicts"), "{e}");
+    let e = fails(&["convert", p(&wel), "-"]);
+    assert!(e.contains("not standard output"), "{e}");
+    assert_eq!(temporaries(&dir.0), Vec::<String>::new());
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use skein_generators::formats::{self, Format, WriteOptions};
 use skein_generators::kronecker::{self, KroneckerParams};
+use skein_generators::EdgeList;
 
 use crate::output::AtomicFile;
 use crate::{limits, progress};
@@ -23,6 +24,8 @@ pub(crate) enum FormatArg {
     Wel,
     /// Matrix Market coordinate, real general.
     Mtx,
+    /// DIMACS shortest-path `.gr` (whole-number weights only; `skein convert`).
+    Gr,
 }
 
 impl From<FormatArg> for Format {
@@ -32,6 +35,7 @@ impl From<FormatArg> for Format {
             FormatArg::El => Format::El,
             FormatArg::Wel => Format::Wel,
             FormatArg::Mtx => Format::Mtx,
+            FormatArg::Gr => Format::Gr,
         }
     }
 }
@@ -66,7 +70,7 @@ fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
 
 /// The format to write: `--format` if given (it must agree with a known extension),
 /// else the extension, else binary.
-fn output_format(path: &Path, arg: Option<FormatArg>) -> anyhow::Result<Format> {
+pub(crate) fn output_format(path: &Path, arg: Option<FormatArg>) -> anyhow::Result<Format> {
     let by_ext = Format::from_path(path);
     match (arg.map(Format::from), by_ext) {
         (Some(f), Some(e)) if f != e => bail!(
@@ -77,11 +81,6 @@ fn output_format(path: &Path, arg: Option<FormatArg>) -> anyhow::Result<Format> 
             f.extension()
         ),
         (Some(f), _) => Ok(f),
-        (None, Some(Format::Gr)) => bail!(
-            "{} is a DIMACS .gr file, whose weights are integers, but Graph500 weights are \
-             real numbers in [0, 1); write .wel, .mtx or .skg instead",
-            path.display()
-        ),
         (None, Some(e)) => Ok(e),
         (None, None) => Ok(Format::Binary),
     }
@@ -91,6 +90,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let (seed1, seed2) = args.seed;
     let params = KroneckerParams::new(args.scale, args.edgefactor, seed1, seed2)?;
     let format = output_format(&args.output, args.format)?;
+    if format == Format::Gr {
+        bail!(
+            "{} is a DIMACS .gr file, whose weights are integers, but Graph500 weights are \
+             real numbers in [0, 1); write .wel, .mtx or .skg instead",
+            args.output.display()
+        );
+    }
     let m = params.num_edges();
     limits::check_memory(
         u128::from(params.edge_list_bytes()),
@@ -104,7 +110,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     // a temporary file beside the output, renamed over it only once complete: an existing
     // file stays intact until then, and whatever happens before (an error, an interrupt)
     // leaves it as it was.
-    let mut out = AtomicFile::create(&args.output)?;
+    let out = AtomicFile::create(&args.output)?;
     out.release_old_cache();
 
     let t = Instant::now();
@@ -130,46 +136,57 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         ],
         ..WriteOptions::default()
     };
+    write_graph(out, &el, format, &options, &args.output)
+}
+
+/// Writes `el` in `format` through `out` (a temporary file beside `name`, renamed over it
+/// once complete) with a progress bar, and says on stderr what was written. Errors name
+/// `name`, the output the user gave, not the temporary file.
+pub(crate) fn write_graph(
+    mut out: AtomicFile,
+    el: &EdgeList,
+    format: Format,
+    options: &WriteOptions,
+    name: &Path,
+) -> anyhow::Result<()> {
     let t = Instant::now();
-    let bar = progress::phase_bytes("write", estimated_bytes(&params, format));
+    let m = el.len() as u64;
+    let bar = progress::phase_bytes("write", estimated_bytes(el.num_vertices, m, format));
     let written = {
         let counting = Counting { inner: out.file_mut(), done: 0, bar: &bar };
-        // Errors name the output the user gave, not the temporary file.
-        let name = args.output.as_path();
         match format {
             Format::Binary => {
-                formats::write_binary(BufWriter::with_capacity(8 << 20, counting), &el, name)
+                formats::write_binary(BufWriter::with_capacity(8 << 20, counting), el, name)
             }
-            Format::El => formats::write_el(counting, &el, &options, name),
-            Format::Wel => formats::write_wel(counting, &el, &options, name),
-            Format::Mtx => formats::write_mtx(counting, &el, &options, name),
-            Format::Gr => unreachable!("output_format refuses .gr"),
+            Format::El => formats::write_el(counting, el, options, name),
+            Format::Wel => formats::write_wel(counting, el, options, name),
+            Format::Mtx => formats::write_mtx(counting, el, options, name),
+            Format::Gr => formats::write_gr(counting, el, options, name),
         }
     };
     bar.finish();
-    drop(el);
     // On error, dropping `out` removes the temporary file; the output is untouched.
     written.context("writing the graph failed")?;
     out.commit().context("writing the graph failed")?;
     let write_s = t.elapsed().as_secs_f64();
-    let bytes = std::fs::metadata(&args.output).map(|md| md.len()).unwrap_or(0);
+    let bytes = std::fs::metadata(name).map(|md| md.len()).unwrap_or(0);
     eprintln!(
         "wrote {} ({}, {:.1} MiB) in {write_s:.2} s ({:.1} M edges/s)",
-        args.output.display(),
+        name.display(),
         format.name(),
         bytes as f64 / f64::from(1u32 << 20),
-        m as f64 / write_s / 1e6
+        m as f64 / write_s.max(1e-9) / 1e6
     );
     Ok(())
 }
 
-/// About how many bytes the file will have (for the progress bar only).
-fn estimated_bytes(params: &KroneckerParams, format: Format) -> u64 {
-    let m = params.num_edges();
-    let id_digits = params.num_vertices().to_string().len() as u64;
+/// About how many bytes a file of `m` edges among `n` vertices will have in `format` (for
+/// the progress bar only).
+fn estimated_bytes(n: u64, m: u64, format: Format) -> u64 {
+    let id_digits = n.to_string().len() as u64;
     let per_edge = match format {
         // Two ids of 4 bytes (8 above 2^32 vertices) and an f32 weight.
-        Format::Binary if params.scale <= 32 => 12,
+        Format::Binary if n <= 1 << 32 => 12,
         Format::Binary => 20,
         Format::El => 2 * id_digits + 2,
         // A weight prints as up to 9 characters (`0.12345678`) and a space.

@@ -1,6 +1,7 @@
 //! One module per subcommand; each exports `Args` and `run`.
 
 pub(crate) mod bench;
+pub(crate) mod convert;
 pub(crate) mod echo;
 pub(crate) mod generate;
 pub(crate) mod info;
