@@ -602,9 +602,9 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     } else {
         Counts::Wide(vec![0u64; local_n + 1])
     };
-    // Per round: this rank's own arcs (never sent: packed words and weights), then the
-    // words received and their count per sender (0 from this rank).
-    let mut kept: Vec<KeptRound> = Vec::new();
+    // The arcs of this rank's vertices, its own and those received, in buckets of
+    // consecutive vertices (module docs).
+    let mut kept = Kept::new(local_n, 2 * (share.end - share.start));
     let mut arcs_to = vec![0usize; ranks];
     let mut counts = vec![0usize; ranks];
     let mut pos = vec![0usize; ranks];
@@ -659,10 +659,10 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
         send.clear();
         send.resize(at, 0);
         route(&pack, bounds, src, dst, w, &owners, &mut pos, &mut wpos, &mut send);
-        // This rank's block, out of the send buffer.
-        let mine = send.split_off(at - block_words(own));
-        degree.count(&pack, &mine[..own]);
-        kept.push(KeptRound { mine, recv: Vec::new(), from: Vec::new() });
+        // This rank's block, from the end of the send buffer into the buckets.
+        let own_at = at - block_words(own);
+        kept.add(rank, &send[own_at..], own, &pack, &mut degree);
+        send.truncate(own_at);
         lap(&mut stats.route_s);
         // Round t's words leave while round t - 1's are collected, and arrive while round
         // t + 1 is generated and routed.
@@ -671,18 +671,18 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
         if let Some(mut prev) = in_flight.replace(started) {
             let got = prev.received()?;
             lap(&mut stats.exchange_s);
-            collect(got, &mut kept[t as usize - 1], t - 1, shape, &pack, &mut degree)?;
+            collect(got, &mut kept, t - 1, shape, &pack, &mut degree)?;
             leaving = Some(prev);
         }
         stats.rounds += 1;
         progress(lo + len as u64 - share.start);
     }
     if let Some(mut last) = in_flight.take() {
-        let t = kept.len() - 1;
+        let t = stats.rounds - 1;
         lap(&mut stats.rows_s);
         let got = last.received()?;
         lap(&mut stats.exchange_s);
-        collect(got, &mut kept[t], t as u64, shape, &pack, &mut degree)?;
+        collect(got, &mut kept, t, shape, &pack, &mut degree)?;
         lap(&mut stats.rows_s);
         last.into_send_buffer()?;
     }
@@ -702,7 +702,8 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     }
     drop(degree);
     let arcs = total as usize;
-    memory::check_fits(12 * total as u128 + 8 * local_n as u128, || {
+    // The rows' pages are faulted bucket by bucket, as the buckets before are freed.
+    memory::check_fits(12 * kept.largest() as u128 + 8 * local_n as u128, || {
         format!("the rows of rank {rank} ({local_n} vertices, {total} arcs)")
     })?;
     let mut targets: Vec<u64> = hugepage::zeroed_vec(arcs);
@@ -713,51 +714,147 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     } else {
         Counts::Wide(offsets[..local_n].to_vec())
     };
-    for s in 0..ranks {
-        for KeptRound { mine, recv, from } in &mut kept {
-            if s == rank {
-                cursor.scatter_block(&pack, mine, &mut targets, &mut weights);
-                // Freed as soon as written: the rows' pages fill while these go.
-                *mine = Vec::new();
-            } else {
-                if from[s] == 0 {
-                    // Nothing from `s` (and `recv` may be freed already).
-                    continue;
-                }
-                let start: usize = from[..s].iter().sum();
-                cursor.scatter_block(
-                    &pack,
-                    &recv[start..start + from[s]],
-                    &mut targets,
-                    &mut weights,
-                );
-                if from[s + 1..].iter().all(|&c| c == 0) {
-                    *recv = Vec::new();
-                }
+    // Bucket after bucket (its rows are one contiguous range of the arrays), each freed
+    // as soon as written, so that the next bucket's rows reuse its pages.
+    for bucket in kept.buckets {
+        for s in 0..ranks {
+            for (_, seg) in bucket.segs.iter().filter(|x| x.0 == s) {
+                let (words, wts) = (&bucket.words[seg.clone()], &bucket.weights[seg.clone()]);
+                cursor.scatter(&pack, words, |i| wts[i], &mut targets, &mut weights);
             }
         }
     }
-    drop(kept);
     lap(&mut stats.rows_s);
     Ok((LocalCsr { num_vertices: n, first, offsets, targets, weights }, stats))
 }
 
-/// What a rank keeps of a round until its rows are built.
-struct KeptRound {
-    /// Its own arcs (never sent): one block of packed arcs then weights (as on the wire).
-    mine: Vec<u64>,
-    /// The words received, sender after sender: blocks of packed arcs then weights.
-    recv: Vec<u64>,
-    /// The words from each sender.
-    from: Vec<usize>,
+/// Most buckets of kept arcs per rank (module docs): the rows' pages faulted before the
+/// first bucket is freed are about `1/KEPT_BUCKETS` of them.
+const KEPT_BUCKETS: usize = 16;
+
+/// Least capacity of a bucket's arrays, in bytes: above the largest threshold from
+/// which glibc's `malloc` maps an allocation on its own (32 MiB on 64-bit targets), so
+/// that a bucket's pages go back to the system when it is dropped, for the rows to reuse
+/// (a heap chunk's would stay in the heap). Only the pages written count: the rest of
+/// the room is address space.
+const KEPT_MIN_BYTES: usize = 33 << 20;
+
+/// The arcs a rank keeps until its rows are built: its own and those received, sorted as
+/// they come into buckets of consecutive local sources (`source >> shift`), each holding
+/// its arcs' packed words and weight bits, block after block, in arrival order.
+struct Kept {
+    shift: u32,
+    /// Least capacity of a bucket's arrays, in bytes: [`KEPT_MIN_BYTES`] when a bucket
+    /// is expected to hold a few MiB, else 0 (a small graph's buckets stay small).
+    least_bytes: usize,
+    buckets: Vec<Bucket>,
+    /// Scratch: arcs per bucket of the block being added.
+    count: Vec<usize>,
 }
 
-/// Keeps round `t`'s words `(recv, from)` (as [`Exchange::exchange`] returns them) in
+/// One bucket of [`Kept`].
+#[derive(Default)]
+struct Bucket {
+    /// Packed arcs.
+    words: Vec<u64>,
+    /// Their weights' bits.
+    weights: Vec<u32>,
+    /// `(sender, range of words)` of each block added, in arrival order: a sender's
+    /// blocks come round after round.
+    segs: Vec<(usize, Range<usize>)>,
+}
+
+impl Kept {
+    /// Empty buckets for `local_n` local vertices: at most [`KEPT_BUCKETS`], of a power of
+    /// two of vertices each; `expected_arcs` is about how many arcs will come (the
+    /// rank's share of the edges, twice).
+    fn new(local_n: usize, expected_arcs: u64) -> Kept {
+        let bits = usize::BITS - local_n.saturating_sub(1).leading_zeros();
+        let shift = bits.saturating_sub(KEPT_BUCKETS.trailing_zeros());
+        let nb = if local_n == 0 { 0 } else { ((local_n - 1) >> shift) + 1 };
+        let buckets = (0..nb).map(|_| Bucket::default()).collect();
+        let per_bucket = expected_arcs.saturating_mul(8) / nb.max(1) as u64;
+        let least_bytes = if per_bucket >= 4 << 20 { KEPT_MIN_BYTES } else { 0 };
+        Kept { shift, least_bytes, buckets, count: vec![0; nb] }
+    }
+
+    /// Arcs in the largest bucket.
+    fn largest(&self) -> usize {
+        self.buckets.iter().map(|b| b.words.len()).max().unwrap_or(0)
+    }
+
+    /// Adds the `k` arcs of `block` (packed arcs then weights, as on the wire; every
+    /// source checked below the rank's vertex count) that `sender` routed (its blocks in
+    /// the order of its rounds), and counts their sources' degrees.
+    fn add(
+        &mut self,
+        sender: usize,
+        block: &[u64],
+        k: usize,
+        pack: &ArcPacking,
+        degree: &mut Counts,
+    ) {
+        if k == 0 {
+            return;
+        }
+        let (words, wts) = block.split_at(k);
+        degree.count(pack, words);
+        let shift = self.shift;
+        self.count.iter_mut().for_each(|c| *c = 0);
+        for &w in words {
+            self.count[(pack.source(w) >> shift) as usize] += 1;
+        }
+        for (b, &c) in self.buckets.iter_mut().zip(&self.count) {
+            if c == 0 {
+                continue;
+            }
+            let (cap_w, cap_t) = (b.words.capacity(), b.weights.capacity());
+            // At least KEPT_MIN_BYTES each on a big graph: allocations that big are mapped on their own
+            // (and grown by remapping), never carved from the heap, so dropping the bucket
+            // returns its pages to the system at once (module docs).
+            let least = |cap: usize, bytes: usize| if cap == 0 { c.max(bytes) } else { c };
+            b.words.reserve(least(cap_w, self.least_bytes / 8));
+            b.weights.reserve(least(cap_t, self.least_bytes / 4));
+            if b.words.capacity() != cap_w {
+                hugepage::advise_capacity(&mut b.words);
+            }
+            if b.weights.capacity() != cap_t {
+                hugepage::advise_capacity(&mut b.weights);
+            }
+            let at = b.words.len();
+            b.segs.push((sender, at..at + c));
+        }
+        let mut outs: Vec<_> = self
+            .buckets
+            .iter_mut()
+            .map(|b| (b.words.spare_capacity_mut(), b.weights.spare_capacity_mut(), 0usize))
+            .collect();
+        for (i, &w) in words.iter().enumerate() {
+            let (ow, ot, at) = &mut outs[(pack.source(w) >> shift) as usize];
+            ow[*at].write(w);
+            ot[*at].write((wts[i / 2] >> (32 * (i & 1))) as u32);
+            *at += 1;
+        }
+        let written: Vec<usize> = outs.into_iter().map(|o| o.2).collect();
+        for ((b, &c), w) in self.buckets.iter_mut().zip(&self.count).zip(written) {
+            assert_eq!(c, w, "a bucket's arcs counted and written differ");
+            // SAFETY: the loop above initialised the first `c` elements of both spare
+            // capacities (`w == c` writes at indices 0..c, each bounds-checked against the
+            // spare capacity, which `reserve(c)` made at least `c` long).
+            unsafe {
+                b.words.set_len(b.words.len() + c);
+                b.weights.set_len(b.weights.len() + c);
+            }
+        }
+    }
+}
+
+/// Adds round `t`'s words `(recv, from)` (as [`Exchange::exchange`] returns them) to
 /// `kept`, checked (the counts add up, none from this rank `rank`, whole arcs, sources
-/// below `local_n`), and counts their sources' degrees.
+/// below `local_n`), counting their sources' degrees; `recv` is freed.
 fn collect(
     (recv, from): (Vec<u64>, Vec<usize>),
-    kept: &mut KeptRound,
+    kept: &mut Kept,
     t: u64,
     (rank, ranks, local_n): (usize, usize, usize),
     pack: &ArcPacking,
@@ -770,7 +867,7 @@ fn collect(
         )));
     }
     let mut at = 0;
-    for &c in &from {
+    for (s, &c) in from.iter().enumerate() {
         let k = block_arcs(c).ok_or_else(|| {
             DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
         })?;
@@ -781,11 +878,9 @@ fn collect(
                 pack.source(w)
             )));
         }
-        degree.count(pack, words);
+        kept.add(s, &recv[at..at + c], k, pack, degree);
         at += c;
     }
-    kept.recv = recv;
-    kept.from = from;
     Ok(())
 }
 
@@ -922,21 +1017,6 @@ impl Counts {
             Counts::Narrow(c) => count_sources(pack, words, c),
             Counts::Wide(c) => count_sources(pack, words, c),
         }
-    }
-
-    /// [`scatter`] of the arcs of one block (packed arcs then weights, as on the wire);
-    /// nothing for a block of no whole arcs (checked as it was received).
-    fn scatter_block(
-        &mut self,
-        pack: &ArcPacking,
-        block: &[u64],
-        targets: &mut [u64],
-        weights: &mut [f32],
-    ) {
-        let k = block_arcs(block.len()).unwrap_or(0);
-        let (words, wts) = block.split_at(k);
-        let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
-        self.scatter(pack, words, weight, targets, weights);
     }
 
     /// [`scatter`] with these cursors.
