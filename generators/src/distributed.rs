@@ -595,13 +595,6 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     let local_n = (bounds[rank + 1] - first) as usize;
     let pack = ArcPacking::new(bounds)?;
     let share = source.share(rank, ranks);
-    // Degree counters of 4 bytes when no count can reach 2^32 (every arc of the graph on
-    // one vertex), to halve the randomly accessed array.
-    let mut degree = if 2 * u128::from(source.num_edges()) <= u128::from(u32::MAX) {
-        Counts::Narrow(vec![0u32; local_n + 1])
-    } else {
-        Counts::Wide(vec![0u64; local_n + 1])
-    };
     // The arcs of this rank's vertices, its own and those received, in buckets of
     // consecutive vertices (module docs).
     let mut kept = Kept::new(local_n, 2 * (share.end - share.start));
@@ -661,7 +654,7 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
         route(&pack, bounds, src, dst, w, &owners, &mut pos, &mut wpos, &mut send);
         // This rank's block, from the end of the send buffer into the buckets.
         let own_at = at - block_words(own);
-        kept.add(rank, &send[own_at..], own, &pack, &mut degree);
+        kept.add(rank, &send[own_at..], own, &pack);
         send.truncate(own_at);
         lap(&mut stats.route_s);
         // Round t's words leave while round t - 1's are collected, and arrive while round
@@ -671,7 +664,7 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
         if let Some(mut prev) = in_flight.replace(started) {
             let got = prev.received()?;
             lap(&mut stats.exchange_s);
-            collect(got, &mut kept, t - 1, shape, &pack, &mut degree)?;
+            collect(got, &mut kept, t - 1, shape, &pack)?;
             leaving = Some(prev);
         }
         stats.rounds += 1;
@@ -682,7 +675,7 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
         lap(&mut stats.rows_s);
         let got = last.received()?;
         lap(&mut stats.exchange_s);
-        collect(got, &mut kept, t, shape, &pack, &mut degree)?;
+        collect(got, &mut kept, t, shape, &pack)?;
         lap(&mut stats.rows_s);
         last.into_send_buffer()?;
     }
@@ -692,8 +685,18 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     lap(&mut stats.exchange_s);
     drop((gsrc, gdst, gw, owners, free));
 
-    // Offsets, then the counting sort: sender-major, then rounds (module docs: the rows
-    // come out in edge-index order).
+    // The degrees, bucket by bucket (the counts a bucket increments are those of its own
+    // vertices: a small range of the array, in cache), then the offsets and the counting
+    // sort: sender-major, then rounds (module docs: the rows come out in edge-index
+    // order). Counters of 4 bytes when no count can reach 2^32.
+    let mut degree = if kept.largest() <= u32::MAX as usize {
+        Counts::Narrow(vec![0u32; local_n + 1])
+    } else {
+        Counts::Wide(vec![0u64; local_n + 1])
+    };
+    for bucket in &kept.buckets {
+        degree.count(&pack, &bucket.words);
+    }
     let mut offsets = vec![0u64; local_n + 1];
     let mut total = 0u64;
     for (i, o) in offsets.iter_mut().enumerate() {
@@ -748,8 +751,6 @@ struct Kept {
     /// is expected to hold a few MiB, else 0 (a small graph's buckets stay small).
     least_bytes: usize,
     buckets: Vec<Bucket>,
-    /// Scratch: arcs per bucket of the block being added.
-    count: Vec<usize>,
 }
 
 /// One bucket of [`Kept`].
@@ -775,7 +776,7 @@ impl Kept {
         let buckets = (0..nb).map(|_| Bucket::default()).collect();
         let per_bucket = expected_arcs.saturating_mul(8) / nb.max(1) as u64;
         let least_bytes = if per_bucket >= 4 << 20 { KEPT_MIN_BYTES } else { 0 };
-        Kept { shift, least_bytes, buckets, count: vec![0; nb] }
+        Kept { shift, least_bytes, buckets }
     }
 
     /// Arcs in the largest bucket.
@@ -785,45 +786,31 @@ impl Kept {
 
     /// Adds the `k` arcs of `block` (packed arcs then weights, as on the wire; every
     /// source checked below the rank's vertex count) that `sender` routed (its blocks in
-    /// the order of its rounds), and counts their sources' degrees.
-    fn add(
-        &mut self,
-        sender: usize,
-        block: &[u64],
-        k: usize,
-        pack: &ArcPacking,
-        degree: &mut Counts,
-    ) {
+    /// the order of its rounds).
+    fn add(&mut self, sender: usize, block: &[u64], k: usize, pack: &ArcPacking) {
         if k == 0 {
             return;
         }
         let (words, wts) = block.split_at(k);
-        degree.count(pack, words);
-        let shift = self.shift;
-        self.count.iter_mut().for_each(|c| *c = 0);
-        for &w in words {
-            self.count[(pack.source(w) >> shift) as usize] += 1;
-        }
-        for (b, &c) in self.buckets.iter_mut().zip(&self.count) {
-            if c == 0 {
-                continue;
-            }
+        // Room for all `k` arcs in every bucket (address space: only what is written is
+        // faulted in), so that one pass sorts them.
+        let least_bytes = self.least_bytes;
+        for b in &mut self.buckets {
             let (cap_w, cap_t) = (b.words.capacity(), b.weights.capacity());
-            // At least KEPT_MIN_BYTES each on a big graph: allocations that big are mapped on their own
-            // (and grown by remapping), never carved from the heap, so dropping the bucket
-            // returns its pages to the system at once (module docs).
-            let least = |cap: usize, bytes: usize| if cap == 0 { c.max(bytes) } else { c };
-            b.words.reserve(least(cap_w, self.least_bytes / 8));
-            b.weights.reserve(least(cap_t, self.least_bytes / 4));
+            // At least KEPT_MIN_BYTES each on a big graph: allocations that big are mapped
+            // on their own (and grown by remapping), never carved from the heap, so
+            // dropping the bucket returns its pages to the system at once (module docs).
+            let least = |cap: usize, bytes: usize| if cap == 0 { k.max(bytes) } else { k };
+            b.words.reserve(least(cap_w, least_bytes / 8));
+            b.weights.reserve(least(cap_t, least_bytes / 4));
             if b.words.capacity() != cap_w {
                 hugepage::advise_capacity(&mut b.words);
             }
             if b.weights.capacity() != cap_t {
                 hugepage::advise_capacity(&mut b.weights);
             }
-            let at = b.words.len();
-            b.segs.push((sender, at..at + c));
         }
+        let shift = self.shift;
         let mut outs: Vec<_> = self
             .buckets
             .iter_mut()
@@ -836,29 +823,31 @@ impl Kept {
             *at += 1;
         }
         let written: Vec<usize> = outs.into_iter().map(|o| o.2).collect();
-        for ((b, &c), w) in self.buckets.iter_mut().zip(&self.count).zip(written) {
-            assert_eq!(c, w, "a bucket's arcs counted and written differ");
-            // SAFETY: the loop above initialised the first `c` elements of both spare
-            // capacities (`w == c` writes at indices 0..c, each bounds-checked against the
-            // spare capacity, which `reserve(c)` made at least `c` long).
-            unsafe {
-                b.words.set_len(b.words.len() + c);
-                b.weights.set_len(b.weights.len() + c);
+        for (b, c) in self.buckets.iter_mut().zip(written) {
+            if c == 0 {
+                continue;
             }
+            let at = b.words.len();
+            // SAFETY: the loop above initialised the first `c` elements of both spare
+            // capacities (indices 0..c, each write bounds-checked against them).
+            unsafe {
+                b.words.set_len(at + c);
+                b.weights.set_len(at + c);
+            }
+            b.segs.push((sender, at..at + c));
         }
     }
 }
 
 /// Adds round `t`'s words `(recv, from)` (as [`Exchange::exchange`] returns them) to
 /// `kept`, checked (the counts add up, none from this rank `rank`, whole arcs, sources
-/// below `local_n`), counting their sources' degrees; `recv` is freed.
+/// below `local_n`); `recv` is freed.
 fn collect(
     (recv, from): (Vec<u64>, Vec<usize>),
     kept: &mut Kept,
     t: u64,
     (rank, ranks, local_n): (usize, usize, usize),
     pack: &ArcPacking,
-    degree: &mut Counts,
 ) -> Result<(), DistError> {
     if from.len() != ranks || from.iter().sum::<usize>() != recv.len() || from[rank] != 0 {
         return Err(DistError::Exchange(format!(
@@ -878,7 +867,7 @@ fn collect(
                 pack.source(w)
             )));
         }
-        kept.add(s, &recv[at..at + c], k, pack, degree);
+        kept.add(s, &recv[at..at + c], k, pack);
         at += c;
     }
     Ok(())
