@@ -49,16 +49,26 @@
 //! the largest possible block (`2B` arcs; pages that receive nothing are never touched),
 //! with no all-to-all of the counts; the send buffer of round `t` is reused for round
 //! `t + 2`, once its words have left. [`MemExchange`] exchanges when the round starts. A
-//! rank's arcs for its own vertices never go through the exchange. Each rank keeps its own
-//! block and the blocks it receives as they are, and counts its vertices' degrees on the
-//! way (with prefetching: the increments are random).
+//! rank's arcs for its own vertices never go through the exchange.
 //!
-//! After the last round, each rank builds its rows with a counting sort of the kept arcs,
-//! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
-//! edges precede sender `s + 1`'s in edge-index order, and its rounds go up in edge index,
-//! so each row's arcs come out in edge-index order: every row is *identical* (not only the
-//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. A round's kept
-//! buffers are freed as soon as their last arcs are written.
+//! Each rank sorts its own block and the blocks it receives, as they come, into 64
+//! **buckets of consecutive local vertices** (`local source >>
+//! shift`, a power of two of vertices each), one pass per block: a bucket holds its arcs'
+//! packed words and their weights' bits (12 bytes an arc, as on the wire), block after
+//! block, and the sender of each block; a received buffer is freed once sorted (the next
+//! round's receive reuses its pages). After the last round, each rank builds its rows
+//! bucket by bucket: the degrees of the bucket's vertices (a small range of the counters,
+//! in cache), then, once every bucket is counted, the offsets, and a counting sort of each
+//! bucket's arcs into its rows (one contiguous range of the row arrays), visiting the
+//! blocks **sender by sender, and within a sender round by round**. Sender `s`'s edges
+//! precede sender `s + 1`'s in edge-index order, and its rounds go up in edge index, so
+//! each row's arcs come out in edge-index order: every row is *identical* (not only the
+//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. Each bucket is
+//! freed as soon as its rows are written, so the rows of the next buckets can be faulted
+//! in on the pages it gave back instead of fresh memory (see [Time](#time)): a bucket's
+//! arrays are kept at least 33 MiB of address space on big graphs,
+//! above glibc's largest threshold for mapping an allocation on its own, since a heap
+//! chunk's pages would stay with the heap when it is freed.
 //!
 //! # Edge sources
 //!
@@ -79,36 +89,42 @@
 //! # Memory per rank
 //!
 //! With `A` the arcs of the rank's vertices (about `2M/R` minus self-loops on balanced
-//! ranges), `n_r` its vertices and `B` the round size, a rank holds at its peak
-//! ([`local_build_bytes`]) the larger of
+//! ranges), `A_j` those of its largest bucket (about `A/64` on scrambled vertex ids, as
+//! the Kronecker generator's), `n_r` its vertices, `B` the round size and `K` the buckets
+//! (64 at most), a rank holds at its peak ([`local_build_bytes`]) the larger of
 //!
 //! ```text
-//! during the rounds:  12·A     arcs kept (a packed word and the weight's bits each: its
-//!                              own and those received)
-//!                   + 8·n_r    degrees (at most)
+//! during the rounds:  12·A     arcs kept in the buckets (a packed word and the weight's
+//!                              bits each: its own and those received)
 //!                   + 92·B     the round buffers, reused: the generated edges (20 B
 //!                              each), both endpoints' ranks (8 B), two send buffers
 //!                              (one round's words leaving while the next round is
 //!                              routed; at most 2 arcs of at most 16 B per edge each)
-//! building the rows:  12·A     arcs kept, until the rows are built
-//!                   + 12·A     the rows' targets (u64) and weights (f32)
-//!                   + 16·n_r   offsets and the scatter cursors (at most: the cursors,
-//!                              like the degree counters, take 4 bytes when the values
-//!                              fit, halving the arrays accessed at random)
+//!                   + 48·B     the words received in the two exchanges in flight, until
+//!                              sorted into the buckets (about 24·B·(R−1)/R bytes a round
+//!                              on balanced ranges; at most 24·B·(R−1))
+//!                   + 4·K MiB  at most: the last huge page of each bucket's two arrays,
+//!                              faulted in whole (big graphs only, 2 MiB pages)
+//! building the rows:  12·A     arcs kept, shrinking by a bucket at a time
+//!                   + 12·A_j   the rows of the bucket being written (targets u64 and
+//!                              weights f32; those of the buckets before take the pages
+//!                              the freed buckets gave back)
+//!                   + 12·n_r   offsets and the scatter cursors (the cursors, like the
+//!                              degree counters before them, take 4 bytes when the values
+//!                              fit)
 //! ```
 //!
 //! plus the process's fixed costs (code, MPI). The round buffers are freed before the rows
-//! are allocated. Nothing is proportional to the whole graph's size. At SCALE 22 on 2 ranks
-//! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1602 MiB; `VmHWM` measured 1612 MiB on that
-//! rank (0.55× the 2916 MiB of the single-process generation and [`Csr`] build; with two
-//! `u64` words per kept arc, as before, it was 1878 MiB); with the second send buffer of
-//! the overlapped exchange, 1607-1611 MiB. At SCALE 24 on 2 ranks (`A` =
-//! 268.5 M, `n_r` = 8 M) the formula gives 6273 MiB and `VmHWM` measured 6248 MiB.
-//!
-//! The kept arcs take 12 bytes each, as the rows do, because the degrees are known only
-//! after the last round; a version that sizes the rows first (a counting pass that
-//! regenerates the edges) would hold `12·A` instead of `24·A`, at the price of generating
-//! every edge twice and a second exchange of every arc's source.
+//! are allocated. Nothing is proportional to the whole graph's size. Besides the pages
+//! written, the receives reserve address space: each exchange in flight (two at most)
+//! posts, for each other rank, room for the most words one rank may send another in a
+//! round (`3·B` words: `(R−1)·24·B` bytes, 24 MiB on 2 ranks, 1.5 GiB at `R` = 64 with
+//! `B` = 2^20), and the buckets keep up to twice their arcs' room (Vec growth). At SCALE 22
+//! on 2 ranks (`A` = 68.6 M arcs, `n_r` = 2 M) the formula gives 925 MiB during the rounds
+//! (the peak) plus at most 256 MiB of huge-page ends, 821 MiB while building the rows;
+//! `VmHWM` measured 1005-1036 MiB on a rank (0.34-0.35× the 2916-2920 MiB of the
+//! single-process generation and [`Csr`] build). Before the buckets, the rank held all
+//! its kept arcs and all its rows at once (`24·A`, 1607-1611 MiB, 0.55×).
 //!
 //! # Time
 //!
@@ -159,8 +175,9 @@
 //!
 //! # Unsafe code
 //!
-//! Only prefetch hints (`_mm_prefetch` on addresses taken from references), which never
-//! fault nor change memory; every index written is bounds-checked.
+//! Prefetch hints (`_mm_prefetch` on addresses taken from references), which never fault
+//! nor change memory, and setting the length of a bucket's arrays over the elements just
+//! written into their spare capacity; every index written is bounds-checked.
 
 use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
@@ -468,11 +485,14 @@ pub fn rounds(num_edges: u64, ranks: usize, round_edges: u64) -> u64 {
 
 /// Peak bytes a rank holds while building its rows (module docs): `local_arcs` arcs,
 /// `local_vertices` vertices, rounds of `round_edges` edges; the process's fixed costs
-/// aside.
+/// aside. The largest bucket is taken as twice an even share of the arcs, and the
+/// huge-page ends of the buckets are counted in full where their arrays are big.
 pub fn local_build_bytes(local_vertices: u64, local_arcs: u64, round_edges: u64) -> u128 {
     let (a, n, b) = (u128::from(local_arcs), u128::from(local_vertices), u128::from(round_edges));
-    let rounds = 12 * a + 8 * (n + 1) + 92 * b;
-    let rows = 24 * a + 16 * n + 8;
+    let k = KEPT_BUCKETS as u128;
+    let ends = if 8 * a / k >= 4 << 20 { 4 * k << 20 } else { 0 };
+    let rounds = 12 * a + 140 * b + ends;
+    let rows = 12 * a + 24 * a.div_ceil(k) + 12 * n + 8 + ends;
     rounds.max(rows)
 }
 
@@ -733,7 +753,7 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
 
 /// Most buckets of kept arcs per rank (module docs): the rows' pages faulted before the
 /// first bucket is freed are about `1/KEPT_BUCKETS` of them.
-const KEPT_BUCKETS: usize = 16;
+const KEPT_BUCKETS: usize = 64;
 
 /// Least capacity of a bucket's arrays, in bytes: above the largest threshold from
 /// which glibc's `malloc` maps an allocation on its own (32 MiB on 64-bit targets), so
