@@ -128,28 +128,37 @@
 //!
 //! # Time
 //!
-//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine (`skein sssp kron:22` and
-//! `examples/distgen.rs`, quiet spells between other jobs): generation 1.2-1.3 s, routing
-//! 0.6-0.7 s, exchange 0.2-0.3 s, rows 1.1-1.2 s (3.1-3.45 s in all, about 2.5 s of user
-//! CPU); one process generating the whole graph and building its [`Csr`] with 2 threads
-//! took 2.55-3.65 s in the same spells (its system time varies most, see below): 2 ranks
-//! took 0.88x and 1.35x as long in the two quiet pairs of `skein sssp` runs. What the ranks
-//! pay on top of one process is routing and the exchange; in a profile of one rank,
-//! routing itself (the `route` pass and the owner count) takes under 0.2 s of CPU: most
-//! of those phases is the page faults of the kept arcs (12 bytes an arc, fresh memory)
-//! and the degree counts of the rank's own arcs. Before the exchange overlapped the next
-//! round (a blocking all-to-all per round), a rank spent about 0.35 s of CPU spinning in
-//! Open MPI's progress loop while waiting for the other; under load (other jobs on the
-//! cores) the exchange phase took 1.0-4.7 s per rank, against 0.5-1.2 s overlapped.
+//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine shared with other jobs
+//! (`examples/distgen.rs`, three runs alternated with the one-process build):
+//! generation 1.24-1.46 s, routing 0.43-0.83 s, exchange 0.23-0.39 s, rows 0.59-1.0 s
+//! (2.73-3.27 s in all; 1.9-2.3 s of user CPU and 0.47-0.94 s of system time per rank),
+//! while one process generating the whole graph and building its [`Csr`] with 2 threads
+//! took 4.5-6.0 s (4.2-4.6 s user, 4.6-7.0 s system). In `skein sssp kron:22` pairs
+//! (generation plus construction as the report counts them), 2 ranks took 2.70-3.41 s
+//! in the runs without other jobs on the cores and one process 2.50-5.15 s; the ranks
+//! without buckets (kept arcs and rows both whole) took 3.07-3.43 s in the same spells.
+//!
+//! What separates the two is mostly page faults. On the virtual machines these figures
+//! come from, memory freed to the host (free page reporting, about 2 s after the guest
+//! frees it) costs 2-3 s per GiB when first touched again (the host backs it), against
+//! about 0.1 s when the guest hands out pages freed just before: one process touches its
+//! edge list (20 bytes an edge) and its [`Csr`] (24 bytes an edge), about 2.9 GiB over
+//! 2 threads; a rank its buckets (12 bytes an arc, about 0.8 GiB) and the round buffers,
+//! its rows reusing the pages of the buckets freed before them. In a profile of a rank
+//! the kernel's page clearing under the bucket sort took 0.6-2 s (fresh memory) and
+//! under the rows 0.05 s with 64 buckets (0.3 s with 16, and 1.3 s when the buckets'
+//! arrays came from the heap, whose freed chunks stay with the process); with kept arcs
+//! and rows both whole, as before, a rank faulted 1.6 GiB of fresh memory. The rest of
+//! a rank's CPU (one profile): generation about 1.25 s (as one process's per thread),
+//! sorting into buckets 0.29 s, the owner pass and the rows' counting sort 0.33 s, the
+//! degree counts 0.08 s, routing 0.13 s. The exchange phase is
+//! mostly one rank waiting for the other (the Open MPI copy is under 0.05 s). Before the
+//! exchange overlapped the next round (a blocking all-to-all per round), a rank spent
+//! about 0.35 s of CPU spinning in Open MPI's progress loop while waiting for the other.
 //! Smaller rounds keep the round's buffers in cache but pay more synchronisation (2^16
 //! edges, blocking: 512 rounds, 2 s more user CPU per rank in MPI waits): 2^20 stays the
-//! default.
-//!
-//! On the virtual machines these figures come from, memory freed to the host (free page
-//! reporting) costs about 3 s per GiB when first touched again as huge pages, against
-//! 0.07 s when the guest reuses it: the system time of the rows' (and one process's
-//! [`Csr`]'s) page faults varies from 0.6 to 2.3 s per rank between identical runs, and
-//! dominates the spread of the wall times. Compare runs alternated in one session.
+//! default. Compare runs alternated in one session: the system time of identical runs
+//! varies several-fold with what the host has backed.
 //!
 //! # Validation, roots and `nedge` on the ranks' rows
 //!
