@@ -66,9 +66,11 @@
 //! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. Each bucket is
 //! freed as soon as its rows are written, so the rows of the next buckets can be faulted
 //! in on the pages it gave back instead of fresh memory (see [Time](#time)): a bucket's
-//! arrays are kept at least 33 MiB of address space on big graphs,
-//! above glibc's largest threshold for mapping an allocation on its own, since a heap
-//! chunk's pages would stay with the heap when it is freed.
+//! arrays are kept at least 33 MiB of address space from 2^20 arcs per rank (4.1 GiB
+//! of address space for the 128 arrays), above glibc's largest threshold for mapping an
+//! allocation on its own, since a heap chunk's pages would stay with the heap when it is
+//! freed. Below 2^20 arcs per rank the buckets come from the heap, and the rows phase may
+//! hold up to `24·A` (under 24 MiB).
 //!
 //! # Edge sources
 //!
@@ -103,8 +105,6 @@
 //!                   + 48·B     the words received in the two exchanges in flight, until
 //!                              sorted into the buckets (about 24·B·(R−1)/R bytes a round
 //!                              on balanced ranges; at most 24·B·(R−1))
-//!                   + 4·K MiB  at most: the last huge page of each bucket's two arrays,
-//!                              faulted in whole (big graphs only, 2 MiB pages)
 //! building the rows:  12·A     arcs kept, shrinking by a bucket at a time
 //!                   + 12·A_j   the rows of the bucket being written (targets u64 and
 //!                              weights f32; those of the buckets before take the pages
@@ -121,13 +121,23 @@
 //! round (`3·B` words: `(R−1)·24·B` bytes, 24 MiB on 2 ranks, 1.5 GiB at `R` = 64 with
 //! `B` = 2^20), and the buckets keep up to twice their arcs' room (Vec growth). At SCALE 22
 //! on 2 ranks (`A` = 68.6 M arcs, `n_r` = 2 M) the formula gives 925 MiB during the rounds
-//! (the peak) plus at most 256 MiB of huge-page ends, 821 MiB while building the rows;
-//! `VmHWM` measured 1005-1036 MiB on a rank (0.34-0.35× the 2916-2920 MiB of the
-//! single-process generation and [`Csr`] build). Before the buckets, the rank held all
-//! its kept arcs and all its rows at once (`24·A`, 1607-1611 MiB, 0.55×). At SCALE 24 on
-//! 2 ranks (`A` = 268.5 M, `n_r` = 8 M) the formula gives 3213 MiB plus at most 256 MiB
-//! (rows phase: 3521 MiB with the ends) and `VmHWM` measured 3424-3447 MiB, against
-//! 6248 MiB before.
+//! (the peak), 821 MiB while building the rows; `VmHWM` measured 853-888 MiB on a rank
+//! (0.30× the 2916-2920 MiB of the single-process generation and [`Csr`] build). Before
+//! the buckets, the rank held all its kept arcs and all its rows at once (`24·A`,
+//! 1607-1611 MiB, 0.55×). At SCALE 20 (`A` = 16-17.6 M) `VmHWM` measured 285-304 MiB;
+//! at SCALE 24 on 2 ranks (`A` = 268.5 M, `n_r` = 8 M) the formula gives 3213 MiB
+//! (rounds) and 3264 MiB (rows), and `VmHWM` measured 3247-3258 MiB, against 6248 MiB
+//! before.
+//!
+//! The buckets and the rows are left in small (4 KiB) pages, where the [`Csr`] asks for
+//! huge ones: on the virtual machines below, free memory in blocks of 2 MiB and more is
+//! handed back to the host after a few seconds (free page reporting), while smaller free
+//! blocks stay backed; a huge-page fault needs a whole free 2 MiB block, often one the
+//! host must back again (2-3 s per GiB), and the small pages a freed bucket gives back
+//! serve the small-page faults of the rows but not huge-page ones. With huge pages for
+//! the buckets, a rank's system time in the construction was 1.6-2.5 s against 0.9-1.0 s
+//! with small ones (three alternated runs each), and with huge pages for the rows 2.0-3.0
+//! s against 1.0-1.2 s, the rest of a `skein sssp` run no slower.
 //!
 //! # Time
 //!
@@ -196,7 +206,6 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 
 use crate::graph::{Csr, VertexId};
-use crate::hugepage;
 use crate::kronecker::{self, KroneckerParams};
 use crate::memory::{self, MemoryError};
 
@@ -497,14 +506,12 @@ pub fn rounds(num_edges: u64, ranks: usize, round_edges: u64) -> u64 {
 
 /// Peak bytes a rank holds while building its rows (module docs): `local_arcs` arcs,
 /// `local_vertices` vertices, rounds of `round_edges` edges; the process's fixed costs
-/// aside. The largest bucket is taken as twice an even share of the arcs, and the
-/// huge-page ends of the buckets are counted in full where their arrays are big.
+/// aside. The largest bucket is taken as twice an even share of the arcs.
 pub fn local_build_bytes(local_vertices: u64, local_arcs: u64, round_edges: u64) -> u128 {
     let (a, n, b) = (u128::from(local_arcs), u128::from(local_vertices), u128::from(round_edges));
     let k = KEPT_BUCKETS as u128;
-    let ends = if 8 * a / k >= 4 << 20 { 4 * k << 20 } else { 0 };
-    let rounds = 12 * a + 140 * b + ends;
-    let rows = 12 * a + 24 * a.div_ceil(k) + 12 * n + 8 + ends;
+    let rounds = 12 * a + 140 * b;
+    let rows = 12 * a + 24 * a.div_ceil(k) + 12 * n + 8;
     rounds.max(rows)
 }
 
@@ -741,8 +748,9 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     memory::check_fits(12 * kept.largest() as u128 + 8 * local_n as u128, || {
         format!("the rows of rank {rank} ({local_n} vertices, {total} arcs)")
     })?;
-    let mut targets: Vec<u64> = hugepage::zeroed_vec(arcs);
-    let mut weights: Vec<f32> = hugepage::zeroed_vec(arcs);
+    // Small pages, as the buckets' (module docs), so that they reuse theirs.
+    let mut targets: Vec<u64> = vec![0; arcs];
+    let mut weights: Vec<f32> = vec![0.0; arcs];
     // Scatter cursors of 4 bytes when every position fits.
     let mut cursor = if total <= u64::from(u32::MAX) {
         Counts::Narrow(offsets[..local_n].iter().map(|&o| o as u32).collect())
@@ -774,13 +782,18 @@ const KEPT_BUCKETS: usize = 64;
 /// the room is address space.
 const KEPT_MIN_BYTES: usize = 33 << 20;
 
+/// Arcs a rank expects from which its buckets' arrays take [`KEPT_MIN_BYTES`] each
+/// (address space: 4.1 GiB for 64 buckets).
+const KEPT_MAPPED_ARCS: u64 = 1 << 20;
+
 /// The arcs a rank keeps until its rows are built: its own and those received, sorted as
 /// they come into buckets of consecutive local sources (`source >> shift`), each holding
 /// its arcs' packed words and weight bits, block after block, in arrival order.
 struct Kept {
     shift: u32,
-    /// Least capacity of a bucket's arrays, in bytes: [`KEPT_MIN_BYTES`] when a bucket
-    /// is expected to hold a few MiB, else 0 (a small graph's buckets stay small).
+    /// Least capacity of a bucket's arrays, in bytes: [`KEPT_MIN_BYTES`] when the rank
+    /// expects [`KEPT_MAPPED_ARCS`] arcs or more, else 0 (a small graph's buckets stay
+    /// small, in the heap).
     least_bytes: usize,
     buckets: Vec<Bucket>,
 }
@@ -806,8 +819,7 @@ impl Kept {
         let shift = bits.saturating_sub(KEPT_BUCKETS.trailing_zeros());
         let nb = if local_n == 0 { 0 } else { ((local_n - 1) >> shift) + 1 };
         let buckets = (0..nb).map(|_| Bucket::default()).collect();
-        let per_bucket = expected_arcs.saturating_mul(8) / nb.max(1) as u64;
-        let least_bytes = if per_bucket >= 4 << 20 { KEPT_MIN_BYTES } else { 0 };
+        let least_bytes = if expected_arcs >= KEPT_MAPPED_ARCS { KEPT_MIN_BYTES } else { 0 };
         Kept { shift, least_bytes, buckets }
     }
 
@@ -825,7 +837,8 @@ impl Kept {
         }
         let (words, wts) = block.split_at(k);
         // Room for all `k` arcs in every bucket (address space: only what is written is
-        // faulted in), so that one pass sorts them.
+        // faulted in), so that one pass sorts them. Small pages, not huge ones (module
+        // docs: faulted in faster here, and the rows reuse them).
         let least_bytes = self.least_bytes;
         for b in &mut self.buckets {
             let (cap_w, cap_t) = (b.words.capacity(), b.weights.capacity());
@@ -835,12 +848,6 @@ impl Kept {
             let least = |cap: usize, bytes: usize| if cap == 0 { k.max(bytes) } else { k };
             b.words.reserve(least(cap_w, least_bytes / 8));
             b.weights.reserve(least(cap_t, least_bytes / 4));
-            if b.words.capacity() != cap_w {
-                hugepage::advise_capacity(&mut b.words);
-            }
-            if b.weights.capacity() != cap_t {
-                hugepage::advise_capacity(&mut b.weights);
-            }
         }
         let shift = self.shift;
         let mut outs: Vec<_> = self

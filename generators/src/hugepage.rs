@@ -58,14 +58,6 @@ pub fn zeroed_vec<T: Zeroed>(n: usize) -> Vec<T> {
     v
 }
 
-/// Advises the whole capacity of `v` for huge pages (nothing under 4 MiB), for a buffer
-/// that grows: call it again when its capacity changes (a grown `Vec` may have moved).
-/// Pages already faulted in keep their size; those faulted later come as huge pages
-/// where possible.
-pub fn advise_capacity<T>(v: &mut Vec<T>) {
-    advise_huge(v.as_mut_ptr().cast(), v.capacity().saturating_mul(std::mem::size_of::<T>()));
-}
-
 /// Element types whose all-zero value `vec!` allocates with `alloc_zeroed` (so
 /// [`zeroed_vec`] never touches its pages).
 pub trait Zeroed: Clone {
