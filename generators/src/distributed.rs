@@ -142,31 +142,35 @@
 //! # Time
 //!
 //! Per rank, at SCALE 22 on 2 ranks of a 2-core machine shared with other jobs
-//! (`examples/distgen.rs`, three runs alternated with the one-process build):
-//! generation 1.24-1.46 s, routing 0.43-0.83 s, exchange 0.23-0.39 s, rows 0.59-1.0 s
-//! (2.73-3.27 s in all; 1.9-2.3 s of user CPU and 0.47-0.94 s of system time per rank),
-//! while one process generating the whole graph and building its [`Csr`] with 2 threads
-//! took 4.5-6.0 s (4.2-4.6 s user, 4.6-7.0 s system). In `skein sssp kron:22` pairs
-//! (generation plus construction as the report counts them), 2 ranks took 2.70-3.41 s
-//! in the runs without other jobs on the cores and one process 2.50-5.15 s; the ranks
-//! without buckets (kept arcs and rows both whole) took 3.07-3.43 s in the same spells.
+//! (`examples/distgen.rs`, two runs alternated with the one-process build): generation
+//! 1.24-1.26 s, routing 0.47-0.50 s, exchange 0.25-0.29 s, rows 0.99-1.02 s (2.97-3.03 s
+//! in all; 1.92-1.99 s of user CPU and 0.92-0.99 s of system time per rank), while one
+//! process generating the whole graph and building its [`Csr`] with 2 threads took
+//! 5.30-5.88 s (4.40-4.47 s user, 6.05-7.06 s system). In alternated `skein sssp kron:22`
+//! pairs (generation plus construction as the report counts them; load 3 to 5 from other
+//! jobs), 2 ranks took 2.99-3.44 s (median 3.17) and one process 3.64-5.96 s (median
+//! 4.06), 2 ranks faster in all 11 pairs; the ranks before the buckets took 3.82-4.29 s
+//! in 7 of them.
 //!
 //! What separates the two is mostly page faults. On the virtual machines these figures
 //! come from, memory freed to the host (free page reporting, about 2 s after the guest
-//! frees it) costs 2-3 s per GiB when first touched again (the host backs it), against
-//! about 0.1 s when the guest hands out pages freed just before: one process touches its
-//! edge list (20 bytes an edge) and its [`Csr`] (24 bytes an edge), about 2.9 GiB over
-//! 2 threads; a rank its buckets (12 bytes an arc, about 0.8 GiB) and the round buffers,
-//! its rows reusing the pages of the buckets freed before them. In a profile of a rank
-//! the kernel's page clearing under the bucket sort took 0.6-2 s (fresh memory) and
-//! under the rows 0.05 s with 64 buckets (0.3 s with 16, and 1.3 s when the buckets'
-//! arrays came from the heap, whose freed chunks stay with the process); with kept arcs
-//! and rows both whole, as before, a rank faulted 1.6 GiB of fresh memory. The rest of
-//! a rank's CPU (one profile): generation about 1.25 s (as one process's per thread),
-//! sorting into buckets 0.29 s, the owner pass and the rows' counting sort 0.33 s, the
-//! degree counts 0.08 s, routing 0.13 s. The exchange phase is
-//! mostly one rank waiting for the other (the Open MPI copy is under 0.05 s). Before the
-//! exchange overlapped the next round (a blocking all-to-all per round), a rank spent
+//! frees it, in blocks of 2 MiB and more) costs 2-3 s per GiB when first touched again
+//! (the host backs it), against about 0.1 s when the guest hands out pages freed just
+//! before: one process touches its edge list (20 bytes an edge) and its [`Csr`] (24
+//! bytes an edge), about 2.9 GiB over 2 threads, in huge pages; a rank its buckets (12
+//! bytes an arc, about 0.8 GiB) and the round buffers, its rows reusing the pages of the
+//! buckets freed before them. With huge pages for the buckets, a profile of a rank had
+//! the kernel's page clearing under the bucket sort at 0.6-2 s and under the rows at
+//! 0.05 s (0.3 s with 16 buckets, 1.3 s when the buckets' arrays came from the heap,
+//! whose freed chunks stay with the process); with kept arcs and rows both whole, as
+//! before the buckets, a rank faulted 1.6 GiB. The rest of a rank's CPU (one profile):
+//! generation about 1.25 s (as one process's per thread), sorting into buckets 0.29 s,
+//! the owner pass and the rows' counting sort 0.33 s, the degree counts 0.08 s, routing
+//! 0.13 s. The exchange phase is mostly the receiving rank's copy out of the sender's
+//! buffer and the faults of the receive room (Open MPI's single-copy path), and waiting
+//! for the other rank: letting a rank run two rounds ahead instead of one, or giving the
+//! receive room 33 MiB so that it never comes from the heap, did not change it. Before
+//! the exchange overlapped the next round (a blocking all-to-all per round), a rank spent
 //! about 0.35 s of CPU spinning in Open MPI's progress loop while waiting for the other.
 //! Smaller rounds keep the round's buffers in cache but pay more synchronisation (2^16
 //! edges, blocking: 512 rounds, 2 s more user CPU per rank in MPI waits): 2^20 stays the
