@@ -49,16 +49,28 @@
 //! the largest possible block (`2B` arcs; pages that receive nothing are never touched),
 //! with no all-to-all of the counts; the send buffer of round `t` is reused for round
 //! `t + 2`, once its words have left. [`MemExchange`] exchanges when the round starts. A
-//! rank's arcs for its own vertices never go through the exchange. Each rank keeps its own
-//! block and the blocks it receives as they are, and counts its vertices' degrees on the
-//! way (with prefetching: the increments are random).
+//! rank's arcs for its own vertices never go through the exchange.
 //!
-//! After the last round, each rank builds its rows with a counting sort of the kept arcs,
-//! visiting them **sender by sender, and within a sender round by round**. Sender `s`'s
-//! edges precede sender `s + 1`'s in edge-index order, and its rounds go up in edge index,
-//! so each row's arcs come out in edge-index order: every row is *identical* (not only the
-//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. A round's kept
-//! buffers are freed as soon as their last arcs are written.
+//! Each rank sorts its own block and the blocks it receives, as they come, into 64
+//! **buckets of consecutive local vertices** (`local source >>
+//! shift`, a power of two of vertices each), one pass per block: a bucket holds its arcs'
+//! packed words and their weights' bits (12 bytes an arc, as on the wire), block after
+//! block, and the sender of each block; a received buffer is freed once sorted (the next
+//! round's receive reuses its pages). After the last round, each rank builds its rows
+//! bucket by bucket: the degrees of the bucket's vertices (a small range of the counters,
+//! in cache), then, once every bucket is counted, the offsets, and a counting sort of each
+//! bucket's arcs into its rows (one contiguous range of the row arrays), visiting the
+//! blocks **sender by sender, and within a sender round by round**. Sender `s`'s edges
+//! precede sender `s + 1`'s in edge-index order, and its rounds go up in edge index, so
+//! each row's arcs come out in edge-index order: every row is *identical* (not only the
+//! same multiset) to the single-process [`Csr`] row, whatever `R` and `B`. Each bucket is
+//! freed as soon as its rows are written, so the rows of the next buckets can be faulted
+//! in on the pages it gave back instead of fresh memory (see [Time](#time)): a bucket's
+//! arrays are kept at least 33 MiB of address space from 2^20 arcs per rank (4.1 GiB
+//! of address space for the 128 arrays), above glibc's largest threshold for mapping an
+//! allocation on its own, since a heap chunk's pages would stay with the heap when it is
+//! freed. Below 2^20 arcs per rank the buckets come from the heap, and the rows phase may
+//! hold up to `24·A` (under 24 MiB).
 //!
 //! # Edge sources
 //!
@@ -79,61 +91,91 @@
 //! # Memory per rank
 //!
 //! With `A` the arcs of the rank's vertices (about `2M/R` minus self-loops on balanced
-//! ranges), `n_r` its vertices and `B` the round size, a rank holds at its peak
-//! ([`local_build_bytes`]) the larger of
+//! ranges), `A_j` those of its largest bucket (about `A/64` on scrambled vertex ids, as
+//! the Kronecker generator's), `n_r` its vertices, `B` the round size and `K` the buckets
+//! (64 at most), a rank holds at its peak ([`local_build_bytes`]) the larger of
 //!
 //! ```text
-//! during the rounds:  12·A     arcs kept (a packed word and the weight's bits each: its
-//!                              own and those received)
-//!                   + 8·n_r    degrees (at most)
+//! during the rounds:  12·A     arcs kept in the buckets (a packed word and the weight's
+//!                              bits each: its own and those received)
 //!                   + 92·B     the round buffers, reused: the generated edges (20 B
 //!                              each), both endpoints' ranks (8 B), two send buffers
 //!                              (one round's words leaving while the next round is
 //!                              routed; at most 2 arcs of at most 16 B per edge each)
-//! building the rows:  12·A     arcs kept, until the rows are built
-//!                   + 12·A     the rows' targets (u64) and weights (f32)
-//!                   + 16·n_r   offsets and the scatter cursors (at most: the cursors,
-//!                              like the degree counters, take 4 bytes when the values
-//!                              fit, halving the arrays accessed at random)
+//!                   + 48·B     the words received in the two exchanges in flight, until
+//!                              sorted into the buckets (about 24·B·(R−1)/R bytes a round
+//!                              on balanced ranges; at most 24·B·(R−1))
+//! building the rows:  12·A     arcs kept, shrinking by a bucket at a time
+//!                   + 12·A_j   the rows of the bucket being written (targets u64 and
+//!                              weights f32; those of the buckets before take the pages
+//!                              the freed buckets gave back)
+//!                   + 12·n_r   offsets and the scatter cursors (the cursors, like the
+//!                              degree counters before them, take 4 bytes when the values
+//!                              fit)
 //! ```
 //!
 //! plus the process's fixed costs (code, MPI). The round buffers are freed before the rows
-//! are allocated. Nothing is proportional to the whole graph's size. At SCALE 22 on 2 ranks
-//! (`A` = 68.6 M arcs, `n_r` = 2 M) that is 1602 MiB; `VmHWM` measured 1612 MiB on that
-//! rank (0.55× the 2916 MiB of the single-process generation and [`Csr`] build; with two
-//! `u64` words per kept arc, as before, it was 1878 MiB); with the second send buffer of
-//! the overlapped exchange, 1607-1611 MiB. At SCALE 24 on 2 ranks (`A` =
-//! 268.5 M, `n_r` = 8 M) the formula gives 6273 MiB and `VmHWM` measured 6248 MiB.
+//! are allocated. Nothing is proportional to the whole graph's size. Besides the pages
+//! written, the receives reserve address space: each exchange in flight (two at most)
+//! posts, for each other rank, room for the most words one rank may send another in a
+//! round (`3·B` words: `(R−1)·24·B` bytes, 24 MiB on 2 ranks, 1.5 GiB at `R` = 64 with
+//! `B` = 2^20), and the buckets keep up to twice their arcs' room (Vec growth). At SCALE 22
+//! on 2 ranks (`A` = 68.6 M arcs, `n_r` = 2 M) the formula gives 925 MiB during the rounds
+//! (the peak), 821 MiB while building the rows; `VmHWM` measured 853-888 MiB on a rank
+//! (0.30× the 2916-2920 MiB of the single-process generation and [`Csr`] build). Before
+//! the buckets, the rank held all its kept arcs and all its rows at once (`24·A`,
+//! 1607-1611 MiB, 0.55×). At SCALE 20 (`A` = 16-17.6 M) `VmHWM` measured 285-304 MiB;
+//! at SCALE 24 on 2 ranks (`A` = 268.5 M, `n_r` = 8 M) the formula gives 3213 MiB
+//! (rounds) and 3264 MiB (rows), and `VmHWM` measured 3247-3258 MiB, against 6248 MiB
+//! before.
 //!
-//! The kept arcs take 12 bytes each, as the rows do, because the degrees are known only
-//! after the last round; a version that sizes the rows first (a counting pass that
-//! regenerates the edges) would hold `12·A` instead of `24·A`, at the price of generating
-//! every edge twice and a second exchange of every arc's source.
+//! The buckets and the rows are left in small (4 KiB) pages, where the [`Csr`] asks for
+//! huge ones: on the virtual machines below, free memory in blocks of 2 MiB and more is
+//! handed back to the host after a few seconds (free page reporting), while smaller free
+//! blocks stay backed; a huge-page fault needs a whole free 2 MiB block, often one the
+//! host must back again (2-3 s per GiB), and the small pages a freed bucket gives back
+//! serve the small-page faults of the rows but not huge-page ones. With huge pages for
+//! the buckets, a rank's system time in the construction was 1.6-2.5 s against 0.9-1.0 s
+//! with small ones (three alternated runs each), and with huge pages for the rows 2.0-3.0
+//! s against 1.0-1.2 s, the rest of a `skein sssp` run no slower.
 //!
 //! # Time
 //!
-//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine (`skein sssp kron:22` and
-//! `examples/distgen.rs`, quiet spells between other jobs): generation 1.2-1.3 s, routing
-//! 0.6-0.7 s, exchange 0.2-0.3 s, rows 1.1-1.2 s (3.1-3.45 s in all, about 2.5 s of user
-//! CPU); one process generating the whole graph and building its [`Csr`] with 2 threads
-//! took 2.55-3.65 s in the same spells (its system time varies most, see below): 2 ranks
-//! took 0.88x and 1.35x as long in the two quiet pairs of `skein sssp` runs. What the ranks
-//! pay on top of one process is routing and the exchange; in a profile of one rank,
-//! routing itself (the `route` pass and the owner count) takes under 0.2 s of CPU: most
-//! of those phases is the page faults of the kept arcs (12 bytes an arc, fresh memory)
-//! and the degree counts of the rank's own arcs. Before the exchange overlapped the next
-//! round (a blocking all-to-all per round), a rank spent about 0.35 s of CPU spinning in
-//! Open MPI's progress loop while waiting for the other; under load (other jobs on the
-//! cores) the exchange phase took 1.0-4.7 s per rank, against 0.5-1.2 s overlapped.
+//! Per rank, at SCALE 22 on 2 ranks of a 2-core machine shared with other jobs
+//! (`examples/distgen.rs`, two runs alternated with the one-process build): generation
+//! 1.24-1.26 s, routing 0.47-0.50 s, exchange 0.25-0.29 s, rows 0.99-1.02 s (2.97-3.03 s
+//! in all; 1.92-1.99 s of user CPU and 0.92-0.99 s of system time per rank), while one
+//! process generating the whole graph and building its [`Csr`] with 2 threads took
+//! 5.30-5.88 s (4.40-4.47 s user, 6.05-7.06 s system). In alternated `skein sssp kron:22`
+//! pairs (generation plus construction as the report counts them; load 3 to 5 from other
+//! jobs), 2 ranks took 2.99-3.44 s (median 3.17) and one process 3.64-5.96 s (median
+//! 4.06), 2 ranks faster in all 11 pairs; the ranks before the buckets took 3.82-4.29 s
+//! in 7 of them.
+//!
+//! What separates the two is mostly page faults. On the virtual machines these figures
+//! come from, memory freed to the host (free page reporting, about 2 s after the guest
+//! frees it, in blocks of 2 MiB and more) costs 2-3 s per GiB when first touched again
+//! (the host backs it), against about 0.1 s when the guest hands out pages freed just
+//! before: one process touches its edge list (20 bytes an edge) and its [`Csr`] (24
+//! bytes an edge), about 2.9 GiB over 2 threads, in huge pages; a rank its buckets (12
+//! bytes an arc, about 0.8 GiB) and the round buffers, its rows reusing the pages of the
+//! buckets freed before them. With huge pages for the buckets, a profile of a rank had
+//! the kernel's page clearing under the bucket sort at 0.6-2 s and under the rows at
+//! 0.05 s (0.3 s with 16 buckets, 1.3 s when the buckets' arrays came from the heap,
+//! whose freed chunks stay with the process); with kept arcs and rows both whole, as
+//! before the buckets, a rank faulted 1.6 GiB. The rest of a rank's CPU (one profile):
+//! generation about 1.25 s (as one process's per thread), sorting into buckets 0.29 s,
+//! the owner pass and the rows' counting sort 0.33 s, the degree counts 0.08 s, routing
+//! 0.13 s. The exchange phase is mostly the receiving rank's copy out of the sender's
+//! buffer and the faults of the receive room (Open MPI's single-copy path), and waiting
+//! for the other rank: letting a rank run two rounds ahead instead of one, or giving the
+//! receive room 33 MiB so that it never comes from the heap, did not change it. Before
+//! the exchange overlapped the next round (a blocking all-to-all per round), a rank spent
+//! about 0.35 s of CPU spinning in Open MPI's progress loop while waiting for the other.
 //! Smaller rounds keep the round's buffers in cache but pay more synchronisation (2^16
 //! edges, blocking: 512 rounds, 2 s more user CPU per rank in MPI waits): 2^20 stays the
-//! default.
-//!
-//! On the virtual machines these figures come from, memory freed to the host (free page
-//! reporting) costs about 3 s per GiB when first touched again as huge pages, against
-//! 0.07 s when the guest reuses it: the system time of the rows' (and one process's
-//! [`Csr`]'s) page faults varies from 0.6 to 2.3 s per rank between identical runs, and
-//! dominates the spread of the wall times. Compare runs alternated in one session.
+//! default. Compare runs alternated in one session: the system time of identical runs
+//! varies several-fold with what the host has backed.
 //!
 //! # Validation, roots and `nedge` on the ranks' rows
 //!
@@ -159,15 +201,15 @@
 //!
 //! # Unsafe code
 //!
-//! Only prefetch hints (`_mm_prefetch` on addresses taken from references), which never
-//! fault nor change memory; every index written is bounds-checked.
+//! Prefetch hints (`_mm_prefetch` on addresses taken from references), which never fault
+//! nor change memory, and setting the length of a bucket's arrays over the elements just
+//! written into their spare capacity; every index written is bounds-checked.
 
 use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 
 use crate::graph::{Csr, VertexId};
-use crate::hugepage;
 use crate::kronecker::{self, KroneckerParams};
 use crate::memory::{self, MemoryError};
 
@@ -468,11 +510,12 @@ pub fn rounds(num_edges: u64, ranks: usize, round_edges: u64) -> u64 {
 
 /// Peak bytes a rank holds while building its rows (module docs): `local_arcs` arcs,
 /// `local_vertices` vertices, rounds of `round_edges` edges; the process's fixed costs
-/// aside.
+/// aside. The largest bucket is taken as twice an even share of the arcs.
 pub fn local_build_bytes(local_vertices: u64, local_arcs: u64, round_edges: u64) -> u128 {
     let (a, n, b) = (u128::from(local_arcs), u128::from(local_vertices), u128::from(round_edges));
-    let rounds = 12 * a + 8 * (n + 1) + 92 * b;
-    let rows = 24 * a + 16 * n + 8;
+    let k = KEPT_BUCKETS as u128;
+    let rounds = 12 * a + 140 * b;
+    let rows = 12 * a + 24 * a.div_ceil(k) + 12 * n + 8;
     rounds.max(rows)
 }
 
@@ -595,16 +638,9 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     let local_n = (bounds[rank + 1] - first) as usize;
     let pack = ArcPacking::new(bounds)?;
     let share = source.share(rank, ranks);
-    // Degree counters of 4 bytes when no count can reach 2^32 (every arc of the graph on
-    // one vertex), to halve the randomly accessed array.
-    let mut degree = if 2 * u128::from(source.num_edges()) <= u128::from(u32::MAX) {
-        Counts::Narrow(vec![0u32; local_n + 1])
-    } else {
-        Counts::Wide(vec![0u64; local_n + 1])
-    };
-    // Per round: this rank's own arcs (never sent: packed words and weights), then the
-    // words received and their count per sender (0 from this rank).
-    let mut kept: Vec<KeptRound> = Vec::new();
+    // The arcs of this rank's vertices, its own and those received, in buckets of
+    // consecutive vertices (module docs).
+    let mut kept = Kept::new(local_n, 2 * (share.end - share.start));
     let mut arcs_to = vec![0usize; ranks];
     let mut counts = vec![0usize; ranks];
     let mut pos = vec![0usize; ranks];
@@ -659,10 +695,10 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
         send.clear();
         send.resize(at, 0);
         route(&pack, bounds, src, dst, w, &owners, &mut pos, &mut wpos, &mut send);
-        // This rank's block, out of the send buffer.
-        let mine = send.split_off(at - block_words(own));
-        degree.count(&pack, &mine[..own]);
-        kept.push(KeptRound { mine, recv: Vec::new(), from: Vec::new() });
+        // This rank's block, from the end of the send buffer into the buckets.
+        let own_at = at - block_words(own);
+        kept.add(rank, &send[own_at..], own, &pack);
+        send.truncate(own_at);
         lap(&mut stats.route_s);
         // Round t's words leave while round t - 1's are collected, and arrive while round
         // t + 1 is generated and routed.
@@ -671,18 +707,18 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
         if let Some(mut prev) = in_flight.replace(started) {
             let got = prev.received()?;
             lap(&mut stats.exchange_s);
-            collect(got, &mut kept[t as usize - 1], t - 1, shape, &pack, &mut degree)?;
+            collect(got, &mut kept, t - 1, shape, &pack)?;
             leaving = Some(prev);
         }
         stats.rounds += 1;
         progress(lo + len as u64 - share.start);
     }
     if let Some(mut last) = in_flight.take() {
-        let t = kept.len() - 1;
+        let t = stats.rounds - 1;
         lap(&mut stats.rows_s);
         let got = last.received()?;
         lap(&mut stats.exchange_s);
-        collect(got, &mut kept[t], t as u64, shape, &pack, &mut degree)?;
+        collect(got, &mut kept, t, shape, &pack)?;
         lap(&mut stats.rows_s);
         last.into_send_buffer()?;
     }
@@ -692,8 +728,18 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     lap(&mut stats.exchange_s);
     drop((gsrc, gdst, gw, owners, free));
 
-    // Offsets, then the counting sort: sender-major, then rounds (module docs: the rows
-    // come out in edge-index order).
+    // The degrees, bucket by bucket (the counts a bucket increments are those of its own
+    // vertices: a small range of the array, in cache), then the offsets and the counting
+    // sort: sender-major, then rounds (module docs: the rows come out in edge-index
+    // order). Counters of 4 bytes when no count can reach 2^32.
+    let mut degree = if kept.largest() <= u32::MAX as usize {
+        Counts::Narrow(vec![0u32; local_n + 1])
+    } else {
+        Counts::Wide(vec![0u64; local_n + 1])
+    };
+    for bucket in &kept.buckets {
+        degree.count(&pack, &bucket.words);
+    }
     let mut offsets = vec![0u64; local_n + 1];
     let mut total = 0u64;
     for (i, o) in offsets.iter_mut().enumerate() {
@@ -702,66 +748,149 @@ pub fn build_local_csr_from<S: EdgeSource + ?Sized, E: Exchange + ?Sized>(
     }
     drop(degree);
     let arcs = total as usize;
-    memory::check_fits(12 * total as u128 + 8 * local_n as u128, || {
+    // The rows' pages are faulted bucket by bucket, as the buckets before are freed.
+    memory::check_fits(12 * kept.largest() as u128 + 8 * local_n as u128, || {
         format!("the rows of rank {rank} ({local_n} vertices, {total} arcs)")
     })?;
-    let mut targets: Vec<u64> = hugepage::zeroed_vec(arcs);
-    let mut weights: Vec<f32> = hugepage::zeroed_vec(arcs);
+    // Small pages, as the buckets' (module docs), so that they reuse theirs.
+    let mut targets: Vec<u64> = vec![0; arcs];
+    let mut weights: Vec<f32> = vec![0.0; arcs];
     // Scatter cursors of 4 bytes when every position fits.
     let mut cursor = if total <= u64::from(u32::MAX) {
         Counts::Narrow(offsets[..local_n].iter().map(|&o| o as u32).collect())
     } else {
         Counts::Wide(offsets[..local_n].to_vec())
     };
-    for s in 0..ranks {
-        for KeptRound { mine, recv, from } in &mut kept {
-            if s == rank {
-                cursor.scatter_block(&pack, mine, &mut targets, &mut weights);
-                // Freed as soon as written: the rows' pages fill while these go.
-                *mine = Vec::new();
-            } else {
-                if from[s] == 0 {
-                    // Nothing from `s` (and `recv` may be freed already).
-                    continue;
-                }
-                let start: usize = from[..s].iter().sum();
-                cursor.scatter_block(
-                    &pack,
-                    &recv[start..start + from[s]],
-                    &mut targets,
-                    &mut weights,
-                );
-                if from[s + 1..].iter().all(|&c| c == 0) {
-                    *recv = Vec::new();
-                }
+    // Bucket after bucket (its rows are one contiguous range of the arrays), each freed
+    // as soon as written, so that the next bucket's rows reuse its pages.
+    for bucket in kept.buckets {
+        for s in 0..ranks {
+            for (_, seg) in bucket.segs.iter().filter(|x| x.0 == s) {
+                let (words, wts) = (&bucket.words[seg.clone()], &bucket.weights[seg.clone()]);
+                cursor.scatter(&pack, words, |i| wts[i], &mut targets, &mut weights);
             }
         }
     }
-    drop(kept);
     lap(&mut stats.rows_s);
     Ok((LocalCsr { num_vertices: n, first, offsets, targets, weights }, stats))
 }
 
-/// What a rank keeps of a round until its rows are built.
-struct KeptRound {
-    /// Its own arcs (never sent): one block of packed arcs then weights (as on the wire).
-    mine: Vec<u64>,
-    /// The words received, sender after sender: blocks of packed arcs then weights.
-    recv: Vec<u64>,
-    /// The words from each sender.
-    from: Vec<usize>,
+/// Most buckets of kept arcs per rank (module docs): the rows' pages faulted before the
+/// first bucket is freed are about `1/KEPT_BUCKETS` of them.
+const KEPT_BUCKETS: usize = 64;
+
+/// Least capacity of a bucket's arrays, in bytes: above the largest threshold from
+/// which glibc's `malloc` maps an allocation on its own (32 MiB on 64-bit targets), so
+/// that a bucket's pages go back to the system when it is dropped, for the rows to reuse
+/// (a heap chunk's would stay in the heap). Only the pages written count: the rest of
+/// the room is address space.
+const KEPT_MIN_BYTES: usize = 33 << 20;
+
+/// Arcs a rank expects from which its buckets' arrays take [`KEPT_MIN_BYTES`] each
+/// (address space: 4.1 GiB for 64 buckets).
+const KEPT_MAPPED_ARCS: u64 = 1 << 20;
+
+/// The arcs a rank keeps until its rows are built: its own and those received, sorted as
+/// they come into buckets of consecutive local sources (`source >> shift`), each holding
+/// its arcs' packed words and weight bits, block after block, in arrival order.
+struct Kept {
+    shift: u32,
+    /// Least capacity of a bucket's arrays, in bytes: [`KEPT_MIN_BYTES`] when the rank
+    /// expects [`KEPT_MAPPED_ARCS`] arcs or more, else 0 (a small graph's buckets stay
+    /// small, in the heap).
+    least_bytes: usize,
+    buckets: Vec<Bucket>,
 }
 
-/// Keeps round `t`'s words `(recv, from)` (as [`Exchange::exchange`] returns them) in
+/// One bucket of [`Kept`].
+#[derive(Default)]
+struct Bucket {
+    /// Packed arcs.
+    words: Vec<u64>,
+    /// Their weights' bits.
+    weights: Vec<u32>,
+    /// `(sender, range of words)` of each block added, in arrival order: a sender's
+    /// blocks come round after round.
+    segs: Vec<(usize, Range<usize>)>,
+}
+
+impl Kept {
+    /// Empty buckets for `local_n` local vertices: at most [`KEPT_BUCKETS`], of a power of
+    /// two of vertices each; `expected_arcs` is about how many arcs will come (the
+    /// rank's share of the edges, twice).
+    fn new(local_n: usize, expected_arcs: u64) -> Kept {
+        let bits = usize::BITS - local_n.saturating_sub(1).leading_zeros();
+        let shift = bits.saturating_sub(KEPT_BUCKETS.trailing_zeros());
+        let nb = if local_n == 0 { 0 } else { ((local_n - 1) >> shift) + 1 };
+        let buckets = (0..nb).map(|_| Bucket::default()).collect();
+        let least_bytes = if expected_arcs >= KEPT_MAPPED_ARCS { KEPT_MIN_BYTES } else { 0 };
+        Kept { shift, least_bytes, buckets }
+    }
+
+    /// Arcs in the largest bucket.
+    fn largest(&self) -> usize {
+        self.buckets.iter().map(|b| b.words.len()).max().unwrap_or(0)
+    }
+
+    /// Adds the `k` arcs of `block` (packed arcs then weights, as on the wire; every
+    /// source checked below the rank's vertex count) that `sender` routed (its blocks in
+    /// the order of its rounds).
+    fn add(&mut self, sender: usize, block: &[u64], k: usize, pack: &ArcPacking) {
+        if k == 0 {
+            return;
+        }
+        let (words, wts) = block.split_at(k);
+        // Room for all `k` arcs in every bucket (address space: only what is written is
+        // faulted in), so that one pass sorts them. Small pages, not huge ones (module
+        // docs: faulted in faster here, and the rows reuse them).
+        let least_bytes = self.least_bytes;
+        for b in &mut self.buckets {
+            let (cap_w, cap_t) = (b.words.capacity(), b.weights.capacity());
+            // At least KEPT_MIN_BYTES each on a big graph: allocations that big are mapped
+            // on their own (and grown by remapping), never carved from the heap, so
+            // dropping the bucket returns its pages to the system at once (module docs).
+            let least = |cap: usize, bytes: usize| if cap == 0 { k.max(bytes) } else { k };
+            b.words.reserve(least(cap_w, least_bytes / 8));
+            b.weights.reserve(least(cap_t, least_bytes / 4));
+        }
+        let shift = self.shift;
+        let mut outs: Vec<_> = self
+            .buckets
+            .iter_mut()
+            .map(|b| (b.words.spare_capacity_mut(), b.weights.spare_capacity_mut(), 0usize))
+            .collect();
+        for (i, &w) in words.iter().enumerate() {
+            let (ow, ot, at) = &mut outs[(pack.source(w) >> shift) as usize];
+            ow[*at].write(w);
+            ot[*at].write((wts[i / 2] >> (32 * (i & 1))) as u32);
+            *at += 1;
+        }
+        let written: Vec<usize> = outs.into_iter().map(|o| o.2).collect();
+        for (b, c) in self.buckets.iter_mut().zip(written) {
+            if c == 0 {
+                continue;
+            }
+            let at = b.words.len();
+            // SAFETY: the loop above initialised the first `c` elements of both spare
+            // capacities (indices 0..c, each write bounds-checked against them).
+            unsafe {
+                b.words.set_len(at + c);
+                b.weights.set_len(at + c);
+            }
+            b.segs.push((sender, at..at + c));
+        }
+    }
+}
+
+/// Adds round `t`'s words `(recv, from)` (as [`Exchange::exchange`] returns them) to
 /// `kept`, checked (the counts add up, none from this rank `rank`, whole arcs, sources
-/// below `local_n`), and counts their sources' degrees.
+/// below `local_n`); `recv` is freed.
 fn collect(
     (recv, from): (Vec<u64>, Vec<usize>),
-    kept: &mut KeptRound,
+    kept: &mut Kept,
     t: u64,
     (rank, ranks, local_n): (usize, usize, usize),
     pack: &ArcPacking,
-    degree: &mut Counts,
 ) -> Result<(), DistError> {
     if from.len() != ranks || from.iter().sum::<usize>() != recv.len() || from[rank] != 0 {
         return Err(DistError::Exchange(format!(
@@ -770,7 +899,7 @@ fn collect(
         )));
     }
     let mut at = 0;
-    for &c in &from {
+    for (s, &c) in from.iter().enumerate() {
         let k = block_arcs(c).ok_or_else(|| {
             DistError::Exchange(format!("round {t}: a block of {c} words holds no whole arcs"))
         })?;
@@ -781,11 +910,9 @@ fn collect(
                 pack.source(w)
             )));
         }
-        degree.count(pack, words);
+        kept.add(s, &recv[at..at + c], k, pack);
         at += c;
     }
-    kept.recv = recv;
-    kept.from = from;
     Ok(())
 }
 
@@ -922,21 +1049,6 @@ impl Counts {
             Counts::Narrow(c) => count_sources(pack, words, c),
             Counts::Wide(c) => count_sources(pack, words, c),
         }
-    }
-
-    /// [`scatter`] of the arcs of one block (packed arcs then weights, as on the wire);
-    /// nothing for a block of no whole arcs (checked as it was received).
-    fn scatter_block(
-        &mut self,
-        pack: &ArcPacking,
-        block: &[u64],
-        targets: &mut [u64],
-        weights: &mut [f32],
-    ) {
-        let k = block_arcs(block.len()).unwrap_or(0);
-        let (words, wts) = block.split_at(k);
-        let weight = |i: usize| (wts[i / 2] >> (32 * (i & 1))) as u32;
-        self.scatter(pack, words, weight, targets, weights);
     }
 
     /// [`scatter`] with these cursors.

@@ -156,9 +156,14 @@ fn generate_range_into_reused_buffers() {
 
 #[test]
 fn memory_formula() {
-    // SCALE 22 on 2 ranks, rank 0: the rows phase dominates.
-    let rows = 24 * 68_603_327u128 + 16 * 2_097_152 + 8;
-    assert_eq!(distributed::local_build_bytes(2_097_152, 68_603_327, 1 << 20), rows);
-    // Few arcs, big rounds: the rounds phase dominates.
-    assert_eq!(distributed::local_build_bytes(10, 100, 1 << 20), 12 * 100 + 8 * 11 + (92 << 20));
+    // SCALE 22 on 2 ranks, rank 0: the rounds phase dominates (the kept arcs, the round
+    // buffers, the words received).
+    let rounds = 12 * 68_603_327u128 + 140 * (1 << 20);
+    assert_eq!(distributed::local_build_bytes(2_097_152, 68_603_327, 1 << 20), rounds);
+    // Small rounds: the rows phase dominates (the kept arcs, the largest bucket's rows,
+    // offsets and cursors).
+    let rows = 12 * 68_603_327u128 + 24 * 68_603_327u128.div_ceil(64) + 12 * 2_097_152 + 8;
+    assert_eq!(distributed::local_build_bytes(2_097_152, 68_603_327, 1 << 10), rows);
+    // Few arcs, big rounds.
+    assert_eq!(distributed::local_build_bytes(10, 100, 1 << 20), 12 * 100 + (140 << 20));
 }

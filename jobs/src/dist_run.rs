@@ -37,7 +37,9 @@
 //! formulas are in the module docs of `skein_generators::distributed` and `::files`.
 //! Measured on a SCALE 20 `.skg` file (16.8 M edges) on 2 ranks of 1 worker: build peaks
 //! 391 and 427 MiB, against 735 MiB for the one process of 2 workers (`skein sssp
-//! --engine skein --roots 1 --no-validate /tmp/k20.skg`).
+//! --engine skein --roots 1 --no-validate /tmp/k20.skg`), before the ranks sorted their
+//! kept arcs into buckets (a generated SCALE 20 graph now peaks at 285-304 MiB per rank
+//! in `examples/distgen.rs`; not remeasured from a file).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
