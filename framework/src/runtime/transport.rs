@@ -510,6 +510,10 @@ pub(crate) struct RemoteSide {
     /// The answered segments of one response envelope (kept empty between envelopes, for its
     /// capacity).
     answered: RefCell<Vec<Answered>>,
+    /// The last `(target word, table address)` whose export passed the type check of
+    /// `resolve_target` (module docs, "Targets"): the next record with both equal skips the
+    /// type names' comparison, not the lookup. `(0, 0)` matches nothing (no table is at 0).
+    typed: Cell<(u64, usize)>,
 }
 
 impl RemoteSide {
@@ -525,6 +529,7 @@ impl RemoteSide {
             spare: RefCell::default(),
             results: RefCell::default(),
             answered: RefCell::default(),
+            typed: Cell::new((0, 0)),
         }
     }
 }
@@ -842,34 +847,56 @@ impl Worker {
             }
             rw.begin_segment(seg.trustee, seg.pair_seq);
             let mut k = 0u32;
-            for rec in seg.records() {
-                let refused = |why| bad(Reason::Target { segment: s, record: k, why });
-                if let Some(id) = control_id(rec.vt) {
-                    let r = self.delegated(|| self.run_control(id, client, &rec));
-                    match r.map_err(refused)? {
-                        Some(granted) => rw.push_result(rec.vt, &granted.to_le_bytes()),
-                        None => rw.push_result(rec.vt, &[]),
-                    }
-                } else if is_loopback_table(rec.vt) {
-                    let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
-                    rw.push_result(&LOOPBACK_TABLE, &[]);
-                    if let Some(p) = panic {
-                        rw.push_panic(k, &panic_message(p));
-                    }
-                } else {
-                    let target = self
-                        .resolve_target(rec.target, rec.vt, expect.loopback)
-                        .map_err(refused)?;
-                    // SAFETY: `target` is the value the record works on, of the type its table
-                    // was made for (the client wrote the code id and the target from one
-                    // handle; `resolve_target`), alive until this request has been served (an
-                    // export's weight, or a loopback handle, `super::free`), and this runs as
-                    // delegated code on its trustee (checked above: the segment is ours), so
-                    // nothing else accesses it.
-                    let r = self.delegated(|| unsafe { rw.run(&rec, target) });
-                    r.map_err(refused)?;
+            // A uniform segment of a table with its own loop runs in one call; its targets are
+            // resolved one by one as below.
+            let ran = seg.uniform_body().and_then(|(vt, body)| {
+                let loopback = expect.loopback;
+                let mut resolve = |word| self.resolve_target(word, vt, loopback);
+                // SAFETY: as for `rw.run` below, record by record: each target is what
+                // `resolve_target` found for the record's word (the client wrote the code id
+                // and the target from one handle; a target of another type is refused before
+                // its record runs), alive until the request has been served, and this runs as
+                // delegated code on its trustee (the segment is ours, checked above).
+                self.delegated(|| unsafe { rw.run_uniform(vt, body, &mut resolve) })
+            });
+            let uniform_ran = match ran {
+                Some(r) => {
+                    r.map_err(|(record, why)| bad(Reason::Target { segment: s, record, why }))?;
+                    k = seg.records;
+                    true
                 }
-                k += 1;
+                None => false,
+            };
+            if !uniform_ran {
+                for rec in seg.records() {
+                    let refused = |why| bad(Reason::Target { segment: s, record: k, why });
+                    if let Some(id) = control_id(rec.vt) {
+                        let r = self.delegated(|| self.run_control(id, client, &rec));
+                        match r.map_err(refused)? {
+                            Some(granted) => rw.push_result(rec.vt, &granted.to_le_bytes()),
+                            None => rw.push_result(rec.vt, &[]),
+                        }
+                    } else if is_loopback_table(rec.vt) {
+                        let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
+                        rw.push_result(&LOOPBACK_TABLE, &[]);
+                        if let Some(p) = panic {
+                            rw.push_panic(k, &panic_message(p));
+                        }
+                    } else {
+                        let target = self
+                            .resolve_target(rec.target, rec.vt, expect.loopback)
+                            .map_err(refused)?;
+                        // SAFETY: `target` is the value the record works on, of the type its table
+                        // was made for (the client wrote the code id and the target from one
+                        // handle; `resolve_target`), alive until this request has been served (an
+                        // export's weight, or a loopback handle, `super::free`), and this runs as
+                        // delegated code on its trustee (checked above: the segment is ours), so
+                        // nothing else accesses it.
+                        let r = self.delegated(|| unsafe { rw.run(&rec, target) });
+                        r.map_err(refused)?;
+                    }
+                    k += 1;
+                }
             }
             rw.end_segment();
             let ts = &self.trustees[client];
@@ -913,11 +940,21 @@ impl Worker {
         let (slot, gen) = split_target(word);
         let o = self.owner.as_ref().ok_or("an export target outside a split run")?;
         let p = o.borrow().lookup(slot, gen).map_err(|e| e.to_string())?;
-        let (want, have) = ((vt.target_type)(), p.type_name());
-        if !std::ptr::eq(want, have) && want != have {
-            return Err(format!(
-                "export (slot {slot}, generation {gen}) holds a {have}, the record is for a {want}"
-            ));
+        // The type check, unless this live export passed it for this table last time: a
+        // `(slot, generation)` names one export for the whole run (the generation grows at
+        // every recycle, a slot at the last one is retired), which holds one property, so
+        // the answer cannot have changed; the lookup above still ran.
+        let key = (word, vt as *const RemoteVTable as usize);
+        let typed = &self.side().typed;
+        if typed.get() != key {
+            let (want, have) = ((vt.target_type)(), p.type_name());
+            if !std::ptr::eq(want, have) && want != have {
+                return Err(format!(
+                    "export (slot {slot}, generation {gen}) holds a {have}, the record is for a \
+                     {want}"
+                ));
+            }
+            typed.set(key);
         }
         Ok(p.value_addr())
     }

@@ -186,6 +186,7 @@ pub(crate) static LOOPBACK_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// `run` of [`LOOPBACK_TABLE`]: a loopback control record is run by the loopback transport
@@ -293,6 +294,7 @@ pub(crate) static SPAWN_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_LAUNCH`] record (as [`SPAWN_TABLE`]).
@@ -303,6 +305,7 @@ pub(crate) static LAUNCH_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_JOINED`] record (as [`SPAWN_TABLE`]).
@@ -313,6 +316,7 @@ pub(crate) static JOINED_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_GRANT`] record (as [`SPAWN_TABLE`], with an 8-byte
@@ -325,6 +329,7 @@ pub(crate) static GRANT_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_RELEASE`] record (as [`SPAWN_TABLE`]).
@@ -335,6 +340,7 @@ pub(crate) static RELEASE_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The control id `vt` stands for, if it is one of the control tables.
@@ -1116,6 +1122,12 @@ impl<'b> Segment<'b> {
         (0..self.records).map_while(move |_| read_record(&mut r, uniform, loopback).ok())
     }
 
+    /// A uniform segment's table and its records' bytes (per record its target word, then
+    /// its argument; the code id is not included); `None` for a mixed segment.
+    pub(crate) fn uniform_body(&self) -> Option<(&'static RemoteVTable, &'b [u8])> {
+        self.uniform.map(|vt| (vt, self.body))
+    }
+
     /// The tables of its records, in order (what a client keeps for the response's check).
     pub(crate) fn tables(&self) -> impl Iterator<Item = &'static RemoteVTable> + '_ {
         self.records().map(|r| r.vt)
@@ -1362,6 +1374,38 @@ impl ResponseWriter {
             }
             Err(RunError::Refused(why)) => Err(why),
         }
+    }
+
+    /// Runs the records of the uniform segment `body` of table `vt` (what
+    /// [`Segment::uniform_body`] hands out) in one loop and appends their results, as
+    /// [`run`](Self::run) would record by record ([`RemoteVTable::run_uniform`]): each
+    /// record's target word goes through `resolve` right before it runs, and a refused one
+    /// stops the segment, its reason returned with the record's index in the segment.
+    /// `None` when the table has no such loop (nothing ran: the caller runs the records one by
+    /// one).
+    ///
+    /// # Safety
+    /// As [`run`](Self::run) for each record, with "`target`" what `resolve` returns for its
+    /// target word.
+    pub(crate) unsafe fn run_uniform(
+        &mut self,
+        vt: &RemoteVTable,
+        body: &[u8],
+        resolve: &mut super::remote::Resolve<'_>,
+    ) -> Option<Result<(), (u32, String)>> {
+        let open = self.open.as_mut().expect("skein: no segment open");
+        let first = open.records;
+        let stride = 8 + vt.arg_bytes as usize;
+        let panicked = self.panics.len();
+        // SAFETY: caller promise; `body` is a uniform segment of `vt` from an accepted
+        // envelope (module docs, rule 3).
+        let r = unsafe { vt.run_uniform(body, resolve, &mut self.buf, &mut self.panics) }?;
+        // Indexes in the segment: after the records written before.
+        for p in &mut self.panics[panicked..] {
+            p.0 += first;
+        }
+        open.records += (body.len() / stride.max(1)) as u32;
+        Some(r.map_err(|(k, why)| (k + first, why)))
     }
 
     /// Appends the result of a record of table `vt`: `result_bytes` bytes, or a serialized

@@ -101,6 +101,19 @@ pub(crate) const KIND_LAUNCH: u32 = 4;
 /// Runs a record: `(target, argument bytes, response buffer)`. See [`RemoteVTable::run`].
 pub(crate) type RunFn = unsafe fn(*mut u8, &[u8], &mut Vec<u8>) -> Result<(), RunError>;
 
+/// How a trustee turns a record's wire target word into the value it runs on: the resolved
+/// target, or why the word is refused (`runtime::transport`'s `resolve_target`).
+pub(crate) type Resolve<'a> = dyn FnMut(u64) -> Result<*mut u8, String> + 'a;
+
+/// Runs every record of a uniform segment: `(records' bytes, resolver, response buffer, panic
+/// list)`. See [`RemoteVTable::run_uniform`].
+pub(crate) type RunUniformFn = unsafe fn(
+    &[u8],
+    &mut Resolve<'_>,
+    &mut Vec<u8>,
+    &mut Vec<(u32, String)>,
+) -> Result<(), (u32, String)>;
+
 /// Why a record ran without a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RunError {
@@ -135,6 +148,11 @@ pub(crate) struct RemoteVTable {
     /// with the name its export recorded for the property (`PropPtr::type_name`) before the
     /// record runs, so a wire target of a live export of another type is refused.
     pub(crate) target_type: fn() -> &'static str,
+    /// Runs all the records of a uniform segment of this table in one call
+    /// ([`RemoteVTable::run_uniform`]): `Some` for [`KIND_PROPERTY`] tables with a `Plain`
+    /// argument and result, whose closure is inlined in that loop; `None` for the others,
+    /// which run record by record.
+    pub(crate) run_uniform: Option<RunUniformFn>,
 }
 
 /// Byte offsets of the fields the code-id validator reads (checked by a test).
@@ -186,6 +204,7 @@ const fn inline_table<A, U>(
     kind: u32,
     run: RunFn,
     target_type: fn() -> &'static str,
+    run_uniform: Option<RunUniformFn>,
 ) -> RemoteVTable {
     assert!(
         size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
@@ -198,6 +217,7 @@ const fn inline_table<A, U>(
         kind,
         run,
         target_type,
+        run_uniform,
     }
 }
 
@@ -207,7 +227,13 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(0, KIND_PROPERTY, run_property::<T, A, U, F>, type_name::<T>)
+        inline_table::<A, U>(
+            0,
+            KIND_PROPERTY,
+            run_property::<T, A, U, F>,
+            type_name::<T>,
+            Some(run_property_uniform::<T, A, U, F>),
+        )
     };
 }
 
@@ -226,6 +252,7 @@ where
             kind: KIND_PROPERTY,
             run: run_serialized::<T, V, U, F>,
             target_type: type_name::<T>,
+            run_uniform: None,
         }
     };
 }
@@ -236,7 +263,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>, type_name::<Vec<T>>)
+        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>, type_name::<Vec<T>>, None)
     };
 }
 
@@ -246,7 +273,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, R>(0, KIND_SPAWN, run_spawn::<A, R, F>, type_name::<()>)
+        inline_table::<A, R>(0, KIND_SPAWN, run_spawn::<A, R, F>, type_name::<()>, None)
     };
 }
 
@@ -261,6 +288,7 @@ where
             KIND_LAUNCH,
             run_launch::<T, A, U, F>,
             type_name::<crate::trust::latch::Latch<T>>,
+            None,
         )
     };
 }
@@ -346,6 +374,37 @@ impl RemoteVTable {
         // SAFETY: caller promise, passed on to the table's own `run` (invariant 1: it was made
         // for this table's types and sizes).
         unsafe { (self.run)(target, arg, out) }
+    }
+
+    /// Runs every record of a uniform segment of this table: `body` holds the records after
+    /// the segment's code id (per record its target word, then `arg_bytes` bytes), each
+    /// target word is turned into its value by `resolve` right before that record runs (a
+    /// refused word stops the segment: `Err((record, why))`, the records before it have run),
+    /// and the results are appended to `out` in order, as [`RemoteVTable::run`] would for
+    /// each (a panicking record leaves zeros and adds `(record, message)` to `panics`; the
+    /// others still run). `None` when the table has no such loop (the caller runs the records
+    /// one by one with [`RemoteVTable::run`]).
+    ///
+    /// Why: a segment's records then cost one call, one `catch_unwind` (entered again only
+    /// after a panic) and one resize of `out`, with the closure inlined in the loop, instead
+    /// of an indirect call, a `catch_unwind` and a resize per record.
+    ///
+    /// # Safety
+    /// As [`RemoteVTable::run`] for each record, with "`target`" the pointer `resolve`
+    /// returns for its word: a live value of the table's target type that nothing else
+    /// accesses while that record runs. `body` is a uniform segment of this table accepted
+    /// by `envelope::validate` (a whole number of records; a body that is not is refused,
+    /// not read out of bounds).
+    pub(crate) unsafe fn run_uniform(
+        &self,
+        body: &[u8],
+        resolve: &mut Resolve<'_>,
+        out: &mut Vec<u8>,
+        panics: &mut Vec<(u32, String)>,
+    ) -> Option<Result<(), (u32, String)>> {
+        let run = self.run_uniform?;
+        // SAFETY: caller promise, passed on to the table's own loop (invariant 1).
+        Some(unsafe { run(body, resolve, out, panics) })
     }
 }
 
@@ -483,6 +542,65 @@ where
     // SAFETY: caller promise: `target` is a live `T` that only this call accesses.
     let t = unsafe { &mut *(target as *mut T) };
     run_caught(out, move || f(t, a))
+}
+
+/// `run_uniform` of [`RemoteVTable::of`]: the records of a uniform segment in one loop.
+///
+/// # Safety
+/// As [`RemoteVTable::run_uniform`] for a [`KIND_PROPERTY`] table of `(T, A, U, F)`.
+unsafe fn run_property_uniform<T, A: Plain, U: Plain, F>(
+    body: &[u8],
+    resolve: &mut Resolve<'_>,
+    out: &mut Vec<u8>,
+    panics: &mut Vec<(u32, String)>,
+) -> Result<(), (u32, String)>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    let stride = 8 + round8(size_of::<A>()) as usize;
+    let result = round8(size_of::<U>()) as usize;
+    let n = body.len() / stride;
+    if n * stride != body.len() {
+        return Err((
+            0,
+            format!("a uniform segment of {} bytes, not records of {stride}", body.len()),
+        ));
+    }
+    let at = out.len();
+    // Every result's space, zeros (what a panicking record leaves: invariant 4).
+    out.resize(at + n * result, 0);
+    let results = &mut out[at..];
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    let mut i = 0;
+    while i < n {
+        // One `catch_unwind` for the records from `i` on; after a panic, the next one.
+        let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+            for k in i..n {
+                let rec = &body[k * stride..(k + 1) * stride];
+                let t = resolve(u64::from_le_bytes(rec[..8].try_into().unwrap_or([0; 8])))?;
+                let a = read_plain::<A>(&rec[8..]);
+                // SAFETY: caller promise: `resolve`'s pointer is a live `T` that only this
+                // record accesses while it runs.
+                let u = f(unsafe { &mut *(t as *mut T) }, a);
+                let space = &mut results[k * result..(k + 1) * result];
+                // SAFETY: `space` holds `round8(size_of::<U>())` bytes (a zero-sized `U` writes
+                // none); a byte copy of `u` (no alignment needed).
+                unsafe { ptr::write_unaligned(space.as_mut_ptr() as *mut U, u) };
+                i = k + 1;
+            }
+            Ok(())
+        }));
+        match r {
+            Ok(Ok(())) => break,
+            Ok(Err(why)) => return Err((i as u32, why)),
+            Err(p) => {
+                panics.push((i as u32, panic_message(p)));
+                i += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `run` of [`RemoteVTable::of_element`].
