@@ -723,6 +723,13 @@ impl Worker {
                 let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };
                 let p = at.wrapping_add(HEADER_WORDS) as *mut u8;
                 match h.remote {
+                    Some(hook) if !hook.vt.arg_prefixed() => {
+                        // SAFETY: the record's request half is live in `scratch` and ours
+                        // (send_to); consumed here, its argument written into the envelope.
+                        wr.push_with(hook.vt, |buf| unsafe { (hook.take_arg)(p, buf) });
+                        b.tables.push(hook.vt);
+                        b.put.push(Some(hook.put_result));
+                    }
                     Some(hook) => {
                         arg.clear();
                         // SAFETY: the record's request half is live in `scratch` and ours

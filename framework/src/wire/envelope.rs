@@ -784,21 +784,20 @@ fn pad_of(n: usize) -> usize {
     n.next_multiple_of(8) - n
 }
 
+/// The `u32` at `b[at..at + 4]` (panics if out of bounds: callers check lengths first).
+#[inline]
 fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let mut w = [0; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
 }
 
+/// The `u64` at `b[at..at + 8]` (one bounds check and one load).
+#[inline]
 fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes([
-        b[at],
-        b[at + 1],
-        b[at + 2],
-        b[at + 3],
-        b[at + 4],
-        b[at + 5],
-        b[at + 6],
-        b[at + 7],
-    ])
+    let mut w = [0; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
 }
 
 /// One request, as an accepted envelope hands it out.
@@ -1258,6 +1257,30 @@ impl RequestWriter {
             self.push_head(vt, target);
             self.buf.extend_from_slice(arg);
         }
+    }
+
+    /// Appends a record of table `vt`, whose argument has a fixed size, written in place:
+    /// `write` appends exactly `arg_bytes` bytes to the envelope and returns the target word
+    /// (a `RemoteHook::take_arg`, given the envelope instead of a scratch buffer: the
+    /// argument is copied once, with its size known to the compiler).
+    pub(crate) fn push_with(
+        &mut self,
+        vt: &'static RemoteVTable,
+        write: impl FnOnce(&mut Vec<u8>) -> u64,
+    ) {
+        assert!(
+            control_id(vt).is_none() && !vt.arg_prefixed(),
+            "skein: push_with needs a table with fixed-size arguments"
+        );
+        self.push_head(vt, 0);
+        let at = self.buf.len() - 8;
+        let target = write(&mut self.buf);
+        assert_eq!(
+            self.buf.len() - at - 8,
+            vt.arg_bytes as usize,
+            "skein: argument of the wrong size"
+        );
+        self.buf[at..at + 8].copy_from_slice(&target.to_le_bytes());
     }
 
     /// Appends a [`LOOPBACK_CONTROL`] record: `target` and `record`, the bytes that name the
