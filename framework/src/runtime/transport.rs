@@ -717,7 +717,21 @@ impl Worker {
             b.seq = seq;
             let mut arg = side.arg.borrow_mut();
             let mut w = 0;
-            for _ in 0..count {
+            if let (Some(vt), Some(hook)) = (uniform_vt, first.remote) {
+                // One record type: its header read once, the records at a fixed stride.
+                let stride = first.words as usize;
+                // SAFETY: `count` records of `first`'s type were copied to `scratch`, one
+                // after the other (record invariants 1 and 4), each `stride` words; each
+                // request half is live and ours (send_to) and consumed here, once.
+                wr.push_uniform(vt, count, |i, buf| unsafe {
+                    (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf)
+                });
+                b.tables.resize(count, vt);
+                b.put.resize(count, Some(hook.put_result));
+                b.result_bytes.resize(count, first.result_bytes);
+                w = count * stride;
+            }
+            for _ in 0..if uniform_vt.is_some() { 0 } else { count } {
                 // SAFETY: `count` records were copied to `scratch`, one after the other
                 // (record invariants 1 and 4).
                 let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };

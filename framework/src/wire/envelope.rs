@@ -1283,6 +1283,32 @@ impl RequestWriter {
         self.buf[at..at + 8].copy_from_slice(&target.to_le_bytes());
     }
 
+    /// Appends `n` records of table `vt` to the open uniform segment of that table, each
+    /// written in place as by [`push_with`](Self::push_with): `write(i, buf)` appends record
+    /// `i`'s argument (exactly `arg_bytes` bytes) and returns its target word.
+    pub(crate) fn push_uniform(
+        &mut self,
+        vt: &'static RemoteVTable,
+        n: usize,
+        mut write: impl FnMut(usize, &mut Vec<u8>) -> u64,
+    ) {
+        let open = self.open.as_mut().expect("skein: no segment open");
+        assert!(
+            open.uniform.is_some_and(|u| std::ptr::eq(u, vt)),
+            "skein: push_uniform outside a uniform segment of its table"
+        );
+        let size = vt.arg_bytes as usize;
+        self.buf.reserve(n * (8 + size));
+        for i in 0..n {
+            let at = self.buf.len();
+            self.buf.extend_from_slice(&[0; 8]);
+            let target = write(i, &mut self.buf);
+            assert_eq!(self.buf.len() - at - 8, size, "skein: argument of the wrong size");
+            self.buf[at..at + 8].copy_from_slice(&target.to_le_bytes());
+        }
+        open.records += n as u32;
+    }
+
     /// Appends a [`LOOPBACK_CONTROL`] record: `target` and `record`, the bytes that name the
     /// in-process record (length-prefixed). Only the loopback transport writes these.
     pub(crate) fn push_loopback(&mut self, target: u64, record: &[u8]) {
@@ -1583,7 +1609,16 @@ fn split_response<'b>(
     tables: &[&'static RemoteVTable],
 ) -> Result<(&'b [u8], u32, &'b [u8]), Reason> {
     let mut b = Reader::new(body);
-    for (k, vt) in tables.iter().enumerate() {
+    // Fixed-size results (the common case) are checked as one length; record by record
+    // otherwise, and to name the record that does not fit.
+    let fixed = tables.iter().try_fold(0usize, |sum, vt| {
+        (!vt.result_prefixed()).then(|| sum + vt.result_bytes as usize)
+    });
+    let per_record = match fixed {
+        Some(total) if b.take(total).is_some() => &[][..],
+        _ => tables,
+    };
+    for (k, vt) in per_record.iter().enumerate() {
         let rec_at = body_at + b.at;
         let fault = |fault| Reason::Record { segment: s, record: k as u32, at: rec_at, fault };
         if vt.result_prefixed() {
