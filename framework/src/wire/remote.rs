@@ -793,6 +793,80 @@ mod tests {
         assert_eq!(out.len(), 8 + 8 + 8);
     }
 
+    /// A uniform segment run in one call (`run_uniform`) gives what running its records one
+    /// by one with `run` gives: the same results in order, zeros and a message for a record
+    /// that panics (the records after it still run), each target resolved from its own word
+    /// (the words alternate between two values); a word the resolver refuses stops the
+    /// segment there, the records before it having run.
+    #[test]
+    fn a_uniform_segment_runs_as_its_records_one_by_one() {
+        let vt = RemoteVTable::of(&|c: &mut u64, a: u32| -> (u64, u32) {
+            assert!(a % 5 != 3, "record with {a}");
+            *c += u64::from(a);
+            (*c, a)
+        });
+        let args: Vec<u32> = (0..12).collect();
+        // Per record: target word (0 or 1: which value), then the argument.
+        let mut body = Vec::new();
+        for &a in &args {
+            body.extend_from_slice(&u64::from(a % 2).to_le_bytes());
+            push_plain(&mut body, a);
+        }
+        let one_by_one = {
+            let mut values = [100u64, 200];
+            let (mut out, mut panics) = (Vec::new(), Vec::new());
+            for (k, rec) in body.chunks(16).enumerate() {
+                let t = &mut values[rec[0] as usize] as *mut u64 as *mut u8;
+                // SAFETY: `t` is a live u64 used by nothing else; `rec[8..]` is the argument.
+                match unsafe { vt.run(t, &rec[8..], &mut out) } {
+                    Ok(()) => {}
+                    Err(RunError::Panicked(m)) => panics.push((k as u32, m)),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            (values, out, panics)
+        };
+        let mut values = [100u64, 200];
+        let base = values.as_mut_ptr();
+        let mut seen = Vec::new();
+        let mut resolve = |word: u64| {
+            seen.push(word);
+            // (`wrapping_add`: an address inside `values` for words 0 and 1.)
+            Ok(base.wrapping_add(word as usize) as *mut u8)
+        };
+        let (mut out, mut panics) = (vec![0xee], Vec::new());
+        // SAFETY: the resolver's pointers are live u64s used by nothing else; `body` is whole
+        // records of this table.
+        let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r, Some(Ok(())));
+        assert_eq!(seen, args.iter().map(|&a| u64::from(a % 2)).collect::<Vec<_>>());
+        assert_eq!((values, &out[1..], &panics), (one_by_one.0, &one_by_one.1[..], &one_by_one.2));
+        assert_eq!(panics.iter().map(|p| p.0).collect::<Vec<_>>(), [3, 8]);
+        // A refused word: records 0..5 run (3 panics), then record 5 stops the segment.
+        let mut values = [0u64, 0];
+        let base = values.as_mut_ptr();
+        let mut calls = 0;
+        let mut resolve = |word: u64| {
+            calls += 1;
+            match calls {
+                6 => Err("no".to_string()),
+                _ => Ok(base.wrapping_add(word as usize) as *mut u8),
+            }
+        };
+        let (mut out, mut panics) = (Vec::new(), Vec::new());
+        // SAFETY: as above.
+        let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r, Some(Err((5, "no".to_string()))));
+        assert_eq!(values, [2 + 4, 1]);
+        assert_eq!(panics.iter().map(|p| p.0).collect::<Vec<_>>(), [3]);
+        // Tables without a loop of their own answer `None` and run nothing.
+        let spawn = RemoteVTable::of_spawn(&|a: u64| a);
+        let mut resolve = |_: u64| -> Result<*mut u8, String> { panic!("not called") };
+        // SAFETY: nothing runs.
+        let r = unsafe { spawn.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r, None);
+    }
+
     #[test]
     fn elements_spawns_and_serialized_requests_run() {
         let mut part = vec![1u32, 2, 3];
