@@ -141,12 +141,13 @@
 //! * A proxy handle's last drop on another fake rank than its own posts its `Release` to
 //!   the first worker of its rank (`free::proxy_dropped`).
 
-use super::export::{split_target, ADDR_TARGET};
+use super::export::{split_target, Owner, ADDR_TARGET};
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
 use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
 use crate::property::proxy::Release;
+use crate::property::PropPtr;
 use crate::sync::bump;
 use crate::sync::proto;
 use crate::trust::result::{PlainSpace, ReadBack};
@@ -872,12 +873,27 @@ impl Worker {
             // resolved one by one as below.
             let ran = seg.uniform_body().and_then(|(vt, body)| {
                 let loopback = expect.loopback;
-                let mut resolve = |word| self.resolve_target(word, vt, loopback);
+                // The owner stays borrowed for the whole segment: no export of this trustee
+                // can be recycled meanwhile (only `&mut Owner` recycles; a closure that tried
+                // would panic on the borrow, never free the slot under a cached target), so
+                // a target word equal to the last one resolves to the same live value of the
+                // same, checked, type (module docs, "Targets").
+                let owner = self.owner.as_ref().map(|o| o.borrow());
+                let mut last: Option<(u64, *mut u8)> = None;
+                let mut resolve = |word| match last {
+                    Some((w, t)) if w == word => Ok(t),
+                    _ => {
+                        let t = self.resolve_in(owner.as_deref(), word, vt, loopback)?;
+                        last = Some((word, t));
+                        Ok(t)
+                    }
+                };
                 // SAFETY: as for `rw.run` below, record by record: each target is what
-                // `resolve_target` found for the record's word (the client wrote the code id
-                // and the target from one handle; a target of another type is refused before
-                // its record runs), alive until the request has been served, and this runs as
-                // delegated code on its trustee (the segment is ours, checked above).
+                // `resolve_in` found for the record's word, or for the same word earlier in
+                // this segment with the owner borrowed since (above) (the client wrote the
+                // code id and the target from one handle; a target of another type is refused
+                // before its record runs), alive until the request has been served, and this
+                // runs as delegated code on its trustee (the segment is ours, checked above).
                 self.delegated(|| unsafe { rw.run_uniform(vt, body, &mut resolve) })
             });
             let uniform_ran = match ran {
@@ -948,6 +964,19 @@ impl Worker {
         vt: &RemoteVTable,
         loopback: bool,
     ) -> Result<*mut u8, String> {
+        let owner = self.owner.as_ref().map(|o| o.borrow());
+        self.resolve_in(owner.as_deref(), word, vt, loopback)
+    }
+
+    /// [`Worker::resolve_target`] with this worker's export table already borrowed (`None`:
+    /// not a split run).
+    fn resolve_in(
+        &self,
+        owner: Option<&Owner<PropPtr>>,
+        word: u64,
+        vt: &RemoteVTable,
+        loopback: bool,
+    ) -> Result<*mut u8, String> {
         if word & ADDR_TARGET != 0 {
             let addr = word & !ADDR_TARGET;
             if !loopback {
@@ -959,8 +988,8 @@ impl Worker {
             return Ok(std::ptr::with_exposed_provenance_mut(addr as usize));
         }
         let (slot, gen) = split_target(word);
-        let o = self.owner.as_ref().ok_or("an export target outside a split run")?;
-        let p = o.borrow().lookup(slot, gen).map_err(|e| e.to_string())?;
+        let o = owner.ok_or("an export target outside a split run")?;
+        let p = o.lookup(slot, gen).map_err(|e| e.to_string())?;
         // The type check, unless this live export passed it for this table last time: a
         // `(slot, generation)` names one export for the whole run (the generation grows at
         // every recycle, a slot at the last one is retired), which holds one property, so
