@@ -92,6 +92,27 @@
 //! handle's requests carry its export; the address form is kept only for the loopback-only
 //! handles listed below.
 //!
+//! Two things are remembered, neither of which skips a check that could fail:
+//!
+//! * **The type check** of an export (the record's table's `target_type` against the type
+//!   the export recorded) is skipped when the `(target word, table)` pair is the last one
+//!   that passed it on this worker (`RemoteSide::typed`). The lookup still runs first, so the
+//!   export is live; a `(slot, generation)` names one export for the whole run (the
+//!   generation grows at every recycle, a slot at the last one is retired), holding one
+//!   property, so the answer for that pair cannot have changed.
+//! * **In a uniform segment** (one table, run in one loop by `RemoteVTable::run_uniform`)
+//!   a target word equal to the previous record's resolves to the previous record's value,
+//!   without the lookup. The trustee's `Owner` stays borrowed (shared) for the whole
+//!   segment, and an export is recycled only through `&mut Owner` (`apply_return`,
+//!   `end_of_run`): nothing can recycle the slot, so nothing can drop the property, between
+//!   two records of the segment (a closure that tried would panic on the borrow, caught as
+//!   its record's panic). The first record with each new word is resolved in full.
+//!
+//! A record whose table or word differs from the remembered one is checked in full, so a
+//! batch whose records alternate between exports, or between tables on one export, is
+//! checked record by record (`export_wired_tests`,
+//! `batches_alternating_between_targets_and_tables_are_checked_per_record`).
+//!
 //! **Why quiescence counting stays exact.** Each arrow creates its successor before it
 //! finishes, and each task is created and finished once (the rule of activity of
 //! `super::quiesce`):
@@ -489,6 +510,8 @@ struct InFlight {
     result_bytes: Vec<u32>,
     /// Their `RemoteHook::put_result`, `None` for control records.
     put: Vec<Option<PutResult>>,
+    /// Sent as a uniform segment: one table, one `put`, one result size for every record.
+    uniform: bool,
 }
 
 /// A worker's transport state (a loopback run only): per remote trustee its batches in
@@ -714,8 +737,10 @@ impl Worker {
                 tables: Vec::with_capacity(count),
                 result_bytes: Vec::with_capacity(count),
                 put: Vec::with_capacity(count),
+                uniform: false,
             });
             b.seq = seq;
+            b.uniform = false;
             let mut arg = side.arg.borrow_mut();
             let mut w = 0;
             if let (Some(vt), Some(hook)) = (uniform_vt, first.remote) {
@@ -730,6 +755,7 @@ impl Worker {
                 b.tables.resize(count, vt);
                 b.put.resize(count, Some(hook.put_result));
                 b.result_bytes.resize(count, first.result_bytes);
+                b.uniform = true;
                 w = count * stride;
             }
             for _ in 0..if uniform_vt.is_some() { 0 } else { count } {
@@ -1082,17 +1108,34 @@ impl Worker {
                 results.resize(total.div_ceil(8), 0);
                 let panicked: Vec<(u32, &str)> = seg.panics().collect();
                 let base = results.as_mut_ptr() as *mut u8;
-                let mut off = 0;
-                for (k, wire) in seg.results().enumerate() {
-                    if !panicked.iter().any(|&(i, _)| i as usize == k) {
-                        if let Some(put) = b.put[k] {
-                            // SAFETY: `off` plus this record's result bytes is within
-                            // `results` (sized by their sum); `wire` has its table's size
-                            // (validated); the value is read once by its completion.
-                            unsafe { put(wire, base.add(off)) };
-                        }
+                // A uniform batch without panics: one `put`, results at fixed strides.
+                let uniform = match (b.uniform, b.put.first(), b.tables.first()) {
+                    (true, Some(&Some(put)), Some(&vt)) if panicked.is_empty() => {
+                        seg.uniform_results(vt).map(|wire| (put, vt.result_bytes as usize, wire))
                     }
-                    off += b.result_bytes[k] as usize;
+                    _ => None,
+                };
+                if let Some((put, size, wire)) = uniform {
+                    let space = b.result_bytes[0] as usize;
+                    for k in 0..b.tables.len() {
+                        // SAFETY: `k · space` plus this record's result bytes is within
+                        // `results` (sized by their sum: `n · space`); the wire result has its
+                        // table's size (validated); the value is read once by its completion.
+                        unsafe { put(&wire[k * size..(k + 1) * size], base.add(k * space)) };
+                    }
+                } else {
+                    let mut off = 0;
+                    for (k, wire) in seg.results().enumerate() {
+                        if !panicked.iter().any(|&(i, _)| i as usize == k) {
+                            if let Some(put) = b.put[k] {
+                                // SAFETY: `off` plus this record's result bytes is within
+                                // `results` (sized by their sum); `wire` has its table's size
+                                // (validated); the value is read once by its completion.
+                                unsafe { put(wire, base.add(off)) };
+                            }
+                        }
+                        off += b.result_bytes[k] as usize;
+                    }
                 }
                 let panics = panicked
                     .into_iter()

@@ -1701,6 +1701,16 @@ impl<'b> RespSegment<'b, '_> {
         })
     }
 
+    /// The results, when every record's table is `vt` with a fixed-size result: the records'
+    /// results back to back, `vt.result_bytes` each (validated against the batch's tables);
+    /// `None` otherwise.
+    pub(crate) fn uniform_results(&self, vt: &RemoteVTable) -> Option<&'b [u8]> {
+        let fixed = !vt.result_prefixed()
+            && self.tables.iter().all(|t| std::ptr::eq(*t, vt))
+            && self.results.len() == self.tables.len() * vt.result_bytes as usize;
+        fixed.then_some(self.results)
+    }
+
     /// The panics: `(record index, message)`, in record order.
     pub(crate) fn panics(&self) -> impl Iterator<Item = (u32, &'b str)> + '_ {
         let mut r = Reader::new(self.panics);

@@ -50,6 +50,9 @@
 //! 4. `run` appends to `out` exactly the result encoding its table describes, whatever
 //!    happens (a panic or a refused record leaves zeros, or an empty length-prefixed
 //!    result), so the size of a response is a function of the tables of its records alone.
+//!    `run_uniform` (a uniform segment's records in one loop, [`KIND_PROPERTY`] tables with
+//!    `Plain` argument and result) keeps this per record: it reserves every result's space
+//!    as zeros first, and a record writes its own only when its closure returned.
 //!
 //! # Why running an accepted record is safe
 //!
@@ -712,7 +715,7 @@ mod tests {
         assert_eq!(offset_of!(RemoteVTable, result_bytes), OFFSET_RESULT_BYTES);
         assert_eq!(offset_of!(RemoteVTable, kind), OFFSET_KIND);
         assert_eq!(offset_of!(RemoteVTable, run), OFFSET_RUN);
-        assert_eq!(size_of::<RemoteVTable>(), 40);
+        assert_eq!(size_of::<RemoteVTable>(), 48);
     }
 
     #[test]
