@@ -687,7 +687,7 @@ impl<T> Trust<T> {
     /// property of another rank takes it. A proxy used on its own rank (always so under MPI)
     /// is answered here, inline; the rest ([`Trust::proxy_target`]'s loopback case, a
     /// refusal) is out of line.
-    #[inline]
+    #[inline(never)]
     #[track_caller]
     fn issue_slow(
         &self,
