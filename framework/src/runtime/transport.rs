@@ -758,7 +758,9 @@ impl Worker {
                 b.uniform = true;
                 w = count * stride;
             }
-            for _ in 0..if uniform_vt.is_some() { 0 } else { count } {
+            // Record by record otherwise (none left after the uniform path above).
+            let rest = if b.uniform { 0 } else { count };
+            for _ in 0..rest {
                 // SAFETY: `count` records were copied to `scratch`, one after the other
                 // (record invariants 1 and 4).
                 let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };
