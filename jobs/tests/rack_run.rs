@@ -79,6 +79,18 @@ fn a_rank_count_the_job_does_not_expect_is_refused_on_every_rank() {
 }
 
 #[test]
+fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
+    // One worker per rank: 2 workers in all, each sending to the other rank's (the
+    // one-process refusal of a single worker is in `cli_bench.rs`).
+    let args = ["bench", "echo", "--workers", "1", "--dest", "remote", "--sizes", "8,32"];
+    let r = mpirun(2, &[&args[..], &["--requests", "20000"]].concat());
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{out}{}", String::from_utf8_lossy(&r.stderr));
+    assert!(out.contains("uniformly random other workers"), "{out}");
+    assert_eq!(out.matches("skein (2 ranks x 1 workers)").count(), 2, "{out}");
+}
+
+#[test]
 fn other_engines_are_refused_across_ranks() {
     let r = mpirun(2, &["sssp", "--engine", "rayon", "kron:6"]);
     let err = String::from_utf8_lossy(&r.stderr);

@@ -261,3 +261,67 @@ fn a_live_export_of_another_type_is_refused() {
         "{e}"
     );
 }
+
+/// The serving trustee checks each record's target, in uniform segments too (run in one loop,
+/// `RemoteVTable::run_uniform`), and remembers only the last `(target word, table)` whose type
+/// check passed: batches whose records alternate between two exports, and between two
+/// tables on one export, are served record by record in order; a record of another type
+/// after records that passed on the same export is refused before it runs.
+#[test]
+fn batches_alternating_between_targets_and_tables_are_checked_per_record() {
+    const K: u64 = 2000;
+    let r = runtime().run(move || {
+        let a = crate::trustee(2).entrust_new(0u64, |n| n);
+        let b = crate::trustee(2).entrust_new(0u64, |n| n);
+        assert!(a.is_proxy() && b.is_proxy());
+        // One table, two targets: uniform segments whose target words alternate.
+        for i in 0..K {
+            let t = if i % 2 == 0 { &a } else { &b };
+            t.apply_then(i, |x: &mut u64, i| *x += i, |()| {});
+        }
+        crate::wait_quiescent();
+        // Two tables on the same two targets: mixed segments.
+        for i in 0..K {
+            let t = if i % 2 == 0 { &a } else { &b };
+            t.apply_then(i, |x: &mut u64, i| *x += i, |()| {});
+            t.apply_then(1u32, |x: &mut u64, one| *x += u64::from(one), |()| {});
+        }
+        crate::wait_quiescent();
+        let even: u64 = 2 * (0..K).filter(|i| i % 2 == 0).sum::<u64>() + K / 2;
+        let odd: u64 = 2 * (0..K).filter(|i| i % 2 == 1).sum::<u64>() + K / 2;
+        assert_eq!(a.apply((), |x: &mut u64, ()| *x), even);
+        assert_eq!(b.apply((), |x: &mut u64, ()| *x), odd);
+    });
+    r.expect("alternating targets and tables are served");
+
+    use crate::property::proxy::Proxy;
+    static RAN: AtomicUsize = AtomicUsize::new(0);
+    // The forged record in the batch of the good ones (a mixed segment), or in a batch of
+    // its own after them (a uniform segment, run in one loop).
+    for own_batch in [false, true] {
+        let r = runtime().run(move || {
+            let w = context::expect("test");
+            let t = crate::trustee(2).entrust_new(7u64, |n| n);
+            let (owner, (slot, gen)) = (t.proxy().owner(), t.proxy().target());
+            let p = Proxy::receive_on(w.rank as u32, owner, slot, gen, 1, w.run_id, w.n)
+                .expect("proxy");
+            let forged: crate::Trust<u32> = crate::Trust::from_proxy(p, owner, w.run_id);
+            // Records of the u64 table pass the check (and are remembered); one of the u32
+            // table on the same export must still be refused.
+            for _ in 0..10 {
+                t.apply_then((), |x: &mut u64, ()| *x += 1, |()| {});
+            }
+            if own_batch {
+                assert_eq!(t.apply((), |x: &mut u64, ()| *x), 17);
+            }
+            for _ in 0..3 {
+                forged.apply_then((), |_: &mut u32, ()| _ = RAN.fetch_add(1, SeqCst), |()| {});
+            }
+            crate::wait_quiescent();
+            drop(t);
+        });
+        let e = r.expect_err("a target of another type must fail the run").to_string();
+        assert!(e.contains("holds a u64, the record is for a u32"), "{own_batch}: {e}");
+        assert_eq!(RAN.load(SeqCst), 0, "{own_batch}: the refused record ran");
+    }
+}

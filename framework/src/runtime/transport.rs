@@ -92,6 +92,27 @@
 //! handle's requests carry its export; the address form is kept only for the loopback-only
 //! handles listed below.
 //!
+//! Two things are remembered, neither of which skips a check that could fail:
+//!
+//! * **The type check** of an export (the record's table's `target_type` against the type
+//!   the export recorded) is skipped when the `(target word, table)` pair is the last one
+//!   that passed it on this worker (`RemoteSide::typed`). The lookup still runs first, so the
+//!   export is live; a `(slot, generation)` names one export for the whole run (the
+//!   generation grows at every recycle, a slot at the last one is retired), holding one
+//!   property, so the answer for that pair cannot have changed.
+//! * **In a uniform segment** (one table, run in one loop by `RemoteVTable::run_uniform`)
+//!   a target word equal to the previous record's resolves to the previous record's value,
+//!   without the lookup. The trustee's `Owner` stays borrowed (shared) for the whole
+//!   segment, and an export is recycled only through `&mut Owner` (`apply_return`,
+//!   `end_of_run`): nothing can recycle the slot, so nothing can drop the property, between
+//!   two records of the segment (a closure that tried would panic on the borrow, caught as
+//!   its record's panic). The first record with each new word is resolved in full.
+//!
+//! A record whose table or word differs from the remembered one is checked in full, so a
+//! batch whose records alternate between exports, or between tables on one export, is
+//! checked record by record (`export_wired_tests`,
+//! `batches_alternating_between_targets_and_tables_are_checked_per_record`).
+//!
 //! **Why quiescence counting stays exact.** Each arrow creates its successor before it
 //! finishes, and each task is created and finished once (the rule of activity of
 //! `super::quiesce`):
@@ -141,12 +162,13 @@
 //! * A proxy handle's last drop on another fake rank than its own posts its `Release` to
 //!   the first worker of its rank (`free::proxy_dropped`).
 
-use super::export::{split_target, ADDR_TARGET};
+use super::export::{split_target, Owner, ADDR_TARGET};
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
 use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
 use crate::channel::slot::PanicPayload;
 use crate::property::proxy::Release;
+use crate::property::PropPtr;
 use crate::sync::bump;
 use crate::sync::proto;
 use crate::trust::result::{PlainSpace, ReadBack};
@@ -488,6 +510,8 @@ struct InFlight {
     result_bytes: Vec<u32>,
     /// Their `RemoteHook::put_result`, `None` for control records.
     put: Vec<Option<PutResult>>,
+    /// Sent as a uniform segment: one table, one `put`, one result size for every record.
+    uniform: bool,
 }
 
 /// A worker's transport state (a loopback run only): per remote trustee its batches in
@@ -510,6 +534,10 @@ pub(crate) struct RemoteSide {
     /// The answered segments of one response envelope (kept empty between envelopes, for its
     /// capacity).
     answered: RefCell<Vec<Answered>>,
+    /// The last `(target word, table address)` whose export passed the type check of
+    /// `resolve_target` (module docs, "Targets"): the next record with both equal skips the
+    /// type names' comparison, not the lookup. `(0, 0)` matches nothing (no table is at 0).
+    typed: Cell<(u64, usize)>,
 }
 
 impl RemoteSide {
@@ -525,6 +553,7 @@ impl RemoteSide {
             spare: RefCell::default(),
             results: RefCell::default(),
             answered: RefCell::default(),
+            typed: Cell::new((0, 0)),
         }
     }
 }
@@ -708,16 +737,42 @@ impl Worker {
                 tables: Vec::with_capacity(count),
                 result_bytes: Vec::with_capacity(count),
                 put: Vec::with_capacity(count),
+                uniform: false,
             });
             b.seq = seq;
+            b.uniform = false;
             let mut arg = side.arg.borrow_mut();
             let mut w = 0;
-            for _ in 0..count {
+            if let (Some(vt), Some(hook)) = (uniform_vt, first.remote) {
+                // One record type: its header read once, the records at a fixed stride.
+                let stride = first.words as usize;
+                // SAFETY: `count` records of `first`'s type were copied to `scratch`, one
+                // after the other (record invariants 1 and 4), each `stride` words; each
+                // request half is live and ours (send_to) and consumed here, once.
+                wr.push_uniform(vt, count, |i, buf| unsafe {
+                    (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf)
+                });
+                b.tables.resize(count, vt);
+                b.put.resize(count, Some(hook.put_result));
+                b.result_bytes.resize(count, first.result_bytes);
+                b.uniform = true;
+                w = count * stride;
+            }
+            // Record by record otherwise (none left after the uniform path above).
+            let rest = if b.uniform { 0 } else { count };
+            for _ in 0..rest {
                 // SAFETY: `count` records were copied to `scratch`, one after the other
                 // (record invariants 1 and 4).
                 let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };
                 let p = at.wrapping_add(HEADER_WORDS) as *mut u8;
                 match h.remote {
+                    Some(hook) if !hook.vt.arg_prefixed() => {
+                        // SAFETY: the record's request half is live in `scratch` and ours
+                        // (send_to); consumed here, its argument written into the envelope.
+                        wr.push_with(hook.vt, |buf| unsafe { (hook.take_arg)(p, buf) });
+                        b.tables.push(hook.vt);
+                        b.put.push(Some(hook.put_result));
+                    }
                     Some(hook) => {
                         arg.clear();
                         // SAFETY: the record's request half is live in `scratch` and ours
@@ -842,34 +897,71 @@ impl Worker {
             }
             rw.begin_segment(seg.trustee, seg.pair_seq);
             let mut k = 0u32;
-            for rec in seg.records() {
-                let refused = |why| bad(Reason::Target { segment: s, record: k, why });
-                if let Some(id) = control_id(rec.vt) {
-                    let r = self.delegated(|| self.run_control(id, client, &rec));
-                    match r.map_err(refused)? {
-                        Some(granted) => rw.push_result(rec.vt, &granted.to_le_bytes()),
-                        None => rw.push_result(rec.vt, &[]),
+            // A uniform segment of a table with its own loop runs in one call; its targets are
+            // resolved one by one as below.
+            let ran = seg.uniform_body().and_then(|(vt, body)| {
+                let loopback = expect.loopback;
+                // The owner stays borrowed for the whole segment: no export of this trustee
+                // can be recycled meanwhile (only `&mut Owner` recycles; a closure that tried
+                // would panic on the borrow, never free the slot under a cached target), so
+                // a target word equal to the last one resolves to the same live value of the
+                // same, checked, type (module docs, "Targets").
+                let owner = self.owner.as_ref().map(|o| o.borrow());
+                let mut last: Option<(u64, *mut u8)> = None;
+                let mut resolve = |word| match last {
+                    Some((w, t)) if w == word => Ok(t),
+                    _ => {
+                        let t = self.resolve_in(owner.as_deref(), word, vt, loopback)?;
+                        last = Some((word, t));
+                        Ok(t)
                     }
-                } else if is_loopback_table(rec.vt) {
-                    let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
-                    rw.push_result(&LOOPBACK_TABLE, &[]);
-                    if let Some(p) = panic {
-                        rw.push_panic(k, &panic_message(p));
-                    }
-                } else {
-                    let target = self
-                        .resolve_target(rec.target, rec.vt, expect.loopback)
-                        .map_err(refused)?;
-                    // SAFETY: `target` is the value the record works on, of the type its table
-                    // was made for (the client wrote the code id and the target from one
-                    // handle; `resolve_target`), alive until this request has been served (an
-                    // export's weight, or a loopback handle, `super::free`), and this runs as
-                    // delegated code on its trustee (checked above: the segment is ours), so
-                    // nothing else accesses it.
-                    let r = self.delegated(|| unsafe { rw.run(&rec, target) });
-                    r.map_err(refused)?;
+                };
+                // SAFETY: as for `rw.run` below, record by record: each target is what
+                // `resolve_in` found for the record's word, or for the same word earlier in
+                // this segment with the owner borrowed since (above) (the client wrote the
+                // code id and the target from one handle; a target of another type is refused
+                // before its record runs), alive until the request has been served, and this
+                // runs as delegated code on its trustee (the segment is ours, checked above).
+                self.delegated(|| unsafe { rw.run_uniform(vt, body, &mut resolve) })
+            });
+            let uniform_ran = match ran {
+                Some(r) => {
+                    r.map_err(|(record, why)| bad(Reason::Target { segment: s, record, why }))?;
+                    k = seg.records;
+                    true
                 }
-                k += 1;
+                None => false,
+            };
+            if !uniform_ran {
+                for rec in seg.records() {
+                    let refused = |why| bad(Reason::Target { segment: s, record: k, why });
+                    if let Some(id) = control_id(rec.vt) {
+                        let r = self.delegated(|| self.run_control(id, client, &rec));
+                        match r.map_err(refused)? {
+                            Some(granted) => rw.push_result(rec.vt, &granted.to_le_bytes()),
+                            None => rw.push_result(rec.vt, &[]),
+                        }
+                    } else if is_loopback_table(rec.vt) {
+                        let panic = self.run_loopback_record(rec.arg).map_err(refused)?;
+                        rw.push_result(&LOOPBACK_TABLE, &[]);
+                        if let Some(p) = panic {
+                            rw.push_panic(k, &panic_message(p));
+                        }
+                    } else {
+                        let target = self
+                            .resolve_target(rec.target, rec.vt, expect.loopback)
+                            .map_err(refused)?;
+                        // SAFETY: `target` is the value the record works on, of the type its table
+                        // was made for (the client wrote the code id and the target from one
+                        // handle; `resolve_target`), alive until this request has been served (an
+                        // export's weight, or a loopback handle, `super::free`), and this runs as
+                        // delegated code on its trustee (checked above: the segment is ours), so
+                        // nothing else accesses it.
+                        let r = self.delegated(|| unsafe { rw.run(&rec, target) });
+                        r.map_err(refused)?;
+                    }
+                    k += 1;
+                }
             }
             rw.end_segment();
             let ts = &self.trustees[client];
@@ -900,6 +992,19 @@ impl Worker {
         vt: &RemoteVTable,
         loopback: bool,
     ) -> Result<*mut u8, String> {
+        let owner = self.owner.as_ref().map(|o| o.borrow());
+        self.resolve_in(owner.as_deref(), word, vt, loopback)
+    }
+
+    /// [`Worker::resolve_target`] with this worker's export table already borrowed (`None`:
+    /// not a split run).
+    fn resolve_in(
+        &self,
+        owner: Option<&Owner<PropPtr>>,
+        word: u64,
+        vt: &RemoteVTable,
+        loopback: bool,
+    ) -> Result<*mut u8, String> {
         if word & ADDR_TARGET != 0 {
             let addr = word & !ADDR_TARGET;
             if !loopback {
@@ -911,13 +1016,23 @@ impl Worker {
             return Ok(std::ptr::with_exposed_provenance_mut(addr as usize));
         }
         let (slot, gen) = split_target(word);
-        let o = self.owner.as_ref().ok_or("an export target outside a split run")?;
-        let p = o.borrow().lookup(slot, gen).map_err(|e| e.to_string())?;
-        let (want, have) = ((vt.target_type)(), p.type_name());
-        if !std::ptr::eq(want, have) && want != have {
-            return Err(format!(
-                "export (slot {slot}, generation {gen}) holds a {have}, the record is for a {want}"
-            ));
+        let o = owner.ok_or("an export target outside a split run")?;
+        let p = o.lookup(slot, gen).map_err(|e| e.to_string())?;
+        // The type check, unless this live export passed it for this table last time: a
+        // `(slot, generation)` names one export for the whole run (the generation grows at
+        // every recycle, a slot at the last one is retired), which holds one property, so
+        // the answer cannot have changed; the lookup above still ran.
+        let key = (word, vt as *const RemoteVTable as usize);
+        let typed = &self.side().typed;
+        if typed.get() != key {
+            let (want, have) = ((vt.target_type)(), p.type_name());
+            if !std::ptr::eq(want, have) && want != have {
+                return Err(format!(
+                    "export (slot {slot}, generation {gen}) holds a {have}, the record is for a \
+                     {want}"
+                ));
+            }
+            typed.set(key);
         }
         Ok(p.value_addr())
     }
@@ -995,17 +1110,34 @@ impl Worker {
                 results.resize(total.div_ceil(8), 0);
                 let panicked: Vec<(u32, &str)> = seg.panics().collect();
                 let base = results.as_mut_ptr() as *mut u8;
-                let mut off = 0;
-                for (k, wire) in seg.results().enumerate() {
-                    if !panicked.iter().any(|&(i, _)| i as usize == k) {
-                        if let Some(put) = b.put[k] {
-                            // SAFETY: `off` plus this record's result bytes is within
-                            // `results` (sized by their sum); `wire` has its table's size
-                            // (validated); the value is read once by its completion.
-                            unsafe { put(wire, base.add(off)) };
-                        }
+                // A uniform batch without panics: one `put`, results at fixed strides.
+                let uniform = match (b.uniform, b.put.first(), b.tables.first()) {
+                    (true, Some(&Some(put)), Some(&vt)) if panicked.is_empty() => {
+                        seg.uniform_results(vt).map(|wire| (put, vt.result_bytes as usize, wire))
                     }
-                    off += b.result_bytes[k] as usize;
+                    _ => None,
+                };
+                if let Some((put, size, wire)) = uniform {
+                    let space = b.result_bytes[0] as usize;
+                    for k in 0..b.tables.len() {
+                        // SAFETY: `k · space` plus this record's result bytes is within
+                        // `results` (sized by their sum: `n · space`); the wire result has its
+                        // table's size (validated); the value is read once by its completion.
+                        unsafe { put(&wire[k * size..(k + 1) * size], base.add(k * space)) };
+                    }
+                } else {
+                    let mut off = 0;
+                    for (k, wire) in seg.results().enumerate() {
+                        if !panicked.iter().any(|&(i, _)| i as usize == k) {
+                            if let Some(put) = b.put[k] {
+                                // SAFETY: `off` plus this record's result bytes is within
+                                // `results` (sized by their sum); `wire` has its table's size
+                                // (validated); the value is read once by its completion.
+                                unsafe { put(wire, base.add(off)) };
+                            }
+                        }
+                        off += b.result_bytes[k] as usize;
+                    }
                 }
                 let panics = panicked
                     .into_iter()

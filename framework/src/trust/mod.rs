@@ -595,8 +595,7 @@ impl<T> Trust<T> {
         let p = self.proxy();
         let (slot, gen) = p.target();
         if p.home() == w.rank {
-            let word = export::wire_target(slot, gen) | RECORD_EXPORT;
-            return std::ptr::without_provenance_mut(word as usize);
+            return export_record_target(p);
         }
         let shared = w.run_state.is_loopback().then(|| w.run_state.exports.get(p.owner()));
         let Some(Some(table)) = shared else {
@@ -684,8 +683,10 @@ impl<T> Trust<T> {
         }
     }
 
-    /// [`Trust::issue_for`] for a proxy handle, or a refusal.
-    #[cold]
+    /// [`Trust::issue_for`] for a proxy handle, or a refusal. Not cold: every request to a
+    /// property of another rank takes it. A proxy used on its own rank (always so under MPI)
+    /// is answered here, inline; the rest ([`Trust::proxy_target`]'s loopback case, a
+    /// refusal) is out of line.
     #[inline(never)]
     #[track_caller]
     fn issue_slow(
@@ -694,7 +695,12 @@ impl<T> Trust<T> {
         w: Option<&'static Worker>,
     ) -> (&'static Worker, usize, *mut u8) {
         match w {
-            Some(w) if w.run_id == self.run() => (w, self.trustee_index(), self.proxy_target(w)),
+            Some(w) if w.run_id == self.run() => {
+                let p = self.proxy();
+                let target =
+                    if p.home() == w.rank { export_record_target(p) } else { self.proxy_target(w) };
+                (w, self.trustee_index(), target)
+            }
             w => wrong_context(what, w.is_some()),
         }
     }
@@ -703,6 +709,15 @@ impl<T> Trust<T> {
     pub fn trustee(&self) -> TrusteeRef {
         TrusteeRef { trustee: self.trustee_index() }
     }
+}
+
+/// The target a request through proxy `p` queues with on the proxy's own rank: its export's
+/// wire word marked [`RECORD_EXPORT`] (not an address: never dereferenced, only written to
+/// the wire).
+#[inline(always)]
+fn export_record_target(p: &Proxy) -> *mut u8 {
+    let (slot, gen) = p.target();
+    std::ptr::without_provenance_mut((export::wire_target(slot, gen) | RECORD_EXPORT) as usize)
 }
 
 /// The panic of a delegation call made outside a runtime, or on a handle of another run (out

@@ -186,6 +186,7 @@ pub(crate) static LOOPBACK_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// `run` of [`LOOPBACK_TABLE`]: a loopback control record is run by the loopback transport
@@ -293,6 +294,7 @@ pub(crate) static SPAWN_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_LAUNCH`] record (as [`SPAWN_TABLE`]).
@@ -303,6 +305,7 @@ pub(crate) static LAUNCH_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_JOINED`] record (as [`SPAWN_TABLE`]).
@@ -313,6 +316,7 @@ pub(crate) static JOINED_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_GRANT`] record (as [`SPAWN_TABLE`], with an 8-byte
@@ -325,6 +329,7 @@ pub(crate) static GRANT_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The table that stands for a [`CONTROL_RELEASE`] record (as [`SPAWN_TABLE`]).
@@ -335,6 +340,7 @@ pub(crate) static RELEASE_TABLE: RemoteVTable = RemoteVTable {
     kind: 0,
     run: refuse_loopback_run,
     target_type: std::any::type_name::<()>,
+    run_uniform: None,
 };
 
 /// The control id `vt` stands for, if it is one of the control tables.
@@ -778,21 +784,20 @@ fn pad_of(n: usize) -> usize {
     n.next_multiple_of(8) - n
 }
 
+/// The `u32` at `b[at..at + 4]` (panics if out of bounds: callers check lengths first).
+#[inline]
 fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let mut w = [0; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
 }
 
+/// The `u64` at `b[at..at + 8]` (one bounds check and one load).
+#[inline]
 fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes([
-        b[at],
-        b[at + 1],
-        b[at + 2],
-        b[at + 3],
-        b[at + 4],
-        b[at + 5],
-        b[at + 6],
-        b[at + 7],
-    ])
+    let mut w = [0; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
 }
 
 /// One request, as an accepted envelope hands it out.
@@ -1116,6 +1121,12 @@ impl<'b> Segment<'b> {
         (0..self.records).map_while(move |_| read_record(&mut r, uniform, loopback).ok())
     }
 
+    /// A uniform segment's table and its records' bytes (per record its target word, then
+    /// its argument; the code id is not included); `None` for a mixed segment.
+    pub(crate) fn uniform_body(&self) -> Option<(&'static RemoteVTable, &'b [u8])> {
+        self.uniform.map(|vt| (vt, self.body))
+    }
+
     /// The tables of its records, in order (what a client keeps for the response's check).
     pub(crate) fn tables(&self) -> impl Iterator<Item = &'static RemoteVTable> + '_ {
         self.records().map(|r| r.vt)
@@ -1248,6 +1259,56 @@ impl RequestWriter {
         }
     }
 
+    /// Appends a record of table `vt`, whose argument has a fixed size, written in place:
+    /// `write` appends exactly `arg_bytes` bytes to the envelope and returns the target word
+    /// (a `RemoteHook::take_arg`, given the envelope instead of a scratch buffer: the
+    /// argument is copied once, with its size known to the compiler).
+    pub(crate) fn push_with(
+        &mut self,
+        vt: &'static RemoteVTable,
+        write: impl FnOnce(&mut Vec<u8>) -> u64,
+    ) {
+        assert!(
+            control_id(vt).is_none() && !vt.arg_prefixed(),
+            "skein: push_with needs a table with fixed-size arguments"
+        );
+        self.push_head(vt, 0);
+        let at = self.buf.len() - 8;
+        let target = write(&mut self.buf);
+        assert_eq!(
+            self.buf.len() - at - 8,
+            vt.arg_bytes as usize,
+            "skein: argument of the wrong size"
+        );
+        self.buf[at..at + 8].copy_from_slice(&target.to_le_bytes());
+    }
+
+    /// Appends `n` records of table `vt` to the open uniform segment of that table, each
+    /// written in place as by [`push_with`](Self::push_with): `write(i, buf)` appends record
+    /// `i`'s argument (exactly `arg_bytes` bytes) and returns its target word.
+    pub(crate) fn push_uniform(
+        &mut self,
+        vt: &'static RemoteVTable,
+        n: usize,
+        mut write: impl FnMut(usize, &mut Vec<u8>) -> u64,
+    ) {
+        let open = self.open.as_mut().expect("skein: no segment open");
+        assert!(
+            open.uniform.is_some_and(|u| std::ptr::eq(u, vt)),
+            "skein: push_uniform outside a uniform segment of its table"
+        );
+        let size = vt.arg_bytes as usize;
+        self.buf.reserve(n * (8 + size));
+        for i in 0..n {
+            let at = self.buf.len();
+            self.buf.extend_from_slice(&[0; 8]);
+            let target = write(i, &mut self.buf);
+            assert_eq!(self.buf.len() - at - 8, size, "skein: argument of the wrong size");
+            self.buf[at..at + 8].copy_from_slice(&target.to_le_bytes());
+        }
+        open.records += n as u32;
+    }
+
     /// Appends a [`LOOPBACK_CONTROL`] record: `target` and `record`, the bytes that name the
     /// in-process record (length-prefixed). Only the loopback transport writes these.
     pub(crate) fn push_loopback(&mut self, target: u64, record: &[u8]) {
@@ -1362,6 +1423,38 @@ impl ResponseWriter {
             }
             Err(RunError::Refused(why)) => Err(why),
         }
+    }
+
+    /// Runs the records of the uniform segment `body` of table `vt` (what
+    /// [`Segment::uniform_body`] hands out) in one loop and appends their results, as
+    /// [`run`](Self::run) would record by record ([`RemoteVTable::run_uniform`]): each
+    /// record's target word goes through `resolve` right before it runs, and a refused one
+    /// stops the segment, its reason returned with the record's index in the segment.
+    /// `None` when the table has no such loop (nothing ran: the caller runs the records one by
+    /// one).
+    ///
+    /// # Safety
+    /// As [`run`](Self::run) for each record, with "`target`" what `resolve` returns for its
+    /// target word.
+    pub(crate) unsafe fn run_uniform(
+        &mut self,
+        vt: &RemoteVTable,
+        body: &[u8],
+        resolve: &mut super::remote::Resolve<'_>,
+    ) -> Option<Result<(), (u32, String)>> {
+        let open = self.open.as_mut().expect("skein: no segment open");
+        let first = open.records;
+        let stride = 8 + vt.arg_bytes as usize;
+        let panicked = self.panics.len();
+        // SAFETY: caller promise; `body` is a uniform segment of `vt` from an accepted
+        // envelope (module docs, rule 3).
+        let r = unsafe { vt.run_uniform(body, resolve, &mut self.buf, &mut self.panics) }?;
+        // Indexes in the segment: after the records written before.
+        for p in &mut self.panics[panicked..] {
+            p.0 += first;
+        }
+        open.records += (body.len() / stride.max(1)) as u32;
+        Some(r.map_err(|(k, why)| (k + first, why)))
     }
 
     /// Appends the result of a record of table `vt`: `result_bytes` bytes, or a serialized
@@ -1516,7 +1609,16 @@ fn split_response<'b>(
     tables: &[&'static RemoteVTable],
 ) -> Result<(&'b [u8], u32, &'b [u8]), Reason> {
     let mut b = Reader::new(body);
-    for (k, vt) in tables.iter().enumerate() {
+    // Fixed-size results (the common case) are checked as one length; record by record
+    // otherwise, and to name the record that does not fit.
+    let fixed = tables.iter().try_fold(0usize, |sum, vt| {
+        (!vt.result_prefixed()).then(|| sum + vt.result_bytes as usize)
+    });
+    let per_record = match fixed {
+        Some(total) if b.take(total).is_some() => &[][..],
+        _ => tables,
+    };
+    for (k, vt) in per_record.iter().enumerate() {
         let rec_at = body_at + b.at;
         let fault = |fault| Reason::Record { segment: s, record: k as u32, at: rec_at, fault };
         if vt.result_prefixed() {
@@ -1597,6 +1699,16 @@ impl<'b> RespSegment<'b, '_> {
                 r.take(vt.result_bytes as usize)
             }
         })
+    }
+
+    /// The results, when every record's table is `vt` with a fixed-size result: the records'
+    /// results back to back, `vt.result_bytes` each (validated against the batch's tables);
+    /// `None` otherwise.
+    pub(crate) fn uniform_results(&self, vt: &RemoteVTable) -> Option<&'b [u8]> {
+        let fixed = !vt.result_prefixed()
+            && self.tables.iter().all(|t| std::ptr::eq(*t, vt))
+            && self.results.len() == self.tables.len() * vt.result_bytes as usize;
+        fixed.then_some(self.results)
     }
 
     /// The panics: `(record index, message)`, in record order.

@@ -50,6 +50,9 @@
 //! 4. `run` appends to `out` exactly the result encoding its table describes, whatever
 //!    happens (a panic or a refused record leaves zeros, or an empty length-prefixed
 //!    result), so the size of a response is a function of the tables of its records alone.
+//!    `run_uniform` (a uniform segment's records in one loop, [`KIND_PROPERTY`] tables with
+//!    `Plain` argument and result) keeps this per record: it reserves every result's space
+//!    as zeros first, and a record writes its own only when its closure returned.
 //!
 //! # Why running an accepted record is safe
 //!
@@ -101,6 +104,19 @@ pub(crate) const KIND_LAUNCH: u32 = 4;
 /// Runs a record: `(target, argument bytes, response buffer)`. See [`RemoteVTable::run`].
 pub(crate) type RunFn = unsafe fn(*mut u8, &[u8], &mut Vec<u8>) -> Result<(), RunError>;
 
+/// How a trustee turns a record's wire target word into the value it runs on: the resolved
+/// target, or why the word is refused (`runtime::transport`'s `resolve_target`).
+pub(crate) type Resolve<'a> = dyn FnMut(u64) -> Result<*mut u8, String> + 'a;
+
+/// Runs every record of a uniform segment: `(records' bytes, resolver, response buffer, panic
+/// list)`. See [`RemoteVTable::run_uniform`].
+pub(crate) type RunUniformFn = unsafe fn(
+    &[u8],
+    &mut Resolve<'_>,
+    &mut Vec<u8>,
+    &mut Vec<(u32, String)>,
+) -> Result<(), (u32, String)>;
+
 /// Why a record ran without a result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RunError {
@@ -135,6 +151,11 @@ pub(crate) struct RemoteVTable {
     /// with the name its export recorded for the property (`PropPtr::type_name`) before the
     /// record runs, so a wire target of a live export of another type is refused.
     pub(crate) target_type: fn() -> &'static str,
+    /// Runs all the records of a uniform segment of this table in one call
+    /// ([`RemoteVTable::run_uniform`]): `Some` for [`KIND_PROPERTY`] tables with a `Plain`
+    /// argument and result, whose closure is inlined in that loop; `None` for the others,
+    /// which run record by record.
+    pub(crate) run_uniform: Option<RunUniformFn>,
 }
 
 /// Byte offsets of the fields the code-id validator reads (checked by a test).
@@ -186,6 +207,7 @@ const fn inline_table<A, U>(
     kind: u32,
     run: RunFn,
     target_type: fn() -> &'static str,
+    run_uniform: Option<RunUniformFn>,
 ) -> RemoteVTable {
     assert!(
         size_of::<A>() <= INLINE_MAX && size_of::<U>() <= MAX_RESULT_BYTES,
@@ -198,6 +220,7 @@ const fn inline_table<A, U>(
         kind,
         run,
         target_type,
+        run_uniform,
     }
 }
 
@@ -207,7 +230,13 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(0, KIND_PROPERTY, run_property::<T, A, U, F>, type_name::<T>)
+        inline_table::<A, U>(
+            0,
+            KIND_PROPERTY,
+            run_property::<T, A, U, F>,
+            type_name::<T>,
+            Some(run_property_uniform::<T, A, U, F>),
+        )
     };
 }
 
@@ -226,6 +255,7 @@ where
             kind: KIND_PROPERTY,
             run: run_serialized::<T, V, U, F>,
             target_type: type_name::<T>,
+            run_uniform: None,
         }
     };
 }
@@ -236,7 +266,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>, type_name::<Vec<T>>)
+        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>, type_name::<Vec<T>>, None)
     };
 }
 
@@ -246,7 +276,7 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, R>(0, KIND_SPAWN, run_spawn::<A, R, F>, type_name::<()>)
+        inline_table::<A, R>(0, KIND_SPAWN, run_spawn::<A, R, F>, type_name::<()>, None)
     };
 }
 
@@ -261,6 +291,7 @@ where
             KIND_LAUNCH,
             run_launch::<T, A, U, F>,
             type_name::<crate::trust::latch::Latch<T>>,
+            None,
         )
     };
 }
@@ -346,6 +377,37 @@ impl RemoteVTable {
         // SAFETY: caller promise, passed on to the table's own `run` (invariant 1: it was made
         // for this table's types and sizes).
         unsafe { (self.run)(target, arg, out) }
+    }
+
+    /// Runs every record of a uniform segment of this table: `body` holds the records after
+    /// the segment's code id (per record its target word, then `arg_bytes` bytes), each
+    /// target word is turned into its value by `resolve` right before that record runs (a
+    /// refused word stops the segment: `Err((record, why))`, the records before it have run),
+    /// and the results are appended to `out` in order, as [`RemoteVTable::run`] would for
+    /// each (a panicking record leaves zeros and adds `(record, message)` to `panics`; the
+    /// others still run). `None` when the table has no such loop (the caller runs the records
+    /// one by one with [`RemoteVTable::run`]).
+    ///
+    /// Why: a segment's records then cost one call, one `catch_unwind` (entered again only
+    /// after a panic) and one resize of `out`, with the closure inlined in the loop, instead
+    /// of an indirect call, a `catch_unwind` and a resize per record.
+    ///
+    /// # Safety
+    /// As [`RemoteVTable::run`] for each record, with "`target`" the pointer `resolve`
+    /// returns for its word: a live value of the table's target type that nothing else
+    /// accesses while that record runs. `body` is a uniform segment of this table accepted
+    /// by `envelope::validate` (a whole number of records; a body that is not is refused,
+    /// not read out of bounds).
+    pub(crate) unsafe fn run_uniform(
+        &self,
+        body: &[u8],
+        resolve: &mut Resolve<'_>,
+        out: &mut Vec<u8>,
+        panics: &mut Vec<(u32, String)>,
+    ) -> Option<Result<(), (u32, String)>> {
+        let run = self.run_uniform?;
+        // SAFETY: caller promise, passed on to the table's own loop (invariant 1).
+        Some(unsafe { run(body, resolve, out, panics) })
     }
 }
 
@@ -485,6 +547,65 @@ where
     run_caught(out, move || f(t, a))
 }
 
+/// `run_uniform` of [`RemoteVTable::of`]: the records of a uniform segment in one loop.
+///
+/// # Safety
+/// As [`RemoteVTable::run_uniform`] for a [`KIND_PROPERTY`] table of `(T, A, U, F)`.
+unsafe fn run_property_uniform<T, A: Plain, U: Plain, F>(
+    body: &[u8],
+    resolve: &mut Resolve<'_>,
+    out: &mut Vec<u8>,
+    panics: &mut Vec<(u32, String)>,
+) -> Result<(), (u32, String)>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    let stride = 8 + round8(size_of::<A>()) as usize;
+    let result = round8(size_of::<U>()) as usize;
+    let n = body.len() / stride;
+    if n * stride != body.len() {
+        return Err((
+            0,
+            format!("a uniform segment of {} bytes, not records of {stride}", body.len()),
+        ));
+    }
+    let at = out.len();
+    // Every result's space, zeros (what a panicking record leaves: invariant 4).
+    out.resize(at + n * result, 0);
+    let results = &mut out[at..];
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    let mut i = 0;
+    while i < n {
+        // One `catch_unwind` for the records from `i` on; after a panic, the next one.
+        let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
+            for k in i..n {
+                let rec = &body[k * stride..(k + 1) * stride];
+                let t = resolve(u64::from_le_bytes(rec[..8].try_into().unwrap_or([0; 8])))?;
+                let a = read_plain::<A>(&rec[8..]);
+                // SAFETY: caller promise: `resolve`'s pointer is a live `T` that only this
+                // record accesses while it runs.
+                let u = f(unsafe { &mut *(t as *mut T) }, a);
+                let space = &mut results[k * result..(k + 1) * result];
+                // SAFETY: `space` holds `round8(size_of::<U>())` bytes (a zero-sized `U` writes
+                // none); a byte copy of `u` (no alignment needed).
+                unsafe { ptr::write_unaligned(space.as_mut_ptr() as *mut U, u) };
+                i = k + 1;
+            }
+            Ok(())
+        }));
+        match r {
+            Ok(Ok(())) => break,
+            Ok(Err(why)) => return Err((i as u32, why)),
+            Err(p) => {
+                panics.push((i as u32, panic_message(p)));
+                i += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `run` of [`RemoteVTable::of_element`].
 ///
 /// # Safety
@@ -594,7 +715,7 @@ mod tests {
         assert_eq!(offset_of!(RemoteVTable, result_bytes), OFFSET_RESULT_BYTES);
         assert_eq!(offset_of!(RemoteVTable, kind), OFFSET_KIND);
         assert_eq!(offset_of!(RemoteVTable, run), OFFSET_RUN);
-        assert_eq!(size_of::<RemoteVTable>(), 40);
+        assert_eq!(size_of::<RemoteVTable>(), 48);
     }
 
     #[test]
@@ -673,6 +794,80 @@ mod tests {
         let r = unsafe { vt.run(&mut target as *mut u64 as *mut u8, &[], &mut out) };
         assert_eq!(r, Err(RunError::Panicked("<non-string panic>".into())));
         assert_eq!(out.len(), 8 + 8 + 8);
+    }
+
+    /// A uniform segment run in one call (`run_uniform`) gives what running its records one
+    /// by one with `run` gives: the same results in order, zeros and a message for a record
+    /// that panics (the records after it still run), each target resolved from its own word
+    /// (the words alternate between two values); a word the resolver refuses stops the
+    /// segment there, the records before it having run.
+    #[test]
+    fn a_uniform_segment_runs_as_its_records_one_by_one() {
+        let vt = RemoteVTable::of(&|c: &mut u64, a: u32| -> (u64, u32) {
+            assert!(a % 5 != 3, "record with {a}");
+            *c += u64::from(a);
+            (*c, a)
+        });
+        let args: Vec<u32> = (0..12).collect();
+        // Per record: target word (0 or 1: which value), then the argument.
+        let mut body = Vec::new();
+        for &a in &args {
+            body.extend_from_slice(&u64::from(a % 2).to_le_bytes());
+            push_plain(&mut body, a);
+        }
+        let one_by_one = {
+            let mut values = [100u64, 200];
+            let (mut out, mut panics) = (Vec::new(), Vec::new());
+            for (k, rec) in body.chunks(16).enumerate() {
+                let t = &mut values[rec[0] as usize] as *mut u64 as *mut u8;
+                // SAFETY: `t` is a live u64 used by nothing else; `rec[8..]` is the argument.
+                match unsafe { vt.run(t, &rec[8..], &mut out) } {
+                    Ok(()) => {}
+                    Err(RunError::Panicked(m)) => panics.push((k as u32, m)),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            (values, out, panics)
+        };
+        let mut values = [100u64, 200];
+        let base = values.as_mut_ptr();
+        let mut seen = Vec::new();
+        let mut resolve = |word: u64| {
+            seen.push(word);
+            // (`wrapping_add`: an address inside `values` for words 0 and 1.)
+            Ok(base.wrapping_add(word as usize) as *mut u8)
+        };
+        let (mut out, mut panics) = (vec![0xee], Vec::new());
+        // SAFETY: the resolver's pointers are live u64s used by nothing else; `body` is whole
+        // records of this table.
+        let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r, Some(Ok(())));
+        assert_eq!(seen, args.iter().map(|&a| u64::from(a % 2)).collect::<Vec<_>>());
+        assert_eq!((values, &out[1..], &panics), (one_by_one.0, &one_by_one.1[..], &one_by_one.2));
+        assert_eq!(panics.iter().map(|p| p.0).collect::<Vec<_>>(), [3, 8]);
+        // A refused word: records 0..5 run (3 panics), then record 5 stops the segment.
+        let mut values = [0u64, 0];
+        let base = values.as_mut_ptr();
+        let mut calls = 0;
+        let mut resolve = |word: u64| {
+            calls += 1;
+            match calls {
+                6 => Err("no".to_string()),
+                _ => Ok(base.wrapping_add(word as usize) as *mut u8),
+            }
+        };
+        let (mut out, mut panics) = (Vec::new(), Vec::new());
+        // SAFETY: as above.
+        let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r, Some(Err((5, "no".to_string()))));
+        assert_eq!(values, [2 + 4, 1]);
+        assert_eq!(panics.iter().map(|p| p.0).collect::<Vec<_>>(), [3]);
+        // Tables without a loop of their own answer `None` and run nothing.
+        let spawn = RemoteVTable::of_spawn(&|a: u64| a);
+        let mut resolve = |_: u64| -> Result<*mut u8, String> { panic!("not called") };
+        // SAFETY: nothing runs.
+        let r = unsafe { spawn.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r, None);
     }
 
     #[test]

@@ -325,8 +325,15 @@ fn check_echo(a: &EchoArgs) -> anyhow::Result<()> {
         "remote" => true,
         d => bail!("--dest: expected `all` or `remote`, got `{d}`"),
     };
-    if remote_only && a.workers < 2 {
-        bail!("--dest remote: needs at least 2 workers (a worker sends to the others)");
+    // The workers of every rank count (`skein::ranks()` is 1 outside mpirun): under
+    // `mpirun -np 2` one worker per rank sends to the other rank's.
+    if remote_only && a.workers * skein::ranks() < 2 {
+        bail!(
+            "--dest remote: needs at least 2 workers in all (a worker sends to the others), \
+             got {} worker(s) on {} rank(s)",
+            a.workers,
+            skein::ranks()
+        );
     }
     // The runtime: message slots and a stack per fiber (one more per worker: the driver).
     limits::check_engine(true, a.workers, a.fibers + 1, *limits::SLOT_SIZE_RANGE.start())
