@@ -579,7 +579,8 @@ where
     while i < n {
         // One `catch_unwind` for the records from `i` on; after a panic, the next one.
         let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
-            for k in i..n {
+            while i < n {
+                let k = i;
                 let rec = &body[k * stride..(k + 1) * stride];
                 let t = resolve(u64::from_le_bytes(rec[..8].try_into().unwrap_or([0; 8])))?;
                 let a = read_plain::<A>(&rec[8..]);
