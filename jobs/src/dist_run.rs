@@ -35,11 +35,10 @@
 //! No rank holds the whole graph: each rank's peak memory right after step 1 is reported
 //! (`rank_build_peak_rss_bytes`) beside its peak at the end (`rank_peak_rss_bytes`); the
 //! formulas are in the module docs of `skein_generators::distributed` and `::files`.
-//! Measured on a SCALE 20 `.skg` file (16.8 M edges) on 2 ranks of 1 worker: build peaks
-//! 391 and 427 MiB, against 735 MiB for the one process of 2 workers (`skein sssp
-//! --engine skein --roots 1 --no-validate /tmp/k20.skg`), before the ranks sorted their
-//! kept arcs into buckets (a generated SCALE 20 graph now peaks at 285-304 MiB per rank
-//! in `examples/distgen.rs`; not remeasured from a file).
+//! Measured on a SCALE 20 `.skg` file (16.8 M edges) on 2 ranks of 1 worker
+//! (`mpirun ... -np 2 skein sssp --engine skein -t 1 --roots 2 /tmp/k20.skg`): build peaks
+//! 291 and 311 MiB, peaks at the end 367 and 398 MiB, against 735 MiB for the one process
+//! of 2 workers (`skein sssp --engine skein -t 2 --roots 2 /tmp/k20.skg`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
