@@ -6,11 +6,11 @@
 //! and says so; `.gr` takes whole-number weights only), so a kernel's roots and results on
 //! the converted file are those of the input.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use skein_generators::formats::{self, Format, WriteOptions};
+use skein_generators::formats::{self, WriteOptions};
 
 use super::generate::{output_format, write_graph, FormatArg};
 use crate::output::AtomicFile;
@@ -56,8 +56,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     );
     if el.weights.is_some() && !format.stores_weights() {
         eprintln!(
-            "note: {} keeps no weights; the converted graph is unweighted (every edge weighs 1)",
-            name_of(&args.output, format)
+            "note: {} (a .{} file) keeps no weights; the converted graph is unweighted (every \
+             edge weighs 1)",
+            args.output.display(),
+            format.extension()
         );
     }
     let options = WriteOptions {
@@ -68,9 +70,4 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         ..WriteOptions::default()
     };
     write_graph(out, &el, format, &options, &args.output)
-}
-
-/// How the note names the output's format.
-fn name_of(path: &Path, format: Format) -> String {
-    format!("{} (a .{} file)", path.display(), format.extension())
 }
