@@ -903,19 +903,12 @@ impl Worker {
                 let loopback = expect.loopback;
                 // The owner stays borrowed for the whole segment: no export of this trustee
                 // can be recycled meanwhile (only `&mut Owner` recycles; a closure that tried
-                // would panic on the borrow, never free the slot under a cached target), so
-                // a target word equal to the last one resolves to the same live value of the
-                // same, checked, type (module docs, "Targets").
+                // would panic on the borrow, never free the slot under a reused target), so
+                // a target word equal to the previous record's, which `run_uniform` does not
+                // resolve again, names the same live value of the same, checked, type
+                // (module docs, "Targets").
                 let owner = self.owner.as_ref().map(|o| o.borrow());
-                let mut last: Option<(u64, *mut u8)> = None;
-                let mut resolve = |word| match last {
-                    Some((w, t)) if w == word => Ok(t),
-                    _ => {
-                        let t = self.resolve_in(owner.as_deref(), word, vt, loopback)?;
-                        last = Some((word, t));
-                        Ok(t)
-                    }
-                };
+                let mut resolve = |word| self.resolve_in(owner.as_deref(), word, vt, loopback);
                 // SAFETY: as for `rw.run` below, record by record: each target is what
                 // `resolve_in` found for the record's word, or for the same word earlier in
                 // this segment with the owner borrowed since (above) (the client wrote the

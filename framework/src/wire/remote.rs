@@ -381,8 +381,10 @@ impl RemoteVTable {
 
     /// Runs every record of a uniform segment of this table: `body` holds the records after
     /// the segment's code id (per record its target word, then `arg_bytes` bytes), each
-    /// target word is turned into its value by `resolve` right before that record runs (a
-    /// refused word stops the segment: `Err((record, why))`, the records before it have run),
+    /// target word is turned into its value by `resolve` right before that record runs, except
+    /// that a record whose word equals the previous record's reuses that record's value
+    /// without a call (a refused word stops the segment: `Err((record, why))`, the records
+    /// before it have run),
     /// and the results are appended to `out` in order, as [`RemoteVTable::run`] would for
     /// each (a panicking record leaves zeros and adds `(record, message)` to `panics`; the
     /// others still run). `None` when the table has no such loop (the caller runs the records
@@ -395,7 +397,8 @@ impl RemoteVTable {
     /// # Safety
     /// As [`RemoteVTable::run`] for each record, with "`target`" the pointer `resolve`
     /// returns for its word: a live value of the table's target type that nothing else
-    /// accesses while that record runs. `body` is a uniform segment of this table accepted
+    /// accesses while that record runs, and still so for the next records with the same word
+    /// (they reuse it). `body` is a uniform segment of this table accepted
     /// by `envelope::validate` (a whole number of records; a body that is not is refused,
     /// not read out of bounds).
     pub(crate) unsafe fn run_uniform(
@@ -576,13 +579,24 @@ where
     // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
     let f = unsafe { conjure::<F>() };
     let mut i = 0;
+    // The previous record's word and value: consecutive records to one value (the common
+    // case) resolve it once, without an indirect call each (caller promise: it stays valid).
+    let mut last: Option<(u64, *mut u8)> = None;
     while i < n {
         // One `catch_unwind` for the records from `i` on; after a panic, the next one.
         let r = catch_unwind(AssertUnwindSafe(|| -> Result<(), String> {
             while i < n {
                 let k = i;
                 let rec = &body[k * stride..(k + 1) * stride];
-                let t = resolve(u64::from_le_bytes(rec[..8].try_into().unwrap_or([0; 8])))?;
+                let word = u64::from_le_bytes(rec[..8].try_into().unwrap_or([0; 8]));
+                let t = match last {
+                    Some((w, t)) if w == word => t,
+                    _ => {
+                        let t = resolve(word)?;
+                        last = Some((word, t));
+                        t
+                    }
+                };
                 let a = read_plain::<A>(&rec[8..]);
                 // SAFETY: caller promise: `resolve`'s pointer is a live `T` that only this
                 // record accesses while it runs.
@@ -795,6 +809,40 @@ mod tests {
         let r = unsafe { vt.run(&mut target as *mut u64 as *mut u8, &[], &mut out) };
         assert_eq!(r, Err(RunError::Panicked("<non-string panic>".into())));
         assert_eq!(out.len(), 8 + 8 + 8);
+    }
+
+    /// A record whose target word equals the previous record's reuses its value: the
+    /// resolver is called once per run of equal words, and each record still runs on it.
+    #[test]
+    fn a_uniform_segment_resolves_a_repeated_word_once() {
+        let vt = RemoteVTable::of(&|c: &mut u64, a: u64| -> u64 {
+            *c += a;
+            *c
+        });
+        // Target words 0 0 1 1 1 0: three runs of one word each.
+        let words = [0u64, 0, 1, 1, 1, 0];
+        let mut body = Vec::new();
+        for (k, &w) in words.iter().enumerate() {
+            body.extend_from_slice(&w.to_le_bytes());
+            push_plain(&mut body, k as u64 + 1);
+        }
+        let mut values = [0u64, 100];
+        let base = values.as_mut_ptr();
+        let mut seen = Vec::new();
+        let mut resolve = |word: u64| {
+            seen.push(word);
+            Ok(base.wrapping_add(word as usize) as *mut u8)
+        };
+        let (mut out, mut panics) = (Vec::new(), Vec::new());
+        // SAFETY: the resolver's pointers are live u64s used by nothing else, the same for the
+        // same word; `body` is whole records of this table.
+        let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r, Some(Ok(())));
+        assert_eq!(seen, [0, 1, 0]);
+        assert_eq!(values, [1 + 2 + 6, 100 + 3 + 4 + 5]);
+        let results: Vec<u64> =
+            out.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(results, [1, 3, 103, 107, 112, 9]);
     }
 
     /// A uniform segment run in one call (`run_uniform`) gives what running its records one
