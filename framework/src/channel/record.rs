@@ -146,6 +146,19 @@ pub(crate) struct RemoteHook {
     /// Safety: `out` is valid for writes of the record type's result bytes; the written value
     /// is read once by the completion (which owns it from then on).
     pub(crate) put_result: unsafe fn(wire: &[u8], out: *mut u8),
+    /// `take_arg` for a whole uniform batch in one call, when the record type has one:
+    /// appends to `out`, for each of the `n` records at `src` (one every `stride` words, each
+    /// starting with its header), its target word (little-endian) and then its argument, the
+    /// bytes `take_arg` would give record by record, and consumes their request halves.
+    ///
+    /// Safety: `n` live records of this type start at `src`, `stride` words apart, their
+    /// request halves owned by the caller (as `take_arg`'s, record by record).
+    pub(crate) take_uniform:
+        Option<unsafe fn(src: *const u64, stride: usize, n: usize, out: &mut Vec<u8>)>,
+    /// The wire result is the in-process result space byte for byte (a `Plain` result,
+    /// `put_result` a copy): the completions of a uniform batch may read their results from
+    /// the response envelope itself.
+    pub(crate) wire_result: bool,
 }
 
 impl VTable {

@@ -425,6 +425,8 @@ impl<const ID: u64> ControlReq<ID> {
         },
         take_arg: take_control::<ID>,
         put_result: if ID == CONTROL_GRANT { put_word } else { put_nothing },
+        take_uniform: None,
+        wire_result: false,
     };
 }
 
@@ -512,6 +514,9 @@ struct InFlight {
     put: Vec<Option<PutResult>>,
     /// Sent as a uniform segment: one table, one `put`, one result size for every record.
     uniform: bool,
+    /// Uniform, and the wire results are the in-process result spaces byte for byte
+    /// (`RemoteHook::wire_result`, the same size): the completions read them in the response.
+    wire_results: bool,
 }
 
 /// A worker's transport state (a loopback run only): per remote trustee its batches in
@@ -563,7 +568,13 @@ struct Answered {
     trustee: usize,
     seq: u64,
     n: usize,
+    /// The results' buffer (empty when they are read in the envelope).
     results: Vec<u64>,
+    /// Where the results lie one after the other: in `results`, or in the response envelope
+    /// being handled (which outlives the completions, `take_responses`).
+    resp: *const u8,
+    /// The records are all of one type (a uniform batch).
+    uniform: bool,
     panics: Vec<(u32, PanicPayload)>,
 }
 
@@ -738,9 +749,11 @@ impl Worker {
                 result_bytes: Vec::with_capacity(count),
                 put: Vec::with_capacity(count),
                 uniform: false,
+                wire_results: false,
             });
             b.seq = seq;
             b.uniform = false;
+            b.wire_results = false;
             let mut arg = side.arg.borrow_mut();
             let mut w = 0;
             if let (Some(vt), Some(hook)) = (uniform_vt, first.remote) {
@@ -749,13 +762,20 @@ impl Worker {
                 // SAFETY: `count` records of `first`'s type were copied to `scratch`, one
                 // after the other (record invariants 1 and 4), each `stride` words; each
                 // request half is live and ours (send_to) and consumed here, once.
-                wr.push_uniform(vt, count, |i, buf| unsafe {
-                    (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf)
-                });
+                match hook.take_uniform {
+                    // SAFETY: as above, all records in one call.
+                    Some(take) => wr.push_uniform_block(vt, count, |buf| unsafe {
+                        take(dst, stride, count, buf)
+                    }),
+                    None => wr.push_uniform(vt, count, |i, buf| unsafe {
+                        (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf)
+                    }),
+                }
                 b.tables.resize(count, vt);
                 b.put.resize(count, Some(hook.put_result));
                 b.result_bytes.resize(count, first.result_bytes);
                 b.uniform = true;
+                b.wire_results = hook.wire_result && first.result_bytes == vt.result_bytes;
                 w = count * stride;
             }
             // Record by record otherwise (none left after the uniform path above).
@@ -1097,11 +1117,27 @@ impl Worker {
             for seg in resp.segments() {
                 let t = seg.trustee as usize;
                 let Some(b) = front(t) else { continue };
-                let total: usize = b.result_bytes.iter().map(|&r| r as usize).sum();
+                let panicked: Vec<(u32, &str)> = seg.panics().collect();
                 let mut results = side.results.borrow_mut().pop().unwrap_or_default();
                 results.clear();
+                // A uniform batch whose wire results are its result spaces, without panics:
+                // the completions read them where they are, in this envelope.
+                if b.wire_results && panicked.is_empty() {
+                    if let Some(wire) = b.tables.first().and_then(|&vt| seg.uniform_results(vt)) {
+                        answered.push(Answered {
+                            trustee: t,
+                            seq: seg.pair_seq,
+                            n: b.tables.len(),
+                            results,
+                            resp: wire.as_ptr(),
+                            uniform: true,
+                            panics: Vec::new(),
+                        });
+                        continue;
+                    }
+                }
+                let total: usize = b.result_bytes.iter().map(|&r| r as usize).sum();
                 results.resize(total.div_ceil(8), 0);
-                let panicked: Vec<(u32, &str)> = seg.panics().collect();
                 let base = results.as_mut_ptr() as *mut u8;
                 // A uniform batch without panics: one `put`, results at fixed strides.
                 let uniform = match (b.uniform, b.put.first(), b.tables.first()) {
@@ -1143,7 +1179,9 @@ impl Worker {
                     trustee: t,
                     seq: seg.pair_seq,
                     n: b.tables.len(),
+                    resp: results.as_ptr() as *const u8,
                     results,
+                    uniform: b.uniform,
                     panics,
                 });
             }
@@ -1159,8 +1197,10 @@ impl Worker {
             // As in `poll_client`: the requests are taken out of their cell while their
             // completions run.
             let mut q = cs.take_out();
-            let resp = a.results.as_ptr() as *const u8;
-            self.delegated(|| q.complete_front(a.n, false, resp, a.panics));
+            // SAFETY (of reading `a.resp`): it points into `a.results` (alive here) or into
+            // `bytes`, the envelope this call handles, borrowed until it returns; `n` results
+            // lie there one after the other, validated above.
+            self.delegated(|| q.complete_front(a.n, a.uniform, a.resp, a.panics));
             cs.put_back(q);
             cs.acked.set(a.seq);
             proto::bump(&self.ctr().finished, a.n as u64);

@@ -518,6 +518,8 @@ where
         vt: Of::<T, A, U, F, RemoteElement>::VT,
         take_arg: take_elem_arg::<T, A>,
         put_result: super::put_plain_result::<U>,
+        take_uniform: None,
+        wire_result: true,
     });
 
     unsafe fn run(target: *mut u8, (j, arg): (u64, A), out: *mut u8) -> Option<PanicPayload> {

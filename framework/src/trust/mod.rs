@@ -61,7 +61,7 @@ pub(crate) mod latch;
 pub(crate) mod result;
 pub(crate) mod travel;
 
-use crate::channel::record::{ArgCall, ArgRequest, RemoteHook, RequestHalf};
+use crate::channel::record::{ArgCall, ArgRequest, RemoteHook, RequestHalf, HEADER_WORDS};
 use crate::channel::slot::PanicPayload;
 use crate::property::proxy::Proxy;
 use crate::property::{self, Prop, PropHead, PropPtr};
@@ -971,6 +971,8 @@ where
         vt: Of::<P::Value, A, U, F, RemoteProperty>::VT,
         take_arg: take_plain_arg::<P, A>,
         put_result: put_plain_result::<U>,
+        take_uniform: Some(take_plain_uniform::<P, A>),
+        wire_result: true,
     };
 }
 
@@ -988,6 +990,44 @@ unsafe fn take_plain_arg<P: Place, A: Plain>(p: *mut u8, arg: &mut Vec<u8>) -> u
     crate::wire::remote::push_plain(arg, a);
     // SAFETY: caller promise: the request is live, so its property is.
     unsafe { wire_word::<P>(target) }
+}
+
+/// [`RemoteHook::take_uniform`] of an argument-first record: [`take_plain_arg`] for `n`
+/// records at once, written straight into `out` (one reservation, no per-record call or
+/// length update).
+///
+/// # Safety
+/// As [`RemoteHook::take_uniform`]: `n` live records of this type at `src`, `stride` words
+/// apart, each a header, the target word and the `repr(C, packed)` argument.
+unsafe fn take_plain_uniform<P: Place, A: Plain>(
+    src: *const u64,
+    stride: usize,
+    n: usize,
+    out: &mut Vec<u8>,
+) {
+    let arg = std::mem::size_of::<A>();
+    let rec = 8 + arg.next_multiple_of(8);
+    out.reserve(n * rec);
+    let at = out.len();
+    // SAFETY: `reserve` made room for `n · rec` bytes after `at`; record `i` (caller
+    // promise) has its target word right after its header and its argument after that, read
+    // unaligned (record invariant 1), its request half consumed by this one read (a `Plain`
+    // argument has no drop); each wire record gets its 8 target bytes, the argument's bytes
+    // and zeros up to the next multiple of 8, so the `n · rec` bytes are all written before
+    // `set_len` (padding bytes inside `A` are copied as bytes, as `push_plain` does).
+    unsafe {
+        let dst = out.as_mut_ptr().add(at);
+        for i in 0..n {
+            let p = src.add(i * stride + HEADER_WORDS) as *mut u8;
+            let target = std::ptr::read(p as *const *mut u8);
+            let a = std::ptr::read_unaligned(p.add(8) as *const A);
+            let d = dst.add(i * rec);
+            std::ptr::write_unaligned(d as *mut [u8; 8], wire_word::<P>(target).to_le_bytes());
+            std::ptr::write_bytes(d.add(8 + arg), 0, rec - 8 - arg);
+            std::ptr::write_unaligned(d.add(8) as *mut A, a);
+        }
+        out.set_len(at + n * rec);
+    }
 }
 
 /// The wire target word of a queued record's `target`: a proxy handle's export word as is
@@ -1041,6 +1081,8 @@ where
         vt: Of::<T, V, U, F, RemoteSerialized>::VT,
         take_arg: take_with_arg::<T, V, U, F>,
         put_result: put_with_result,
+        take_uniform: None,
+        wire_result: false,
     };
 }
 

@@ -1309,6 +1309,31 @@ impl RequestWriter {
         open.records += n as u32;
     }
 
+    /// Appends `n` records of table `vt` to the open uniform segment of that table at once:
+    /// `write(buf)` appends exactly `n` wire records (per record the target word, then
+    /// `arg_bytes` bytes of argument), as [`push_uniform`](Self::push_uniform) would one by
+    /// one (a `RemoteHook::take_uniform`).
+    pub(crate) fn push_uniform_block(
+        &mut self,
+        vt: &'static RemoteVTable,
+        n: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let open = self.open.as_mut().expect("skein: no segment open");
+        assert!(
+            open.uniform.is_some_and(|u| std::ptr::eq(u, vt)),
+            "skein: push_uniform_block outside a uniform segment of its table"
+        );
+        let at = self.buf.len();
+        write(&mut self.buf);
+        assert_eq!(
+            self.buf.len() - at,
+            n * (8 + vt.arg_bytes as usize),
+            "skein: uniform records of the wrong size"
+        );
+        open.records += n as u32;
+    }
+
     /// Appends a [`LOOPBACK_CONTROL`] record: `target` and `record`, the bytes that name the
     /// in-process record (length-prefixed). Only the loopback transport writes these.
     pub(crate) fn push_loopback(&mut self, target: u64, record: &[u8]) {
