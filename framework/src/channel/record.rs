@@ -120,9 +120,14 @@ pub(crate) struct VTable {
     pub(crate) remote: Option<&'static RemoteHook>,
 }
 
+/// [`RemoteHook::take_uniform`]: `(records, stride in words, count, envelope)`.
+pub(crate) type TakeUniform =
+    unsafe fn(src: *const u64, stride: usize, n: usize, out: &mut Vec<u8>);
+
 /// How a remote-capable record becomes wire bytes and its wire result becomes the result its
 /// completion reads (`docs/rack-mode.md` §2.4, §3.1): the record's [`RemoteVTable`] and two
-/// translations. The client keeps its own record (the completion) as with slots.
+/// translations (with, for `Plain` records, a batch form of the first and a flag for the
+/// second). The client keeps its own record (the completion) as with slots.
 ///
 /// The in-process result space of a record ([`VTable::result_bytes`]) and its wire result
 /// (`RemoteVTable::result_bytes`) are the same bytes for a `Plain` result (`PlainSpace<U>`:
@@ -153,8 +158,7 @@ pub(crate) struct RemoteHook {
     ///
     /// Safety: `n` live records of this type start at `src`, `stride` words apart, their
     /// request halves owned by the caller (as `take_arg`'s, record by record).
-    pub(crate) take_uniform:
-        Option<unsafe fn(src: *const u64, stride: usize, n: usize, out: &mut Vec<u8>)>,
+    pub(crate) take_uniform: Option<TakeUniform>,
     /// The wire result is the in-process result space byte for byte (a `Plain` result,
     /// `put_result` a copy): the completions of a uniform batch may read their results from
     /// the response envelope itself.

@@ -763,12 +763,15 @@ impl Worker {
                 // after the other (record invariants 1 and 4), each `stride` words; each
                 // request half is live and ours (send_to) and consumed here, once.
                 match hook.take_uniform {
-                    // SAFETY: as above, all records in one call.
-                    Some(take) => wr.push_uniform_block(vt, count, |buf| unsafe {
-                        take(dst, stride, count, buf)
+                    Some(take) => wr.push_uniform_block(vt, count, |buf| {
+                        // SAFETY: as above, all `count` records in one call.
+                        unsafe { take(dst, stride, count, buf) }
                     }),
-                    None => wr.push_uniform(vt, count, |i, buf| unsafe {
-                        (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf)
+                    None => wr.push_uniform(vt, count, |i, buf| {
+                        // SAFETY: as above, record `i`.
+                        unsafe {
+                            (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf)
+                        }
                     }),
                 }
                 b.tables.resize(count, vt);

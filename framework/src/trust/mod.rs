@@ -928,11 +928,12 @@ where
             // it is copied through the union of closure and result in pieces whose reads wait
             // for the stores before them (store-forwarding stalls: the 32-byte echo ran at
             // half speed). A big one is copied whole either way, and faster this way round.
-            // SAFETY (of the write): caller promise: `out` holds `PlainSpace::<U>::BYTES` bytes.
-            return catch_unwind(AssertUnwindSafe(move || unsafe {
-                write_plain(out, f(value, arg))
-            }))
-            .err();
+            let run = move || {
+                let u = f(value, arg);
+                // SAFETY: caller promise: `out` holds `PlainSpace::<U>::BYTES` bytes.
+                unsafe { write_plain(out, u) }
+            };
+            return catch_unwind(AssertUnwindSafe(run)).err();
         }
         match catch_unwind(AssertUnwindSafe(move || f(value, arg))) {
             Ok(u) => {
