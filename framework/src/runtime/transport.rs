@@ -9,12 +9,15 @@
 //! outside a split run) and the loop one predictable branch per pass. For a pair across
 //! ranks, `poll_client` instead encodes the staged records of one batch with the wire's
 //! `RequestWriter` (per record its `RemoteVTable`'s code id, a target word and the argument
-//! bytes, from the record's `RemoteHook`; per batch the pair sequence number) and hands the
+//! bytes, from the record's `RemoteHook`, a uniform batch's in one `take_uniform` call where
+//! the record type has one; per batch the pair sequence number) and hands the
 //! envelope to the [`Transport`]. The trustee's worker polls the transport, `validate`s each
 //! envelope, runs each record with `ResponseWriter::run` (its panic becomes a message) and
 //! hands back the response envelope; the client `validate_response`s it, translates each
-//! result into the record's result space (`RemoteHook::put_result`) and runs the completions
-//! in order (`RecordQueue::complete_front`), a remote panic becoming the `String` payload
+//! result into the record's result space (`RemoteHook::put_result`; a uniform batch of
+//! `Plain` results without panics is read where it lies in the envelope,
+//! `RemoteHook::wire_result`) and runs the completions in order
+//! (`RecordQueue::complete_front`), a remote panic becoming the `String` payload
 //! `"rank R worker g: <message>"` (resumed by `apply`, recorded as the run's error by
 //! `apply_then`).
 //!
