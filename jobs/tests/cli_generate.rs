@@ -1,5 +1,7 @@
 //! `skein generate`, `skein convert` and `skein info`, run as a user would run them.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -268,19 +270,7 @@ fn an_interrupted_generate_keeps_the_old_graph_and_leaves_no_temporary() {
     let before = fs::read(&good).unwrap();
     for (signal, format) in [(libc::SIGINT, "bin"), (libc::SIGTERM, "bin"), (libc::SIGHUP, "bin")] {
         // The commit waits 30 s with the new graph complete in its temporary file.
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
-        // The signals' default actions in the child: skein leaves an ignored signal ignored,
-        // and a test run started in the background of a script (or under nohup) inherits
-        // SIGINT or SIGHUP ignored.
-        // SAFETY: between fork and exec the closure calls only `signal`, which is
-        // async-signal-safe, and allocates nothing.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                libc::signal(signal, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        let mut child = cmd
+        let mut child = common::skein_with_default_signal(signal)
             .args(["generate", "--scale", "10", "--format", format, "-o", p(&good)])
             .env_remove("SKEIN_PROGRESS")
             .env("SKEIN_HOLD_OUTPUT_MS", "30000")

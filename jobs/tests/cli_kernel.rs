@@ -1,5 +1,7 @@
 //! `skein sssp` and `skein bfs` end to end: reports, dumps, JSON, and bad input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -293,19 +295,7 @@ fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
     std::fs::write(&dump, "old dump\n").unwrap();
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // Every commit waits 30 s with its temporary file complete: interrupt it there.
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
-        // The child gets the signal's default action: skein rightly leaves an ignored SIGINT
-        // ignored, and a test run started in the background of a script (or under nohup)
-        // inherits SIGINT ignored.
-        // SAFETY: between fork and exec the closure calls only `signal`, which is
-        // async-signal-safe, and allocates nothing.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                libc::signal(signal, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        let mut child = cmd
+        let mut child = common::skein_with_default_signal(signal)
             .args(["sssp", "--engine", "seq", "--roots", "1", "--dump", s(&dump), "kron:8"])
             .env("SKEIN_PROGRESS", "0")
             .env("SKEIN_HOLD_OUTPUT_MS", "30000")
