@@ -723,6 +723,19 @@ mod tests {
     use super::*;
     use std::mem::offset_of;
 
+    /// A resolver for the tests' uniform segments: word `k` names the `u64` at `base + k`
+    /// (`wrapping_add`: an address inside the caller's array for the words it uses), and
+    /// every word asked for is recorded in `seen`.
+    fn recording(
+        base: *mut u64,
+        seen: &mut Vec<u64>,
+    ) -> impl FnMut(u64) -> Result<*mut u8, String> + '_ {
+        move |word| {
+            seen.push(word);
+            Ok(base.wrapping_add(word as usize) as *mut u8)
+        }
+    }
+
     #[test]
     fn field_offsets_are_the_validators() {
         assert_eq!(offset_of!(RemoteVTable, magic), 0);
@@ -827,16 +840,13 @@ mod tests {
             push_plain(&mut body, k as u64 + 1);
         }
         let mut values = [0u64, 100];
-        let base = values.as_mut_ptr();
         let mut seen = Vec::new();
-        let mut resolve = |word: u64| {
-            seen.push(word);
-            Ok(base.wrapping_add(word as usize) as *mut u8)
-        };
+        let mut resolve = recording(values.as_mut_ptr(), &mut seen);
         let (mut out, mut panics) = (Vec::new(), Vec::new());
         // SAFETY: the resolver's pointers are live u64s used by nothing else, the same for the
         // same word; `body` is whole records of this table.
         let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        drop(resolve); // (it borrows `seen`)
         assert_eq!(r, Some(Ok(())));
         assert_eq!(seen, [0, 1, 0]);
         assert_eq!(values, [1 + 2 + 6, 100 + 3 + 4 + 5]);
@@ -881,17 +891,13 @@ mod tests {
             (values, out, panics)
         };
         let mut values = [100u64, 200];
-        let base = values.as_mut_ptr();
         let mut seen = Vec::new();
-        let mut resolve = |word: u64| {
-            seen.push(word);
-            // (`wrapping_add`: an address inside `values` for words 0 and 1.)
-            Ok(base.wrapping_add(word as usize) as *mut u8)
-        };
+        let mut resolve = recording(values.as_mut_ptr(), &mut seen);
         let (mut out, mut panics) = (vec![0xee], Vec::new());
         // SAFETY: the resolver's pointers are live u64s used by nothing else; `body` is whole
         // records of this table.
         let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        drop(resolve); // (it borrows `seen`)
         assert_eq!(r, Some(Ok(())));
         assert_eq!(seen, args.iter().map(|&a| u64::from(a % 2)).collect::<Vec<_>>());
         assert_eq!((values, &out[1..], &panics), (one_by_one.0, &one_by_one.1[..], &one_by_one.2));
