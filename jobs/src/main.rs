@@ -13,6 +13,8 @@ mod job;
 mod limits;
 #[cfg(feature = "mpi")]
 mod mpi_baselines;
+#[cfg(feature = "mpi")]
+mod mpi_rma;
 mod names;
 mod output;
 mod progress;

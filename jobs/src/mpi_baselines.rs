@@ -1,5 +1,5 @@
-//! MPI baselines of `skein bench echo --mpi` and `skein bench ping --mpi` (feature `mpi`),
-//! written with rsmpi, one thread per rank; MPI is started by skein's rack bootstrap
+//! MPI baselines of `skein bench echo --mpi`, `ping --mpi` and `fetch-add --mpi` (feature
+//! `mpi`), written with rsmpi, one thread per rank; MPI is started by skein's rack bootstrap
 //! (`skein::rack::init`), which also finalises it when the process exits.
 //!
 //! * [`aggregated_echo`] — requests packed per destination rank into buffers (32 KiB by
@@ -9,6 +9,9 @@
 //!   place (AML calls the handler directly).
 //! * [`per_message_echo`] — every request and every reply is its own message.
 //! * [`ping_pong`] — blocking send and receive between ranks 0 and 1.
+//! * [`aggregated_fetch_add`] — `skein bench fetch-add --mpi`: increments packed per owner
+//!   rank into buffers the same way, applied by the owner with no reply; beside it the MPI
+//!   one-sided version in [`crate::mpi_rma`]. Both are checked by [`check_adds`].
 //!
 //! Every rank receives with `MPI_Improbe` + `MPI_Mrecv` on any source and tag. A run ends
 //! without a global clock: a rank that has sent all its requests and got every reply sends
@@ -40,6 +43,7 @@ use std::time::{Duration, Instant};
 const TAG_REQ: Tag = 11;
 const TAG_REP: Tag = 12;
 const TAG_DONE: Tag = 13;
+const TAG_ADD: Tag = 14;
 const TAG_PING: Tag = 15;
 
 /// Incoming messages handled per loop pass before the rank issues and flushes again.
@@ -447,6 +451,170 @@ pub(crate) fn per_message_echo(setup: &EchoSetup, window: usize) -> anyhow::Resu
     }
     sends.wait_all();
     c.finish(&world, "mpi per-message echo")
+}
+
+/// What the ranks of one fetch-add baseline measured together.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AddTotals {
+    /// Increments applied, all ranks.
+    pub(crate) ops: u64,
+    /// The longest rank's time from the start barrier to its counters being final.
+    pub(crate) seconds: f64,
+}
+
+/// The rank that holds counter `i` of a fetch-add baseline and its index there: counters are
+/// dealt round-robin over the ranks, as Skein's are over its workers (one worker per rank
+/// gives the same placement).
+#[inline]
+pub(crate) fn owner(i: u32, ranks: usize) -> (usize, usize) {
+    (i as usize % ranks, i as usize / ranks)
+}
+
+/// How many of `k` counters rank `me` of `ranks` holds (see [`owner`]).
+pub(crate) fn held(k: usize, ranks: usize, me: usize) -> usize {
+    (k + ranks - 1 - me) / ranks
+}
+
+/// The weight of counter `i` in the check sum of [`check_adds`] (odd, spread over 64 bits).
+#[inline]
+fn weight(i: u64) -> u64 {
+    i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+}
+
+/// The check sum of a rank's sequence: its counters' weights, one per increment.
+pub(crate) fn issued_sum(seq: &[u32]) -> u64 {
+    seq.iter().fold(0u64, |s, &i| s.wrapping_add(weight(u64::from(i))))
+}
+
+/// All-gathers each rank's `(increments issued, their check sum, seconds)` with what its
+/// counters hold (`counters[l]` is counter `l · ranks + me`) and checks, on every rank alike,
+/// that every increment was applied once to the counter it named: the counters' total is the
+/// increments issued, and their weighted total is the issued check sums' total (a lost,
+/// doubled or misplaced increment changes it).
+pub(crate) fn check_adds(
+    world: &SimpleCommunicator,
+    what: &str,
+    issued: u64,
+    issued_check: u64,
+    counters: &[u64],
+    seconds: f64,
+) -> anyhow::Result<AddTotals> {
+    let me = usize::try_from(world.rank()).unwrap_or(0);
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let (mut held_sum, mut held_check) = (0u64, 0u64);
+    for (l, &c) in counters.iter().enumerate() {
+        held_sum = held_sum.wrapping_add(c);
+        held_check = held_check.wrapping_add(c.wrapping_mul(weight((l * ranks + me) as u64)));
+    }
+    let mine = [issued, issued_check, held_sum, held_check, seconds.to_bits()];
+    let mut all = vec![0u64; 5 * ranks];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    let mut t = [0u64; 4];
+    let mut secs = 0f64;
+    for x in all.chunks_exact(5) {
+        for (acc, v) in t.iter_mut().zip(x) {
+            *acc = acc.wrapping_add(*v);
+        }
+        secs = secs.max(f64::from_bits(x[4]));
+    }
+    if t[0] != t[2] || t[1] != t[3] {
+        bail!(
+            "{what}: {} increments issued, the counters hold {} (check sums {} vs {})",
+            t[0],
+            t[2],
+            t[1],
+            t[3]
+        );
+    }
+    Ok(AddTotals { ops: t[0], seconds: secs })
+}
+
+/// The AML-style fetch-and-add: this rank applies the increments of `seq` (counter numbers
+/// in `0..k`, placed by [`owner`]); one to a counter of its own rank is applied in place,
+/// the others are packed per destination rank as 4-byte counter indices into buffers of
+/// `buffer` bytes (sent with `MPI_Isend` when full, the partial ones once the sequence is
+/// issued) and applied by the owner on receipt, with no reply. A rank issues while fewer than
+/// `inflight` sends are pending. It ends with `DONE` as the echoes do (module docs).
+pub(crate) fn aggregated_fetch_add(
+    seq: &[u32],
+    k: usize,
+    buffer: usize,
+    inflight: usize,
+) -> anyhow::Result<AddTotals> {
+    const WHAT: &str = "mpi aggregated fetch-add";
+    let world = SimpleCommunicator::world();
+    let me = usize::try_from(world.rank()).unwrap_or(0);
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let full = (buffer / 4 * 4).max(4);
+    let mine = held(k, ranks, me);
+    let mut counters = vec![0u64; mine];
+    let mut sends = Sends::new(full);
+    let mut bufs: Vec<Vec<u8>> = (0..ranks).map(|_| Vec::with_capacity(full)).collect();
+    let mut recv = vec![0u8; full.max(8)];
+    let check = issued_sum(seq);
+    world.barrier();
+    let t0 = Instant::now();
+    let (mut next, mut done_from, mut done_sent) = (0usize, 0usize, false);
+    loop {
+        let mut got = 0;
+        while got < RECV_PER_PASS {
+            let Some((tag, src, len)) = receive(&world, &mut recv)? else { break };
+            got += 1;
+            match tag {
+                TAG_ADD => {
+                    for c in recv[..len].chunks_exact(4) {
+                        let l = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                        let Some(x) = counters.get_mut(l) else {
+                            bail!(
+                                "{WHAT}: rank {src} sent counter index {l}, rank {me} holds {mine}"
+                            );
+                        };
+                        *x += 1;
+                    }
+                }
+                TAG_DONE => done_from += 1,
+                t => bail!("{WHAT}: unexpected message tag {t} from rank {src}"),
+            }
+        }
+        if next < seq.len() && sends.pending.len() < inflight {
+            let end = (next + ISSUE_PER_PASS).min(seq.len());
+            for &i in &seq[next..end] {
+                let (d, l) = owner(i, ranks);
+                if d == me {
+                    counters[l] += 1;
+                    continue;
+                }
+                let b = &mut bufs[d];
+                b.extend_from_slice(&(l as u32).to_le_bytes());
+                if b.len() + 4 > full {
+                    let b = std::mem::replace(b, sends.buffer());
+                    sends.send(&world, d, TAG_ADD, b);
+                }
+            }
+            next = end;
+        }
+        if next == seq.len() && !done_sent {
+            for (d, b) in bufs.iter_mut().enumerate() {
+                if !b.is_empty() {
+                    let b = std::mem::replace(b, sends.buffer());
+                    sends.send(&world, d, TAG_ADD, b);
+                }
+            }
+            send_done(&world, &mut sends, me, ranks);
+            done_sent = true;
+        }
+        if got == 0 {
+            sends.reap();
+        } else {
+            sends.reap_some();
+        }
+        if done_sent && done_from == ranks - 1 {
+            break;
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    sends.wait_all();
+    check_adds(&world, WHAT, seq.len() as u64, check, &counters, seconds)
 }
 
 /// Ping-pong of `size` bytes between ranks 0 and 1: `warmup` untimed round trips, then

@@ -64,6 +64,8 @@ fn fetch_add_refuses_bad_arguments() {
         (&["--repeat", "0"][..], "--repeat: must be at least 1"),
         (&["--repeat", "1000000"][..], "--repeat: 1000000 is more than 10000"),
         (&["--prefetch", "11"][..], "--prefetch: 11 is more than --ops 10"),
+        (&["--mpi-buffer", "3"][..], "--mpi-buffer: 3 bytes must hold at least one"),
+        (&["--mpi-buffers", "0"][..], "--mpi-buffers: must be at least 1"),
     ] {
         let mut a = vec!["bench", "fetch-add", "--ops", "10"];
         a.extend_from_slice(args);
@@ -216,14 +218,17 @@ fn echo_and_ping_refuse_bad_arguments() {
     }
     // --mpi: without the feature, the build is named; with it but outside mpirun, the ranks.
     let want = if cfg!(feature = "mpi") {
-        "needs at least 2 ranks, but this process is rank 0 of 1"
+        "--mpi needs at least 2 ranks"
     } else {
         "built without the `mpi` feature"
     };
-    for cmd in ["echo", "ping"] {
-        let o = skein(
-            &["bench", cmd, "--mpi", "--seconds", "0.1"][..if cmd == "ping" { 3 } else { 5 }],
-        );
-        assert!(!o.status.success() && text(&o).contains(want), "{cmd}: {}", text(&o));
+    for args in [
+        &["echo", "--mpi", "--seconds", "0.1"][..],
+        &["ping", "--mpi"],
+        &["fetch-add", "--mpi", "--ops", "10"],
+    ] {
+        let o = skein(&[&["bench"][..], args].concat());
+        assert!(!o.status.success() && text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{args:?}: {}", text(&o));
     }
 }

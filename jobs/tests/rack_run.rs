@@ -91,6 +91,59 @@ fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
 }
 
 #[test]
+fn mpi_baselines_run_and_check_themselves_beside_skein() {
+    // Each baseline checks its own totals on every rank (answers and echoed tags; counter
+    // sums, and sums weighted by counter number) and fails the command on a mismatch.
+    let echo = ["bench", "echo", "--mpi", "--workers", "1", "--sizes", "8,4096"];
+    let ping = ["bench", "ping", "--mpi", "--sizes", "8", "--iters", "200"];
+    for (args, rows) in [
+        ([&echo[..], &["--requests", "2000"]].concat(), &["mpi aggregated", "mpi per-message"][..]),
+        (ping.to_vec(), &["mpi ping-pong"][..]),
+    ] {
+        let r = mpirun(2, &args);
+        let out = String::from_utf8_lossy(&r.stdout);
+        assert!(r.status.success(), "{args:?}: {out}{}", String::from_utf8_lossy(&r.stderr));
+        for row in rows {
+            assert!(out.contains(row), "{args:?}: no `{row}` row in {out}");
+        }
+    }
+    // fetch-add on 3 ranks: the 7 counters dealt unevenly (3, 2, 2); a rate for every
+    // (dist, K, implementation).
+    let dir = temp_dir("fetch-add-mpi");
+    let json = dir.join("rows.json");
+    let r = mpirun(
+        3,
+        &[
+            "bench",
+            "fetch-add",
+            "--mpi",
+            "--workers",
+            "1",
+            "--impls",
+            "apply_then",
+            "--objects",
+            "1,7",
+            "--dist",
+            "both",
+            "--ops",
+            "5000",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let rows = read_json(&json);
+    let rows = rows.as_array().expect("an array of rows");
+    assert_eq!(rows.len(), 2 * 2 * 3, "{rows:?}");
+    for imp in ["apply_then", "mpi aggregated", "mpi rma"] {
+        let of: Vec<_> = rows.iter().filter(|r| r["impl"] == imp).collect();
+        assert_eq!(of.len(), 4, "{imp}: {rows:?}");
+        assert!(of.iter().all(|r| r["mops"].as_f64().is_some_and(|m| m > 0.0)), "{rows:?}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn other_engines_are_refused_across_ranks() {
     let r = mpirun(2, &["sssp", "--engine", "rayon", "kron:6"]);
     let err = String::from_utf8_lossy(&r.stderr);

@@ -90,6 +90,16 @@ struct FetchAddArgs {
     /// this shows how much of that waiting each can overlap.
     #[arg(long, default_value_t = 0)]
     prefetch: usize,
+    /// Under mpirun, also run MPI baselines across the ranks (feature `mpi`): increments
+    /// aggregated per owner rank (AML style) and one-sided `MPI_Accumulate`.
+    #[arg(long)]
+    mpi: bool,
+    /// Bytes of an aggregation buffer of the aggregated MPI baseline.
+    #[arg(long, default_value_t = 32 * 1024)]
+    mpi_buffer: usize,
+    /// Sends each rank of the aggregated MPI baseline keeps in flight per other rank.
+    #[arg(long, default_value_t = 4)]
+    mpi_buffers: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -166,6 +176,15 @@ fn check_fetch_add(a: &FetchAddArgs) -> anyhow::Result<()> {
     check_count(a.repeat, limits::MAX_REPEAT, "more add nothing to a median but run time")
         .map_err(flag("repeat"))?;
     check_count(a.ops, usize::MAX, "").map_err(flag("ops"))?;
+    check_count(a.mpi_buffers, 1 << 16, "aggregation buffers per destination")
+        .map_err(flag("mpi-buffers"))?;
+    if !(4..=1 << 26).contains(&a.mpi_buffer) {
+        bail!(
+            "--mpi-buffer: {} bytes must hold at least one 4-byte counter index and be at most \
+             67108864",
+            a.mpi_buffer
+        );
+    }
     if a.prefetch > a.ops {
         bail!(
             "--prefetch: {} is more than --ops {} (there is nothing that far ahead)",
@@ -214,6 +233,9 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     let mut b = skein::Runtime::builder().workers(a.workers).fibers_per_worker(a.fibers + 1);
     if let Some(s) = a.slot_size {
         b = b.slot_size(s);
+    }
+    if a.mpi {
+        super::echo::check_mpi("the MPI fetch-add baselines run")?;
     }
     let rt = b.pin(a.pin).build().context("building the skein runtime")?;
     if skein::ranks() > 1 {
@@ -300,7 +322,10 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
 /// fetch-add under `mpirun` (rack mode): `apply_then` on K counters spread over every worker
 /// of every rank (counter `i` on global worker `i mod R·W`), every worker a client with its
 /// own sequence, as in one process with R·W workers. The locks do not span processes, so only
-/// `apply_then` runs; rank 0 prints.
+/// `apply_then` runs; with `--mpi` the MPI baselines run beside it, one thread per rank with
+/// the sequence of the worker of the same number, `--ops` increments per rank (counter `i`
+/// on rank `i mod R`: with one worker per rank the same counters, sequences and placement).
+/// Rank 0 prints.
 fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> anyhow::Result<()> {
     if let Some(i) = a.impls.iter().find(|i| i.as_str() != "apply_then") {
         bail!(
@@ -310,6 +335,11 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
     }
     let rank0 = skein::rank() == 0;
     let (ranks, workers) = (skein::ranks(), a.workers * skein::ranks());
+    let mut imps = vec!["apply_then".to_string()];
+    if a.mpi {
+        imps.push("mpi aggregated".into());
+        imps.push("mpi rma".into());
+    }
     if rank0 {
         println!(
             "fetch-add across {ranks} ranks x {} workers: {} increments per worker (Mops/s{})",
@@ -317,25 +347,67 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
             a.ops,
             if a.repeat > 1 { format!(", median of {}", a.repeat) } else { String::new() }
         );
-        println!("{:>8} {:>8} {:>11}", "dist", "K", "apply_then");
+        if a.mpi {
+            println!(
+                "mpi aggregated: one thread per rank, {} increments per rank, counter indices \
+                 packed per owner rank into {} KiB buffers (up to {} sends in flight per other \
+                 rank), applied by the owner with no reply; own counters in place",
+                a.ops,
+                a.mpi_buffer / 1024,
+                a.mpi_buffers
+            );
+            println!(
+                "mpi rma: one thread per rank, {} increments per rank, each an MPI_Accumulate \
+                 (MPI_SUM) into the owner's window, MPI_Win_flush_all every {}",
+                a.ops,
+                rma_flush_every()
+            );
+        }
+        print!("{:>8} {:>8}", "dist", "K");
+        for i in &imps {
+            print!(" {i:>14}");
+        }
+        for i in &imps[1..] {
+            print!("  apply_then/{}", &i[4..]);
+        }
+        println!();
     }
     let mut rows = Vec::new();
     for &dist in dists {
         for &k in &a.objects {
-            let mut xs = Vec::with_capacity(a.repeat);
+            let mut xs: Vec<Vec<f64>> = vec![Vec::with_capacity(a.repeat); imps.len()];
             for _ in 0..a.repeat {
-                xs.push(if k <= PAD_UP_TO {
+                xs[0].push(if k <= PAD_UP_TO {
                     bench_apply_then_ranks::<Padded<u64>>(rt, k, a.ops, dist, workers)?
                 } else {
                     bench_apply_then_ranks::<u64>(rt, k, a.ops, dist, workers)?
                 });
+                if a.mpi {
+                    let (agg, rma) = mpi_fetch_add(a, k, dist, ranks)?;
+                    xs[1].push(agg);
+                    xs[2].push(rma);
+                }
             }
-            xs.sort_by(f64::total_cmp);
-            let mops = xs[xs.len() / 2];
+            let med: Vec<f64> = xs
+                .iter_mut()
+                .map(|x| {
+                    x.sort_by(f64::total_cmp);
+                    x[x.len() / 2]
+                })
+                .collect();
             if rank0 {
-                println!("{:>8} {:>8} {mops:>11.2}", dist.name(), k);
+                print!("{:>8} {:>8}", dist.name(), k);
+                for m in &med {
+                    print!(" {m:>14.2}");
+                }
+                for (i, m) in imps[1..].iter().zip(&med[1..]) {
+                    print!("  {:>w$.2}x", med[0] / m, w = i.len() + 6);
+                }
+                println!();
             }
-            rows.push(Row { objects: k, dist: dist.name(), imp: "apply_then".into(), mops });
+            for (imp, &mops) in imps.iter().zip(&med) {
+                rows.push(Row { objects: k, dist: dist.name(), imp: imp.clone(), mops });
+            }
         }
     }
     if let (true, Some(path)) = (rank0, &a.json) {
@@ -344,6 +416,39 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// One measurement of each MPI fetch-add baseline on this rank's sequence: (aggregated, rma)
+/// in Mops/s, all ranks together.
+#[cfg(feature = "mpi")]
+fn mpi_fetch_add(
+    a: &FetchAddArgs,
+    k: usize,
+    dist: Dist,
+    ranks: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let cdf = zipf_cdf(k, dist);
+    let seq = sequence_of(skein::rank(), a.ops, k, dist, &cdf);
+    let mops = |t: crate::mpi_baselines::AddTotals| t.ops as f64 / t.seconds.max(1e-9) / 1e6;
+    let inflight = a.mpi_buffers * (ranks - 1).max(1);
+    let agg = crate::mpi_baselines::aggregated_fetch_add(&seq, k, a.mpi_buffer, inflight)?;
+    let rma = crate::mpi_rma::rma_fetch_add(&seq, k)?;
+    Ok((mops(agg), mops(rma)))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_fetch_add(_: &FetchAddArgs, _: usize, _: Dist, _: usize) -> anyhow::Result<(f64, f64)> {
+    unreachable!("check_mpi refuses --mpi without the feature")
+}
+
+#[cfg(feature = "mpi")]
+fn rma_flush_every() -> usize {
+    crate::mpi_rma::FLUSH_EVERY
+}
+
+#[cfg(not(feature = "mpi"))]
+fn rma_flush_every() -> usize {
+    unreachable!("check_mpi refuses --mpi without the feature")
 }
 
 /// Counter handles handed over per `apply_with` by [`bench_apply_then_ranks`].

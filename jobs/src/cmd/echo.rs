@@ -274,7 +274,7 @@ fn check_repeat(repeat: usize) -> anyhow::Result<()> {
 }
 
 /// `--mpi` needs the `mpi` feature and at least 2 ranks; `Ok(ranks)` when it may run.
-fn check_mpi(what: &str) -> anyhow::Result<usize> {
+pub(crate) fn check_mpi(what: &str) -> anyhow::Result<usize> {
     if !cfg!(feature = "mpi") {
         bail!(
             "--mpi: this skein was built without the `mpi` feature; rebuild with \
@@ -285,8 +285,8 @@ fn check_mpi(what: &str) -> anyhow::Result<usize> {
     let ranks = skein::ranks();
     if ranks < 2 {
         bail!(
-            "--mpi: the MPI {what} needs at least 2 ranks, but this process is rank 0 of 1 \
-             (run it under `mpirun -np 2 ...`)"
+            "--mpi needs at least 2 ranks ({what} across the ranks of an mpirun), but this \
+             process is rank 0 of 1 (run it under `mpirun -np 2 ...`)"
         );
     }
     Ok(ranks)
@@ -352,7 +352,7 @@ fn dest_name(remote_only: bool) -> &'static str {
 /// `skein bench echo`.
 pub(crate) fn echo(a: EchoArgs) -> anyhow::Result<()> {
     check_echo(&a)?;
-    let ranks = if a.mpi { check_mpi("echo baselines")? } else { 1 };
+    let ranks = if a.mpi { check_mpi("the MPI echo baselines run")? } else { 1 };
     let remote_only = a.dest == "remote";
     let setup = |size| EchoSetup {
         size,
@@ -849,7 +849,7 @@ pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
     crate::limits::check_count(a.iters, crate::limits::MAX_ITERS, "it would run for hours")
         .map_err(|e| anyhow::anyhow!("--iters: {e}"))?;
     if a.mpi {
-        check_mpi("ping-pong")?;
+        check_mpi("the MPI ping-pong runs")?;
     }
     let rank0 = skein::rank() == 0;
     if rank0 {
