@@ -16,9 +16,9 @@ fn rt(w: usize) -> Runtime {
 fn counts_placement_and_order_for_any_worker_count() {
     /// Each value: (its trustee as seen when a request runs, count, last seq per fiber).
     type Value = (usize, u64, Vec<u64>);
-    // The fibers capture nothing (they may be on other ranks) and a handle cannot travel
-    // between ranks yet (`docs/rack-mode.md` §8 step 6): they find the array here (the fake
-    // ranks of a loopback split share the process).
+    // The fibers capture nothing (they may be on other ranks): they find the array here (the
+    // fake ranks of a loopback split share the process). Handing it over inside `apply_with`
+    // works as well, on any rank: `an_array_received_inside_apply_with_reaches_every_value`.
     static ARRAY: Mutex<Option<TrustArray<Value>>> = Mutex::new(None);
     const LEN: usize = 37;
     const ROUNDS: u64 = 50;
@@ -92,6 +92,60 @@ fn init_results_and_nested_requests() {
         })
         .unwrap();
     assert_eq!(got, 200 + 101);
+}
+
+/// An array handed to every worker inside `apply_with` (a latch each) reaches every value
+/// through the handles it received: element requests, through proxies for the parts of other
+/// fake ranks in a loopback split (6 workers: split in 2 and 3 fake ranks by CI). Every value
+/// is raised once by each worker's fiber, and dropped exactly once, on its trustee, after the
+/// last copy is gone.
+#[test]
+fn an_array_received_inside_apply_with_reaches_every_value() {
+    static DROPPED: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+    struct V(u64, u64);
+    impl Drop for V {
+        fn drop(&mut self) {
+            DROPPED.lock().unwrap().push((self.0, skein::local_trustee().worker()));
+        }
+    }
+    type Keeper = skein::Latch<Option<TrustArray<V>>>;
+    const LEN: u64 = 23;
+    for w in [1usize, 2, 6] {
+        DROPPED.lock().unwrap().clear();
+        let (sum, seen) = rt(w)
+            .run(move || {
+                let n = skein::num_workers();
+                let a = TrustArray::new(LEN as usize, 10u64, |b, i| V(i as u64, b + i as u64));
+                let keepers: Vec<skein::Trust<Keeper>> = (0..n)
+                    .map(|g| skein::trustee(g).entrust_new((), |()| skein::Latch::new(None)))
+                    .collect();
+                let mut seen = Vec::new();
+                for k in &keepers {
+                    k.apply_with(a.clone(), |k, a| {
+                        if let Some(k) = k.get_mut() {
+                            *k = Some(a);
+                        }
+                    });
+                    seen.push(k.launch((), |k, ()| {
+                        let a = k.take().expect("the array arrived");
+                        for i in 0..a.len() {
+                            a.apply_then(i, 1u64, |v, d| v.1 += d, |()| ());
+                        }
+                        (0..a.len()).map(|i| a.apply(i, (), |v, ()| v.1)).sum::<u64>()
+                    }));
+                }
+                let sum: u64 = (0..LEN as usize).map(|i| a.apply(i, (), |v, ()| v.1)).sum();
+                (sum, seen)
+            })
+            .unwrap();
+        let base: u64 = (0..LEN).map(|i| 10 + i).sum();
+        assert_eq!(sum, base + LEN * w as u64, "{w} workers");
+        // Each fiber saw its own increments after those of the fibers before it.
+        assert_eq!(seen, (1..=w as u64).map(|k| base + LEN * k).collect::<Vec<_>>());
+        let mut got = DROPPED.lock().unwrap().clone();
+        got.sort();
+        assert_eq!(got, (0..LEN).map(|i| (i, i as usize % w)).collect::<Vec<_>>(), "{w} workers");
+    }
 }
 
 /// Each value is dropped exactly once, on its own trustee, after the last clone is gone.

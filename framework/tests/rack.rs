@@ -338,6 +338,53 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        "array-travels" => {
+            // A TrustArray of counted values built by main travels inside apply_with to a
+            // latch on every worker of every rank; a fiber on each adds 1 to every value
+            // through the array it received (element requests, its own rank's parts too) and
+            // reads them back. Main then sees every value raised once per worker, and each
+            // value is dropped exactly once, on its owner.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    type Keeper = skein::Latch<Option<skein::TrustArray<Counted>>>;
+                    let n = skein::num_workers();
+                    let a =
+                        skein::TrustArray::new(21, 100u64, |base, i| Counted::new(base + i as u64));
+                    let keepers: Vec<skein::Trust<Keeper>> = (0..n)
+                        .map(|g| skein::trustee(g).entrust_new((), |()| skein::Latch::new(None)))
+                        .collect();
+                    for k in &keepers {
+                        k.apply_with(a.clone(), |k, a| {
+                            if let Some(k) = k.get_mut() {
+                                *k = Some(a);
+                            }
+                        });
+                    }
+                    let fibers: Vec<_> = keepers
+                        .iter()
+                        .map(|k| {
+                            let k = k.clone();
+                            skein::spawn(move || {
+                                k.launch((), |k, ()| {
+                                    let a = k.take().expect("the array arrived");
+                                    for i in 0..a.len() {
+                                        a.apply_then(i, 1u64, |v, d| _ = v.add(d), |()| ());
+                                    }
+                                    skein::wait_quiescent();
+                                    (0..a.len()).map(|i| a.apply(i, (), |v, ()| v.0)).sum::<u64>()
+                                })
+                            })
+                        })
+                        .collect();
+                    let seen: Vec<u64> = fibers.into_iter().map(|f| f.join()).collect();
+                    let sum: u64 = (0..21).map(|i| a.apply(i, (), |v, ()| v.0)).sum();
+                    (sum, seen.iter().all(|&s| s >= (0..21).map(|i| 100 + i).sum::<u64>()))
+                }),
+            );
+            println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
+        }
         "stress" => {
             // Every worker of every rank drives STRESS_REQUESTS / (pairs) apply_then to each
             // worker of the other ranks (all remote pairs), with per-pair sequence numbers:
@@ -662,7 +709,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 33] = [
+    let cases: [Case; 34] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -686,6 +733,7 @@ fn harness(args: &[String]) {
         ("handles_travel_through_3_ranks_and_drop_once", handles_three_case),
         ("trust_array_over_2_ranks", |d| array_case(d, 2)),
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
+        ("trust_array_travels_to_every_worker_of_3_ranks", array_travels_case),
         ("ten_million_remote_apply_then_exact_and_in_order_on_3_ranks", stress_case),
         ("forged_token_is_refused_on_every_rank", |d| forged_case(d, 2, "token", "job token 0x")),
         ("forged_job_run_is_refused_on_every_rank", |d| {
@@ -1201,6 +1249,20 @@ fn array_case(dir: &Path, ranks: usize) -> Result<(), String> {
     let owner_rank = (20 % (2 * ranks)) / 2;
     let want = format!("ok ({}, (126, {owner_rank}))", (0..21).map(|i| 100 + i).sum::<u64>());
     check(out == [want], "a TrustArray over every worker of every rank", &l)
+}
+
+fn array_travels_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "array-travels", 3)?;
+    // 21 values from 100, each raised by 1 by each of the 6 workers' fibers.
+    let want = format!("ok ({}, true)", (0..21).map(|i| 100 + i + 6).sum::<u64>());
+    check(out == [want], "a TrustArray received on every worker of 3 ranks", &l)?;
+    // Worker g holds the values i with i mod 6 = g: 4, 4, 4, 3, 3, 3 for workers 0..6, so
+    // ranks hold 8, 7 and 6 values, each dropped exactly once, on its owner.
+    for (r, n) in [(0, 8), (1, 7), (2, 6)] {
+        let line = format!("DROPS rank={r} n={n}");
+        check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    Ok(())
 }
 
 fn stress_case(dir: &Path) -> Result<(), String> {

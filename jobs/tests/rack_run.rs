@@ -108,7 +108,8 @@ fn mpi_baselines_run_and_check_themselves_beside_skein() {
         }
     }
     // fetch-add on 3 ranks: the 7 counters dealt unevenly (3, 2, 2); a rate for every
-    // (dist, K, implementation).
+    // (dist, K, implementation), each checked by the command (Skein's forms sum their
+    // counters; `array` hands its TrustArray to every worker of every rank).
     let dir = temp_dir("fetch-add-mpi");
     let json = dir.join("rows.json");
     let r = mpirun(
@@ -120,7 +121,7 @@ fn mpi_baselines_run_and_check_themselves_beside_skein() {
             "--workers",
             "1",
             "--impls",
-            "apply_then",
+            "apply_then,array",
             "--objects",
             "1,7",
             "--dist",
@@ -134,8 +135,8 @@ fn mpi_baselines_run_and_check_themselves_beside_skein() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let rows = read_json(&json);
     let rows = rows.as_array().expect("an array of rows");
-    assert_eq!(rows.len(), 2 * 2 * 3, "{rows:?}");
-    for imp in ["apply_then", "mpi aggregated", "mpi rma"] {
+    assert_eq!(rows.len(), 2 * 2 * 4, "{rows:?}");
+    for imp in ["apply_then", "array", "mpi aggregated", "mpi rma"] {
         let of: Vec<_> = rows.iter().filter(|r| r["impl"] == imp).collect();
         assert_eq!(of.len(), 4, "{imp}: {rows:?}");
         assert!(of.iter().all(|r| r["mops"].as_f64().is_some_and(|m| m > 0.0)), "{rows:?}");

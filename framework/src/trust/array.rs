@@ -9,23 +9,33 @@
 //!
 //! # Invariants
 //!
-//! 1. `parts[trustee]` holds the only handle to `trustee`'s vector (clones of the `TrustArray`
-//!    share it through the `Arc`); `base` is the address of its first value, and `part_len`
-//!    its length. A part built on its trustee of another rank (a split run,
-//!    `docs/rack-mode.md` §5.4) is held through a proxy handle and has a null `base`: its
-//!    values are reached only by element requests that name the part's export and the index
-//!    (`RunElem`, a `KIND_ELEMENT` wire record, bounds-checked on the trustee). The vector is never resized or replaced (nothing outside this module can
-//!    reach it, and this module never touches it after `new`), so `base` stays valid while
-//!    the property lives. (A `Vec`, not a `Box<[T]>`: moving a `Box` asserts that nothing
-//!    else points into it, which `base` does.)
+//! 1. `parts[trustee]` holds a handle to `trustee`'s vector (clones of the `TrustArray` share
+//!    it through the `Arc`; an array received from another worker or rank holds handles of
+//!    its own, invariant 3), and `part_len` its length. In the array `new` or `new_then`
+//!    built, a part of this rank has `base`, the address of its first value; a part built on
+//!    its trustee of another rank (a split run, `docs/rack-mode.md` §5.4) is held through a
+//!    proxy handle and has a null `base`: its values are reached only by element requests that
+//!    name the part's export and the index (`RunElem`, a `KIND_ELEMENT` wire record,
+//!    bounds-checked on the trustee). The vector is never resized or replaced (nothing
+//!    outside this module can reach it, and this module never touches it after `new`), so
+//!    `base` stays valid while the property lives. (A `Vec`, not a `Box<[T]>`: moving a `Box`
+//!    asserts that nothing else points into it, which `base` does.)
 //! 2. Values are only accessed by delegated code on their trustee, through requests issued
 //!    with a live handle to their slice: the reference-counting argument of
-//!    [`crate::runtime::free`]
-//!    keeps the slice alive until they are served, and property invariant 2 keeps `&mut` to a
-//!    value unique.
+//!    [`crate::runtime::free`] keeps the slice alive until they are served, and property
+//!    invariant 2 keeps `&mut` to a value unique.
+//! 3. An array received inside an `apply_with` argument or result (its `Serialize`) holds its
+//!    parts' handles only, every `base` null: it reaches each value, those of its own rank
+//!    included, by an element request on the part's handle, never by address. It is checked
+//!    on receipt to have one part per worker of the run, part `t` on worker `t`; a length that
+//!    does not match the parts makes element requests fail their bounds check on the
+//!    trustee, never touch memory outside a part.
 
 use super::OnProp;
-use super::{arg_request, call_blocking, issue, travel_check, wire_word, Place, Trust, TrusteeRef};
+use super::{
+    arg_request, call_blocking, issue, take_uniform_wire, travel_check, wire_word, Place, Trust,
+    TrusteeRef,
+};
 use crate::channel::record::{ArgCall, ArgRequest, RemoteHook};
 use crate::channel::slot::PanicPayload;
 use crate::runtime::context;
@@ -126,6 +136,46 @@ impl<T> std::fmt::Debug for TrustArray<T> {
     }
 }
 
+/// A `TrustArray` travels inside an `apply_with` argument or result (encoded by
+/// [`crate::wire::codec`] only, as a [`Trust`]): its length and one handle per part. The array
+/// received reaches every value through its part's handle by index (invariant 3), so each
+/// request takes the element path, this rank's parts included; the array that `new` made
+/// keeps the direct path for the parts of its own rank. Receiving checks that the array has
+/// one part per worker of the run, part `t` on worker `t`.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let a = skein::TrustArray::new(10, (), |(), i| i as u64);
+/// let keeper = skein::trustee(1).entrust(skein::Latch::new(None::<skein::TrustArray<u64>>));
+/// keeper.apply_with(a.clone(), |k, a| {
+///     if let Some(k) = k.get_mut() {
+///         *k = Some(a);
+///     }
+/// });
+/// // A fiber on worker 1 uses the array it was handed (under MPI, on whatever rank).
+/// let sum = keeper.launch((), |k, ()| {
+///     let a = k.as_ref().unwrap();
+///     (0..a.len()).map(|i| a.apply(i, (), |v, ()| *v)).sum::<u64>()
+/// });
+/// assert_eq!(sum, 45);
+/// # }).unwrap();
+/// ```
+impl<T: Send + 'static> serde::Serialize for TrustArray<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let handles: Vec<&Trust<Vec<T>>> = self.parts.iter().map(|p| &p.slice).collect();
+        serde::Serialize::serialize(&(self.len as u64, handles), s)
+    }
+}
+
+/// The receiving side of [`TrustArray`]'s `Serialize`.
+impl<'de, T: Send + 'static> serde::Deserialize<'de> for TrustArray<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (len, slices): (u64, Vec<Trust<Vec<T>>>) = serde::Deserialize::deserialize(d)?;
+        TrustArray::received(len, slices).map_err(serde::de::Error::custom)
+    }
+}
+
 impl<T: Send + 'static> TrustArray<T> {
     /// Creates `len` values, value `i` being `init(arg, i)`, spread over all workers' trustees.
     /// `init` and `arg` follow the travel rule of [`Trust::apply`] (a capture-free closure, a
@@ -203,6 +253,39 @@ impl<T: Send + 'static> TrustArray<T> {
             })
             .collect();
         TrustArray::from_parts(parts, len)
+    }
+
+    /// The array decoded from `len` and its parts' handles (invariant 3); the handles are
+    /// dropped (their counts given back) when they do not make an array of this run.
+    fn received(len: u64, slices: Vec<Trust<Vec<T>>>) -> Result<TrustArray<T>, String> {
+        let n = context::current()
+            .map(|w| w.n)
+            .ok_or("a TrustArray is received only on a worker of its run")?;
+        if slices.len() != n {
+            let k = slices.len();
+            return Err(format!(
+                "a TrustArray of {k} part{} received in a run of {n} workers (one part per \
+                 worker expected)",
+                if k == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some((t, s)) = slices.iter().enumerate().find(|(t, s)| s.trustee_index() != *t) {
+            return Err(format!(
+                "part {t} of a received TrustArray is on worker {}",
+                s.trustee_index()
+            ));
+        }
+        let len = usize::try_from(len).map_err(|_| format!("a TrustArray of {len} values"))?;
+        let parts: Arc<[Part<T>]> = slices
+            .into_iter()
+            .enumerate()
+            .map(|(t, slice)| Part {
+                slice,
+                base: std::ptr::null_mut(),
+                part_len: len / n + usize::from(t < len % n),
+            })
+            .collect();
+        Ok(TrustArray::from_parts(parts, len))
     }
 
     /// The array of `len` values over `parts` (one per worker, in order).
@@ -403,8 +486,9 @@ impl<T: Send + 'static> TrustArray<T> {
         travel_check!(F = F, A = A, U = U);
         let (part, j) = self.locate_index(i);
         // A part of another rank is a proxy handle's (invariant 1), which, like a handle of
-        // another run, fails the one compare of `local_worker`.
-        let Some((w, trustee)) = part.slice.local_worker() else {
+        // another run, fails the one compare of `local_worker`; a received array's parts have
+        // no address (invariant 3).
+        let Some((w, trustee)) = part.slice.local_worker().filter(|_| !part.base.is_null()) else {
             return part.apply_remote(j, arg, f);
         };
         // Only computes the address (invariant 1: inside the slice, since j < part_len).
@@ -445,7 +529,7 @@ impl<T: Send + 'static> TrustArray<T> {
     {
         travel_check!(F = F, A = A, U = U);
         let (part, j) = self.locate_index(i);
-        let Some((w, trustee)) = part.slice.local_worker() else {
+        let Some((w, trustee)) = part.slice.local_worker().filter(|_| !part.base.is_null()) else {
             return part.apply_then_remote(j, arg, f, then);
         };
         // Only computes the address (invariant 1: inside the slice, since j < part_len).
@@ -458,9 +542,9 @@ impl<T: Send + 'static> TrustArray<T> {
 }
 
 impl<T: Send + 'static> Part<T> {
-    /// [`TrustArray::apply`] on a part of another rank (invariant 1): an element request on
-    /// the part's handle. Also the refusal of a call outside the array's run (`issue_for`).
-    #[cold]
+    /// [`TrustArray::apply`] on a part of another rank (invariant 1), or on any part of a
+    /// received array (invariant 3): an element request on the part's handle. Also the
+    /// refusal of a call outside the array's run (`issue_for`).
     #[inline(never)]
     #[track_caller]
     fn apply_remote<A, U, F>(&self, j: usize, arg: A, f: F) -> U
@@ -476,8 +560,8 @@ impl<T: Send + 'static> Part<T> {
         call_blocking::<PlainSpace<U>, _>(w, trustee, target, req)
     }
 
-    /// [`TrustArray::apply_then`] on a part of another rank.
-    #[cold]
+    /// [`TrustArray::apply_then`] on a part of another rank, or on any part of a received
+    /// array: the common path of an array used from another rank, so not marked cold.
     #[inline(never)]
     #[track_caller]
     fn apply_then_remote<A, U, F, G>(&self, j: usize, arg: A, f: F, then: G)
@@ -518,7 +602,7 @@ where
         vt: Of::<T, A, U, F, RemoteElement>::VT,
         take_arg: take_elem_arg::<T, A>,
         put_result: super::put_plain_result::<U>,
-        take_uniform: None,
+        take_uniform: Some(take_elem_uniform::<T, A>),
         wire_result: true,
     });
 
@@ -564,6 +648,26 @@ unsafe fn take_elem_arg<T, A: Plain>(p: *mut u8, arg: &mut Vec<u8>) -> u64 {
     unsafe { wire_word::<OnProp<Vec<T>>>(target) }
 }
 
+/// [`RemoteHook::take_uniform`] of [`RunElem`] records: [`take_elem_arg`] for `n` records at
+/// once, written straight into `out` (one reservation, no per-record call or length update).
+///
+/// # Safety
+/// As [`RemoteHook::take_uniform`]: `n` live `ArgRequest<(u64, A), RunElem<T, ..>>` records
+/// at `src`, `stride` words apart, each a header, the target word and the `repr(C, packed)`
+/// argument, owned by the caller (`Plain` arguments: byte copies, nothing to drop).
+unsafe fn take_elem_uniform<T, A: Plain>(
+    src: *const u64,
+    stride: usize,
+    n: usize,
+    out: &mut Vec<u8>,
+) {
+    // SAFETY: caller promise; the record's argument is `(index, A)`, written as the index
+    // then `A` (`RemoteVTable::of_element`'s layout, as `take_elem_arg` writes it).
+    unsafe {
+        take_uniform_wire::<OnProp<Vec<T>>, (u64, A), A, 8>(src, stride, n, out, |(j, a)| (j, a))
+    }
+}
+
 /// The value at the target word of a request to one value of a part (invariant 2).
 pub(crate) struct OnElem<T>(PhantomData<fn() -> T>);
 
@@ -586,4 +690,35 @@ impl<T> Place for OnElem<T> {
 #[track_caller]
 fn out_of_bounds(i: usize, len: usize) -> ! {
     panic!("skein: TrustArray index {i} out of bounds (len {len})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TrustArray;
+
+    /// A received array must have one part per worker of the run, part `t` on worker `t`;
+    /// otherwise it is refused (its handles given back), naming what is wrong.
+    #[test]
+    fn a_received_array_has_one_part_per_worker_in_order() {
+        let rt = crate::Runtime::builder().workers(2).build().unwrap();
+        let (short, swapped, fine) = rt
+            .run(|| {
+                let h = |t: usize| crate::trustee(t).entrust_new((), |()| vec![7u64; 2]);
+                let short = TrustArray::<u64>::received(4, vec![h(0)]).err();
+                let swapped = TrustArray::<u64>::received(4, vec![h(1), h(0)]).err();
+                let fine = TrustArray::<u64>::received(4, vec![h(0), h(1)])
+                    .map(|a| (0..a.len()).map(|i| a.apply(i, (), |v, ()| *v)).sum::<u64>());
+                (short, swapped, fine)
+            })
+            .unwrap();
+        assert_eq!(
+            short.as_deref(),
+            Some(
+                "a TrustArray of 1 part received in a run of 2 workers (one part per worker \
+                 expected)"
+            )
+        );
+        assert_eq!(swapped.as_deref(), Some("part 0 of a received TrustArray is on worker 1"));
+        assert_eq!(fine, Ok(28));
+    }
 }

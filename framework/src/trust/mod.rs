@@ -1013,26 +1013,51 @@ unsafe fn take_plain_uniform<P: Place, A: Plain>(
     n: usize,
     out: &mut Vec<u8>,
 ) {
+    // SAFETY: caller promise; the record's argument is the `A` itself, written after the
+    // target word (`RemoteVTable::of`'s layout).
+    unsafe { take_uniform_wire::<P, A, A, 0>(src, stride, n, out, |a| (0, a)) }
+}
+
+/// The records of a uniform batch as wire records, in one pass: per record its target word,
+/// then (when `LEAD` is 8) the first half of `split(argument)`, then the second, `A`, and
+/// zeros up to the next multiple of 8. `split` takes the record's argument of type `R` apart
+/// (an element request's `(index, A)`; a property request's `A` itself, with `LEAD` 0).
+///
+/// # Safety
+/// As [`RemoteHook::take_uniform`], with `R` the records' argument type and `P` their place.
+#[inline(always)]
+pub(super) unsafe fn take_uniform_wire<P: Place, R: Plain, A: Plain, const LEAD: usize>(
+    src: *const u64,
+    stride: usize,
+    n: usize,
+    out: &mut Vec<u8>,
+    split: impl Fn(R) -> (u64, A),
+) {
+    const { assert!(LEAD == 0 || LEAD == 8) };
     let arg = std::mem::size_of::<A>();
-    let rec = 8 + arg.next_multiple_of(8);
+    let rec = 8 + LEAD + arg.next_multiple_of(8);
     out.reserve(n * rec);
     let at = out.len();
     // SAFETY: `reserve` made room for `n · rec` bytes after `at`; record `i` (caller
     // promise) has its target word right after its header and its argument after that, read
     // unaligned (record invariant 1), its request half consumed by this one read (a `Plain`
-    // argument has no drop); each wire record gets its 8 target bytes, the argument's bytes
-    // and zeros up to the next multiple of 8, so the `n · rec` bytes are all written before
-    // `set_len` (padding bytes inside `A` are copied as bytes, as `push_plain` does).
+    // argument has no drop); each wire record gets its 8 target bytes, the `LEAD` bytes, the
+    // argument's bytes and zeros up to the next multiple of 8, so the `n · rec` bytes are all
+    // written before `set_len` (padding bytes inside `A` are copied as bytes, as
+    // `push_plain` does).
     unsafe {
         let dst = out.as_mut_ptr().add(at);
         for i in 0..n {
             let p = src.add(i * stride + HEADER_WORDS) as *mut u8;
             let target = std::ptr::read(p as *const *mut u8);
-            let a = std::ptr::read_unaligned(p.add(8) as *const A);
+            let (lead, a) = split(std::ptr::read_unaligned(p.add(8) as *const R));
             let d = dst.add(i * rec);
             std::ptr::write_unaligned(d as *mut [u8; 8], wire_word::<P>(target).to_le_bytes());
-            std::ptr::write_bytes(d.add(8 + arg), 0, rec - 8 - arg);
-            std::ptr::write_unaligned(d.add(8) as *mut A, a);
+            if LEAD == 8 {
+                std::ptr::write_unaligned(d.add(8) as *mut [u8; 8], lead.to_le_bytes());
+            }
+            std::ptr::write_bytes(d.add(8 + LEAD + arg), 0, rec - 8 - LEAD - arg);
+            std::ptr::write_unaligned(d.add(8 + LEAD) as *mut A, a);
         }
         out.set_len(at + n * rec);
     }

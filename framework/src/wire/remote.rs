@@ -50,8 +50,8 @@
 //! 4. `run` appends to `out` exactly the result encoding its table describes, whatever
 //!    happens (a panic or a refused record leaves zeros, or an empty length-prefixed
 //!    result), so the size of a response is a function of the tables of its records alone.
-//!    `run_uniform` (a uniform segment's records in one loop, [`KIND_PROPERTY`] tables with
-//!    `Plain` argument and result) keeps this per record: it reserves every result's space
+//!    `run_uniform` (a uniform segment's records in one loop, [`KIND_PROPERTY`] and
+//!    [`KIND_ELEMENT`] tables with `Plain` argument and result) keeps this per record: it reserves every result's space
 //!    as zeros first, and a record writes its own only when its closure returned.
 //!
 //! # Why running an accepted record is safe
@@ -152,8 +152,9 @@ pub(crate) struct RemoteVTable {
     /// record runs, so a wire target of a live export of another type is refused.
     pub(crate) target_type: fn() -> &'static str,
     /// Runs all the records of a uniform segment of this table in one call
-    /// ([`RemoteVTable::run_uniform`]): `Some` for [`KIND_PROPERTY`] tables with a `Plain`
-    /// argument and result, whose closure is inlined in that loop; `None` for the others,
+    /// ([`RemoteVTable::run_uniform`]): `Some` for [`KIND_PROPERTY`] and [`KIND_ELEMENT`]
+    /// tables with a `Plain` argument and result, whose closure is inlined in that loop;
+    /// `None` for the others,
     /// which run record by record.
     pub(crate) run_uniform: Option<RunUniformFn>,
 }
@@ -266,7 +267,13 @@ where
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(8, KIND_ELEMENT, run_element::<T, A, U, F>, type_name::<Vec<T>>, None)
+        inline_table::<A, U>(
+            8,
+            KIND_ELEMENT,
+            run_element::<T, A, U, F>,
+            type_name::<Vec<T>>,
+            Some(run_element_uniform::<T, A, U, F>),
+        )
     };
 }
 
@@ -563,7 +570,71 @@ unsafe fn run_property_uniform<T, A: Plain, U: Plain, F>(
 where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
-    let stride = 8 + round8(size_of::<A>()) as usize;
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    let arg_bytes = round8(size_of::<A>()) as usize;
+    // SAFETY: caller promise, passed on; `run` reads the record's argument and, through the
+    // pointer `uniform_loop` hands it (a live `T` that only this record accesses while it
+    // runs: the caller's promise on `resolve`), the value.
+    unsafe {
+        uniform_loop::<U>(body, arg_bytes, resolve, out, panics, |t, arg| {
+            Ok(f(&mut *(t as *mut T), read_plain::<A>(arg)))
+        })
+    }
+}
+
+/// `run_uniform` of [`RemoteVTable::of_element`]: as [`run_property_uniform`], each record's
+/// argument its element index then `A`; an index outside the part refuses the segment there,
+/// as [`run_element`] refuses its record.
+///
+/// # Safety
+/// As [`RemoteVTable::run_uniform`] for a [`KIND_ELEMENT`] table of `(T, A, U, F)`.
+unsafe fn run_element_uniform<T, A: Plain, U: Plain, F>(
+    body: &[u8],
+    resolve: &mut Resolve<'_>,
+    out: &mut Vec<u8>,
+    panics: &mut Vec<(u32, String)>,
+) -> Result<(), (u32, String)>
+where
+    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+{
+    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
+    let f = unsafe { conjure::<F>() };
+    let arg_bytes = 8 + round8(size_of::<A>()) as usize;
+    // SAFETY: caller promise, passed on; the pointer `uniform_loop` hands `run` is a live
+    // `Vec<T>` that only this record accesses while it runs (the caller's promise on
+    // `resolve`); the element is reached through it, bounds-checked.
+    unsafe {
+        uniform_loop::<U>(body, arg_bytes, resolve, out, panics, |t, arg| {
+            let i = read_plain::<u64>(arg);
+            let part = &mut *(t as *mut Vec<T>);
+            let len = part.len();
+            match usize::try_from(i).ok().and_then(|i| part.get_mut(i)) {
+                Some(v) => Ok(f(v, read_plain::<A>(&arg[8..]))),
+                None => Err(format!("element index {i} out of a part of {len}")),
+            }
+        })
+    }
+}
+
+/// The loop of a uniform segment: per record its target word, resolved as
+/// [`RemoteVTable::run_uniform`] says (a word equal to the previous record's reuses its
+/// value), then `run(target, the record's arg_bytes)`, whose result is written to the record's
+/// result space in `out` (zeros for a record that panicked, which is added to `panics`; an
+/// `Err` from `resolve` or `run` refuses the segment at that record).
+///
+/// # Safety
+/// As [`RemoteVTable::run_uniform`]; `run` may rely on that promise for the pointer it gets.
+#[inline(always)]
+unsafe fn uniform_loop<U: Plain>(
+    body: &[u8],
+    arg_bytes: usize,
+    resolve: &mut Resolve<'_>,
+    out: &mut Vec<u8>,
+    panics: &mut Vec<(u32, String)>,
+    mut run: impl FnMut(*mut u8, &[u8]) -> Result<U, String>,
+) -> Result<(), (u32, String)> {
+    let stride = 8 + arg_bytes;
     let result = round8(size_of::<U>()) as usize;
     let n = body.len() / stride;
     if n * stride != body.len() {
@@ -576,8 +647,6 @@ where
     // Every result's space, zeros (what a panicking record leaves: invariant 4).
     out.resize(at + n * result, 0);
     let results = &mut out[at..];
-    // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
-    let f = unsafe { conjure::<F>() };
     let mut i = 0;
     // The previous record's word and value: consecutive records to one value (the common
     // case) resolve it once, without an indirect call each (caller promise: it stays valid).
@@ -597,10 +666,7 @@ where
                         t
                     }
                 };
-                let a = read_plain::<A>(&rec[8..]);
-                // SAFETY: caller promise: `resolve`'s pointer is a live `T` that only this
-                // record accesses while it runs.
-                let u = f(unsafe { &mut *(t as *mut T) }, a);
+                let u = run(t, &rec[8..])?;
                 let space = &mut results[k * result..(k + 1) * result];
                 // SAFETY: `space` holds `round8(size_of::<U>())` bytes (a zero-sized `U` writes
                 // none); a byte copy of `u` (no alignment needed).
@@ -925,6 +991,61 @@ mod tests {
         // SAFETY: nothing runs.
         let r = unsafe { spawn.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
         assert_eq!(r, None);
+    }
+
+    /// A uniform segment of element records runs as its records one by one: each record's
+    /// index picks the element of the part its word names, a panicking record leaves zeros
+    /// and its message, and an index outside its part refuses the segment at that record
+    /// (as `run` refuses the record), the records before it having run.
+    #[test]
+    fn a_uniform_element_segment_runs_as_its_records_one_by_one() {
+        let vt = RemoteVTable::of_element(&|v: &mut u64, a: u64| -> u64 {
+            assert!(a != 7, "record with {a}");
+            *v += a;
+            *v
+        });
+        // (word, index, argument): parts 0 and 1, a panic at record 3, index 9 of part 1
+        // (3 values) out of bounds at record 5.
+        let recs = [(0u64, 0u64, 1u64), (1, 2, 2), (1, 2, 3), (0, 1, 7), (0, 1, 5), (1, 9, 1)];
+        let mut body = Vec::new();
+        for &(w, i, a) in &recs {
+            body.extend_from_slice(&w.to_le_bytes());
+            push_plain(&mut body, i);
+            push_plain(&mut body, a);
+        }
+        let fresh = || [vec![10u64, 20], vec![30u64, 40, 50]];
+        let one_by_one = {
+            let mut parts = fresh();
+            let (mut out, mut panics, mut refused) = (Vec::new(), Vec::new(), None);
+            for (k, rec) in body.chunks(24).enumerate() {
+                let t = &mut parts[rec[0] as usize] as *mut Vec<u64> as *mut u8;
+                // SAFETY: `t` is a live Vec<u64> used by nothing else; `rec[8..]` the argument.
+                match unsafe { vt.run(t, &rec[8..], &mut out) } {
+                    Ok(()) => {}
+                    Err(RunError::Panicked(m)) => panics.push((k as u32, m)),
+                    Err(RunError::Refused(m)) => {
+                        refused = Some((k as u32, m));
+                        break;
+                    }
+                }
+            }
+            out.truncate(5 * 8); // the refused record's zeros are not the segment's
+            (parts, out, panics, refused)
+        };
+        let mut parts = fresh();
+        let base = parts.as_mut_ptr();
+        let mut resolve = |word: u64| Ok(base.wrapping_add(word as usize) as *mut u8);
+        let (mut out, mut panics) = (Vec::new(), Vec::new());
+        // SAFETY: the resolver's pointers are live Vec<u64>s used by nothing else; `body` is
+        // whole records of this table.
+        let r = unsafe { vt.run_uniform(&body, &mut resolve, &mut out, &mut panics) };
+        assert_eq!(r.clone().and_then(Result::err), one_by_one.3);
+        assert_eq!(r, Some(Err((5, "element index 9 out of a part of 3".to_string()))));
+        assert_eq!(parts, one_by_one.0);
+        assert_eq!(parts, [vec![11, 25], vec![30, 40, 55]]);
+        assert_eq!(&out[..5 * 8], &one_by_one.1[..]);
+        assert_eq!(panics, one_by_one.2);
+        assert_eq!(panics.iter().map(|p| p.0).collect::<Vec<_>>(), [3]);
     }
 
     #[test]

@@ -327,15 +327,22 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
 /// on rank `i mod R`: with one worker per rank the same counters, sequences and placement).
 /// Rank 0 prints.
 fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> anyhow::Result<()> {
-    if let Some(i) = a.impls.iter().find(|i| i.as_str() != "apply_then") {
+    if let Some(i) = a.impls.iter().find(|i| !RANK_IMPLS.contains(&i.as_str())) {
         bail!(
-            "--impls {i}: under mpirun only apply_then runs across the ranks (the locks and \
-             the other forms are measured in one process); pass --impls apply_then"
+            "--impls {i}: under mpirun only apply_then and array run across the ranks (the \
+             locks and the blocking form are measured in one process); pass --impls \
+             apply_then,array"
         );
     }
     let rank0 = skein::rank() == 0;
     let (ranks, workers) = (skein::ranks(), a.workers * skein::ranks());
-    let mut imps = vec!["apply_then".to_string()];
+    // The Skein forms asked for, in their usual order; the MPI baselines after them.
+    let mut imps: Vec<String> = RANK_IMPLS
+        .iter()
+        .filter(|i| a.impls.iter().any(|x| x == *i))
+        .map(|i| i.to_string())
+        .collect();
+    let skein_forms = imps.len();
     if a.mpi {
         imps.push("mpi aggregated".into());
         imps.push("mpi rma".into());
@@ -367,8 +374,8 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
         for i in &imps {
             print!(" {i:>14}");
         }
-        for i in &imps[1..] {
-            print!("  apply_then/{}", &i[4..]);
+        for (si, mi) in ratio_pairs(&imps, skein_forms) {
+            print!("  {}/{}", imps[si], &imps[mi][4..]);
         }
         println!();
     }
@@ -377,15 +384,21 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
         for &k in &a.objects {
             let mut xs: Vec<Vec<f64>> = vec![Vec::with_capacity(a.repeat); imps.len()];
             for _ in 0..a.repeat {
-                xs[0].push(if k <= PAD_UP_TO {
-                    bench_apply_then_ranks::<Padded<u64>>(rt, k, a.ops, dist, workers)?
-                } else {
-                    bench_apply_then_ranks::<u64>(rt, k, a.ops, dist, workers)?
-                });
+                for (x, imp) in xs.iter_mut().zip(&imps[..skein_forms]) {
+                    let pad = k <= PAD_UP_TO;
+                    x.push(match imp.as_str() {
+                        "apply_then" if pad => {
+                            bench_apply_then_ranks::<Padded<u64>>(rt, k, a.ops, dist, workers)?
+                        }
+                        "apply_then" => bench_apply_then_ranks::<u64>(rt, k, a.ops, dist, workers)?,
+                        _ if pad => bench_array_ranks::<Padded<u64>>(rt, k, a.ops, dist, workers)?,
+                        _ => bench_array_ranks::<u64>(rt, k, a.ops, dist, workers)?,
+                    });
+                }
                 if a.mpi {
                     let (agg, rma) = mpi_fetch_add(a, k, dist, ranks)?;
-                    xs[1].push(agg);
-                    xs[2].push(rma);
+                    xs[skein_forms].push(agg);
+                    xs[skein_forms + 1].push(rma);
                 }
             }
             let med: Vec<f64> = xs
@@ -400,8 +413,9 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
                 for m in &med {
                     print!(" {m:>14.2}");
                 }
-                for (i, m) in imps[1..].iter().zip(&med[1..]) {
-                    print!("  {:>w$.2}x", med[0] / m, w = i.len() + 6);
+                for (si, mi) in ratio_pairs(&imps, skein_forms) {
+                    let w = imps[si].len() + imps[mi].len() - 4;
+                    print!("  {:>w$.2}x", med[si] / med[mi]);
                 }
                 println!();
             }
@@ -416,6 +430,79 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// The Skein forms under `mpirun`, in table order.
+const RANK_IMPLS: [&str; 2] = ["apply_then", "array"];
+
+/// The (Skein form, MPI baseline) index pairs of the ratio columns: `imps[..skein_forms]` are
+/// Skein's, the rest `mpi ...`.
+fn ratio_pairs(imps: &[String], skein_forms: usize) -> Vec<(usize, usize)> {
+    (0..skein_forms).flat_map(|s| (skein_forms..imps.len()).map(move |m| (s, m))).collect()
+}
+
+/// One measurement of `array` under `mpirun`: `main` (rank 0) makes one `TrustArray` of K
+/// counters over every worker of every rank, hands it to every worker inside `apply_with` (a
+/// latch each), and starts each worker's client with `launch`; each client increments
+/// through the array it received (element requests by index: no handle per counter).
+fn bench_array_ranks<C: Counter>(
+    rt: &skein::Runtime,
+    k: usize,
+    ops: usize,
+    dist: Dist,
+    workers: usize,
+) -> anyhow::Result<f64> {
+    type Keeper<C> = skein::Latch<Option<skein::TrustArray<C>>>;
+    let zipf = u8::from(dist == Dist::Zipf);
+    let (nanos, total) = rt.run(move || {
+        let w = skein::num_workers();
+        let counters = skein::TrustArray::new(k, (), |(), _| C::default());
+        let keepers: Vec<skein::Trust<Keeper<C>>> = (0..w)
+            .map(|g| skein::trustee(g).entrust_new((), |()| skein::Latch::new(None)))
+            .collect();
+        for kp in &keepers {
+            kp.apply_with(counters.clone(), |l, a| {
+                if let Some(l) = l.get_mut() {
+                    *l = Some(a);
+                }
+            });
+        }
+        // One local fiber per worker waits for that worker's client (`launch` blocks).
+        let clients: Vec<_> = keepers
+            .into_iter()
+            .enumerate()
+            .map(|(g, kp)| {
+                skein::spawn(move || {
+                    kp.launch((g, ops, zipf), |a, (me, ops, zipf)| {
+                        let Some(a) = a.take() else { return 0 };
+                        let k = a.len();
+                        let dist = if zipf == 1 { Dist::Zipf } else { Dist::Uniform };
+                        let cdf = zipf_cdf(k, dist);
+                        let seq = sequence_of(me, ops, k, dist, &cdf);
+                        let t0 = Instant::now();
+                        for &i in &seq {
+                            a.apply_then(i as usize, (), |c, ()| c.incr(), |()| {});
+                        }
+                        skein::wait_quiescent();
+                        t0.elapsed().as_nanos() as u64
+                    })
+                })
+            })
+            .collect();
+        let nanos = clients.into_iter().map(|h| h.join()).max().unwrap_or(0);
+        let sum = std::rc::Rc::new(std::cell::Cell::new(0u64));
+        for i in 0..k {
+            let s = sum.clone();
+            counters.apply_then(i, (), |c, ()| c.get(), move |v| s.set(s.get() + v));
+        }
+        skein::wait_quiescent();
+        (nanos, sum.get())
+    })?;
+    let expect = (workers * ops) as u64;
+    if total != expect {
+        bail!("array across ranks: counters sum to {total}, expected {expect}");
+    }
+    Ok(expect as f64 / (nanos as f64 / 1e9) / 1e6)
 }
 
 /// One measurement of each MPI fetch-add baseline on this rank's sequence: (aggregated, rma)
