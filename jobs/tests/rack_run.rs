@@ -91,25 +91,13 @@ fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
 }
 
 #[test]
-fn mpi_baselines_run_and_check_themselves_beside_skein() {
-    // Each baseline checks its own totals on every rank (answers and echoed tags; counter
-    // sums, and sums weighted by counter number) and fails the command on a mismatch.
-    let echo = ["bench", "echo", "--mpi", "--workers", "1", "--sizes", "8,4096"];
-    let ping = ["bench", "ping", "--mpi", "--sizes", "8", "--iters", "200"];
-    for (args, rows) in [
-        ([&echo[..], &["--requests", "2000"]].concat(), &["mpi aggregated", "mpi per-message"][..]),
-        (ping.to_vec(), &["mpi ping-pong"][..]),
-    ] {
-        let r = mpirun(2, &args);
-        let out = String::from_utf8_lossy(&r.stdout);
-        assert!(r.status.success(), "{args:?}: {out}{}", String::from_utf8_lossy(&r.stderr));
-        for row in rows {
-            assert!(out.contains(row), "{args:?}: no `{row}` row in {out}");
-        }
-    }
-    // fetch-add on 3 ranks: the 7 counters dealt unevenly (3, 2, 2); a rate for every
-    // (dist, K, implementation), each checked by the command (Skein's forms sum their
-    // counters; `array` hands its TrustArray to every worker of every rank).
+fn fetch_add_baselines_check_themselves_on_3_ranks() {
+    // The 7 counters dealt unevenly over 3 ranks (3, 2, 2); a rate for every (dist, K,
+    // implementation). Each is checked by the command, which fails on a mismatch: the MPI
+    // baselines compare counter sums and sums weighted by counter number on every rank,
+    // Skein's forms their counters' sum (`array` hands its TrustArray to every worker of every
+    // rank). The echo and ping baselines run in
+    // `the_rack_bench_script_runs_every_benchmark_beside_mpi`.
     let dir = temp_dir("fetch-add-mpi");
     let json = dir.join("rows.json");
     let r = mpirun(
@@ -140,6 +128,42 @@ fn mpi_baselines_run_and_check_themselves_beside_skein() {
         let of: Vec<_> = rows.iter().filter(|r| r["impl"] == imp).collect();
         assert_eq!(of.len(), 4, "{imp}: {rows:?}");
         assert!(of.iter().all(|r| r["mops"].as_f64().is_some_and(|m| m > 0.0)), "{rows:?}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `jobs/scripts/rack-bench.sh`, as its header says, with tiny sizes (`QUICK=1`) and this
+/// build's binary: every benchmark runs and writes its rows.
+#[test]
+fn the_rack_bench_script_runs_every_benchmark_beside_mpi() {
+    let dir = temp_dir("rack-bench-script");
+    let r = std::process::Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/rack-bench.sh"))
+        .args(["2", dir.to_str().unwrap()])
+        .env("SKEIN", env!("CARGO_BIN_EXE_skein"))
+        .env("QUICK", "1")
+        .env_remove("SKEIN_LOOPBACK_RANKS")
+        .output()
+        .expect("bash runs");
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(r.status.success(), "{out}{}", String::from_utf8_lossy(&r.stderr));
+    for (file, imp) in [
+        ("echo.json", "mpi aggregated"),
+        ("ping.json", "mpi ping-pong"),
+        ("fetch-add.json", "mpi rma"),
+    ] {
+        let rows = read_json(&dir.join(file));
+        let rows = rows.as_array().expect("an array of rows");
+        assert!(
+            rows.iter().any(|r| r["impl"].as_str().is_some_and(|i| i.starts_with(imp))),
+            "{file}"
+        );
+        assert!(
+            rows.iter().any(|r| r["impl"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("skein") || i == "array")),
+            "{file}"
+        );
     }
     std::fs::remove_dir_all(&dir).ok();
 }

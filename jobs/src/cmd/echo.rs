@@ -409,6 +409,7 @@ pub(crate) fn echo(a: EchoArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.json {
         let s = serde_json::to_string_pretty(&rows)?;
         crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }
@@ -903,6 +904,7 @@ pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.json {
         let s = serde_json::to_string_pretty(&rows)?;
         crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }
