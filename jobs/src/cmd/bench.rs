@@ -319,10 +319,11 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// fetch-add under `mpirun` (rack mode): `apply_then` on K counters spread over every worker
-/// of every rank (counter `i` on global worker `i mod R·W`), every worker a client with its
-/// own sequence, as in one process with R·W workers. The locks do not span processes, so only
-/// `apply_then` runs; with `--mpi` the MPI baselines run beside it, one thread per rank with
+/// fetch-add under `mpirun` (rack mode): `apply_then` (a `Trust` per counter) or `array` (one
+/// `TrustArray`) on K counters spread over every worker of every rank (counter `i` on global
+/// worker `i mod R·W`), every worker a client with its own sequence, as in one process with
+/// R·W workers. The locks do not span processes, and the blocking `apply` form is measured
+/// in one process; with `--mpi` the MPI baselines run beside them, one thread per rank with
 /// the sequence of the worker of the same number, `--ops` increments per rank (counter `i`
 /// on rank `i mod R`: with one worker per rank the same counters, sequences and placement).
 /// Rank 0 prints.
