@@ -25,7 +25,7 @@ pub enum Error {
     TooManyRuns,
     /// User code panicked: the main fiber, another fiber nobody joined, a delegated closure
     /// of `apply_then`, or a continuation. The job ran to quiescence anyway.
-    #[error("{count} panic(s) during the skein job; first: {first}")]
+    #[error("{count} {} during the skein job; first: {first}", plural(*.count as u64, "panic"))]
     Panicked {
         /// Message of the first panic recorded.
         first: String,
@@ -35,8 +35,9 @@ pub enum Error {
     /// No fiber could ever run again and no request was in flight, but fibers were still
     /// blocked (in `join`, a `Latch`, or `launch`), or the main fiber never finished.
     #[error(
-        "skein deadlock: {blocked} fiber(s) blocked forever with no request in flight \
-         (main fiber finished: {main_finished})"
+        "skein deadlock: {blocked} {} blocked forever with no request in flight \
+         (main fiber finished: {main_finished})",
+        plural(*.blocked, "fiber")
     )]
     Deadlock {
         /// Fibers parked forever.
@@ -83,5 +84,29 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "non-string panic payload".to_string()
+    }
+}
+
+/// `word` for a count of 1, else `word` + "s" (the messages above).
+fn plural(count: u64, word: &'static str) -> std::borrow::Cow<'static, str> {
+    if count == 1 {
+        word.into()
+    } else {
+        format!("{word}s").into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn counts_in_messages_agree_with_their_nouns() {
+        let panicked = |count| Error::Panicked { first: "boom".into(), count }.to_string();
+        assert_eq!(panicked(1), "1 panic during the skein job; first: boom");
+        assert_eq!(panicked(3), "3 panics during the skein job; first: boom");
+        let deadlock = |blocked| Error::Deadlock { blocked, main_finished: true }.to_string();
+        assert!(deadlock(1).starts_with("skein deadlock: 1 fiber blocked forever"));
+        assert!(deadlock(2).starts_with("skein deadlock: 2 fibers blocked forever"));
     }
 }

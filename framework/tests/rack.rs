@@ -1195,7 +1195,7 @@ fn remote_panic_case(dir: &Path) -> Result<(), String> {
         &l,
     )?;
     check(
-        out[1].starts_with("err 1 panic(s) during the skein job; first: ")
+        out[1].starts_with("err 1 panic during the skein job; first: ")
             && out[1].contains("rank 1")
             && out[1].contains("deliberate detached panic"),
         "a detached remote panic fails the run on every rank, naming the rank",
