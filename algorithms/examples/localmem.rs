@@ -22,9 +22,10 @@
 //! (0.53×); at SCALE 22 a rank holds 68.6 M arcs and 0.84 GiB of arc copies and in-arcs
 //! (the one process 1.62 GiB). Measured again on 2026-11-27, after the rank-local rows'
 //! construction moved to per-round buckets: 0.43 and 0.46 GiB vs 0.85 GiB at SCALE 20,
-//! 1.76 and 1.68 GiB vs 3.35 GiB at SCALE 22, the same arc counts and copies. This
-//! program's peak comes with the searches' arc copies, not with the construction, so the
-//! construction's smaller peak does not show here.
+//! 1.76 and 1.68 GiB vs 3.35 GiB at SCALE 22, the same arc counts and copies: this
+//! program's peak is reached during the searches (the rows, plus 0.84 GiB of arc copies and
+//! in-arcs per rank at SCALE 22), above the construction's own peak, so the smaller
+//! construction peak does not change it.
 
 use std::sync::Arc;
 use std::time::Instant;
