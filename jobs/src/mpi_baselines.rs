@@ -306,6 +306,27 @@ fn receive(
     Ok(Some((status.tag(), src, len)))
 }
 
+/// Receives up to [`RECV_PER_PASS`] messages: a `DONE` is counted in `done_from`, any other
+/// is handed to `on(tag, source, bytes)`. Returns how many arrived.
+fn receive_pass(
+    world: &SimpleCommunicator,
+    recv: &mut [u8],
+    done_from: &mut usize,
+    mut on: impl FnMut(Tag, usize, &[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<usize> {
+    let mut got = 0;
+    while got < RECV_PER_PASS {
+        let Some((tag, src, len)) = receive(world, recv)? else { break };
+        got += 1;
+        if tag == TAG_DONE {
+            *done_from += 1;
+        } else {
+            on(tag, src, &recv[..len])?;
+        }
+    }
+    Ok(got)
+}
+
 /// Sends `DONE` (8 bytes) to every other rank.
 fn send_done(world: &SimpleCommunicator, sends: &mut Sends, me: usize, ranks: usize) {
     for r in (0..ranks).filter(|&r| r != me) {
@@ -335,13 +356,10 @@ pub(crate) fn aggregated_echo(
     let (me, mut done_from, mut done_sent) = (c.me, 0usize, false);
     loop {
         // Serve and take replies.
-        let mut got = 0;
-        while got < RECV_PER_PASS {
-            let Some((tag, src, len)) = receive(&world, &mut recv)? else { break };
-            got += 1;
+        let got = receive_pass(&world, &mut recv, &mut done_from, |tag, src, bytes| {
             match tag {
                 TAG_REQ => {
-                    for p in recv[..len].chunks_exact(size) {
+                    for p in bytes.chunks_exact(size) {
                         reps[src].extend_from_slice(p);
                         if reps[src].len() + size > full {
                             let b = std::mem::replace(&mut reps[src], sends.buffer());
@@ -349,11 +367,11 @@ pub(crate) fn aggregated_echo(
                         }
                     }
                 }
-                TAG_REP => recv[..len].chunks_exact(size).for_each(|p| c.reply(p)),
-                TAG_DONE => done_from += 1,
+                TAG_REP => bytes.chunks_exact(size).for_each(|p| c.reply(p)),
                 t => bail!("aggregated echo: unexpected message tag {t} from rank {src}"),
             }
-        }
+            Ok(())
+        })?;
         // Issue.
         let issuing = c.issuing();
         if issuing {
@@ -410,21 +428,18 @@ pub(crate) fn per_message_echo(setup: &EchoSetup, window: usize) -> anyhow::Resu
     let mut c = Client::new(&world, setup);
     let (me, mut done_from, mut done_sent) = (c.me, 0usize, false);
     loop {
-        let mut got = 0;
-        while got < RECV_PER_PASS {
-            let Some((tag, src, len)) = receive(&world, &mut recv)? else { break };
-            got += 1;
+        let got = receive_pass(&world, &mut recv, &mut done_from, |tag, src, bytes| {
             match tag {
                 TAG_REQ => {
                     let mut b = sends.buffer();
-                    b.extend_from_slice(&recv[..len]);
+                    b.extend_from_slice(bytes);
                     sends.send(&world, src, TAG_REP, b);
                 }
-                TAG_REP => c.reply(&recv[..len]),
-                TAG_DONE => done_from += 1,
+                TAG_REP => c.reply(bytes),
                 t => bail!("per-message echo: unexpected message tag {t} from rank {src}"),
             }
-        }
+            Ok(())
+        })?;
         let issuing = c.issuing();
         if issuing {
             for _ in 0..quota(c.setup.requests, c.tally.sent, c.outstanding, window, ISSUE_PER_PASS)
@@ -556,26 +571,19 @@ pub(crate) fn aggregated_fetch_add(
     let t0 = Instant::now();
     let (mut next, mut done_from, mut done_sent) = (0usize, 0usize, false);
     loop {
-        let mut got = 0;
-        while got < RECV_PER_PASS {
-            let Some((tag, src, len)) = receive(&world, &mut recv)? else { break };
-            got += 1;
-            match tag {
-                TAG_ADD => {
-                    for c in recv[..len].chunks_exact(4) {
-                        let l = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
-                        let Some(x) = counters.get_mut(l) else {
-                            bail!(
-                                "{WHAT}: rank {src} sent counter index {l}, rank {me} holds {mine}"
-                            );
-                        };
-                        *x += 1;
-                    }
-                }
-                TAG_DONE => done_from += 1,
-                t => bail!("{WHAT}: unexpected message tag {t} from rank {src}"),
+        let got = receive_pass(&world, &mut recv, &mut done_from, |tag, src, bytes| {
+            if tag != TAG_ADD {
+                bail!("{WHAT}: unexpected message tag {tag} from rank {src}");
             }
-        }
+            for c in bytes.chunks_exact(4) {
+                let l = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                let Some(x) = counters.get_mut(l) else {
+                    bail!("{WHAT}: rank {src} sent counter index {l}, rank {me} holds {mine}");
+                };
+                *x += 1;
+            }
+            Ok(())
+        })?;
         if next < seq.len() && sends.pending.len() < inflight {
             let end = (next + ISSUE_PER_PASS).min(seq.len());
             for &i in &seq[next..end] {

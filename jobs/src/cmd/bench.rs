@@ -476,16 +476,9 @@ fn bench_array_ranks<C: Counter>(
                 skein::spawn(move || {
                     kp.launch((g, ops, zipf), |a, (me, ops, zipf)| {
                         let Some(a) = a.take() else { return 0 };
-                        let k = a.len();
-                        let dist = if zipf == 1 { Dist::Zipf } else { Dist::Uniform };
-                        let cdf = zipf_cdf(k, dist);
-                        let seq = sequence_of(me, ops, k, dist, &cdf);
-                        let t0 = Instant::now();
-                        for &i in &seq {
-                            a.apply_then(i as usize, (), |c, ()| c.incr(), |()| {});
-                        }
-                        skein::wait_quiescent();
-                        t0.elapsed().as_nanos() as u64
+                        timed_client(me, ops, a.len(), zipf, |i| {
+                            a.apply_then(i, (), |c, ()| c.incr(), |()| {});
+                        })
                     })
                 })
             })
@@ -499,11 +492,7 @@ fn bench_array_ranks<C: Counter>(
         skein::wait_quiescent();
         (nanos, sum.get())
     })?;
-    let expect = (workers * ops) as u64;
-    if total != expect {
-        bail!("array across ranks: counters sum to {total}, expected {expect}");
-    }
-    Ok(expect as f64 / (nanos as f64 / 1e9) / 1e6)
+    rate_across_ranks("array", total, workers * ops, nanos)
 }
 
 /// One measurement of each MPI fetch-add baseline on this rank's sequence: (aggregated, rma)
@@ -581,16 +570,9 @@ fn bench_apply_then_ranks<C: Counter>(
                 let ctx = ctx.clone();
                 skein::spawn(move || {
                     ctx[g].launch((g, ops, zipf), |counters, (me, ops, zipf)| {
-                        let k = counters.len();
-                        let dist = if zipf == 1 { Dist::Zipf } else { Dist::Uniform };
-                        let cdf = zipf_cdf(k, dist);
-                        let seq = sequence_of(me, ops, k, dist, &cdf);
-                        let t0 = Instant::now();
-                        for &i in &seq {
-                            counters[i as usize].apply_then((), |c, ()| c.incr(), |()| {});
-                        }
-                        skein::wait_quiescent();
-                        t0.elapsed().as_nanos() as u64
+                        timed_client(me, ops, counters.len(), zipf, |i| {
+                            counters[i].apply_then((), |c, ()| c.incr(), |()| {});
+                        })
                     })
                 })
             })
@@ -599,9 +581,28 @@ fn bench_apply_then_ranks<C: Counter>(
         let total: u64 = counters.iter().map(|c| c.apply((), |c, ()| c.get())).sum();
         (nanos, total)
     })?;
-    let expect = (workers * ops) as u64;
-    if total != expect {
-        bail!("apply_then across ranks: counters sum to {total}, expected {expect}");
+    rate_across_ranks("apply_then", total, workers * ops, nanos)
+}
+
+/// One client of a fetch-add across ranks, on global worker `me`: `ops` increments of the
+/// counters its sequence names (`incr(counter)`), then quiescence; the nanoseconds it took.
+fn timed_client(me: usize, ops: usize, k: usize, zipf: u8, mut incr: impl FnMut(usize)) -> u64 {
+    let dist = if zipf == 1 { Dist::Zipf } else { Dist::Uniform };
+    let cdf = zipf_cdf(k, dist);
+    let seq = sequence_of(me, ops, k, dist, &cdf);
+    let t0 = Instant::now();
+    for &i in &seq {
+        incr(i as usize);
+    }
+    skein::wait_quiescent();
+    t0.elapsed().as_nanos() as u64
+}
+
+/// The Mops/s of a fetch-add across ranks that took `nanos` (its slowest client), once its
+/// counters' `total` is checked against the `expect` increments issued.
+fn rate_across_ranks(what: &str, total: u64, expect: usize, nanos: u64) -> anyhow::Result<f64> {
+    if total != expect as u64 {
+        bail!("{what} across ranks: counters sum to {total}, expected {expect}");
     }
     Ok(expect as f64 / (nanos as f64 / 1e9) / 1e6)
 }
