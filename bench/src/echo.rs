@@ -23,7 +23,10 @@
 //! the closure itself works on the property it is applied to, so it can travel as
 //! `apply_then(payload, |c, p| ..., then)` once the argument-first API exists.
 
+use crate::spread::Spread;
+use crate::Host;
 use anyhow::{bail, Context};
+use skein_generators::splitmix::SplitMix64;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -253,7 +256,7 @@ pub(crate) fn first_time(flag: &std::sync::atomic::AtomicBool) -> bool {
 
 /// The median row of each (implementation, size) over repetitions, by `key` (rows of one
 /// repetition in order; every repetition has the same rows).
-fn median_rows<R: Clone>(reps: Vec<Vec<R>>, key: impl Fn(&R) -> f64) -> Vec<R> {
+fn median_rows<R: Clone>(reps: &[Vec<R>], key: impl Fn(&R) -> f64) -> Vec<R> {
     let Some(first) = reps.first() else { return Vec::new() };
     (0..first.len())
         .map(|i| {
@@ -264,13 +267,16 @@ fn median_rows<R: Clone>(reps: Vec<Vec<R>>, key: impl Fn(&R) -> f64) -> Vec<R> {
         .collect()
 }
 
-fn check_repeat(repeat: usize) -> anyhow::Result<()> {
-    crate::limits::check_count(
-        repeat,
-        crate::limits::MAX_REPEAT,
-        "more add nothing to a median but run time",
-    )
-    .map_err(|e| anyhow::anyhow!("--repeat: {e}"))
+fn check_repeat(repeat: usize, host: &dyn Host) -> anyhow::Result<()> {
+    host.check_count(repeat, host.max_repeat(), "more add nothing to a median but run time")
+        .map_err(|e| anyhow::anyhow!("--repeat: {e}"))
+}
+
+/// The spread, over the repetitions, of the ratio `ratio` picks from each repetition's rows
+/// (`None` for a repetition that lacks either row).
+fn rep_ratio<R>(reps: &[Vec<R>], ratio: impl Fn(&[R]) -> Option<(f64, f64)>) -> Option<Spread> {
+    let (num, den): (Vec<f64>, Vec<f64>) = reps.iter().filter_map(|rows| ratio(rows)).unzip();
+    Spread::of_ratios(&num, &den)
 }
 
 /// `--mpi` needs the `mpi` feature and at least 2 ranks; `Ok(ranks)` when it may run.
@@ -292,12 +298,12 @@ pub(crate) fn check_mpi(what: &str) -> anyhow::Result<usize> {
     Ok(ranks)
 }
 
-fn check_echo(a: &EchoArgs) -> anyhow::Result<()> {
-    use crate::limits::{self, check_count};
+fn check_echo(a: &EchoArgs, host: &dyn Host) -> anyhow::Result<()> {
+    let check_count = |v, max, why: &str| host.check_count(v, max, why);
     let flag = |name: &'static str| move |e: String| anyhow::anyhow!("--{name}: {e}");
     check_sizes(&a.sizes)?;
-    check_repeat(a.repeat)?;
-    check_count(a.fibers, limits::MAX_FIBERS - 1, "fiber stacks are allocated up front")
+    check_repeat(a.repeat, host)?;
+    check_count(a.fibers, host.max_fibers() - 1, "fiber stacks are allocated up front")
         .map_err(flag("fibers"))?;
     check_count(a.window, 1 << 24, "the in-flight requests of one fiber")
         .map_err(flag("window"))?;
@@ -336,7 +342,7 @@ fn check_echo(a: &EchoArgs) -> anyhow::Result<()> {
         );
     }
     // The runtime: message slots and a stack per fiber (one more per worker: the driver).
-    limits::check_engine(true, a.workers, a.fibers + 1, *limits::SLOT_SIZE_RANGE.start())
+    host.check_engine(a.workers, a.fibers + 1, *host.slot_size_range().start())
         .map_err(anyhow::Error::msg)?;
     Ok(())
 }
@@ -350,8 +356,8 @@ fn dest_name(remote_only: bool) -> &'static str {
 }
 
 /// `skein bench echo`.
-pub(crate) fn echo(a: EchoArgs) -> anyhow::Result<()> {
-    check_echo(&a)?;
+pub(crate) fn echo(a: EchoArgs, host: &dyn Host) -> anyhow::Result<()> {
+    check_echo(&a, host)?;
     let ranks = if a.mpi { check_mpi("the MPI echo baselines run")? } else { 1 };
     let remote_only = a.dest == "remote";
     let setup = |size| EchoSetup {
@@ -401,14 +407,13 @@ pub(crate) fn echo(a: EchoArgs) -> anyhow::Result<()> {
         }
         reps.push(rows);
     }
-    let rows = median_rows(reps, |r: &EchoRow| r.requests_per_sec);
+    let rows = median_rows(&reps, |r: &EchoRow| r.requests_per_sec);
     if !rank0 {
         return Ok(());
     }
-    print_echo_table(&rows, &a.sizes);
+    print_echo_table(&rows, &reps, &a.sizes);
     if let Some(path) = &a.json {
-        let s = serde_json::to_string_pretty(&rows)?;
-        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+        crate::write_json(host, path, &rows)?;
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -467,7 +472,7 @@ fn mpi_echo_rows(
     unreachable!("check_mpi refuses --mpi without the feature")
 }
 
-fn print_echo_table(rows: &[EchoRow], sizes: &[usize]) {
+fn print_echo_table(rows: &[EchoRow], reps: &[Vec<EchoRow>], sizes: &[usize]) {
     let width = rows.iter().map(|r| r.imp.len()).max().unwrap_or(4).max(4);
     println!(
         "{:<width$} {:>6} {:>12} {:>8} {:>10} {:>10}",
@@ -484,19 +489,20 @@ fn print_echo_table(rows: &[EchoRow], sizes: &[usize]) {
             r.mb_per_sec
         );
     }
-    // Skein against each MPI baseline, per size.
+    // Skein against each MPI baseline, per size: the median of the repetitions' ratios and
+    // their range.
     for &size in sizes {
-        let of = |prefix: &str| {
+        let of = |rows: &[EchoRow], prefix: &str| {
             rows.iter()
                 .find(|r| r.size == size && r.imp.starts_with(prefix))
                 .map(|r| r.requests_per_sec)
         };
-        let Some(sk) = of("skein") else { continue };
         for (label, prefix) in
             [("aggregated", "mpi aggregated"), ("per-message", "mpi per-message")]
         {
-            if let Some(m) = of(prefix).filter(|&m| m > 0.0) {
-                println!("size {size:>4}: skein / mpi {label}: {:.2}x", sk / m);
+            let ratio = rep_ratio(reps, |rows| Some((of(rows, "skein")?, of(rows, prefix)?)));
+            if let Some(r) = ratio {
+                println!("size {size:>4}: skein / mpi {label}: {}", r.ratio_text());
             }
         }
     }
@@ -529,29 +535,15 @@ fn skein_label(workers: usize) -> String {
     }
 }
 
-/// SplitMix64: the destination generator (deterministic per seed, worker and fiber).
-pub(crate) struct SplitMix(u64);
-
-impl SplitMix {
-    pub(crate) fn new(seed: u64, stream: u64) -> SplitMix {
-        SplitMix(seed ^ (stream + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// A destination in `0..n`, or in `0..n` without `me` when `remote_only` (n ≥ 2).
-    #[inline]
-    pub(crate) fn dest(&mut self, n: usize, me: usize, remote_only: bool) -> usize {
-        if remote_only {
-            let d = (self.next() % (n as u64 - 1)) as usize;
-            d + usize::from(d >= me)
-        } else {
-            (self.next() % n as u64) as usize
-        }
+/// A destination in `0..n`, or in `0..n` without `me` when `remote_only` (n ≥ 2), drawn from
+/// `rng` (deterministic per seed, worker and fiber).
+#[inline]
+pub(crate) fn dest(rng: &mut SplitMix64, n: usize, me: usize, remote_only: bool) -> usize {
+    if remote_only {
+        let d = rng.below(n as u64 - 1) as usize;
+        d + usize::from(d >= me)
+    } else {
+        rng.below(n as u64) as usize
     }
 }
 
@@ -799,7 +791,7 @@ where
         bad: Cell::new(0),
     });
     let n = props.len();
-    let mut rng = SplitMix::new(s.seed, stream);
+    let mut rng = SplitMix64::new(s.seed, stream);
     let (mut sent, mut sent_sum) = (0u64, 0u64);
     let tag_base = stream << 40;
     loop {
@@ -812,7 +804,7 @@ where
             continue;
         }
         for _ in 0..q {
-            let d = rng.dest(n, me, s.remote_only);
+            let d = dest(&mut rng, n, me, s.remote_only);
             let tag = tag_base | sent;
             let mut payload = [0u8; N];
             stamp(&mut payload, tag);
@@ -844,10 +836,10 @@ where
 }
 
 /// `skein bench ping`.
-pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
+pub(crate) fn ping(a: PingArgs, host: &dyn Host) -> anyhow::Result<()> {
     check_sizes(&a.sizes)?;
-    check_repeat(a.repeat)?;
-    crate::limits::check_count(a.iters, crate::limits::MAX_ITERS, "it would run for hours")
+    check_repeat(a.repeat, host)?;
+    host.check_count(a.iters, crate::MAX_ITERS, "it would run for hours")
         .map_err(|e| anyhow::anyhow!("--iters: {e}"))?;
     if a.mpi {
         check_mpi("the MPI ping-pong runs")?;
@@ -875,7 +867,7 @@ pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
         }
         reps.push(rows);
     }
-    let rows = median_rows(reps, |r: &PingRow| -r.median_us);
+    let rows = median_rows(&reps, |r: &PingRow| -r.median_us);
     if !rank0 {
         return Ok(());
     }
@@ -891,19 +883,15 @@ pub(crate) fn ping(a: PingArgs) -> anyhow::Result<()> {
         );
     }
     for &size in &a.sizes {
-        let of = |p: &str| rows.iter().find(|r| r.size == size && r.imp.starts_with(p));
-        if let (Some(s), Some(m)) = (of("skein"), of("mpi")) {
-            if m.median_us > 0.0 {
-                println!(
-                    "size {size:>4}: skein / mpi round trip (median): {:.2}x",
-                    s.median_us / m.median_us
-                );
-            }
+        let of = |rows: &[PingRow], p: &str| {
+            rows.iter().find(|r| r.size == size && r.imp.starts_with(p)).map(|r| r.median_us)
+        };
+        if let Some(r) = rep_ratio(&reps, |rows| Some((of(rows, "skein")?, of(rows, "mpi")?))) {
+            println!("size {size:>4}: skein / mpi round trip (median): {}", r.ratio_text());
         }
     }
     if let Some(path) = &a.json {
-        let s = serde_json::to_string_pretty(&rows)?;
-        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+        crate::write_json(host, path, &rows)?;
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -1005,16 +993,16 @@ mod tests {
     fn remote_destinations_never_pick_the_sender_and_cover_the_others() {
         for n in [2usize, 3, 7] {
             for me in 0..n {
-                let mut rng = SplitMix::new(1, me as u64);
+                let mut rng = SplitMix64::new(1, me as u64);
                 let mut seen = vec![0u32; n];
                 for _ in 0..1000 {
-                    seen[rng.dest(n, me, true)] += 1;
+                    seen[dest(&mut rng, n, me, true)] += 1;
                 }
                 assert_eq!(seen[me], 0, "n={n} me={me}: {seen:?}");
                 assert!((0..n).filter(|&d| d != me).all(|d| seen[d] > 0), "{seen:?}");
                 let mut all = vec![0u32; n];
                 for _ in 0..1000 {
-                    all[rng.dest(n, me, false)] += 1;
+                    all[dest(&mut rng, n, me, false)] += 1;
                 }
                 assert!(all.iter().all(|&c| c > 0), "n={n} me={me}: {all:?}");
             }
@@ -1052,10 +1040,10 @@ mod tests {
             vec![row("a", 1.0), row("b", 9.0)],
             vec![row("a", 3.0), row("b", 4.0)],
         ];
-        let m = median_rows(reps, |r| r.requests_per_sec);
+        let m = median_rows(&reps, |r| r.requests_per_sec);
         assert_eq!((m[0].imp.as_str(), m[0].answered), ("a", 3));
         assert_eq!((m[1].imp.as_str(), m[1].answered), ("b", 4));
-        assert!(median_rows(Vec::<Vec<EchoRow>>::new(), |r| r.seconds).is_empty());
+        assert!(median_rows(&Vec::<Vec<EchoRow>>::new(), |r| r.seconds).is_empty());
     }
 
     #[test]

@@ -1,17 +1,8 @@
-//! `skein bench`: microbenchmarks of the delegation runtime.
-//!
-//! * `skein bench fetch-add` — the seeds' fetch-and-add benchmark: W workers each perform N
-//!   increments on counters chosen from K objects (uniform or Zipf α=1), with skein's blocking
-//!   `apply` (several fibers per worker), `apply_then`, and per-object locks on plain threads
-//!   (`std::sync::Mutex`, a test-and-test-and-set spin lock, `parking_lot::Mutex`).
-//! * `skein bench micro` — fiber switch cost, one `apply` round trip between two workers, and
-//!   requests a single trustee serves per second.
-//! * `skein bench echo` and `skein bench ping` — request throughput and round trips, beside
-//!   MPI baselines with `--mpi` ([`super::echo`]).
-//!
-//! Timings on shared machines are noisy: compare ratios measured in one run, and use
-//! `--repeat N` (implementations interleaved, median reported) on a busy machine. `--slot-size`
-//! overrides the runtime's slot overflow size (batching experiments).
+//! `skein bench fetch-add`: the seeds' fetch-and-add benchmark. W workers each perform N
+//! increments on counters chosen from K objects (uniform or Zipf α=1), with skein's blocking
+//! `apply` (several fibers per worker), `apply_then`, `TrustArray::apply_then`, and per-object
+//! locks on plain threads (`std::sync::Mutex`, a test-and-test-and-set spin lock,
+//! `parking_lot::Mutex`); under `mpirun`, across the ranks, beside MPI baselines with `--mpi`.
 
 use anyhow::{bail, Context};
 use skein_baselines::locks::{
@@ -21,28 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-/// Arguments of `skein bench`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct Args {
-    #[command(subcommand)]
-    cmd: BenchCmd,
-}
+use crate::spread::Spread;
+use crate::Host;
+use skein_generators::splitmix::SplitMix64;
 
-#[derive(Debug, clap::Subcommand)]
-enum BenchCmd {
-    /// Fetch-and-add on K shared counters: delegation versus locks.
-    FetchAdd(FetchAddArgs),
-    /// Fiber switch, apply round trip, single-trustee throughput.
-    Micro(MicroArgs),
-    /// Echo: every worker sends requests to random workers and answers theirs (requests/s);
-    /// with --mpi, beside MPI echoes across the ranks of an mpirun.
-    Echo(super::echo::EchoArgs),
-    /// Ping: one blocking round trip at a time (µs); with --mpi, beside an MPI ping-pong.
-    Ping(super::echo::PingArgs),
-}
-
+/// Arguments of `skein bench fetch-add`.
 #[derive(Debug, clap::Args)]
-struct FetchAddArgs {
+pub struct FetchAddArgs {
     /// Worker threads (also the number of lock-benchmark threads).
     #[arg(long, default_value_t = 2)]
     workers: usize,
@@ -102,39 +78,6 @@ struct FetchAddArgs {
     mpi_buffers: usize,
 }
 
-#[derive(Debug, clap::Args)]
-struct MicroArgs {
-    /// Iterations per measurement.
-    #[arg(long, default_value_t = 200_000)]
-    iters: usize,
-    /// Pin workers to cores.
-    #[arg(long)]
-    pin: bool,
-    /// Overflow bytes of each request/response slot (runtime default if not given).
-    #[arg(long)]
-    slot_size: Option<usize>,
-    /// Write the results as JSON to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
-}
-
-impl Args {
-    /// Whether this benchmark runs on every rank of an `mpirun` (echo, ping and fetch-add:
-    /// they run across the ranks, and only rank 0 prints).
-    pub(crate) fn runs_on_every_rank(&self) -> bool {
-        matches!(self.cmd, BenchCmd::Echo(_) | BenchCmd::Ping(_) | BenchCmd::FetchAdd(_))
-    }
-}
-
-pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    match args.cmd {
-        BenchCmd::FetchAdd(a) => fetch_add(a),
-        BenchCmd::Micro(a) => micro(a),
-        BenchCmd::Echo(a) => super::echo::echo(a),
-        BenchCmd::Ping(a) => super::echo::ping(a),
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dist {
     Uniform,
@@ -156,7 +99,34 @@ struct Row {
     dist: &'static str,
     #[serde(rename = "impl")]
     imp: String,
+    /// The median repetition's Mops/s.
     mops: f64,
+    /// The slowest and fastest repetitions' Mops/s.
+    mops_min: f64,
+    mops_max: f64,
+}
+
+impl Row {
+    fn new(objects: usize, dist: Dist, imp: &str, samples: &[f64]) -> Row {
+        let s = Spread::of(samples).unwrap_or(Spread { min: 0.0, median: 0.0, max: 0.0, count: 0 });
+        Row {
+            objects,
+            dist: dist.name(),
+            imp: imp.to_string(),
+            mops: s.median,
+            mops_min: s.min,
+            mops_max: s.max,
+        }
+    }
+}
+
+/// The width a ratio column takes: `1.23x (1.10-1.31)` with a spread, `1.23x` without.
+fn ratio_width(repeat: usize) -> usize {
+    if repeat > 1 {
+        18
+    } else {
+        5
+    }
 }
 
 const IMPLS: [&str; 6] = ["apply", "apply_then", "array", "mutex", "spin", "parking_lot"];
@@ -166,14 +136,15 @@ const IMPLS: [&str; 6] = ["apply", "apply_then", "array", "mutex", "spin", "park
 /// (the same), and a Zipf CDF entry.
 const BYTES_PER_OBJECT: u128 = 256;
 
-/// Checks every count of `skein bench fetch-add` against [`crate::limits`] and memory.
-fn check_fetch_add(a: &FetchAddArgs) -> anyhow::Result<()> {
-    use crate::limits::{self, check_count};
+/// Checks every count of `skein bench fetch-add` against the host's limits and memory.
+fn check_fetch_add(a: &FetchAddArgs, host: &dyn Host) -> anyhow::Result<()> {
+    let check_count = |v, max, why: &str| host.check_count(v, max, why);
+    let slot_range = host.slot_size_range();
     let flag = |name: &'static str| move |e: String| anyhow::anyhow!("--{name}: {e}");
-    check_count(a.workers, limits::MAX_WORKERS, "the runtime's limit").map_err(flag("workers"))?;
-    check_count(a.fibers, limits::MAX_FIBERS - 1, "fiber stacks are allocated up front")
+    check_count(a.workers, host.max_workers(), "the runtime's limit").map_err(flag("workers"))?;
+    check_count(a.fibers, host.max_fibers() - 1, "fiber stacks are allocated up front")
         .map_err(flag("fibers"))?;
-    check_count(a.repeat, limits::MAX_REPEAT, "more add nothing to a median but run time")
+    check_count(a.repeat, host.max_repeat(), "more add nothing to a median but run time")
         .map_err(flag("repeat"))?;
     check_count(a.ops, usize::MAX, "").map_err(flag("ops"))?;
     check_count(a.mpi_buffers, 1 << 16, "aggregation buffers per destination")
@@ -195,30 +166,30 @@ fn check_fetch_add(a: &FetchAddArgs) -> anyhow::Result<()> {
     if let Some(k) = a.objects.iter().find(|&&k| k == 0 || k > u32::MAX as usize) {
         bail!("--objects: every K must be in 1..=4294967295, got {k}");
     }
-    let slot = a.slot_size.unwrap_or(*limits::SLOT_SIZE_RANGE.start());
-    if a.slot_size.is_some() && !limits::SLOT_SIZE_RANGE.contains(&slot) {
+    let slot = a.slot_size.unwrap_or(*slot_range.start());
+    if a.slot_size.is_some() && !slot_range.contains(&slot) {
         bail!(
             "--slot-size: {slot} is outside {}..={} bytes (the runtime's range)",
-            limits::SLOT_SIZE_RANGE.start(),
-            limits::SLOT_SIZE_RANGE.end()
+            slot_range.start(),
+            slot_range.end()
         );
     }
     // The runtime: its message slots and a stack per fiber (one more per worker than
     // asked for: the measurement's own driver).
-    limits::check_engine(true, a.workers, a.fibers + 1, slot).map_err(anyhow::Error::msg)?;
+    host.check_engine(a.workers, a.fibers + 1, slot).map_err(anyhow::Error::msg)?;
     // The largest K's objects next to the per-worker operation sequences (4 bytes each).
     let k = a.objects.iter().copied().max().unwrap_or(1) as u128;
     let seqs = a.workers as u128 * a.ops as u128 * 4;
-    limits::check_memory(
+    host.check_memory(
         k * BYTES_PER_OBJECT + seqs,
-        format_args!("{k} objects and {} workers x {} operations (4 bytes each)", a.workers, a.ops),
+        &format!("{k} objects and {} workers x {} operations (4 bytes each)", a.workers, a.ops),
     )
     .map_err(anyhow::Error::msg)?;
     Ok(())
 }
 
-fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
-    check_fetch_add(&a)?;
+pub(crate) fn fetch_add(a: FetchAddArgs, host: &dyn Host) -> anyhow::Result<()> {
+    check_fetch_add(&a, host)?;
     for i in &a.impls {
         if !IMPLS.contains(&i.as_str()) {
             bail!("--impls: unknown implementation `{i}` (expected one of {})", IMPLS.join(","));
@@ -235,11 +206,11 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
         b = b.slot_size(s);
     }
     if a.mpi {
-        super::echo::check_mpi("the MPI fetch-add baselines run")?;
+        crate::echo::check_mpi("the MPI fetch-add baselines run")?;
     }
     let rt = b.pin(a.pin).build().context("building the skein runtime")?;
     if skein::ranks() > 1 {
-        return fetch_add_ranks(&a, &rt, &dists);
+        return fetch_add_ranks(&a, &rt, &dists, host);
     }
     let pf = a.prefetch;
     let mut rows = Vec::new();
@@ -264,7 +235,6 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
         for &k in &a.objects {
             let seqs = Arc::new(make_sequences(a.workers, a.ops, k, dist));
             print!("{:>8} {:>8}", dist.name(), k);
-            let mut got = std::collections::HashMap::new();
             let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(a.repeat); a.impls.len()];
             for _ in 0..a.repeat {
                 for (j, imp) in a.impls.iter().enumerate() {
@@ -289,31 +259,35 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            for (imp, mut xs) in a.impls.iter().zip(samples) {
-                xs.sort_by(f64::total_cmp);
-                let mops = xs[xs.len() / 2];
-                print!(" {mops:>11.2}");
-                got.insert(imp.clone(), mops);
-                rows.push(Row { objects: k, dist: dist.name(), imp: imp.clone(), mops });
+            for (imp, xs) in a.impls.iter().zip(&samples) {
+                let row = Row::new(k, dist, imp, xs);
+                print!(" {:>11.2}", row.mops);
+                rows.push(row);
             }
-            let best_lock = ["mutex", "spin", "parking_lot"]
+            // The best lock of each repetition, against which that repetition's Skein forms
+            // are compared.
+            let locks: Vec<&Vec<f64>> = a
+                .impls
                 .iter()
-                .filter_map(|i| got.get(*i))
-                .fold(0.0f64, |m, &x| m.max(x));
+                .zip(&samples)
+                .filter(|(i, _)| ["mutex", "spin", "parking_lot"].contains(&i.as_str()))
+                .map(|(_, xs)| xs)
+                .collect();
+            let best_lock: Vec<f64> =
+                (0..a.repeat).map(|r| locks.iter().fold(0.0f64, |m, xs| m.max(xs[r]))).collect();
             for r in &ratios {
-                match got.get(*r) {
-                    Some(&x) if best_lock > 0.0 => {
-                        print!("  {:>w$.2}x", x / best_lock, w = r.len() + 10)
-                    }
-                    _ => print!("  {:>w$}", "-", w = r.len() + 11),
+                let w = (r.len() + 11).max(ratio_width(a.repeat));
+                let j = a.impls.iter().position(|i| i == r).expect("ratios name chosen impls");
+                match Spread::of_ratios(&samples[j], &best_lock) {
+                    Some(sp) => print!("  {:>w$}", sp.ratio_text()),
+                    None => print!("  {:>w$}", "-"),
                 }
             }
             println!();
         }
     }
     if let Some(path) = &a.json {
-        let s = serde_json::to_string_pretty(&rows)?;
-        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+        crate::write_json(host, path, &rows)?;
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -327,7 +301,12 @@ fn fetch_add(a: FetchAddArgs) -> anyhow::Result<()> {
 /// the sequence of the worker of the same number, `--ops` increments per rank (counter `i`
 /// on rank `i mod R`: with one worker per rank the same counters, sequences and placement).
 /// Rank 0 prints.
-fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> anyhow::Result<()> {
+fn fetch_add_ranks(
+    a: &FetchAddArgs,
+    rt: &skein::Runtime,
+    dists: &[Dist],
+    host: &dyn Host,
+) -> anyhow::Result<()> {
     if let Some(i) = a.impls.iter().find(|i| !RANK_IMPLS.contains(&i.as_str())) {
         bail!(
             "--impls {i}: under mpirun only apply_then and array run across the ranks (the \
@@ -402,32 +381,27 @@ fn fetch_add_ranks(a: &FetchAddArgs, rt: &skein::Runtime, dists: &[Dist]) -> any
                     xs[skein_forms + 1].push(rma);
                 }
             }
-            let med: Vec<f64> = xs
-                .iter_mut()
-                .map(|x| {
-                    x.sort_by(f64::total_cmp);
-                    x[x.len() / 2]
-                })
-                .collect();
+            let found: Vec<Row> =
+                imps.iter().zip(&xs).map(|(imp, x)| Row::new(k, dist, imp, x)).collect();
             if rank0 {
                 print!("{:>8} {:>8}", dist.name(), k);
-                for m in &med {
-                    print!(" {m:>14.2}");
+                for row in &found {
+                    print!(" {:>14.2}", row.mops);
                 }
                 for (si, mi) in ratio_pairs(&imps, skein_forms) {
-                    let w = imps[si].len() + imps[mi].len() - 4;
-                    print!("  {:>w$.2}x", med[si] / med[mi]);
+                    let w = (imps[si].len() + imps[mi].len() - 3).max(ratio_width(a.repeat));
+                    match Spread::of_ratios(&xs[si], &xs[mi]) {
+                        Some(sp) => print!("  {:>w$}", sp.ratio_text()),
+                        None => print!("  {:>w$}", "-"),
+                    }
                 }
                 println!();
             }
-            for (imp, &mops) in imps.iter().zip(&med) {
-                rows.push(Row { objects: k, dist: dist.name(), imp: imp.clone(), mops });
-            }
+            rows.extend(found);
         }
     }
     if let (true, Some(path)) = (rank0, &a.json) {
-        let s = serde_json::to_string_pretty(&rows)?;
-        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
+        crate::write_json(host, path, &rows)?;
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -626,22 +600,6 @@ fn print_stats(what: &str, st: &skein::Stats) {
     }
 }
 
-/// SplitMix64: a small deterministic generator (no dependency needed).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Per-worker object index sequences (generated before timing).
 fn make_sequences(workers: usize, ops: usize, k: usize, dist: Dist) -> Vec<Vec<u32>> {
     let cdf = zipf_cdf(k, dist);
@@ -668,10 +626,11 @@ fn zipf_cdf(k: usize, dist: Dist) -> Vec<f64> {
 
 /// Worker `w`'s object index sequence (`cdf`: the Zipf distribution's, empty for uniform).
 fn sequence_of(w: usize, ops: usize, k: usize, dist: Dist, cdf: &[f64]) -> Vec<u32> {
-    let mut rng = SplitMix(0x5EED ^ (w as u64 + 1).wrapping_mul(0x1234_5678_9ABC_DEF1));
+    let mut rng =
+        SplitMix64::from_state(0x5EED ^ (w as u64 + 1).wrapping_mul(0x1234_5678_9ABC_DEF1));
     (0..ops)
         .map(|_| match dist {
-            Dist::Uniform => (rng.next() % k as u64) as u32,
+            Dist::Uniform => rng.below(k as u64) as u32,
             Dist::Zipf => {
                 let u = rng.unit();
                 cdf.partition_point(|&c| c < u).min(k - 1) as u32
@@ -916,74 +875,4 @@ fn run_lock_threads<C: LockedCounter>(
     let total: u64 = locks.iter().map(LockedCounter::get).sum();
     assert_eq!(total, expect, "lock benchmark lost increments");
     expect as f64 / secs / 1e6
-}
-
-#[derive(Debug, serde::Serialize)]
-struct Micro {
-    fiber_yield_ns: f64,
-    fiber_switch_ns: f64,
-    apply_round_trip_ns: f64,
-    trustee_serves_per_sec: f64,
-}
-
-fn micro(a: MicroArgs) -> anyhow::Result<()> {
-    crate::limits::check_count(a.iters, crate::limits::MAX_ITERS, "it would run for hours")
-        .map_err(|e| anyhow::anyhow!("--iters: {e}"))?;
-    if let Some(slot) = a.slot_size {
-        crate::limits::check_engine(true, 2, 1, slot)
-            .map_err(|e| anyhow::anyhow!("--slot-size: {e}"))?;
-    }
-    let n = a.iters;
-    // Fiber switch: one fiber yielding to the scheduler and back (two switches per yield).
-    let rt1 = skein::Runtime::builder().workers(1).pin(a.pin).build()?;
-    let yield_ns = rt1.run(move || {
-        let t0 = Instant::now();
-        for _ in 0..n {
-            skein::yield_now();
-        }
-        t0.elapsed().as_nanos() as f64 / n as f64
-    })?;
-    let mut b = skein::Runtime::builder().workers(2).pin(a.pin);
-    if let Some(s) = a.slot_size {
-        b = b.slot_size(s);
-    }
-    let rt2 = b.build().context("building the skein runtime")?;
-    // One blocking apply from worker 0 to worker 1, sequentially.
-    let rtt_ns = rt2.run(move || {
-        let t = skein::trustee(1).entrust(0u64);
-        let t0 = Instant::now();
-        for _ in 0..n {
-            t.apply((), |c, ()| *c += 1);
-        }
-        t0.elapsed().as_nanos() as f64 / n as f64
-    })?;
-    // A single trustee (worker 1) fed by apply_then from worker 0.
-    let m = n * 20;
-    let rate = rt2.run(move || {
-        let t = skein::trustee(1).entrust(0u64);
-        let t0 = Instant::now();
-        for _ in 0..m {
-            t.apply_then((), |c, ()| *c += 1, |()| {});
-        }
-        skein::wait_quiescent();
-        m as f64 / t0.elapsed().as_secs_f64()
-    })?;
-    let r = Micro {
-        fiber_yield_ns: yield_ns,
-        fiber_switch_ns: yield_ns / 2.0,
-        apply_round_trip_ns: rtt_ns,
-        trustee_serves_per_sec: rate,
-    };
-    println!("fiber yield_now (fiber -> loop -> fiber): {:>8.1} ns", r.fiber_yield_ns);
-    println!("fiber switch (half of the above):        {:>8.1} ns", r.fiber_switch_ns);
-    println!("apply round trip, worker 0 -> 1:         {:>8.1} ns", r.apply_round_trip_ns);
-    println!(
-        "single trustee, apply_then from 1 worker: {:>7.2} M requests/s",
-        r.trustee_serves_per_sec / 1e6
-    );
-    if let Some(path) = &a.json {
-        let s = serde_json::to_string_pretty(&r)?;
-        crate::output::write_file(path, "the JSON file", |w| w.write_all(s.as_bytes()))?;
-    }
-    Ok(())
 }

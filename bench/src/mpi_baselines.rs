@@ -32,12 +32,13 @@
 //! 3. Every function here is collective: every rank calls them in the same order with the
 //!    same arguments (they come from the same command line).
 
-use crate::cmd::echo::{quota, read_stamp, stamp, EchoSetup, SplitMix};
+use crate::echo::{dest, quota, read_stamp, stamp, EchoSetup};
 use anyhow::bail;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Tag;
+use skein_generators::splitmix::SplitMix64;
 use std::time::{Duration, Instant};
 
 const TAG_REQ: Tag = 11;
@@ -202,7 +203,7 @@ impl Tally {
 struct Client {
     me: usize,
     ranks: usize,
-    rng: SplitMix,
+    rng: SplitMix64,
     setup: EchoSetup,
     deadline: Instant,
     t0: Instant,
@@ -220,7 +221,7 @@ impl Client {
         Client {
             me,
             ranks,
-            rng: SplitMix::new(setup.seed, 1 << 32 | me as u64),
+            rng: SplitMix64::new(setup.seed, 1 << 32 | me as u64),
             setup: *setup,
             deadline: t0 + Duration::from_secs_f64(setup.seconds),
             t0,
@@ -241,7 +242,7 @@ impl Client {
     /// The next request: its destination, with its payload in `self.payload`; a request to
     /// the own rank is answered at once (and `None` returned).
     fn next(&mut self) -> Option<usize> {
-        let d = self.rng.dest(self.ranks, self.me, self.setup.remote_only);
+        let d = dest(&mut self.rng, self.ranks, self.me, self.setup.remote_only);
         let tag = (self.me as u64) << 40 | self.tally.sent;
         stamp(&mut self.payload, tag);
         self.tally.sent += 1;

@@ -28,6 +28,7 @@ pub mod kronecker;
 pub mod memory;
 mod prng;
 pub mod result;
+pub mod splitmix;
 pub mod validate;
 
 pub use graph::{Csr, EdgeList, VertexId};

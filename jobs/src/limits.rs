@@ -22,10 +22,6 @@ pub(crate) const MAX_FIBERS: usize = 1 << 20;
 /// median but hours of run time.
 pub(crate) const MAX_REPEAT: usize = 10_000;
 
-/// Most iterations of `skein bench micro` (its throughput test runs 20 times as many
-/// requests; beyond this it runs for hours).
-pub(crate) const MAX_ITERS: usize = 100_000_000;
-
 /// Overflow bytes of a request/response slot: the runtime's accepted range
 /// (`skein::Builder::slot_size`).
 pub(crate) const SLOT_SIZE_RANGE: std::ops::RangeInclusive<usize> = 512..=1 << 24;

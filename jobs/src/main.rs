@@ -11,10 +11,6 @@ mod graph500_mpi;
 mod graph_source;
 mod job;
 mod limits;
-#[cfg(feature = "mpi")]
-mod mpi_baselines;
-#[cfg(feature = "mpi")]
-mod mpi_rma;
 mod names;
 mod output;
 mod progress;

@@ -232,3 +232,37 @@ fn echo_and_ping_refuse_bad_arguments() {
         assert!(!text(&o).contains("panicked"), "{args:?}: {}", text(&o));
     }
 }
+
+#[test]
+fn repeated_fetch_add_prints_every_ratio_with_its_spread() {
+    let dir = scratch("spread");
+    let json = dir.join("fa.json");
+    let o = skein(&[
+        "bench",
+        "fetch-add",
+        "--ops",
+        "2000",
+        "--objects",
+        "16",
+        "--dist",
+        "uniform",
+        "--impls",
+        "apply_then,mutex,spin",
+        "--repeat",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    // The ratio column holds the median ratio and the range of the three repetitions'.
+    let row = out.lines().find(|l| l.trim_start().starts_with("uniform")).expect(&out);
+    let ratio = row.split_whitespace().skip(5).collect::<Vec<_>>().join(" ");
+    assert!(ratio.contains("x (") && ratio.ends_with(')') && ratio.contains('-'), "{out}");
+    for r in &json_rows(&json) {
+        let (min, med, max) = (r["mops_min"].as_f64(), r["mops"].as_f64(), r["mops_max"].as_f64());
+        let (min, med, max) = (min.unwrap(), med.unwrap(), max.unwrap());
+        assert!(0.0 < min && min <= med && med <= max, "{r}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,6 @@
 
 pub(crate) mod bench;
 pub(crate) mod convert;
-pub(crate) mod echo;
 pub(crate) mod generate;
 pub(crate) mod info;
 pub(crate) mod kernel;

@@ -1,0 +1,104 @@
+//! Skein's benchmark suite, run by `skein bench` (the `skein-jobs` command line):
+//!
+//! * `fetch-add` ([`fetch_add`]) — the seeds' fetch-and-add benchmark: W workers each perform
+//!   N increments on counters chosen from K objects (uniform or Zipf α=1), with skein's
+//!   blocking `apply` (several fibers per worker), `apply_then`, `TrustArray::apply_then`, and
+//!   per-object locks on plain threads; under `mpirun`, across the ranks, beside the MPI
+//!   baselines with `--mpi`.
+//! * `micro` ([`micro`]) — fiber switch cost, one `apply` round trip between two workers, and
+//!   requests a single trustee serves per second.
+//! * `echo` and `ping` ([`echo`]) — request throughput and round trips, beside MPI baselines
+//!   with `--mpi` (`mpi_baselines`, `mpi_rma`: feature `mpi`).
+//!
+//! The crate measures; the program that runs it decides what it accepts and how files are
+//! written, through [`Host`]: `skein bench` refuses the same counts, with the same reasons,
+//! as every other `skein` command. [`spread`] turns repetitions into min / median / max, and
+//! every ratio a benchmark prints comes with the spread of the repetitions it came from.
+//!
+//! Timings on shared machines are noisy: compare ratios measured in one run, and use
+//! `--repeat N` (implementations interleaved, median reported, spread beside it) on a busy
+//! machine. `--slot-size` overrides the runtime's slot overflow size (batching experiments).
+
+pub mod echo;
+pub mod fetch_add;
+pub mod micro;
+#[cfg(feature = "mpi")]
+mod mpi_baselines;
+#[cfg(feature = "mpi")]
+mod mpi_rma;
+pub mod spread;
+
+use std::path::Path;
+
+/// Most iterations of `micro` and `ping` (micro's throughput test runs 20 times as many
+/// requests; beyond this they run for hours).
+const MAX_ITERS: usize = 100_000_000;
+
+/// What a benchmark takes from the program that runs it: the limits on counts and memory
+/// that program applies to every command, and how it writes a result file. `skein bench`
+/// passes the command line's own (`jobs/src/limits.rs`, `jobs/src/output.rs`).
+pub trait Host {
+    /// Most workers a runtime may have.
+    fn max_workers(&self) -> usize;
+    /// Most fibers per worker.
+    fn max_fibers(&self) -> usize;
+    /// Most repetitions of anything timed.
+    fn max_repeat(&self) -> usize;
+    /// The runtime's accepted range of slot overflow bytes.
+    fn slot_size_range(&self) -> std::ops::RangeInclusive<usize>;
+    /// `value` must lie in `1..=max`; `why` says where the upper limit comes from. The
+    /// error is a sentence the caller prefixes with the flag's name.
+    fn check_count(&self, value: usize, max: usize, why: &str) -> Result<(), String>;
+    /// `need` bytes, for `what`, must fit in the memory available now.
+    fn check_memory(&self, need: u128, what: &str) -> Result<(), String>;
+    /// A runtime of `workers` workers with `fibers` fiber stacks each and slots of
+    /// `slot_size` overflow bytes must fit in memory and the process's mapping limit.
+    fn check_engine(&self, workers: usize, fibers: usize, slot_size: usize) -> Result<(), String>;
+    /// Writes `contents` to `path` whole (a reader sees the old file or the new one); `what`
+    /// names the file in errors.
+    fn write_file(&self, path: &Path, what: &str, contents: &str) -> anyhow::Result<()>;
+}
+
+/// Arguments of `skein bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum BenchCmd {
+    /// Fetch-and-add on K shared counters: delegation versus locks.
+    FetchAdd(fetch_add::FetchAddArgs),
+    /// Fiber switch, apply round trip, single-trustee throughput.
+    Micro(micro::MicroArgs),
+    /// Echo: every worker sends requests to random workers and answers theirs (requests/s);
+    /// with --mpi, beside MPI echoes across the ranks of an mpirun.
+    Echo(echo::EchoArgs),
+    /// Ping: one blocking round trip at a time (µs); with --mpi, beside an MPI ping-pong.
+    Ping(echo::PingArgs),
+}
+
+impl Args {
+    /// Whether this benchmark runs on every rank of an `mpirun` (echo, ping and fetch-add:
+    /// they run across the ranks, and only rank 0 prints).
+    pub fn runs_on_every_rank(&self) -> bool {
+        matches!(self.cmd, BenchCmd::Echo(_) | BenchCmd::Ping(_) | BenchCmd::FetchAdd(_))
+    }
+}
+
+/// Runs the benchmark `args` names, with `host`'s limits and file writing.
+pub fn run(args: Args, host: &dyn Host) -> anyhow::Result<()> {
+    match args.cmd {
+        BenchCmd::FetchAdd(a) => fetch_add::fetch_add(a, host),
+        BenchCmd::Micro(a) => micro::micro(a, host),
+        BenchCmd::Echo(a) => echo::echo(a, host),
+        BenchCmd::Ping(a) => echo::ping(a, host),
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` through `host` (every benchmark's `--json`).
+fn write_json(host: &dyn Host, path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let s = serde_json::to_string_pretty(value)?;
+    host.write_file(path, "the JSON file", &s)
+}
