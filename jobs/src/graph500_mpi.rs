@@ -289,6 +289,30 @@ impl RefReport {
 /// Builds (on first use) and runs the reference for `kernel` on the Kronecker graph of
 /// `scale` and `edgefactor`, and parses its output. SSSP runs skip the reference's BFS
 /// (its `SKIP_BFS`); `validate == false` sets its `SKIP_VALIDATION`.
+/// Builds the reference (or finds its cached build) with the script's `build`, so that
+/// `compare` knows it can run before any engine runs; the error carries the script's
+/// message (no source tree, no network, no MPI compiler, a failed build).
+pub(crate) fn build() -> anyhow::Result<()> {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg("graph500-reference.sh")
+        .arg("build")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot start bash to build the Graph500 reference")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the {} engine cannot run: building the Graph500 reference failed ({}):\n{}",
+        EngineName::Graph500Mpi,
+        out.status,
+        tail(&String::from_utf8_lossy(&out.stderr), 25)
+    );
+    Ok(())
+}
+
 pub(crate) fn run(
     kernel: Kernel,
     scale: u32,

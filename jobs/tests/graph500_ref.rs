@@ -252,3 +252,41 @@ fn real_reference_at_scale_10_with_2_ranks() {
         assert!(stdout.lines().any(|l| l.starts_with("graph500-mpi") && l.contains("2r")));
     }
 }
+
+/// The script stops at its first error (a `die` inside a command substitution used to end
+/// only that subshell: `cp: cannot stat '/src'` and a make failure followed), and `compare`
+/// checks every engine's prerequisites, and the chart's path, before it runs any engine.
+#[test]
+fn prerequisites_are_checked_before_any_engine_runs() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/graph500-reference.sh");
+    let missing = tmp("no-such-tree");
+    let cache = tmp("script-cache");
+    for args in [&["build"][..], &["run", "4", "16", "1"][..]] {
+        let out = Command::new("bash")
+            .arg(script)
+            .args(args)
+            .env("GRAPH500_SRC", s(&missing))
+            .env("SKEIN_CACHE", s(&cache))
+            .output()
+            .expect("bash runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains("is not a folder"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: more than the first error: {err}");
+    }
+    let (j, _) = job("prereq", "");
+    let out = skein(
+        &["compare", s(&j), "--engines", "seq,graph500-mpi"],
+        &[("GRAPH500_SRC", s(&missing))],
+    );
+    let (_, err) = text(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("building the Graph500 reference failed"), "{err}");
+    assert!(err.contains("is not a folder") && !err.contains("running"), "{err}");
+    let chart = tmp("chart.txt");
+    let out = skein(&["compare", s(&j), "--engines", "seq", "--chart", s(&chart)], &[]);
+    let (_, err) = text(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--chart") && err.contains(".png") && !err.contains("running"), "{err}");
+    assert!(!chart.exists());
+}
