@@ -159,6 +159,8 @@ fn stand_in_reference_goes_into_the_table_and_json() {
     let row = stdout.lines().find(|l| l.starts_with("graph500-mpi")).expect(&stdout);
     assert!(row.contains("2r") && row.contains("6.75"), "{row}");
     assert!(row.contains("same nedge as Skein"), "{row}");
+    // The script's notes are printed as they come (the first build, then the mpirun line).
+    assert!(err.contains("graph500-reference: running"), "{err}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let engines = r["engines"].as_array().unwrap();
