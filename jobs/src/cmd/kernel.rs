@@ -18,7 +18,7 @@ pub(crate) struct Args {
     pub(crate) engine: EngineName,
     /// Threads of the rayon engine, or workers of the skein engine (default: one per CPU).
     #[arg(long, short = 't', visible_alias = "workers", value_name = "T",
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          value_parser = at_least_one::<usize>)]
     pub(crate) threads: Option<usize>,
     /// Fibers per worker of the skein engine.
     #[arg(long, value_name = "F", default_value_t = 8)]
@@ -56,11 +56,25 @@ pub(crate) struct Args {
     /// Direction-optimizing BFS (rayon, skein): back to top-down when the frontier <
     /// vertices / BETA.
     #[arg(long, default_value_t = skein_baselines::DEFAULT_BETA,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = at_least_one::<u64>)]
     pub(crate) beta: u64,
     /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
     #[arg(value_name = "GRAPH")]
     pub(crate) graph: String,
+}
+
+/// A count of 1 or more (`--threads`, `--beta`).
+fn at_least_one<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = std::num::ParseIntError> + PartialEq + From<u8>,
+{
+    match s.parse::<T>() {
+        Ok(n) if n == T::from(0) => {
+            Err("must be at least 1 (leave the option out for its default)".into())
+        }
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// What this rank will run, for [`crate::agree::agree`]: every argument, and the graph
