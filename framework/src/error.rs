@@ -32,6 +32,19 @@ pub enum Error {
         /// Number of panics recorded.
         count: usize,
     },
+    /// A message from another rank was refused (a forged or corrupted batch, a bad weight
+    /// return), which stops the run on every rank before quiescence: its requests are lost.
+    /// `first` names the rank that refused and the rank that sent it.
+    #[error(
+        "skein run stopped by a refused message ({count} {} recorded); first: {first}",
+        plural(*.count as u64, "error")
+    )]
+    Refused {
+        /// The first error recorded (the refusal, naming the sending rank).
+        first: String,
+        /// Number of errors recorded.
+        count: usize,
+    },
     /// No fiber could ever run again and no request was in flight, but fibers were still
     /// blocked (in `join`, a `Latch`, or `launch`), or the main fiber never finished.
     #[error(

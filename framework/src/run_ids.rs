@@ -46,7 +46,9 @@ pub(crate) fn acquire() -> Option<u32> {
     None
 }
 
-/// The run with id `id` has ended (its workers are gone).
+/// The run with id `id` has ended (its workers are gone). Called once per run at its end
+/// (`RunState::end`), also when fibers that never finished are leaked with the run's state:
+/// they never resume, so the properties they hold are the only thing that still counts.
 pub(crate) fn run_ended(id: u32) {
     SLOTS[id as usize].running.store(false, Ordering::Release);
 }

@@ -371,6 +371,34 @@ fn a_corrupted_envelope_is_refused_naming_the_rank() {
     }
 }
 
+/// A run stopped by a refused envelope gives its run id back (its blocked fibers are leaked,
+/// with the run's state they hold): more refused runs in one process than there are run ids
+/// (127), then a normal run works. Each is reported as a refusal naming the sending rank.
+#[test]
+fn refused_runs_give_their_run_ids_back() {
+    for i in 0..200 {
+        let rt = Runtime::builder()
+            .workers(2)
+            .loopback_ranks(2)
+            .loopback_corrupt_first_envelope(0)
+            .build()
+            .unwrap();
+        let err = rt
+            .run(|| {
+                let t = skein::trustee(1).entrust_new(1u64, |x| x);
+                t.apply(1u64, |c, k| *c + k)
+            })
+            .unwrap_err();
+        assert!(matches!(err, skein::Error::Refused { .. }), "run {i}: {err:?}");
+        let err = err.to_string();
+        assert!(err.contains("refused message") && err.contains("bad batch from rank 0"), "{err}");
+        assert!(!err.contains("panic"), "{err}");
+    }
+    let v =
+        runtime(2, 2).run(|| skein::trustee(1).entrust_new(40u64, |x| x).apply(2, |c, k| *c + k));
+    assert_eq!(v.unwrap(), 42);
+}
+
 /// Forged envelopes (the `forge_envelope` test hook: the real encoder, then one thing
 /// broken) sent from worker 0 of fake rank 0 to worker 2 of fake rank 1 are refused there,
 /// naming the sending rank and what is wrong, and the run fails; nothing runs. The same

@@ -13,8 +13,9 @@
 //! a byte count, optionally with a binary suffix (`K`, `M`, `G`, `T`, also written
 //! `KiB`, `MB`, ...: `1073741824`, `1G`, `512MiB`). The variable replaces what the
 //! machine reports (it may be larger or smaller), which lets tests and users make the
-//! check independent of the machine. Where neither is known (no `/proc`), only needs
-//! beyond the address space are refused.
+//! check independent of the machine. Either figure is lowered to what the process's
+//! address-space limit (`ulimit -v`, `RLIMIT_AS`) leaves ([`address_space_left`]). Where
+//! none is known (no `/proc`), only needs beyond the address space are refused.
 //!
 //! The byte counts follow the arrays this crate allocates: [`edge_list_bytes`] for an
 //! [`EdgeList`](crate::EdgeList), [`Csr::build_bytes`](crate::Csr::build_bytes) for
@@ -52,9 +53,16 @@ pub enum MemoryError {
     },
 }
 
-/// A byte count printed in GiB (or a smaller unit when under 1 GiB), one decimal.
+/// A byte count printed in GiB (or a smaller unit when under 0.1 GiB), one decimal: never
+/// `0.0 GiB`.
+///
+/// ```
+/// use skein_generators::memory::Bytes;
+/// assert_eq!(Bytes(3 << 29).to_string(), "1.5 GiB");
+/// assert_eq!(Bytes(5 << 20).to_string(), "5.0 MiB");
+/// ```
 #[derive(Debug, Clone, Copy)]
-struct Bytes(u128);
+pub struct Bytes(pub u128);
 
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,21 +79,57 @@ impl fmt::Display for Bytes {
 
 /// Bytes available for new allocations: the value of [`MEMORY_LIMIT_ENV`] when set,
 /// else `MemAvailable` from `/proc/meminfo`; `None` where neither is known, or when the
-/// variable is malformed ([`check_fits`] reports that as [`MemoryError::BadLimit`]).
+/// variable is malformed ([`check_fits`] reports that as [`MemoryError::BadLimit`]). Either
+/// is lowered to what the process's address-space limit leaves ([`address_space_left`],
+/// `ulimit -v`), where one is set.
 pub fn available_memory() -> Option<u64> {
     memory_limit().ok().flatten()
 }
 
 /// [`available_memory`], with a malformed [`MEMORY_LIMIT_ENV`] as an error.
 pub fn memory_limit() -> Result<Option<u64>, MemoryError> {
-    if let Some(value) = std::env::var_os(MEMORY_LIMIT_ENV) {
-        let value = value.to_string_lossy().into_owned();
-        return match parse_bytes(&value) {
-            Some(b) => Ok(Some(b)),
-            None => Err(MemoryError::BadLimit { value }),
-        };
+    let figure = match std::env::var_os(MEMORY_LIMIT_ENV) {
+        Some(value) => {
+            let value = value.to_string_lossy().into_owned();
+            match parse_bytes(&value) {
+                Some(b) => Some(b),
+                None => return Err(MemoryError::BadLimit { value }),
+            }
+        }
+        None => mem_available(),
+    };
+    Ok(match (figure, address_space_left()) {
+        (Some(f), Some(left)) => Some(f.min(left)),
+        (f, left) => f.or(left),
+    })
+}
+
+/// What the process's address-space limit (`RLIMIT_AS`, set by `ulimit -v`) leaves for new
+/// mappings: the limit less the address space in use now (`VmSize` of `/proc/self/status`);
+/// `None` when there is no limit (or it cannot be read). An allocation past it fails even
+/// with memory free, which aborts the process.
+#[cfg(unix)]
+pub fn address_space_left() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one `rlimit` through the pointer, which points at ours.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
     }
-    Ok(mem_available())
+    let status = std::fs::read_to_string("/proc/self/status").ok();
+    let used = status
+        .as_deref()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmSize:")))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |kib| kib.saturating_mul(1024));
+    Some(lim.rlim_cur.saturating_sub(used))
+}
+
+/// No address-space limit is known outside Unix.
+#[cfg(not(unix))]
+pub fn address_space_left() -> Option<u64> {
+    None
 }
 
 /// This process's peak resident set size so far (`VmHWM` of `/proc/self/status`), in

@@ -24,6 +24,11 @@
 #                    --allow-run-as-root when run as root) before them.
 #   SKIP_BFS, SKIP_VALIDATION   passed to the reference, which reads them itself.
 set -euo pipefail
+# Command substitutions (`src=$(source_tree)`) run in subshells, which do not inherit
+# `set -e` by default: without this a failure inside one (a `die`) would end only that
+# subshell and the caller would carry on with an empty value. The `|| exit` after each
+# substitution below makes the caller stop too.
+shopt -s inherit_errexit
 
 COMMIT=f89d643ce4aaae9a823d310c6ab2dd10e3d2982c
 REPO_URL=https://github.com/graph500/graph500.git
@@ -97,7 +102,7 @@ source_tree() {
 # prints its path. Rebuilds when a source file is newer than the binary.
 build() {
     local src mpicc key dir log
-    src=$(source_tree)
+    src=$(source_tree) || exit 1
     mpicc=${MPICC:-mpicc}
     command -v "$mpicc" >/dev/null ||
         die "$mpicc not found: the Graph500 reference needs an MPI C compiler (install Open MPI or MPICH, or set MPICC)"
@@ -142,7 +147,7 @@ run() {
     is_uint "$ranks" && ((ranks >= 1)) || die "RANKS must be a positive integer, not '$ranks'"
     # common.h defines SIZE_MUST_BE_A_POWER_OF_TWO: any other count aborts.
     (((ranks & (ranks - 1)) == 0)) || die "RANKS must be a power of two (the reference aborts otherwise), not $ranks"
-    bin=$(build)
+    bin=$(build) || exit 1
     mpirun=${MPIRUN:-mpirun}
     command -v "$mpirun" >/dev/null || die "$mpirun not found: set MPIRUN to the MPI launcher"
     local args=()

@@ -20,6 +20,24 @@ fn register_font() {
     });
 }
 
+/// The image formats a chart can be written in, by file extension (what the bitmap
+/// encoder supports).
+const CHART_EXTENSIONS: [&str; 4] = ["png", "jpg", "jpeg", "bmp"];
+
+/// Checks, before anything runs, that a chart can be written to `path`: an image
+/// extension the encoder supports, and a folder where a file can be created (made if
+/// missing). Writes nothing at `path` itself.
+pub(crate) fn check_path(path: &Path) -> anyhow::Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+    anyhow::ensure!(
+        ext.as_deref().is_some_and(|e| CHART_EXTENSIONS.contains(&e)),
+        "--chart {}: a chart is an image; give the file one of the extensions {}",
+        path.display(),
+        CHART_EXTENSIONS.map(|e| format!(".{e}")).join(", ")
+    );
+    crate::output::check_writable(path).with_context(|| format!("--chart {}", path.display()))
+}
+
 /// Draws one bar per `(label, teps)` into `path` (PNG, written atomically: see
 /// [`crate::output`]), values in MTEPS above the bars.
 pub(crate) fn teps_bars(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> {

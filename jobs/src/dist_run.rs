@@ -196,13 +196,15 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
     peak[rank] = skein_generators::memory::peak_rss_bytes().unwrap_or(0);
     let build_peaks = all_reduce(&mut ex, &peak, u64::wrapping_add)?;
     let g = Arc::new(g);
-    eprintln!(
-        "graph {}: {n} vertices, {} edges across {ranks} ranks; generated in \
-         {generation_seconds:.3} s, rows built in {construction_seconds:.3} s (slowest rank)",
-        k.description,
-        arcs / 2,
-    );
-    eprintln!(
+    if rank == 0 {
+        output::eline(format_args!(
+            "graph {}: {n} vertices, {} edges across {ranks} ranks; generated in \
+             {generation_seconds:.3} s, rows built in {construction_seconds:.3} s (slowest rank)",
+            k.description,
+            arcs / 2,
+        ));
+    }
+    output::eline_as_is(format_args!(
         "  rank {rank}: {} vertices, {} arcs, {} rounds: generate {:.3} s, route {:.3} s, \
          exchange {:.3} s, rows {:.3} s, peak {:.1} MiB",
         g.range().end - g.range().start,
@@ -213,7 +215,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
         stats.exchange_s,
         stats.rows_s,
         build_peaks[rank] as f64 / 1048576.0,
-    );
+    ));
 
     // 2. Roots, and their nedge.
     let roots = match (&k.graph, k.explicit_roots.is_empty()) {

@@ -15,7 +15,7 @@
 //! count, per-root times) is absent from its JSON, never invented.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
+use std::io::BufRead;
 use std::process::{Command, Stdio};
 
 use anyhow::Context;
@@ -289,6 +289,30 @@ impl RefReport {
 /// Builds (on first use) and runs the reference for `kernel` on the Kronecker graph of
 /// `scale` and `edgefactor`, and parses its output. SSSP runs skip the reference's BFS
 /// (its `SKIP_BFS`); `validate == false` sets its `SKIP_VALIDATION`.
+/// Builds the reference (or finds its cached build) with the script's `build`, so that
+/// `compare` knows it can run before any engine runs. The script's notes and errors (no
+/// source tree, no network, no MPI compiler, the end of a failed build's log) go to
+/// standard error as they come.
+pub(crate) fn build() -> anyhow::Result<()> {
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg("graph500-reference.sh")
+        .arg("build")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .status()
+        .context("cannot start bash to build the Graph500 reference")?;
+    anyhow::ensure!(
+        status.success(),
+        "the {} engine cannot run: building the Graph500 reference failed ({status}; its \
+         messages are above)",
+        EngineName::Graph500Mpi,
+    );
+    Ok(())
+}
+
 pub(crate) fn run(
     kernel: Kernel,
     scale: u32,
@@ -320,22 +344,35 @@ pub(crate) fn run(
         cmd.env("SKIP_VALIDATION", "1");
     }
     let mut child = cmd.spawn().context("cannot start bash to run the Graph500 reference")?;
+    // The run takes minutes at a large SCALE: a spinner (on a terminal) shows the time and
+    // the last line the reference wrote, and the script's own notes (building, the mpirun
+    // line) are printed as they come.
+    let progress = std::sync::Arc::new(crate::progress::spinner("graph500-mpi"));
     // Read stderr on a thread so that neither pipe can fill up and block the reference.
-    let mut stderr = child.stderr.take().context("no stderr pipe")?;
+    let stderr = child.stderr.take().context("no stderr pipe")?;
+    let shown = std::sync::Arc::clone(&progress);
     let err_thread = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = stderr.read_to_end(&mut s);
-        String::from_utf8_lossy(&s).into_owned()
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with("graph500-reference: ") {
+                shown.note(&line);
+            }
+            shown.say(&line);
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
     });
     let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .context("no stdout pipe")?
-        .read_to_string(&mut stdout)
-        .context("cannot read the Graph500 reference's output")?;
+    for line in std::io::BufReader::new(child.stdout.take().context("no stdout pipe")?).lines() {
+        let line = line.context("cannot read the Graph500 reference's output")?;
+        progress.say(&line);
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
     let status = child.wait().context("waiting for the Graph500 reference")?;
     let stderr = err_thread.join().unwrap_or_default();
+    progress.finish();
     if !status.success() {
         anyhow::bail!(
             "the graph500-mpi engine failed ({status}); last lines of its log:\n{}",

@@ -47,6 +47,7 @@ A job file is TOML with four sections; only [graph] is required:
                             # of the edges. A .skg file: each rank reads a share by offset
                             # (rank 0 also checks the checksum). A text file, pipe or `-`:
                             # rank 0 reads it (twice: check, then hand out in rounds).
+  [report]
   json = \"reports/sssp-s20.json\"
   dump = \"reports/sssp-s20.dump\"   # the first root's result, one line per vertex
 
@@ -591,6 +592,22 @@ fn normalize(path: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    /// The template of `skein run --help` is a job file that loads, every key in its section.
+    #[test]
+    fn the_help_template_is_a_valid_job() {
+        let template: String = super::JOB_HELP
+            .lines()
+            .skip_while(|l| !l.starts_with("  [graph]"))
+            .take_while(|l| !l.is_empty())
+            .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+            .collect();
+        let dir = std::path::Path::new("/jobs");
+        let job = super::parse(&dir.join("t.toml"), &template, &["runtime.ranks=1".into()])
+            .unwrap_or_else(|e| panic!("{e}\n{template}"));
+        assert_eq!(job.json.as_deref(), Some(dir.join("reports/sssp-s20.json").as_path()));
+        assert!(job.dump.is_some());
+    }
+
     use super::*;
 
     fn parse_str(text: &str, sets: &[&str]) -> Result<Job, String> {

@@ -63,14 +63,15 @@ pub(crate) fn check_memory(need: u128, what: impl Display) -> Result<(), String>
     Ok(())
 }
 
-/// `bytes` in GiB with one decimal (`12.5 GiB`).
+/// `bytes` with one decimal in GiB (`12.5 GiB`), or MiB, KiB or bytes when under 0.1 GiB:
+/// never `0.0 GiB`.
 pub(crate) fn gib(bytes: u128) -> String {
-    format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+    skein_generators::memory::Bytes(bytes).to_string()
 }
 
 /// Bytes of memory available now (None where unknown): `MemAvailable`, or the limit set
-/// by `SKEIN_MEMORY_LIMIT` (see [`skein_generators::memory`]), so that the CLI's checks
-/// and the graph readers' agree.
+/// by `SKEIN_MEMORY_LIMIT`, lowered to what `ulimit -v` leaves (see
+/// [`skein_generators::memory`]), so that the CLI's checks and the graph readers' agree.
 pub(crate) fn available_memory() -> Option<u64> {
     skein_generators::memory::available_memory()
 }
@@ -219,6 +220,13 @@ mod tests {
         let e = check_engine(true, 2, 0, 512).unwrap_err();
         assert!(e.starts_with("fibers: must be at least 1"), "{e}");
         assert!(check_engine(true, 2, 8, 100).unwrap_err().contains("slot size"));
+    }
+
+    #[test]
+    fn small_figures_are_never_zero_gib() {
+        assert_eq!(gib(5 << 30), "5.0 GiB");
+        assert_eq!(gib(3 << 20), "3.0 MiB");
+        assert_eq!(gib(1536), "1.5 KiB");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod agree;
 mod chart;
 mod cmd;
 #[cfg(feature = "mpi")]
@@ -56,10 +57,24 @@ fn main() -> std::process::ExitCode {
         Command::Sssp(_) | Command::Bfs(_) | Command::Run(_) => true,
         _ => false,
     };
+    if let Err(e) = refuse_copies_under_a_launcher() {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
     let placement = if every_rank { skein::rack::init() } else { skein::rack::require_one_rank() };
     if let Err(e) = placement {
         eprintln!("error: {e}");
         return std::process::ExitCode::FAILURE;
+    }
+    // The benchmarks' first collective: the ranks agree on their arguments (the kernels
+    // agree on their job in `cmd::kernel` and `cmd::run`).
+    if let (true, Command::Bench(a)) = (every_rank, &cli.command) {
+        let digest =
+            [agree::field("command", "bench"), agree::field("arguments", format!("{a:?}"))];
+        if let Err(e) = agree::agree(&digest) {
+            output::eline(format_args!("error: {e:#}"));
+            return std::process::ExitCode::FAILURE;
+        }
     }
     if every_rank && skein::rank() > 0 && !matches!(&cli.command, Command::Bench(_)) {
         output::quiet_this_rank();
@@ -77,11 +92,73 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            output::eline(format_args!("error: {e:#}"));
             // An error only this rank met would leave it in MPI_Finalize (at exit) while the
             // others wait for it in a collective: end the job instead (no-op on one rank).
             skein::rack::exit_within(std::time::Duration::from_secs(10), 1);
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The environment variables by which MPI launchers tell a process its rank or the job's
+/// size (Open MPI, PMIx, MPICH's Hydra and other PMI launchers).
+#[cfg_attr(feature = "mpi", allow(dead_code))]
+const LAUNCHER_VARS: [(&str, bool); 6] = [
+    ("OMPI_COMM_WORLD_SIZE", true),
+    ("PMI_SIZE", true),
+    ("OMPI_COMM_WORLD_RANK", false),
+    ("PMIX_RANK", false),
+    ("PMI_RANK", false),
+    ("MPI_LOCALNRANKS", true),
+];
+
+/// A build without the `mpi` feature cannot join an MPI job: started by `mpirun -np N`
+/// with N above 1 it would run N independent copies of the command, all writing the same
+/// files. Refused with the command that builds the MPI-enabled binary (a launcher's
+/// variable that says more than one rank: a size above 1 or a rank above 0).
+#[cfg(not(feature = "mpi"))]
+fn refuse_copies_under_a_launcher() -> anyhow::Result<()> {
+    refuse_copies(|k| std::env::var(k).ok())
+}
+
+/// With the `mpi` feature the rack bootstrap joins the job (`skein::rack::init`).
+#[cfg(feature = "mpi")]
+fn refuse_copies_under_a_launcher() -> anyhow::Result<()> {
+    Ok(())
+}
+
+#[cfg_attr(feature = "mpi", allow(dead_code))]
+fn refuse_copies(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+    for (name, is_size) in LAUNCHER_VARS {
+        let Some(n) = var(name).and_then(|v| v.trim().parse::<u64>().ok()) else { continue };
+        if (is_size && n > 1) || (!is_size && n > 0) {
+            anyhow::bail!(
+                "this skein was built without the `mpi` feature, but an MPI launcher started it \
+                 as one of several ranks ({name}={n}): each rank would run its own copy of the \
+                 command. Build the MPI-enabled binary with `cargo build --release -p \
+                 skein-jobs --features mpi` (needs Open MPI, see scripts/install-mpi.sh), or run \
+                 this one without mpirun"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuse_copies;
+
+    #[test]
+    fn several_ranks_of_a_launcher_are_refused_without_the_mpi_feature() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert!(refuse_copies(env(&[])).is_ok());
+        assert!(refuse_copies(env(&[("OMPI_COMM_WORLD_SIZE", "1")])).is_ok());
+        assert!(refuse_copies(env(&[("PMIX_RANK", "0")])).is_ok());
+        let e = refuse_copies(env(&[("OMPI_COMM_WORLD_SIZE", "2")])).unwrap_err().to_string();
+        assert!(e.contains("OMPI_COMM_WORLD_SIZE=2") && e.contains("--features mpi"), "{e}");
+        assert!(refuse_copies(env(&[("PMI_RANK", "3")])).is_err());
     }
 }

@@ -192,6 +192,22 @@ pub(crate) fn quiet_this_rank() {
 /// Set by [`quiet_this_rank`].
 static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Prints `line` and a newline to standard error in one write, so that the lines of ranks
+/// sharing one terminal never interleave mid-line (`eprintln!` writes its pieces one by
+/// one); on a rank other than 0 of a job over several ranks, prefixed with `rank R: ` (rank
+/// 0 alone prints the lines every rank shares).
+pub(crate) fn eline(line: impl std::fmt::Display) {
+    match skein::rank() {
+        0 => eline_as_is(line),
+        r => eline_as_is(format_args!("rank {r}: {line}")),
+    }
+}
+
+/// [`eline`] without the rank prefix (for a line that names its rank itself).
+pub(crate) fn eline_as_is(line: impl std::fmt::Display) {
+    let _ = std::io::stderr().lock().write_all(format!("{line}\n").as_bytes());
+}
+
 /// Whether this process writes files and reports (false on ranks other than 0 of a job that
 /// runs on every rank).
 pub(crate) fn writes() -> bool {
@@ -214,6 +230,19 @@ pub(crate) fn write_file(
     w.flush().with_context(context)?;
     drop(w);
     out.commit().with_context(context)
+}
+
+/// Checks, before a long run, that a file can be written at `path` later: its folder is
+/// made if missing and a temporary file is created in it and removed again; `path` itself
+/// is left as it is. Paths that are not regular files (`/dev/null`, a FIFO) are left to
+/// the write itself (opening a FIFO would wait for a reader).
+pub(crate) fn check_writable(path: &Path) -> anyhow::Result<()> {
+    if std::fs::metadata(path).is_ok_and(|md| !md.is_file()) && !path.is_dir() {
+        return Ok(());
+    }
+    create_parent(path)?;
+    drop(AtomicFile::create(path)?);
+    Ok(())
 }
 
 /// Creates the folder `path` will be written into, if it has one and it is missing.

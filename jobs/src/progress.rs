@@ -62,7 +62,34 @@ pub(crate) fn phase_bytes(name: &str, total: u64) -> Progress {
     Progress { bar }
 }
 
+/// A spinner for a phase of unknown length (an external program's run): the time elapsed
+/// and the last thing it said ([`Progress::say`]).
+pub(crate) fn spinner(name: &str) -> Progress {
+    let bar = ProgressBar::with_draw_target(None, draw_target());
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>12} {spinner} {elapsed_precise} {wide_msg}")
+            .expect("valid template"),
+    );
+    bar.set_prefix(name.to_owned());
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    Progress { bar }
+}
+
 impl Progress {
+    /// Prints `line` on standard error, above the bar when it is drawn.
+    pub(crate) fn note(&self, line: &str) {
+        if self.bar.is_hidden() {
+            crate::output::eline(line);
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    /// Shows `line` beside a [`spinner`].
+    pub(crate) fn say(&self, line: &str) {
+        self.bar.set_message(line.trim().to_owned());
+    }
+
     /// Advances by `delta` units.
     pub(crate) fn inc(&self, delta: u64) {
         self.bar.inc(delta);

@@ -248,6 +248,56 @@ fn counts_and_memory_are_checked_before_anything_is_allocated() {
     }
 }
 
+/// Arguments that used to be accepted silently, or by one engine only, are refused by the
+/// command line with the argument's name.
+#[test]
+fn zero_counts_and_contradicting_roots_are_refused() {
+    for engine in ["seq", "rayon", "skein"] {
+        let e = fails(&["bfs", "--engine", engine, "--beta", "0", "kron:6"]);
+        assert!(e.contains("--beta") && e.contains("0"), "{engine}: {e}");
+    }
+    let e = fails(&["bfs", "--threads", "0", "kron:6"]);
+    assert!(e.contains("--threads"), "{e}");
+    let e = fails(&["bfs", "--roots", "3", "--root", "1", "kron:6"]);
+    assert!(e.contains("--roots") && e.contains("--root"), "{e}");
+    // Vertex 5 of kron:10 has no edge: nothing traversed, no rate.
+    let out = ok(&["bfs", "--engine", "seq", "--root", "5", "kron:10"]);
+    let line = |k: &str| out.lines().find(|l| l.contains(k)).unwrap_or_default().to_string();
+    assert!(line("max_nedge:").ends_with(" 0"), "{out}");
+    assert!(line("harmonic_mean_TEPS:").contains("!  0.000000e0"), "{out}");
+    assert!(line("harmonic_mean_TEPS:").contains("(!: the Graph500 headline figure)"), "{out}");
+}
+
+/// The address-space limit (`ulimit -v`) counts in the memory figure: a run that would
+/// pass it is refused with the memory message, never aborted in an allocation. A small
+/// figure is printed in MiB or KiB, never as `0.0 GiB`.
+#[cfg(unix)]
+#[test]
+fn ulimit_v_and_small_limits_are_refused_in_words() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_skein"));
+    cmd.args(["sssp", "--engine", "seq", "--roots", "1", "kron:20"]).env("SKEIN_PROGRESS", "0");
+    // SAFETY: between fork and exec the closure calls only `setrlimit`, which is
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let lim = libc::rlimit { rlim_cur: 300_000 << 10, rlim_max: libc::RLIM_INFINITY };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    let out = cmd.output().expect("run skein");
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.contains("SCALE 20") && e.contains("available"), "{e}");
+    let out = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["sssp", "--engine", "seq", "kron:10"])
+        .env("SKEIN_MEMORY_LIMIT", "3K")
+        .output()
+        .expect("run skein");
+    let e = text(&out.stderr);
+    assert!(e.contains("needs about 736.0 KiB, but only 3.0 KiB are available"), "{e}");
+}
+
 /// Entries of `dir` that are temporary files of an unfinished write.
 fn temporaries(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)

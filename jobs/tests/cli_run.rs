@@ -173,3 +173,23 @@ fn job_files_are_bounded_and_checked_whole() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("seeds = [2, 3]") && help.contains("bf800000"), "{help}");
 }
+
+/// A build without the `mpi` feature started by an MPI launcher as one of several ranks
+/// refuses (it would run one independent copy per rank), naming the build command.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_refuses_to_run_as_one_of_several_ranks() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["sssp", "--engine", "seq", "--roots", "1", "kron:6"])
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .output()
+        .expect("skein runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("built without the `mpi` feature") && err.contains("--features mpi"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -159,6 +159,8 @@ fn stand_in_reference_goes_into_the_table_and_json() {
     let row = stdout.lines().find(|l| l.starts_with("graph500-mpi")).expect(&stdout);
     assert!(row.contains("2r") && row.contains("6.75"), "{row}");
     assert!(row.contains("same nedge as Skein"), "{row}");
+    // The script's notes are printed as they come (the first build, then the mpirun line).
+    assert!(err.contains("graph500-reference: running"), "{err}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let engines = r["engines"].as_array().unwrap();
@@ -251,4 +253,42 @@ fn real_reference_at_scale_10_with_2_ranks() {
         assert!(g["construction_seconds"].as_f64().unwrap() > 0.0);
         assert!(stdout.lines().any(|l| l.starts_with("graph500-mpi") && l.contains("2r")));
     }
+}
+
+/// The script stops at its first error (a `die` inside a command substitution used to end
+/// only that subshell: `cp: cannot stat '/src'` and a make failure followed), and `compare`
+/// checks every engine's prerequisites, and the chart's path, before it runs any engine.
+#[test]
+fn prerequisites_are_checked_before_any_engine_runs() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/graph500-reference.sh");
+    let missing = tmp("no-such-tree");
+    let cache = tmp("script-cache");
+    for args in [&["build"][..], &["run", "4", "16", "1"][..]] {
+        let out = Command::new("bash")
+            .arg(script)
+            .args(args)
+            .env("GRAPH500_SRC", s(&missing))
+            .env("SKEIN_CACHE", s(&cache))
+            .output()
+            .expect("bash runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains("is not a folder"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: more than the first error: {err}");
+    }
+    let (j, _) = job("prereq", "");
+    let out = skein(
+        &["compare", s(&j), "--engines", "seq,graph500-mpi"],
+        &[("GRAPH500_SRC", s(&missing))],
+    );
+    let (_, err) = text(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("building the Graph500 reference failed"), "{err}");
+    assert!(err.contains("is not a folder") && !err.contains("running"), "{err}");
+    let chart = tmp("chart.txt");
+    let out = skein(&["compare", s(&j), "--engines", "seq", "--chart", s(&chart)], &[]);
+    let (_, err) = text(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("--chart") && err.contains(".png") && !err.contains("running"), "{err}");
+    assert!(!chart.exists());
 }

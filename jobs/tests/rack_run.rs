@@ -481,3 +481,85 @@ fn graphs_too_big_for_the_ranks_are_refused_on_every_rank_before_building() {
     assert!(err.contains("more than 2^32 - 1"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// An MPMD launch (`mpirun -np 1 -wdir D0 skein A... : -np 1 -wdir D1 skein B...`): one rank
+/// per `(working directory, arguments)`. Killed after 120 s, so that a hang fails the test.
+fn mpmd(apps: &[(&std::path::Path, Vec<&str>)]) -> Output {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]);
+    for (i, (dir, args)) in apps.iter().enumerate() {
+        if i > 0 {
+            cmd.arg(":");
+        }
+        cmd.args(["-np", "1", "-wdir"]).arg(dir).arg(env!("CARGO_BIN_EXE_skein")).args(args);
+    }
+    cmd.env_remove("SKEIN_LOOPBACK_RANKS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("mpirun runs");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(out) => out.expect("mpirun ends"),
+        Err(_) => {
+            // SAFETY: kill only sends a signal to the mpirun this test started.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            panic!("the MPMD job hung: {apps:?}");
+        }
+    }
+}
+
+/// Ranks started with different arguments, or reading different copies of one graph file
+/// path, refuse the job on every rank, naming the field and the ranks, instead of running a
+/// mixed graph (or hanging in collectives that do not match).
+#[test]
+fn ranks_that_disagree_on_their_job_refuse_it_naming_the_field() {
+    let dir = temp_dir("mpmd");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let sssp = |graph| vec!["sssp", "--engine", "skein", "-t", "1", "--roots", "2", graph];
+    let err_of = |r: &Output| {
+        assert!(!r.status.success(), "ran: {}", String::from_utf8_lossy(&r.stdout));
+        String::from_utf8_lossy(&r.stderr).into_owned()
+    };
+    // Another edge factor on rank 1.
+    let r = mpmd(&[(&dir, sssp("kron:8:16")), (&dir, sssp("kron:8:8"))]);
+    let err = err_of(&r);
+    assert_eq!(err.matches("the 2 ranks do not agree on their job").count(), 2, "{err}");
+    assert!(err.contains(r#"`graph`: rank 0 has "kron:8:16", rank 1 has "kron:8:8""#), "{err}");
+    // Root counts, warmups and a dump on one rank only: fields of their own, no hang.
+    let mut other = sssp("kron:8");
+    other[6] = "3";
+    other.extend(["--warmup", "1", "--dump", "/dev/null"]);
+    let err = err_of(&mpmd(&[(&dir, sssp("kron:8")), (&dir, other)]));
+    for f in ["`--roots`", "`--warmup`", "`--dump`"] {
+        assert!(err.contains(f), "{f}: {err}");
+    }
+    // Another command on rank 1.
+    let mut bfs = sssp("kron:8");
+    bfs[0] = "bfs";
+    let err = err_of(&mpmd(&[(&dir, sssp("kron:8")), (&dir, bfs)]));
+    assert!(err.contains(r#"`command`: rank 0 has "sssp", rank 1 has "bfs""#), "{err}");
+    // A job file with another override on rank 1: the loaded job's keys differ.
+    let job = concat!(env!("CARGO_MANIFEST_DIR"), "/sssp-s20-rack.toml");
+    let run = |scale| vec!["run", job, "--set", scale, "--set", "report.json=/dev/null"];
+    let err = err_of(&mpmd(&[(&dir, run("graph.scale=8")), (&dir, run("graph.scale=9"))]));
+    assert!(err.contains("`job.graph`: rank 0 has"), "{err}");
+    // One path, two files of the same size (node-local copies that differ): each rank
+    // reads `g.skg` in its own working directory.
+    for (d, seed) in [(&a, "2,3"), (&b, "5,7")] {
+        std::fs::create_dir_all(d).unwrap();
+        let g = d.join("g.skg");
+        let made = one_process(&["generate", "-s", "8", "--seed", seed, "-o", g.to_str().unwrap()]);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    }
+    let size = |d: &std::path::Path| std::fs::metadata(d.join("g.skg")).unwrap().len();
+    assert_eq!(size(&a), size(&b));
+    let err = err_of(&mpmd(&[(&a, sssp("g.skg")), (&b, sssp("g.skg"))]));
+    assert!(err.contains("`graph file content`: rank 0 has"), "{err}");
+    assert!(!err.contains("`graph`:"), "{err}");
+    // The same file on both ranks runs.
+    let r = mpmd(&[(&a, sssp("g.skg")), (&a, sssp("g.skg"))]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -19,6 +19,8 @@ pub(crate) struct RankReport {
     /// Failures of the runtime itself on this rank (a worker thread that could not start,
     /// a transport that did not close cleanly).
     pub(crate) internal: Vec<String>,
+    /// Whether the run was stopped on this rank by a refused message (`RunState::aborted`).
+    pub(crate) aborted: bool,
     /// On the rank that ran `main`: its result encoded with `wire::codec`, or why there is
     /// none (its panic message, an encoding error). `None` elsewhere.
     pub(crate) main: Option<Result<Vec<u8>, MainFailure>>,
@@ -44,6 +46,8 @@ pub(crate) enum Outcome {
     Ok(Vec<u8>),
     /// [`Error::Panicked`].
     Panicked { first: String, count: usize },
+    /// [`Error::Refused`].
+    Refused { first: String, count: usize },
     /// [`Error::Deadlock`].
     Deadlock { blocked: u64, main_finished: bool },
     /// [`Error::Internal`], naming the rank.
@@ -56,6 +60,7 @@ impl Outcome {
         match self {
             Outcome::Ok(b) => Ok(b),
             Outcome::Panicked { first, count } => Err(Error::Panicked { first, count }),
+            Outcome::Refused { first, count } => Err(Error::Refused { first, count }),
             Outcome::Deadlock { blocked, main_finished } => {
                 Err(Error::Deadlock { blocked, main_finished })
             }
@@ -67,7 +72,8 @@ impl Outcome {
 /// Rank 0's decision over every rank's report (in rank order), with the precedence of a run
 /// in one process: a failure of the runtime first, then panics (`main`'s first, then every
 /// rank's recorded errors in rank order, those of ranks above 0 prefixed with their rank),
-/// then a deadlock, then `main`'s value.
+/// then a deadlock, then `main`'s value. The errors of a run that a refused message stopped
+/// (on any rank) are that refusal, not panics.
 pub(crate) fn decide(reports: &[RankReport]) -> Outcome {
     for (r, rep) in reports.iter().enumerate() {
         if let Some(m) = rep.internal.first() {
@@ -85,7 +91,11 @@ pub(crate) fn decide(reports: &[RankReport]) -> Outcome {
         }
     }
     if let Some(first) = errors.first() {
-        return Outcome::Panicked { first: first.clone(), count: errors.len() };
+        let (first, count) = (first.clone(), errors.len());
+        if reports.iter().any(|r| r.aborted) {
+            return Outcome::Refused { first, count };
+        }
+        return Outcome::Panicked { first, count };
     }
     if let Some((blocked, main_finished)) = reports.iter().find_map(|r| r.deadlock) {
         return Outcome::Deadlock { blocked, main_finished };
@@ -225,6 +235,20 @@ mod tests {
             decide(&[main_panic]),
             Outcome::Panicked { first: "main fiber panicked: boom".into(), count: 1 }
         );
+    }
+
+    #[test]
+    fn a_refusal_on_any_rank_is_reported_as_one_not_as_panics() {
+        let r1 = RankReport {
+            errors: vec!["rank 1 worker 2: bad batch from rank 0: bad token".into()],
+            aborted: true,
+            ..RankReport::default()
+        };
+        let first = "rank 1: rank 1 worker 2: bad batch from rank 0: bad token".to_string();
+        assert_eq!(decide(&[ok(1), r1]), Outcome::Refused { first: first.clone(), count: 1 });
+        let e = Outcome::Refused { first, count: 1 }.into_result().unwrap_err().to_string();
+        assert!(e.starts_with("skein run stopped by a refused message (1 error recorded)"), "{e}");
+        assert!(!e.contains("panic"), "{e}");
     }
 
     #[test]

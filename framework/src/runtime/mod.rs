@@ -415,6 +415,7 @@ impl Runtime {
         let (main, result) = Self::wrap_main(&run_state, main);
         let (handles, spawn_err) = self.start_workers(&run_state, 0, Some(main));
         let internal = self.join_workers(&run_state, handles);
+        run_state.end();
         if let Some(e) = spawn_err {
             return Err(e);
         }
@@ -428,7 +429,11 @@ impl Runtime {
             errors.insert(0, format!("main fiber panicked: {}", panic_message(&**p)));
         }
         if !errors.is_empty() {
-            return Err(Error::Panicked { first: errors[0].clone(), count: errors.len() });
+            let (first, count) = (errors[0].clone(), errors.len());
+            if run_state.aborted.load(Ordering::Acquire) {
+                return Err(Error::Refused { first, count });
+            }
+            return Err(Error::Panicked { first, count });
         }
         if let Some((blocked, main_finished)) =
             *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner())
@@ -498,6 +503,7 @@ impl Runtime {
             ),
             deadlock: *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner()),
             internal: internal.iter().map(|e| e.to_string()).collect(),
+            aborted: run_state.aborted.load(Ordering::Acquire),
             main: None,
             stats: (rank * w..(rank + 1) * w).map(|g| run_state.stats_of(g)).collect(),
         };
@@ -525,6 +531,7 @@ impl Runtime {
                 None => Err(MainFailure::Missing),
             });
         }
+        run_state.end();
         drop(run_state);
         let decision = outcome::exchange(&report, w).map_err(rack_err)?;
         // Every rank's workers, as `Runtime::stats` shows them in one process.

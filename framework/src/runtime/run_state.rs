@@ -124,6 +124,8 @@ pub(crate) struct RunState {
     /// Set when the run was stopped before quiescence (a refused batch): requests were lost,
     /// so the end-of-run checks that assume quiescence do not apply.
     pub(crate) aborted: AtomicBool,
+    /// Set by [`RunState::end`].
+    ended: AtomicBool,
     /// The export tables of a split run, one per global trustee (`docs/rack-mode.md` §5.2
     /// item 1; empty when the run is not split): any worker of the trustee's rank exports
     /// through its trustee's table.
@@ -136,8 +138,7 @@ pub(crate) struct RunState {
 
 impl Drop for RunState {
     fn drop(&mut self) {
-        free::unregister_run(self.run_id);
-        crate::run_ids::run_ended(self.run_id);
+        self.end();
     }
 }
 
@@ -215,6 +216,7 @@ impl RunState {
             transport,
             all_reduces: Mutex::new(all_reduces),
             aborted: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
             n,
             run_id,
             job_run,
@@ -289,6 +291,19 @@ impl RunState {
         self.aborted.store(true, Ordering::Release);
         if self.mpi_rank.is_none() {
             self.shutdown.store(true, Ordering::Release);
+        }
+    }
+
+    /// The run is over (its workers joined, its leftover frees done): forgets it for
+    /// [`free::find_run`] (a later foreign free frees in place) and gives its run id back
+    /// ([`crate::run_ids`]: the id is free again once the run's last property is gone).
+    /// Called at the end of every run, and from `Drop` (once in all): fibers that never
+    /// finished (a deadlock, a run stopped by a refused message) are leaked with the `Arc`s
+    /// they hold, so the state itself may never be dropped.
+    pub(crate) fn end(&self) {
+        if !self.ended.swap(true, Ordering::AcqRel) {
+            free::unregister_run(self.run_id);
+            crate::run_ids::run_ended(self.run_id);
         }
     }
 

@@ -17,7 +17,8 @@ pub(crate) struct Args {
     #[arg(long, value_enum, default_value_t = EngineName::Rayon)]
     pub(crate) engine: EngineName,
     /// Threads of the rayon engine, or workers of the skein engine (default: one per CPU).
-    #[arg(long, short = 't', visible_alias = "workers", value_name = "T")]
+    #[arg(long, short = 't', visible_alias = "workers", value_name = "T",
+          value_parser = at_least_one::<usize>)]
     pub(crate) threads: Option<usize>,
     /// Fibers per worker of the skein engine.
     #[arg(long, value_name = "F", default_value_t = 8)]
@@ -26,7 +27,8 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) pin: bool,
     /// Number of search roots: the first N of the Graph500 root sequence of the graph.
-    #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_ROOTS)]
+    #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_ROOTS,
+          conflicts_with = "root")]
     pub(crate) roots: u64,
     /// Explicit search roots instead of the Graph500 sequence (repeatable).
     #[arg(long = "root", value_name = "V")]
@@ -53,14 +55,58 @@ pub(crate) struct Args {
     pub(crate) alpha: u64,
     /// Direction-optimizing BFS (rayon, skein): back to top-down when the frontier <
     /// vertices / BETA.
-    #[arg(long, default_value_t = skein_baselines::DEFAULT_BETA)]
+    #[arg(long, default_value_t = skein_baselines::DEFAULT_BETA,
+          value_parser = at_least_one::<u64>)]
     pub(crate) beta: u64,
     /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
     #[arg(value_name = "GRAPH")]
     pub(crate) graph: String,
 }
 
+/// A count of 1 or more (`--threads`, `--beta`).
+fn at_least_one<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = std::num::ParseIntError> + PartialEq + From<u8>,
+{
+    match s.parse::<T>() {
+        Ok(n) if n == T::from(0) => {
+            Err("must be at least 1 (leave the option out for its default)".into())
+        }
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// What this rank will run, for [`crate::agree::agree`]: every argument, and the graph
+/// file's facts.
+fn digest(kernel: Kernel, args: &Args) -> Vec<crate::agree::Field> {
+    use crate::agree::field;
+    let mut fields = vec![
+        field("command", kernel),
+        field("--engine", format!("{:?}", args.engine)),
+        field("--threads", format!("{:?}", args.threads)),
+        field("--fibers", args.fibers),
+        field("--pin", args.pin),
+        field("--roots", args.roots),
+        field("--root", format!("{:?}", args.root)),
+        field("--warmup", args.warmup),
+        field("--json", format!("{:?}", args.json)),
+        field("--dump", format!("{:?}", args.dump)),
+        field("--no-validate", args.no_validate),
+        field("--delta", format!("{:?}", args.delta)),
+        field("--alpha", args.alpha),
+        field("--beta", args.beta),
+        field("graph", &args.graph),
+    ];
+    if let Ok(GraphSpec::File(path)) = args.graph.parse::<GraphSpec>() {
+        fields.extend(crate::agree::file_fields(&path));
+    }
+    fields
+}
+
 pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
+    // The first collective under mpirun: before anything can fail on one rank only.
+    crate::agree::agree(&digest(kernel, &args))?;
     limits::check_count(args.warmup.max(1), limits::MAX_REPEAT, "more only add run time")
         .map_err(|e| anyhow::anyhow!("--warmup: {e}"))?;
     crate::engines::check_ranks(args.engine)?;

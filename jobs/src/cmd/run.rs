@@ -61,7 +61,10 @@ pub(crate) struct CompareArgs {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let job = job::load(&args.job, &args.set)?;
+    let job = job::load(&args.job, &args.set);
+    // The first collective under mpirun: the job as each rank loaded it (or its error).
+    crate::agree::agree(&digest(&job))?;
+    let job = job?;
     crate::engines::check_ranks(job.engine)?;
     #[cfg(feature = "mpi")]
     if crate::dist_run::applies() {
@@ -73,6 +76,30 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let spec = engine_spec(&job, job.engine);
     let (report, totals) = run_engine(&job, &graph, &roots, &spec, job.dump.as_deref())?;
     finish(&job, &report, totals.as_ref())
+}
+
+/// What this rank will run, for [`crate::agree::agree`]: every key of the job as loaded
+/// (after `--set`), and the graph file's facts; or why the job did not load.
+fn digest(job: &Result<Job, job::JobError>) -> Vec<crate::agree::Field> {
+    use crate::agree::field;
+    let mut fields = vec![field("command", "run")];
+    let job = match job {
+        Ok(job) => job,
+        Err(e) => {
+            fields.push(field("job", format!("does not load: {e}")));
+            return fields;
+        }
+    };
+    match serde_json::to_value(job) {
+        Ok(serde_json::Value::Object(keys)) => {
+            fields.extend(keys.iter().map(|(k, v)| field(&format!("job.{k}"), v)));
+        }
+        other => fields.push(field("job", format!("{other:?}"))),
+    }
+    if let JobGraph::File { path } = &job.graph {
+        fields.extend(crate::agree::file_fields(path));
+    }
+    fields
 }
 
 /// Prints the report (rank 0 only under mpirun), writes the job's JSON report, and fails
@@ -156,6 +183,7 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
             EngineName::Graph500Mpi => {
                 graph500_mpi::check_job(&job)?;
                 graph500_mpi::check_launch(&launch)?;
+                graph500_mpi::build()?;
             }
             EngineName::Seq | EngineName::Rayon | EngineName::Skein => {
                 engine_spec(&job, engine)
@@ -163,6 +191,17 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("{}: [runtime]", job.source.display()))?;
             }
         }
+    }
+    // Where the chart and the JSON report go, checked before anything runs.
+    let chart = args.chart.clone().unwrap_or_else(|| match &job.json {
+        Some(p) => p.with_extension("compare.png"),
+        None => PathBuf::from(format!("reports/compare-{}.png", job.kernel)),
+    });
+    crate::chart::check_path(&chart)?;
+    let compare_json = job.json.as_ref().map(|p| p.with_extension("compare.json"));
+    if let Some(path) = &compare_json {
+        crate::output::check_writable(path)
+            .with_context(|| format!("{}: key `report.json`", job.source.display()))?;
     }
     let graph = load_graph(&job)?;
     let roots = job_roots(&job, &graph)?;
@@ -281,16 +320,11 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
         writeln!(out, "(skein-rack: N ranks of the job's workers / N workers each)")?;
     }
     out.flush()?;
-    let chart = args.chart.clone().unwrap_or_else(|| match &job.json {
-        Some(p) => p.with_extension("compare.png"),
-        None => PathBuf::from(format!("reports/compare-{}.png", job.kernel)),
-    });
     let bars: Vec<(String, f64)> = rows.iter().map(|r| (r.chart_label.clone(), r.hmean)).collect();
     let title = format!("{} on {}: harmonic-mean TEPS", job.kernel, graph.description);
     crate::chart::teps_bars(&chart, &title, &bars)?;
     eprintln!("chart written to {}", chart.display());
-    if let Some(path) = &job.json {
-        let path = path.with_extension("compare.json");
+    if let Some(path) = compare_json {
         let reports: Vec<serde_json::Value> = rows.into_iter().map(|r| r.json).collect();
         let json = serde_json::json!({ "job": job, "engines": reports });
         report::write_json_value(&path, &json)?;
