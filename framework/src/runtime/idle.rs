@@ -49,9 +49,9 @@
 //! and back off to timed waits otherwise ([`Policy::Loopback`]).
 //!
 //! The loom model `loom_sleepers_no_lost_wakeup` runs the protocol's steps (the loads,
-//! stores and fences of [`Sleepers::arm`], the re-check, [`Sleepers::park`] and
-//! [`Sleepers::wake`], in their order, with loom's threads in place of `std`'s, which loom
-//! cannot park) against a publisher, and shows that a waker without its fence loses a wake-up.
+//! stores and fences of [`Sleepers::arm`], the re-check and [`Sleepers::wake`], in their
+//! order, with a flag standing for the park token) against a publisher, and shows that a
+//! waker without its fence loses a wake-up.
 
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -324,10 +324,12 @@ mod tests {
     }
 }
 
-/// The sleep/wake protocol under loom: a publisher stores "work" and wakes; a sleeper arms,
-/// re-checks and parks. Every execution ends with the sleeper having seen the work (a lost
-/// wake-up would leave it parked forever, which loom reports as a deadlock). The broken
-/// variant (the waker without its fence) must be caught.
+/// The sleep/wake protocol under loom: a publisher stores "work" and wakes; a sleeper arms
+/// and re-checks. A sleeper that finds no work would park, so it must then have been
+/// unparked (the token makes that park return, and the unpark, after the publication,
+/// synchronizes with it: the next pass sees the work). Every execution must end with the
+/// sleeper having seen the work or been unparked; the broken variant (the waker without its
+/// fence) must be caught.
 #[cfg(all(test, fw_loom))]
 mod loom_tests {
     use loom::sync::atomic::{fence, AtomicBool};
@@ -335,36 +337,34 @@ mod loom_tests {
     use loom::thread;
     use std::sync::atomic::Ordering;
 
-    /// The real protocol's steps with loom's thread handles (`Sleepers` holds std threads,
-    /// which loom cannot park): the same loads, stores and fences in the same order.
+    /// The real protocol's steps (`Sleepers::arm`, the re-check pass, `Sleepers::wake`), in
+    /// their order, with an `unparked` flag standing for the thread's park token.
     fn model(waker_fence: bool) {
         loom::model(move || {
             let sleeping = Arc::new(AtomicBool::new(false));
             let work = Arc::new(AtomicBool::new(false));
+            let unparked = Arc::new(AtomicBool::new(false));
             let (s2, w2) = (sleeping.clone(), work.clone());
-            let sleeper = thread::spawn(move || loop {
+            let sleeper = thread::spawn(move || {
                 // arm
                 s2.store(true, Ordering::Relaxed);
                 fence(Ordering::SeqCst);
-                // the re-check pass
-                if w2.load(Ordering::Acquire) {
-                    s2.store(false, Ordering::Relaxed);
-                    return;
-                }
-                // park, then disarm
-                thread::park();
-                s2.store(false, Ordering::Relaxed);
+                // the re-check pass: true = saw the work, false = parks
+                w2.load(Ordering::Acquire)
             });
-            let target = sleeper.thread().clone();
             // publish, then wake
             work.store(true, Ordering::Release);
             if waker_fence {
                 fence(Ordering::SeqCst);
             }
             if sleeping.load(Ordering::Relaxed) {
-                target.unpark();
+                unparked.store(true, Ordering::Relaxed);
             }
-            sleeper.join().unwrap();
+            let saw_work = sleeper.join().unwrap();
+            assert!(
+                saw_work || unparked.load(Ordering::Relaxed),
+                "lost wake-up: the sleeper parked and nobody unparked it"
+            );
         });
     }
 
@@ -374,7 +374,7 @@ mod loom_tests {
     }
 
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "lost wake-up")]
     fn loom_sleepers_waker_without_fence_loses_a_wakeup() {
         model(false);
     }
