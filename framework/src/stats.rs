@@ -29,6 +29,9 @@ pub struct WorkerStats {
     pub useful_polls: u64,
     /// Passes of the worker loop that found nothing to do.
     pub idle_polls: u64,
+    /// Times the worker blocked (gave its core away) until another thread made work for it
+    /// (one process only: across ranks a worker waits briefly instead).
+    pub parks: u64,
 }
 
 impl WorkerStats {
@@ -120,6 +123,7 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.fibers_run += w.fibers_run;
         self.useful_polls += w.useful_polls;
         self.idle_polls += w.idle_polls;
+        self.parks += w.parks;
     }
 }
 
@@ -134,6 +138,7 @@ pub(crate) struct LiveStats {
     pub(crate) fibers_run: AtomicU64,
     pub(crate) useful_polls: AtomicU64,
     pub(crate) idle_polls: AtomicU64,
+    pub(crate) parks: AtomicU64,
 }
 
 impl LiveStats {
@@ -149,6 +154,7 @@ impl LiveStats {
             fibers_run: l(&self.fibers_run),
             useful_polls: l(&self.useful_polls),
             idle_polls: l(&self.idle_polls),
+            parks: l(&self.parks),
         }
     }
 }

@@ -22,3 +22,57 @@ fn idle_worker_sleeps_instead_of_spinning() {
     // after about 2,100 spins and yields) is a few thousand.
     assert!(idle < 200_000, "worker 1 polled {idle} times while idle: it did not sleep");
 }
+
+#[test]
+fn a_worker_waiting_for_a_response_parks_until_it_arrives() {
+    // Worker 0's main fiber waits 300 ms for worker 1's answer. Yielding all that time would
+    // be hundreds of thousands of polls that take the core from whoever has work (with more
+    // workers than cores, the very worker that would answer); a parked worker polls a few
+    // thousand times, then blocks until the response's publication wakes it. (One process:
+    // across ranks, fake or real, a worker waits in short timed steps instead.)
+    let rt = Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
+    let got = rt.run(|| {
+        let t = skein::trustee(1).entrust_new(0u32, |x| x);
+        t.apply((), |c, ()| {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            *c += 1;
+            *c
+        })
+    });
+    assert_eq!(got.unwrap(), 1);
+    let w0 = &rt.stats().workers[0];
+    assert!(w0.parks >= 1, "worker 0 never parked while its response was due: {w0:?}");
+    assert!(w0.idle_polls < 100_000, "worker 0 polled {} times while waiting", w0.idle_polls);
+}
+
+#[test]
+fn many_more_workers_than_cores_finish_with_exact_counts() {
+    // 16 workers (on a 2-core machine: 8 per core), every one sending to every other through
+    // fibers that wait for their answers: every request is served exactly once and the run
+    // ends, however the waiting workers park and wake.
+    let rt = Runtime::builder().workers(16).build().unwrap();
+    let (total, senders) = rt
+        .run(|| {
+            let n = skein::num_workers();
+            let counters: Vec<_> =
+                (0..n).map(|w| skein::trustee(w).entrust_new(0u64, |x| x)).collect();
+            let counters = std::sync::Arc::new(counters);
+            // The fibers run on this rank's workers (all 16 in one process; a split run's
+            // fake ranks reach the other ranks' counters over the loopback transport).
+            let first = skein::current_worker();
+            let senders = skein::local_workers();
+            for w in first..first + senders {
+                let cs = counters.clone();
+                skein::spawn_local_on(w, move || {
+                    for k in 0..200 {
+                        let t = &cs[(w + 1 + k) % cs.len()];
+                        t.apply(1u64, |c, d| *c += d);
+                    }
+                });
+            }
+            skein::wait_quiescent();
+            (counters.iter().map(|t| t.apply((), |c, ()| *c)).sum::<u64>(), senders as u64)
+        })
+        .unwrap();
+    assert_eq!(total, senders * 200);
+}

@@ -148,7 +148,11 @@ pub(crate) fn release_last(p: PropPtr, run: u32) {
     // run is still going.
     let p = match find_run(run) {
         Some(run_state) => match run_state.foreign_frees.hand_off(trustee, p) {
-            None => return,
+            None => {
+                // The trustee may be parked: it takes the free in its next pass.
+                run_state.sleepers.wake(trustee);
+                return;
+            }
             Some(p) => p,
         },
         None => p,
@@ -311,11 +315,14 @@ impl PendingFrees {
 }
 
 /// Moves the frees that foreign threads handed to worker `w`'s trustee role into its pending
-/// frees (cheap when there are none: one load).
-pub(crate) fn take_foreign(w: &Worker) {
-    for p in w.run_state.foreign_frees.take_for(w.index) {
+/// frees (cheap when there are none: one load); true when it took some.
+pub(crate) fn take_foreign(w: &Worker) -> bool {
+    let taken = w.run_state.foreign_frees.take_for(w.index);
+    let took = !taken.is_empty();
+    for p in taken {
         w.frees.schedule(p, &w.run_state, w.index);
     }
+    took
 }
 
 /// Frees what foreign threads handed over after the workers of `run_state`'s run stopped, and

@@ -19,6 +19,7 @@ pub(crate) mod export;
 mod export_wired_tests;
 pub(crate) mod forge;
 pub(crate) mod free;
+pub(crate) mod idle;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
 pub(crate) mod run_state;
@@ -351,7 +352,7 @@ impl Runtime {
             match h {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    run_state.shutdown.store(true, Ordering::Release);
+                    run_state.stop();
                     return (handles, Some(Error::Spawn { worker: w, source: e }));
                 }
             }
@@ -561,7 +562,7 @@ fn worker_thread(
                     // The other ranks would wait for this one forever: fate sharing.
                     crate::rack::abort(1, "a skein worker failed (see the panic above)");
                 }
-                self.0.shutdown.store(true, Ordering::Release);
+                self.0.stop();
             }
         }
     }
@@ -572,7 +573,7 @@ fn worker_thread(
     let w = match Worker::new(index, run_state.clone()) {
         Ok(w) => w,
         Err(e) => {
-            run_state.shutdown.store(true, Ordering::Release);
+            run_state.stop();
             return Err(Error::Spawn { worker: index, source: e });
         }
     };

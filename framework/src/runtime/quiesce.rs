@@ -142,7 +142,7 @@ pub(crate) fn detect(w: &Worker) -> bool {
     if !main_done || parked > 0 {
         run_state.set_deadlock(parked, main_done);
     }
-    run_state.shutdown.store(true, Ordering::Release);
+    run_state.stop();
     true
 }
 

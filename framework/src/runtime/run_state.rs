@@ -7,6 +7,7 @@
 
 use super::export::{ExportTable, Owner};
 use super::free::{self, ForeignFrees};
+use super::idle::Sleepers;
 use crate::channel::slot::SlotPair;
 use crate::property::PropPtr;
 use crate::stats::LiveStats;
@@ -98,6 +99,9 @@ pub(crate) struct RunState {
     pairs: Box<[SlotPair]>,
     pub(crate) counters: Box<[WorkerCounters]>,
     pub(crate) shutdown: AtomicBool,
+    /// The workers' sleeping flags: an idle worker parks, and whoever makes work for it wakes
+    /// it ([`super::idle`]).
+    pub(crate) sleepers: Sleepers,
     pub(crate) main_done: AtomicBool,
     pub(crate) errors: Mutex<Vec<String>>,
     pub(crate) deadlock: Mutex<Option<(u64, bool)>>,
@@ -226,6 +230,7 @@ impl RunState {
             counters: (0..n).map(|_| WorkerCounters::new(n)).collect(),
             cfg,
             shutdown: AtomicBool::new(false),
+            sleepers: Sleepers::new(n),
             main_done: AtomicBool::new(false),
             errors: Mutex::new(Vec::new()),
             deadlock: Mutex::new(None),
@@ -290,7 +295,7 @@ impl RunState {
     pub(crate) fn abort(&self) {
         self.aborted.store(true, Ordering::Release);
         if self.mpi_rank.is_none() {
-            self.shutdown.store(true, Ordering::Release);
+            self.stop();
         }
     }
 
@@ -305,6 +310,12 @@ impl RunState {
             free::unregister_run(self.run_id);
             crate::run_ids::run_ended(self.run_id);
         }
+    }
+
+    /// Ends the run's loops: sets the shutdown flag and wakes every parked worker to see it.
+    pub(crate) fn stop(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.sleepers.wake_all();
     }
 
     pub(crate) fn record_error(&self, msg: String) {

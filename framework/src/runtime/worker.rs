@@ -12,6 +12,7 @@
 
 use super::export::Owner;
 use super::free::{self, PendingFrees};
+use super::idle::{self, Policy, Step};
 use super::quiesce;
 use super::quiesce_ranks::{Action, Detector, RankView};
 use super::run_state::{AllReduceBox, RunState, WorkerCounters};
@@ -463,6 +464,7 @@ impl Worker {
                 }
                 lane.resp.publish(seq, 0, count as u32)
             };
+            self.run_state.sleepers.wake(client);
             useful = true;
         }
     }
@@ -542,6 +544,7 @@ impl Worker {
             cs.sent.set(seq);
             // SAFETY: rule (1) — we own the request slot and publish it now.
             unsafe { lane.req.publish(seq, words as u32, count) };
+            self.run_state.sleepers.wake(trustee);
             bump(&self.ctr().stats.batches_sent, 1);
             self.wake_throttled(&cs.throttled);
             useful = true;
@@ -606,7 +609,7 @@ impl Worker {
                 if let Some((parked, main_done)) = deadlock {
                     self.run_state.set_deadlock(parked, main_done);
                 }
-                self.run_state.shutdown.store(true, Ordering::Release);
+                self.run_state.stop();
                 true
             }
         }
@@ -637,6 +640,21 @@ impl Worker {
 
     /// Runs the worker loop until shutdown.
     pub(crate) fn run_loop(&self) {
+        let policy = if self.run_state.mpi_rank.is_some() {
+            Policy::Ranks
+        } else if self.remote.is_some() {
+            Policy::Loopback
+        } else {
+            Policy::Local
+        };
+        let sleepers = &self.run_state.sleepers;
+        sleepers.register(self.index);
+        // Set while this worker has announced that it may park (`idle`): the next idle pass
+        // is the re-check, after which it parks.
+        let mut armed = false;
+        let mut spin = idle::Spin::default();
+        // Whether the current idle stretch waited for due work (it then teaches `spin`).
+        let mut waited_due = false;
         let mut idle: u32 = 0;
         let mut busy_passes: u32 = 0;
         let mut incoming = false;
@@ -679,6 +697,14 @@ impl Worker {
             useful |= self.frees.process(self);
             let st = &self.ctr().stats;
             if useful {
+                if armed {
+                    sleepers.disarm(self.index);
+                    armed = false;
+                }
+                if waited_due {
+                    spin.ended(idle);
+                    waited_due = false;
+                }
                 idle = 0;
                 incoming = false;
                 bump(&st.useful_polls, 1);
@@ -696,7 +722,7 @@ impl Worker {
             if self.run_state.shutdown.load(Ordering::Acquire) {
                 break;
             }
-            free::take_foreign(self);
+            let took_frees = free::take_foreign(self);
             idle = idle.saturating_add(1);
             // Across ranks, every DETECT_EVERY idle passes (also while a response is due: a
             // rank waiting for an answer must still take part in the rounds, or an abort
@@ -707,23 +733,14 @@ impl Worker {
             if (idle % DETECT_EVERY == 0 || idle == u32::MAX) && self.poll_detector() {
                 break;
             }
-            if self.own_work_due() {
-                // A response is due: poll, spinning longer than a busy peer's loop pass takes,
-                // then yielding the core (the peer may be descheduled); never sleep. Yielding
-                // early hands the core to any other runnable process for a whole time slice.
-                // Over MPI a pass already waits in an MPI call (`mpi_backoff`).
-                if idle < SPIN_DUE {
-                    if self.run_state.mpi_rank.is_none() {
-                        std::hint::spin_loop();
-                    }
-                } else {
-                    std::thread::yield_now();
-                }
-                continue;
-            }
-            if self.detector.is_none()
+            // A response is due, or (below) requests are on their way to us: spin longer
+            // before giving the core away (a busy peer's pass takes a while), then yield, then
+            // park (the peer's publication wakes us) or, over MPI, wait briefly between polls.
+            let due = self.own_work_due();
+            if !due
+                && self.detector.is_none()
                 && self.index == 0
-                && (idle % 16 == 0 || idle > SPIN + YIELD)
+                && (idle % 16 == 0 || idle > idle::SPIN + idle::YIELD)
                 && quiesce::detect(self)
             {
                 break;
@@ -731,23 +748,35 @@ impl Worker {
             // Requests on their way to us: treated like a due response. Other workers'
             // counters are only read every SPIN passes: reading a client's `issued` line on
             // every idle pass would pull it away from that client's hot path.
-            if idle % SPIN == 0 {
+            if !due && idle % idle::SPIN == 0 {
                 incoming = self.incoming_due();
             }
-            if incoming {
-                if idle < SPIN_DUE {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
+            waited_due |= due || incoming;
+            match policy.step(idle, due || incoming, &spin) {
+                // Over MPI a pass already waits in an MPI call: no `pause` on top; and no
+                // timed wait while sends or receives are under way (they need progress calls).
+                Step::Spin if policy == Policy::Ranks => {}
+                Step::Wait(_)
+                    if self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index)) =>
+                {
+                    idle::pause(Step::Yield)
                 }
-                continue;
-            }
-            if self.run_state.mpi_rank.is_some() {
-                mpi_backoff(idle, || {
-                    self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index))
-                });
-            } else {
-                backoff(idle);
+                Step::Park if took_frees => {}
+                Step::Park if !armed => {
+                    sleepers.arm(self.index);
+                    armed = true;
+                }
+                Step::Park => {
+                    // The pass after arming found nothing: park. Worker 0 detects quiescence in
+                    // its idle passes, so it looks again now that this worker is idle.
+                    if self.index != 0 {
+                        sleepers.wake(0);
+                    }
+                    bump(&st.parks, 1);
+                    sleepers.park(self.index);
+                    armed = false;
+                }
+                step => idle::pause(step),
             }
         }
         // Shutdown is only decided at quiescence: every request has been served, so every
@@ -781,9 +810,8 @@ impl Worker {
         }
     }
 
-    /// The idle policy: a worker never sleeps while [`Worker::own_work_due`] or
-    /// [`Worker::incoming_due`] holds; otherwise its part of the job is idle and [`backoff`]
-    /// may sleep, so a job that has ended (or waits for something slow) does not burn a core.
+    /// While [`Worker::own_work_due`] or [`Worker::incoming_due`] holds the idle policy
+    /// ([`super::idle`]) spins longer before giving the core away: the work is on its way.
     ///
     /// True when one of this worker's own requests awaits a response, or local work is queued.
     fn own_work_due(&self) -> bool {
@@ -792,7 +820,7 @@ impl Worker {
 
     /// True when some client has issued requests to this trustee that it has not served yet:
     /// they are staged on the client or in a slot (the client bumped `issued` when it queued
-    /// them), so a trustee never sleeps while requests are on their way to it.
+    /// them; their publication wakes this worker if it parks.
     fn incoming_due(&self) -> bool {
         (0..self.n).any(|client| {
             client != self.index
@@ -802,55 +830,7 @@ impl Worker {
     }
 }
 
-/// The idle policy of a run over MPI, where requests from other ranks arrive unannounced
-/// (no counter of theirs is visible here): spin as long as while a response is due (a
-/// `sched_yield` costs about a microsecond, which a round trip across ranks would pay),
-/// then yield the core; sleep (50 µs) only after a long idle stretch with nothing under way
-/// in the transport, so a rank that waits for another rank's long computation does not burn
-/// its core forever.
-///
-/// No `pause` while spinning: every pass polls the transport (an `MPI_Test`, which runs Open
-/// MPI's progress), which is delay enough; a `pause` only makes the pass, and so the time to
-/// notice an arrival, longer.
-fn mpi_backoff(idle: u32, transport_busy: impl FnOnce() -> bool) {
-    if idle < SPIN_DUE {
-        return;
-    }
-    if idle < MPI_YIELD || transport_busy() {
-        std::thread::yield_now();
-    } else {
-        std::thread::sleep(std::time::Duration::from_micros(50));
-    }
-}
-
 /// Idle passes between two steps of the detector across ranks (`Worker::poll_detector`).
 const DETECT_EVERY: u32 = 32;
 /// Useful passes between two steps of the detector while its worker is busy.
 const DETECT_BUSY_EVERY: u32 = 1 << 14;
-
-/// Idle passes spent in `sched_yield` before a worker of a run over MPI sleeps.
-const MPI_YIELD: u32 = 1 << 16;
-
-/// Idle passes spent spinning before yielding the core.
-const SPIN: u32 = 64;
-/// Idle passes spent spinning before yielding the core while a response is due (tens of µs:
-/// longer than a busy peer's loop pass, so that a loaded machine does not take the core away
-/// between every two batches).
-const SPIN_DUE: u32 = 2048;
-/// Idle passes spent in `sched_yield` before sleeping (only when no work is due).
-const YIELD: u32 = 2048;
-
-/// Idle policy after `idle` consecutive passes without useful work when nothing is due: spin,
-/// then `sched_yield`, then sleep 25..400 µs. While [`Worker::own_work_due`] or
-/// [`Worker::incoming_due`] holds the loop does not call this: it spins for [`SPIN_DUE`]
-/// passes, then yields, and never sleeps.
-fn backoff(idle: u32) {
-    if idle < SPIN {
-        std::hint::spin_loop();
-    } else if idle < SPIN + YIELD {
-        std::thread::yield_now();
-    } else {
-        let k = ((idle - SPIN - YIELD) / 64).min(4);
-        std::thread::sleep(std::time::Duration::from_micros(25 << k));
-    }
-}

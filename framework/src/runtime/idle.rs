@@ -1,0 +1,381 @@
+//! The idle policy of a worker, and the protocol that lets an idle worker block until it is
+//! woken: spin, then yield the core, then *park* (block in the kernel) until another thread
+//! makes work for it.
+//!
+//! # Why a worker blocks
+//!
+//! A worker that waits (for a response, for requests a client is about to publish, for the
+//! end of a round) must give its core to the worker that has the work when there are more
+//! workers than free cores. `sched_yield` does not do that reliably: the yielding thread stays
+//! runnable and is picked again at once, so W waiting workers on C < W cores starve the one
+//! that would answer them (a run of 4 workers on 2 busy cores was 100x slower than 1 worker).
+//! A parked thread is not runnable: the core goes to whoever has work.
+//!
+//! # The protocol (no lost wake-up)
+//!
+//! Every worker has a [`Sleepers`] entry: a `sleeping` flag and its thread.
+//!
+//! * **Sleeper** (worker `w`, [`Sleepers::arm`] then [`Sleepers::park`]): stores
+//!   `sleeping[w] = true`, then a `SeqCst` fence, then runs one more *whole* pass of its loop,
+//!   which looks at every source of work (its slots, its responses, its ready fibers, frees
+//!   handed over, the shutdown flag). Only if that pass found nothing does it park
+//!   (`std::thread::park`); when it runs again it clears the flag.
+//! * **Waker** (any thread that makes work for `w`: a client publishing a batch into `w`'s
+//!   slot, a trustee publishing a response to `w`, a foreign thread handing `w` a free, the
+//!   detector ending the run, [`Sleepers::wake`]): makes the work visible (its Release store),
+//!   then a `SeqCst` fence, then loads `sleeping[w]`; if set, unparks `w`.
+//!
+//! This is the store-buffering pattern with a `SeqCst` fence on both sides: either the
+//! sleeper's re-check pass sees the waker's store (and does not park), or the waker's load
+//! sees `sleeping[w] = true` (and unparks). `unpark` before `park` is not lost: the thread's
+//! token makes the next `park` return at once. `park` may also return spuriously; the loop
+//! then simply looks again. So a worker never stays parked while work for it is visible, and
+//! the idle policy never relies on a timed sleep for progress.
+//!
+//! # Quiescence
+//!
+//! Worker 0 detects quiescence ([`super::quiesce`]) in its idle passes, so it must look
+//! again whenever another worker goes idle: a worker about to park first wakes worker 0
+//! ([`Sleepers::wake`]). Its last task finished before that wake-up (program order, then the
+//! fence), so worker 0's next detection sees it; worker 0 itself runs a detection in the
+//! re-check pass before it parks. Ending the run (shutdown, abort) wakes every worker.
+//!
+//! # Where it does not apply
+//!
+//! Across ranks, requests arrive unannounced (an MPI message wakes nobody), and the
+//! cross-rank detector needs every rank's first worker to keep stepping: workers of a split
+//! run never park. Over MPI they fall back to a timed wait that still progresses the
+//! transport ([`Policy::Ranks`]); in a loopback split they spin and yield while work is due
+//! and back off to timed waits otherwise ([`Policy::Loopback`]).
+//!
+//! The loom model `loom_sleepers_no_lost_wakeup` runs the protocol's steps (the loads,
+//! stores and fences of [`Sleepers::arm`], the re-check and [`Sleepers::wake`], in their
+//! order, with a flag standing for the park token) against a publisher, and shows that a
+//! waker without its fence loses a wake-up.
+
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Loop passes spent spinning (`pause`) before yielding the core.
+pub(crate) const SPIN: u32 = 64;
+/// Most loop passes spent spinning before yielding while a response or an incoming request
+/// is due (tens of µs: longer than a busy peer's loop pass, so that a loaded machine does not
+/// take the core away between every two batches). The budget adapts ([`Spin`]).
+pub(crate) const SPIN_DUE: u32 = 2048;
+/// The fewest passes the adaptive budget spins while work is due.
+const SPIN_DUE_MIN: u32 = 16;
+/// Loop passes spent in `sched_yield` after spinning, before parking.
+pub(crate) const YIELD: u32 = 256;
+/// In a loopback split: passes spent in `sched_yield` before timed waits, when nothing is due.
+const LOOPBACK_YIELD: u32 = 2048;
+/// Over MPI: passes spent in `sched_yield` before the timed wait ([`MPI_WAIT`]).
+const MPI_YIELD: u32 = 1 << 12;
+/// Over MPI: the timed wait of a worker that has yielded for a long stretch: short enough
+/// that a round trip across ranks pays it rarely, long enough to hand the core over.
+const MPI_WAIT: Duration = Duration::from_micros(50);
+
+/// What an idle loop pass does before the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Spin: the work is expected within a few passes.
+    Spin,
+    /// Give the core to another runnable thread, then look again.
+    Yield,
+    /// Wait a short, fixed time (over MPI, where an arrival wakes nobody), then look again.
+    Wait(Duration),
+    /// Block until woken ([`Sleepers`]): arm, look once more, then park.
+    Park,
+}
+
+/// The policy that applies to a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// One process, every worker reachable by [`Sleepers::wake`]: spin, yield, park.
+    Local,
+    /// A loopback split run: the fake ranks' detector must keep stepping, so no parking:
+    /// spin and yield while work is due, else back off to timed waits of 25..400 µs.
+    Loopback,
+    /// A run over MPI: spin, yield, then timed waits between polls of the transport.
+    Ranks,
+}
+
+/// The adaptive spin budget of waits for work that is on its way (a response, a request a
+/// client is about to publish). Spinning pays only while the peer runs on another core: when
+/// waits keep outlasting the budget (more workers than free cores, or a machine busy with
+/// other processes: the peer needs *this* core), the budget halves, down to
+/// [`SPIN_DUE_MIN`], and the core is given away early; when waits end within it, it grows
+/// back towards [`SPIN_DUE`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spin {
+    due: u32,
+}
+
+impl Default for Spin {
+    fn default() -> Self {
+        Spin { due: SPIN_DUE }
+    }
+}
+
+impl Spin {
+    /// A wait for due work ended after `idle` idle passes (the work arrived).
+    pub(crate) fn ended(&mut self, idle: u32) {
+        if idle >= self.due {
+            self.due = (self.due / 2).max(SPIN_DUE_MIN);
+        } else {
+            self.due = (self.due + self.due / 8 + 1).min(SPIN_DUE);
+        }
+    }
+
+    /// The spin budget now (passes), for due work.
+    pub(crate) fn due(&self) -> u32 {
+        self.due
+    }
+}
+
+impl Policy {
+    /// The step after `idle` consecutive idle passes; `due` when a response to this worker
+    /// or a request to it is on its way (spin longer, `spin` passes, before giving the core
+    /// away).
+    pub(crate) fn step(self, idle: u32, due: bool, spin: &Spin) -> Step {
+        let spin = if due { spin.due() } else { SPIN };
+        if idle < spin {
+            return Step::Spin;
+        }
+        match self {
+            Policy::Local if idle >= spin + YIELD => Step::Park,
+            Policy::Local => Step::Yield,
+            Policy::Loopback if !due && idle >= spin + LOOPBACK_YIELD => {
+                let k = ((idle - spin - LOOPBACK_YIELD) / 64).min(4);
+                Step::Wait(Duration::from_micros(25 << k))
+            }
+            Policy::Loopback => Step::Yield,
+            Policy::Ranks if idle >= spin + MPI_YIELD => Step::Wait(MPI_WAIT),
+            Policy::Ranks => Step::Yield,
+        }
+    }
+}
+
+/// Carries out a step other than [`Step::Park`] (which needs the worker: see
+/// [`Sleepers::park`]).
+pub(crate) fn pause(step: Step) {
+    match step {
+        Step::Spin => std::hint::spin_loop(),
+        Step::Yield => std::thread::yield_now(),
+        Step::Wait(d) => std::thread::sleep(d),
+        Step::Park => {}
+    }
+}
+
+/// One worker's entry, alone in its cache line: wakers of every worker read it.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Sleeper {
+    sleeping: AtomicBool,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+/// The sleeping flags and threads of a run's workers (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Sleepers {
+    slots: Box<[Sleeper]>,
+}
+
+impl Sleepers {
+    /// Entries for `n` workers (global indices; over MPI only this rank's ever register).
+    pub(crate) fn new(n: usize) -> Sleepers {
+        Sleepers { slots: (0..n).map(|_| Sleeper::default()).collect() }
+    }
+
+    /// Registers the calling thread as worker `w`'s (once, when its loop starts).
+    pub(crate) fn register(&self, w: usize) {
+        let _ = self.slots[w].thread.set(std::thread::current());
+    }
+
+    /// The sleeper's first step: announces that worker `w` may park. The caller must then
+    /// run one whole pass of its loop and park only if that pass found nothing to do.
+    pub(crate) fn arm(&self, w: usize) {
+        self.slots[w].sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Withdraws [`Sleepers::arm`] (the re-check pass found work).
+    pub(crate) fn disarm(&self, w: usize) {
+        self.slots[w].sleeping.store(false, Ordering::Relaxed);
+    }
+
+    /// Parks worker `w` (the calling thread, armed, after an idle re-check pass) until a
+    /// wake-up (or spuriously), then disarms it.
+    pub(crate) fn park(&self, w: usize) {
+        std::thread::park();
+        self.disarm(w);
+    }
+
+    /// The waker's side: call after making work for worker `w` visible (a Release store).
+    #[inline]
+    pub(crate) fn wake(&self, w: usize) {
+        fence(Ordering::SeqCst);
+        self.wake_after_fence(w);
+    }
+
+    /// [`Sleepers::wake`] for every worker (the run ends: shutdown or abort).
+    pub(crate) fn wake_all(&self) {
+        fence(Ordering::SeqCst);
+        for w in 0..self.slots.len() {
+            self.wake_after_fence(w);
+        }
+    }
+
+    #[inline]
+    fn wake_after_fence(&self, w: usize) {
+        let s = &self.slots[w];
+        if s.sleeping.load(Ordering::Relaxed) {
+            if let Some(t) = s.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_workers_spin_then_yield_then_park() {
+        let (p, s) = (Policy::Local, Spin::default());
+        assert_eq!(p.step(0, false, &s), Step::Spin);
+        assert_eq!(p.step(SPIN, false, &s), Step::Yield);
+        assert_eq!(p.step(SPIN + YIELD, false, &s), Step::Park);
+        // Work on its way: spin longer, but still park in the end (the publisher wakes us).
+        assert_eq!(p.step(SPIN + YIELD, true, &s), Step::Spin);
+        assert_eq!(p.step(SPIN_DUE + YIELD, true, &s), Step::Park);
+    }
+
+    #[test]
+    fn the_spin_budget_shrinks_when_waits_outlast_it_and_grows_back() {
+        let mut s = Spin::default();
+        // The peer needs this core: every wait outlasts the budget.
+        for _ in 0..20 {
+            let b = s.due();
+            s.ended(b + 1);
+        }
+        assert_eq!(s.due(), SPIN_DUE_MIN);
+        assert_eq!(Policy::Local.step(SPIN_DUE_MIN, true, &s), Step::Yield);
+        // Waits end within the budget again: it grows back to the full one.
+        for _ in 0..200 {
+            s.ended(1);
+        }
+        assert_eq!(s.due(), SPIN_DUE);
+    }
+
+    #[test]
+    fn split_runs_never_park() {
+        let s = Spin::default();
+        for idle in [0, SPIN, SPIN_DUE + YIELD, u32::MAX] {
+            for due in [false, true] {
+                assert_ne!(Policy::Loopback.step(idle, due, &s), Step::Park);
+                assert_ne!(Policy::Ranks.step(idle, due, &s), Step::Park);
+            }
+        }
+        assert_eq!(Policy::Ranks.step(u32::MAX, true, &s), Step::Wait(MPI_WAIT));
+        assert_eq!(Policy::Loopback.step(u32::MAX, true, &s), Step::Yield);
+        // With nothing due a loopback split backs off to timed waits, up to 400 µs.
+        assert_eq!(
+            Policy::Loopback.step(u32::MAX, false, &s),
+            Step::Wait(Duration::from_micros(400))
+        );
+    }
+
+    #[test]
+    fn a_wake_before_the_park_is_not_lost() {
+        let s = std::sync::Arc::new(Sleepers::new(2));
+        s.register(1);
+        s.arm(1);
+        // The wake-up comes between the re-check and the park: the token keeps it.
+        s.wake(1);
+        s.park(1);
+        assert!(!s.slots[1].sleeping.load(Ordering::Relaxed), "disarmed after the park");
+        // A worker that is not armed is not unparked (nothing to do), and an unregistered
+        // one is skipped.
+        s.wake(0);
+        s.wake_all();
+    }
+
+    #[test]
+    fn a_parked_worker_is_woken_by_a_publication() {
+        let s = std::sync::Arc::new(Sleepers::new(1));
+        let work = std::sync::Arc::new(AtomicBool::new(false));
+        let (s2, work2) = (s.clone(), work.clone());
+        let sleeper = std::thread::spawn(move || {
+            s2.register(0);
+            loop {
+                s2.arm(0);
+                if work2.load(Ordering::Acquire) {
+                    s2.disarm(0);
+                    return;
+                }
+                s2.park(0);
+            }
+        });
+        work.store(true, Ordering::Release);
+        s.wake(0);
+        sleeper.join().unwrap();
+    }
+}
+
+/// The sleep/wake protocol under loom: a publisher stores "work" and wakes; a sleeper arms
+/// and re-checks. A sleeper that finds no work would park, so it must then have been
+/// unparked (the token makes that park return, and the unpark, after the publication,
+/// synchronizes with it: the next pass sees the work). Every execution must end with the
+/// sleeper having seen the work or been unparked; the broken variant (the waker without its
+/// fence) must be caught.
+#[cfg(all(test, fw_loom))]
+mod loom_tests {
+    use loom::sync::atomic::{fence, AtomicBool};
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::sync::atomic::Ordering;
+
+    /// The real protocol's steps (`Sleepers::arm`, the re-check pass, `Sleepers::wake`), in
+    /// their order, with an `unparked` flag standing for the thread's park token.
+    fn model(waker_fence: bool) {
+        loom::model(move || {
+            let sleeping = Arc::new(AtomicBool::new(false));
+            let work = Arc::new(AtomicBool::new(false));
+            let unparked = Arc::new(AtomicBool::new(false));
+            let (s2, w2) = (sleeping.clone(), work.clone());
+            let sleeper = thread::spawn(move || {
+                // arm
+                s2.store(true, Ordering::Relaxed);
+                fence(Ordering::SeqCst);
+                // the re-check pass: true = saw the work, false = parks
+                w2.load(Ordering::Acquire)
+            });
+            // publish, then wake
+            work.store(true, Ordering::Release);
+            if waker_fence {
+                fence(Ordering::SeqCst);
+            }
+            if sleeping.load(Ordering::Relaxed) {
+                unparked.store(true, Ordering::Relaxed);
+            }
+            let saw_work = sleeper.join().unwrap();
+            assert!(
+                saw_work || unparked.load(Ordering::Relaxed),
+                "lost wake-up: the sleeper parked and nobody unparked it"
+            );
+        });
+    }
+
+    #[test]
+    fn loom_sleepers_no_lost_wakeup() {
+        model(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn loom_sleepers_waker_without_fence_loses_a_wakeup() {
+        model(false);
+    }
+}
