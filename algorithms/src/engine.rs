@@ -112,10 +112,10 @@ pub const DEFAULT_RELATIVE_DELTA: f32 = 0.002;
 pub const DEFAULT_DELTA: f32 = DEFAULT_RELATIVE_DELTA;
 
 /// The default SSSP bucket width for a graph whose largest weight is `max_weight`: the
-/// rule every engine shares, [`skein_baselines::relative_delta`], with this engine's
+/// rule every engine shares, [`skein_buckets::relative_delta`], with this engine's
 /// [`DEFAULT_RELATIVE_DELTA`]. Finite and > 0 for any `max_weight`.
 pub fn default_delta(max_weight: f32) -> f32 {
-    skein_baselines::relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
+    skein_buckets::relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
 }
 
 /// How the engine runs.

@@ -19,7 +19,7 @@
 //! their huge adjacency lists 5 to 11 times per search; a binary heap ordered them
 //! exactly but cost a logarithmic factor and cache misses on large graphs.)
 //!
-//! Bins are keyed by [`skein_baselines::buckets::BucketIndex`] (`floor(d * 16 / delta)`
+//! Bins are keyed by [`skein_buckets::BucketIndex`] (`floor(d * 16 / delta)`
 //! in 64-bit arithmetic, never overflowing for any positive delta) and held in a
 //! [`BucketQueue`]: a cyclic window of bins sized from the largest weight plus an
 //! ordered map of the non-empty bins beyond it. So a partition's memory is bounded by
@@ -79,7 +79,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use skein::Trust;
-use skein_baselines::buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
+use skein_buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
 use crate::adjacency::{Arc32, Tag, NO_TAG};
 use crate::engine::{collect, connect, disconnect, Collect, KernelStats, Part};

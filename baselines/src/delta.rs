@@ -17,7 +17,7 @@
 //!   ([`BucketIndex::key`], `floor(d / Δ)` for all but absurdly small Δ) of the distance
 //!   the thread lowered them to. Its storage is bounded by the entries, not by the
 //!   number of buckets, and its next non-empty bucket is found by a bitmap scan (see
-//!   [`crate::buckets`]). Entries are never removed when a distance drops further (*lazy
+//!   [`skein_buckets`]). Entries are never removed when a distance drops further (*lazy
 //!   deletion*): a stale entry is recognised and skipped when its bucket is processed,
 //!   because the vertex's current distance belongs to an earlier bucket.
 //! - `outboxes[round % 2][t]`: thread `t`'s offer for a round, one of its buckets moved
@@ -55,8 +55,8 @@ use rayon::ThreadPool;
 use skein_generators::{Csr, SsspResult};
 
 use crate::barrier::{PoisonOnPanic, Poisoned, SpinBarrier};
-use crate::buckets::{BucketIndex, BucketQueue};
 use crate::compact::WeightedArc;
+use skein_buckets::{BucketIndex, BucketQueue};
 
 /// A thread keeps processing its own current bucket without a barrier while it holds
 /// fewer entries than this (GAP's `kBinSizeThreshold`).
