@@ -91,6 +91,37 @@ fn every_graph500_root_validates_with_several_deltas() {
 }
 
 #[test]
+fn budgeted_rounds_keep_the_distances_and_take_fewer_rounds() {
+    let g = graph(12);
+    let p = KroneckerParams::new(12, 16, 2, 3).unwrap();
+    let root = kronecker::search_roots(&p, &g, 1)[0];
+    let run = |workers, round_share| {
+        let opts = EngineOptions { workers, round_share, ..EngineOptions::default() };
+        Engine::new(Arc::clone(&g), opts).unwrap().sssp(root).unwrap()
+    };
+    let (classic, classic_stats) = run(3, 0);
+    for workers in [1, 3] {
+        let (r, stats) = run(workers, skein_algorithms::DEFAULT_ROUND_SHARE);
+        validate_sssp(&g, &r).unwrap();
+        assert!(r.dist.iter().zip(&classic.dist).all(|(a, b)| a.to_bits() == b.to_bits()));
+        // One bucket per round takes hundreds of rounds here; the budgeted rounds a few
+        // dozen, for at most a quarter more relaxations.
+        assert!(
+            stats.rounds * 4 < classic_stats.rounds,
+            "{} vs {}",
+            stats.rounds,
+            classic_stats.rounds
+        );
+        assert!(
+            stats.arcs * 4 < classic_stats.arcs * 5,
+            "{} vs {}",
+            stats.arcs,
+            classic_stats.arcs
+        );
+    }
+}
+
+#[test]
 fn bad_roots_and_options_are_errors() {
     let g = graph(6);
     let e = engine(&g, 2);
