@@ -59,11 +59,27 @@ pub(crate) struct Visit {
 // out-of-range index from corrupted bytes panics on its slice).
 unsafe impl skein::Plain for Visit {}
 
+/// A partition's arrays of one search, kept for the next search of the same graph on the
+/// same worker (`crate::registry::keep_buffers`): a search then faults no fresh pages.
+#[derive(Debug, Default)]
+struct Buffers {
+    level: Vec<u32>,
+    parent: Vec<Tag>,
+    frontier: Vec<u32>,
+    next: Vec<u32>,
+    sent: Vec<u64>,
+    replica: Vec<u64>,
+}
+
 /// One partition's BFS state.
 #[derive(Debug)]
 pub(crate) struct BfsPart {
     view: Arc<GraphView>,
+    /// The graph's id in the registry (where the buffers go back when the search ends).
+    graph: u64,
     part: usize,
+    /// The arrays come from an earlier search and need [`BfsPart::reset`].
+    dirty: bool,
     /// Every partition's handle (given by `crate::engine::connect`), to send visits.
     peers: Arc<Vec<Trust<BfsPart>>>,
     pub(crate) level: Vec<u32>,
@@ -107,25 +123,55 @@ impl std::ops::Add for BfsCounts {
 }
 
 impl BfsPart {
-    pub(crate) fn new(view: Arc<GraphView>, part: usize) -> BfsPart {
+    /// Partition `part`'s state for a search on graph `graph` (its id in the registry):
+    /// the arrays the previous search of this graph on this worker left
+    /// (`crate::registry::take_buffers`), to be cleared by [`BfsPart::reset`] (on every
+    /// trustee at once) before the search starts, or fresh ones.
+    pub(crate) fn new(graph: u64, view: Arc<GraphView>, part: usize) -> BfsPart {
         let len = view.parts.len(part) as usize;
         let np = view.parts.parts();
         let words = view.tags.space(np).div_ceil(64);
-        let sent = if np > 1 { vec![0u64; words] } else { Vec::new() };
+        let sent_words = if np > 1 { words } else { 0 };
         let unvisited_arcs = view.bare(part).num_arcs();
-        BfsPart {
-            view,
-            part,
-            peers: Arc::new(Vec::new()),
+        let kept = registry::take_buffers::<Buffers>(graph, part).filter(|b| {
+            b.level.len() == len && b.sent.len() == sent_words && b.replica.len() == words
+        });
+        let dirty = kept.is_some();
+        let b = kept.unwrap_or_else(|| Buffers {
             level: vec![UNREACHED_LEVEL; len],
             parent: vec![NO_TAG; len],
             frontier: Vec::new(),
             next: Vec::new(),
-            sent,
-            outbox: Outbox::new(np),
+            sent: vec![0u64; sent_words],
             replica: vec![0u64; words],
+        });
+        BfsPart {
+            view,
+            graph,
+            part,
+            dirty,
+            peers: Arc::new(Vec::new()),
+            level: b.level,
+            parent: b.parent,
+            frontier: b.frontier,
+            next: b.next,
+            sent: b.sent,
+            outbox: Outbox::new(np),
+            replica: b.replica,
             unvisited_arcs,
             scanned_arcs: 0,
+        }
+    }
+
+    /// Clears arrays an earlier search left (nothing for fresh ones).
+    pub(crate) fn reset(&mut self) {
+        if std::mem::take(&mut self.dirty) {
+            self.level.fill(UNREACHED_LEVEL);
+            self.parent.fill(NO_TAG);
+            self.frontier.clear();
+            self.next.clear();
+            self.sent.fill(0);
+            self.replica.fill(0);
         }
     }
 
@@ -283,6 +329,20 @@ impl BfsPart {
     }
 }
 
+impl Drop for BfsPart {
+    fn drop(&mut self) {
+        let b = Buffers {
+            level: std::mem::take(&mut self.level),
+            parent: std::mem::take(&mut self.parent),
+            frontier: std::mem::take(&mut self.frontier),
+            next: std::mem::take(&mut self.next),
+            sent: std::mem::take(&mut self.sent),
+            replica: std::mem::take(&mut self.replica),
+        };
+        registry::keep_buffers(self.graph, self.part, b);
+    }
+}
+
 impl Part for BfsPart {
     type Value = u32;
 
@@ -333,12 +393,15 @@ pub(crate) fn search(
     let parts: Vec<Trust<BfsPart>> = (0..np)
         .map(|g| {
             skein::trustee(g).entrust_new((graph, g as u64), |(id, g)| {
-                BfsPart::new(registry::graph(id), g as usize)
+                BfsPart::new(id, registry::graph(id), g as usize)
             })
         })
         .collect();
     let search = registry::new_search();
     connect(search, &parts);
+    // Every partition clears the arrays of its previous search at once.
+    let resets: Vec<_> = (0..np).map(|g| skein::spawn_on(g, search, reset_driver)).collect();
+    resets.into_iter().for_each(|h| h.join());
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
     let mut counts = parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
@@ -378,6 +441,13 @@ pub(crate) fn search(
     let rounds = u64::from(level);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, stats)
+}
+
+/// A fiber on the trustee of its partition (`spawn_on`, argument the search): clears the
+/// partition's arrays before the search ([`BfsPart::reset`]).
+fn reset_driver(search: u64) {
+    let me = registry::part::<BfsPart>(search, skein::current_worker());
+    me.apply((), |s, ()| s.reset());
 }
 
 /// A top-down level, in a driver fiber on the trustee of its partition (`spawn_on`,
@@ -429,7 +499,8 @@ mod tests {
         for parts in [1, 2, 4] {
             let sh = view(9, parts);
             let np = sh.parts.parts();
-            let mut ps: Vec<BfsPart> = (0..np).map(|p| BfsPart::new(Arc::clone(&sh), p)).collect();
+            let mut ps: Vec<BfsPart> =
+                (0..np).map(|p| BfsPart::new(0, Arc::clone(&sh), p)).collect();
             let root = 0u64;
             let (rp, rl) = sh.parts.locate(root);
             ps[rp].visit(rl, 0, sh.tag(root));
