@@ -42,7 +42,7 @@ use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
 use crate::adjacency::{Tag, NO_TAG};
-use crate::engine::{collect, connect, disconnect, Collect, KernelStats, Part};
+use crate::engine::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
 use crate::registry;
@@ -78,7 +78,7 @@ pub(crate) struct BfsPart {
     /// The graph's id in the registry (where the buffers go back when the search ends).
     graph: u64,
     part: usize,
-    /// The arrays come from an earlier search and need [`BfsPart::reset`].
+    /// The arrays come from an earlier search and need [`Part::reset`].
     dirty: bool,
     /// Every partition's handle (given by `crate::engine::connect`), to send visits.
     peers: Arc<Vec<Trust<BfsPart>>>,
@@ -125,7 +125,7 @@ impl std::ops::Add for BfsCounts {
 impl BfsPart {
     /// Partition `part`'s state for a search on graph `graph` (its id in the registry):
     /// the arrays the previous search of this graph on this worker left
-    /// (`crate::registry::take_buffers`), to be cleared by [`BfsPart::reset`] (on every
+    /// (`crate::registry::take_buffers`), to be cleared by [`Part::reset`] (on every
     /// trustee at once) before the search starts, or fresh ones.
     pub(crate) fn new(graph: u64, view: Arc<GraphView>, part: usize) -> BfsPart {
         let len = view.parts.len(part) as usize;
@@ -160,18 +160,6 @@ impl BfsPart {
             replica: b.replica,
             unvisited_arcs,
             scanned_arcs: 0,
-        }
-    }
-
-    /// Clears arrays an earlier search left (nothing for fresh ones).
-    pub(crate) fn reset(&mut self) {
-        if std::mem::take(&mut self.dirty) {
-            self.level.fill(UNREACHED_LEVEL);
-            self.parent.fill(NO_TAG);
-            self.frontier.clear();
-            self.next.clear();
-            self.sent.fill(0);
-            self.replica.fill(0);
         }
     }
 
@@ -363,6 +351,18 @@ impl Part for BfsPart {
     fn counters(&self) -> (u64, u64) {
         (self.requests(), self.scanned_arcs)
     }
+
+    /// Clears arrays an earlier search left (nothing for fresh ones).
+    fn reset(&mut self) {
+        if std::mem::take(&mut self.dirty) {
+            self.level.fill(UNREACHED_LEVEL);
+            self.parent.fill(NO_TAG);
+            self.frontier.clear();
+            self.next.clear();
+            self.sent.fill(0);
+            self.replica.fill(0);
+        }
+    }
 }
 
 /// Direction-optimizing BFS parameters (see the module docs).
@@ -399,9 +399,7 @@ pub(crate) fn search(
         .collect();
     let search = registry::new_search();
     connect(search, &parts);
-    // Every partition clears the arrays of its previous search at once.
-    let resets: Vec<_> = (0..np).map(|g| skein::spawn_on(g, search, reset_driver)).collect();
-    resets.into_iter().for_each(|h| h.join());
+    reset::<BfsPart>(search);
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
     let mut counts = parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
@@ -441,13 +439,6 @@ pub(crate) fn search(
     let rounds = u64::from(level);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, stats)
-}
-
-/// A fiber on the trustee of its partition (`spawn_on`, argument the search): clears the
-/// partition's arrays before the search ([`BfsPart::reset`]).
-fn reset_driver(search: u64) {
-    let me = registry::part::<BfsPart>(search, skein::current_worker());
-    me.apply((), |s, ()| s.reset());
 }
 
 /// A top-down level, in a driver fiber on the trustee of its partition (`spawn_on`,

@@ -690,6 +690,23 @@ pub(crate) trait Part: Send + Sized + 'static {
     fn write(&self, from: usize, values: &mut [Self::Value], parents: &mut [u64]);
     /// `(requests sent, arcs relaxed or scanned)` of the search.
     fn counters(&self) -> (u64, u64);
+    /// Clears the arrays an earlier search left, when the partition reuses them
+    /// ([`reset`]).
+    fn reset(&mut self);
+}
+
+/// Has every partition of search `search` clear the arrays its previous search left
+/// ([`Part::reset`]), all at once: a fiber on every worker of every rank, joined.
+pub(crate) fn reset<P: Part>(search: u64) {
+    let fibers: Vec<_> =
+        (0..skein::num_workers()).map(|g| skein::spawn_on(g, search, reset_part::<P>)).collect();
+    fibers.into_iter().for_each(|f| f.join());
+}
+
+/// A fiber on the trustee of its partition (argument the search): [`Part::reset`].
+fn reset_part<P: Part>(search: u64) {
+    let me = registry::part::<P>(search, skein::current_worker());
+    me.apply((), |s, ()| s.reset());
 }
 
 /// Gives every partition the handles of all partitions (they travel in the message) and

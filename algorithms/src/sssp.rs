@@ -94,7 +94,7 @@ use skein::Trust;
 use skein_buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
 use crate::adjacency::{Arc32, Tag, NO_TAG};
-use crate::engine::{collect, connect, disconnect, Collect, KernelStats, Part};
+use crate::engine::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
 use crate::registry;
@@ -172,11 +172,25 @@ impl Fault {
     }
 }
 
+/// A partition's arrays of one search, kept for the next search of the same graph on the
+/// same worker (`crate::registry::keep_buffers`), as BFS does (`crate::bfs`).
+#[derive(Debug)]
+struct Buffers {
+    dist: Vec<f32>,
+    parent: Vec<Tag>,
+    pending: Vec<u64>,
+    bins: BucketQueue,
+}
+
 /// One partition's SSSP state.
 #[derive(Debug)]
 pub(crate) struct SsspPart {
     view: Arc<GraphView>,
+    /// The graph's id in the registry (where the buffers go back when the search ends).
+    graph: u64,
     part: usize,
+    /// The arrays come from an earlier search and need [`Part::reset`].
+    dirty: bool,
     /// The partitions of this partition's rank (their scans name ranges of their copies).
     same_rank: std::ops::Range<usize>,
     /// Every partition's handle (given by `crate::engine::connect`), to send scans.
@@ -207,7 +221,12 @@ impl SsspPart {
     /// Partition `part`'s state for a search with bucket width `delta` (finite, > 0) on
     /// a graph whose largest weight is `max_weight`, taking buckets past a round's first
     /// until it has relaxed `1 / round_share` of its arcs in the round (0: never).
+    ///
+    /// The arrays are those the previous search of graph `graph` (its id in the registry)
+    /// on this worker left, to be cleared by [`Part::reset`] (on every trustee at once)
+    /// before the search starts, or fresh ones.
     pub(crate) fn new(
+        graph: u64,
         view: Arc<GraphView>,
         part: usize,
         delta: f32,
@@ -221,18 +240,31 @@ impl SsspPart {
             0 => 0,
             share => (view.weighted(part).num_arcs() / share).max(MIN_BUDGET),
         };
-        SsspPart {
-            same_rank: view.rank_parts(part),
-            view,
-            part,
-            peers: Arc::new(Vec::new()),
+        // A relaxation moves a distance by at most `max_weight`: with the default delta its
+        // bin stays inside the window.
+        let reach = index.reach(max_weight);
+        let window = BucketQueue::window_for(reach);
+        let kept = registry::take_buffers::<Buffers>(graph, part)
+            .filter(|b| b.dist.len() == len && b.bins.window() == window);
+        let dirty = kept.is_some();
+        let b = kept.unwrap_or_else(|| Buffers {
             dist: vec![f32::INFINITY; len],
             parent: vec![NO_TAG; len],
             pending: vec![0; len.div_ceil(64)],
+            bins: BucketQueue::new(reach),
+        });
+        SsspPart {
+            same_rank: view.rank_parts(part),
+            view,
+            graph,
+            part,
+            dirty,
+            peers: Arc::new(Vec::new()),
+            dist: b.dist,
+            parent: b.parent,
+            pending: b.pending,
             outbox: Outbox::new(np),
-            // A relaxation moves a distance by at most `max_weight`: with the default
-            // delta its bin stays inside the window.
-            bins: BucketQueue::new(index.reach(max_weight)),
+            bins: b.bins,
             cur: 0,
             index,
             relaxed_arcs: 0,
@@ -427,6 +459,18 @@ impl SsspPart {
     }
 }
 
+impl Drop for SsspPart {
+    fn drop(&mut self) {
+        let b = Buffers {
+            dist: std::mem::take(&mut self.dist),
+            parent: std::mem::take(&mut self.parent),
+            pending: std::mem::take(&mut self.pending),
+            bins: std::mem::replace(&mut self.bins, BucketQueue::new(0)),
+        };
+        registry::keep_buffers(self.graph, self.part, b);
+    }
+}
+
 impl Part for SsspPart {
     type Value = f32;
 
@@ -446,6 +490,16 @@ impl Part for SsspPart {
 
     fn counters(&self) -> (u64, u64) {
         (self.requests(), self.relaxed_arcs)
+    }
+
+    /// Clears arrays an earlier search left (nothing for fresh ones).
+    fn reset(&mut self) {
+        if std::mem::take(&mut self.dirty) {
+            self.dist.fill(f32::INFINITY);
+            self.parent.fill(NO_TAG);
+            self.pending.fill(0);
+            self.bins.clear();
+        }
     }
 }
 
@@ -484,12 +538,13 @@ pub(crate) fn search(
         .map(|g| {
             let arg = (graph, g as u64, (delta, max_weight), share);
             skein::trustee(g).entrust_new(arg, |(id, g, (d, m), share)| {
-                SsspPart::new(registry::graph(id), g as usize, d, m, share)
+                SsspPart::new(id, registry::graph(id), g as usize, d, m, share)
             })
         })
         .collect();
     let search = registry::new_search();
     connect(search, &parts);
+    reset::<SsspPart>(search);
     #[cfg(test)]
     if let Some(fault) = params.fault {
         for t in &parts {
@@ -557,7 +612,7 @@ mod tests {
         let np = sh.parts.parts();
         let mw = max_weight(sh.csr());
         let mut parts: Vec<SsspPart> =
-            (0..np).map(|p| SsspPart::new(Arc::clone(sh), p, delta, mw, share)).collect();
+            (0..np).map(|p| SsspPart::new(0, Arc::clone(sh), p, delta, mw, share)).collect();
         let (rp, rl) = sh.parts.locate(root);
         parts[rp].relax(rl, 0.0, sh.tag(root));
         let mut b = 0;
@@ -640,7 +695,7 @@ mod tests {
         let want = dijkstra(&graph, 0);
         for delta in [0.002, 70.0, 1e-30] {
             assert!(same(&simulate(&sh, 0, delta, 8), &want), "delta {delta}");
-            let part = SsspPart::new(Arc::clone(&sh), 0, delta, 100_000.0, 0);
+            let part = SsspPart::new(0, Arc::clone(&sh), 0, delta, 100_000.0, 0);
             assert!(part.bins.window() <= 1 << 15);
         }
     }

@@ -122,6 +122,23 @@ fn budgeted_rounds_keep_the_distances_and_take_fewer_rounds() {
 }
 
 #[test]
+fn searches_that_reuse_the_arrays_of_earlier_ones_give_fresh_results() {
+    let g = graph(10);
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let roots = kronecker::search_roots(&p, &g, 3);
+    let reused = engine(&g, 3);
+    for &root in &roots {
+        let fresh = engine(&g, 3);
+        let (a, b) = (reused.sssp(root).unwrap().0, fresh.sssp(root).unwrap().0);
+        assert!(a.dist.iter().zip(&b.dist).all(|(x, y)| x.to_bits() == y.to_bits()));
+        validate_sssp(&g, &a).unwrap();
+        let (a, b) = (reused.bfs(root).unwrap().0, fresh.bfs(root).unwrap().0);
+        assert_eq!(a.level, b.level);
+        validate_bfs(&g, &a).unwrap();
+    }
+}
+
+#[test]
 fn bad_roots_and_options_are_errors() {
     let g = graph(6);
     let e = engine(&g, 2);

@@ -137,10 +137,7 @@ impl BucketQueue {
     /// An empty queue whose window (a power of two between 64 and 2^15) holds at least
     /// `reach` keys, with base 0.
     pub fn new(reach: u64) -> BucketQueue {
-        let window = usize::try_from(reach)
-            .unwrap_or(MAX_WINDOW)
-            .clamp(MIN_WINDOW, MAX_WINDOW)
-            .next_power_of_two();
+        let window = BucketQueue::window_for(reach);
         BucketQueue {
             base: 0,
             slots: (0..window).map(|_| Vec::new()).collect(),
@@ -148,6 +145,14 @@ impl BucketQueue {
             mask: window as u64 - 1,
             far: BTreeMap::new(),
         }
+    }
+
+    /// The window of [`BucketQueue::new`]`(reach)`.
+    pub fn window_for(reach: u64) -> usize {
+        usize::try_from(reach)
+            .unwrap_or(MAX_WINDOW)
+            .clamp(MIN_WINDOW, MAX_WINDOW)
+            .next_power_of_two()
     }
 
     /// Keys the window holds.
