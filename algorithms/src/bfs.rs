@@ -8,11 +8,17 @@
 //! `send` (each remote vertex at most once per partition and search, with a bitmap;
 //! [`crate::outbox::BATCH`] visits to a request).
 //! A *bottom-up* level (Beamer et al., "Direction-optimizing breadth-first search",
-//! SC 2012) works the other way round: every partition first receives every
-//! partition's frontier as a bitmap (a replica of the whole frontier, sent as data),
-//! then each of its unvisited vertices looks for a neighbour in that bitmap and stops
-//! at the first one found — no message at all, and few arcs read when the frontier is
-//! large. The counts [`BfsPart::counts`] feed the switching heuristic (as in GAP: go
+//! SC 2012) works the other way round: the whole frontier is first gathered into one
+//! bitmap per rank (over every partition's tags), then each unvisited vertex looks for a
+//! neighbour in that bitmap and stops at the first one found — no message per vertex,
+//! and few arcs read when the frontier is large. Each partition sets its frontier's bits
+//! in its rank's bitmap (shared memory, `crate::registry::shared`) and sends them, as one
+//! bitmap over its own vertices, to one partition of every *other* rank, which merges
+//! them into its rank's bitmap: in one process no message at all. A rank keeps two such
+//! bitmaps, used by alternate levels; each partition clears its slice of the one the
+//! previous level used at the start of the next level (when the whole rank has read it:
+//! the main fiber starts a level's drivers only after every driver of the previous one
+//! returned), and of both before a search. The counts [`BfsPart::counts`] feed the switching heuristic (as in GAP: go
 //! bottom-up when the frontier's arcs outweigh the unexplored arcs / alpha, never when
 //! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
 //! vertices).
@@ -25,7 +31,8 @@
 //!
 //! Across ranks the code is the same: a batch of visits is the `Plain` argument of an
 //! `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] visits and the level, 72 bytes),
-//! and a frontier bitmap is the serialized argument of an `apply_with_then`, both sent by
+//! and a frontier bitmap for another rank is the serialized argument of an
+//! `apply_with_then`, both sent by
 //! the partition from its delegated context through the handles every partition receives
 //! when the search starts. Each partition is built on its trustee from the graph's id in
 //! its rank's registry, whose view holds the arcs of that rank's own partitions only
@@ -35,6 +42,7 @@
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
 //! [`Tag`]s there, and parents are kept as tags until the results are gathered.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -68,7 +76,14 @@ struct Buffers {
     frontier: Vec<u32>,
     next: Vec<u32>,
     sent: Vec<u64>,
-    replica: Vec<u64>,
+}
+
+/// The frontier of a bottom-up level as one bitmap per rank, over every partition's tags
+/// (see the module docs): two, alternating by level, so that one is cleared while the
+/// other is in use.
+#[derive(Debug)]
+struct SharedFrontier {
+    bits: [Vec<AtomicU64>; 2],
 }
 
 /// One partition's BFS state.
@@ -89,8 +104,13 @@ pub(crate) struct BfsPart {
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
     outbox: Outbox<Visit>,
-    /// One bit per tag: the whole current frontier (bottom-up levels only).
-    replica: Vec<u64>,
+    /// The whole frontier of bottom-up levels, shared by the partitions of this rank.
+    shared: Arc<SharedFrontier>,
+    /// The words of each shared bitmap this partition clears.
+    slice: std::ops::Range<usize>,
+    /// The shared bitmap of the previous level, to clear (this partition's slice) at the
+    /// start of the next level, when every partition of the rank has read it.
+    stale: Option<usize>,
     /// Arcs of the vertices not reached yet.
     unvisited_arcs: u64,
     pub(crate) scanned_arcs: u64,
@@ -133,9 +153,14 @@ impl BfsPart {
         let words = view.tags.space(np).div_ceil(64);
         let sent_words = if np > 1 { words } else { 0 };
         let unvisited_arcs = view.bare(part).num_arcs();
-        let kept = registry::take_buffers::<Buffers>(graph, part).filter(|b| {
-            b.level.len() == len && b.sent.len() == sent_words && b.replica.len() == words
+        let kept = registry::take_buffers::<Buffers>(graph, part)
+            .filter(|b| b.level.len() == len && b.sent.len() == sent_words);
+        let rank = view.rank_parts(part);
+        let shared = registry::shared(graph, rank.start, || SharedFrontier {
+            bits: [0, 1].map(|_| (0..words).map(|_| AtomicU64::new(0)).collect()),
         });
+        let (i, k) = (part - rank.start, rank.len());
+        let slice = words * i / k..words * (i + 1) / k;
         let dirty = kept.is_some();
         let b = kept.unwrap_or_else(|| Buffers {
             level: vec![UNREACHED_LEVEL; len],
@@ -143,7 +168,6 @@ impl BfsPart {
             frontier: Vec::new(),
             next: Vec::new(),
             sent: vec![0u64; sent_words],
-            replica: vec![0u64; words],
         });
         BfsPart {
             view,
@@ -157,7 +181,9 @@ impl BfsPart {
             next: b.next,
             sent: b.sent,
             outbox: Outbox::new(np),
-            replica: b.replica,
+            shared,
+            slice,
+            stale: None,
             unvisited_arcs,
             scanned_arcs: 0,
         }
@@ -197,40 +223,58 @@ impl BfsPart {
         }
     }
 
-    /// This partition's frontier as `(part, bits over the partition's local indices)`.
-    pub(crate) fn frontier_bits(&self) -> (usize, Vec<u64>) {
+    /// Clears this partition's slice of the shared bitmap the previous level used, if it
+    /// was a bottom-up level (every partition of the rank has read it by now: a level's
+    /// drivers all end before the next level's start).
+    fn clear_stale(&mut self) {
+        if let Some(i) = self.stale.take() {
+            for w in &self.shared.bits[i][self.slice.clone()] {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// This partition's frontier as bits over its local indices.
+    fn frontier_bits(&self) -> Vec<u64> {
         let mut bits = vec![0u64; self.level.len().div_ceil(64)];
         for &u in &self.frontier {
             bits[u as usize / 64] |= 1 << (u % 64);
         }
-        (self.part, bits)
+        bits
     }
 
-    /// Adds partition `part`'s frontier (from [`BfsPart::frontier_bits`]) to the replica.
-    pub(crate) fn merge_frontier(&mut self, part: usize, bits: &[u64]) {
+    /// Adds partition `part`'s frontier (bits over its local indices) to shared bitmap
+    /// `i` of this rank.
+    fn merge_frontier(&self, part: usize, i: usize, bits: &[u64]) {
         let tags = self.view.tags;
+        let shared = &self.shared.bits[i];
         if tags.shift() >= 6 {
             // A part's tags start on a word boundary: whole words.
             let base = tags.tag(part, 0) as usize / 64;
-            for (r, &w) in self.replica[base..base + bits.len()].iter_mut().zip(bits) {
-                *r |= w;
+            for (r, &w) in shared[base..base + bits.len()].iter().zip(bits) {
+                if w != 0 {
+                    r.fetch_or(w, Ordering::Relaxed);
+                }
             }
             return;
         }
-        for (i, &word) in bits.iter().enumerate() {
+        for (k, &word) in bits.iter().enumerate() {
             let mut w = word;
             while w != 0 {
-                let t = tags.tag(part, i as u32 * 64 + w.trailing_zeros()) as usize;
-                self.replica[t / 64] |= 1 << (t % 64);
+                let t = tags.tag(part, k as u32 * 64 + w.trailing_zeros()) as usize;
+                shared[t / 64].fetch_or(1 << (t % 64), Ordering::Relaxed);
                 w &= w - 1;
             }
         }
     }
 
-    /// A bottom-up level: every unvisited local vertex with a neighbour in the replica
-    /// of the frontier (level `level`) gets level `level + 1`. Clears the replica.
+    /// A bottom-up level: every unvisited local vertex with a neighbour in the shared
+    /// frontier of level `level` gets level `level + 1`.
     pub(crate) fn bottom_up(&mut self, level: u32) {
         let view = Arc::clone(&self.view);
+        let shared = Arc::clone(&self.shared);
+        let i = level as usize % 2;
+        let front = &shared.bits[i];
         let arcs = view.bare(self.part);
         let mut scanned = 0;
         for u in 0..self.level.len() as u32 {
@@ -239,14 +283,14 @@ impl BfsPart {
             }
             for &t in arcs.arcs(u) {
                 scanned += 1;
-                if self.replica[t as usize / 64] & (1 << (t % 64)) != 0 {
+                if front[t as usize / 64].load(Ordering::Relaxed) & (1 << (t % 64)) != 0 {
                     self.visit(u, level + 1, t);
                     break;
                 }
             }
         }
         self.scanned_arcs += scanned;
-        self.replica.fill(0);
+        self.stale = Some(i);
         self.frontier.clear();
     }
 
@@ -266,6 +310,7 @@ impl BfsPart {
         limit: usize,
         send: &mut impl FnMut(usize, Batch<Visit>),
     ) -> bool {
+        self.clear_stale();
         let view = Arc::clone(&self.view);
         let arcs = view.bare(self.part);
         let tags = view.tags;
@@ -303,16 +348,34 @@ impl BfsPart {
         })
     }
 
-    /// Sends this partition's frontier bitmap to every partition (as data, through the
-    /// codec), where it is merged into their replicas.
-    pub(crate) fn share_frontier(&mut self) {
-        let (part, bits) = self.frontier_bits();
-        for q in self.peers.iter() {
-            q.apply_with_then(
-                (part, bits.clone()),
-                |s, (part, bits): (usize, Vec<u64>)| s.merge_frontier(part, &bits),
-                |()| (),
-            );
+    /// Puts this partition's frontier (level `level`) into its rank's shared bitmap and
+    /// sends it, as bits over its local indices (data, through the codec), to one
+    /// partition of every other rank, which merges it into that rank's bitmap.
+    pub(crate) fn share_frontier(&mut self, level: u32) {
+        self.clear_stale();
+        let i = level as usize % 2;
+        let tags = self.view.tags;
+        for &u in &self.frontier {
+            let t = tags.tag(self.part, u) as usize;
+            self.shared.bits[i][t / 64].fetch_or(1 << (t % 64), Ordering::Relaxed);
+        }
+        let np = self.view.parts.parts();
+        let mine = self.view.rank_parts(self.part);
+        if mine.len() == np {
+            return; // one rank
+        }
+        let bits = self.frontier_bits();
+        let mut first = 0;
+        while first < np {
+            let rank = self.view.rank_parts(first);
+            if rank != mine {
+                self.peers[rank.start].apply_with_then(
+                    (self.part, i, bits.clone()),
+                    |s, (part, i, bits): (usize, usize, Vec<u64>)| s.merge_frontier(part, i, &bits),
+                    |()| (),
+                );
+            }
+            first = rank.end;
         }
     }
 }
@@ -325,7 +388,6 @@ impl Drop for BfsPart {
             frontier: std::mem::take(&mut self.frontier),
             next: std::mem::take(&mut self.next),
             sent: std::mem::take(&mut self.sent),
-            replica: std::mem::take(&mut self.replica),
         };
         registry::keep_buffers(self.graph, self.part, b);
     }
@@ -360,8 +422,14 @@ impl Part for BfsPart {
             self.frontier.clear();
             self.next.clear();
             self.sent.fill(0);
-            self.replica.fill(0);
         }
+        // Whatever an earlier search (of any partition) left in this slice.
+        for bits in &self.shared.bits {
+            for w in &bits[self.slice.clone()] {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+        self.stale = None;
     }
 }
 
@@ -464,7 +532,7 @@ fn top_down_driver((search, level, chunk): (u64, u32, u64)) -> BfsCounts {
 /// unvisited vertices find their parents locally. Returns the counts of the next frontier.
 fn bottom_up_driver((search, level): (u64, u32)) -> BfsCounts {
     let me = registry::part::<BfsPart>(search, skein::current_worker());
-    me.apply((), |s, ()| s.share_frontier());
+    me.apply(level, |s, level| s.share_frontier(level));
     skein::wait_quiescent();
     me.apply(level, |s, level| {
         s.bottom_up(level);

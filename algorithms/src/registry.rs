@@ -23,7 +23,8 @@
 //! - **kept buffers** ([`keep_buffers`], [`take_buffers`]): a partition's large arrays,
 //!   left on its rank when a search ends, by graph, worker and type, so that the next
 //!   search's partition of the same graph and worker reuses them instead of faulting fresh
-//!   pages; dropped with the graph.
+//!   pages; and what a rank's partitions share ([`shared`]: BFS's frontier bitmaps).
+//!   Dropped with the graph.
 //! - **probes** ([`file_probe`], [`probe`]): what each rank's caller found about its rows
 //!   when it built an engine, read by a fiber on that rank during the engine's first run.
 
@@ -95,6 +96,26 @@ pub(crate) fn keep_buffers<T: Send + 'static>(graph: u64, g: usize, value: T) {
         let old = lock(&BUFFERS).get_or_insert_with(HashMap::new).insert(key, Box::new(value));
         drop(old); // outside the lock
     }
+}
+
+/// The `T` that the partitions of graph `graph` whose rank starts at worker `first` share
+/// on this rank, made by `make` when none is filed yet (the first partition to ask files
+/// it); dropped with the graph. When the graph is not registered on this rank (a test
+/// that builds partitions by hand) every call makes its own, filed nowhere.
+pub(crate) fn shared<T: Send + Sync + 'static>(
+    graph: u64,
+    first: usize,
+    make: impl FnOnce() -> T,
+) -> Arc<T> {
+    let registered = lock(&GRAPHS).as_ref().is_some_and(|m| m.contains_key(&graph));
+    if !registered {
+        return Arc::new(make());
+    }
+    let key = (graph, first, TypeId::of::<Arc<T>>());
+    let mut m = lock(&BUFFERS);
+    let entry =
+        m.get_or_insert_with(HashMap::new).entry(key).or_insert_with(|| Box::new(Arc::new(make())));
+    Arc::clone(entry.downcast_ref::<Arc<T>>().expect("the key names the type"))
 }
 
 /// What [`keep_buffers`] kept for worker `g` of graph `graph`, if anything of type `T`.
