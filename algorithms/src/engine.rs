@@ -618,7 +618,8 @@ impl Engine {
     ///
     /// # Complexity
     /// `O(n + m)` work; one round per level. Memory per partition: 8 bytes per owned
-    /// vertex plus two bits per vertex of the graph (the send filter, the frontier replica).
+    /// vertex plus a bit per vertex of the graph (the send filter), and per rank two bits
+    /// per vertex of the graph (the frontier bitmaps); kept across searches.
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
         let (r, stats) = self.bfs_search(root, true)?;
         Ok((r.expect("the result travels to every rank"), stats))
