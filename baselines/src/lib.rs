@@ -179,6 +179,8 @@ pub struct Solver<'g> {
     /// [`Solver::prepare_sssp`] / [`Solver::prepare_bfs`]).
     weighted_arcs: OnceCell<Vec<compact::WeightedArc>>,
     targets: OnceCell<Vec<u32>>,
+    /// The rayon BFS's arrays that a search does not return, kept for the next one.
+    bfs_scratch: std::sync::Mutex<Option<dobfs::Scratch>>,
 }
 
 impl<'g> Solver<'g> {
@@ -205,6 +207,7 @@ impl<'g> Solver<'g> {
             max_weight: OnceCell::new(),
             weighted_arcs: OnceCell::new(),
             targets: OnceCell::new(),
+            bfs_scratch: std::sync::Mutex::new(None),
         })
     }
 
@@ -274,7 +277,20 @@ impl<'g> Solver<'g> {
         self.catch_panic(|| match &self.pool {
             None => seq::bfs(self.csr, targets, root as u32),
             Some(pool) => {
-                dobfs::direction_optimizing(pool, self.csr, targets, root as u32, &self.options)
+                // Taken out for the search and put back after (a panic loses it only).
+                let mut scratch = self.bfs_scratch.lock().map(|mut s| s.take()).unwrap_or(None);
+                let r = dobfs::direction_optimizing(
+                    pool,
+                    self.csr,
+                    targets,
+                    root as u32,
+                    &self.options,
+                    &mut scratch,
+                );
+                if let Ok(mut s) = self.bfs_scratch.lock() {
+                    *s = scratch;
+                }
+                r
             }
         })
     }
