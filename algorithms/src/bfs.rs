@@ -6,7 +6,11 @@
 //! Each partition keeps its current frontier and the next one. A *top-down* level
 //! expands the frontier: every neighbour is visited, locally in place, remotely through
 //! `send` (each remote vertex at most once per partition and search, with a bitmap;
-//! [`crate::outbox::BATCH`] visits to a request).
+//! [`crate::outbox::BATCH`] visits to a request). A frontier vertex with at least
+//! [`SCAN_ARCS`] arcs into another partition of its rank sends that partition one
+//! [`HubScan`] instead (the range of those arcs in its copy, read by the receiver in
+//! shared memory), so that a hub's arcs are read by the partitions its neighbours live in,
+//! not by its owner alone.
 //! A *bottom-up* level (Beamer et al., "Direction-optimizing breadth-first search",
 //! SC 2012) works the other way round: the whole frontier is first gathered into one
 //! bitmap per rank (over every partition's tags), then each unvisited vertex looks for a
@@ -67,6 +71,38 @@ pub(crate) struct Visit {
 // out-of-range index from corrupted bytes panics on its slice).
 unsafe impl skein::Plain for Visit {}
 
+/// A top-down scan of one frontier vertex's arcs into the receiving partition, sent to a
+/// partition of the sender's rank only: the receiver visits the targets of the arcs
+/// `start..end` of the copy of the partition owning `parent` (all of them its own
+/// vertices), reading that copy in shared memory.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
+pub(crate) struct HubScan {
+    start: u64,
+    end: u64,
+    parent: Tag,
+    /// Zero: makes the size a multiple of 8 without padding.
+    zero: u32,
+}
+
+// SAFETY: repr(C) of two u64 and two u32, no padding: no address, every bit pattern is a
+// valid value (an out-of-range arc range panics on its slice).
+unsafe impl skein::Plain for HubScan {}
+
+/// A frontier vertex's arcs into a partition of its own rank travel as one [`HubScan`]
+/// when there are at least this many (fewer go as [`Visit`]s, filtered by the sent bitmap),
+/// so that the receiver, not the owner alone, reads a hub's arcs.
+const SCAN_ARCS: usize = 16;
+
+/// What [`BfsPart::expand`] hands its `send` function.
+#[derive(Debug)]
+pub(crate) enum Out {
+    /// Visits of the owner's vertices.
+    Visits(Batch<Visit>),
+    /// Arc ranges the owner scans.
+    Scans(Batch<HubScan>),
+}
+
 /// A partition's arrays of one search, kept for the next search of the same graph on the
 /// same worker (`crate::registry::keep_buffers`): a search then faults no fresh pages.
 #[derive(Debug, Default)]
@@ -104,6 +140,10 @@ pub(crate) struct BfsPart {
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
     outbox: Outbox<Visit>,
+    /// Arc ranges sent to partitions of this rank ([`HubScan`]).
+    scans: Outbox<HubScan>,
+    /// The partitions of this partition's rank.
+    same_rank: std::ops::Range<usize>,
     /// The whole frontier of bottom-up levels, shared by the partitions of this rank.
     shared: Arc<SharedFrontier>,
     /// The words of each shared bitmap this partition clears.
@@ -181,6 +221,8 @@ impl BfsPart {
             next: b.next,
             sent: b.sent,
             outbox: Outbox::new(np),
+            scans: Outbox::new(np),
+            same_rank: rank.clone(),
             shared,
             slice,
             stale: None,
@@ -191,7 +233,7 @@ impl BfsPart {
 
     /// Requests this partition sent.
     pub(crate) fn requests(&self) -> u64 {
-        self.outbox.requests
+        self.outbox.requests + self.scans.requests
     }
 
     /// Visits local vertex `local` at `level` from `parent` (first visit wins).
@@ -203,6 +245,20 @@ impl BfsPart {
             self.parent[l] = parent;
             self.next.push(local);
             self.unvisited_arcs -= self.view.bare(self.part).degree(local);
+        }
+    }
+
+    /// Applies a batch of arc scans from partitions of this rank: their targets get
+    /// `level`.
+    pub(crate) fn scan_batch(&mut self, batch: &Batch<HubScan>, level: u32) {
+        let view = Arc::clone(&self.view);
+        let tags = view.tags;
+        for s in batch.items() {
+            let arcs = view.bare(tags.part(s.parent)).range(s.start, s.end);
+            self.scanned_arcs += arcs.len() as u64;
+            for &t in arcs {
+                self.visit(tags.local(t), level, s.parent);
+            }
         }
     }
 
@@ -308,7 +364,7 @@ impl BfsPart {
         &mut self,
         level: u32,
         limit: usize,
-        send: &mut impl FnMut(usize, Batch<Visit>),
+        send: &mut impl FnMut(usize, Out),
     ) -> bool {
         self.clear_stale();
         let view = Arc::clone(&self.view);
@@ -318,33 +374,60 @@ impl BfsPart {
             let Some(u) = self.frontier.pop() else { break };
             let me = tags.tag(self.part, u);
             let (own, other) = arcs.split(u);
-            self.scanned_arcs += (own.len() + other.len()) as u64;
+            self.scanned_arcs += own.len() as u64;
             for &t in own {
                 self.visit(tags.local(t), level + 1, me);
             }
-            for &t in other {
-                let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
-                if self.sent[word] & bit == 0 {
-                    self.sent[word] |= bit;
-                    let v = Visit { local: tags.local(t), parent: me };
-                    self.outbox.push(tags.part(t), v, send);
+            if other.len() < SCAN_ARCS || self.same_rank.len() == 1 {
+                self.send_visits(other, me, send);
+                continue;
+            }
+            for (owner, start, end) in arcs.segments(u, tags) {
+                let range = arcs.range(start, end);
+                if range.len() >= SCAN_ARCS && self.same_rank.contains(&owner) {
+                    let scan = HubScan { start, end, parent: me, zero: 0 };
+                    self.scans.push(owner, scan, &mut |o, b| send(o, Out::Scans(b)));
+                } else {
+                    self.send_visits(range, me, send);
                 }
             }
         }
-        self.outbox.flush(send);
+        self.outbox.flush(&mut |o, b| send(o, Out::Visits(b)));
+        self.scans.flush(&mut |o, b| send(o, Out::Scans(b)));
         !self.frontier.is_empty()
     }
 
-    /// [`BfsPart::expand`] with the visits sent to their owners as delegated requests
-    /// (`Plain` batches), from the delegated context this runs in.
+    /// Visits of the targets of `arcs` (all in other partitions) from `me`, each target at
+    /// most once per search.
+    #[inline]
+    fn send_visits(&mut self, arcs: &[Tag], me: Tag, send: &mut impl FnMut(usize, Out)) {
+        let tags = self.view.tags;
+        self.scanned_arcs += arcs.len() as u64;
+        for &t in arcs {
+            let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
+            if self.sent[word] & bit == 0 {
+                self.sent[word] |= bit;
+                let v = Visit { local: tags.local(t), parent: me };
+                self.outbox.push(tags.part(t), v, &mut |o, b| send(o, Out::Visits(b)));
+            }
+        }
+    }
+
+    /// [`BfsPart::expand`] with the visits and scans sent to their owners as delegated
+    /// requests (`Plain` batches), from the delegated context this runs in.
     pub(crate) fn expand_chunk(&mut self, level: u32, limit: usize) -> bool {
         let peers = Arc::clone(&self.peers);
-        self.expand(level, limit, &mut |owner, batch| {
-            peers[owner].apply_then(
+        self.expand(level, limit, &mut |owner, out| match out {
+            Out::Visits(batch) => peers[owner].apply_then(
                 (batch, level + 1),
                 |t, (batch, level)| t.visit_batch(&batch, level),
                 |()| (),
-            );
+            ),
+            Out::Scans(batch) => peers[owner].apply_then(
+                (batch, level + 1),
+                |t, (batch, level)| t.scan_batch(&batch, level),
+                |()| (),
+            ),
         })
     }
 
@@ -571,10 +654,13 @@ mod tests {
                 }
                 let mut msgs = Vec::new();
                 for p in ps.iter_mut() {
-                    while p.expand(level, 7, &mut |o, batch| msgs.push((o, batch))) {}
+                    while p.expand(level, 7, &mut |o, out| msgs.push((o, out))) {}
                 }
-                for (o, batch) in msgs {
-                    ps[o].visit_batch(&batch, level + 1);
+                for (o, out) in msgs {
+                    match out {
+                        Out::Visits(batch) => ps[o].visit_batch(&batch, level + 1),
+                        Out::Scans(batch) => ps[o].scan_batch(&batch, level + 1),
+                    }
                 }
                 level += 1;
             }
