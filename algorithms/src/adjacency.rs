@@ -11,7 +11,7 @@
 //!
 //! `tag = owner << shift | local`, with `shift` the bits of the largest local index, so
 //! decoding is a shift and a mask. Tags are dense enough to index arrays over all
-//! vertices (the send filters, the BFS frontier replica): the tag space has
+//! vertices (the send filters, the BFS frontier bitmaps): the tag space has
 //! `parts << shift < 2 * parts * max_part_len` entries. The encoding needs the tag space
 //! to fit `u32` with [`NO_TAG`] left free, so graphs of about 2^31 vertices and more are
 //! refused by [`Tags::new`] ("not yet supported").

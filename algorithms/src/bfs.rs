@@ -6,13 +6,23 @@
 //! Each partition keeps its current frontier and the next one. A *top-down* level
 //! expands the frontier: every neighbour is visited, locally in place, remotely through
 //! `send` (each remote vertex at most once per partition and search, with a bitmap;
-//! [`crate::outbox::BATCH`] visits to a request).
+//! [`crate::outbox::BATCH`] visits to a request). A frontier vertex with at least
+//! [`SCAN_ARCS`] arcs into another partition of its rank sends that partition one
+//! [`HubScan`] instead (the range of those arcs in its copy, read by the receiver in
+//! shared memory), so that a hub's arcs are read by the partitions its neighbours live in,
+//! not by its owner alone.
 //! A *bottom-up* level (Beamer et al., "Direction-optimizing breadth-first search",
-//! SC 2012) works the other way round: every partition first receives every
-//! partition's frontier as a bitmap (a replica of the whole frontier, sent as data),
-//! then each of its unvisited vertices looks for a neighbour in that bitmap and stops
-//! at the first one found — no message at all, and few arcs read when the frontier is
-//! large. The counts [`BfsPart::counts`] feed the switching heuristic (as in GAP: go
+//! SC 2012) works the other way round: the whole frontier is first gathered into one
+//! bitmap per rank (over every partition's tags), then each unvisited vertex looks for a
+//! neighbour in that bitmap and stops at the first one found — no message per vertex,
+//! and few arcs read when the frontier is large. Each partition sets its frontier's bits
+//! in its rank's bitmap (shared memory, `crate::registry::shared`) and sends them, as one
+//! bitmap over its own vertices, to one partition of every *other* rank, which merges
+//! them into its rank's bitmap: in one process no message at all. A rank keeps two such
+//! bitmaps, used by alternate levels; each partition clears its slice of the one the
+//! previous level used at the start of the next level (when the whole rank has read it:
+//! the main fiber starts a level's drivers only after every driver of the previous one
+//! returned), and of both before a search. The counts [`BfsPart::counts`] feed the switching heuristic (as in GAP: go
 //! bottom-up when the frontier's arcs outweigh the unexplored arcs / alpha, never when
 //! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
 //! vertices).
@@ -25,7 +35,8 @@
 //!
 //! Across ranks the code is the same: a batch of visits is the `Plain` argument of an
 //! `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] visits and the level, 72 bytes),
-//! and a frontier bitmap is the serialized argument of an `apply_with_then`, both sent by
+//! and a frontier bitmap for another rank is the serialized argument of an
+//! `apply_with_then`, both sent by
 //! the partition from its delegated context through the handles every partition receives
 //! when the search starts. Each partition is built on its trustee from the graph's id in
 //! its rank's registry, whose view holds the arcs of that rank's own partitions only
@@ -35,6 +46,7 @@
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
 //! [`Tag`]s there, and parents are kept as tags until the results are gathered.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -42,7 +54,7 @@ use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
 use crate::adjacency::{Tag, NO_TAG};
-use crate::engine::{collect, connect, disconnect, Collect, KernelStats, Part};
+use crate::engine::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
 use crate::registry;
@@ -59,11 +71,66 @@ pub(crate) struct Visit {
 // out-of-range index from corrupted bytes panics on its slice).
 unsafe impl skein::Plain for Visit {}
 
+/// A top-down scan of one frontier vertex's arcs into the receiving partition, sent to a
+/// partition of the sender's rank only: the receiver visits the targets of the arcs
+/// `start..end` of the copy of the partition owning `parent` (all of them its own
+/// vertices), reading that copy in shared memory.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
+pub(crate) struct HubScan {
+    start: u64,
+    end: u64,
+    parent: Tag,
+    /// Zero: makes the size a multiple of 8 without padding.
+    zero: u32,
+}
+
+// SAFETY: repr(C) of two u64 and two u32, no padding: no address, every bit pattern is a
+// valid value (an out-of-range arc range panics on its slice).
+unsafe impl skein::Plain for HubScan {}
+
+/// A frontier vertex's arcs into a partition of its own rank travel as one [`HubScan`]
+/// when there are at least this many (fewer go as [`Visit`]s, filtered by the sent bitmap),
+/// so that the receiver, not the owner alone, reads a hub's arcs.
+const SCAN_ARCS: usize = 16;
+
+/// What [`BfsPart::expand`] hands its `send` function.
+#[derive(Debug)]
+pub(crate) enum Out {
+    /// Visits of the owner's vertices.
+    Visits(Batch<Visit>),
+    /// Arc ranges the owner scans.
+    Scans(Batch<HubScan>),
+}
+
+/// A partition's arrays of one search, kept for the next search of the same graph on the
+/// same worker (`crate::registry::keep_buffers`): a search then faults no fresh pages.
+#[derive(Debug, Default)]
+struct Buffers {
+    level: Vec<u32>,
+    parent: Vec<Tag>,
+    frontier: Vec<u32>,
+    next: Vec<u32>,
+    sent: Vec<u64>,
+}
+
+/// The frontier of a bottom-up level as one bitmap per rank, over every partition's tags
+/// (see the module docs): two, alternating by level, so that one is cleared while the
+/// other is in use.
+#[derive(Debug)]
+struct SharedFrontier {
+    bits: [Vec<AtomicU64>; 2],
+}
+
 /// One partition's BFS state.
 #[derive(Debug)]
 pub(crate) struct BfsPart {
     view: Arc<GraphView>,
+    /// The graph's id in the registry (where the buffers go back when the search ends).
+    graph: u64,
     part: usize,
+    /// The arrays come from an earlier search and need [`Part::reset`].
+    dirty: bool,
     /// Every partition's handle (given by `crate::engine::connect`), to send visits.
     peers: Arc<Vec<Trust<BfsPart>>>,
     pub(crate) level: Vec<u32>,
@@ -73,8 +140,17 @@ pub(crate) struct BfsPart {
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
     outbox: Outbox<Visit>,
-    /// One bit per tag: the whole current frontier (bottom-up levels only).
-    replica: Vec<u64>,
+    /// Arc ranges sent to partitions of this rank ([`HubScan`]).
+    scans: Outbox<HubScan>,
+    /// The partitions of this partition's rank.
+    same_rank: std::ops::Range<usize>,
+    /// The whole frontier of bottom-up levels, shared by the partitions of this rank.
+    shared: Arc<SharedFrontier>,
+    /// The words of each shared bitmap this partition clears.
+    slice: std::ops::Range<usize>,
+    /// The shared bitmap of the previous level, to clear (this partition's slice) at the
+    /// start of the next level, when every partition of the rank has read it.
+    stale: Option<usize>,
     /// Arcs of the vertices not reached yet.
     unvisited_arcs: u64,
     pub(crate) scanned_arcs: u64,
@@ -107,23 +183,49 @@ impl std::ops::Add for BfsCounts {
 }
 
 impl BfsPart {
-    pub(crate) fn new(view: Arc<GraphView>, part: usize) -> BfsPart {
+    /// Partition `part`'s state for a search on graph `graph` (its id in the registry):
+    /// the arrays the previous search of this graph on this worker left
+    /// (`crate::registry::take_buffers`), to be cleared by [`Part::reset`] (on every
+    /// trustee at once) before the search starts, or fresh ones.
+    pub(crate) fn new(graph: u64, view: Arc<GraphView>, part: usize) -> BfsPart {
         let len = view.parts.len(part) as usize;
         let np = view.parts.parts();
         let words = view.tags.space(np).div_ceil(64);
-        let sent = if np > 1 { vec![0u64; words] } else { Vec::new() };
+        let sent_words = if np > 1 { words } else { 0 };
         let unvisited_arcs = view.bare(part).num_arcs();
-        BfsPart {
-            view,
-            part,
-            peers: Arc::new(Vec::new()),
+        let kept = registry::take_buffers::<Buffers>(graph, part)
+            .filter(|b| b.level.len() == len && b.sent.len() == sent_words);
+        let rank = view.rank_parts(part);
+        let shared = registry::shared(graph, rank.start, || SharedFrontier {
+            bits: [0, 1].map(|_| (0..words).map(|_| AtomicU64::new(0)).collect()),
+        });
+        let (i, k) = (part - rank.start, rank.len());
+        let slice = words * i / k..words * (i + 1) / k;
+        let dirty = kept.is_some();
+        let b = kept.unwrap_or_else(|| Buffers {
             level: vec![UNREACHED_LEVEL; len],
             parent: vec![NO_TAG; len],
             frontier: Vec::new(),
             next: Vec::new(),
-            sent,
+            sent: vec![0u64; sent_words],
+        });
+        BfsPart {
+            view,
+            graph,
+            part,
+            dirty,
+            peers: Arc::new(Vec::new()),
+            level: b.level,
+            parent: b.parent,
+            frontier: b.frontier,
+            next: b.next,
+            sent: b.sent,
             outbox: Outbox::new(np),
-            replica: vec![0u64; words],
+            scans: Outbox::new(np),
+            same_rank: rank.clone(),
+            shared,
+            slice,
+            stale: None,
             unvisited_arcs,
             scanned_arcs: 0,
         }
@@ -131,7 +233,7 @@ impl BfsPart {
 
     /// Requests this partition sent.
     pub(crate) fn requests(&self) -> u64 {
-        self.outbox.requests
+        self.outbox.requests + self.scans.requests
     }
 
     /// Visits local vertex `local` at `level` from `parent` (first visit wins).
@@ -143,6 +245,20 @@ impl BfsPart {
             self.parent[l] = parent;
             self.next.push(local);
             self.unvisited_arcs -= self.view.bare(self.part).degree(local);
+        }
+    }
+
+    /// Applies a batch of arc scans from partitions of this rank: their targets get
+    /// `level`.
+    pub(crate) fn scan_batch(&mut self, batch: &Batch<HubScan>, level: u32) {
+        let view = Arc::clone(&self.view);
+        let tags = view.tags;
+        for s in batch.items() {
+            let arcs = view.bare(tags.part(s.parent)).range(s.start, s.end);
+            self.scanned_arcs += arcs.len() as u64;
+            for &t in arcs {
+                self.visit(tags.local(t), level, s.parent);
+            }
         }
     }
 
@@ -163,40 +279,58 @@ impl BfsPart {
         }
     }
 
-    /// This partition's frontier as `(part, bits over the partition's local indices)`.
-    pub(crate) fn frontier_bits(&self) -> (usize, Vec<u64>) {
+    /// Clears this partition's slice of the shared bitmap the previous level used, if it
+    /// was a bottom-up level (every partition of the rank has read it by now: a level's
+    /// drivers all end before the next level's start).
+    fn clear_stale(&mut self) {
+        if let Some(i) = self.stale.take() {
+            for w in &self.shared.bits[i][self.slice.clone()] {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// This partition's frontier as bits over its local indices.
+    fn frontier_bits(&self) -> Vec<u64> {
         let mut bits = vec![0u64; self.level.len().div_ceil(64)];
         for &u in &self.frontier {
             bits[u as usize / 64] |= 1 << (u % 64);
         }
-        (self.part, bits)
+        bits
     }
 
-    /// Adds partition `part`'s frontier (from [`BfsPart::frontier_bits`]) to the replica.
-    pub(crate) fn merge_frontier(&mut self, part: usize, bits: &[u64]) {
+    /// Adds partition `part`'s frontier (bits over its local indices) to shared bitmap
+    /// `i` of this rank.
+    fn merge_frontier(&self, part: usize, i: usize, bits: &[u64]) {
         let tags = self.view.tags;
+        let shared = &self.shared.bits[i];
         if tags.shift() >= 6 {
             // A part's tags start on a word boundary: whole words.
             let base = tags.tag(part, 0) as usize / 64;
-            for (r, &w) in self.replica[base..base + bits.len()].iter_mut().zip(bits) {
-                *r |= w;
+            for (r, &w) in shared[base..base + bits.len()].iter().zip(bits) {
+                if w != 0 {
+                    r.fetch_or(w, Ordering::Relaxed);
+                }
             }
             return;
         }
-        for (i, &word) in bits.iter().enumerate() {
+        for (k, &word) in bits.iter().enumerate() {
             let mut w = word;
             while w != 0 {
-                let t = tags.tag(part, i as u32 * 64 + w.trailing_zeros()) as usize;
-                self.replica[t / 64] |= 1 << (t % 64);
+                let t = tags.tag(part, k as u32 * 64 + w.trailing_zeros()) as usize;
+                shared[t / 64].fetch_or(1 << (t % 64), Ordering::Relaxed);
                 w &= w - 1;
             }
         }
     }
 
-    /// A bottom-up level: every unvisited local vertex with a neighbour in the replica
-    /// of the frontier (level `level`) gets level `level + 1`. Clears the replica.
+    /// A bottom-up level: every unvisited local vertex with a neighbour in the shared
+    /// frontier of level `level` gets level `level + 1`.
     pub(crate) fn bottom_up(&mut self, level: u32) {
         let view = Arc::clone(&self.view);
+        let shared = Arc::clone(&self.shared);
+        let i = level as usize % 2;
+        let front = &shared.bits[i];
         let arcs = view.bare(self.part);
         let mut scanned = 0;
         for u in 0..self.level.len() as u32 {
@@ -205,14 +339,14 @@ impl BfsPart {
             }
             for &t in arcs.arcs(u) {
                 scanned += 1;
-                if self.replica[t as usize / 64] & (1 << (t % 64)) != 0 {
+                if front[t as usize / 64].load(Ordering::Relaxed) & (1 << (t % 64)) != 0 {
                     self.visit(u, level + 1, t);
                     break;
                 }
             }
         }
         self.scanned_arcs += scanned;
-        self.replica.fill(0);
+        self.stale = Some(i);
         self.frontier.clear();
     }
 
@@ -230,8 +364,9 @@ impl BfsPart {
         &mut self,
         level: u32,
         limit: usize,
-        send: &mut impl FnMut(usize, Batch<Visit>),
+        send: &mut impl FnMut(usize, Out),
     ) -> bool {
+        self.clear_stale();
         let view = Arc::clone(&self.view);
         let arcs = view.bare(self.part);
         let tags = view.tags;
@@ -239,47 +374,105 @@ impl BfsPart {
             let Some(u) = self.frontier.pop() else { break };
             let me = tags.tag(self.part, u);
             let (own, other) = arcs.split(u);
-            self.scanned_arcs += (own.len() + other.len()) as u64;
+            self.scanned_arcs += own.len() as u64;
             for &t in own {
                 self.visit(tags.local(t), level + 1, me);
             }
-            for &t in other {
-                let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
-                if self.sent[word] & bit == 0 {
-                    self.sent[word] |= bit;
-                    let v = Visit { local: tags.local(t), parent: me };
-                    self.outbox.push(tags.part(t), v, send);
+            if other.len() < SCAN_ARCS || self.same_rank.len() == 1 {
+                self.send_visits(other, me, send);
+                continue;
+            }
+            for (owner, start, end) in arcs.segments(u, tags) {
+                let range = arcs.range(start, end);
+                if range.len() >= SCAN_ARCS && self.same_rank.contains(&owner) {
+                    let scan = HubScan { start, end, parent: me, zero: 0 };
+                    self.scans.push(owner, scan, &mut |o, b| send(o, Out::Scans(b)));
+                } else {
+                    self.send_visits(range, me, send);
                 }
             }
         }
-        self.outbox.flush(send);
+        self.outbox.flush(&mut |o, b| send(o, Out::Visits(b)));
+        self.scans.flush(&mut |o, b| send(o, Out::Scans(b)));
         !self.frontier.is_empty()
     }
 
-    /// [`BfsPart::expand`] with the visits sent to their owners as delegated requests
-    /// (`Plain` batches), from the delegated context this runs in.
+    /// Visits of the targets of `arcs` (all in other partitions) from `me`, each target at
+    /// most once per search.
+    #[inline]
+    fn send_visits(&mut self, arcs: &[Tag], me: Tag, send: &mut impl FnMut(usize, Out)) {
+        let tags = self.view.tags;
+        self.scanned_arcs += arcs.len() as u64;
+        for &t in arcs {
+            let (word, bit) = (t as usize / 64, 1u64 << (t % 64));
+            if self.sent[word] & bit == 0 {
+                self.sent[word] |= bit;
+                let v = Visit { local: tags.local(t), parent: me };
+                self.outbox.push(tags.part(t), v, &mut |o, b| send(o, Out::Visits(b)));
+            }
+        }
+    }
+
+    /// [`BfsPart::expand`] with the visits and scans sent to their owners as delegated
+    /// requests (`Plain` batches), from the delegated context this runs in.
     pub(crate) fn expand_chunk(&mut self, level: u32, limit: usize) -> bool {
         let peers = Arc::clone(&self.peers);
-        self.expand(level, limit, &mut |owner, batch| {
-            peers[owner].apply_then(
+        self.expand(level, limit, &mut |owner, out| match out {
+            Out::Visits(batch) => peers[owner].apply_then(
                 (batch, level + 1),
                 |t, (batch, level)| t.visit_batch(&batch, level),
                 |()| (),
-            );
+            ),
+            Out::Scans(batch) => peers[owner].apply_then(
+                (batch, level + 1),
+                |t, (batch, level)| t.scan_batch(&batch, level),
+                |()| (),
+            ),
         })
     }
 
-    /// Sends this partition's frontier bitmap to every partition (as data, through the
-    /// codec), where it is merged into their replicas.
-    pub(crate) fn share_frontier(&mut self) {
-        let (part, bits) = self.frontier_bits();
-        for q in self.peers.iter() {
-            q.apply_with_then(
-                (part, bits.clone()),
-                |s, (part, bits): (usize, Vec<u64>)| s.merge_frontier(part, &bits),
-                |()| (),
-            );
+    /// Puts this partition's frontier (level `level`) into its rank's shared bitmap and
+    /// sends it, as bits over its local indices (data, through the codec), to one
+    /// partition of every other rank, which merges it into that rank's bitmap.
+    pub(crate) fn share_frontier(&mut self, level: u32) {
+        self.clear_stale();
+        let i = level as usize % 2;
+        let tags = self.view.tags;
+        for &u in &self.frontier {
+            let t = tags.tag(self.part, u) as usize;
+            self.shared.bits[i][t / 64].fetch_or(1 << (t % 64), Ordering::Relaxed);
         }
+        let np = self.view.parts.parts();
+        let mine = self.view.rank_parts(self.part);
+        if mine.len() == np {
+            return; // one rank
+        }
+        let bits = self.frontier_bits();
+        let mut first = 0;
+        while first < np {
+            let rank = self.view.rank_parts(first);
+            if rank != mine {
+                self.peers[rank.start].apply_with_then(
+                    (self.part, i, bits.clone()),
+                    |s, (part, i, bits): (usize, usize, Vec<u64>)| s.merge_frontier(part, i, &bits),
+                    |()| (),
+                );
+            }
+            first = rank.end;
+        }
+    }
+}
+
+impl Drop for BfsPart {
+    fn drop(&mut self) {
+        let b = Buffers {
+            level: std::mem::take(&mut self.level),
+            parent: std::mem::take(&mut self.parent),
+            frontier: std::mem::take(&mut self.frontier),
+            next: std::mem::take(&mut self.next),
+            sent: std::mem::take(&mut self.sent),
+        };
+        registry::keep_buffers(self.graph, self.part, b);
     }
 }
 
@@ -302,6 +495,24 @@ impl Part for BfsPart {
 
     fn counters(&self) -> (u64, u64) {
         (self.requests(), self.scanned_arcs)
+    }
+
+    /// Clears arrays an earlier search left (nothing for fresh ones).
+    fn reset(&mut self) {
+        if std::mem::take(&mut self.dirty) {
+            self.level.fill(UNREACHED_LEVEL);
+            self.parent.fill(NO_TAG);
+            self.frontier.clear();
+            self.next.clear();
+            self.sent.fill(0);
+        }
+        // Whatever an earlier search (of any partition) left in this slice.
+        for bits in &self.shared.bits {
+            for w in &bits[self.slice.clone()] {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+        self.stale = None;
     }
 }
 
@@ -333,12 +544,13 @@ pub(crate) fn search(
     let parts: Vec<Trust<BfsPart>> = (0..np)
         .map(|g| {
             skein::trustee(g).entrust_new((graph, g as u64), |(id, g)| {
-                BfsPart::new(registry::graph(id), g as usize)
+                BfsPart::new(id, registry::graph(id), g as usize)
             })
         })
         .collect();
     let search = registry::new_search();
     connect(search, &parts);
+    reset::<BfsPart>(search);
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
     let mut counts = parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
@@ -403,7 +615,7 @@ fn top_down_driver((search, level, chunk): (u64, u32, u64)) -> BfsCounts {
 /// unvisited vertices find their parents locally. Returns the counts of the next frontier.
 fn bottom_up_driver((search, level): (u64, u32)) -> BfsCounts {
     let me = registry::part::<BfsPart>(search, skein::current_worker());
-    me.apply((), |s, ()| s.share_frontier());
+    me.apply(level, |s, level| s.share_frontier(level));
     skein::wait_quiescent();
     me.apply(level, |s, level| {
         s.bottom_up(level);
@@ -429,7 +641,8 @@ mod tests {
         for parts in [1, 2, 4] {
             let sh = view(9, parts);
             let np = sh.parts.parts();
-            let mut ps: Vec<BfsPart> = (0..np).map(|p| BfsPart::new(Arc::clone(&sh), p)).collect();
+            let mut ps: Vec<BfsPart> =
+                (0..np).map(|p| BfsPart::new(0, Arc::clone(&sh), p)).collect();
             let root = 0u64;
             let (rp, rl) = sh.parts.locate(root);
             ps[rp].visit(rl, 0, sh.tag(root));
@@ -441,10 +654,13 @@ mod tests {
                 }
                 let mut msgs = Vec::new();
                 for p in ps.iter_mut() {
-                    while p.expand(level, 7, &mut |o, batch| msgs.push((o, batch))) {}
+                    while p.expand(level, 7, &mut |o, out| msgs.push((o, out))) {}
                 }
-                for (o, batch) in msgs {
-                    ps[o].visit_batch(&batch, level + 1);
+                for (o, out) in msgs {
+                    match out {
+                        Out::Visits(batch) => ps[o].visit_batch(&batch, level + 1),
+                        Out::Scans(batch) => ps[o].scan_batch(&batch, level + 1),
+                    }
                 }
                 level += 1;
             }

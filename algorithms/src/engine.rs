@@ -27,9 +27,10 @@
 //!    local call) and return it; the main fiber joins the drivers and takes the minimum.
 //!    (BFS drivers likewise return the size of their next frontier.)
 //!
-//! No round ever ends on a timeout. SSSP rounds follow delta-stepping buckets (a bucket
-//! is repeated while relaxations arriving from other partitions refill it, and empty
-//! buckets are skipped); BFS rounds are levels. Distances and levels do not depend on
+//! No round ever ends on a timeout. An SSSP round starts at the lowest delta-stepping
+//! bucket with a pending vertex (empty buckets are skipped) and each partition goes on
+//! to its later buckets until it has done a budget of relaxations
+//! ([`EngineOptions::round_share`]; `crate::sssp`, "Rounds"); BFS rounds are levels. Distances and levels do not depend on
 //! the number of workers.
 //!
 //! Communication volume per partition and search: for SSSP one scan (24 bytes) per
@@ -112,11 +113,14 @@ pub const DEFAULT_RELATIVE_DELTA: f32 = 0.002;
 pub const DEFAULT_DELTA: f32 = DEFAULT_RELATIVE_DELTA;
 
 /// The default SSSP bucket width for a graph whose largest weight is `max_weight`: the
-/// rule every engine shares, [`skein_baselines::relative_delta`], with this engine's
+/// rule every engine shares, [`skein_buckets::relative_delta`], with this engine's
 /// [`DEFAULT_RELATIVE_DELTA`]. Finite and > 0 for any `max_weight`.
 pub fn default_delta(max_weight: f32) -> f32 {
-    skein_baselines::relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
+    skein_buckets::relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
 }
+
+/// Default [`EngineOptions::round_share`]: see `docs/performance.md` (SSSP rounds).
+pub const DEFAULT_ROUND_SHARE: u64 = 32;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -141,6 +145,12 @@ pub struct EngineOptions {
     /// lanes of two slots, so a search allocates `4 × workers² × slot_bytes`; 32 KiB keeps
     /// that at the footprint the runtime had with one lane of 64 KiB slots.
     pub slot_bytes: usize,
+    /// SSSP rounds: past a round's first bucket, a partition goes on taking its later
+    /// buckets in the same round until it has relaxed `1 / round_share` of its arcs in
+    /// the round (at least 1024), so that sparse stretches of distances (a Kronecker
+    /// graph's long tail) take a few rounds instead of one per bucket. 0: one bucket per
+    /// round (classic delta-stepping rounds).
+    pub round_share: u64,
     /// BFS goes bottom-up when the frontier's arcs exceed the unvisited vertices'
     /// arcs / `alpha` (0: never bottom-up).
     pub alpha: u64,
@@ -161,6 +171,7 @@ impl Default for EngineOptions {
             delta: None,
             chunk: 64,
             slot_bytes: 32 * 1024,
+            round_share: DEFAULT_ROUND_SHARE,
             alpha: 15,
             beta: 18,
             loopback_ranks: None,
@@ -494,11 +505,12 @@ impl Engine {
     ///
     /// # Complexity
     /// `O(m)` relaxations per bucket pass in the worst case; in practice close to the
-    /// `m` of one Dijkstra plus re-relaxations inside a bucket. Memory per partition:
-    /// 8 bytes and one bit per owned vertex, plus its pending-vertex bins: one entry per
-    /// improvement not yet taken, and a window of at most 2^15 empty bins (never
-    /// `largest distance / delta` of them). Rounds: one per non-empty bucket (repeated
-    /// when remote relaxations refill it), however many empty buckets lie between.
+    /// `m` of one Dijkstra plus re-relaxations of vertices taken before their final
+    /// distance. Memory per partition: 8 bytes and one bit per owned vertex, plus its
+    /// pending-vertex bins: one entry per improvement not yet taken, and a window of at
+    /// most 2^15 empty bins (never `largest distance / delta` of them). Rounds: at most
+    /// one per non-empty bucket, however many empty buckets lie between; with the default
+    /// [`EngineOptions::round_share`] about 20 per search on Kronecker graphs.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         let (r, stats) = self.sssp_search(root, true)?;
         Ok((r.expect("the result travels to every rank"), stats))
@@ -578,6 +590,7 @@ impl Engine {
             delta: self.delta,
             max_weight: self.max_weight,
             chunk: self.opts.chunk,
+            round_share: self.opts.round_share,
             #[cfg(test)]
             fault: None,
         };
@@ -605,7 +618,8 @@ impl Engine {
     ///
     /// # Complexity
     /// `O(n + m)` work; one round per level. Memory per partition: 8 bytes per owned
-    /// vertex plus two bits per vertex of the graph (the send filter, the frontier replica).
+    /// vertex plus a bit per vertex of the graph (the send filter), and per rank two bits
+    /// per vertex of the graph (the frontier bitmaps); kept across searches.
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
         let (r, stats) = self.bfs_search(root, true)?;
         Ok((r.expect("the result travels to every rank"), stats))
@@ -677,6 +691,23 @@ pub(crate) trait Part: Send + Sized + 'static {
     fn write(&self, from: usize, values: &mut [Self::Value], parents: &mut [u64]);
     /// `(requests sent, arcs relaxed or scanned)` of the search.
     fn counters(&self) -> (u64, u64);
+    /// Clears the arrays an earlier search left, when the partition reuses them
+    /// ([`reset`]).
+    fn reset(&mut self);
+}
+
+/// Has every partition of search `search` clear the arrays its previous search left
+/// ([`Part::reset`]), all at once: a fiber on every worker of every rank, joined.
+pub(crate) fn reset<P: Part>(search: u64) {
+    let fibers: Vec<_> =
+        (0..skein::num_workers()).map(|g| skein::spawn_on(g, search, reset_part::<P>)).collect();
+    fibers.into_iter().for_each(|f| f.join());
+}
+
+/// A fiber on the trustee of its partition (argument the search): [`Part::reset`].
+fn reset_part<P: Part>(search: u64) {
+    let me = registry::part::<P>(search, skein::current_worker());
+    me.apply((), |s, ()| s.reset());
 }
 
 /// Gives every partition the handles of all partitions (they travel in the message) and

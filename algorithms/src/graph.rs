@@ -38,8 +38,9 @@
 //! SSSP in-arcs (ranks > 1)         8·A_x + 8·S + W·(T/8 + T/16) (bitmap, per-64 counts);
 //!                                  while built, 8·T more (one part at a time)
 //! BFS arc copy                     4·A + 16·n_r
-//! per search, SSSP                 ~8.2·n_r (distance, parent tag, pending bit) + bins
-//! per search, BFS                  ~8·n_r + W·2·T/8 (send filter, frontier replica)
+//! SSSP, kept across searches       ~8.2·n_r (distance, parent tag, pending bit) + bins
+//! BFS, kept across searches        ~8·n_r + W·T/8 + 2·T/8 (send filters, two frontier
+//!                                  bitmaps per rank)
 //! ```
 //!
 //! A search's result slice adds 12 (SSSP) or 12 (BFS) bytes per vertex of the rank

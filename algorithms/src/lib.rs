@@ -26,6 +26,6 @@ mod sssp;
 
 pub use engine::{
     default_delta, Engine, EngineError, EngineOptions, LocalBfs, LocalSssp, SearchStats,
-    DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA,
+    DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA, DEFAULT_ROUND_SHARE,
 };
 pub use partition::{rank_bounds, Partitioning};

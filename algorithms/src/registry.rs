@@ -20,10 +20,15 @@
 //!   the rank's slice under a key that every rank's caller drew in the same order
 //!   ([`new_slices`]); the caller takes the slices filed in its process (one, or every fake
 //!   rank's in a loopback split).
+//! - **kept buffers** ([`keep_buffers`], [`take_buffers`]): a partition's large arrays,
+//!   left on its rank when a search ends, by graph, worker and type, so that the next
+//!   search's partition of the same graph and worker reuses them instead of faulting fresh
+//!   pages; and what a rank's partitions share ([`shared`]: BFS's frontier bitmaps).
+//!   Dropped with the graph.
 //! - **probes** ([`file_probe`], [`probe`]): what each rank's caller found about its rows
 //!   when it built an engine, read by a fiber on that rank during the engine's first run.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,11 +69,60 @@ pub(crate) fn insert_graph(id: u64, view: Arc<GraphView>) {
     lock(&GRAPHS).get_or_insert_with(HashMap::new).insert(id, view);
 }
 
-/// Removes graph `id` from this rank's registry.
+/// Removes graph `id` from this rank's registry, with the buffers kept for it.
 pub(crate) fn unregister_graph(id: u64) {
     if let Some(m) = lock(&GRAPHS).as_mut() {
         m.remove(&id);
     }
+    let dropped: Vec<_> = match lock(&BUFFERS).as_mut() {
+        Some(m) => {
+            let keys: Vec<_> = m.keys().filter(|k| k.0 == id).copied().collect();
+            keys.into_iter().filter_map(|k| m.remove(&k)).collect()
+        }
+        None => Vec::new(),
+    };
+    drop(dropped); // outside the lock
+}
+
+type BufferKey = (u64, usize, TypeId);
+static BUFFERS: Mutex<Option<HashMap<BufferKey, Box<dyn Any + Send>>>> = Mutex::new(None);
+
+/// Keeps `value`, worker `g`'s buffers for graph `graph`, for [`take_buffers`]; dropped
+/// instead when the graph is not registered on this rank (any more).
+pub(crate) fn keep_buffers<T: Send + 'static>(graph: u64, g: usize, value: T) {
+    let registered = lock(&GRAPHS).as_ref().is_some_and(|m| m.contains_key(&graph));
+    if registered {
+        let key = (graph, g, TypeId::of::<T>());
+        let old = lock(&BUFFERS).get_or_insert_with(HashMap::new).insert(key, Box::new(value));
+        drop(old); // outside the lock
+    }
+}
+
+/// The `T` that the partitions of graph `graph` whose rank starts at worker `first` share
+/// on this rank, made by `make` when none is filed yet (the first partition to ask files
+/// it); dropped with the graph. When the graph is not registered on this rank (a test
+/// that builds partitions by hand) every call makes its own, filed nowhere.
+pub(crate) fn shared<T: Send + Sync + 'static>(
+    graph: u64,
+    first: usize,
+    make: impl FnOnce() -> T,
+) -> Arc<T> {
+    let registered = lock(&GRAPHS).as_ref().is_some_and(|m| m.contains_key(&graph));
+    if !registered {
+        return Arc::new(make());
+    }
+    let key = (graph, first, TypeId::of::<Arc<T>>());
+    let mut m = lock(&BUFFERS);
+    let entry =
+        m.get_or_insert_with(HashMap::new).entry(key).or_insert_with(|| Box::new(Arc::new(make())));
+    Arc::clone(entry.downcast_ref::<Arc<T>>().expect("the key names the type"))
+}
+
+/// What [`keep_buffers`] kept for worker `g` of graph `graph`, if anything of type `T`.
+pub(crate) fn take_buffers<T: Send + 'static>(graph: u64, g: usize) -> Option<T> {
+    let key = (graph, g, TypeId::of::<T>());
+    let b = lock(&BUFFERS).as_mut().and_then(|m| m.remove(&key))?;
+    b.downcast::<T>().ok().map(|b| *b)
 }
 
 /// This rank's graph `id`.

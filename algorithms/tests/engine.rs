@@ -91,6 +91,54 @@ fn every_graph500_root_validates_with_several_deltas() {
 }
 
 #[test]
+fn budgeted_rounds_keep_the_distances_and_take_fewer_rounds() {
+    let g = graph(12);
+    let p = KroneckerParams::new(12, 16, 2, 3).unwrap();
+    let root = kronecker::search_roots(&p, &g, 1)[0];
+    let run = |workers, round_share| {
+        let opts = EngineOptions { workers, round_share, ..EngineOptions::default() };
+        Engine::new(Arc::clone(&g), opts).unwrap().sssp(root).unwrap()
+    };
+    let (classic, classic_stats) = run(3, 0);
+    for workers in [1, 3] {
+        let (r, stats) = run(workers, skein_algorithms::DEFAULT_ROUND_SHARE);
+        validate_sssp(&g, &r).unwrap();
+        assert!(r.dist.iter().zip(&classic.dist).all(|(a, b)| a.to_bits() == b.to_bits()));
+        // One bucket per round takes hundreds of rounds here; the budgeted rounds a few
+        // dozen, for at most a quarter more relaxations.
+        assert!(
+            stats.rounds * 4 < classic_stats.rounds,
+            "{} vs {}",
+            stats.rounds,
+            classic_stats.rounds
+        );
+        assert!(
+            stats.arcs * 4 < classic_stats.arcs * 5,
+            "{} vs {}",
+            stats.arcs,
+            classic_stats.arcs
+        );
+    }
+}
+
+#[test]
+fn searches_that_reuse_the_arrays_of_earlier_ones_give_fresh_results() {
+    let g = graph(10);
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let roots = kronecker::search_roots(&p, &g, 3);
+    let reused = engine(&g, 3);
+    for &root in &roots {
+        let fresh = engine(&g, 3);
+        let (a, b) = (reused.sssp(root).unwrap().0, fresh.sssp(root).unwrap().0);
+        assert!(a.dist.iter().zip(&b.dist).all(|(x, y)| x.to_bits() == y.to_bits()));
+        validate_sssp(&g, &a).unwrap();
+        let (a, b) = (reused.bfs(root).unwrap().0, fresh.bfs(root).unwrap().0);
+        assert_eq!(a.level, b.level);
+        validate_bfs(&g, &a).unwrap();
+    }
+}
+
+#[test]
 fn bad_roots_and_options_are_errors() {
     let g = graph(6);
     let e = engine(&g, 2);

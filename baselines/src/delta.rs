@@ -7,17 +7,15 @@
 //!   (`+inf` when unreached). For non-negative floats the bit patterns order like the
 //!   values, so an integer atomic minimum is a distance minimum. Every arc scan reads it:
 //!   4 bytes per vertex keep it cache-friendly (16 MiB at SCALE 22).
-//! - `offer[v]`: an `AtomicU64` packing a distance offered to `v` (high half) and the vertex
-//!   that offered it (low half), updated by atomic minimum for every offer that is not
-//!   worse than `dist[v]` at the time (a few per vertex, against tens of arc checks). An
-//!   offer of the final distance is never worse than `dist[v]`, so in the end `offer[v]`
-//!   holds the final distance and the smallest *tight* neighbour, whatever the thread
-//!   count or timing. Parents come for free, deterministic (see [`crate::parents`]).
+//! - No parent array during the search: an improvement is one atomic minimum on `dist`
+//!   (a second locked update per improvement, to record who offered the distance, cost
+//!   about 18 % at SCALE 20). Parents are derived afterwards from the final distances, in
+//!   parallel, deterministic whatever the thread count ([`crate::parents::sssp_parents`]).
 //! - Each thread owns `bins`, a [`BucketQueue`]: vertices filed under the bucket key
 //!   ([`BucketIndex::key`], `floor(d / Δ)` for all but absurdly small Δ) of the distance
 //!   the thread lowered them to. Its storage is bounded by the entries, not by the
 //!   number of buckets, and its next non-empty bucket is found by a bitmap scan (see
-//!   [`crate::buckets`]). Entries are never removed when a distance drops further (*lazy
+//!   [`skein_buckets`]). Entries are never removed when a distance drops further (*lazy
 //!   deletion*): a stale entry is recognised and skipped when its bucket is processed,
 //!   because the vertex's current distance belongs to an earlier bucket.
 //! - `outboxes[round % 2][t]`: thread `t`'s offer for a round, one of its buckets moved
@@ -55,8 +53,8 @@ use rayon::ThreadPool;
 use skein_generators::{Csr, SsspResult};
 
 use crate::barrier::{PoisonOnPanic, Poisoned, SpinBarrier};
-use crate::buckets::{BucketIndex, BucketQueue};
 use crate::compact::WeightedArc;
+use skein_buckets::{BucketIndex, BucketQueue};
 
 /// A thread keeps processing its own current bucket without a barrier while it holds
 /// fewer entries than this (GAP's `kBinSizeThreshold`).
@@ -68,22 +66,10 @@ const CHUNK: usize = 64;
 /// "No bucket": the search is over (bucket keys stay below `2^63 + 2^62`).
 const NO_BIN: u64 = u64::MAX;
 
-/// A distance and the vertex that offered it, ordered by distance then vertex.
-#[inline]
-fn pack(d: f32, from: u32) -> u64 {
-    (u64::from(d.to_bits()) << 32) | u64::from(from)
-}
-
-#[inline]
-fn distance(state: u64) -> f32 {
-    f32::from_bits((state >> 32) as u32)
-}
-
 struct Shared<'a> {
     offsets: &'a [u64],
     arcs: &'a [WeightedArc],
     dist: Vec<AtomicU32>,
-    offer: Vec<AtomicU64>,
     index: BucketIndex,
     /// Keys one relaxation can move a distance by, at most: the window of the queues.
     reach: u64,
@@ -112,11 +98,6 @@ impl Shared<'_> {
             let bits = nd.to_bits();
             let slot = &self.dist[v as usize];
             let current = slot.load(Ordering::Relaxed);
-            if bits > current {
-                continue;
-            }
-            // Not worse: record the offer (a tie may still bring a smaller parent id).
-            self.offer[v as usize].fetch_min(pack(nd, u), Ordering::Relaxed);
             if bits < current && bits < slot.fetch_min(bits, Ordering::Relaxed) {
                 bins.push(self.index.key(nd), v);
             }
@@ -256,7 +237,6 @@ fn run(
 ) -> SsspResult {
     let threads = pool.current_num_threads();
     let n = csr.num_vertices() as usize;
-    let unreached = pack(f32::INFINITY, u32::MAX);
     let outbox = || (0..threads).map(|_| RwLock::new(Vec::new())).collect::<Vec<_>>();
     let tag = || (0..threads).map(|_| AtomicU64::new(NO_BIN)).collect::<Vec<_>>();
     let mut outboxes = [outbox(), outbox()];
@@ -271,10 +251,6 @@ fn run(
             use rayon::prelude::*;
             (0..n).into_par_iter().map(|_| AtomicU32::new(f32::INFINITY.to_bits())).collect()
         }),
-        offer: pool.install(|| {
-            use rayon::prelude::*;
-            (0..n).into_par_iter().map(|_| AtomicU64::new(unreached)).collect()
-        }),
         index,
         reach: index.reach(max_weight),
         outboxes,
@@ -286,20 +262,14 @@ fn run(
         panic_at,
     };
     shared.dist[root as usize].store(0.0f32.to_bits(), Ordering::Relaxed);
-    shared.offer[root as usize].store(pack(0.0, root), Ordering::Relaxed);
     let outcomes = pool.broadcast(|ctx| shared.thread_main(ctx.index()));
     // Only a panicking thread poisons the barrier, and its panic has been resumed above.
     assert!(outcomes.iter().all(Result::is_ok), "delta-stepping barrier poisoned");
-    let (dist, offered): (Vec<f32>, Vec<u32>) = pool.install(|| {
+    let dist: Vec<f32> = pool.install(|| {
         use rayon::prelude::*;
-        shared
-            .offer
-            .into_par_iter()
-            .map(|s| s.into_inner())
-            .map(|s| (distance(s), s as u32))
-            .unzip()
+        shared.dist.into_par_iter().map(|d| f32::from_bits(d.into_inner())).collect()
     });
-    let parent = crate::parents::sssp_parents_from_offers(pool, csr, root, &dist, &offered);
+    let parent = crate::parents::sssp_parents(pool, csr, root, &dist);
     SsspResult { root: u64::from(root), dist, parent }
 }
 

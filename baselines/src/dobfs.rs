@@ -10,6 +10,9 @@
 //! - Bottom-up step: threads take chunks of 64-aligned words of the vertex range; every
 //!   unvisited vertex scans its neighbours and stops at the first one in the frontier
 //!   bitmap. A thread owns whole words of the next bitmap, so it stores them without atomics.
+//! - The frontier queue and both bitmaps are kept by the [`crate::Solver`] for its next
+//!   search ([`Scratch`]): only the parent and level arrays, which the search returns, are
+//!   allocated per search.
 //! - Switching (alpha, beta as in GAP): go bottom-up when the frontier's arcs exceed the
 //!   unexplored arcs / alpha (never when alpha is 0); go back top-down when the frontier
 //!   stops growing and holds fewer than `vertices / beta` vertices.
@@ -173,34 +176,50 @@ impl Search<'_> {
     }
 }
 
+/// The arrays a search uses but does not return, kept by the caller for the next search
+/// of the same graph (no fresh pages to fault in): the frontier queue and the two
+/// bitmaps. Nothing needs clearing: a search writes every queue slot it reads, clears the
+/// frontier bitmap before filling it and stores every word of the next one.
+#[derive(Debug)]
+pub(crate) struct Scratch {
+    queue: Vec<AtomicU32>,
+    front: Bitmap,
+    next: Bitmap,
+}
+
 /// Direction-optimizing BFS from `root` on `pool`'s threads; `targets` are `csr`'s targets
-/// as `u32`.
+/// as `u32`. Uses the arrays in `scratch` when they fit the graph, and leaves its own
+/// there.
 pub(crate) fn direction_optimizing(
     pool: &ThreadPool,
     csr: &Csr,
     targets: &[u32],
     root: u32,
     options: &Options,
+    scratch: &mut Option<Scratch>,
 ) -> BfsResult {
     let n = csr.num_vertices() as usize;
     let offsets = csr.offsets();
-    let (parent, level, queue) = pool.install(|| {
+    let kept = scratch.take().filter(|s| s.queue.len() == n);
+    let Scratch { queue, mut front, mut next } = kept.unwrap_or_else(|| Scratch {
+        queue: pool.install(|| (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect()),
+        front: Bitmap::new(n),
+        next: Bitmap::new(n),
+    });
+    let (parent, level) = pool.install(|| {
         let parent: Vec<AtomicU64> = (0..n)
             .into_par_iter()
             .map(|v| AtomicU64::new(UNVISITED | (offsets[v + 1] - offsets[v])))
             .collect();
         let level: Vec<AtomicU32> =
             (0..n).into_par_iter().map(|_| AtomicU32::new(UNREACHED_LEVEL)).collect();
-        let queue: Vec<AtomicU32> = (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect();
-        (parent, level, queue)
+        (parent, level)
     });
     let s = Search { offsets, targets, n, parent, level, queue, tail: AtomicUsize::new(1) };
     s.parent[root as usize].store(u64::from(root), Ordering::Relaxed);
     s.level[root as usize].store(0, Ordering::Relaxed);
     s.queue[0].store(root, Ordering::Relaxed);
 
-    let mut front = Bitmap::new(n);
-    let mut next = Bitmap::new(n);
     let (mut start, mut end) = (0usize, 1usize);
     let mut edges_to_check = csr.num_arcs();
     let mut scout = csr.degree(u64::from(root));
@@ -233,7 +252,8 @@ pub(crate) fn direction_optimizing(
     // Unvisited marks become NO_PARENT in place; then the atomics are unwrapped in place
     // (same size and alignment, so `collect` reuses the allocations: no new pages to fault
     // in inside the timed search).
-    let Search { mut parent, level, .. } = s;
+    let Search { mut parent, level, queue, .. } = s;
+    *scratch = Some(Scratch { queue, front, next });
     pool.install(|| {
         parent.par_iter_mut().with_min_len(1 << 14).for_each(|p| {
             let p = p.get_mut();

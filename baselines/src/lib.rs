@@ -33,7 +33,6 @@
 
 mod barrier;
 mod bitmap;
-pub mod buckets;
 mod check;
 mod compact;
 mod delta;
@@ -66,7 +65,7 @@ use skein_generators::{BfsResult, Csr, SsspResult, VertexId};
 /// Scaling by the largest weight keeps the number of buckets (largest distance / delta)
 /// the same for a graph whose weights are the Kronecker ones times a constant, and keeps
 /// every key a relaxation produces within `1 / 0.0007 + 1` buckets of the current one, the
-/// window the bucket queues are sized for (see [`buckets`]). See [`default_delta`].
+/// window the bucket queues are sized for (see [`skein_buckets`]). See [`default_delta`].
 pub const DEFAULT_RELATIVE_DELTA: f32 = 0.0007;
 
 /// The default delta-stepping bucket width of the rayon engine for a graph whose largest
@@ -79,23 +78,7 @@ pub fn default_delta(max_weight: f32) -> f32 {
     relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
 }
 
-/// The default-delta rule every engine shares: the bucket width is `relative` times the
-/// graph's largest weight, so that the number of buckets and the span of keys one
-/// relaxation can reach (`1 / relative + 1` buckets, what the bucket queues' windows are
-/// sized for: see [`buckets`]) do not depend on the scale of the weights. Integer weights
-/// (road networks) and Graph500 weights in `[0, 1)` get the same number of buckets per
-/// largest weight.
-///
-/// Always finite and > 0 for a finite `relative > 0`: the smallest positive binary32
-/// value when the product underflows, and `relative` itself when `max_weight` is 0 (all
-/// weights zero), negative, infinite or NaN (no meaningful scale).
-pub fn relative_delta(relative: f32, max_weight: f32) -> f32 {
-    if max_weight > 0.0 && max_weight.is_finite() {
-        (relative * max_weight).clamp(f32::from_bits(1), f32::MAX)
-    } else {
-        relative
-    }
-}
+pub use skein_buckets::relative_delta;
 
 /// Default direction-optimizing BFS switching parameter alpha (top-down to bottom-up when
 /// the frontier's arcs exceed the unexplored arcs divided by alpha), as in GAP.
@@ -196,6 +179,8 @@ pub struct Solver<'g> {
     /// [`Solver::prepare_sssp`] / [`Solver::prepare_bfs`]).
     weighted_arcs: OnceCell<Vec<compact::WeightedArc>>,
     targets: OnceCell<Vec<u32>>,
+    /// The rayon BFS's arrays that a search does not return, kept for the next one.
+    bfs_scratch: std::sync::Mutex<Option<dobfs::Scratch>>,
 }
 
 impl<'g> Solver<'g> {
@@ -222,6 +207,7 @@ impl<'g> Solver<'g> {
             max_weight: OnceCell::new(),
             weighted_arcs: OnceCell::new(),
             targets: OnceCell::new(),
+            bfs_scratch: std::sync::Mutex::new(None),
         })
     }
 
@@ -291,7 +277,20 @@ impl<'g> Solver<'g> {
         self.catch_panic(|| match &self.pool {
             None => seq::bfs(self.csr, targets, root as u32),
             Some(pool) => {
-                dobfs::direction_optimizing(pool, self.csr, targets, root as u32, &self.options)
+                // Taken out for the search and put back after (a panic loses it only).
+                let mut scratch = self.bfs_scratch.lock().map(|mut s| s.take()).unwrap_or(None);
+                let r = dobfs::direction_optimizing(
+                    pool,
+                    self.csr,
+                    targets,
+                    root as u32,
+                    &self.options,
+                    &mut scratch,
+                );
+                if let Ok(mut s) = self.bfs_scratch.lock() {
+                    *s = scratch;
+                }
+                r
             }
         })
     }

@@ -1,8 +1,9 @@
 //! SSSP parents from converged distances, deterministic whatever the thread count.
 //!
 //! A reached vertex `v` (not the root) gets as parent a neighbour `u` with
-//! `dist[u] + w == dist[v]` exactly in binary32 and `dist[u] < dist[v]`: the one the
-//! search recorded ([`sssp_parents_from_offers`]) or the first in arc order. Such a
+//! `dist[u] + w == dist[v]` exactly in binary32 and `dist[u] < dist[v]`: the first in arc
+//! order ([`sssp_parents`], a pass after the search, so the search itself keeps one atomic
+//! minimum per improvement and no parent). Such a
 //! `u` exists unless every tight arc into `v` comes from a vertex at the *same* distance
 //! (a zero weight, or a weight absorbed by rounding): picking those blindly could close a
 //! cycle. Those rare vertices are resolved afterwards by a sequential breadth-first pass
@@ -24,26 +25,16 @@ fn strict_tight_neighbour(csr: &Csr, dist: &[f32], v: usize) -> u64 {
         .map_or(NO_PARENT, |(u, _)| u)
 }
 
-/// Parents from the tight neighbours `offered[v]` that the search recorded with each
-/// distance: kept when strictly closer to the root, otherwise (an equal-distance offer,
-/// from a zero or absorbed weight) replaced by the first strictly closer tight
-/// neighbour, or left to [`resolve_ties`] when there is none.
-pub(crate) fn sssp_parents_from_offers(
-    pool: &ThreadPool,
-    csr: &Csr,
-    root: u32,
-    dist: &[f32],
-    offered: &[u32],
-) -> Vec<u64> {
+/// Parents from converged distances: each reached vertex's first strictly closer tight
+/// neighbour in arc order, found in parallel; the rare vertices without one are left to
+/// [`resolve_ties`]. Deterministic: depends on the distances and the graph only.
+pub(crate) fn sssp_parents(pool: &ThreadPool, csr: &Csr, root: u32, dist: &[f32]) -> Vec<u64> {
     let mut parent = vec![NO_PARENT; dist.len()];
     pool.install(|| {
         parent.par_iter_mut().enumerate().with_min_len(4096).for_each(|(v, p)| {
-            let dv = dist[v];
-            if v == root as usize || !dv.is_finite() {
-                return;
+            if v != root as usize && dist[v].is_finite() {
+                *p = strict_tight_neighbour(csr, dist, v);
             }
-            let u = offered[v] as usize;
-            *p = if dist[u] < dv { u as u64 } else { strict_tight_neighbour(csr, dist, v) };
         })
     });
     parent[root as usize] = u64::from(root);

@@ -82,6 +82,11 @@ fn check_all(csr: &Csr, root: u64, options: &Options) {
         assert_eq!(b.level, want_level, "{engine} x{threads} levels, root {root}");
         validate_bfs(csr, &b)
             .unwrap_or_else(|e| panic!("{engine} x{threads} BFS root {root}: {e}"));
+        // Again after a search from elsewhere: arrays kept from earlier searches.
+        let other = (root + 1) % csr.num_vertices();
+        validate_bfs(csr, &solver.bfs(other).unwrap()).unwrap();
+        let again = solver.bfs(root).unwrap();
+        assert_eq!(again.level, want_level, "{engine} x{threads} levels again, root {root}");
     }
 }
 

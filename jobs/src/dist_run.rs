@@ -301,6 +301,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
             teps: edges as f64 / seconds,
             reached,
             validate_seconds,
+            page_faults: None,
         });
         if rank == 0 {
             bar.inc(1);

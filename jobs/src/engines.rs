@@ -90,6 +90,8 @@ impl EngineSpec {
 /// What the Skein engine did besides its results, summed over roots.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SkeinTotals {
+    /// Searches added.
+    pub(crate) searches: u64,
     pub(crate) rounds: u64,
     pub(crate) messages: u64,
     pub(crate) arcs: u64,
@@ -104,6 +106,7 @@ pub(crate) struct SkeinTotals {
 
 impl SkeinTotals {
     pub(crate) fn add(&mut self, s: &skein_algorithms::SearchStats) {
+        self.searches += 1;
         self.rounds += s.rounds;
         self.messages += s.messages;
         self.arcs += s.arcs;
@@ -152,6 +155,11 @@ impl SkeinTotals {
         writeln!(out, "{:<32}{}", "skein rounds:", self.rounds)?;
         writeln!(out, "{:<32}{}", "skein messages:", self.messages)?;
         writeln!(out, "{:<32}{}", "skein arcs relaxed:", self.arcs)?;
+        if self.searches > 0 {
+            let per = |x: u64| x as f64 / self.searches as f64;
+            writeln!(out, "{:<32}{:.1}", "skein rounds per search:", per(self.rounds))?;
+            writeln!(out, "{:<32}{:.0}", "skein arcs per search:", per(self.arcs))?;
+        }
         for (r, b) in self.rank_peaks.iter().enumerate() {
             writeln!(
                 out,

@@ -209,6 +209,21 @@ pub(crate) struct RunRecord {
     pub(crate) reached: u64,
     /// Validation time (`None` when not validated).
     pub(crate) validate_seconds: Option<f64>,
+    /// Page faults (minor and major) of this process during the engine call, `None` where
+    /// not measured. Fresh memory a search touches shows here.
+    pub(crate) page_faults: Option<u64>,
+}
+
+/// Page faults (minor and major) of this process so far, `None` where the system does not
+/// say.
+pub(crate) fn page_faults() -> Option<u64> {
+    // SAFETY: `getrusage` writes a `rusage` into the zeroed one we own; both fields read
+    // are plain integers.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0).then_some(u)
+    }?;
+    Some((usage.ru_minflt as u64).saturating_add(usage.ru_majflt as u64))
 }
 
 /// Outcome of Graph500 validation over all roots.
@@ -283,10 +298,12 @@ pub(crate) fn run_kernel(
     let mut validation = if validate { Validation::Passed } else { Validation::Skipped };
     let bar = crate::progress::phase(&format!("{} roots", kernel.as_str()), roots.len() as u64);
     for (i, &root) in roots.iter().enumerate() {
+        let faults = page_faults();
         let start = Instant::now();
         let out =
             engine_fn(root).with_context(|| format!("{} from root {root}", kernel.as_str()))?;
         let seconds = start.elapsed().as_secs_f64();
+        let page_faults = faults.zip(page_faults()).map(|(a, b)| b.saturating_sub(a));
         let (nedge, validate_seconds) = if validate {
             let start = Instant::now();
             let checked = match &out {
@@ -316,6 +333,7 @@ pub(crate) fn run_kernel(
             teps: nedge as f64 / seconds,
             reached: out.reached(),
             validate_seconds,
+            page_faults,
         });
         bar.inc(1);
     }
@@ -425,6 +443,11 @@ impl KernelReport {
         if !vt.is_empty() {
             let v = Stats::of(&vt);
             line(out, &format!("{k:<4} median_validate"), format!("{:.6e}", v.median))?;
+        }
+        let faults: Vec<f64> =
+            self.runs.iter().filter_map(|r| r.page_faults).map(|f| f as f64).collect();
+        if !faults.is_empty() {
+            line(out, "page faults per search", format!("{:.1}", Stats::of(&faults).mean))?;
         }
         line(out, "validation", self.validation.text())?;
         Ok(())

@@ -1,5 +1,6 @@
-//! Bucket indices and bucket queues for delta-stepping, shared by the rayon engine of this
-//! crate and the delegation engine of `skein-algorithms`.
+//! Bucket indices and bucket queues for delta-stepping, and the default-delta rule
+//! ([`relative_delta`]), shared by the SSSP kernel of `skein-algorithms` and the rayon
+//! engine of `skein-baselines` (neither depends on the other for them).
 //!
 //! # Bucket keys that cannot overflow
 //!
@@ -136,10 +137,7 @@ impl BucketQueue {
     /// An empty queue whose window (a power of two between 64 and 2^15) holds at least
     /// `reach` keys, with base 0.
     pub fn new(reach: u64) -> BucketQueue {
-        let window = usize::try_from(reach)
-            .unwrap_or(MAX_WINDOW)
-            .clamp(MIN_WINDOW, MAX_WINDOW)
-            .next_power_of_two();
+        let window = BucketQueue::window_for(reach);
         BucketQueue {
             base: 0,
             slots: (0..window).map(|_| Vec::new()).collect(),
@@ -147,6 +145,14 @@ impl BucketQueue {
             mask: window as u64 - 1,
             far: BTreeMap::new(),
         }
+    }
+
+    /// The window of [`BucketQueue::new`]`(reach)`.
+    pub fn window_for(reach: u64) -> usize {
+        usize::try_from(reach)
+            .unwrap_or(MAX_WINDOW)
+            .clamp(MIN_WINDOW, MAX_WINDOW)
+            .next_power_of_two()
     }
 
     /// Keys the window holds.
@@ -342,6 +348,24 @@ impl BucketQueue {
         }
         self.far.clear();
         self.base = 0;
+    }
+}
+
+/// The default-delta rule every engine shares: the bucket width is `relative` times the
+/// graph's largest weight, so that the number of buckets and the span of keys one
+/// relaxation can reach (`1 / relative + 1` buckets, what the bucket queues' windows are
+/// sized for: see the module docs) do not depend on the scale of the weights. Integer weights
+/// (road networks) and Graph500 weights in `[0, 1)` get the same number of buckets per
+/// largest weight.
+///
+/// Always finite and > 0 for a finite `relative > 0`: the smallest positive binary32
+/// value when the product underflows, and `relative` itself when `max_weight` is 0 (all
+/// weights zero), negative, infinite or NaN (no meaningful scale).
+pub fn relative_delta(relative: f32, max_weight: f32) -> f32 {
+    if max_weight > 0.0 && max_weight.is_finite() {
+        (relative * max_weight).clamp(f32::from_bits(1), f32::MAX)
+    } else {
+        relative
     }
 }
 
