@@ -65,7 +65,8 @@ pub(crate) const SPIN: u32 = 64;
 pub(crate) const SPIN_DUE: u32 = 2048;
 /// The fewest passes the adaptive budget spins while work is due.
 const SPIN_DUE_MIN: u32 = 16;
-/// Loop passes spent in `sched_yield` after spinning, before parking.
+/// Most loop passes spent in `sched_yield` after spinning, before parking (at the full
+/// spin budget: [`Spin::yields`]).
 pub(crate) const YIELD: u32 = 256;
 /// In a loopback split: passes spent in `sched_yield` before timed waits, when nothing is due.
 const LOOPBACK_YIELD: u32 = 2048;
@@ -131,6 +132,12 @@ impl Spin {
     pub(crate) fn due(&self) -> u32 {
         self.due
     }
+
+    /// Passes spent in `sched_yield` before parking: [`YIELD`] at the full budget, fewer (at
+    /// least 2) as it shrinks.
+    pub(crate) fn yields(&self) -> u32 {
+        (YIELD * self.due / SPIN_DUE).max(2)
+    }
 }
 
 impl Policy {
@@ -138,12 +145,15 @@ impl Policy {
     /// or a request to it is on its way (spin longer, `spin` passes, before giving the core
     /// away).
     pub(crate) fn step(self, idle: u32, due: bool, spin: &Spin) -> Step {
+        // The yield stretch shrinks with the spin budget: where waits outlast it, yielding
+        // only hands the core to other waiting workers, one context switch each.
+        let yields = spin.yields();
         let spin = if due { spin.due() } else { SPIN };
         if idle < spin {
             return Step::Spin;
         }
         match self {
-            Policy::Local if idle >= spin + YIELD => Step::Park,
+            Policy::Local if idle >= spin + yields => Step::Park,
             Policy::Local => Step::Yield,
             Policy::Loopback if !due && idle >= spin + LOOPBACK_YIELD => {
                 let k = ((idle - spin - LOOPBACK_YIELD) / 64).min(4);
@@ -262,6 +272,10 @@ mod tests {
         }
         assert_eq!(s.due(), SPIN_DUE_MIN);
         assert_eq!(Policy::Local.step(SPIN_DUE_MIN, true, &s), Step::Yield);
+        // ... and the yield stretch with it: a few yields, then park.
+        assert_eq!(s.yields(), 2);
+        assert_eq!(Policy::Local.step(SPIN_DUE_MIN + 2, true, &s), Step::Park);
+        assert_eq!(Policy::Local.step(SPIN + 2, false, &s), Step::Park);
         // Waits end within the budget again: it grows back to the full one.
         for _ in 0..200 {
             s.ended(1);

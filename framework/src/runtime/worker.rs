@@ -737,10 +737,13 @@ impl Worker {
             // before giving the core away (a busy peer's pass takes a while), then yield, then
             // park (the peer's publication wakes us) or, over MPI, wait briefly between polls.
             let due = self.own_work_due();
+            // Worker 0 detects quiescence every 16 idle passes, on every pass after a long
+            // stretch, and always in the pass before it parks (`armed`): the other workers
+            // wake it when they park, and nobody else would run the detection.
             if !due
                 && self.detector.is_none()
                 && self.index == 0
-                && (idle % 16 == 0 || idle > idle::SPIN + idle::YIELD)
+                && (idle % 16 == 0 || armed || idle > idle::SPIN + idle::YIELD)
                 && quiesce::detect(self)
             {
                 break;
