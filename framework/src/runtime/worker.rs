@@ -764,7 +764,10 @@ impl Worker {
                 {
                     idle::pause(Step::Yield)
                 }
-                Step::Park if took_frees => {}
+                // Work this pass made for this very worker, which no other thread will wake
+                // it for: frees taken over, fibers the detector just woke (`detect` wakes
+                // the `wait_quiescent` callers of worker 0 after `due` was computed).
+                Step::Park if took_frees || self.has_ready_fibers() => {}
                 Step::Park if !armed => {
                     sleepers.arm(self.index);
                     armed = true;
