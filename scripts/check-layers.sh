@@ -28,11 +28,14 @@ LAYERS=(
     transport                            # the seam and its flavours
     runtime                              # workers, the loop, quiescence, reference counts
     trust                                # the handles and the delegation calls
+    forge                                # test hook: a forged envelope (uses the handles)
 )
 
-# Known upward imports still to be inverted, each "from to" with its reason; an import listed
-# here is reported as a note, not an error. Keep this list empty when possible.
-ALLOWED=()
+# Known upward imports still to be inverted, each "FILE MODULE reason": FILE may import MODULE
+# for now (reported as a note, not an error, and left out of the cycle search). Keep it short.
+ALLOWED=(
+    "framework/src/wire/codec.rs trust the codec opens the handle-travel scopes (trust/travel.rs); to be inverted behind a wire-level hook"
+)
 
 status=0
 crates=("$@")
@@ -78,7 +81,7 @@ for crate in "${crates[@]}"; do
         nl = split(layers, l, "\n")
         for (i = 1; i <= nl; i++) level[l[i]] = i
         na = split(allowed, a, "\n")
-        for (i = 1; i <= na; i++) if (a[i] != "") { split(a[i], p, " "); allow[p[1] " " p[2]] = a[i] }
+        for (i = 1; i <= na; i++) if (a[i] != "") { split(a[i], p, " "); r = a[i]; sub(/^[^ ]+ [^ ]+ /, "", r); allow[p[1] " " p[2]] = r }
         # The crate root re-exports: `pub use module::...;` (possibly over several lines).
         stmt = ""
         while ((getline line < root) > 0) {
@@ -168,8 +171,8 @@ for crate in "${crates[@]}"; do
                 bad = 1; return
             }
             if (to == from) return
-            if ((from " " to) in allow) {
-                if (!((from " " to) in noted)) { noted[from " " to] = 1; printf "note: %s imports %s (allowed for now: %s)\n", from, to, allow[from " " to] }
+            if ((FILENAME " " to) in allow) {
+                if (!((FILENAME " " to) in noted)) { noted[FILENAME " " to] = 1; printf "note: %s imports `%s`, allowed for now: %s\n", FILENAME, to, allow[FILENAME " " to] }
                 return
             }
             edge[from " " to] = 1

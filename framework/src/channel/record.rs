@@ -64,11 +64,43 @@
 
 use super::batch::{complete_uniform, run_in_place_uniform, serve_uniform, Outcomes};
 use super::slot::PanicPayload;
-use crate::wire::remote::RemoteVTable;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr;
+use std::ptr::NonNull;
+
+/// The compile-time half of the travel rule (`docs/rack-mode.md` §2.2), in the body of every
+/// remote-capable entry point: the closure `F` captures nothing, and the argument `A` and the
+/// result `U` fit a record inline. Evaluated per instantiation, so a violation is an error of
+/// the build (not of `cargo check`) that prints the message below.
+macro_rules! travel_check {
+    (F = $f:ty) => {
+        const {
+            assert!(
+                std::mem::size_of::<$f>() == 0,
+                "skein: a closure sent to a trustee must capture nothing: pass its data as the \
+                 argument (a skein::Plain value) or serialize it with apply_with"
+            )
+        }
+    };
+    (F = $f:ty, A = $a:ty, U = $u:ty) => {
+        $crate::channel::record::travel_check!(F = $f);
+        const {
+            assert!(
+                std::mem::size_of::<$a>() <= $crate::channel::record::INLINE_MAX,
+                "skein: a Plain argument takes at most 256 bytes: pass bigger data serialized \
+                 with apply_with"
+            );
+            assert!(
+                std::mem::size_of::<$u>() <= $crate::channel::record::MAX_RESULT_BYTES,
+                "skein: a Plain result takes at most 256 bytes: return bigger data serialized \
+                 with apply_with"
+            );
+        }
+    };
+}
+pub(crate) use travel_check;
 
 /// Closures above this many bytes are boxed instead of stored inline.
 pub(crate) const INLINE_MAX: usize = 256;
@@ -125,7 +157,7 @@ pub(crate) type TakeUniform =
     unsafe fn(src: *const u64, stride: usize, n: usize, out: &mut Vec<u8>);
 
 /// How a remote-capable record becomes wire bytes and its wire result becomes the result its
-/// completion reads (`docs/rack-mode.md` §2.4, §3.1): the record's [`RemoteVTable`] and two
+/// completion reads (`docs/rack-mode.md` §2.4, §3.1): the record's `RemoteVTable` and two
 /// translations (with, for `Plain` records, a batch form of the first and a flag for the
 /// second). The client keeps its own record (the completion) as with slots.
 ///
@@ -135,8 +167,9 @@ pub(crate) type TakeUniform =
 /// length-prefixed blob on the wire and a `Vec<u8>` in the result space: `put_result`
 /// translates.
 pub(crate) struct RemoteHook {
-    /// The table a trustee of another rank runs the record with.
-    pub(crate) vt: &'static RemoteVTable,
+    /// The table a trustee of another rank runs the record with (`RemoteVTable`, opaque here:
+    /// the wire layer reads it back, `RemoteHook::vt` in `wire/remote.rs`).
+    pub(crate) code: WireCode,
     /// Appends the record's wire argument to the buffer and consumes its request half
     /// (record invariant 2: it is gone from here, its bytes travel); returns the wire target
     /// word (in a loopback run: the address of the value the request works on).
@@ -163,6 +196,37 @@ pub(crate) struct RemoteHook {
     /// `put_result` a copy): the completions of a uniform batch may read their results from
     /// the response envelope itself.
     pub(crate) wire_result: bool,
+}
+
+/// The wire-level table of a remote-capable record type, opaque to the channel, which knows no
+/// wire format (`docs/ARCHITECTURE.md`, "Layers": the wire layer sits above this one). The
+/// wire layer makes it of its table (`RemoteVTable::code`) and reads it back as that type
+/// (`RemoteHook::vt`), both in `wire/remote.rs`: the only caller of [`WireCode::erase`] and
+/// of [`WireCode::get`], so every `WireCode` is a `&'static RemoteVTable`.
+#[derive(Clone, Copy)]
+pub(crate) struct WireCode(NonNull<()>);
+
+// SAFETY: a `WireCode` is a `&'static` to a `Sync` table ([`WireCode::erase`]), only read.
+unsafe impl Send for WireCode {}
+// SAFETY: as above.
+unsafe impl Sync for WireCode {}
+
+impl WireCode {
+    /// The code of `table`, its type erased.
+    pub(crate) const fn erase<T: Sync>(table: &'static T) -> WireCode {
+        // SAFETY: a reference is never null.
+        WireCode(unsafe { NonNull::new_unchecked(table as *const T as *mut ()) })
+    }
+
+    /// The table this code was made of.
+    ///
+    /// # Safety
+    /// `T` is the type of the table given to [`WireCode::erase`].
+    #[inline(always)]
+    pub(crate) const unsafe fn get<T>(self) -> &'static T {
+        // SAFETY: caller promise: the pointer is a `&'static T`'s.
+        unsafe { &*self.0.as_ptr().cast::<T>() }
+    }
 }
 
 impl VTable {

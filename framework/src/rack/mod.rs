@@ -7,7 +7,7 @@
 //! receives, a progress call that never blocks). The other pieces of rack mode are built and
 //! tested on their own (the wire format in [`crate::wire`], quiescence over ranks in
 //! `runtime::quiesce_ranks`, reference counting across ranks in `runtime::export` and
-//! `property::proxy`); `link` makes the envelope transport the runtime's transport and
+//! `runtime::proxy`); `crate::transport::mpi` makes the envelope transport the runtime's and
 //! `outcome` ends a run with one outcome on every rank. [`crate::Runtime::run`] on more than
 //! one rank is collective and runs one program over every rank's workers; what crosses ranks
 //! so far is listed in `docs/rack-mode.md`, "Status".
@@ -91,8 +91,6 @@
 
 #[cfg(feature = "mpi")]
 mod exe_hash;
-#[cfg(feature = "mpi")]
-pub(crate) mod link;
 #[cfg(feature = "mpi")]
 mod mpi;
 #[cfg(any(test, feature = "mpi"))]

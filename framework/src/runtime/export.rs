@@ -1,7 +1,7 @@
 //! Reference counting across ranks, the owner side: a trustee's *export table* (one slot per
 //! export of a handle to another rank, holding one local count on the property) and its
 //! *pending returns* (weight given back by other ranks, applied once the requests they issued
-//! have been served). The importer side is [`crate::property::proxy`]. The design is
+//! have been served). The importer side is [`crate::runtime::proxy`]. The design is
 //! `docs/rack-mode.md`, section 5; the argument that it is right is below, next to the code
 //! (it lifts the one of [`super::free`], which stays unchanged within each rank).
 //!
@@ -9,7 +9,7 @@
 //! (`RunState::exports`), each trustee's worker holding its [`Owner`]. A remote
 //! `TrusteeRef::entrust_new` builds the property on its trustee and exports it there
 //! ([`ExportTable::export`], `runtime::spawn::entrust_remote`), answering the export to the
-//! caller, which holds a proxy (`crate::property::proxy`). Every request, `launch` and
+//! caller, which holds a proxy (`crate::runtime::proxy`). Every request, `launch` and
 //! `Release` through a proxy carries the export's wire target ([`wire_target`]), which the
 //! serving trustee resolves with [`Owner::lookup`] (`runtime::transport`, `resolve_target`:
 //! an unknown, free or stale `(slot, gen)` refuses the envelope, naming the sending rank). A
@@ -75,7 +75,7 @@
 //! # Why it is right
 //!
 //! * **Never early.** Weight moves *with* a handle, in the message that carries it, and a
-//!   proxy never gives away its last unit ([`crate::property::proxy`]); so while a handle
+//!   proxy never gives away its last unit ([`crate::runtime::proxy`]); so while a handle
 //!   derived from an export exists anywhere (a proxy, a message in flight, a return not yet
 //!   applied), some of the slot's weight is outside `returned`, and `returned < budget`
 //!   (invariant 5). The export count is dropped only at `returned == budget`: no handle of
@@ -126,7 +126,7 @@
 //!
 //! * `sim` (unit tests): a seeded simulation of three or four fake ranks in one thread (the
 //!   owner with local handles, two or three importers of one or two workers each), over this
-//!   module and [`crate::property::proxy`] with small weights (so that grants and weight 1
+//!   module and [`crate::runtime::proxy`] with small weights (so that grants and weight 1
 //!   happen): handles move A→B→C and back to the owner while holders clone, issue requests
 //!   (issued counters, per-pair FIFO queues served at random moments) and drop; messages
 //!   arrive in any order. It checks weight conservation (invariant 5, weight ≥ 1 everywhere)
@@ -150,8 +150,8 @@
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;
-use crate::property::proxy::Release;
 use crate::property::PropPtr;
+use crate::runtime::proxy::Release;
 use crate::sync::proto::{AtomicU64, Mutex, UnsafeCell};
 use crate::sync::Ordering;
 use std::cell::Cell;

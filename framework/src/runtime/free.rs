@@ -158,7 +158,7 @@ pub(crate) fn release_last(p: PropPtr, run: u32) {
     unsafe { free_prop(p) };
 }
 
-/// The last handle of a proxy (`crate::property::proxy`) on this rank is gone: the proxy's
+/// The last handle of a proxy (`crate::runtime::proxy`) on this rank is gone: the proxy's
 /// weight goes back to its owner in a `Release` control record, with the snapshot of the
 /// requests this rank's workers had issued to the owner (`docs/rack-mode.md` §5.2 item 4; the
 /// argument is in [`super::export`]), and the proxy is freed. The snapshot is taken here,
@@ -178,8 +178,8 @@ pub(crate) fn release_last(p: PropPtr, run: u32) {
 /// up to the caller; nothing uses `p` afterwards.
 #[cold]
 #[inline(never)]
-pub(crate) unsafe fn proxy_dropped(p: std::ptr::NonNull<crate::property::proxy::Proxy>) {
-    use crate::property::proxy::Proxy;
+pub(crate) unsafe fn proxy_dropped(p: std::ptr::NonNull<crate::runtime::proxy::Proxy>) {
+    use crate::runtime::proxy::Proxy;
     use crate::wire::envelope::{release_body, CONTROL_RELEASE};
     // SAFETY: caller promise: the memory is still the proxy's (freed below, once).
     let (home, run) = unsafe { (p.as_ref().home(), p.as_ref().run()) };

@@ -17,10 +17,13 @@ pub(crate) mod context;
 pub(crate) mod export;
 #[cfg(test)]
 mod export_wired_tests;
-pub(crate) mod forge;
+
 pub(crate) mod free;
+pub(crate) mod latch;
+pub(crate) mod proxy;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
+pub(crate) mod refusal;
 pub(crate) mod run_state;
 pub(crate) mod spawn;
 pub(crate) mod transport;
@@ -462,7 +465,8 @@ impl Runtime {
         R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
     {
         use crate::rack::outcome::{self, MainFailure, RankReport};
-        use crate::rack::{link::MpiLink, transport as mt};
+        use crate::rack::transport as mt;
+        use crate::transport::mpi::MpiLink;
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };
         let w = self.cfg.workers;

@@ -82,7 +82,7 @@
 //!   fiber (refused by the validator in any other record: it may park). `entrust_new` on a
 //!   trustee of another rank is a remote spawn of "build `f(arg)`, allocate the property for
 //!   this worker, export it, answer the export's `(slot, generation, weight)`"; the caller
-//!   makes a proxy of it (`crate::property::proxy`).
+//!   makes a proxy of it (`crate::runtime::proxy`).
 //!
 //! # Targets
 //!
@@ -169,26 +169,25 @@ use super::export::{split_target, Owner, ADDR_TARGET};
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
 use crate::channel::record::{NoResult, RemoteHook, RequestHalf};
+use crate::channel::result::{PlainSpace, ReadBack};
 use crate::channel::slot::PanicPayload;
-use crate::property::proxy::Release;
 use crate::property::PropPtr;
+use crate::runtime::proxy::Release;
 use crate::sync::bump;
 use crate::sync::proto;
-use crate::trust::result::{PlainSpace, ReadBack};
+use crate::transport::{Arrived, Transport};
 use crate::wire::envelope::{
     control_id, is_loopback_table, joined_body, joined_parts, launch_parts, release_parts,
     spawn_parts, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason,
     Record, RequestWriter, ResponseWriter, CONTROL_GRANT, CONTROL_JOINED, CONTROL_LAUNCH,
-    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, HEADER_BYTES, JOINED_TABLE, KIND_REQUESTS,
-    KIND_RESPONSES, LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SEGMENT_HEADER_BYTES, SPAWN_TABLE,
+    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, HEADER_BYTES, JOINED_TABLE, KIND_RESPONSES,
+    LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SEGMENT_HEADER_BYTES, SPAWN_TABLE,
 };
 use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-use std::sync::Mutex;
 
 /// The most words of in-process records one loopback batch takes from a client's queue.
 const BATCH_WORDS: usize = 1024;
@@ -221,7 +220,7 @@ const MPI_ENVELOPE_BYTES: usize = 4032;
 /// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
 fn mpi_batch_limits(uniform: Option<&'static crate::channel::record::VTable>) -> (usize, usize) {
     let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
-    let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt))) else {
+    let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt()))) else {
         return fixed;
     };
     if remote.arg_prefixed() || remote.result_prefixed() {
@@ -235,171 +234,6 @@ fn mpi_batch_limits(uniform: Option<&'static crate::channel::record::VTable>) ->
     }
     let (words, result) = vt.totals(n);
     (words.min(BATCH_WORDS), result.min(BATCH_RESULT_BYTES))
-}
-
-/// An envelope that arrived: its bytes and the rank that sent it (the transport's knowledge,
-/// as MPI's source, never read from the bytes).
-#[derive(Debug)]
-pub(crate) struct Arrived {
-    /// The sending rank.
-    pub(crate) from_rank: usize,
-    /// The envelope.
-    pub(crate) bytes: Vec<u8>,
-}
-
-/// Moves envelopes (whole messages) between workers of different ranks. Every method is
-/// called by the worker it names, never blocks and never runs user code.
-///
-/// The shape fits both kinds of transport of `docs/rack-mode.md` §4: MPI (`claim`: a buffer
-/// from the pool if a credit is left; `publish`: `MPI_Isend`; `poll`: an `MPI_Test` of the
-/// oldest of a ring of pre-posted `MPI_Irecv`s; `release`: the buffer back to the pool;
-/// `progress`: tests of the sends in flight) and RDMA
-/// (`claim`: registered memory mirrored at the receiver; `publish`: a one-sided write of the
-/// batch, then of its ready flag on the same queue pair; `poll`: the ready flags in local
-/// registered memory; `release`: the credit back). Nothing needs a call on the receiver to
-/// complete a message.
-pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
-    /// The job token the envelopes carry.
-    fn token(&self) -> u64;
-    /// A buffer for a message from worker `from` to worker `to` (global ids), or `None`
-    /// when no credit is left (the caller tries again later).
-    fn claim(&self, from: usize, to: usize) -> Option<Vec<u8>>;
-    /// Sends the filled buffer from `from` to `to`.
-    fn publish(&self, from: usize, to: usize, msg: Vec<u8>);
-    /// The next message that arrived for worker `me`, if any.
-    fn poll(&self, me: usize) -> Option<Arrived>;
-    /// Gives back a message `poll` handed out (its buffer, its credit).
-    fn release(&self, me: usize, msg: Vec<u8>);
-    /// Moves bytes (completes sends and receives); true if it did something.
-    fn progress(&self, me: usize) -> bool;
-    /// Whether worker `me` has messages under way in the transport (a send not complete, a
-    /// receive not taken): it must not sleep then.
-    fn busy(&self, _me: usize) -> bool {
-        false
-    }
-    /// At the end of a run (every envelope received): completes worker `me`'s sends, for at
-    /// most `limit`; false if some are still incomplete then (a peer that stopped receiving:
-    /// an aborted run).
-    fn drain(&self, _me: usize, _limit: std::time::Duration) -> bool {
-        true
-    }
-}
-
-/// A shared transport (the run keeps one handle to close it after the workers stopped).
-impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
-    fn token(&self) -> u64 {
-        (**self).token()
-    }
-    fn claim(&self, from: usize, to: usize) -> Option<Vec<u8>> {
-        (**self).claim(from, to)
-    }
-    fn publish(&self, from: usize, to: usize, msg: Vec<u8>) {
-        (**self).publish(from, to, msg)
-    }
-    fn poll(&self, me: usize) -> Option<Arrived> {
-        (**self).poll(me)
-    }
-    fn release(&self, me: usize, msg: Vec<u8>) {
-        (**self).release(me, msg)
-    }
-    fn progress(&self, me: usize) -> bool {
-        (**self).progress(me)
-    }
-    fn busy(&self, me: usize) -> bool {
-        (**self).busy(me)
-    }
-    fn drain(&self, me: usize, limit: std::time::Duration) -> bool {
-        (**self).drain(me, limit)
-    }
-}
-
-/// One worker's inbox, and the buffers it released (reused by its next claims).
-#[derive(Debug, Default)]
-struct Inbox {
-    /// Messages in `q`: read without the lock by an idle poll.
-    pending: AtomicUsize,
-    q: Mutex<VecDeque<Arrived>>,
-    pool: Mutex<Vec<Vec<u8>>>,
-}
-
-/// Buffers a worker keeps for reuse.
-const POOL: usize = 8;
-
-/// The loopback transport: per worker an in-process FIFO inbox. Correctness first: a mutex
-/// per message and a `Vec` per envelope.
-#[derive(Debug)]
-pub(crate) struct Loopback {
-    inboxes: Box<[Inbox]>,
-    /// Workers per fake rank.
-    local_n: usize,
-    token: u64,
-    /// The test hook (`Builder::loopback_corrupt_first_envelope`): a byte of the envelope
-    /// header to flip in the first request envelope. Only header bytes, which `validate`
-    /// checks before it reads a record, so a corrupted envelope is refused, never run.
-    corrupt: Mutex<Option<usize>>,
-}
-
-impl Loopback {
-    /// The transport of a run of `n` workers in `ranks` fake ranks.
-    pub(crate) fn new(n: usize, ranks: usize, run_id: u32, corrupt: Option<usize>) -> Loopback {
-        use std::hash::{BuildHasher, Hasher};
-        // A token of this run: a random hasher's output (and the rack job's token if any).
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(run_id);
-        let token = crate::rack::job_token().unwrap_or(0) ^ h.finish();
-        Loopback {
-            inboxes: (0..n).map(|_| Inbox::default()).collect(),
-            local_n: n / ranks,
-            token,
-            corrupt: Mutex::new(corrupt.filter(|&at| at < HEADER_BYTES)),
-        }
-    }
-}
-
-impl Transport for Loopback {
-    fn token(&self) -> u64 {
-        self.token
-    }
-
-    fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
-        let mut pool = self.inboxes[from].pool.lock().unwrap_or_else(|e| e.into_inner());
-        Some(pool.pop().unwrap_or_else(|| Vec::with_capacity(4096)))
-    }
-
-    fn publish(&self, from: usize, to: usize, mut msg: Vec<u8>) {
-        if msg.get(12) == Some(&KIND_REQUESTS) {
-            let mut c = self.corrupt.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(at) = c.take() {
-                msg[at] ^= 0xff;
-            }
-        }
-        let inbox = &self.inboxes[to];
-        let mut q = inbox.q.lock().unwrap_or_else(|e| e.into_inner());
-        q.push_back(Arrived { from_rank: from / self.local_n, bytes: msg });
-        inbox.pending.fetch_add(1, StdOrdering::Release);
-    }
-
-    fn poll(&self, me: usize) -> Option<Arrived> {
-        let inbox = &self.inboxes[me];
-        if inbox.pending.load(StdOrdering::Acquire) == 0 {
-            return None;
-        }
-        let mut q = inbox.q.lock().unwrap_or_else(|e| e.into_inner());
-        let m = q.pop_front()?;
-        inbox.pending.fetch_sub(1, StdOrdering::Release);
-        Some(m)
-    }
-
-    fn release(&self, me: usize, msg: Vec<u8>) {
-        let mut pool = self.inboxes[me].pool.lock().unwrap_or_else(|e| e.into_inner());
-        if pool.len() < POOL {
-            pool.push(msg);
-        }
-    }
-
-    fn progress(&self, _me: usize) -> bool {
-        false
-    }
 }
 
 /// What the client of a remote spawn does with its `Joined` record: completes the
@@ -419,13 +253,13 @@ pub(crate) struct ControlReq<const ID: u64> {
 
 impl<const ID: u64> ControlReq<ID> {
     const HOOK: &'static RemoteHook = &RemoteHook {
-        vt: match ID {
+        code: RemoteVTable::code(match ID {
             CONTROL_SPAWN => &SPAWN_TABLE,
             CONTROL_LAUNCH => &LAUNCH_TABLE,
             CONTROL_RELEASE => &RELEASE_TABLE,
             CONTROL_GRANT => &GRANT_TABLE,
             _ => &JOINED_TABLE,
-        },
+        }),
         take_arg: take_control::<ID>,
         put_result: if ID == CONTROL_GRANT { put_word } else { put_nothing },
         take_uniform: None,
@@ -742,7 +576,7 @@ impl Worker {
             // SAFETY: `count > 0` records were copied to `scratch`; the first starts there.
             let first = unsafe { header(dst) };
             let uniform_vt = match first.remote {
-                Some(hook) if uniform && !hook.vt.arg_prefixed() => Some(hook.vt),
+                Some(hook) if uniform && !hook.vt().arg_prefixed() => Some(hook.vt()),
                 _ => None,
             };
             wr.begin_segment(trustee as u32, seq, uniform_vt);
@@ -792,11 +626,11 @@ impl Worker {
                 let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };
                 let p = at.wrapping_add(HEADER_WORDS) as *mut u8;
                 match h.remote {
-                    Some(hook) if !hook.vt.arg_prefixed() => {
+                    Some(hook) if !hook.vt().arg_prefixed() => {
                         // SAFETY: the record's request half is live in `scratch` and ours
                         // (send_to); consumed here, its argument written into the envelope.
-                        wr.push_with(hook.vt, |buf| unsafe { (hook.take_arg)(p, buf) });
-                        b.tables.push(hook.vt);
+                        wr.push_with(hook.vt(), |buf| unsafe { (hook.take_arg)(p, buf) });
+                        b.tables.push(hook.vt());
                         b.put.push(Some(hook.put_result));
                     }
                     Some(hook) => {
@@ -804,8 +638,8 @@ impl Worker {
                         // SAFETY: the record's request half is live in `scratch` and ours
                         // (send_to); consumed here.
                         let target = unsafe { (hook.take_arg)(p, &mut arg) };
-                        wr.push(hook.vt, target, &arg);
-                        b.tables.push(hook.vt);
+                        wr.push(hook.vt(), target, &arg);
+                        b.tables.push(hook.vt());
                         b.put.push(Some(hook.put_result));
                     }
                     None => {

@@ -33,15 +33,15 @@
 
 use super::OnProp;
 use super::{
-    arg_request, call_blocking, issue, take_uniform_wire, travel_check, wire_word, Place, Trust,
-    TrusteeRef,
+    arg_request, call_blocking, issue, take_uniform_wire, wire_word, Place, Trust, TrusteeRef,
 };
+use crate::channel::record::travel_check;
 use crate::channel::record::{ArgCall, ArgRequest, RemoteHook};
+use crate::channel::result::PlainSpace;
+use crate::channel::result::ResultSpace;
 use crate::channel::slot::PanicPayload;
 use crate::runtime::context;
 use crate::runtime::worker::Outcome;
-use crate::trust::result::PlainSpace;
-use crate::trust::result::ResultSpace;
 use crate::wire::remote::{Element as RemoteElement, Of};
 use crate::Plain;
 use std::cell::RefCell;
@@ -599,7 +599,7 @@ where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
     const REMOTE: Option<&'static RemoteHook> = Some(&RemoteHook {
-        vt: Of::<T, A, U, F, RemoteElement>::VT,
+        code: Of::<T, A, U, F, RemoteElement>::VT.code(),
         take_arg: take_elem_arg::<T, A>,
         put_result: super::put_plain_result::<U>,
         take_uniform: Some(take_elem_uniform::<T, A>),
@@ -622,7 +622,7 @@ where
         match r {
             Ok(u) => {
                 // SAFETY: caller promise: `out` holds `PlainSpace::<U>::BYTES` bytes.
-                unsafe { super::result::write_plain(out, u) };
+                unsafe { crate::channel::result::write_plain(out, u) };
                 None
             }
             Err(p) => Some(p),

@@ -45,7 +45,7 @@
 //! [`TrusteeRef::entrust_new`] or [`TrusteeRef::entrust_new_then`], or received inside a
 //! message) is a *proxy handle*: its word holds the address of a
 //! [`Proxy`] of this rank and [`PROXY_BIT`] (`docs/rack-mode.md` §5.2 item 2; the proxy, and
-//! what its last drop sends, are [`crate::property::proxy`]; the owner's side and the
+//! what its last drop sends, are [`crate::runtime::proxy`]; the owner's side and the
 //! argument are [`crate::runtime::export`]). Its clone and drop are the same count operations
 //! on the proxy's header. Every call reads the target it queues with `Trust::issue_for`:
 //! the property's address for a local handle (the bit sits next to the run's id, so the one
@@ -57,19 +57,22 @@
 //! transport, never through a slot or the inline path.
 
 pub(crate) mod array;
-pub(crate) mod latch;
-pub(crate) mod result;
 pub(crate) mod travel;
 
-use crate::channel::record::{ArgCall, ArgRequest, RemoteHook, RequestHalf, HEADER_WORDS};
+use crate::channel::record::{
+    travel_check, ArgCall, ArgRequest, RemoteHook, RequestHalf, HEADER_WORDS,
+};
+use crate::channel::result::{
+    write_plain, write_result, PlainSpace, ReadBack, ResultSpace, SendPtr,
+};
 use crate::channel::slot::PanicPayload;
-use crate::property::proxy::Proxy;
 use crate::property::{self, Prop, PropHead, PropPtr};
+use crate::runtime::proxy::Proxy;
+use crate::runtime::refusal::{blocking_across_ranks, not_local};
 use crate::runtime::worker::{Outcome, Worker};
 use crate::runtime::{context, export, free};
 use crate::wire::remote::{Of, Property as RemoteProperty, Serialized as RemoteSerialized};
 use crate::Plain;
-use result::{write_plain, write_result, PlainSpace, ReadBack, ResultSpace, SendPtr};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
@@ -77,40 +80,8 @@ use std::num::NonZero;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 
-/// The compile-time half of the travel rule (`docs/rack-mode.md` §2.2), in the body of every
-/// remote-capable entry point: the closure `F` captures nothing, and the argument `A` and the
-/// result `U` fit a record inline. Evaluated per instantiation, so a violation is an error of
-/// the build (not of `cargo check`) that prints the message below.
-macro_rules! travel_check {
-    (F = $f:ty) => {
-        const {
-            assert!(
-                std::mem::size_of::<$f>() == 0,
-                "skein: a closure sent to a trustee must capture nothing: pass its data as the \
-                 argument (a skein::Plain value) or serialize it with apply_with"
-            )
-        }
-    };
-    (F = $f:ty, A = $a:ty, U = $u:ty) => {
-        travel_check!(F = $f);
-        const {
-            assert!(
-                std::mem::size_of::<$a>() <= crate::channel::record::INLINE_MAX,
-                "skein: a Plain argument takes at most 256 bytes: pass bigger data serialized \
-                 with apply_with"
-            );
-            assert!(
-                std::mem::size_of::<$u>() <= crate::channel::record::MAX_RESULT_BYTES,
-                "skein: a Plain result takes at most 256 bytes: return bigger data serialized \
-                 with apply_with"
-            );
-        }
-    };
-}
-pub(crate) use travel_check;
-
+pub use crate::runtime::latch::{Latch, LatchGuard};
 pub use array::TrustArray;
-pub use latch::{Latch, LatchGuard};
 
 /// A worker in its trustee role; properties are entrusted to it.
 ///
@@ -402,7 +373,7 @@ pub struct Trust<T> {
     /// address divided by 16 in the low [`TRUSTEE_SHIFT`] bits, then the trustee's index,
     /// then [`PROXY_BIT`], then the run's id from [`RUN_SHIFT`] up. The pointer keeps the
     /// property's provenance. A *proxy handle* (the bit set) names a
-    /// [`crate::property::proxy::Proxy`] on this rank instead, which stands for a property of
+    /// [`crate::runtime::proxy::Proxy`] on this rank instead, which stands for a property of
     /// another rank (`docs/rack-mode.md` §5.2 item 2): both start with the count's header, so
     /// clone and drop are the same atomic operations on either.
     packed: NonNull<Prop<T>>,
@@ -746,50 +717,6 @@ fn is_local_in(w: &Worker, g: usize) -> bool {
     w.is_local(g)
 }
 
-/// The refusal of a local-only call (`entrust`, `apply_local`, `spawn_local_on`, ...) on an id
-/// of another rank (`docs/rack-mode.md` §1.3 item 9).
-#[cold]
-#[inline(never)]
-#[track_caller]
-pub(crate) fn not_local(g: usize, what: &str, instead: &str) -> ! {
-    panic!(
-        "skein: `{what}` on worker {g}, which is on rank {} (this is rank {}): `{what}` is \
-         local only; use `{instead}`",
-        crate::runtime::rank_of(g),
-        crate::runtime::rank()
-    )
-}
-
-/// The refusal of a remote-capable call towards another rank in a run without a transport.
-/// Not reachable: only a split run (MPI or loopback) has workers of other ranks, and every
-/// split run has its transport; kept as a clear error rather than an index out of range.
-#[cold]
-#[inline(never)]
-#[track_caller]
-pub(crate) fn no_transport(g: usize, what: &str) -> ! {
-    panic!(
-        "skein: `{what}` on worker {g} of rank {} (this is rank {}): this run has no transport \
-         to other ranks (a skein bug)",
-        crate::runtime::rank_of(g),
-        crate::runtime::rank()
-    )
-}
-
-/// The refusal of a blocking call made in delegated context towards a trustee of another MPI
-/// rank (delegated code cannot wait for the answer): names the non-blocking form to use.
-#[cold]
-#[inline(never)]
-#[track_caller]
-pub(crate) fn blocking_across_ranks(g: usize, what: &str, instead: &str) -> ! {
-    panic!(
-        "skein: `{what}` on worker {g} of rank {} (this is rank {}) from delegated context (a \
-         closure on a trustee or a continuation): it would wait for the answer of another \
-         rank; use `{instead}`, or call `{what}` from a fiber (`spawn_on`, `launch`)",
-        crate::runtime::rank_of(g),
-        crate::runtime::rank()
-    )
-}
-
 /// The request half of a capturing (`*_local`) call: runs `job(target)` and answers with its
 /// result in a [`ResultSpace`].
 #[inline(always)]
@@ -976,7 +903,7 @@ where
     F: FnOnce(&mut P::Value, A) -> U + Copy + Send + 'static,
 {
     const HOOK: &'static RemoteHook = &RemoteHook {
-        vt: Of::<P::Value, A, U, F, RemoteProperty>::VT,
+        code: Of::<P::Value, A, U, F, RemoteProperty>::VT.code(),
         take_arg: take_plain_arg::<P, A>,
         put_result: put_plain_result::<U>,
         take_uniform: Some(take_plain_uniform::<P, A>),
@@ -1111,7 +1038,7 @@ where
     }
 
     const HOOK: &'static RemoteHook = &RemoteHook {
-        vt: Of::<T, V, U, F, RemoteSerialized>::VT,
+        code: Of::<T, V, U, F, RemoteSerialized>::VT.code(),
         take_arg: take_with_arg::<T, V, U, F>,
         put_result: put_with_result,
         take_uniform: None,

@@ -67,7 +67,7 @@
 //! worst a forged argument can do is call the program's own closure with a value it did not
 //! mean, exactly as a bad value computed locally could.
 
-use crate::channel::record::{INLINE_MAX, MAX_RESULT_BYTES};
+use crate::channel::record::{RemoteHook, WireCode, INLINE_MAX, MAX_RESULT_BYTES};
 use crate::wire::codec;
 use crate::Plain;
 use serde::de::DeserializeOwned;
@@ -287,31 +287,68 @@ where
     };
 }
 
-impl<T, A: Plain, U: Plain, F> Of<T, A, U, F, Launch>
+impl<L: LaunchLock, A: Plain, U: Plain, F> Of<L, A, U, F, Launch>
 where
-    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+    F: FnOnce(&mut L::Value, A) -> U + Copy + Send + 'static,
 {
     pub(crate) const VT: &'static RemoteVTable = &{
         check_closure::<F>();
-        inline_table::<A, U>(
-            0,
-            KIND_LAUNCH,
-            run_launch::<T, A, U, F>,
-            type_name::<crate::trust::latch::Latch<T>>,
-            None,
-        )
+        inline_table::<A, U>(0, KIND_LAUNCH, run_launch::<L, A, U, F>, type_name::<L>, None)
     };
 }
 
+/// The lock a `launch` holds around its closure (`Latch<T>`, `crate::runtime::latch`):
+/// declared here, implemented above, so that the wire format names no handle or runtime type
+/// (`docs/ARCHITECTURE.md`, "Layers").
+///
+/// # Safety
+/// Between `lock_raw` and the matching `unlock_raw`, the caller has the only access to the
+/// value at `value_ptr`.
+pub(crate) unsafe trait LaunchLock {
+    /// The locked value.
+    type Value;
+    /// Locks the lock at `l` (it may park the current fiber).
+    ///
+    /// # Safety
+    /// `l` points to a live lock owned by the current worker, alive until the matching
+    /// `unlock_raw`; called from a fiber of that worker.
+    unsafe fn lock_raw(l: *const Self);
+    /// Unlocks the lock at `l`.
+    ///
+    /// # Safety
+    /// `l` points to a live lock of this worker that the caller locked.
+    unsafe fn unlock_raw(l: *const Self);
+    /// The value (stable for the lock's life).
+    ///
+    /// # Safety
+    /// `l` points to a live lock.
+    unsafe fn value_ptr(l: *const Self) -> *mut Self::Value;
+}
+
+impl RemoteHook {
+    /// The table a trustee of another rank runs the record with.
+    #[inline(always)]
+    pub(crate) fn vt(&self) -> &'static RemoteVTable {
+        // SAFETY: every `WireCode` is made by `RemoteVTable::code` (the only caller of
+        // `WireCode::erase`), so of a `&'static RemoteVTable`.
+        unsafe { self.code.get::<RemoteVTable>() }
+    }
+}
+
 impl RemoteVTable {
-    /// The table of a `launch` of `f(&mut value, arg)` on a `Latch<T>` property (run in a
-    /// fiber on the latch's trustee, with the latch held).
-    pub(crate) fn of_launch<T, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
+    /// This table as the opaque code a record's `RemoteHook` carries through the channel.
+    pub(crate) const fn code(&'static self) -> WireCode {
+        WireCode::erase(self)
+    }
+
+    /// The table of a `launch` of `f(&mut value, arg)` on a lock `L` property (a `Latch<T>`:
+    /// run in a fiber on the latch's trustee, with the latch held).
+    pub(crate) fn of_launch<L: LaunchLock, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
     where
-        F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+        F: FnOnce(&mut L::Value, A) -> U + Copy + Send + 'static,
     {
         const { check_closure::<F>() };
-        Of::<T, A, U, F, Launch>::VT
+        Of::<L, A, U, F, Launch>::VT
     }
 
     /// The table of a request `f(&mut property, arg)` with a `Plain` argument and result.
@@ -506,33 +543,32 @@ fn run_caught<U: Plain>(out: &mut Vec<u8>, f: impl FnOnce() -> U) -> Result<(), 
 /// As [`RemoteVTable::run`], with `target` a live `Latch<T>` owned by the current worker,
 /// alive until this returns, and the call made from a fiber of that worker (not delegated
 /// context: the lock may park).
-unsafe fn run_launch<T, A: Plain, U: Plain, F>(
+unsafe fn run_launch<L: LaunchLock, A: Plain, U: Plain, F>(
     target: *mut u8,
     arg: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), RunError>
 where
-    F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
+    F: FnOnce(&mut L::Value, A) -> U + Copy + Send + 'static,
 {
-    use crate::trust::latch::Latch;
     let a = read_plain::<A>(arg);
     // SAFETY: `F` passed `check_closure` in `Of::VT`, the only place this fn is named.
     let f = unsafe { conjure::<F>() };
-    let latch = target as *const Latch<T>;
+    let latch = target as *const L;
     /// Unlocks on drop (a panic of `f` included).
-    struct Unlock<T>(*const Latch<T>);
-    impl<T> Drop for Unlock<T> {
+    struct Unlock<L: LaunchLock>(*const L);
+    impl<L: LaunchLock> Drop for Unlock<L> {
         fn drop(&mut self) {
             // SAFETY: locked below by this call, and alive (caller promise).
-            unsafe { Latch::unlock_raw(self.0) };
+            unsafe { L::unlock_raw(self.0) };
         }
     }
     run_caught(out, move || {
         // SAFETY: caller promise: a live latch of this worker, alive until the unlock.
-        unsafe { Latch::lock_raw(latch) };
+        unsafe { L::lock_raw(latch) };
         let _u = Unlock(latch);
-        // SAFETY: we hold the latch (latch invariants 1, 3): the only reference to the value.
-        let value = unsafe { &mut *(*latch).value_ptr() };
+        // SAFETY: we hold the latch (`LaunchLock`'s contract): the only access to the value.
+        let value = unsafe { &mut *L::value_ptr(latch) };
         f(value, a)
     })
 }

@@ -1,5 +1,4 @@
-//! The MPI envelope transport (`super::transport`) as the runtime's
-//! [`Transport`](crate::runtime::transport::Transport): what the worker loop calls in a run
+//! The MPI envelope transport (`crate::rack::transport`) as a [`Transport`]: what the worker loop calls in a run
 //! over MPI ranks (`Runtime::run` under `mpirun`, `docs/rack-mode.md` §4).
 //!
 //! # Shape
@@ -30,8 +29,8 @@
 //! The runtime names workers by global id `g = r·W + w`; the endpoints by (rank, local
 //! worker): `(g / W, g % W)`.
 
-use super::transport::{Endpoint, SendError};
-use crate::runtime::transport::{Arrived, Transport};
+use super::{Arrived, Transport};
+use crate::rack::transport::{Endpoint, SendError};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -58,7 +58,7 @@
 // `drop_handle` and `receive` are the standalone forms the tests and models call.
 #![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
-use super::PropHead;
+use crate::property::PropHead;
 use crate::run_ids;
 use crate::runtime::free::{drop_ref, snapshot_issued};
 use crate::runtime::run_state::WorkerCounters;
