@@ -13,7 +13,7 @@
 //!
 //! It writes neither a loopback control record nor an address target (`Forgery` has no such
 //! case): the loopback transport's argument that the records it accepts come from this
-//! process's own clients (`transport::run_loopback_record`) covers these envelopes too.
+//! process's own clients (`runtime::remote::trustee`, `run_loopback_record`) covers these envelopes too.
 
 use crate::runtime::context;
 use crate::runtime::export::wire_target;

@@ -32,7 +32,7 @@
 //!
 //! A remote-capable record type's [`VTable`] also names its [`RemoteHook`]: the
 //! `RemoteVTable` a trustee of another rank runs it with, and the translations between the
-//! record and its wire form (the transport seam, `crate::runtime::transport`).
+//! record and its wire form (the transport seam, `crate::runtime::remote`).
 //!
 //! Where records live and move: [`super::queue`] (the client's queue, which writes them with
 //! [`write()`]); [`super::batch`] runs the request halves of a batch copied into a slot, and the
@@ -50,7 +50,7 @@
 //!    user code runs: the request closure by `run_request` (the trustee's copy, or in place by
 //!    `run_in_place`) or `drop_request`, or, for a batch to another rank, by its
 //!    [`RemoteHook::take_arg`] (the argument becomes wire bytes) or by moving its bytes into a
-//!    loopback control record (`crate::runtime::transport`), whose serving worker runs it
+//!    loopback control record (`crate::runtime::remote`), whose serving worker runs it
 //!    with `run_request`; the completion by `run_completion`, `run_in_place` or
 //!    `drop_completion`. Consumed bytes are dead.
 //! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, appends, the copy
@@ -148,7 +148,7 @@ pub(crate) struct VTable {
     /// How the record travels to a trustee of another rank ([`RemoteHook`]); `None` for
     /// closure records (the `*_local` calls and the runtime's internal `post`s), which never
     /// leave their rank (the loopback transport carries the runtime's own as loopback control
-    /// records, `crate::runtime::transport`).
+    /// records, `crate::runtime::remote`).
     pub(crate) remote: Option<&'static RemoteHook>,
 }
 

@@ -1,10 +1,11 @@
 //! Rack mode: one skein job over several processes (*ranks*) started by `mpirun`.
 //!
 //! What is here: the **bootstrap** (this file and `mpi.rs`: MPI with `MPI_THREAD_MULTIPLE`,
-//! the same-binary check, the job token, fate sharing, [`rank`]/[`ranks`]) and, behind the
-//! `mpi` feature, the **envelope transport** (`transport`: per-worker duplicated
-//! communicators, non-blocking sends with a window per destination rank, `Improbe`/`Imrecv`
-//! receives, a progress call that never blocks). The other pieces of rack mode are built and
+//! the same-binary check, the job token, fate sharing, [`rank`]/[`ranks`]) and the end of a
+//! run over ranks (`outcome`). The **envelope transport** over MPI (per-worker duplicated
+//! communicators, non-blocking sends with a window per destination rank, pre-posted
+//! receives, a progress call that never blocks) is the MPI flavour of `crate::transport`
+//! (`transport/mpi/`). The other pieces of rack mode are built and
 //! tested on their own (the wire format in [`crate::wire`], quiescence over ranks in
 //! `runtime::quiesce_ranks`, reference counting across ranks in `runtime::export` and
 //! `runtime::proxy`); `crate::transport::mpi` makes the envelope transport the runtime's and
@@ -97,8 +98,6 @@ mod mpi;
 pub(crate) mod outcome;
 #[cfg(all(test, feature = "mpi"))]
 pub(crate) mod relaunch;
-#[cfg(feature = "mpi")]
-pub(crate) mod transport;
 
 use crate::error::{Error, Result};
 use std::cell::Cell;

@@ -11,7 +11,7 @@
 //! ([`ExportTable::export`], `runtime::spawn::entrust_remote`), answering the export to the
 //! caller, which holds a proxy (`crate::runtime::proxy`). Every request, `launch` and
 //! `Release` through a proxy carries the export's wire target ([`wire_target`]), which the
-//! serving trustee resolves with [`Owner::lookup`] (`runtime::transport`, `resolve_target`:
+//! serving trustee resolves with [`Owner::lookup`] (`runtime::remote::trustee`, `resolve_target`:
 //! an unknown, free or stale `(slot, gen)` refuses the envelope, naming the sending rank). A
 //! `Release` control record (`wire::envelope::CONTROL_RELEASE`), sent by a proxy's last drop
 //! with its rank's `issued` snapshot (`runtime::free::proxy_dropped`), goes to

@@ -24,9 +24,9 @@ pub(crate) mod proxy;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
 pub(crate) mod refusal;
+pub(crate) mod remote;
 pub(crate) mod run_state;
 pub(crate) mod spawn;
-pub(crate) mod transport;
 pub(crate) mod worker;
 
 pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
@@ -465,7 +465,7 @@ impl Runtime {
         R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
     {
         use crate::rack::outcome::{self, MainFailure, RankReport};
-        use crate::rack::transport as mt;
+        use crate::transport::mpi::endpoint as mt;
         use crate::transport::mpi::MpiLink;
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };

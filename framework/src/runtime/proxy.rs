@@ -15,7 +15,7 @@
 //!   ([`Proxy::target`], `runtime::export::wire_target`), read from the proxy at issue time (the
 //!   handle keeps it alive; the record carries the word itself, so a request still queued
 //!   when the proxy is freed needs nothing from it). The owner resolves the word with its
-//!   export table's lock-free lookup (`runtime::transport`, `resolve_target`).
+//!   export table's lock-free lookup (`runtime::remote::trustee`, `resolve_target`).
 //! * **The last drop** on the home rank ([`Proxy::last_dropped`], called by
 //!   `runtime::free::proxy_dropped` after `drop_ref`'s Acquire fence) snapshots what the home
 //!   rank's workers had issued to the owner and sends the `Release` control record with the

@@ -212,7 +212,7 @@ where
 
 /// [`spawn_on`] for a worker of another rank: a `Spawn` control record carrying the
 /// `RemoteVTable::of_spawn` code id of `F` and `arg`'s bytes; its `Joined` record completes
-/// the handle's cell on this worker (`super::transport`, "Control records").
+/// the handle's cell on this worker (`super::remote`, "Control records").
 fn spawn_remote<A, R, F>(w: &Worker, worker: usize, arg: A, f: F) -> JoinHandle<R>
 where
     A: Plain,
@@ -284,13 +284,13 @@ where
 
 /// `TrusteeRef::entrust_new_then` on a trustee of another rank: the remote spawn of
 /// [`entrust_remote`], without waiting. Its `Joined` record is served on this worker (as
-/// delegated code, `super::transport`, "Control records"), which calls `done` with the
+/// delegated code, `super::remote`, "Control records"), which calls `done` with the
 /// export `[slot, generation, weight]`, or with the panic message of `f` on the trustee
 /// (naming its rank and worker). `done` returns `Err` for an answer that cannot be a handle
 /// (the record is then refused, naming the trustee's rank); a result of the wrong size is
 /// refused before `done` runs. Quiescence: `done` runs while the `Joined` record is served,
 /// so whatever it issues is created before that record counts as finished (step 4 of
-/// `super::transport`'s counting argument).
+/// `super::remote`'s counting argument).
 pub(crate) fn entrust_remote_then<A, T, F>(
     w: &Worker,
     trustee: usize,

@@ -106,7 +106,7 @@ pub(crate) struct Worker {
     /// The first global id of this worker's rank.
     rank_lo: usize,
     /// The transport's per-worker state, in a split run (MPI or loopback).
-    pub(super) remote: Option<Box<super::transport::RemoteSide>>,
+    pub(super) remote: Option<Box<super::remote::RemoteSide>>,
     /// Quiescence detection across ranks, on the first worker of each rank of a split run
     /// (`super::quiesce_ranks`); one rank's worker 0 uses [`quiesce::detect`] instead.
     detector: Option<RefCell<Detector<AllReduceBox>>>,
@@ -152,7 +152,7 @@ impl Worker {
             local_n,
             rank,
             rank_lo,
-            remote: run_state.is_split().then(|| Box::new(super::transport::RemoteSide::new(n))),
+            remote: run_state.is_split().then(|| Box::new(super::remote::RemoteSide::new(n))),
             detector,
             index,
             n,

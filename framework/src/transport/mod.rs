@@ -8,7 +8,7 @@
 //!   (`Runtime::run` under `mpirun`).
 //!
 //! The transport moves whole envelopes and knows nothing of their content; the runtime
-//! (`crate::runtime::transport`) writes, validates and answers them. Layering
+//! (`crate::runtime::remote`) writes, validates and answers them. Layering
 //! (`docs/ARCHITECTURE.md`): this module sits above `wire` and `rack`, below `runtime`.
 
 pub(crate) mod loopback;

@@ -32,7 +32,7 @@
 //! `RemoteVTable` of `(T, A, U, F)` (`RemoteVTable::of`; `of_with` for `apply_with*`, whose
 //! request half is a [`WithRequest`]), how its argument and target become wire bytes and how
 //! its wire result becomes its result space. A request to a trustee of another rank travels
-//! that way (`crate::runtime::transport`). `launch` on a trustee of another rank is a
+//! that way (`crate::runtime::remote`). `launch` on a trustee of another rank is a
 //! `Launch` control record (`RemoteVTable::of_launch`, run in a fiber there).
 //!
 //! Cloning and dropping a handle only touch the property's reference count; the count, the
@@ -52,7 +52,7 @@
 //! compare that checks the run also sends a proxy handle to a cold path), the export's wire
 //! word for a proxy handle, marked [`RECORD_EXPORT`] in the queued record so
 //! that the record's `RemoteHook::take_arg` writes it as is ([`wire_word`]); a local handle's
-//! address becomes an address target there (loopback only, `crate::runtime::transport`). A
+//! address becomes an address target there (loopback only, `crate::runtime::remote`). A
 //! proxy's trustee is always on another rank, so its requests always leave through the
 //! transport, never through a slot or the inline path.
 
@@ -799,7 +799,7 @@ pub(crate) trait Place {
     unsafe fn value<'a>(target: *mut u8) -> &'a mut Self::Value;
 
     /// The address of the value at `target`, as the target word of a wire record for a
-    /// handle shared through memory in a loopback run (`crate::runtime::transport`, "Loopback
+    /// handle shared through memory in a loopback run (`crate::runtime::remote`, "Loopback
     /// only"; a proxy handle's records carry its export instead). Computes an address, reads
     /// no value.
     ///

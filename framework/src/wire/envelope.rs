@@ -159,7 +159,7 @@ pub(crate) struct Expect<'a> {
     /// least 1): a batch is accepted if `0 <= seq - next < seq_window`.
     pub(crate) seq_window: u64,
     /// Whether [`LOOPBACK_CONTROL`] records are accepted: only by the loopback transport
-    /// (`crate::runtime::transport`), whose envelopes never leave the process. Every other
+    /// (`crate::runtime::remote`), whose envelopes never leave the process. Every other
     /// validator refuses them ([`Fault::LoopbackOnly`]).
     pub(crate) loopback: bool,
 }

@@ -105,7 +105,7 @@ pub(crate) const KIND_LAUNCH: u32 = 4;
 pub(crate) type RunFn = unsafe fn(*mut u8, &[u8], &mut Vec<u8>) -> Result<(), RunError>;
 
 /// How a trustee turns a record's wire target word into the value it runs on: the resolved
-/// target, or why the word is refused (`runtime::transport`'s `resolve_target`).
+/// target, or why the word is refused (`runtime::remote::trustee`'s `resolve_target`).
 pub(crate) type Resolve<'a> = dyn FnMut(u64) -> Result<*mut u8, String> + 'a;
 
 /// Runs every record of a uniform segment: `(records' bytes, resolver, response buffer, panic

@@ -1,4 +1,4 @@
-//! The MPI envelope transport (`crate::rack::transport`) as a [`Transport`]: what the worker loop calls in a run
+//! The MPI envelope transport ([`endpoint`]) as a [`Transport`]: what the worker loop calls in a run
 //! over MPI ranks (`Runtime::run` under `mpirun`, `docs/rack-mode.md` §4).
 //!
 //! # Shape
@@ -21,7 +21,7 @@
 //! in the worker's backlog, and [`MpiLink::progress`] (every loop pass) retries the backlog
 //! in order. The backlog is bounded by the runtime's credits: at most `IN_FLIGHT` request
 //! envelopes per (client, remote trustee) pair are outstanding, each answered by one
-//! response envelope (`runtime::transport`), so a worker holds at most
+//! response envelope (`runtime::remote`), so a worker holds at most
 //! `IN_FLIGHT · (R − 1) · W` envelopes in its window and backlog together.
 //!
 //! # Global ids
@@ -29,8 +29,10 @@
 //! The runtime names workers by global id `g = r·W + w`; the endpoints by (rank, local
 //! worker): `(g / W, g % W)`.
 
+pub(crate) mod endpoint;
+
 use super::{Arrived, Transport};
-use crate::rack::transport::{Endpoint, SendError};
+use endpoint::{Endpoint, SendError};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -135,7 +137,7 @@ pub(crate) struct MpiLink {
 
 impl MpiLink {
     /// The link of rank `rank` over `endpoints` (one per local worker, in order, from
-    /// `super::transport::open`), carrying envelopes of job token `token`.
+    /// `endpoint::open`), carrying envelopes of job token `token`.
     pub(crate) fn new(token: u64, rank: usize, endpoints: Vec<Endpoint>) -> MpiLink {
         let workers = endpoints.len();
         MpiLink {
@@ -161,7 +163,7 @@ impl MpiLink {
         })
     }
 
-    /// Takes the endpoints back, in worker order, for `super::transport::Transport::close`
+    /// Takes the endpoints back, in worker order, for `endpoint::Transport::close`
     /// (after the workers stopped; any later use of the link ends the job).
     pub(crate) fn take_endpoints(&self) -> Vec<Endpoint> {
         self.ends.iter().filter_map(|s| s.end.with(Option::take)).map(|end| end.ep).collect()

@@ -83,7 +83,7 @@
 //! delivers an announced body at the announcement's place (the stream's front waits for it).
 //! Envelopes of different senders are interleaved in any order. The runtime relies on the
 //! per-pair order: its trustee accepts only the next batch of a pair
-//! (`crate::runtime::transport`, invariant 3).
+//! (`crate::runtime::remote`, invariant 3).
 //!
 //! # What the caller must do
 //!
