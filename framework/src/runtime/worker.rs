@@ -25,6 +25,7 @@ use crate::fiber::{self, Fiber, StackPool};
 use crate::property::PropPtr;
 use crate::sync::proto::{self, AtomicU64};
 use crate::sync::{bump, Arc, Ordering};
+use crate::transport::IdlePolicy;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 
@@ -649,6 +650,13 @@ impl Worker {
 
     /// Runs the worker loop until shutdown.
     pub(crate) fn run_loop(&self) {
+        // The transport's idle policy (`crate::transport::IdlePolicy`): over a network a pass
+        // already waits in the transport's progress call.
+        let network = self
+            .run_state
+            .transport
+            .as_deref()
+            .is_some_and(|t| t.idle_policy() == IdlePolicy::Network);
         let mut idle: u32 = 0;
         let mut busy_passes: u32 = 0;
         let mut incoming = false;
@@ -723,9 +731,9 @@ impl Worker {
                 // A response is due: poll, spinning longer than a busy peer's loop pass takes,
                 // then yielding the core (the peer may be descheduled); never sleep. Yielding
                 // early hands the core to any other runnable process for a whole time slice.
-                // Over MPI a pass already waits in an MPI call (`mpi_backoff`).
+                // Over a network a pass already waits in the transport (`mpi_backoff`).
                 if idle < SPIN_DUE {
-                    if self.run_state.mpi_rank.is_none() {
+                    if !network {
                         std::hint::spin_loop();
                     }
                 } else {
@@ -754,7 +762,7 @@ impl Worker {
                 }
                 continue;
             }
-            if self.run_state.mpi_rank.is_some() {
+            if network {
                 mpi_backoff(idle, || {
                     self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index))
                 });
@@ -776,7 +784,7 @@ impl Worker {
         // this worker's sends before the transport is closed. An aborted run may have
         // rendezvous sends that a stopped peer never receives: give up on those after a while
         // (their buffers are leaked, never freed under MPI's feet).
-        if self.run_state.mpi_rank.is_some() {
+        if network {
             if let Some(t) = self.run_state.transport.as_deref() {
                 let limit = std::time::Duration::from_secs(5);
                 if !t.drain(self.index, limit) && !self.run_state.aborted.load(Ordering::Acquire) {

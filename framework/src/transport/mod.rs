@@ -15,6 +15,29 @@ pub(crate) mod loopback;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
 
+use crate::channel::record::VTable;
+
+/// The most words of in-process records one batch to another rank takes from a client's
+/// queue (the size of a worker's scratch buffer, `crate::runtime::remote`): the limit of
+/// [`Transport::batch_limits`].
+pub(crate) const BATCH_WORDS: usize = 1024;
+/// The most in-process result bytes of one batch to another rank.
+pub(crate) const BATCH_RESULT_BYTES: usize = 64 << 10;
+
+/// How a worker with nothing due waits ([`Transport::idle_policy`]; the worker loop,
+/// `runtime/worker.rs`, `Worker::run_loop`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IdlePolicy {
+    /// Envelopes move through memory (loopback): spin while a response is due, then yield;
+    /// with nothing due, spin, yield, then sleep in short steps (the worker's `backoff`).
+    Memory,
+    /// A loop pass already waits in the transport's progress call (MPI): no spinning while a
+    /// response is due; with nothing due, a back-off that never sleeps while the transport is
+    /// busy (the worker's `mpi_backoff`); and the worker's sends are drained at the end of
+    /// the run.
+    Network,
+}
+
 /// An envelope that arrived: its bytes and the rank that sent it (the transport's knowledge,
 /// as MPI's source, never read from the bytes).
 #[derive(Debug)]
@@ -61,6 +84,16 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn drain(&self, _me: usize, _limit: std::time::Duration) -> bool {
         true
     }
+    /// How a worker waits when nothing is due.
+    fn idle_policy(&self) -> IdlePolicy {
+        IdlePolicy::Memory
+    }
+    /// The limits of one batch to another rank (most words of in-process records, at most
+    /// [`BATCH_WORDS`]; most in-process result bytes, at most [`BATCH_RESULT_BYTES`]) for a
+    /// queue whose staged records are all of `uniform`'s type, if known.
+    fn batch_limits(&self, _uniform: Option<&'static VTable>) -> (usize, usize) {
+        (BATCH_WORDS, BATCH_RESULT_BYTES)
+    }
 }
 
 /// A shared transport (the run keeps one handle to close it after the workers stopped).
@@ -88,5 +121,11 @@ impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
     }
     fn drain(&self, me: usize, limit: std::time::Duration) -> bool {
         (**self).drain(me, limit)
+    }
+    fn idle_policy(&self) -> IdlePolicy {
+        (**self).idle_policy()
+    }
+    fn batch_limits(&self, uniform: Option<&'static VTable>) -> (usize, usize) {
+        (**self).batch_limits(uniform)
     }
 }

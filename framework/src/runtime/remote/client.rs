@@ -18,11 +18,8 @@ impl Worker {
             let side = self.side();
             let mut scratch = side.scratch.borrow_mut();
             let dst = scratch.as_mut_ptr() as *mut u64;
-            let (max_words, max_result) = if self.run_state.mpi_rank.is_some() {
-                mpi_batch_limits(cs.out(|q| q.uniform_vtable()))
-            } else {
-                (BATCH_WORDS, BATCH_RESULT_BYTES)
-            };
+            let (max_words, max_result) =
+                self.transport().batch_limits(cs.out(|q| q.uniform_vtable()));
             // SAFETY: `scratch` holds BATCH_WORDS (≥ max_words) words, 8-aligned; the copied
             // request halves are consumed below, each once, by `take_arg` or by moving their
             // bytes into the envelope (record invariant 2).

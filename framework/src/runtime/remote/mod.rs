@@ -178,13 +178,13 @@ use crate::property::PropPtr;
 use crate::runtime::proxy::Release;
 use crate::sync::bump;
 use crate::sync::proto;
-use crate::transport::{Arrived, Transport};
+use crate::transport::{Arrived, Transport, BATCH_WORDS};
 use crate::wire::envelope::{
     control_id, is_loopback_table, joined_body, joined_parts, launch_parts, release_parts,
     spawn_parts, validate, validate_response, BadBatch, Expect, ExpectResponse, Head, Job, Reason,
     Record, RequestWriter, ResponseWriter, CONTROL_GRANT, CONTROL_JOINED, CONTROL_LAUNCH,
-    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, HEADER_BYTES, JOINED_TABLE, KIND_RESPONSES,
-    LAUNCH_TABLE, LOOPBACK_TABLE, RELEASE_TABLE, SEGMENT_HEADER_BYTES, SPAWN_TABLE,
+    CONTROL_RELEASE, CONTROL_SPAWN, GRANT_TABLE, JOINED_TABLE, KIND_RESPONSES, LAUNCH_TABLE,
+    LOOPBACK_TABLE, RELEASE_TABLE, SPAWN_TABLE,
 };
 use crate::wire::remote::{panic_message, RemoteVTable, RunError};
 use std::cell::{Cell, RefCell};
@@ -192,52 +192,8 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 
-/// The most words of in-process records one loopback batch takes from a client's queue.
-const BATCH_WORDS: usize = 1024;
 /// Batches in flight per (client, remote trustee) pair (the credits of the pair).
 const IN_FLIGHT: u64 = 8;
-/// The most in-process result bytes of one loopback batch.
-const BATCH_RESULT_BYTES: usize = 64 << 10;
-/// Over MPI, the most words of in-process records, and result bytes, of one batch: small
-/// enough that a request envelope and its response stay under Open MPI's eager limit (4096
-/// bytes with its header; a longer message goes by rendezvous, several times slower:
-/// `docs/rack-mode.md`, facts).
-const MPI_BATCH_WORDS: usize = 400;
-const MPI_BATCH_RESULT_BYTES: usize = 3 << 10;
-/// Over MPI, the most bytes of a request envelope and of its response when the batch is
-/// sized by its wire bytes ([`mpi_batch_limits`]): the rack transport's envelope size `B`
-/// (`transport::mpi::endpoint::DEFAULT_ENVELOPE_BYTES`, under Open MPI's 4096-byte eager limit with
-/// MPI's own header).
-const MPI_ENVELOPE_BYTES: usize = 4032;
-
-/// The batch limits over MPI (most words of in-process records, most in-process result
-/// bytes) for a queue whose staged records are all of `uniform`'s type, if known.
-///
-/// A batch of one record type with a fixed-size argument and result travels as a uniform
-/// segment, whose wire size is exact: `HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + n · (8 +
-/// arg)` for the requests (the code id once, then per record its target and argument), and
-/// `HEADER_BYTES + SEGMENT_HEADER_BYTES + n · result + 8` for the response (an empty panic
-/// list). So it takes as many records as keep both under [`MPI_ENVELOPE_BYTES`]: far more
-/// than the fixed word budget allows for small arguments, whose in-process records (header,
-/// target, argument and completion) are longer than their wire form. Any other batch keeps
-/// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
-fn mpi_batch_limits(uniform: Option<&'static crate::channel::record::VTable>) -> (usize, usize) {
-    let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
-    let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt()))) else {
-        return fixed;
-    };
-    if remote.arg_prefixed() || remote.result_prefixed() {
-        return fixed;
-    }
-    let room = MPI_ENVELOPE_BYTES - HEADER_BYTES - SEGMENT_HEADER_BYTES - 8;
-    let n = (room / (8 + remote.arg_bytes as usize))
-        .min(room.checked_div(remote.result_bytes as usize).unwrap_or(usize::MAX));
-    if n == 0 {
-        return fixed;
-    }
-    let (words, result) = vt.totals(n);
-    (words.min(BATCH_WORDS), result.min(BATCH_RESULT_BYTES))
-}
 
 /// What the client of a remote spawn does with its `Joined` record: completes the
 /// `JoinHandle`'s cell with the result bytes (checked against the result type's size) or the

@@ -31,7 +31,9 @@
 
 pub(crate) mod endpoint;
 
-use super::{Arrived, Transport};
+use super::{Arrived, IdlePolicy, Transport, BATCH_RESULT_BYTES, BATCH_WORDS};
+use crate::channel::record::VTable;
+use crate::wire::envelope::{HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use endpoint::{Endpoint, SendError};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
@@ -170,9 +172,58 @@ impl MpiLink {
     }
 }
 
+/// Over MPI, the most words of in-process records, and result bytes, of one batch: small
+/// enough that a request envelope and its response stay under Open MPI's eager limit (4096
+/// bytes with its header; a longer message goes by rendezvous, several times slower:
+/// `docs/rack-mode.md`, facts).
+const MPI_BATCH_WORDS: usize = 400;
+const MPI_BATCH_RESULT_BYTES: usize = 3 << 10;
+/// Over MPI, the most bytes of a request envelope and of its response when the batch is
+/// sized by its wire bytes ([`mpi_batch_limits`]): the rack transport's envelope size `B`
+/// (`transport::mpi::endpoint::DEFAULT_ENVELOPE_BYTES`, under Open MPI's 4096-byte eager limit with
+/// MPI's own header).
+const MPI_ENVELOPE_BYTES: usize = 4032;
+
+/// The batch limits over MPI (most words of in-process records, most in-process result
+/// bytes) for a queue whose staged records are all of `uniform`'s type, if known.
+///
+/// A batch of one record type with a fixed-size argument and result travels as a uniform
+/// segment, whose wire size is exact: `HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + n · (8 +
+/// arg)` for the requests (the code id once, then per record its target and argument), and
+/// `HEADER_BYTES + SEGMENT_HEADER_BYTES + n · result + 8` for the response (an empty panic
+/// list). So it takes as many records as keep both under [`MPI_ENVELOPE_BYTES`]: far more
+/// than the fixed word budget allows for small arguments, whose in-process records (header,
+/// target, argument and completion) are longer than their wire form. Any other batch keeps
+/// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
+fn mpi_batch_limits(uniform: Option<&'static VTable>) -> (usize, usize) {
+    let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
+    let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt()))) else {
+        return fixed;
+    };
+    if remote.arg_prefixed() || remote.result_prefixed() {
+        return fixed;
+    }
+    let room = MPI_ENVELOPE_BYTES - HEADER_BYTES - SEGMENT_HEADER_BYTES - 8;
+    let n = (room / (8 + remote.arg_bytes as usize))
+        .min(room.checked_div(remote.result_bytes as usize).unwrap_or(usize::MAX));
+    if n == 0 {
+        return fixed;
+    }
+    let (words, result) = vt.totals(n);
+    (words.min(BATCH_WORDS), result.min(BATCH_RESULT_BYTES))
+}
+
 impl Transport for MpiLink {
     fn token(&self) -> u64 {
         self.token
+    }
+
+    fn idle_policy(&self) -> IdlePolicy {
+        IdlePolicy::Network
+    }
+
+    fn batch_limits(&self, uniform: Option<&'static VTable>) -> (usize, usize) {
+        mpi_batch_limits(uniform)
     }
 
     fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
