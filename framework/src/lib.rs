@@ -142,6 +142,7 @@
 mod channel;
 mod error;
 mod fiber;
+#[cfg(feature = "testing")]
 mod forge;
 mod plain;
 mod property;
@@ -155,6 +156,7 @@ mod trust;
 pub mod wire;
 
 pub use error::{Error, Result};
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use forge::{forge_envelope, Forgery};
 pub use plain::Plain;

@@ -147,7 +147,6 @@
 //!   under it).
 
 // A few pieces (`with_w0`, `weights`, `pending`) serve the tests and models only.
-#![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;
 use crate::property::PropPtr;
@@ -389,6 +388,7 @@ impl<P: ExportedProp> ExportTable<P> {
     }
 
     /// The trustee whose properties this table exports.
+    #[cfg(all(test, not(fw_loom)))]
     pub(crate) fn trustee(&self) -> usize {
         self.trustee
     }
@@ -598,6 +598,7 @@ impl<P> std::fmt::Debug for Owner<P> {
 
 impl<P: ExportedProp> Owner<P> {
     /// The table.
+    #[cfg(all(test, not(fw_loom)))]
     pub(crate) fn table(&self) -> &Arc<ExportTable<P>> {
         &self.table
     }
@@ -642,6 +643,7 @@ impl<P: ExportedProp> Owner<P> {
     }
 
     /// `(budget, returned)` of a live slot.
+    #[cfg(all(test, not(fw_loom)))]
     pub(crate) fn weights(&self, slot: u32, gen: u32) -> Result<(u128, u128), LookupError> {
         let (e, _) = self.live(slot, gen)?;
         // SAFETY: the owner alone touches these while the entry is live (invariant 1).
@@ -740,6 +742,7 @@ impl<P: ExportedProp> Owner<P> {
     }
 
     /// Returns waiting.
+    #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
         self.pending.len()
     }

@@ -165,7 +165,8 @@ impl Builder {
 
     /// Test hook of the loopback transport: flips byte `at` of the first request envelope it
     /// sends, so that a test can check that a corrupted envelope is refused with a clear error
-    /// (never undefined behaviour). Not part of the API.
+    /// (never undefined behaviour). Not part of the API (feature `testing`).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn loopback_corrupt_first_envelope(mut self, at: usize) -> Self {
         self.cfg.loopback_corrupt = Some(at);

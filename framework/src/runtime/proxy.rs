@@ -56,11 +56,10 @@
 //! [`crate::runtime::free::snapshot_issued`].
 
 // `drop_handle` and `receive` are the standalone forms the tests and models call.
-#![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use crate::property::PropHead;
 use crate::run_ids;
-use crate::runtime::free::{drop_ref, snapshot_issued};
+use crate::runtime::free::snapshot_issued;
 use crate::runtime::run_state::WorkerCounters;
 use crate::sync::proto::{AtomicBool, AtomicU64};
 use crate::sync::Ordering;
@@ -166,6 +165,7 @@ impl Proxy {
     /// Receiving a handle on a rank other than its owner's: a new proxy of run `run` (of
     /// `workers` workers over all ranks) with the message's weight and local count 1 (the new
     /// handle's).
+    #[cfg(test)]
     pub(crate) fn receive(
         owner: usize,
         slot: u32,
@@ -325,24 +325,25 @@ impl Proxy {
     /// # Safety
     /// `p` was made by [`Proxy::receive`] and the caller gives up one local count of it that
     /// it holds (invariant 1); it does not use `p` afterwards.
+    #[cfg(test)]
     pub(crate) unsafe fn drop_handle(
         p: NonNull<Proxy>,
         counters: &[WorkerCounters],
     ) -> Option<Release> {
         // SAFETY: caller promise — the count it holds keeps the proxy alive.
-        if !drop_ref(unsafe { &p.as_ref().head }) {
+        if !crate::runtime::free::drop_ref(unsafe { &p.as_ref().head }) {
             return None;
         }
         // SAFETY: the count was the last (caller promise: made by `receive`).
         Some(unsafe { Proxy::last_dropped(p, counters) })
     }
 
-    /// The rest of [`Proxy::drop_handle`] once [`drop_ref`] has returned true for the proxy at
+    /// The rest of [`Proxy::drop_handle`] once [`drop_ref`](crate::runtime::free::drop_ref) has returned true for the proxy at
     /// `p` (a `Trust`'s drop does the `drop_ref` itself): the [`Release`] with the snapshot of
     /// `issued` over `counters`; the proxy is freed.
     ///
     /// # Safety
-    /// `p` was made by [`Proxy::receive`], and [`drop_ref`] on its head has just returned true
+    /// `p` was made by [`Proxy::receive`], and [`drop_ref`](crate::runtime::free::drop_ref) on its head has just returned true
     /// to the caller (its count is zero and the Acquire fence has run); nothing uses `p`
     /// afterwards.
     pub(crate) unsafe fn last_dropped(p: NonNull<Proxy>, counters: &[WorkerCounters]) -> Release {

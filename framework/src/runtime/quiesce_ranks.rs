@@ -116,8 +116,6 @@
 //!   [`ThreadsAllReduce`] under loom, and the same broken variant, caught.
 //! * `mpi::tests` (feature `mpi`): the test binary re-launched under `mpirun -np 3`.
 
-#![cfg_attr(not(test), allow(dead_code))]
-
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
 
@@ -223,6 +221,7 @@ impl ThreadsAllReduce {
     }
 
     /// This handle's rank in its group.
+    #[cfg(test)]
     pub(crate) fn rank(&self) -> usize {
         self.rank
     }
@@ -523,6 +522,7 @@ impl<A: AllReduce> Detector<A> {
     }
 
     /// The round whose all-reduce is outstanding, or the next one to post.
+    #[cfg(test)]
     pub(crate) fn round(&self) -> u64 {
         self.round
     }

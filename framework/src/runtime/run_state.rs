@@ -127,8 +127,6 @@ pub(crate) struct RunState {
     /// The export tables of a split run, one per global trustee (`docs/rack-mode.md` §5.2
     /// item 1; empty when the run is not split): any worker of the trustee's rank exports
     /// through its trustee's table.
-    // Exports are made only by the tests until remote handles hold proxies (step 6 item 2).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) exports: Box<[Arc<ExportTable<PropPtr>>]>,
     /// The trustees' [`Owner`] parts until each worker takes its own ([`RunState::take_owner`]).
     owners: Mutex<Vec<Option<Owner<PropPtr>>>>,

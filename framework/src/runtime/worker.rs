@@ -178,12 +178,14 @@ impl Worker {
 
     /// The pair sequence number of the next request batch from this worker to worker `to`
     /// (the forge test hook, `crate::forge`, writes its envelope under it).
+    #[cfg(feature = "testing")]
     pub(crate) fn next_pair_seq(&self, to: usize) -> u64 {
         self.clients[to].sent.get() + 1
     }
 
     /// Whether this worker's export table holds the live export `(slot, gen)` (the forge test
     /// hook waits until a dropped export is stale).
+    #[cfg(feature = "testing")]
     pub(crate) fn export_live(&self, slot: u32, gen: u32) -> bool {
         self.owner.as_ref().is_some_and(|o| o.borrow().lookup(slot, gen).is_ok())
     }

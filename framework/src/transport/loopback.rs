@@ -3,7 +3,6 @@
 //! through the real wire format and its validation.
 
 use super::{Arrived, Transport};
-use crate::wire::envelope::{HEADER_BYTES, KIND_REQUESTS};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 use std::sync::Mutex;
@@ -28,15 +27,20 @@ pub(crate) struct Loopback {
     /// Workers per fake rank.
     local_n: usize,
     token: u64,
-    /// The test hook (`Builder::loopback_corrupt_first_envelope`): a byte of the envelope
-    /// header to flip in the first request envelope. Only header bytes, which `validate`
-    /// checks before it reads a record, so a corrupted envelope is refused, never run.
+    /// The test hook (`Builder::loopback_corrupt_first_envelope`, feature `testing`): a byte
+    /// of the envelope header to flip in the first request envelope. Only header bytes, which
+    /// `validate` checks before it reads a record, so a corrupted envelope is refused, never
+    /// run.
+    #[cfg(feature = "testing")]
     corrupt: Mutex<Option<usize>>,
 }
 
 impl Loopback {
     /// The transport of a run of `n` workers in `ranks` fake ranks.
+    /// `corrupt`: the test hook's byte (always `None` without the feature `testing`).
     pub(crate) fn new(n: usize, ranks: usize, run_id: u32, corrupt: Option<usize>) -> Loopback {
+        #[cfg(not(feature = "testing"))]
+        let _ = corrupt;
         use std::hash::{BuildHasher, Hasher};
         // A token of this run: a random hasher's output (and the rack job's token if any).
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -46,8 +50,23 @@ impl Loopback {
             inboxes: (0..n).map(|_| Inbox::default()).collect(),
             local_n: n / ranks,
             token,
-            corrupt: Mutex::new(corrupt.filter(|&at| at < HEADER_BYTES)),
+            #[cfg(feature = "testing")]
+            corrupt: Mutex::new(corrupt.filter(|&at| at < crate::wire::envelope::HEADER_BYTES)),
         }
+    }
+}
+
+#[cfg(feature = "testing")]
+impl Loopback {
+    /// The test hook: flips the chosen header byte of the first request envelope.
+    fn corrupt_first(&self, mut msg: Vec<u8>) -> Vec<u8> {
+        if msg.get(12) == Some(&crate::wire::envelope::KIND_REQUESTS) {
+            let mut c = self.corrupt.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(at) = c.take() {
+                msg[at] ^= 0xff;
+            }
+        }
+        msg
     }
 }
 
@@ -61,13 +80,9 @@ impl Transport for Loopback {
         Some(pool.pop().unwrap_or_else(|| Vec::with_capacity(4096)))
     }
 
-    fn publish(&self, from: usize, to: usize, mut msg: Vec<u8>) {
-        if msg.get(12) == Some(&KIND_REQUESTS) {
-            let mut c = self.corrupt.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(at) = c.take() {
-                msg[at] ^= 0xff;
-            }
-        }
+    fn publish(&self, from: usize, to: usize, msg: Vec<u8>) {
+        #[cfg(feature = "testing")]
+        let msg = self.corrupt_first(msg);
         let inbox = &self.inboxes[to];
         let mut q = inbox.q.lock().unwrap_or_else(|e| e.into_inner());
         q.push_back(Arrived { from_rank: from / self.local_n, bytes: msg });

@@ -99,7 +99,6 @@
 use super::code_id::{code_id, resolve, BadCode};
 use super::remote::{RemoteVTable, RunError, KIND_LAUNCH, KIND_SPAWN, MAX_SERIALIZED_BYTES};
 use crate::channel::record::MAX_RESULT_BYTES;
-use crate::Plain;
 use std::fmt;
 
 /// Envelope header size.
@@ -929,6 +928,7 @@ pub(crate) struct Envelope<'b> {
     /// The segments' bytes (after the header).
     body: &'b [u8],
     /// The fixed part of its response's size (rule 3).
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests only
     pub(crate) response_bytes: u64,
     /// Validated with [`Expect::loopback`].
     loopback: bool,
@@ -1128,12 +1128,14 @@ impl<'b> Segment<'b> {
     }
 
     /// The tables of its records, in order (what a client keeps for the response's check).
+    #[cfg(test)]
     pub(crate) fn tables(&self) -> impl Iterator<Item = &'static RemoteVTable> + '_ {
         self.records().map(|r| r.vt)
     }
 }
 
 /// Starts an envelope: writes the header with placeholders for the counts.
+#[cfg(any(test, feature = "testing"))]
 fn start(kind: u8, head: &Head) -> Vec<u8> {
     start_in(Vec::with_capacity(4096), kind, head)
 }
@@ -1196,6 +1198,7 @@ pub(crate) struct RequestWriter {
 
 impl RequestWriter {
     /// An empty request envelope with this header.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn new(head: &Head) -> Self {
         RequestWriter { buf: start(KIND_REQUESTS, head), segments: 0, open: None }
     }
@@ -1348,7 +1351,13 @@ impl RequestWriter {
 
     /// Appends a record whose argument is a `Plain` value (its table's `arg_bytes` must be
     /// its size rounded up to 8).
-    pub(crate) fn push_plain<A: Plain>(&mut self, vt: &'static RemoteVTable, target: u64, arg: A) {
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn push_plain<A: crate::Plain>(
+        &mut self,
+        vt: &'static RemoteVTable,
+        target: u64,
+        arg: A,
+    ) {
         assert_eq!(
             vt.arg_bytes as usize,
             std::mem::size_of::<A>().next_multiple_of(8),
@@ -1360,7 +1369,8 @@ impl RequestWriter {
 
     /// Appends a record on element `index` of a `TrustArray` part (a table of
     /// `RemoteVTable::of_element`): the index, then the `Plain` argument.
-    pub(crate) fn push_element<A: Plain>(
+    #[cfg(test)]
+    pub(crate) fn push_element<A: crate::Plain>(
         &mut self,
         vt: &'static RemoteVTable,
         target: u64,
@@ -1405,6 +1415,7 @@ pub(crate) struct ResponseWriter {
 
 impl ResponseWriter {
     /// An empty response envelope with this header.
+    #[cfg(test)]
     pub(crate) fn new(head: &Head) -> Self {
         Self::new_in(Vec::with_capacity(4096), head)
     }

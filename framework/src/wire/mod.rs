@@ -31,10 +31,7 @@
 //!    batches in flight, and reads each result (`remote::read_plain`, or `codec::decode`)
 //!    and each panic message.
 
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod code_id;
 pub mod codec;
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod envelope;
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod remote;

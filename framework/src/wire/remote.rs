@@ -353,6 +353,7 @@ impl RemoteVTable {
 
     /// The table of a request `f(&mut property, arg)` with a `Plain` argument and result.
     /// The argument only names `F`'s type.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn of<T, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
     where
         F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
@@ -363,6 +364,7 @@ impl RemoteVTable {
 
     /// The table of an `apply_with` request: argument and result serialized by
     /// [`codec`], length-prefixed on the wire.
+    #[cfg(test)]
     pub(crate) fn of_with<T, V, U, F>(_: &F) -> &'static RemoteVTable
     where
         V: Serialize + DeserializeOwned,
@@ -375,6 +377,7 @@ impl RemoteVTable {
 
     /// The table of a request on one element of a `TrustArray` part (a `Vec<T>` property);
     /// the wire argument is the element's index in the part (`u64`), then `A`.
+    #[cfg(test)]
     pub(crate) fn of_element<T, A: Plain, U: Plain, F>(_: &F) -> &'static RemoteVTable
     where
         F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,

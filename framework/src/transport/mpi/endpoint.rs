@@ -163,7 +163,6 @@
 
 // Some of the layer's calls (`claim`/`publish`, `send`, `stats`, ...) are used only by its
 // tests: the runtime's link (`super::link`) sends with `send_owned`.
-#![allow(dead_code)]
 
 use mpi::ffi;
 use mpi::traits::*;
@@ -285,6 +284,7 @@ pub(crate) struct Comms {
     handles: Vec<ffi::MPI_Comm>,
     /// The most workers of a rank: the number of duplicates of each kind.
     per_kind: usize,
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests only
     rank: usize,
     /// Worker count of each rank, all-gathered by [`open`].
     workers_of: Vec<usize>,
@@ -383,11 +383,6 @@ pub(crate) struct Leftovers {
 }
 
 impl Transport {
-    /// Number of local workers (endpoints).
-    pub(crate) fn workers(&self) -> usize {
-        self.workers
-    }
-
     /// Tears the transport down: **collective**, on the thread that called [`open`], with
     /// every endpoint it returned (any order). Each endpoint gets one last progress pass; sends
     /// and receives still outstanding after it have their buffers leaked, and are reported.
@@ -456,17 +451,6 @@ pub(crate) struct SendBuf {
     transport: usize,
 }
 
-impl SendBuf {
-    /// The rank it will go to.
-    pub(crate) fn to_rank(&self) -> usize {
-        self.to_rank
-    }
-    /// The worker (on [`SendBuf::to_rank`]) it will go to.
-    pub(crate) fn to_worker(&self) -> usize {
-        self.to_worker
-    }
-}
-
 impl std::ops::Deref for SendBuf {
     type Target = Vec<u8>;
     fn deref(&self) -> &Vec<u8> {
@@ -494,6 +478,7 @@ impl Received {
         self.from_rank
     }
     /// The envelope's bytes, exactly as sent.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.data
     }
@@ -640,10 +625,12 @@ impl Endpoint {
     }
 
     /// This endpoint's local worker index.
+    #[cfg(test)]
     pub(crate) fn worker(&self) -> usize {
         self.worker
     }
     /// This process's rank.
+    #[cfg(test)]
     pub(crate) fn rank(&self) -> usize {
         self.comms.rank
     }
@@ -655,11 +642,8 @@ impl Endpoint {
     pub(crate) fn workers_of(&self, rank: usize) -> usize {
         self.comms.workers_of.get(rank).copied().unwrap_or(0)
     }
-    /// The configuration (the same object on every endpoint of the transport).
-    pub(crate) fn config(&self) -> Config {
-        self.comms.config
-    }
     /// Envelopes to `to_rank` claimed or in flight (≤ [`Config::window`]).
+    #[cfg(test)]
     pub(crate) fn in_flight(&self, to_rank: usize) -> usize {
         self.in_flight.get(to_rank).copied().unwrap_or(0)
     }
@@ -679,6 +663,7 @@ impl Endpoint {
         self.stream.front_ready()
     }
     /// This endpoint's counters.
+    #[cfg(test)]
     pub(crate) fn stats(&self) -> Stats {
         self.stats
     }
@@ -858,6 +843,7 @@ impl Endpoint {
     }
 
     /// Claim, copy `bytes`, publish: for callers that have the envelope already.
+    #[cfg(test)]
     pub(crate) fn send(
         &mut self,
         to_rank: usize,
@@ -875,6 +861,7 @@ impl Endpoint {
 
     /// The next envelope received whole, if any: one that progress already completed, else
     /// one receive pass now. Never blocks.
+    #[cfg(test)]
     pub(crate) fn poll_recv(&mut self) -> Option<Received> {
         if !self.stream.front_ready() {
             self.test_receives();
@@ -892,6 +879,7 @@ impl Endpoint {
     }
 
     /// Returns a received envelope's buffer to the pool.
+    #[cfg(test)]
     pub(crate) fn release(&mut self, r: Received) {
         self.recycle(r.data);
     }
