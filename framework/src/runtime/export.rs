@@ -18,7 +18,7 @@
 //! [`Owner::schedule_release`]; the worker loop applies what is ready ([`Owner::process`])
 //! after polling the transport, and calls [`Owner::end_of_run`] when it stops. Tests:
 //! `tests/proxy.rs` (public API, including §5.3's hard case 2) and
-//! `runtime/export_wired_tests.rs` (exports and forged targets by hand). A handle inside a
+//! `runtime/export/wired_tests.rs` (exports and forged targets by hand). A handle inside a
 //! message (`crate::trust::travel`, §5.2 item 6) is exported by its encoder (a local handle:
 //! [`ExportTable::export`] on any worker of the owner's rank, or in a loopback run any
 //! worker) and received on the owner's rank with [`ExportTable::receive_on_owner`], whose
@@ -807,6 +807,8 @@ impl<P: ExportedProp> Owner<P> {
 
 #[cfg(all(test, not(fw_loom)))]
 pub(crate) mod tests;
+#[cfg(all(test, not(fw_loom)))]
+mod wired_tests;
 
 #[cfg(all(test, not(fw_loom)))]
 mod sim;

@@ -15,8 +15,6 @@
 
 pub(crate) mod context;
 pub(crate) mod export;
-#[cfg(test)]
-mod export_wired_tests;
 
 pub(crate) mod free;
 pub(crate) mod latch;

@@ -1761,5 +1761,4 @@ impl<'b> RespSegment<'b, '_> {
 }
 
 #[cfg(test)]
-#[path = "envelope_tests.rs"]
 mod tests;

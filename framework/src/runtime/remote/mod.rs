@@ -113,7 +113,7 @@
 //!
 //! A record whose table or word differs from the remembered one is checked in full, so a
 //! batch whose records alternate between exports, or between tables on one export, is
-//! checked record by record (`export_wired_tests`,
+//! checked record by record (`export::wired_tests`,
 //! `batches_alternating_between_targets_and_tables_are_checked_per_record`).
 //!
 //! **Why quiescence counting stays exact.** Each arrow creates its successor before it

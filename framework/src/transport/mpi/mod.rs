@@ -165,7 +165,7 @@ impl MpiLink {
         })
     }
 
-    /// Takes the endpoints back, in worker order, for `endpoint::Transport::close`
+    /// Takes the endpoints back, in worker order, for `endpoint::Endpoints::close`
     /// (after the workers stopped; any later use of the link ends the job).
     pub(crate) fn take_endpoints(&self) -> Vec<Endpoint> {
         self.ends.iter().filter_map(|s| s.end.with(Option::take)).map(|end| end.ep).collect()

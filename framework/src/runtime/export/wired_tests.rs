@@ -6,8 +6,8 @@
 //! dropped there. The exports are made by hand here, except in the last test, which forges a
 //! proxy handle (the importer side, `tests/proxy.rs` through the public API).
 
-use super::context;
-use super::export::{wire_target, W0};
+use super::{wire_target, W0};
+use crate::runtime::context;
 use crate::sync::Ordering;
 use crate::wire::envelope::{release_body, CONTROL_RELEASE};
 use crate::Runtime;
