@@ -19,15 +19,24 @@ pub(crate) const LOOPBACK_CONTROL: u64 = crate::wire::code_id::CONTROL_IDS;
 /// The table that stands for a [`LOOPBACK_CONTROL`] record in a batch's list of tables: a
 /// serialized argument, no result. Its `magic` is 0, so it is not a `RemoteVTable` any code id
 /// can name, and its `run` refuses.
-pub(crate) static LOOPBACK_TABLE: RemoteVTable = RemoteVTable {
-    magic: 0,
-    arg_bytes: crate::wire::remote::LEN_PREFIXED,
-    result_bytes: 0,
-    kind: 0,
-    run: refuse_loopback_run,
-    target_type: std::any::type_name::<()>,
-    run_uniform: None,
-};
+pub(crate) static LOOPBACK_TABLE: RemoteVTable = control_table(0);
+
+/// The one definition of the tables that stand for control records ([`LOOPBACK_TABLE`] and
+/// the five typed ones): `magic` 0, so no code id names them; a length-prefixed argument (not
+/// a fixed size: a control record never goes into a uniform segment); `result_bytes` of
+/// result; a `run` that refuses (the transport runs control records itself). Each table is
+/// its own `static`: a record's control id is its table's address ([`control_id`]).
+const fn control_table(result_bytes: u32) -> RemoteVTable {
+    RemoteVTable {
+        magic: 0,
+        arg_bytes: crate::wire::remote::LEN_PREFIXED,
+        result_bytes,
+        kind: 0,
+        run: refuse_loopback_run,
+        target_type: std::any::type_name::<()>,
+        run_uniform: None,
+    }
+}
 
 /// `run` of [`LOOPBACK_TABLE`]: a loopback control record is run by the loopback transport
 /// itself, never through a table.
@@ -127,61 +136,20 @@ pub(crate) const JOINED_PANIC: u32 = 1;
 /// The table that stands for a [`CONTROL_SPAWN`] record in a batch's list of tables (no
 /// result). Like [`LOOPBACK_TABLE`] its `magic` is 0 (no code id names it) and its `run`
 /// refuses: the transport runs control records itself.
-pub(crate) static SPAWN_TABLE: RemoteVTable = RemoteVTable {
-    magic: 0,
-    arg_bytes: crate::wire::remote::LEN_PREFIXED,
-    result_bytes: 0,
-    kind: 0,
-    run: refuse_loopback_run,
-    target_type: std::any::type_name::<()>,
-    run_uniform: None,
-};
+pub(crate) static SPAWN_TABLE: RemoteVTable = control_table(0);
 
 /// The table that stands for a [`CONTROL_LAUNCH`] record (as [`SPAWN_TABLE`]).
-pub(crate) static LAUNCH_TABLE: RemoteVTable = RemoteVTable {
-    magic: 0,
-    arg_bytes: crate::wire::remote::LEN_PREFIXED,
-    result_bytes: 0,
-    kind: 0,
-    run: refuse_loopback_run,
-    target_type: std::any::type_name::<()>,
-    run_uniform: None,
-};
+pub(crate) static LAUNCH_TABLE: RemoteVTable = control_table(0);
 
 /// The table that stands for a [`CONTROL_JOINED`] record (as [`SPAWN_TABLE`]).
-pub(crate) static JOINED_TABLE: RemoteVTable = RemoteVTable {
-    magic: 0,
-    arg_bytes: crate::wire::remote::LEN_PREFIXED,
-    result_bytes: 0,
-    kind: 0,
-    run: refuse_loopback_run,
-    target_type: std::any::type_name::<()>,
-    run_uniform: None,
-};
+pub(crate) static JOINED_TABLE: RemoteVTable = control_table(0);
 
 /// The table that stands for a [`CONTROL_GRANT`] record (as [`SPAWN_TABLE`], with an 8-byte
 /// result: the weight granted).
-pub(crate) static GRANT_TABLE: RemoteVTable = RemoteVTable {
-    magic: 0,
-    // Not a fixed size: a control record never goes into a uniform segment.
-    arg_bytes: crate::wire::remote::LEN_PREFIXED,
-    result_bytes: 8,
-    kind: 0,
-    run: refuse_loopback_run,
-    target_type: std::any::type_name::<()>,
-    run_uniform: None,
-};
+pub(crate) static GRANT_TABLE: RemoteVTable = control_table(8);
 
 /// The table that stands for a [`CONTROL_RELEASE`] record (as [`SPAWN_TABLE`]).
-pub(crate) static RELEASE_TABLE: RemoteVTable = RemoteVTable {
-    magic: 0,
-    arg_bytes: crate::wire::remote::LEN_PREFIXED,
-    result_bytes: 0,
-    kind: 0,
-    run: refuse_loopback_run,
-    target_type: std::any::type_name::<()>,
-    run_uniform: None,
-};
+pub(crate) static RELEASE_TABLE: RemoteVTable = control_table(0);
 
 /// The control id `vt` stands for, if it is one of the control tables.
 pub(crate) fn control_id(vt: &RemoteVTable) -> Option<u64> {
