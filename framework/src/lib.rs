@@ -142,6 +142,8 @@
 mod channel;
 mod error;
 mod fiber;
+#[cfg(feature = "testing")]
+mod forge;
 mod plain;
 mod property;
 pub mod rack;
@@ -149,13 +151,15 @@ mod run_ids;
 mod runtime;
 mod stats;
 mod sync;
+mod transport;
 mod trust;
 pub mod wire;
 
 pub use error::{Error, Result};
-pub use plain::Plain;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
-pub use runtime::forge::{forge_envelope, Forgery};
+pub use forge::{forge_envelope, Forgery};
+pub use plain::Plain;
 pub use runtime::{
     current_worker, in_delegated_context, local_workers, num_workers, pin_current_thread, rank_of,
     spawn, spawn_local_on, spawn_on, stats, wait_quiescent, yield_now, Builder, JoinHandle,

@@ -14,4 +14,5 @@ pub(crate) mod batch;
 pub(crate) mod prefetch;
 pub(crate) mod queue;
 pub(crate) mod record;
+pub(crate) mod result;
 pub(crate) mod slot;

@@ -32,7 +32,7 @@
 //!
 //! A remote-capable record type's [`VTable`] also names its [`RemoteHook`]: the
 //! `RemoteVTable` a trustee of another rank runs it with, and the translations between the
-//! record and its wire form (the transport seam, `crate::runtime::transport`).
+//! record and its wire form (the transport seam, `crate::runtime::remote`).
 //!
 //! Where records live and move: [`super::queue`] (the client's queue, which writes them with
 //! [`write()`]); [`super::batch`] runs the request halves of a batch copied into a slot, and the
@@ -50,7 +50,7 @@
 //!    user code runs: the request closure by `run_request` (the trustee's copy, or in place by
 //!    `run_in_place`) or `drop_request`, or, for a batch to another rank, by its
 //!    [`RemoteHook::take_arg`] (the argument becomes wire bytes) or by moving its bytes into a
-//!    loopback control record (`crate::runtime::transport`), whose serving worker runs it
+//!    loopback control record (`crate::runtime::remote`), whose serving worker runs it
 //!    with `run_request`; the completion by `run_completion`, `run_in_place` or
 //!    `drop_completion`. Consumed bytes are dead.
 //! 3. Closure bytes are moved only by `memcpy` (buffer growth, compaction, appends, the copy
@@ -64,11 +64,43 @@
 
 use super::batch::{complete_uniform, run_in_place_uniform, serve_uniform, Outcomes};
 use super::slot::PanicPayload;
-use crate::wire::remote::RemoteVTable;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr;
+use std::ptr::NonNull;
+
+/// The compile-time half of the travel rule (`docs/rack-mode.md` §2.2), in the body of every
+/// remote-capable entry point: the closure `F` captures nothing, and the argument `A` and the
+/// result `U` fit a record inline. Evaluated per instantiation, so a violation is an error of
+/// the build (not of `cargo check`) that prints the message below.
+macro_rules! travel_check {
+    (F = $f:ty) => {
+        const {
+            assert!(
+                std::mem::size_of::<$f>() == 0,
+                "skein: a closure sent to a trustee must capture nothing: pass its data as the \
+                 argument (a skein::Plain value) or serialize it with apply_with"
+            )
+        }
+    };
+    (F = $f:ty, A = $a:ty, U = $u:ty) => {
+        $crate::channel::record::travel_check!(F = $f);
+        const {
+            assert!(
+                std::mem::size_of::<$a>() <= $crate::channel::record::INLINE_MAX,
+                "skein: a Plain argument takes at most 256 bytes: pass bigger data serialized \
+                 with apply_with"
+            );
+            assert!(
+                std::mem::size_of::<$u>() <= $crate::channel::record::MAX_RESULT_BYTES,
+                "skein: a Plain result takes at most 256 bytes: return bigger data serialized \
+                 with apply_with"
+            );
+        }
+    };
+}
+pub(crate) use travel_check;
 
 /// Closures above this many bytes are boxed instead of stored inline.
 pub(crate) const INLINE_MAX: usize = 256;
@@ -116,7 +148,7 @@ pub(crate) struct VTable {
     /// How the record travels to a trustee of another rank ([`RemoteHook`]); `None` for
     /// closure records (the `*_local` calls and the runtime's internal `post`s), which never
     /// leave their rank (the loopback transport carries the runtime's own as loopback control
-    /// records, `crate::runtime::transport`).
+    /// records, `crate::runtime::remote`).
     pub(crate) remote: Option<&'static RemoteHook>,
 }
 
@@ -125,7 +157,7 @@ pub(crate) type TakeUniform =
     unsafe fn(src: *const u64, stride: usize, n: usize, out: &mut Vec<u8>);
 
 /// How a remote-capable record becomes wire bytes and its wire result becomes the result its
-/// completion reads (`docs/rack-mode.md` §2.4, §3.1): the record's [`RemoteVTable`] and two
+/// completion reads (`docs/rack-mode.md` §2.4, §3.1): the record's `RemoteVTable` and two
 /// translations (with, for `Plain` records, a batch form of the first and a flag for the
 /// second). The client keeps its own record (the completion) as with slots.
 ///
@@ -135,8 +167,9 @@ pub(crate) type TakeUniform =
 /// length-prefixed blob on the wire and a `Vec<u8>` in the result space: `put_result`
 /// translates.
 pub(crate) struct RemoteHook {
-    /// The table a trustee of another rank runs the record with.
-    pub(crate) vt: &'static RemoteVTable,
+    /// The table a trustee of another rank runs the record with (`RemoteVTable`, opaque here:
+    /// the wire layer reads it back, `RemoteHook::vt` in `wire/remote.rs`).
+    pub(crate) code: WireCode,
     /// Appends the record's wire argument to the buffer and consumes its request half
     /// (record invariant 2: it is gone from here, its bytes travel); returns the wire target
     /// word (in a loopback run: the address of the value the request works on).
@@ -163,6 +196,37 @@ pub(crate) struct RemoteHook {
     /// `put_result` a copy): the completions of a uniform batch may read their results from
     /// the response envelope itself.
     pub(crate) wire_result: bool,
+}
+
+/// The wire-level table of a remote-capable record type, opaque to the channel, which knows no
+/// wire format (`docs/ARCHITECTURE.md`, "Layers": the wire layer sits above this one). The
+/// wire layer makes it of its table (`RemoteVTable::code`) and reads it back as that type
+/// (`RemoteHook::vt`), both in `wire/remote.rs`: the only caller of [`WireCode::erase`] and
+/// of [`WireCode::get`], so every `WireCode` is a `&'static RemoteVTable`.
+#[derive(Clone, Copy)]
+pub(crate) struct WireCode(NonNull<()>);
+
+// SAFETY: a `WireCode` is a `&'static` to a `Sync` table ([`WireCode::erase`]), only read.
+unsafe impl Send for WireCode {}
+// SAFETY: as above.
+unsafe impl Sync for WireCode {}
+
+impl WireCode {
+    /// The code of `table`, its type erased.
+    pub(crate) const fn erase<T: Sync>(table: &'static T) -> WireCode {
+        // SAFETY: a reference is never null.
+        WireCode(unsafe { NonNull::new_unchecked(table as *const T as *mut ()) })
+    }
+
+    /// The table this code was made of.
+    ///
+    /// # Safety
+    /// `T` is the type of the table given to [`WireCode::erase`].
+    #[inline(always)]
+    pub(crate) const unsafe fn get<T>(self) -> &'static T {
+        // SAFETY: caller promise: the pointer is a `&'static T`'s.
+        unsafe { &*self.0.as_ptr().cast::<T>() }
+    }
 }
 
 impl VTable {
@@ -456,54 +520,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::Cell as StdCell;
-
-    /// Sums the argument into the result space.
-    struct SumArg;
-    // SAFETY: a test marker; `run` touches only `out`.
-    unsafe impl ArgCall<[u32; 3]> for SumArg {
-        unsafe fn run(_target: *mut u8, arg: [u32; 3], out: *mut u8) -> Option<PanicPayload> {
-            // SAFETY: the test's result space holds 8 bytes.
-            unsafe {
-                ptr::write_unaligned(out as *mut u64, arg.iter().map(|&x| u64::from(x)).sum())
-            };
-            None
-        }
-    }
-
-    struct Eight;
-    impl ResultSize for Eight {
-        const BYTES: u32 = 8;
-    }
-
-    /// The request half of an argument-first record is the argument's own bytes, right after
-    /// the target word; running the record in place runs the code its type names.
-    #[test]
-    fn arg_record_holds_the_argument_bytes() {
-        thread_local!(static GOT: StdCell<u64> = const { StdCell::new(0) });
-        let arg = [7u32, 11, 13];
-        let req = ArgRequest::<[u32; 3], SumArg>::new(arg);
-        let done = |o: Outcome| {
-            assert!(o.panic.is_none());
-            // SAFETY: the request wrote a u64 there.
-            GOT.with(|g| g.set(unsafe { ptr::read_unaligned(o.resp as *const u64) }));
-        };
-        let vt = vtable_of::<_, _, Eight>(&req, &done);
-        // Header, target, 12 bytes of argument in 2 words, no completion bytes.
-        assert_eq!(vt.words, 4);
-        let mut buf = [0u64; 4];
-        let target = 0x1234usize as *mut u8;
-        // SAFETY: the vtable is the pair's own, both fit inline, and buf has 4 free words.
-        unsafe { write(buf.as_mut_ptr(), vt, target, req, done) };
-        assert_eq!(buf[1], 0x1234);
-        // SAFETY: reads the 12 argument bytes written just above.
-        let bytes: [u32; 3] =
-            unsafe { ptr::read_unaligned(buf.as_ptr().add(2) as *const [u32; 3]) };
-        assert_eq!(bytes, arg);
-        // SAFETY: a staged record of this type, both halves live, consumed here once.
-        unsafe { (vt.run_in_place)(buf.as_mut_ptr().add(HEADER_WORDS) as *mut u8) };
-        assert_eq!(GOT.with(|g| g.get()), 31);
-    }
-}
+mod tests;

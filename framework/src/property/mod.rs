@@ -18,7 +18,6 @@
 //!    the runtime stopped), by delegated code that runs to completion without switching fibers,
 //!    so two such references never coexist.
 
-pub(crate) mod proxy;
 pub(crate) mod slab;
 
 use crate::run_ids;

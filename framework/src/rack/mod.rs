@@ -1,13 +1,14 @@
 //! Rack mode: one skein job over several processes (*ranks*) started by `mpirun`.
 //!
 //! What is here: the **bootstrap** (this file and `mpi.rs`: MPI with `MPI_THREAD_MULTIPLE`,
-//! the same-binary check, the job token, fate sharing, [`rank`]/[`ranks`]) and, behind the
-//! `mpi` feature, the **envelope transport** (`transport`: per-worker duplicated
-//! communicators, non-blocking sends with a window per destination rank, `Improbe`/`Imrecv`
-//! receives, a progress call that never blocks). The other pieces of rack mode are built and
+//! the same-binary check, the job token, fate sharing, [`rank`]/[`ranks`]) and the end of a
+//! run over ranks (`outcome`). The **envelope transport** over MPI (per-worker duplicated
+//! communicators, non-blocking sends with a window per destination rank, pre-posted
+//! receives, a progress call that never blocks) is the MPI flavour of `crate::transport`
+//! (`transport/mpi/`). The other pieces of rack mode are built and
 //! tested on their own (the wire format in [`crate::wire`], quiescence over ranks in
 //! `runtime::quiesce_ranks`, reference counting across ranks in `runtime::export` and
-//! `property::proxy`); `link` makes the envelope transport the runtime's transport and
+//! `runtime::proxy`); `crate::transport::mpi` makes the envelope transport the runtime's and
 //! `outcome` ends a run with one outcome on every rank. [`crate::Runtime::run`] on more than
 //! one rank is collective and runs one program over every rank's workers; what crosses ranks
 //! so far is listed in `docs/rack-mode.md`, "Status".
@@ -92,15 +93,11 @@
 #[cfg(feature = "mpi")]
 mod exe_hash;
 #[cfg(feature = "mpi")]
-pub(crate) mod link;
-#[cfg(feature = "mpi")]
 mod mpi;
 #[cfg(any(test, feature = "mpi"))]
 pub(crate) mod outcome;
 #[cfg(all(test, feature = "mpi"))]
 pub(crate) mod relaunch;
-#[cfg(feature = "mpi")]
-pub(crate) mod transport;
 
 use crate::error::{Error, Result};
 use std::cell::Cell;
@@ -276,25 +273,4 @@ fn is_worker_thread() -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn outside_mpirun_is_rank_0_of_1() {
-        // The unit tests never run under mpirun (the multi-rank tests are in tests/rack.rs).
-        assert!(super::init().is_ok());
-        assert_eq!((super::rank(), super::ranks()), (0, 1));
-        assert_eq!(super::job_token(), None);
-        assert!(super::require_one_rank().is_ok());
-    }
-
-    #[test]
-    fn worker_mark_is_per_thread() {
-        assert!(!super::is_worker_thread());
-        std::thread::spawn(|| {
-            super::mark_worker_thread();
-            assert!(super::is_worker_thread());
-        })
-        .join()
-        .unwrap();
-        assert!(!super::is_worker_thread());
-    }
-}
+mod tests;

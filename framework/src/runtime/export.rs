@@ -1,7 +1,7 @@
 //! Reference counting across ranks, the owner side: a trustee's *export table* (one slot per
 //! export of a handle to another rank, holding one local count on the property) and its
 //! *pending returns* (weight given back by other ranks, applied once the requests they issued
-//! have been served). The importer side is [`crate::property::proxy`]. The design is
+//! have been served). The importer side is [`crate::runtime::proxy`]. The design is
 //! `docs/rack-mode.md`, section 5; the argument that it is right is below, next to the code
 //! (it lifts the one of [`super::free`], which stays unchanged within each rank).
 //!
@@ -9,16 +9,16 @@
 //! (`RunState::exports`), each trustee's worker holding its [`Owner`]. A remote
 //! `TrusteeRef::entrust_new` builds the property on its trustee and exports it there
 //! ([`ExportTable::export`], `runtime::spawn::entrust_remote`), answering the export to the
-//! caller, which holds a proxy (`crate::property::proxy`). Every request, `launch` and
+//! caller, which holds a proxy (`crate::runtime::proxy`). Every request, `launch` and
 //! `Release` through a proxy carries the export's wire target ([`wire_target`]), which the
-//! serving trustee resolves with [`Owner::lookup`] (`runtime::transport`, `resolve_target`:
+//! serving trustee resolves with [`Owner::lookup`] (`runtime::remote::trustee`, `resolve_target`:
 //! an unknown, free or stale `(slot, gen)` refuses the envelope, naming the sending rank). A
 //! `Release` control record (`wire::envelope::CONTROL_RELEASE`), sent by a proxy's last drop
 //! with its rank's `issued` snapshot (`runtime::free::proxy_dropped`), goes to
 //! [`Owner::schedule_release`]; the worker loop applies what is ready ([`Owner::process`])
 //! after polling the transport, and calls [`Owner::end_of_run`] when it stops. Tests:
 //! `tests/proxy.rs` (public API, including §5.3's hard case 2) and
-//! `runtime/export_wired_tests.rs` (exports and forged targets by hand). A handle inside a
+//! `runtime/export/wired_tests.rs` (exports and forged targets by hand). A handle inside a
 //! message (`crate::trust::travel`, §5.2 item 6) is exported by its encoder (a local handle:
 //! [`ExportTable::export`] on any worker of the owner's rank, or in a loopback run any
 //! worker) and received on the owner's rank with [`ExportTable::receive_on_owner`], whose
@@ -75,7 +75,7 @@
 //! # Why it is right
 //!
 //! * **Never early.** Weight moves *with* a handle, in the message that carries it, and a
-//!   proxy never gives away its last unit ([`crate::property::proxy`]); so while a handle
+//!   proxy never gives away its last unit ([`crate::runtime::proxy`]); so while a handle
 //!   derived from an export exists anywhere (a proxy, a message in flight, a return not yet
 //!   applied), some of the slot's weight is outside `returned`, and `returned < budget`
 //!   (invariant 5). The export count is dropped only at `returned == budget`: no handle of
@@ -126,7 +126,7 @@
 //!
 //! * `sim` (unit tests): a seeded simulation of three or four fake ranks in one thread (the
 //!   owner with local handles, two or three importers of one or two workers each), over this
-//!   module and [`crate::property::proxy`] with small weights (so that grants and weight 1
+//!   module and [`crate::runtime::proxy`] with small weights (so that grants and weight 1
 //!   happen): handles move A→B→C and back to the owner while holders clone, issue requests
 //!   (issued counters, per-pair FIFO queues served at random moments) and drop; messages
 //!   arrive in any order. It checks weight conservation (invariant 5, weight ≥ 1 everywhere)
@@ -147,11 +147,10 @@
 //!   under it).
 
 // A few pieces (`with_w0`, `weights`, `pending`) serve the tests and models only.
-#![cfg_attr(any(not(test), fw_loom), allow(dead_code))]
 
 use super::free;
-use crate::property::proxy::Release;
 use crate::property::PropPtr;
+use crate::runtime::proxy::Release;
 use crate::sync::proto::{AtomicU64, Mutex, UnsafeCell};
 use crate::sync::Ordering;
 use std::cell::Cell;
@@ -389,6 +388,7 @@ impl<P: ExportedProp> ExportTable<P> {
     }
 
     /// The trustee whose properties this table exports.
+    #[cfg(all(test, not(fw_loom)))]
     pub(crate) fn trustee(&self) -> usize {
         self.trustee
     }
@@ -598,6 +598,7 @@ impl<P> std::fmt::Debug for Owner<P> {
 
 impl<P: ExportedProp> Owner<P> {
     /// The table.
+    #[cfg(all(test, not(fw_loom)))]
     pub(crate) fn table(&self) -> &Arc<ExportTable<P>> {
         &self.table
     }
@@ -642,6 +643,7 @@ impl<P: ExportedProp> Owner<P> {
     }
 
     /// `(budget, returned)` of a live slot.
+    #[cfg(all(test, not(fw_loom)))]
     pub(crate) fn weights(&self, slot: u32, gen: u32) -> Result<(u128, u128), LookupError> {
         let (e, _) = self.live(slot, gen)?;
         // SAFETY: the owner alone touches these while the entry is live (invariant 1).
@@ -740,6 +742,7 @@ impl<P: ExportedProp> Owner<P> {
     }
 
     /// Returns waiting.
+    #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
         self.pending.len()
     }
@@ -804,6 +807,8 @@ impl<P: ExportedProp> Owner<P> {
 
 #[cfg(all(test, not(fw_loom)))]
 pub(crate) mod tests;
+#[cfg(all(test, not(fw_loom)))]
+mod wired_tests;
 
 #[cfg(all(test, not(fw_loom)))]
 mod sim;

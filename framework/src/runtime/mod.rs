@@ -15,16 +15,17 @@
 
 pub(crate) mod context;
 pub(crate) mod export;
-#[cfg(test)]
-mod export_wired_tests;
-pub(crate) mod forge;
+
 pub(crate) mod free;
 pub(crate) mod idle;
+pub(crate) mod latch;
+pub(crate) mod proxy;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
+pub(crate) mod refusal;
+pub(crate) mod remote;
 pub(crate) mod run_state;
 pub(crate) mod spawn;
-pub(crate) mod transport;
 pub(crate) mod worker;
 
 pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
@@ -163,7 +164,8 @@ impl Builder {
 
     /// Test hook of the loopback transport: flips byte `at` of the first request envelope it
     /// sends, so that a test can check that a corrupted envelope is refused with a clear error
-    /// (never undefined behaviour). Not part of the API.
+    /// (never undefined behaviour). Not part of the API (feature `testing`).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn loopback_corrupt_first_envelope(mut self, at: usize) -> Self {
         self.cfg.loopback_corrupt = Some(at);
@@ -468,7 +470,8 @@ impl Runtime {
         R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
     {
         use crate::rack::outcome::{self, MainFailure, RankReport};
-        use crate::rack::{link::MpiLink, transport as mt};
+        use crate::transport::mpi::endpoint as mt;
+        use crate::transport::mpi::MpiLink;
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };
         let w = self.cfg.workers;

@@ -80,7 +80,7 @@ pub(crate) enum Split {
         job_run: u32,
         rank: usize,
         ranks: usize,
-        transport: Box<dyn super::transport::Transport>,
+        transport: Box<dyn crate::transport::Transport>,
         all_reduce: AllReduceBox,
     },
 }
@@ -121,7 +121,7 @@ pub(crate) struct RunState {
     pair_stride: usize,
     /// The transport for pairs across ranks: the loopback transport in a loopback run, the
     /// MPI link in a run over MPI, else none (`docs/rack-mode.md` §4.1).
-    pub(crate) transport: Option<Box<dyn super::transport::Transport>>,
+    pub(crate) transport: Option<Box<dyn crate::transport::Transport>>,
     /// Each rank's all-reduce for quiescence detection across ranks
     /// (`super::quiesce_ranks`), until its first worker takes it; empty when not split.
     all_reduces: Mutex<Vec<Option<AllReduceBox>>>,
@@ -133,8 +133,6 @@ pub(crate) struct RunState {
     /// The export tables of a split run, one per global trustee (`docs/rack-mode.md` §5.2
     /// item 1; empty when the run is not split): any worker of the trustee's rank exports
     /// through its trustee's table.
-    // Exports are made only by the tests until remote handles hold proxies (step 6 item 2).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) exports: Box<[Arc<ExportTable<PropPtr>>]>,
     /// The trustees' [`Owner`] parts until each worker takes its own ([`RunState::take_owner`]).
     owners: Mutex<Vec<Option<Owner<PropPtr>>>>,
@@ -157,7 +155,7 @@ impl RunState {
 
     fn new(cfg: Config, run_id: u32, split: Split) -> RunState {
         let w = cfg.workers;
-        type Parts = (usize, usize, Option<usize>, Option<Box<dyn super::transport::Transport>>);
+        type Parts = (usize, usize, Option<usize>, Option<Box<dyn crate::transport::Transport>>);
         let mut job_run = run_id;
         let (n, ranks, mpi_rank, transport, all_reduces): (_, _, _, _, Vec<Option<AllReduceBox>>) =
             match split {
@@ -168,12 +166,12 @@ impl RunState {
                         ranks,
                         None,
                         (ranks > 1).then(|| {
-                            Box::new(super::transport::Loopback::new(
+                            Box::new(crate::transport::loopback::Loopback::new(
                                 w,
                                 ranks,
                                 run_id,
                                 cfg.loopback_corrupt,
-                            )) as Box<dyn super::transport::Transport>
+                            )) as Box<dyn crate::transport::Transport>
                         }),
                     );
                     let ar = if ranks > 1 {

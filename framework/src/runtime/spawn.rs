@@ -11,11 +11,12 @@
 //! is recorded as the run's error.
 
 use super::context;
+use super::refusal::{no_transport, not_local};
 use super::run_state::RunState;
 use super::worker::Worker;
+use crate::channel::record::travel_check;
 use crate::error::panic_message;
 use crate::sync::{Arc, Mutex};
-use crate::trust::travel_check;
 use crate::wire::code_id::code_id;
 use crate::wire::envelope::{CONTROL_LAUNCH, CONTROL_SPAWN};
 use crate::wire::remote::{push_plain, read_plain, RemoteVTable};
@@ -202,7 +203,7 @@ where
     check_worker(w, worker, "spawn_on");
     if !w.is_local(worker) {
         if w.remote.is_none() {
-            crate::trust::no_transport(worker, "spawn_on");
+            no_transport(worker, "spawn_on");
         }
         return spawn_remote(w, worker, arg, f);
     }
@@ -211,7 +212,7 @@ where
 
 /// [`spawn_on`] for a worker of another rank: a `Spawn` control record carrying the
 /// `RemoteVTable::of_spawn` code id of `F` and `arg`'s bytes; its `Joined` record completes
-/// the handle's cell on this worker (`super::transport`, "Control records").
+/// the handle's cell on this worker (`super::remote`, "Control records").
 fn spawn_remote<A, R, F>(w: &Worker, worker: usize, arg: A, f: F) -> JoinHandle<R>
 where
     A: Plain,
@@ -253,12 +254,16 @@ where
     move |a: A| -> [u64; 3] {
         let w = context::expect("entrust_new");
         let value = f(a);
-        let t =
-            crate::Trust::new(crate::property::alloc(value, w.run_id, w.index), w.index, w.run_id);
+        let prop = crate::property::alloc(value, w.run_id, w.index);
+        let prop = crate::property::PropPtr::of(prop, w.index, w.run_id);
         let table = w.run_state.exports.get(w.index).expect("skein: entrust_new: no export table");
-        let ex = table.export(t.prop_ptr()).unwrap_or_else(|e| panic!("skein: entrust_new: {e}"));
-        // The export count now holds the property; the builder's handle goes.
-        drop(t);
+        let ex = table.export(prop).unwrap_or_else(|e| panic!("skein: entrust_new: {e}"));
+        // The export count now holds the property; the builder's count goes (as a handle's
+        // drop: never the last count here, the export holds one).
+        // SAFETY: the builder's count, taken by `alloc`, keeps the property alive until here.
+        if super::free::drop_ref(unsafe { prop.head_ptr().as_ref() }) {
+            super::free::release_last(prop, w.run_id);
+        }
         [u64::from(ex.slot), u64::from(ex.gen), ex.weight]
     }
 }
@@ -279,13 +284,13 @@ where
 
 /// `TrusteeRef::entrust_new_then` on a trustee of another rank: the remote spawn of
 /// [`entrust_remote`], without waiting. Its `Joined` record is served on this worker (as
-/// delegated code, `super::transport`, "Control records"), which calls `done` with the
+/// delegated code, `super::remote`, "Control records"), which calls `done` with the
 /// export `[slot, generation, weight]`, or with the panic message of `f` on the trustee
 /// (naming its rank and worker). `done` returns `Err` for an answer that cannot be a handle
 /// (the record is then refused, naming the trustee's rank); a result of the wrong size is
 /// refused before `done` runs. Quiescence: `done` runs while the `Joined` record is served,
 /// so whatever it issues is created before that record counts as finished (step 4 of
-/// `super::transport`'s counting argument).
+/// `super::remote`'s counting argument).
 pub(crate) fn entrust_remote_then<A, T, F>(
     w: &Worker,
     trustee: usize,
@@ -313,7 +318,7 @@ fn export_remote_then<A, E>(
     E: FnOnce(A) -> [u64; 3] + Copy + Send + 'static,
 {
     if w.remote.is_none() {
-        crate::trust::no_transport(trustee, "entrust_new_then");
+        no_transport(trustee, "entrust_new_then");
     }
     let join = w.register_join(Box::new(move |r: Result<&[u8], &str>| match r {
         Ok(bytes) => {
@@ -399,9 +404,9 @@ where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
     if w.remote.is_none() {
-        crate::trust::no_transport(trustee, "launch");
+        no_transport(trustee, "launch");
     }
-    let vt = RemoteVTable::of_launch::<T, A, U, F>(&f);
+    let vt = RemoteVTable::of_launch::<super::latch::Latch<T>, A, U, F>(&f);
     let (cell, join) = remote_join::<U>(w);
     let mut body = Vec::with_capacity(16 + vt.arg_bytes as usize);
     body.extend_from_slice(&code_id(vt).to_le_bytes());
@@ -469,7 +474,7 @@ where
     let w = context::expect("spawn_local_on");
     check_worker(w, worker, "spawn_local_on");
     if !w.is_local(worker) {
-        crate::trust::not_local(worker, "spawn_local_on", "spawn_on");
+        not_local(worker, "spawn_local_on", "spawn_on");
     }
     spawn_fiber(w, worker, f)
 }

@@ -26,6 +26,7 @@ use crate::fiber::{self, Fiber, StackPool};
 use crate::property::PropPtr;
 use crate::sync::proto::{self, AtomicU64};
 use crate::sync::{bump, Arc, Ordering};
+use crate::transport::IdlePolicy;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 
@@ -107,7 +108,7 @@ pub(crate) struct Worker {
     /// The first global id of this worker's rank.
     rank_lo: usize,
     /// The transport's per-worker state, in a split run (MPI or loopback).
-    pub(super) remote: Option<Box<super::transport::RemoteSide>>,
+    pub(super) remote: Option<Box<super::remote::RemoteSide>>,
     /// Quiescence detection across ranks, on the first worker of each rank of a split run
     /// (`super::quiesce_ranks`); one rank's worker 0 uses [`quiesce::detect`] instead.
     detector: Option<RefCell<Detector<AllReduceBox>>>,
@@ -153,7 +154,7 @@ impl Worker {
             local_n,
             rank,
             rank_lo,
-            remote: run_state.is_split().then(|| Box::new(super::transport::RemoteSide::new(n))),
+            remote: run_state.is_split().then(|| Box::new(super::remote::RemoteSide::new(n))),
             detector,
             index,
             n,
@@ -174,6 +175,20 @@ impl Worker {
             quiesce_waiters: RefCell::default(),
             next_spawn: Cell::new(index),
         })
+    }
+
+    /// The pair sequence number of the next request batch from this worker to worker `to`
+    /// (the forge test hook, `crate::forge`, writes its envelope under it).
+    #[cfg(feature = "testing")]
+    pub(crate) fn next_pair_seq(&self, to: usize) -> u64 {
+        self.clients[to].sent.get() + 1
+    }
+
+    /// Whether this worker's export table holds the live export `(slot, gen)` (the forge test
+    /// hook waits until a dropped export is stale).
+    #[cfg(feature = "testing")]
+    pub(crate) fn export_live(&self, slot: u32, gen: u32) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.borrow().lookup(slot, gen).is_ok())
     }
 
     /// True when global worker `g` is on this worker's rank (its fake rank in a loopback run).
@@ -640,12 +655,12 @@ impl Worker {
 
     /// Runs the worker loop until shutdown.
     pub(crate) fn run_loop(&self) {
-        let policy = if self.run_state.mpi_rank.is_some() {
-            Policy::Ranks
-        } else if self.remote.is_some() {
-            Policy::Loopback
-        } else {
-            Policy::Local
+        // The transport's kind of waiting (`crate::transport::IdlePolicy`): none in one process
+        // (workers park), in memory (a loopback split), or over a network (MPI).
+        let policy = match self.run_state.transport.as_deref().map(|t| t.idle_policy()) {
+            None => Policy::Local,
+            Some(IdlePolicy::Memory) => Policy::Loopback,
+            Some(IdlePolicy::Network) => Policy::Ranks,
         };
         let sleepers = &self.run_state.sleepers;
         sleepers.register(self.index);
@@ -799,7 +814,7 @@ impl Worker {
         // this worker's sends before the transport is closed. An aborted run may have
         // rendezvous sends that a stopped peer never receives: give up on those after a while
         // (their buffers are leaked, never freed under MPI's feet).
-        if self.run_state.mpi_rank.is_some() {
+        if policy == Policy::Ranks {
             if let Some(t) = self.run_state.transport.as_deref() {
                 let limit = std::time::Duration::from_secs(5);
                 if !t.drain(self.index, limit) && !self.run_state.aborted.load(Ordering::Acquire) {

@@ -33,15 +33,15 @@
 
 use super::OnProp;
 use super::{
-    arg_request, call_blocking, issue, take_uniform_wire, travel_check, wire_word, Place, Trust,
-    TrusteeRef,
+    arg_request, call_blocking, issue, take_uniform_wire, wire_word, Place, Trust, TrusteeRef,
 };
+use crate::channel::record::travel_check;
 use crate::channel::record::{ArgCall, ArgRequest, RemoteHook};
+use crate::channel::result::PlainSpace;
+use crate::channel::result::ResultSpace;
 use crate::channel::slot::PanicPayload;
 use crate::runtime::context;
 use crate::runtime::worker::Outcome;
-use crate::trust::result::PlainSpace;
-use crate::trust::result::ResultSpace;
 use crate::wire::remote::{Element as RemoteElement, Of};
 use crate::Plain;
 use std::cell::RefCell;
@@ -599,7 +599,7 @@ where
     F: FnOnce(&mut T, A) -> U + Copy + Send + 'static,
 {
     const REMOTE: Option<&'static RemoteHook> = Some(&RemoteHook {
-        vt: Of::<T, A, U, F, RemoteElement>::VT,
+        code: Of::<T, A, U, F, RemoteElement>::VT.code(),
         take_arg: take_elem_arg::<T, A>,
         put_result: super::put_plain_result::<U>,
         take_uniform: Some(take_elem_uniform::<T, A>),
@@ -622,7 +622,7 @@ where
         match r {
             Ok(u) => {
                 // SAFETY: caller promise: `out` holds `PlainSpace::<U>::BYTES` bytes.
-                unsafe { super::result::write_plain(out, u) };
+                unsafe { crate::channel::result::write_plain(out, u) };
                 None
             }
             Err(p) => Some(p),
@@ -693,32 +693,4 @@ fn out_of_bounds(i: usize, len: usize) -> ! {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::TrustArray;
-
-    /// A received array must have one part per worker of the run, part `t` on worker `t`;
-    /// otherwise it is refused (its handles given back), naming what is wrong.
-    #[test]
-    fn a_received_array_has_one_part_per_worker_in_order() {
-        let rt = crate::Runtime::builder().workers(2).build().unwrap();
-        let (short, swapped, fine) = rt
-            .run(|| {
-                let h = |t: usize| crate::trustee(t).entrust_new((), |()| vec![7u64; 2]);
-                let short = TrustArray::<u64>::received(4, vec![h(0)]).err();
-                let swapped = TrustArray::<u64>::received(4, vec![h(1), h(0)]).err();
-                let fine = TrustArray::<u64>::received(4, vec![h(0), h(1)])
-                    .map(|a| (0..a.len()).map(|i| a.apply(i, (), |v, ()| *v)).sum::<u64>());
-                (short, swapped, fine)
-            })
-            .unwrap();
-        assert_eq!(
-            short.as_deref(),
-            Some(
-                "a TrustArray of 1 part received in a run of 2 workers (one part per worker \
-                 expected)"
-            )
-        );
-        assert_eq!(swapped.as_deref(), Some("part 0 of a received TrustArray is on worker 1"));
-        assert_eq!(fine, Ok(28));
-    }
-}
+mod tests;

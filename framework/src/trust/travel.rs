@@ -51,11 +51,11 @@
 //!    or count becomes at most one handle.
 
 use super::{Trust, PROXY_BIT, RUN_MASK, RUN_SHIFT};
-use crate::property::proxy::{Grant, Proxy};
 use crate::property::PropPtr;
 use crate::runtime::context;
 use crate::runtime::export::{wire_target, MAX_GEN};
 use crate::runtime::free;
+use crate::runtime::proxy::{Grant, Proxy};
 use crate::runtime::worker::Worker;
 use std::any::TypeId;
 use std::cell::RefCell;

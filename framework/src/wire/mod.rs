@@ -11,7 +11,7 @@
 //! known only by its bytes), `code_id` (naming a table across processes, and checking a
 //! name) and `envelope` (the byte layout of request and response envelopes, their encoders
 //! and their validation). The runtime uses them through its transport seam
-//! (`crate::runtime::transport`): the MPI transport of a run over `mpirun` ranks
+//! (`crate::runtime::remote`): the MPI transport of a run over `mpirun` ranks
 //! (`crate::rack`) and the loopback transport of a split run (`Builder::loopback_ranks`)
 //! carry the same envelopes. Some items are still used by tests only.
 //!
@@ -31,10 +31,7 @@
 //!    batches in flight, and reads each result (`remote::read_plain`, or `codec::decode`)
 //!    and each panic message.
 
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod code_id;
 pub mod codec;
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod envelope;
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod remote;

@@ -13,8 +13,8 @@
 //! served), and processes again.
 
 use super::*;
-use crate::property::proxy::{Proxy, Release};
 use crate::property::PropHead;
+use crate::runtime::proxy::{Proxy, Release};
 use crate::runtime::run_state::WorkerCounters;
 use crate::sync::proto::AtomicUsize;
 use crate::sync::proto::Mutex;

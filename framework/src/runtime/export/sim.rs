@@ -8,7 +8,7 @@
 
 use super::tests::Fake;
 use super::*;
-use crate::property::proxy::{Proxy, Release};
+use crate::runtime::proxy::{Proxy, Release};
 use crate::runtime::run_state::WorkerCounters;
 use std::ptr::NonNull;
 

@@ -1,8 +1,8 @@
 //! Unit tests of the export table and the owner's returns, over a stand-in property.
 
 use super::*;
-use crate::property::proxy::Release;
 use crate::property::PropHead;
+use crate::runtime::proxy::Release;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering as O};
 
@@ -358,7 +358,7 @@ fn many_exports_across_chunks_and_threads() {
 /// keeps the slot, and so the property, until C's proxy is released behind C's requests.
 #[test]
 fn hard_case_1_a_handle_sent_on_while_the_sender_drops() {
-    use crate::property::proxy::Proxy;
+    use crate::runtime::proxy::Proxy;
     use crate::runtime::run_state::WorkerCounters;
     let counters: Vec<Vec<WorkerCounters>> = (0..3).map(|_| vec![WorkerCounters::new(3)]).collect();
     let (table, mut owner) = ExportTable::new(0);
@@ -395,7 +395,7 @@ fn hard_case_1_a_handle_sent_on_while_the_sender_drops() {
 /// 10^4 are served.
 #[test]
 fn hard_case_2_the_last_drop_overtakes_queued_requests() {
-    use crate::property::proxy::Proxy;
+    use crate::runtime::proxy::Proxy;
     use crate::runtime::run_state::WorkerCounters;
     let a_workers: Vec<WorkerCounters> = (0..2).map(|_| WorkerCounters::new(4)).collect();
     let (table, mut owner) = ExportTable::new(1);

@@ -6,8 +6,8 @@
 //! dropped there. The exports are made by hand here, except in the last test, which forges a
 //! proxy handle (the importer side, `tests/proxy.rs` through the public API).
 
-use super::context;
-use super::export::{wire_target, W0};
+use super::{wire_target, W0};
+use crate::runtime::context;
 use crate::sync::Ordering;
 use crate::wire::envelope::{release_body, CONTROL_RELEASE};
 use crate::Runtime;
@@ -210,7 +210,7 @@ fn release_waits_for_the_requests_its_snapshot_counts() {
 /// sending rank and the reason, and nothing runs on a wrong value.
 #[test]
 fn forged_proxy_targets_are_refused_naming_the_rank() {
-    use crate::property::proxy::Proxy;
+    use crate::runtime::proxy::Proxy;
     for (bump_slot, bump_gen, what) in [(0, 1, "generation"), (1000, 0, "out of range")] {
         let r = runtime().run(move || {
             let w = context::expect("test");
@@ -242,7 +242,7 @@ fn forged_proxy_targets_are_refused_naming_the_rank() {
 /// record's table was made for with the type its export recorded.
 #[test]
 fn a_live_export_of_another_type_is_refused() {
-    use crate::property::proxy::Proxy;
+    use crate::runtime::proxy::Proxy;
     let r = runtime().run(move || {
         let w = context::expect("test");
         let t = crate::trustee(2).entrust_new(7u64, |n| n);
@@ -294,7 +294,7 @@ fn batches_alternating_between_targets_and_tables_are_checked_per_record() {
     });
     r.expect("alternating targets and tables are served");
 
-    use crate::property::proxy::Proxy;
+    use crate::runtime::proxy::Proxy;
     static RAN: AtomicUsize = AtomicUsize::new(0);
     // The forged record in the batch of the good ones (a mixed segment), or in a batch of
     // its own after them (a uniform segment, run in one loop).

@@ -1,5 +1,4 @@
-//! The MPI envelope transport (`super::transport`) as the runtime's
-//! [`Transport`](crate::runtime::transport::Transport): what the worker loop calls in a run
+//! The MPI envelope transport ([`endpoint`]) as a [`Transport`]: what the worker loop calls in a run
 //! over MPI ranks (`Runtime::run` under `mpirun`, `docs/rack-mode.md` §4).
 //!
 //! # Shape
@@ -22,7 +21,7 @@
 //! in the worker's backlog, and [`MpiLink::progress`] (every loop pass) retries the backlog
 //! in order. The backlog is bounded by the runtime's credits: at most `IN_FLIGHT` request
 //! envelopes per (client, remote trustee) pair are outstanding, each answered by one
-//! response envelope (`runtime::transport`), so a worker holds at most
+//! response envelope (`runtime::remote`), so a worker holds at most
 //! `IN_FLIGHT · (R − 1) · W` envelopes in its window and backlog together.
 //!
 //! # Global ids
@@ -30,8 +29,12 @@
 //! The runtime names workers by global id `g = r·W + w`; the endpoints by (rank, local
 //! worker): `(g / W, g % W)`.
 
-use super::transport::{Endpoint, SendError};
-use crate::runtime::transport::{Arrived, Transport};
+pub(crate) mod endpoint;
+
+use super::{Arrived, IdlePolicy, Transport, BATCH_RESULT_BYTES, BATCH_WORDS};
+use crate::channel::record::VTable;
+use crate::wire::envelope::{HEADER_BYTES, SEGMENT_HEADER_BYTES};
+use endpoint::{Endpoint, SendError};
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,7 +139,7 @@ pub(crate) struct MpiLink {
 
 impl MpiLink {
     /// The link of rank `rank` over `endpoints` (one per local worker, in order, from
-    /// `super::transport::open`), carrying envelopes of job token `token`.
+    /// `endpoint::open`), carrying envelopes of job token `token`.
     pub(crate) fn new(token: u64, rank: usize, endpoints: Vec<Endpoint>) -> MpiLink {
         let workers = endpoints.len();
         MpiLink {
@@ -162,16 +165,65 @@ impl MpiLink {
         })
     }
 
-    /// Takes the endpoints back, in worker order, for `super::transport::Transport::close`
+    /// Takes the endpoints back, in worker order, for `endpoint::Endpoints::close`
     /// (after the workers stopped; any later use of the link ends the job).
     pub(crate) fn take_endpoints(&self) -> Vec<Endpoint> {
         self.ends.iter().filter_map(|s| s.end.with(Option::take)).map(|end| end.ep).collect()
     }
 }
 
+/// Over MPI, the most words of in-process records, and result bytes, of one batch: small
+/// enough that a request envelope and its response stay under Open MPI's eager limit (4096
+/// bytes with its header; a longer message goes by rendezvous, several times slower:
+/// `docs/rack-mode.md`, facts).
+const MPI_BATCH_WORDS: usize = 400;
+const MPI_BATCH_RESULT_BYTES: usize = 3 << 10;
+/// Over MPI, the most bytes of a request envelope and of its response when the batch is
+/// sized by its wire bytes ([`mpi_batch_limits`]): the rack transport's envelope size `B`
+/// (`transport::mpi::endpoint::DEFAULT_ENVELOPE_BYTES`, under Open MPI's 4096-byte eager limit with
+/// MPI's own header).
+const MPI_ENVELOPE_BYTES: usize = 4032;
+
+/// The batch limits over MPI (most words of in-process records, most in-process result
+/// bytes) for a queue whose staged records are all of `uniform`'s type, if known.
+///
+/// A batch of one record type with a fixed-size argument and result travels as a uniform
+/// segment, whose wire size is exact: `HEADER_BYTES + SEGMENT_HEADER_BYTES + 8 + n · (8 +
+/// arg)` for the requests (the code id once, then per record its target and argument), and
+/// `HEADER_BYTES + SEGMENT_HEADER_BYTES + n · result + 8` for the response (an empty panic
+/// list). So it takes as many records as keep both under [`MPI_ENVELOPE_BYTES`]: far more
+/// than the fixed word budget allows for small arguments, whose in-process records (header,
+/// target, argument and completion) are longer than their wire form. Any other batch keeps
+/// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
+fn mpi_batch_limits(uniform: Option<&'static VTable>) -> (usize, usize) {
+    let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
+    let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt()))) else {
+        return fixed;
+    };
+    if remote.arg_prefixed() || remote.result_prefixed() {
+        return fixed;
+    }
+    let room = MPI_ENVELOPE_BYTES - HEADER_BYTES - SEGMENT_HEADER_BYTES - 8;
+    let n = (room / (8 + remote.arg_bytes as usize))
+        .min(room.checked_div(remote.result_bytes as usize).unwrap_or(usize::MAX));
+    if n == 0 {
+        return fixed;
+    }
+    let (words, result) = vt.totals(n);
+    (words.min(BATCH_WORDS), result.min(BATCH_RESULT_BYTES))
+}
+
 impl Transport for MpiLink {
     fn token(&self) -> u64 {
         self.token
+    }
+
+    fn idle_policy(&self) -> IdlePolicy {
+        IdlePolicy::Network
+    }
+
+    fn batch_limits(&self, uniform: Option<&'static VTable>) -> (usize, usize) {
+        mpi_batch_limits(uniform)
     }
 
     fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {

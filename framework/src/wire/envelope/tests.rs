@@ -1,6 +1,7 @@
 //! Tests of `envelope`: round trips, a batch run in one process, refusals, and the fuzz test.
 
 use super::*;
+use crate::runtime::latch::Latch;
 use crate::wire::code_id::CONTROL_IDS;
 use crate::wire::codec;
 use crate::wire::remote::{read_plain, KIND_ELEMENT, KIND_PROPERTY, KIND_SPAWN};
@@ -661,7 +662,8 @@ fn control_records_validate_without_loopback() {
     assert_eq!(fault(&bad), Fault::Code(BadCode::Control(6)));
     // Launch: a launch table with the property's target word; a launch table is refused in
     // any other record, and a launch record refuses any other table.
-    let launch = || RemoteVTable::of_launch(&|x: &mut u64, k: u32| *x + k as u64);
+    let launch =
+        || RemoteVTable::of_launch::<Latch<u64>, _, _, _>(&|x: &mut u64, k: u32| *x + k as u64);
     let mut body = code_id(launch()).to_le_bytes().to_vec();
     body.extend_from_slice(&0x0000_0002_0000_0007u64.to_le_bytes());
     body.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0]);
@@ -864,7 +866,8 @@ fn address_targets_only_in_loopback_mode() {
         );
         assert!(err.to_string().contains("only a loopback run accepts one"), "{err}");
     }
-    let launch = RemoteVTable::of_launch(&|x: &mut u64, k: u32| *x + k as u64);
+    let launch =
+        RemoteVTable::of_launch::<Latch<u64>, _, _, _>(&|x: &mut u64, k: u32| *x + k as u64);
     let launch_with = |target: u64| {
         let mut body = code_id(launch).to_le_bytes().to_vec();
         body.extend_from_slice(&target.to_le_bytes());

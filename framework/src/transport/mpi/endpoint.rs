@@ -9,13 +9,13 @@
 //! * [`open`] (collective, on the thread that will call `Runtime::run`) all-gathers every
 //!   rank's worker count, makes `2 · max W` duplicates of `MPI_COMM_WORLD` (duplicates `k`
 //!   and `max W + k` are worker `k`'s on every rank: envelopes, and long envelopes' bodies),
-//!   posts every endpoint's receives, and returns a [`Transport`] and one [`Endpoint`] per local
+//!   posts every endpoint's receives, and returns a [`Endpoints`] and one [`Endpoint`] per local
 //!   worker, in worker order.
 //! * Each [`Endpoint`] is handed to its worker thread and used only there: it **sends** on the
 //!   communicator of the receiving worker ([`Endpoint::claim`] + [`Endpoint::publish`], or
 //!   [`Endpoint::send`]), **receives** on its own ([`Endpoint::poll_recv`] +
 //!   [`Endpoint::release`]), and moves bytes in [`Endpoint::progress`]. None of them blocks.
-//! * [`Transport::close`] (collective, on the thread that called [`open`], with every endpoint
+//! * [`Endpoints::close`] (collective, on the thread that called [`open`], with every endpoint
 //!   handed back) frees the communicators, in worker order on every rank.
 //!
 //! # Sending: claim, fill, publish
@@ -83,11 +83,11 @@
 //! delivers an announced body at the announcement's place (the stream's front waits for it).
 //! Envelopes of different senders are interleaved in any order. The runtime relies on the
 //! per-pair order: its trustee accepts only the next batch of a pair
-//! (`crate::runtime::transport`, invariant 3).
+//! (`crate::runtime::remote`, invariant 3).
 //!
 //! # What the caller must do
 //!
-//! * Call [`open`] and [`Transport::close`] on every rank, from the run's own thread, in the
+//! * Call [`open`] and [`Endpoints::close`] on every rank, from the run's own thread, in the
 //!   same order relative to its other collectives on `MPI_COMM_WORLD` (after the start-of-run
 //!   join, so that no rank waits in them for a rank that never comes).
 //! * Use each endpoint on one thread at a time; call [`Endpoint::progress`] once per loop
@@ -125,15 +125,15 @@
 //! # Invariants (every `unsafe` block below relies on them)
 //!
 //! 1. **Communicators.** [`open`] makes the duplicates with `MPI_Comm_dup` on the calling
-//!    thread; they are freed only by [`Transport::close`], once, with every endpoint back and
+//!    thread; they are freed only by [`Endpoints::close`], once, with every endpoint back and
 //!    consumed, in index order on every rank (`MPI_Comm_free` is collective). A
-//!    [`Transport`] dropped without `close` leaks them, which is sound. Handles are copied
+//!    [`Endpoints`] dropped without `close` leaks them, which is sound. Handles are copied
 //!    into nothing else: endpoints reach them through the shared [`Comms`].
 //! 2. **Threads.** MPI was initialised with `MPI_THREAD_MULTIPLE` (the bootstrap refuses
 //!    less, and [`open`] runs it), so any thread may call MPI with any handle. Each
 //!    [`Endpoint`] is used by one thread at a time (`&mut self` on every call): created on
 //!    the thread that calls [`open`], then moved to its worker (`unsafe impl Send`), which
-//!    is its only user until it is handed back for [`Transport::close`]. The communicators
+//!    is its only user until it is handed back for [`Endpoints::close`]. The communicators
 //!    are shared read-only (`Comms: Sync`): concurrent sends on one communicator from
 //!    several threads are allowed under `MPI_THREAD_MULTIPLE`; only its owner receives on
 //!    it.
@@ -154,7 +154,7 @@
 //!    receive into its buffer, whose capacity is at least [`POSTED_BYTES`] (the count
 //!    posted), posted in ring order from `head` (each slot is re-posted as the newest, the
 //!    oldest empty one first).
-//!    `Transport::close` cancels them (`MPI_Cancel`, then `MPI_Test` until each has ended,
+//!    `Endpoints::close` cancels them (`MPI_Cancel`, then `MPI_Test` until each has ended,
 //!    for at most a second; one that does not end leaks its buffer); a ring dropped while
 //!    posted (an endpoint dropped without `close`) leaks its buffers, as do long receives
 //!    still under way in a dropped stream. A long receive's buffer has capacity for the
@@ -163,7 +163,6 @@
 
 // Some of the layer's calls (`claim`/`publish`, `send`, `stats`, ...) are used only by its
 // tests: the runtime's link (`super::link`) sends with `send_owned`.
-#![allow(dead_code)]
 
 use mpi::ffi;
 use mpi::traits::*;
@@ -277,7 +276,7 @@ fn check(rc: c_int, call: &str) {
     }
 }
 
-/// The communicators and the shape of the rack, shared by the endpoints of one [`Transport`].
+/// The communicators and the shape of the rack, shared by the endpoints of one [`Endpoints`].
 #[derive(Debug)]
 pub(crate) struct Comms {
     /// Duplicates of `MPI_COMM_WORLD` (invariant 1): `k` is worker `k`'s on every rank (its
@@ -285,6 +284,7 @@ pub(crate) struct Comms {
     handles: Vec<ffi::MPI_Comm>,
     /// The most workers of a rank: the number of duplicates of each kind.
     per_kind: usize,
+    #[cfg_attr(not(test), allow(dead_code))] // read by the tests only
     rank: usize,
     /// Worker count of each rank, all-gathered by [`open`].
     workers_of: Vec<usize>,
@@ -293,26 +293,26 @@ pub(crate) struct Comms {
 
 // SAFETY: the handles are plain values, only read after `open` and passed to MPI, which any
 // thread may call under `MPI_THREAD_MULTIPLE` (invariant 2); they are freed only by
-// `Transport::close` once no endpoint can reach them (invariant 1).
+// `Endpoints::close` once no endpoint can reach them (invariant 1).
 unsafe impl Send for Comms {}
 // SAFETY: as for `Send`: shared use is reads of the handles, and concurrent MPI calls on one
 // communicator are allowed under `MPI_THREAD_MULTIPLE`.
 unsafe impl Sync for Comms {}
 
-/// The transport of one run: owns the communicators until [`Transport::close`].
+/// The transport of one run: owns the communicators until [`Endpoints::close`].
 #[derive(Debug)]
-pub(crate) struct Transport {
+pub(crate) struct Endpoints {
     comms: Arc<Comms>,
     workers: usize,
 }
 
 /// Sets up the transport for `workers` local workers: **collective** (every rank calls it, in
 /// the same order relative to its other collectives on `MPI_COMM_WORLD`), on the thread that
-/// will call [`Transport::close`]. Returns the endpoints in worker order. Errors when MPI is
+/// will call [`Endpoints::close`]. Returns the endpoints in worker order. Errors when MPI is
 /// not up (outside `mpirun`, bootstrap failed, finalised: then before any collective, alike on
 /// every rank), and on **every** rank when any rank's `workers` or `config` is out of range
 /// (`workers` 0, `window` 0, `max_envelope_bytes` 0 or above `i32::MAX`), naming those ranks.
-pub(crate) fn open(workers: usize, config: Config) -> Result<(Transport, Vec<Endpoint>), String> {
+pub(crate) fn open(workers: usize, config: Config) -> Result<(Endpoints, Vec<Endpoint>), String> {
     crate::rack::init().map_err(|e| e.to_string())?;
     if !mpi::is_initialized() || mpi::is_finalized() {
         return Err("the rack transport needs MPI initialised by the rack bootstrap (run \
@@ -367,10 +367,10 @@ pub(crate) fn open(workers: usize, config: Config) -> Result<(Transport, Vec<End
     }
     let comms = Arc::new(Comms { handles, per_kind: count, rank, workers_of, config });
     let endpoints = (0..workers).map(|w| Endpoint::new(Arc::clone(&comms), w)).collect();
-    Ok((Transport { comms, workers }, endpoints))
+    Ok((Endpoints { comms, workers }, endpoints))
 }
 
-/// What [`Transport::close`] found left over: none of it is expected after a run whose
+/// What [`Endpoints::close`] found left over: none of it is expected after a run whose
 /// caller waited for every envelope to be received and every send to complete.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Leftovers {
@@ -382,12 +382,7 @@ pub(crate) struct Leftovers {
     pub(crate) undelivered: usize,
 }
 
-impl Transport {
-    /// Number of local workers (endpoints).
-    pub(crate) fn workers(&self) -> usize {
-        self.workers
-    }
-
+impl Endpoints {
     /// Tears the transport down: **collective**, on the thread that called [`open`], with
     /// every endpoint it returned (any order). Each endpoint gets one last progress pass; sends
     /// and receives still outstanding after it have their buffers leaked, and are reported.
@@ -398,13 +393,13 @@ impl Transport {
         let mut seen = vec![false; self.workers];
         for e in &endpoints {
             if !Arc::ptr_eq(&e.comms, &self.comms) || e.worker >= self.workers {
-                return Err("Transport::close got an endpoint of another transport".into());
+                return Err("Endpoints::close got an endpoint of another transport".into());
             }
             seen[e.worker] = true;
         }
         if endpoints.len() != self.workers || seen.iter().any(|s| !s) {
             return Err(format!(
-                "Transport::close needs all {} endpoints back, got {}",
+                "Endpoints::close needs all {} endpoints back, got {}",
                 self.workers,
                 endpoints.len()
             ));
@@ -424,7 +419,7 @@ impl Transport {
         }
         let comms = match Arc::try_unwrap(self.comms) {
             Ok(c) => c,
-            Err(_) => return Err("an endpoint outlived Transport::close".into()),
+            Err(_) => return Err("an endpoint outlived Endpoints::close".into()),
         };
         if mpi::is_finalized() {
             return Ok(left);
@@ -456,17 +451,6 @@ pub(crate) struct SendBuf {
     transport: usize,
 }
 
-impl SendBuf {
-    /// The rank it will go to.
-    pub(crate) fn to_rank(&self) -> usize {
-        self.to_rank
-    }
-    /// The worker (on [`SendBuf::to_rank`]) it will go to.
-    pub(crate) fn to_worker(&self) -> usize {
-        self.to_worker
-    }
-}
-
 impl std::ops::Deref for SendBuf {
     type Target = Vec<u8>;
     fn deref(&self) -> &Vec<u8> {
@@ -494,6 +478,7 @@ impl Received {
         self.from_rank
     }
     /// The envelope's bytes, exactly as sent.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.data
     }
@@ -583,7 +568,7 @@ struct Sending {
 
 /// Counters of one endpoint, for tests and reports.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stats {
+pub(crate) struct EndpointStats {
     /// Envelopes published.
     pub(crate) sent: u64,
     /// Envelopes delivered by `poll_recv`.
@@ -610,7 +595,7 @@ pub(crate) struct Endpoint {
     stream: Stream,
     /// Free buffers (capacity `pool_capacity()` to four times that).
     pool: Vec<Vec<u8>>,
-    stats: Stats,
+    stats: EndpointStats,
 }
 
 // SAFETY: the raw MPI handles inside (requests, and the communicators behind `comms`) may be
@@ -635,15 +620,17 @@ impl Endpoint {
             received_last: false,
             stream: Stream::default(),
             pool: Vec::new(),
-            stats: Stats::default(),
+            stats: EndpointStats::default(),
         }
     }
 
     /// This endpoint's local worker index.
+    #[cfg(test)]
     pub(crate) fn worker(&self) -> usize {
         self.worker
     }
     /// This process's rank.
+    #[cfg(test)]
     pub(crate) fn rank(&self) -> usize {
         self.comms.rank
     }
@@ -655,11 +642,8 @@ impl Endpoint {
     pub(crate) fn workers_of(&self, rank: usize) -> usize {
         self.comms.workers_of.get(rank).copied().unwrap_or(0)
     }
-    /// The configuration (the same object on every endpoint of the transport).
-    pub(crate) fn config(&self) -> Config {
-        self.comms.config
-    }
     /// Envelopes to `to_rank` claimed or in flight (≤ [`Config::window`]).
+    #[cfg(test)]
     pub(crate) fn in_flight(&self, to_rank: usize) -> usize {
         self.in_flight.get(to_rank).copied().unwrap_or(0)
     }
@@ -679,7 +663,8 @@ impl Endpoint {
         self.stream.front_ready()
     }
     /// This endpoint's counters.
-    pub(crate) fn stats(&self) -> Stats {
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> EndpointStats {
         self.stats
     }
 
@@ -858,6 +843,7 @@ impl Endpoint {
     }
 
     /// Claim, copy `bytes`, publish: for callers that have the envelope already.
+    #[cfg(test)]
     pub(crate) fn send(
         &mut self,
         to_rank: usize,
@@ -875,6 +861,7 @@ impl Endpoint {
 
     /// The next envelope received whole, if any: one that progress already completed, else
     /// one receive pass now. Never blocks.
+    #[cfg(test)]
     pub(crate) fn poll_recv(&mut self) -> Option<Received> {
         if !self.stream.front_ready() {
             self.test_receives();
@@ -892,6 +879,7 @@ impl Endpoint {
     }
 
     /// Returns a received envelope's buffer to the pool.
+    #[cfg(test)]
     pub(crate) fn release(&mut self, r: Received) {
         self.recycle(r.data);
     }
@@ -1192,7 +1180,7 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         if self.posted {
-            // Still posted (an endpoint dropped without `Transport::close`): MPI may write the
+            // Still posted (an endpoint dropped without `Endpoints::close`): MPI may write the
             // buffers at any time (invariant 5).
             for b in self.bufs.drain(..) {
                 std::mem::forget(b);

@@ -188,3 +188,21 @@ impl<T> Drop for LatchGuard<'_, T> {
         unsafe { Latch::unlock_raw(self.latch) };
     }
 }
+
+// SAFETY: `lock_raw` gives the fiber that returns from it the latch until its `unlock_raw`
+// (latch invariants 1 to 3), and the value stays where `value_ptr` says for the latch's life.
+unsafe impl<T> crate::wire::remote::LaunchLock for Latch<T> {
+    type Value = T;
+    unsafe fn lock_raw(l: *const Self) {
+        // SAFETY: forwarded caller promise.
+        unsafe { Latch::lock_raw(l) }
+    }
+    unsafe fn unlock_raw(l: *const Self) {
+        // SAFETY: forwarded caller promise.
+        unsafe { Latch::unlock_raw(l) }
+    }
+    unsafe fn value_ptr(l: *const Self) -> *mut T {
+        // SAFETY: caller promise: a live latch.
+        unsafe { &*l }.value_ptr()
+    }
+}

@@ -7,16 +7,16 @@
 //! with that error, and that nothing runs. The envelope is written with the real encoder
 //! (`wire::envelope::RequestWriter`) for the real pair sequence number and job, then broken
 //! in one place ([`Forgery`]), and handed to `Transport::publish` as the runtime's own
-//! envelopes are: under MPI it travels as a real MPI message (`rack::link`), in a loopback
+//! envelopes are: under MPI it travels as a real MPI message (`transport::mpi`), in a loopback
 //! split through the loopback inbox. Its record names no property that exists, or is
 //! refused before any record is read, so it never reaches user code.
 //!
 //! It writes neither a loopback control record nor an address target (`Forgery` has no such
 //! case): the loopback transport's argument that the records it accepts come from this
-//! process's own clients (`transport::run_loopback_record`) covers these envelopes too.
+//! process's own clients (`runtime::remote::trustee`, `run_loopback_record`) covers these envelopes too.
 
-use super::context;
-use super::export::wire_target;
+use crate::runtime::context;
+use crate::runtime::export::wire_target;
 use crate::wire::code_id::code_id;
 use crate::wire::envelope::{Head, RequestWriter};
 use crate::wire::remote::RemoteVTable;
@@ -72,7 +72,7 @@ pub fn forge_envelope(to: usize, how: Forgery) {
         seq: u64::MAX,
     };
     // The next batch of the pair (client, `to`), so that only the forgery is wrong.
-    let pair_seq = w.clients[to].sent.get() + 1;
+    let pair_seq = w.next_pair_seq(to);
     let mut wr = RequestWriter::new(&head);
     let uniform = (how == Forgery::RecordSize).then_some(vt);
     wr.begin_segment(to as u32, pair_seq, uniform);
@@ -104,7 +104,7 @@ pub fn forge_envelope(to: usize, how: Forgery) {
 /// Makes a `u64` property on `to` (another rank), uses it, drops its one handle and waits
 /// until the owner has freed its export slot; returns the export's wire target, now stale.
 fn stale_export(to: usize) -> u64 {
-    let t = crate::trustee(to).entrust_new(5u64, |v| v);
+    let t = crate::trust::trustee(to).entrust_new(5u64, |v| v);
     assert_eq!(t.apply(1u64, |c, k| *c + k), 6);
     let (slot, gen) = t.proxy().target();
     drop(t);
@@ -112,7 +112,7 @@ fn stale_export(to: usize) -> u64 {
     // The owner applies the `Release` of the dropped proxy; ask it until the slot is stale.
     while crate::runtime::spawn_on(to, (slot, gen), |(slot, gen)| {
         let w = context::expect("forge_envelope");
-        u8::from(w.owner.as_ref().is_some_and(|o| o.borrow().lookup(slot, gen).is_ok()))
+        u8::from(w.export_live(slot, gen))
     })
     .join()
         == 1

@@ -7,7 +7,7 @@
 use super::*;
 use std::time::{Duration, Instant};
 
-const RANK_SIDE: &str = "rack::transport::tests::rank_side";
+const RANK_SIDE: &str = "transport::mpi::endpoint::tests::rank_side";
 const CASE: &str = "SKEIN_TRANSPORT_RANK_SIDE_CASE";
 /// How long a launch may take before it is killed and the test fails.
 const LAUNCH_LIMIT: Duration = Duration::from_secs(90);
