@@ -623,6 +623,13 @@ pub fn yield_now() {
 /// in `wait_quiescent` too. Detection never uses timeouts; see the `quiesce` module docs
 /// (in the source) for the correctness argument.
 ///
+/// **Memory:** within one process, every write made by a task that finished before the
+/// quiescence (a fiber's segment, a delegated closure, a continuation, on any worker)
+/// happens before `wait_quiescent` returns: each task's finish is published with a Release
+/// store, the detector reads it with Acquire, and the wake-up reaches the caller through a
+/// Release/Acquire slot publication. Kernels rely on it to read, after a round, what other
+/// workers wrote during the round into memory they share (`skein-algorithms`' BFS frontier).
+///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// use std::sync::Arc;
