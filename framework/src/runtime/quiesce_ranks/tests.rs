@@ -139,12 +139,14 @@ fn verdict_actions() {
 }
 
 #[test]
-#[should_panic(expected = "rank 1 left the group before contributing to it")]
-fn threads_all_reduce_reports_a_rank_that_left() {
+fn threads_all_reduce_never_completes_a_round_a_rank_left() {
+    // A rank leaves only once the process is stopping (its loop ended): the round stays
+    // incomplete, and the caller stops on the shutdown flag instead of waiting for it.
     let mut g = ThreadsAllReduce::group(2);
     g.pop();
     g[0].start(&[1]);
-    let _ = g[0].test();
+    assert!(g[0].test().is_none());
+    assert!(g[0].test().is_none(), "still not complete on a second look");
 }
 
 #[test]
