@@ -274,7 +274,9 @@ impl AllReduce for ThreadsAllReduce {
         let outcome = self.with_state(|st| {
             let i = usize::try_from(round - st.base).expect("live rounds fit in usize");
             if st.rounds[i].contributed < ranks {
-                // A rank that left before contributing: fail instead of waiting forever.
+                // Not complete: some rank has not contributed yet, or left before it did
+                // (which only happens once the process is stopping: see below). The rank
+                // named here is kept for a debugger; the caller does not use it.
                 return Err(st.left.iter().position(|l| l.is_some_and(|at| at <= round)));
             }
             let r = &mut st.rounds[i];
