@@ -486,6 +486,9 @@ fn a_handle_forwarded_many_times_gets_grants() {
                 });
                 h = mb_a.apply_local(|m| m.get_mut().unwrap().take()).expect("handle back at A");
             }
+            // B's `+1000` requests come from another client than this read: only quiescence
+            // orders them before it (requests are ordered per client and trustee only).
+            skein::wait_quiescent();
             let v = h.apply((), |c, ()| c.0);
             drop((h, mb_b));
             wait_for(|| CHAIN_DROPS.load(SeqCst) == 1);
