@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Imports point one way: checks the `crate::` paths of every crate of the workspace.
 #
-# * In every crate named on the command line (default: the framework), the top-level modules (`src/x.rs` or `src/x/`) import each other without
+# * In every crate named on the command line (default: every member of the workspace), the top-level modules (`src/x.rs` or `src/x/`) import each other without
 #   a cycle.
 # * In the framework (`framework/src`), a top-level module imports only modules of the
 #   layers below its own, in the order written at the top of `docs/ARCHITECTURE.md` (the
@@ -13,7 +13,8 @@
 # Test code (files named `tests.rs` or `*_tests.rs`, and `#[cfg(test)]` modules and `use`
 # lines) may use the whole crate, as the integration tests do, and is not read.
 #
-# Usage: scripts/check-layers.sh [CRATE_DIR...] (from anywhere; default `framework`; exits 1
+# Usage: scripts/check-layers.sh [CRATE_DIR...] (from anywhere; default: every member of the
+# workspace, as the root Cargo.toml lists them; exits 1
 # naming each offending file, line and import).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,10 @@ ALLOWED=(
 
 status=0
 crates=("$@")
-[[ ${#crates[@]} -gt 0 ]] || crates=(framework)
+if [[ ${#crates[@]} -eq 0 ]]; then
+    # The workspace members: `members = ["a", "b", ...]` in the root Cargo.toml.
+    read -r -a crates <<<"$(sed -n 's/^members *= *\[\(.*\)\]/\1/p' Cargo.toml | tr -d '",')"
+fi
 for crate in "${crates[@]}"; do
     crate=${crate%/}
     src=$crate/src
@@ -57,7 +61,7 @@ for crate in "${crates[@]}"; do
     allowed=$(printf '%s\n' "${ALLOWED[@]+"${ALLOWED[@]}"}")
     # Top-level modules: src/x.rs and src/x/ (the root file itself excluded).
     mods=$(find "$src" -mindepth 1 -maxdepth 1 \( -name '*.rs' -o -type d \) -printf '%f\n' |
-        sed 's/\.rs$//' | grep -v -x -e lib -e main | sort -u)
+        sed "s/\.rs$//" | { grep -v -x -e lib -e main || true; } | sort -u)
     files=$(find "$src" -name '*.rs' ! -path "$root" | sort)
     [[ -n $files ]] || continue
     # shellcheck disable=SC2086

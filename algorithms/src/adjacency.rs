@@ -43,8 +43,36 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rayon::prelude::*;
 use skein_generators::hugepage::filled_vec;
 
-use crate::graph::RowsRef;
 use crate::partition::Partitioning;
+
+/// Borrowed rows `first..first + offsets.len() - 1`: `offsets[v - first]..offsets[v - first
+/// + 1]` index the arcs of `v` in `targets` and `weights`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowsRef<'a> {
+    pub(crate) first: u64,
+    pub(crate) offsets: &'a [u64],
+    pub(crate) targets: &'a [u64],
+    pub(crate) weights: &'a [f32],
+}
+
+impl RowsRef<'_> {
+    /// The vertices held.
+    pub(crate) fn range(&self) -> Range<u64> {
+        self.first..self.first + self.offsets.len() as u64 - 1
+    }
+
+    /// The index of the first arc of `v` (held) in `targets`.
+    #[inline]
+    pub(crate) fn start(&self, v: u64) -> u64 {
+        self.offsets[(v - self.first) as usize]
+    }
+
+    /// True when `range` lies inside the rows held.
+    pub(crate) fn holds(&self, range: &Range<u64>) -> bool {
+        let mine = self.range();
+        range.is_empty() || (mine.start <= range.start && range.end <= mine.end)
+    }
+}
 
 /// A vertex as `owner << shift | local` (see the module docs).
 pub(crate) type Tag = u32;

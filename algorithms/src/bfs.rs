@@ -54,9 +54,9 @@ use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
 use crate::adjacency::{Tag, NO_TAG};
-use crate::engine::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
+use crate::parts::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
 use crate::registry;
 
 /// A remote BFS visit of the owner's `local` vertex from `parent`.
@@ -131,7 +131,7 @@ pub(crate) struct BfsPart {
     part: usize,
     /// The arrays come from an earlier search and need [`Part::reset`].
     dirty: bool,
-    /// Every partition's handle (given by `crate::engine::connect`), to send visits.
+    /// Every partition's handle (given by `crate::parts::connect`), to send visits.
     peers: Arc<Vec<Trust<BfsPart>>>,
     pub(crate) level: Vec<u32>,
     pub(crate) parent: Vec<Tag>,

@@ -54,7 +54,7 @@ use rayon::prelude::*;
 use skein_generators::distributed::LocalCsr;
 use skein_generators::Csr;
 
-use crate::adjacency::{self, Arc32, InArcs, PartArcs, Tag, Tags, NO_TAG};
+use crate::adjacency::{self, Arc32, InArcs, PartArcs, RowsRef, Tag, Tags, NO_TAG};
 use crate::partition::Partitioning;
 
 /// The rows a process holds.
@@ -64,35 +64,6 @@ pub(crate) enum Rows {
     Whole(Arc<Csr>),
     /// The rows of one range of vertices.
     Local(Arc<LocalCsr>),
-}
-
-/// Borrowed rows `first..first + offsets.len() - 1`: `offsets[v - first]..offsets[v - first
-/// + 1]` index the arcs of `v` in `targets` and `weights`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RowsRef<'a> {
-    pub(crate) first: u64,
-    pub(crate) offsets: &'a [u64],
-    pub(crate) targets: &'a [u64],
-    pub(crate) weights: &'a [f32],
-}
-
-impl RowsRef<'_> {
-    /// The vertices held.
-    pub(crate) fn range(&self) -> Range<u64> {
-        self.first..self.first + self.offsets.len() as u64 - 1
-    }
-
-    /// The index of the first arc of `v` (held) in `targets`.
-    #[inline]
-    pub(crate) fn start(&self, v: u64) -> u64 {
-        self.offsets[(v - self.first) as usize]
-    }
-
-    /// True when `range` lies inside the rows held.
-    pub(crate) fn holds(&self, range: &Range<u64>) -> bool {
-        let mine = self.range();
-        range.is_empty() || (mine.start <= range.start && range.end <= mine.end)
-    }
 }
 
 impl Rows {

@@ -21,6 +21,7 @@ mod graph;
 mod outbox;
 mod output;
 pub mod partition;
+mod parts;
 mod registry;
 mod sssp;
 

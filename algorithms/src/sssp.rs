@@ -94,9 +94,9 @@ use skein::Trust;
 use skein_buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
 use crate::adjacency::{Arc32, Tag, NO_TAG};
-use crate::engine::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
 use crate::graph::GraphView;
 use crate::outbox::{Batch, Outbox};
+use crate::parts::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
 use crate::registry;
 
 /// Bins per delta-bucket.
@@ -193,7 +193,7 @@ pub(crate) struct SsspPart {
     dirty: bool,
     /// The partitions of this partition's rank (their scans name ranges of their copies).
     same_rank: std::ops::Range<usize>,
-    /// Every partition's handle (given by `crate::engine::connect`), to send scans.
+    /// Every partition's handle (given by `crate::parts::connect`), to send scans.
     peers: Arc<Vec<Trust<SsspPart>>>,
     pub(crate) dist: Vec<f32>,
     pub(crate) parent: Vec<Tag>,

@@ -3,7 +3,8 @@
 use rayon::prelude::*;
 use skein_generators::{Csr, VertexId};
 
-use crate::{BaselineError, Options, Result};
+use crate::options::Options;
+use crate::{BaselineError, Result};
 
 /// Not empty, has arcs, vertex ids fit `u32` with `u32::MAX` left free as a sentinel.
 pub(crate) fn graph(csr: &Csr) -> Result<()> {

@@ -24,7 +24,7 @@ use rayon::ThreadPool;
 use skein_generators::{BfsResult, Csr, NO_PARENT, UNREACHED_LEVEL};
 
 use crate::bitmap::Bitmap;
-use crate::Options;
+use crate::options::Options;
 
 /// Marks an unvisited vertex in `parent`; the low bits hold its degree.
 const UNVISITED: u64 = 1 << 63;

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use crate::host::{write_json, Host};
 use crate::spread::Spread;
-use crate::Host;
 use skein_generators::splitmix::SplitMix64;
 
 /// Arguments of `skein bench fetch-add`.
@@ -287,7 +287,7 @@ pub(crate) fn fetch_add(a: FetchAddArgs, host: &dyn Host) -> anyhow::Result<()> 
         }
     }
     if let Some(path) = &a.json {
-        crate::write_json(host, path, &rows)?;
+        write_json(host, path, &rows)?;
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -401,7 +401,7 @@ fn fetch_add_ranks(
         }
     }
     if let (true, Some(path)) = (rank0, &a.json) {
-        crate::write_json(host, path, &rows)?;
+        write_json(host, path, &rows)?;
         println!("wrote {}", path.display());
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! `skein bench micro`: the cost of a fiber switch, of one blocking `apply` round trip
 //! between two workers, and the requests a single trustee serves per second.
 
-use crate::Host;
+use crate::host::{write_json, Host, MAX_ITERS};
 use anyhow::Context;
 use std::time::Instant;
 
@@ -30,7 +30,7 @@ struct Micro {
 }
 
 pub(crate) fn micro(a: MicroArgs, host: &dyn Host) -> anyhow::Result<()> {
-    host.check_count(a.iters, crate::MAX_ITERS, "it would run for hours")
+    host.check_count(a.iters, MAX_ITERS, "it would run for hours")
         .map_err(|e| anyhow::anyhow!("--iters: {e}"))?;
     if let Some(slot) = a.slot_size {
         host.check_engine(2, 1, slot).map_err(|e| anyhow::anyhow!("--slot-size: {e}"))?;
@@ -84,7 +84,7 @@ pub(crate) fn micro(a: MicroArgs, host: &dyn Host) -> anyhow::Result<()> {
         r.trustee_serves_per_sec / 1e6
     );
     if let Some(path) = &a.json {
-        crate::write_json(host, path, &r)?;
+        write_json(host, path, &r)?;
     }
     Ok(())
 }

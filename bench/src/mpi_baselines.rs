@@ -32,7 +32,7 @@
 //! 3. Every function here is collective: every rank calls them in the same order with the
 //!    same arguments (they come from the same command line).
 
-use crate::echo::{dest, quota, read_stamp, stamp, EchoSetup};
+use crate::traffic::{dest, quota, read_stamp, stamp, EchoSetup};
 use anyhow::bail;
 use mpi::request::{Request, StaticScope};
 use mpi::topology::SimpleCommunicator;

@@ -109,13 +109,20 @@ impl Csr {
     /// Bytes a CSR construction allocates for `num_vertices` vertices and `num_edges`
     /// edges on rayon's current pool: the CSR itself (offsets, then a target and a
     /// weight per arc, two arcs per edge at most) and one cursor per vertex for each
-    /// edge chunk. The edge list is not included ([`memory::graph_bytes`] adds it).
+    /// edge chunk. The edge list is not included ([`graph_bytes`] adds it).
     /// Computed in `u128`: never overflows.
     pub fn build_bytes(num_vertices: u64, num_edges: u64) -> u128 {
         let chunks = build_chunks(usize::try_from(num_edges).unwrap_or(usize::MAX)) as u128;
         let n = u128::from(num_vertices);
         (n + 1) * 8 + chunks * n * 8 + u128::from(num_edges) * 2 * 12
     }
+}
+
+/// Bytes of a graph of `num_vertices` vertices and `num_edges` edges while it is loaded:
+/// its edge list ([`memory::edge_list_bytes`]) next to the CSR being built from it
+/// ([`Csr::build_bytes`]). Computed in `u128`: never overflows.
+pub fn graph_bytes(num_vertices: u64, num_edges: u64, weighted: bool) -> u128 {
+    memory::edge_list_bytes(num_edges, weighted) + Csr::build_bytes(num_vertices, num_edges)
 }
 
 /// Edge chunks of a build over `m` edges on rayon's current pool.

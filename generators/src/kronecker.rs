@@ -120,14 +120,14 @@ impl KroneckerParams {
     }
 
     /// Checks that this graph fits in the available memory while it is loaded: its edge
-    /// list (weighted) next to the CSR being built from it ([`memory::graph_bytes`]).
+    /// list (weighted) next to the CSR being built from it ([`crate::build::graph_bytes`]).
     /// Call it before [`generate`], which would abort on a failed allocation. Never
     /// panics, whatever the fields hold (an unchecked SCALE of 64 or more counts as
     /// needing more than any memory).
     pub fn check_memory(&self) -> Result<(), MemoryError> {
         let n = 1u64.checked_shl(self.scale).unwrap_or(u64::MAX);
         let m = u64::from(self.edgefactor).saturating_mul(n);
-        let need = if n == u64::MAX { u128::MAX } else { memory::graph_bytes(n, m, true) };
+        let need = if n == u64::MAX { u128::MAX } else { crate::build::graph_bytes(n, m, true) };
         memory::check_fits(need, || {
             format!(
                 "the Kronecker graph of SCALE {} and edgefactor {} ({} vertices and {m} edges: \

@@ -19,7 +19,7 @@
 //!
 //! The byte counts follow the arrays this crate allocates: [`edge_list_bytes`] for an
 //! [`EdgeList`](crate::EdgeList), [`Csr::build_bytes`](crate::Csr::build_bytes) for
-//! the CSR construction (its arrays and its per-vertex cursors), and [`graph_bytes`]
+//! the CSR construction (its arrays and its per-vertex cursors), and [`graph_bytes`](crate::build::graph_bytes)
 //! for both, which is what the file readers check against a file's declared counts.
 
 use std::fmt;
@@ -197,13 +197,6 @@ pub fn edge_list_bytes(num_edges: u64, weighted: bool) -> u128 {
     u128::from(num_edges) * if weighted { 20 } else { 16 }
 }
 
-/// Bytes of a graph of `num_vertices` vertices and `num_edges` edges while it is loaded:
-/// its edge list ([`edge_list_bytes`]) next to the CSR being built from it
-/// ([`Csr::build_bytes`](crate::Csr::build_bytes)).
-pub fn graph_bytes(num_vertices: u64, num_edges: u64, weighted: bool) -> u128 {
-    edge_list_bytes(num_edges, weighted) + crate::Csr::build_bytes(num_vertices, num_edges)
-}
-
 /// `a graph of N vertices and M edges`, for [`check_fits`] messages.
 pub(crate) fn describe_graph(num_vertices: u64, num_edges: Option<u64>) -> String {
     let n = count(num_vertices, "vertex", "vertices");
@@ -263,9 +256,10 @@ mod tests {
     #[test]
     fn counts_never_overflow() {
         let n = u64::MAX;
-        assert!(graph_bytes(n, n, true) > u128::from(u64::MAX));
+        assert!(crate::build::graph_bytes(n, n, true) > u128::from(u64::MAX));
         let what = || describe_graph(n, Some(1));
-        let e = check_within(graph_bytes(n, 1, false), Some(1 << 30), what).unwrap_err();
+        let e =
+            check_within(crate::build::graph_bytes(n, 1, false), Some(1 << 30), what).unwrap_err();
         let MemoryError::TooLarge { need, .. } = e else { panic!("{e:?}") };
         assert!(need > u128::from(n) * 16, "{need}");
         let shown = format!("{:.1} GiB", need as f64 / (1u64 << 30) as f64);

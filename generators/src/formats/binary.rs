@@ -271,7 +271,7 @@ pub(crate) fn read_stream(
     let header = check_head(&head, got, file_len, path)?;
     let expected = header.file_len().expect("checked by decode");
     let m = header.num_edges;
-    let need = memory::graph_bytes(header.num_vertices, m, header.weighted);
+    let need = crate::build::graph_bytes(header.num_vertices, m, header.weighted);
     memory::check_fits(need, || {
         format!("{} (as the header declares)", memory::describe_graph(header.num_vertices, Some(m)))
     })

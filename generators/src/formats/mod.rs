@@ -45,7 +45,7 @@
 //! binary header's counts, `# vertices` and `# edges` directives, the Matrix Market size
 //! line, the DIMACS problem line) against the available memory with
 //! [`memory::check_fits`](crate::memory::check_fits): the graph's edge list and the CSR
-//! built from it ([`memory::graph_bytes`](crate::memory::graph_bytes)). A text edge
+//! built from it ([`build::graph_bytes`](crate::build::graph_bytes)). A text edge
 //! list without `# vertices` has as many vertices as its largest id + 1, known only at
 //! its end: the CSR for that count is checked then, before the edge list is returned.
 //! A graph that would not fit is refused with [`FormatError::Memory`] (`file[:line]:
@@ -505,7 +505,7 @@ pub(crate) fn check_declared_graph(
     m: Option<u64>,
     weighted: bool,
 ) -> Result<(), FormatError> {
-    crate::memory::check_fits(crate::memory::graph_bytes(n, m.unwrap_or(0), weighted), || {
+    crate::memory::check_fits(crate::build::graph_bytes(n, m.unwrap_or(0), weighted), || {
         crate::memory::describe_graph(n, m)
     })
     .map_err(|error| FormatError::Memory { path: path.to_owned(), line: Some(line), error })
