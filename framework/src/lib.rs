@@ -155,6 +155,20 @@ mod transport;
 mod trust;
 pub mod wire;
 
+/// Values that carry handles, as bytes: the wire codec ([`wire::codec`]) with the
+/// [`Trust`]s inside a value moved in a trailer, weight and all (`apply_with` arguments and
+/// results travel this way). Encode and decode on a worker of the handles' run.
+///
+/// ```
+/// let bytes = skein::codec::encode(&(7u32, "seven".to_string())).unwrap();
+/// let back: (u32, String) = skein::codec::decode(&bytes).unwrap();
+/// assert_eq!(back, (7, "seven".to_string()));
+/// ```
+pub mod codec {
+    pub use crate::trust::travel::{decode, encode};
+    pub use crate::wire::codec::CodecError;
+}
+
 pub use error::{Error, Result};
 #[cfg(feature = "testing")]
 #[doc(hidden)]

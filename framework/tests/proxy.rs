@@ -421,19 +421,19 @@ fn handles_travel_in_messages_on_one_rank_and_refusals() {
                 });
                 let got: Vec<Trust<u64>> = holder.apply_with((), |v, ()| std::mem::take(v));
                 let sum: u64 = got.iter().map(|h| h.apply(1u64, |x, k| *x + k)).sum();
-                let bytes = skein::wire::codec::encode(&a).expect("encode");
-                let wrong = skein::wire::codec::decode::<Trust<u32>>(&bytes).unwrap_err();
-                let again = skein::wire::codec::encode(&a).expect("encode");
+                let bytes = skein::codec::encode(&a).expect("encode");
+                let wrong = skein::codec::decode::<Trust<u32>>(&bytes).unwrap_err();
+                let again = skein::codec::encode(&a).expect("encode");
                 // A forged trailer entry (another slot) is refused; the real one decodes.
                 let mut forged = again.clone();
                 let at = forged.len() - 4 - 40 + 8;
                 forged[at] ^= 1;
-                let e = skein::wire::codec::decode::<Trust<u64>>(&forged).unwrap_err();
+                let e = skein::codec::decode::<Trust<u64>>(&forged).unwrap_err();
                 assert!(
                     e.to_string().contains("names no handle") || e.to_string().contains("seal"),
                     "{e}"
                 );
-                let ok: Trust<u64> = skein::wire::codec::decode(&again).expect("decode");
+                let ok: Trust<u64> = skein::codec::decode(&again).expect("decode");
                 *KEEP.lock().unwrap() = Some(ok);
                 (sum, wrong.to_string())
             })
@@ -441,7 +441,7 @@ fn handles_travel_in_messages_on_one_rank_and_refusals() {
         assert_eq!(r.0, 12);
         assert!(r.1.contains("another type"), "{}", r.1);
         let kept = KEEP.lock().unwrap().take().expect("kept");
-        let e = skein::wire::codec::encode(&kept).unwrap_err().to_string();
+        let e = skein::codec::encode(&kept).unwrap_err().to_string();
         assert!(e.contains("cannot leave its run"), "{e}");
     }
 }

@@ -22,7 +22,7 @@
 //!   proxy's weight, then frees the proxy. A drop after the run, or outside its workers, frees
 //!   only the proxy ([`Proxy::forget`]; the owner's `end_of_run` has dropped or will drop the
 //!   export).
-//! * **A handle inside a message** (`crate::trust::travel`, through `wire::codec`): the
+//! * **A handle inside a message** (`crate::trust::travel`, through `skein::codec`): the
 //!   encoding takes half of the proxy's weight ([`Proxy::export`]) into the message; the
 //!   receiver on a third rank makes a new proxy of it, on the owner's rank a local handle.
 //! * **Grants** (control id 5, `crate::trust::travel::send_grant`): a proxy whose weight falls

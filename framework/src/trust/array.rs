@@ -137,7 +137,7 @@ impl<T> std::fmt::Debug for TrustArray<T> {
 }
 
 /// A `TrustArray` travels inside an `apply_with` argument or result (encoded by
-/// [`crate::wire::codec`] only, as a [`Trust`]): its length and one handle per part. The array
+/// [`crate::codec`] only, as a [`Trust`]): its length and one handle per part. The array
 /// received reaches every value through its part's handle by index (invariant 3), so each
 /// request takes the element path, this rank's parts included; the array that `new` made
 /// keeps the direct path for the parts of its own rank. Receiving checks that the array has

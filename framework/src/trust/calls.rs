@@ -188,7 +188,7 @@ impl<T: Send + 'static> Trust<T> {
     }
 
     /// Like [`Trust::apply`], with an argument and a result that travel serialized through
-    /// [`crate::wire::codec`] (bincode): for heap data such as strings and vectors. Both are
+    /// [`crate::codec`] (bincode): for heap data such as strings and vectors. Both are
     /// encoded and decoded even when the trustee is in this process, so a value that does not
     /// survive the trip fails here as it would across ranks.
     ///
@@ -328,7 +328,7 @@ impl<T: Send + 'static> Trust<T> {
 }
 
 /// A handle travels inside an `apply_with` argument or result (`docs/rack-mode.md` §5.2 item
-/// 6), encoded by [`crate::wire::codec`] only, on a worker of its run: the weight or count it
+/// 6), encoded by [`crate::codec`] only, on a worker of its run: the weight or count it
 /// needs moves with the message (`trust/travel.rs`). Any other serializer, and a handle outside its
 /// run, get an error: "a Trust cannot leave its run".
 impl<T: Send + 'static> Serialize for Trust<T> {
@@ -338,7 +338,7 @@ impl<T: Send + 'static> Serialize for Trust<T> {
     }
 }
 
-/// The receiving side of [`Trust`]'s `Serialize` (through [`crate::wire::codec`] only).
+/// The receiving side of [`Trust`]'s `Serialize` (through [`crate::codec`] only).
 impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let i = <u32 as serde::Deserialize>::deserialize(d)?;
@@ -349,7 +349,7 @@ impl<'de, T: Send + 'static> serde::Deserialize<'de> for Trust<T> {
 /// `apply_with`'s argument as bytes.
 #[track_caller]
 pub(super) fn encode_arg<V: Serialize>(v: &V) -> Vec<u8> {
-    crate::wire::codec::encode(v).unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"))
+    travel::encode(v).unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"))
 }
 
 /// Refuses, at the call site, a serialized argument that cannot travel to `trustee`: one
@@ -371,7 +371,7 @@ pub(super) fn check_arg_fits(w: &Worker, trustee: usize, bytes: &[u8], what: &st
 /// `apply_with`'s result from bytes.
 #[track_caller]
 pub(super) fn decode_result<U: DeserializeOwned>(bytes: &[u8]) -> U {
-    crate::wire::codec::decode(bytes).unwrap_or_else(|e| panic!("skein: apply_with result: {e}"))
+    travel::decode(bytes).unwrap_or_else(|e| panic!("skein: apply_with result: {e}"))
 }
 
 /// `apply_with`'s request on the trustee: decodes the argument, runs `f` on the value of the
@@ -382,10 +382,9 @@ where
     U: Serialize,
     F: FnOnce(&mut T, V) -> U,
 {
-    let v: V = crate::wire::codec::decode(bytes)
-        .unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
+    let v: V = travel::decode(bytes).unwrap_or_else(|e| panic!("skein: apply_with argument: {e}"));
     let u = on_trustee(SendPtr(p), |t| f(t, v));
-    crate::wire::codec::encode(&u).unwrap_or_else(|e| panic!("skein: apply_with result: {e}"))
+    travel::encode(&u).unwrap_or_else(|e| panic!("skein: apply_with result: {e}"))
 }
 
 /// Runs `job(target)` on `trustee` and returns its result: inline when `trustee` is this worker

@@ -256,7 +256,7 @@ where
     }
 
     const HOOK: &'static RemoteHook = &RemoteHook {
-        code: Of::<T, V, U, F, RemoteSerialized>::VT.code(),
+        code: Of::<T, V, U, F, RemoteSerialized<super::travel::Scopes>>::VT.code(),
         take_arg: take_with_arg::<T, V, U, F>,
         put_result: put_with_result,
         take_uniform: None,

@@ -20,7 +20,7 @@
 //! is the argument itself ([`ArgRequest`]); its code ([`RunArg`]) reads the value from its
 //! [`Place`] (a property, or an array element), recreates `F` and runs it, writing the `Plain`
 //! result unaligned into a [`PlainSpace`]. `apply_with*` encode the argument and the result
-//! with [`crate::wire::codec`], even in-process.
+//! with [`crate::codec`], even in-process.
 //!
 //! The *local* calls (`apply_local`, `apply_then_local`, `TrusteeRef::entrust`, and
 //! `spawn_local_on` and `spawn` in [`crate::runtime::spawn`]) keep capturing closures and

@@ -1,9 +1,9 @@
-//! Handles inside messages: `Trust<T>: Serialize + Deserialize` through [`crate::wire::codec`]
-//! only (`docs/rack-mode.md` §5.2 item 6).
+//! Handles inside messages: `Trust<T>: Serialize + Deserialize` through `skein::codec` ([`encode`],
+//! [`decode`]: the wire codec with this module's [`Scopes`]) only (`docs/rack-mode.md` §5.2 item 6).
 //!
 //! # How a handle travels
 //!
-//! [`crate::wire::codec::encode`] opens an *encode scope* on its thread; `Trust::serialize`
+//! [`encode`] opens an *encode scope* on its thread; `Trust::serialize`
 //! only records a clone of the handle in the scope's list and writes its index (a `u32`), so
 //! the weight of a handle moves once per listed handle, after encoding, however often the
 //! serializer visits it. When bincode is done, `EncodeScope::finish` turns every listed handle
@@ -19,7 +19,7 @@
 //!   its owner for more ([`send_grant`]), and an export at weight 1 waits in its fiber for
 //!   the answer (delegated context cannot wait: the encoding fails, naming the limit).
 //!
-//! [`crate::wire::codec::decode`] splits the trailer off, opens a *decode scope* with its
+//! [`decode`] splits the trailer off, opens a *decode scope* with its
 //! entries, and `Trust::deserialize` takes its entry by index: on the owner's rank the
 //! property's count is taken through the export slot (`ExportTable::receive_on_owner`) and
 //! the weight is posted back to the trustee (no snapshot: the sender's requests are covered by
@@ -31,7 +31,7 @@
 //! Each entry carries a tag of `T`'s type, checked on receipt, so decoding a handle as a
 //! handle of another type is an error rather than a type confusion, and a seal (a hash keyed
 //! by the job's secret token, [`seal`]), so that bytes not written by the codec of this job
-//! cannot name an export (`codec::decode` is public: without the seal, program code could
+//! cannot name an export (`skein::codec::decode` is public: without the seal, program code could
 //! forge a handle of a live export under another type). In a run that is not split the key
 //! of the table of handles in flight plays that part (its entry records the type). A handle
 //! is encoded and decoded only on a worker of its run: "a Trust cannot leave its run"
@@ -57,6 +57,7 @@ use crate::runtime::export::{wire_target, MAX_GEN};
 use crate::runtime::free;
 use crate::runtime::proxy::{Grant, Proxy};
 use crate::runtime::worker::Worker;
+use crate::wire::codec::{self, CodecError};
 use std::any::TypeId;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -161,6 +162,42 @@ fn type_tag<T: 'static>() -> u64 {
 type InFlight = HashMap<u64, (u32, Raw, u64)>;
 static LOCAL_NEXT: AtomicU64 = AtomicU64::new(1);
 static LOCAL: Mutex<Option<InFlight>> = Mutex::new(None);
+
+/// The handles of `skein::codec`: [`crate::wire::codec::Handles`] for `Trust` (module docs).
+#[derive(Debug)]
+pub(crate) struct Scopes;
+
+impl crate::wire::codec::Handles for Scopes {
+    type Encoding = EncodeScope;
+    type Decoding = DecodeScope;
+
+    fn begin_encode() -> EncodeScope {
+        EncodeScope::begin()
+    }
+
+    fn finish_encode(scope: EncodeScope, bytes: &mut Vec<u8>) -> Result<(), String> {
+        scope.finish(bytes)
+    }
+
+    fn begin_decode(bytes: &[u8]) -> Result<(DecodeScope, &[u8]), String> {
+        DecodeScope::begin(bytes)
+    }
+}
+
+/// Serializes `v`, handles (`Trust`) included: bincode's bytes, then a trailer of the handles
+/// inside `v`, which travel with their weight (module docs), and their count (a `u32`; 0 when
+/// `v` holds none). A value without handles encodes to the bytes of
+/// [`crate::wire::codec::encode`].
+pub fn encode<V: serde::Serialize + ?Sized>(v: &V) -> Result<Vec<u8>, CodecError> {
+    codec::encode_with::<Scopes, V>(v)
+}
+
+/// Deserializes a `V` that must use all of `bytes` (bincode's bytes and the handle trailer
+/// [`encode`] appends), its handles received (module docs). Lengths are bounded by the bytes
+/// as in [`crate::wire::codec::decode`].
+pub fn decode<V: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<V, CodecError> {
+    codec::decode_with::<Scopes, V>(bytes)
+}
 
 /// An open encode scope (the codec's `encode`); dropped unfinished (an error, a panic in a
 /// `Serialize`), it drops its listed clones: nothing moved.
@@ -383,7 +420,7 @@ pub(crate) fn list<T: Send + 'static>(t: &Trust<T>) -> Result<u32, String> {
             }
             None => {
                 listed.raw.drop();
-                Err("a Trust is serialized only by skein's codec (`wire::codec`, `apply_with`)"
+                Err("a Trust is serialized only by skein's codec (`skein::codec`, `apply_with`)"
                     .into())
             }
         }
@@ -394,9 +431,9 @@ pub(crate) fn list<T: Send + 'static>(t: &Trust<T>) -> Result<u32, String> {
 pub(crate) fn take<T: Send + 'static>(index: u32) -> Result<Trust<T>, String> {
     let e = DECODING.with(|d| {
         let mut d = d.borrow_mut();
-        let scope = d
-            .last_mut()
-            .ok_or("a Trust is deserialized only by skein's codec (`wire::codec`, `apply_with`)")?;
+        let scope = d.last_mut().ok_or(
+            "a Trust is deserialized only by skein's codec (`skein::codec`, `apply_with`)",
+        )?;
         let slot = scope.get_mut(index as usize).ok_or("a handle index out of its trailer")?;
         slot.take().ok_or("a handle taken twice from one message")
     })?;

@@ -1,4 +1,6 @@
-//! The one codec of skein: bincode 2.0.1 through serde, standard configuration.
+//! The one codec of skein: bincode 2.0.1 through serde, standard configuration. Values
+//! that hold handles (`skein::Trust`) go through `skein::codec`, which is this codec with the
+//! handles' trailer written by the layer that owns them ([`Handles`]).
 //!
 //! ```
 //! let bytes = skein::wire::codec::encode(&(7u32, "seven".to_string())).unwrap();
@@ -45,28 +47,84 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// Serializes `v`. The bytes are bincode's, then a trailer: the handles (`skein::Trust`)
-/// inside `v`, which travel with their weight (`crate::trust::travel`), and their count (a
-/// `u32`; 0 when `v` holds none).
+/// The handles inside a value, as the layer that owns handles moves them: listed while a
+/// value is encoded and appended as a *trailer* (entries, then their count as a `u32`), handed
+/// out while it is decoded. The wire layer knows only these bytes; `trust::travel` implements
+/// it for `Trust` (whose values go through [`encode_with`] / [`decode_with`] with it), and
+/// [`NoHandles`] is the empty trailer of every other value.
+pub(crate) trait Handles {
+    /// Open while a value is encoded: where its handles are listed.
+    type Encoding;
+    /// Open while a value is decoded: the entries its handles are taken from; closing it
+    /// disposes of the entries no handle took.
+    type Decoding;
+    /// Opens an encoding scope on this thread.
+    fn begin_encode() -> Self::Encoding;
+    /// Closes `scope`, appending its trailer to `bytes`.
+    fn finish_encode(scope: Self::Encoding, bytes: &mut Vec<u8>) -> Result<(), String>;
+    /// Splits `bytes` into the value's bytes and its trailer, and opens a decoding scope with
+    /// the trailer's entries.
+    fn begin_decode(bytes: &[u8]) -> Result<(Self::Decoding, &[u8]), String>;
+}
+
+/// The trailer of a value without handles: a count of 0. Decoding refuses a trailer with
+/// entries (bytes of a value that carries handles: `skein::codec` decodes those).
+#[derive(Debug)]
+pub(crate) struct NoHandles;
+
+impl Handles for NoHandles {
+    type Encoding = ();
+    type Decoding = ();
+
+    fn begin_encode() {}
+
+    fn finish_encode((): (), bytes: &mut Vec<u8>) -> Result<(), String> {
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        Ok(())
+    }
+
+    fn begin_decode(bytes: &[u8]) -> Result<((), &[u8]), String> {
+        let n = bytes.len().checked_sub(4).ok_or("no handle trailer")?;
+        match u32::from_le_bytes(bytes[n..].try_into().unwrap_or([0; 4])) {
+            0 => Ok(((), &bytes[..n])),
+            k => Err(format!(
+                "the bytes carry {k} handle(s): values with handles are decoded by skein::codec"
+            )),
+        }
+    }
+}
+
+/// Serializes `v`, which holds no handle (`skein::Trust`; those go through `skein::codec`).
+/// The bytes are bincode's, then an empty handle trailer (a `u32` 0).
 pub fn encode<V: Serialize + ?Sized>(v: &V) -> Result<Vec<u8>, CodecError> {
-    let scope = crate::trust::travel::EncodeScope::begin();
+    encode_with::<NoHandles, V>(v)
+}
+
+/// Serializes `v`: bincode's bytes, then the trailer of the handles `H` listed inside `v`.
+pub(crate) fn encode_with<H: Handles, V: Serialize + ?Sized>(v: &V) -> Result<Vec<u8>, CodecError> {
+    let scope = H::begin_encode();
     let mut bytes = bincode::serde::encode_to_vec(v, config())
         .map_err(|e| CodecError::Encode(e.to_string()))?;
-    scope.finish(&mut bytes).map_err(CodecError::Encode)?;
+    H::finish_encode(scope, &mut bytes).map_err(CodecError::Encode)?;
     Ok(bytes)
 }
 
-/// Deserializes a `V` that must use all of `bytes` (bincode's bytes and the handle trailer
-/// that [`encode`] appends). A length inside `bytes` longer than the bytes that follow it is
-/// an error, never an allocation of that length (module docs).
+/// Deserializes a `V` without handles that must use all of `bytes` (bincode's bytes and the
+/// empty handle trailer that [`encode`] appends). A length inside `bytes` longer than the
+/// bytes that follow it is an error, never an allocation of that length (module docs).
 ///
 /// ```
 /// let bytes = skein::wire::codec::encode(&1u8).unwrap();
 /// assert!(skein::wire::codec::decode::<String>(&bytes).is_err());
 /// ```
 pub fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, CodecError> {
-    let (scope, payload) =
-        crate::trust::travel::DecodeScope::begin(bytes).map_err(CodecError::Decode)?;
+    decode_with::<NoHandles, V>(bytes)
+}
+
+/// Deserializes a `V` that must use all of `bytes`, its handles taken from the trailer by
+/// `H` (the entries no handle took are disposed of by `H` when the scope closes).
+pub(crate) fn decode_with<H: Handles, V: DeserializeOwned>(bytes: &[u8]) -> Result<V, CodecError> {
+    let (scope, payload) = H::begin_decode(bytes).map_err(CodecError::Decode)?;
     let seed = BoundedSeed(std::marker::PhantomData::<V>);
     let (v, used) = bincode::serde::seed_decode_from_slice(seed, payload, config())
         .map_err(|e| CodecError::Decode(e.to_string()))?;

@@ -177,8 +177,9 @@ type OfTypes<T, A, U, F, K> = fn() -> (*const T, A, U, F, K);
 
 /// Marker for [`RemoteVTable::of`].
 pub(crate) struct Property;
-/// Marker for [`RemoteVTable::of_with`].
-pub(crate) struct Serialized;
+/// Marker for [`RemoteVTable::of_with`]: argument and result serialized by
+/// [`codec::encode_with`], their handles moved by `H`.
+pub(crate) struct Serialized<H>(PhantomData<H>);
 /// Marker for [`RemoteVTable::of_element`].
 pub(crate) struct Element;
 /// Marker for [`RemoteVTable::of_spawn`].
@@ -241,7 +242,7 @@ where
     };
 }
 
-impl<T, V, U, F> Of<T, V, U, F, Serialized>
+impl<T, V, U, F, H: codec::Handles> Of<T, V, U, F, Serialized<H>>
 where
     V: Serialize + DeserializeOwned,
     U: Serialize + DeserializeOwned,
@@ -254,7 +255,7 @@ where
             arg_bytes: LEN_PREFIXED,
             result_bytes: LEN_PREFIXED,
             kind: KIND_PROPERTY,
-            run: run_serialized::<T, V, U, F>,
+            run: run_serialized::<T, V, U, F, H>,
             target_type: type_name::<T>,
             run_uniform: None,
         }
@@ -372,7 +373,7 @@ impl RemoteVTable {
         F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
     {
         const { check_closure::<F>() };
-        Of::<T, V, U, F, Serialized>::VT
+        Of::<T, V, U, F, Serialized<codec::NoHandles>>::VT
     }
 
     /// The table of a request on one element of a `TrustArray` part (a `Vec<T>` property);
@@ -774,7 +775,7 @@ where
 ///
 /// # Safety
 /// As [`RemoteVTable::run`] for [`KIND_PROPERTY`].
-unsafe fn run_serialized<T, V, U, F>(
+unsafe fn run_serialized<T, V, U, F, H: codec::Handles>(
     target: *mut u8,
     arg: &[u8],
     out: &mut Vec<u8>,
@@ -784,7 +785,7 @@ where
     U: Serialize + DeserializeOwned,
     F: FnOnce(&mut T, V) -> U + Copy + Send + 'static,
 {
-    let v = match catch_unwind(|| codec::decode::<V>(arg)) {
+    let v = match catch_unwind(|| codec::decode_with::<H, V>(arg)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
             push_prefixed(out, &[]);
@@ -800,7 +801,7 @@ where
     // SAFETY: caller promise: `target` is a live `T` that only this call accesses.
     let t = unsafe { &mut *(target as *mut T) };
     // The result is encoded inside the guard: a `Serialize` impl may panic too.
-    match catch_unwind(AssertUnwindSafe(move || codec::encode(&f(t, v)))) {
+    match catch_unwind(AssertUnwindSafe(move || codec::encode_with::<H, U>(&f(t, v)))) {
         Ok(Ok(bytes)) if bytes.len() <= MAX_SERIALIZED_BYTES => {
             push_prefixed(out, &bytes);
             Ok(())
