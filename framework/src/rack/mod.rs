@@ -248,11 +248,24 @@ pub fn require_one_rank() -> Result<()> {
     Ok(())
 }
 
-/// The start of a run over ranks: every rank's worker count and loopback setting,
-/// all-gathered and checked alike on every rank (collective; see `mpi::agree_shape`).
+/// The start of a run over ranks: every rank's worker count, loopback setting and transport
+/// (a code; `names` says what each is called), all-gathered and checked alike on every rank
+/// (collective; see `mpi::agree_shape`).
 #[cfg(feature = "mpi")]
-pub(crate) fn agree_shape(workers: usize, loopback: usize) -> std::result::Result<(), String> {
-    mpi::agree_shape(workers, loopback)
+pub(crate) fn agree_shape(
+    workers: usize,
+    loopback: usize,
+    transport: u64,
+    names: fn(u64) -> &'static str,
+) -> std::result::Result<(), String> {
+    mpi::agree_shape(workers, loopback, transport, names)
+}
+
+/// Every rank's outcome of a step, agreed (collective; see `mpi::agree_ok`): every rank
+/// fails when one does.
+#[cfg(feature = "mpi")]
+pub(crate) fn agree_ok<T>(mine: std::result::Result<T, String>) -> std::result::Result<T, String> {
+    mpi::agree_ok(mine)
 }
 
 thread_local! {

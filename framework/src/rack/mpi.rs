@@ -225,22 +225,54 @@ extern "C" fn finalize_at_exit() {
     drop(universe);
 }
 
+/// All-gathers whether `mine` failed (collective): `mine` itself on the ranks where every rank
+/// succeeded or where this rank failed; where only others failed, an error naming the first
+/// of them. So every rank fails when one does, and no rank goes on into a collective the
+/// others will not reach.
+pub(super) fn agree_ok<T>(mine: Result<T, String>) -> Result<T, String> {
+    let world = SimpleCommunicator::world();
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let flag = [u8::from(mine.is_err())];
+    let mut all = vec![0u8; ranks];
+    world.all_gather_into(&flag[..], &mut all[..]);
+    match (mine, all.iter().position(|&f| f != 0)) {
+        (Err(e), _) => Err(e),
+        (Ok(_), Some(r)) => Err(format!("rank {r} failed (its own error says why)")),
+        (Ok(v), None) => Ok(v),
+    }
+}
+
 /// The most workers of a run over all ranks: a handle's trustee field has 12 bits
 /// (`trust/mod.rs`).
 const MAX_GLOBAL_WORKERS: u64 = 4096;
 
-/// All-gathers every rank's worker count and loopback setting at the start of a run over
-/// ranks, so that every rank takes the same decision (collective; on the thread that calls
-/// `Runtime::run`). Errors, the same on every rank, when a rank asks for a loopback split,
-/// when the ranks' worker counts differ, or when there are more than 4096 workers in all.
-pub(super) fn agree_shape(workers: usize, loopback: usize) -> Result<(), String> {
+/// All-gathers every rank's worker count, loopback setting and transport (a code, named by
+/// `transport_names`) at the start of a run over ranks, so that every rank takes the same
+/// decision (collective; on the thread that calls `Runtime::run`). Errors, the same on every
+/// rank, when a rank asks for a loopback split, when the ranks' worker counts or transports
+/// differ, or when there are more than 4096 workers in all.
+pub(super) fn agree_shape(
+    workers: usize,
+    loopback: usize,
+    transport: u64,
+    transport_names: fn(u64) -> &'static str,
+) -> Result<(), String> {
     let world = SimpleCommunicator::world();
     let ranks = usize::try_from(world.size()).unwrap_or(1);
-    let mine = [workers as u64, loopback as u64];
-    let mut all = vec![0u64; 2 * ranks];
+    let mine = [workers as u64, loopback as u64, transport];
+    let mut all = vec![0u64; 3 * ranks];
     world.all_gather_into(&mine[..], &mut all[..]);
-    let per_rank: Vec<u64> = all.chunks_exact(2).map(|c| c[0]).collect();
-    if let Some(r) = all.chunks_exact(2).position(|c| c[1] > 1) {
+    let per_rank: Vec<u64> = all.chunks_exact(3).map(|c| c[0]).collect();
+    let kinds: Vec<u64> = all.chunks_exact(3).map(|c| c[2]).collect();
+    if let Some(r) = kinds.iter().position(|&k| k != kinds[0]) {
+        return Err(format!(
+            "every rank must use the same transport (SKEIN_TRANSPORT): rank 0 uses {}, rank {r} \
+             uses {}",
+            transport_names(kinds[0]),
+            transport_names(kinds[r])
+        ));
+    }
+    if let Some(r) = all.chunks_exact(3).position(|c| c[1] > 1) {
         return Err(format!(
             "rank {r} asks for a loopback split (Builder::loopback_ranks or SKEIN_LOOPBACK_RANKS), \
              which cannot run under mpirun with more than one rank"

@@ -472,24 +472,45 @@ impl Runtime {
         use crate::rack::outcome::{self, MainFailure, RankReport};
         use crate::transport::mpi::endpoint as mt;
         use crate::transport::mpi::MpiLink;
+        use crate::transport::shm::{self, ShmLink};
+        use crate::transport::Kind;
+        /// The run's transport, kept to close it after the workers stopped.
+        enum Opened {
+            Mpi(mt::Endpoints, Arc<MpiLink>),
+            Shm(Arc<ShmLink>),
+        }
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };
         let w = self.cfg.workers;
+        // A transport named wrongly fails this rank alone, before any collective: mpirun
+        // ends the others (fate sharing), as for any rank that exits early.
+        let kind = Kind::from_env().map_err(rack_err)?;
         // Every rank must take the same decision before the first collective of the run.
-        crate::rack::agree_shape(w, self.cfg.loopback_ranks).map_err(rack_err)?;
+        crate::rack::agree_shape(w, self.cfg.loopback_ranks, kind.code(), Kind::name_of)
+            .map_err(rack_err)?;
         let job_run = outcome::next_job_run();
         let token = crate::rack::job_token().unwrap_or(0);
-        let config = mt::Config { max_envelope_bytes: 1 << 30, window: mt::DEFAULT_WINDOW };
-        let (transport, endpoints) = mt::open(w, config).map_err(rack_err)?;
-        let link = Arc::new(MpiLink::new(token, rank, endpoints));
-        let all_reduce = quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?;
-        let split = Split::Mpi {
-            job_run,
-            rank,
-            ranks,
-            transport: Box::new(link.clone()),
-            all_reduce: Box::new(all_reduce),
+        const MAX_ENVELOPE: usize = 1 << 30;
+        let (opened, transport): (Opened, Box<dyn crate::transport::Transport>) = match kind {
+            Kind::Mpi => {
+                let config =
+                    mt::Config { max_envelope_bytes: MAX_ENVELOPE, window: mt::DEFAULT_WINDOW };
+                let (endpoints, eps) = mt::open(w, config).map_err(rack_err)?;
+                let link = Arc::new(MpiLink::new(token, rank, eps));
+                (Opened::Mpi(endpoints, link.clone()), Box::new(link))
+            }
+            Kind::Shm => {
+                let config = shm::Config::from_env(MAX_ENVELOPE);
+                // Agreed before the collective set-up: a bad setting on one rank fails all.
+                let config = crate::rack::agree_ok(config.map(Some)).map_err(rack_err)?;
+                let config = config.expect("agreed");
+                let link = Arc::new(ShmLink::open(w, token, job_run, config).map_err(rack_err)?);
+                (Opened::Shm(link.clone()), Box::new(link))
+            }
         };
+        let all_reduce = quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?;
+        let split =
+            Split::Mpi { job_run, rank, ranks, transport, all_reduce: Box::new(all_reduce) };
         let Some(run_state) = RunState::start(self.cfg.clone(), split) else {
             // The other ranks are in the run already: fate sharing.
             crate::rack::abort(1, &Error::TooManyRuns.to_string());
@@ -511,20 +532,30 @@ impl Runtime {
             main: None,
             stats: (rank * w..(rank + 1) * w).map(|g| run_state.stats_of(g)).collect(),
         };
-        match transport.close(link.take_endpoints()) {
-            Ok(left) => {
-                let aborted = run_state.aborted.load(Ordering::Acquire);
-                if !aborted
-                    && (left.sends_in_flight > 0
-                        || left.receives_in_flight > 0
-                        || left.undelivered > 0)
-                {
+        let aborted = run_state.aborted.load(Ordering::Acquire);
+        match opened {
+            Opened::Mpi(endpoints, link) => match endpoints.close(link.take_endpoints()) {
+                Ok(left) => {
+                    if !aborted
+                        && (left.sends_in_flight > 0
+                            || left.receives_in_flight > 0
+                            || left.undelivered > 0)
+                    {
+                        report.internal.push(format!(
+                            "the transport closed with messages left over: {left:?}"
+                        ));
+                    }
+                }
+                Err(e) => report.internal.push(format!("the transport did not close: {e}")),
+            },
+            Opened::Shm(link) => {
+                let left = link.leftovers();
+                if !aborted && (left.unsent > 0 || left.undelivered > 0) {
                     report
                         .internal
                         .push(format!("the transport closed with messages left over: {left:?}"));
                 }
             }
-            Err(e) => report.internal.push(format!("the transport did not close: {e}")),
         }
         if rank == 0 {
             report.main = Some(match result.lock().unwrap_or_else(|e| e.into_inner()).take() {

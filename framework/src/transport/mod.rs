@@ -14,8 +14,62 @@
 pub(crate) mod loopback;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
+#[cfg(feature = "mpi")]
+mod owned;
+#[cfg(any(test, feature = "mpi"))]
+pub(crate) mod ring;
+#[cfg(feature = "mpi")]
+pub(crate) mod shm;
 
 use crate::channel::record::VTable;
+
+/// Which transport a run over MPI ranks uses: `SKEIN_TRANSPORT=mpi` (two-sided MPI messages,
+/// [`mpi`]) or `shm` (rings in shared memory, `shm`: every rank on one node); every rank must
+/// name the same one.
+#[cfg(feature = "mpi")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// [`mpi::MpiLink`].
+    Mpi,
+    /// [`shm::ShmLink`].
+    Shm,
+}
+
+#[cfg(feature = "mpi")]
+impl Kind {
+    /// The transport when `SKEIN_TRANSPORT` is not set.
+    pub(crate) const DEFAULT: Kind = Kind::Mpi;
+
+    /// The transport `SKEIN_TRANSPORT` names, or [`Kind::DEFAULT`].
+    pub(crate) fn from_env() -> Result<Kind, String> {
+        match std::env::var("SKEIN_TRANSPORT") {
+            Err(_) => Ok(Kind::DEFAULT),
+            Ok(v) => match v.trim() {
+                "" => Ok(Kind::DEFAULT),
+                "mpi" => Ok(Kind::Mpi),
+                "shm" => Ok(Kind::Shm),
+                other => Err(format!("SKEIN_TRANSPORT={other:?}: expected `mpi` or `shm`")),
+            },
+        }
+    }
+
+    /// The code ranks compare (`crate::rack::agree_shape`).
+    pub(crate) fn code(self) -> u64 {
+        match self {
+            Kind::Mpi => 1,
+            Kind::Shm => 2,
+        }
+    }
+
+    /// The name of the transport of `code`.
+    pub(crate) fn name_of(code: u64) -> &'static str {
+        match code {
+            1 => "mpi",
+            2 => "shm",
+            _ => "an unknown transport",
+        }
+    }
+}
 
 /// The most words of in-process records one batch to another rank takes from a client's
 /// queue (the size of a worker's scratch buffer, `crate::runtime::remote`): the limit of

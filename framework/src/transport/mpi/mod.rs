@@ -31,11 +31,11 @@
 
 pub(crate) mod endpoint;
 
+use super::owned::Owned;
 use super::{Arrived, IdlePolicy, Transport, BATCH_RESULT_BYTES, BATCH_WORDS};
 use crate::channel::record::VTable;
 use crate::wire::envelope::{HEADER_BYTES, SEGMENT_HEADER_BYTES};
 use endpoint::{Endpoint, SendError};
-use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -70,47 +70,6 @@ impl End {
 #[cold]
 fn fail(e: &SendError) -> ! {
     crate::rack::abort(1, &format!("the rack transport refused an envelope: {e}"))
-}
-
-/// A value used by one thread at a time, checked by a flag (module docs): `with` gives
-/// exclusive access for the length of a call, or ends the job if the flag is taken.
-#[derive(Debug)]
-struct Owned<T> {
-    taken: AtomicBool,
-    cell: UnsafeCell<T>,
-}
-
-// SAFETY: the value is only reached through `with`, which hands out one `&mut` at a time (the
-// flag), so sharing an `Owned` between threads moves the value between them at most: `T: Send`
-// suffices.
-unsafe impl<T: Send> Sync for Owned<T> {}
-
-impl<T> Owned<T> {
-    fn new(value: T) -> Owned<T> {
-        Owned { taken: AtomicBool::new(false), cell: UnsafeCell::new(value) }
-    }
-
-    /// Runs `f` on the value, alone: ends the job if another call holds it (another thread,
-    /// or `f` calling back in), which the runtime never does.
-    #[inline]
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        if self.taken.swap(true, Ordering::Acquire) {
-            crate::rack::abort(1, "the rack link of a worker was used by two callers at once");
-        }
-        /// Clears the flag when `f` returns or unwinds (Release: the next taker's Acquire
-        /// swap sees this call's writes).
-        struct Give<'a>(&'a AtomicBool);
-        impl Drop for Give<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::Release);
-            }
-        }
-        let _give = Give(&self.taken);
-        // SAFETY: the swap above found the flag clear and set it, so no other `with` is in
-        // its `f` until `_give` clears it; this `&mut` is the only reference to the value
-        // meanwhile, and it does not outlive `f`.
-        f(unsafe { &mut *self.cell.get() })
-    }
 }
 
 /// One worker's end and whether an envelope waits in it, on a cache line of their own (only

@@ -1,0 +1,534 @@
+//! The shared-memory transport: ranks on one node write envelopes straight into each other's
+//! rings ([`super::ring`]), with plain stores; no MPI call on the data path (feature `mpi`:
+//! MPI starts the ranks, and still carries the quiescence detector's all-reduce and the end
+//! of the run).
+//!
+//! # Rings and where they live
+//!
+//! Every rank makes one memory file (`/dev/shm/skein-<token>-<run>-<rank>`, mode 0600) that
+//! holds a ring for every (sending worker of any rank, receiving worker of this rank) pair:
+//! ring `s · W + t` carries the envelopes of global worker `s` to local worker `t`, in the
+//! receiver's memory, which the receiver polls. Every other rank maps the file too and writes
+//! into its rings; once every rank has mapped every file, each rank unlinks its own, so that
+//! nothing is left in `/dev/shm` after the job, however it ends. Pages are touched only by the
+//! rings in use (a rank's own workers' rings are never used: they talk through slots).
+//!
+//! Setting up is collective, on the thread that runs `Runtime::run`: each step ends in an
+//! all-gather of every rank's outcome, so that all ranks fail together, naming the rank and
+//! the step, when one of them cannot go on (ranks on different nodes, no `/dev/shm`, too
+//! little memory); the run then fails on every rank before any envelope moves.
+//!
+//! # Shape
+//!
+//! As in the MPI transport (`transport::mpi`): one [`End`] per local worker, taken by that
+//! worker only ([`Owned`]); publishing never fails (an envelope that does not fit waits in a
+//! per-destination backlog, pushed on by `progress`; an envelope larger than the ring streams
+//! through it in pieces); `progress` reads every source ring and queues the envelopes read
+//! whole for `poll`. The runtime's credits bound the backlogs and the queue (at most
+//! `IN_FLIGHT` requests per (client, remote trustee), each answered once).
+//!
+//! # Invariants (the `unsafe` blocks rely on them)
+//!
+//! 1. A [`Region`] is a live `MAP_SHARED` mapping of `len` bytes until it is dropped, and it
+//!    is dropped only after every worker stopped (the run's transport outlives its workers).
+//! 2. Ring `i` of a region starts at `i · stride` and spans [`COUNTERS_BYTES`] of counters
+//!    (aligned to 64: the mapping and `stride` are) and `cap` data bytes, inside the mapping.
+//! 3. Each ring has one writer (the worker `s` of its pair, on the rank that mapped it to
+//!    write) and one reader (the receiving worker `t`, on the owning rank): the [`End`] of
+//!    a worker holds its writers and readers, and only that worker takes its [`End`].
+
+use super::owned::Owned;
+use super::ring::{Counters, Reader, RingMem, Writer, COUNTERS_BYTES};
+use super::{Arrived, IdlePolicy, Transport};
+use std::collections::VecDeque;
+use std::ffi::CString;
+use std::time::{Duration, Instant};
+
+/// The default data bytes of one ring.
+pub(crate) const DEFAULT_RING_BYTES: usize = 256 << 10;
+/// The accepted ring sizes (`SKEIN_SHM_RING_BYTES`, a power of two).
+const RING_BYTES_RANGE: std::ops::RangeInclusive<usize> = (4 << 10)..=(64 << 20);
+/// Buffers a worker keeps for envelopes it claims and reads.
+const POOL: usize = 64;
+
+/// The settings of the shared-memory transport.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    /// Data bytes of one ring (a power of two in [`RING_BYTES_RANGE`]).
+    pub(crate) ring_bytes: usize,
+    /// The largest envelope a reader accepts.
+    pub(crate) max_envelope_bytes: usize,
+}
+
+impl Config {
+    /// The ring size `SKEIN_SHM_RING_BYTES` asks for, or the default.
+    pub(crate) fn from_env(max_envelope_bytes: usize) -> Result<Config, String> {
+        let ring_bytes = match std::env::var("SKEIN_SHM_RING_BYTES") {
+            Err(_) => DEFAULT_RING_BYTES,
+            Ok(v) => match v.trim().parse::<usize>() {
+                Ok(n) if n.is_power_of_two() && RING_BYTES_RANGE.contains(&n) => n,
+                _ => {
+                    return Err(format!(
+                        "SKEIN_SHM_RING_BYTES={v:?}: expected a power of two from {} to {} bytes",
+                        RING_BYTES_RANGE.start(),
+                        RING_BYTES_RANGE.end()
+                    ))
+                }
+            },
+        };
+        Ok(Config { ring_bytes, max_envelope_bytes })
+    }
+}
+
+/// A mapping of a memory file (invariant 1).
+#[derive(Debug)]
+struct Region {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is shared memory reached only through the ring protocol's atomics and
+// the copies it hands to one side at a time (invariant 3); the pointer itself may move
+// between threads.
+unsafe impl Send for Region {}
+// SAFETY: as above: `&Region` only gives out ring views whose use the protocol orders.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Creates the memory file `path` (it must not exist), sized `len`, and maps it.
+    fn create(path: &CString, len: usize) -> Result<Region, String> {
+        // SAFETY: `path` is a NUL-terminated string; the flags and mode are plain integers.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            return Err(os_error("create", path));
+        }
+        // SAFETY: `fd` is the descriptor just opened.
+        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+            let e = os_error("size", path);
+            // SAFETY: `fd` is open, and `path` names the file this call created.
+            unsafe {
+                libc::close(fd);
+                libc::unlink(path.as_ptr());
+            }
+            return Err(e);
+        }
+        let r = Region::map_fd(fd, len, path);
+        if r.is_err() {
+            // SAFETY: `path` names the file this call created.
+            unsafe { libc::unlink(path.as_ptr()) };
+        }
+        r
+    }
+
+    /// Maps the existing memory file `path`, which must be `len` bytes long.
+    fn open(path: &CString, len: usize) -> Result<Region, String> {
+        // SAFETY: `path` is a NUL-terminated string.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(os_error("open", path));
+        }
+        Region::map_fd(fd, len, path)
+    }
+
+    /// Maps `len` bytes of the open file `fd` (shared, read-write) and closes `fd`.
+    fn map_fd(fd: libc::c_int, len: usize, path: &CString) -> Result<Region, String> {
+        // SAFETY: a fresh shared mapping of an open descriptor; the kernel picks the address.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        let e = (base == libc::MAP_FAILED).then(|| os_error("map", path));
+        // SAFETY: `fd` is open; the mapping (if any) stays valid after it is closed.
+        unsafe { libc::close(fd) };
+        match e {
+            Some(e) => Err(e),
+            None => Ok(Region { base: base.cast(), len }),
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: `base..base + len` is the mapping this value made, unmapped once (invariant
+        // 1: no worker uses it any more).
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// `what` failed on `path`, with the OS's reason.
+fn os_error(what: &str, path: &CString) -> String {
+    format!(
+        "cannot {what} the shared-memory file {}: {}",
+        path.to_string_lossy(),
+        std::io::Error::last_os_error()
+    )
+}
+
+/// One ring of a region (invariant 2).
+#[derive(Debug, Clone, Copy)]
+struct ShmRing {
+    counters: *const Counters,
+    data: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: `counters` and `data` point into a live mapping (invariants 1 and 2), shared by the
+// ring's one writer and one reader (invariant 3); the copies touch `at..at + len < cap`.
+unsafe impl RingMem for ShmRing {
+    #[inline]
+    fn counters(&self) -> &Counters {
+        // SAFETY: invariant 2: a `Counters` (atomics only) at a 64-aligned place of a live
+        // mapping, initialised by the kernel's zero fill (two zero counters).
+        unsafe { &*self.counters }
+    }
+    #[inline]
+    fn cap(&self) -> usize {
+        self.cap
+    }
+    #[inline]
+    fn put(&self, at: usize, src: &[u8]) {
+        debug_assert!(at + src.len() <= self.cap);
+        // SAFETY: inside the ring's data (the trait's contract); the protocol gives these
+        // bytes to the writer alone, so nothing reads or writes them meanwhile.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.data.add(at), src.len()) }
+    }
+    #[inline]
+    fn get(&self, at: usize, dst: &mut [u8]) {
+        debug_assert!(at + dst.len() <= self.cap);
+        // SAFETY: as `put`, for the reader.
+        unsafe { std::ptr::copy_nonoverlapping(self.data.add(at), dst.as_mut_ptr(), dst.len()) }
+    }
+}
+
+// SAFETY: see `RingMem for ShmRing`: the pointers are into shared memory that the protocol
+// hands to one side at a time.
+unsafe impl Send for ShmRing {}
+
+/// A worker's rings and what waits in them.
+#[derive(Debug)]
+struct End {
+    /// Per destination global worker: the ring this worker writes to it (None for workers
+    /// of this rank).
+    out: Vec<Option<(ShmRing, Writer)>>,
+    /// Per destination: envelopes waiting for room, oldest first (the front may be part-way
+    /// through its ring).
+    backlog: Vec<VecDeque<Vec<u8>>>,
+    /// Envelopes in all backlogs.
+    waiting: usize,
+    /// Per source global worker of another rank: the ring it writes to this worker.
+    inbound: Vec<(usize, ShmRing, Reader)>,
+    /// Envelopes read whole, for `poll`.
+    ready: VecDeque<Arrived>,
+    pool: Vec<Vec<u8>>,
+}
+
+impl End {
+    /// Pushes the backlog to `to` on as far as its ring allows; true if any byte moved.
+    fn flush_to(&mut self, to: usize) -> bool {
+        let Some((ring, w)) = self.out[to].as_mut() else { return false };
+        let before = w.written();
+        while let Some(msg) = self.backlog[to].front() {
+            if !w.push(ring, msg) {
+                // Part of it may have gone; the rest waits for credit.
+                break;
+            }
+            let msg = self.backlog[to].pop_front().expect("front exists");
+            self.waiting -= 1;
+            give(&mut self.pool, msg);
+        }
+        w.written() != before
+    }
+
+    /// Reads every inbound ring; true if an envelope was read whole.
+    fn read(&mut self, workers: usize) -> Result<bool, String> {
+        let mut got = false;
+        let End { inbound, ready, pool, .. } = self;
+        for (s, ring, r) in inbound.iter_mut() {
+            while r.has_bytes(ring) {
+                match r.pull(ring, || pool.pop().unwrap_or_default()) {
+                    Ok(Some(bytes)) => {
+                        ready.push_back(Arrived { from_rank: *s / workers, bytes });
+                        got = true;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        return Err(format!(
+                            "the shared-memory ring from worker {s} (rank {}) is torn or \
+                             forged: {e}",
+                            *s / workers
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// Keeps `msg` for reuse if the pool has room.
+fn give(pool: &mut Vec<Vec<u8>>, mut msg: Vec<u8>) {
+    if pool.len() < POOL {
+        msg.clear();
+        pool.push(msg);
+    }
+}
+
+/// The runtime's transport over shared memory (module docs).
+#[derive(Debug)]
+pub(crate) struct ShmLink {
+    token: u64,
+    workers: usize,
+    lo: usize,
+    ends: Box<[Owned<End>]>,
+    /// Every rank's region, this rank's included (kept mapped while the link lives).
+    _regions: Vec<Region>,
+}
+
+/// What was left in the transport when it closed.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ShmLeftovers {
+    /// Envelopes never written whole into their ring.
+    pub(crate) unsent: usize,
+    /// Envelopes read whole and never polled, or part-read.
+    pub(crate) undelivered: usize,
+}
+
+/// The memory file of rank `rank` for run `job_run` of the job of `token`.
+fn path_of(token: u64, job_run: u32, rank: usize) -> CString {
+    CString::new(format!("/dev/shm/skein-{token:016x}-{job_run}-{rank}"))
+        .expect("no NUL in a formatted path")
+}
+
+/// This node's name, hashed (ranks compare it to tell whether they share a node).
+fn node_hash() -> u64 {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length; gethostname NUL-terminates within it or
+    // truncates (the hash covers the bytes up to the first NUL either way).
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name =
+        if rc == 0 { &buf[..buf.iter().position(|&b| b == 0).unwrap_or(buf.len())] } else { &[] };
+    // FNV-1a: stable across processes (unlike std's randomly keyed hasher).
+    name.iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Every rank's outcome of set-up step `step`, agreed (`crate::rack::agree_ok`).
+fn agree<T>(step: &str, mine: Result<T, String>) -> Result<T, String> {
+    crate::rack::agree_ok(mine).map_err(|e| format!("shared-memory transport, {step}: {e}"))
+}
+
+impl ShmLink {
+    /// Sets the transport up for `workers` workers per rank (collective: every rank calls it,
+    /// on the thread that runs the run; module docs).
+    pub(crate) fn open(
+        workers: usize,
+        token: u64,
+        job_run: u32,
+        config: Config,
+    ) -> Result<ShmLink, String> {
+        use mpi::traits::*;
+        let world = mpi::topology::SimpleCommunicator::world();
+        let rank = usize::try_from(world.rank()).unwrap_or(0);
+        let ranks = usize::try_from(world.size()).unwrap_or(1);
+        let all_workers = ranks * workers;
+        // Every rank on this node?
+        let mine = [node_hash()];
+        let mut nodes = vec![0u64; ranks];
+        world.all_gather_into(&mine[..], &mut nodes[..]);
+        if let Some(r) = nodes.iter().position(|&n| n != nodes[0]) {
+            return Err(format!(
+                "the shared-memory transport needs every rank on one node; rank {r} runs on \
+                 another node than rank 0 (use SKEIN_TRANSPORT=mpi)"
+            ));
+        }
+        let stride = COUNTERS_BYTES + config.ring_bytes;
+        let len = all_workers
+            .checked_mul(workers)
+            .and_then(|n| n.checked_mul(stride))
+            .ok_or("the rings' size overflows")?;
+        let own = Region::create(&path_of(token, job_run, rank), len);
+        let created = own.is_ok();
+        let own = agree("creating the rings", own).inspect_err(|_| {
+            if created {
+                // Made here, and the others failed: nobody will map it.
+                // SAFETY: the path names the file this rank created.
+                unsafe { libc::unlink(path_of(token, job_run, rank).as_ptr()) };
+            }
+        })?;
+        let mut regions = Vec::with_capacity(ranks);
+        let mut opened = Ok(());
+        for r in 0..ranks {
+            if r == rank {
+                continue;
+            }
+            match Region::open(&path_of(token, job_run, r), len) {
+                Ok(reg) => regions.push((r, reg)),
+                Err(e) => {
+                    opened = Err(e);
+                    break;
+                }
+            }
+        }
+        let agreed = agree("mapping the other ranks' rings", opened);
+        // Mapped everywhere (or failed everywhere): the names are no longer needed.
+        // SAFETY: the path names the file this rank created.
+        unsafe { libc::unlink(path_of(token, job_run, rank).as_ptr()) };
+        agreed?;
+        let ring = |reg: &Region, i: usize| {
+            // SAFETY (in the closure's use below): invariant 2: ring `i < all_workers ·
+            // workers` lies inside the mapping of `len` bytes.
+            let at = i * stride;
+            debug_assert!(at + stride <= reg.len);
+            ShmRing {
+                counters: reg.base.wrapping_add(at).cast(),
+                data: reg.base.wrapping_add(at + COUNTERS_BYTES),
+                cap: config.ring_bytes,
+            }
+        };
+        let lo = rank * workers;
+        let ends = (0..workers)
+            .map(|t| {
+                let g = lo + t;
+                let out = (0..all_workers)
+                    .map(|to| {
+                        let r = to / workers;
+                        (r != rank).then(|| {
+                            let reg = &regions.iter().find(|(x, _)| *x == r).expect("mapped").1;
+                            (ring(reg, g * workers + to % workers), Writer::default())
+                        })
+                    })
+                    .collect();
+                let inbound = (0..all_workers)
+                    .filter(|s| s / workers != rank)
+                    .map(|s| {
+                        (s, ring(&own, s * workers + t), Reader::new(config.max_envelope_bytes))
+                    })
+                    .collect();
+                Owned::new(End {
+                    out,
+                    backlog: (0..all_workers).map(|_| VecDeque::new()).collect(),
+                    waiting: 0,
+                    inbound,
+                    ready: VecDeque::new(),
+                    pool: Vec::new(),
+                })
+            })
+            .collect();
+        let mut keep: Vec<Region> = regions.into_iter().map(|(_, r)| r).collect();
+        keep.push(own);
+        world.barrier();
+        Ok(ShmLink { token, workers, lo, ends, _regions: keep })
+    }
+
+    /// Runs `f` on worker `g`'s end (taken by that worker only).
+    #[inline]
+    fn with<R>(&self, g: usize, f: impl FnOnce(&mut End) -> R) -> R {
+        self.ends[g - self.lo].with(f)
+    }
+
+    /// What is left in the transport (after the workers stopped).
+    pub(crate) fn leftovers(&self) -> ShmLeftovers {
+        let mut left = ShmLeftovers::default();
+        for g in self.lo..self.lo + self.workers {
+            self.with(g, |e| {
+                left.unsent += e.waiting;
+                left.undelivered += e.ready.len();
+            });
+        }
+        left
+    }
+}
+
+impl Transport for ShmLink {
+    fn token(&self) -> u64 {
+        self.token
+    }
+
+    fn idle_policy(&self) -> IdlePolicy {
+        IdlePolicy::Network
+    }
+
+    fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
+        Some(self.with(from, |e| e.pool.pop().unwrap_or_else(|| Vec::with_capacity(4096))))
+    }
+
+    fn publish(&self, from: usize, to: usize, msg: Vec<u8>) {
+        self.with(from, |e| {
+            if e.out.get(to).is_none_or(Option::is_none) {
+                crate::rack::abort(
+                    1,
+                    &format!("the shared-memory transport got an envelope for worker {to}, not on another rank"),
+                );
+            }
+            e.backlog[to].push_back(msg);
+            e.waiting += 1;
+            if e.backlog[to].len() == 1 {
+                e.flush_to(to);
+            }
+        })
+    }
+
+    fn poll(&self, me: usize) -> Option<Arrived> {
+        self.with(me, |e| e.ready.pop_front())
+    }
+
+    fn release(&self, me: usize, msg: Vec<u8>) {
+        self.with(me, |e| give(&mut e.pool, msg))
+    }
+
+    fn progress(&self, me: usize) -> bool {
+        let workers = self.workers;
+        let r = self.with(me, |e| {
+            let mut moved = false;
+            if e.waiting > 0 {
+                for to in 0..e.backlog.len() {
+                    if !e.backlog[to].is_empty() {
+                        moved |= e.flush_to(to);
+                    }
+                }
+            }
+            e.read(workers).map(|got| got || moved)
+        });
+        match r {
+            Ok(moved) => moved,
+            Err(e) => crate::rack::abort(1, &e),
+        }
+    }
+
+    fn busy(&self, me: usize) -> bool {
+        self.with(me, |e| e.waiting > 0 || !e.ready.is_empty())
+    }
+
+    fn drain(&self, me: usize, limit: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            let done = self.with(me, |e| {
+                for to in 0..e.backlog.len() {
+                    if !e.backlog[to].is_empty() {
+                        e.flush_to(to);
+                    }
+                }
+                e.waiting == 0
+            });
+            if done {
+                return true;
+            }
+            if start.elapsed() > limit {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
