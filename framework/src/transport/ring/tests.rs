@@ -56,9 +56,9 @@ fn through(cap: usize, msgs: &[Vec<u8>]) -> Vec<Vec<u8>> {
     while got.len() < msgs.len() {
         let mut moved = false;
         while next < msgs.len() {
-            let before = w.tail;
+            let before = w.written();
             let whole = w.push(&ring, &msgs[next]);
-            moved |= w.tail != before;
+            moved |= w.written() != before;
             if whole {
                 next += 1;
             } else {
@@ -73,6 +73,17 @@ fn through(cap: usize, msgs: &[Vec<u8>]) -> Vec<Vec<u8>> {
         assert!(idle < 3, "no progress: {} of {} envelopes", got.len(), msgs.len());
     }
     got
+}
+
+#[test]
+fn the_counters_fill_two_cache_lines() {
+    // The shared-memory layout relies on it: ring data starts 128 bytes into a ring, and a
+    // counter never shares its line with the other.
+    assert_eq!(COUNTERS_BYTES, 128);
+    assert_eq!(std::mem::align_of::<Counters>(), 64);
+    let c = Counters::new();
+    let (t, h) = (&c.tail as *const _ as usize, &c.head as *const _ as usize);
+    assert_eq!(h - t, 64);
 }
 
 #[test]
