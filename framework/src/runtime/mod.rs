@@ -491,22 +491,35 @@ impl Runtime {
         let job_run = outcome::next_job_run();
         let token = crate::rack::job_token().unwrap_or(0);
         const MAX_ENVELOPE: usize = 1 << 30;
-        let (opened, transport): (Opened, Box<dyn crate::transport::Transport>) = match kind {
-            Kind::Mpi => {
-                let config =
-                    mt::Config { max_envelope_bytes: MAX_ENVELOPE, window: mt::DEFAULT_WINDOW };
-                let (endpoints, eps) = mt::open(w, config).map_err(rack_err)?;
-                let link = Arc::new(MpiLink::new(token, rank, eps));
-                (Opened::Mpi(endpoints, link.clone()), Box::new(link))
-            }
+        let open_mpi = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
+            let config =
+                mt::Config { max_envelope_bytes: MAX_ENVELOPE, window: mt::DEFAULT_WINDOW };
+            let (endpoints, eps) = mt::open(w, config).map_err(rack_err)?;
+            let link = Arc::new(MpiLink::new(token, rank, eps));
+            Ok((Opened::Mpi(endpoints, link.clone()), Box::new(link)))
+        };
+        // Collective, and failing on every rank alike (agreed), so that `auto` falls back on
+        // every rank or on none.
+        let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
+            let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
+            ShmLink::open(w, token, job_run, config).map(Arc::new)
+        };
+        let (opened, transport) = match kind {
+            Kind::Mpi => open_mpi()?,
             Kind::Shm => {
-                let config = shm::Config::from_env(MAX_ENVELOPE);
-                // Agreed before the collective set-up: a bad setting on one rank fails all.
-                let config = crate::rack::agree_ok(config.map(Some)).map_err(rack_err)?;
-                let config = config.expect("agreed");
-                let link = Arc::new(ShmLink::open(w, token, job_run, config).map_err(rack_err)?);
-                (Opened::Shm(link.clone()), Box::new(link))
+                let link = open_shm().map_err(rack_err)?;
+                (Opened::Shm(link.clone()), Box::new(link) as Box<dyn crate::transport::Transport>)
             }
+            Kind::Auto if shm::one_node() => match open_shm() {
+                Ok(link) => (Opened::Shm(link.clone()), Box::new(link) as _),
+                Err(e) => {
+                    if rank == 0 {
+                        eprintln!("skein: {e}; using the MPI transport instead");
+                    }
+                    open_mpi()?
+                }
+            },
+            Kind::Auto => open_mpi()?,
         };
         let all_reduce = quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?;
         let split =

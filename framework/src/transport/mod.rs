@@ -24,11 +24,14 @@ pub(crate) mod shm;
 use crate::channel::record::VTable;
 
 /// Which transport a run over MPI ranks uses: `SKEIN_TRANSPORT=mpi` (two-sided MPI messages,
-/// [`mpi`]) or `shm` (rings in shared memory, `shm`: every rank on one node); every rank must
-/// name the same one.
+/// [`mpi`]), `shm` (rings in shared memory, `shm`: every rank on one node), or `auto` (the
+/// default: `shm` when every rank runs on one node and its rings can be made, else `mpi`);
+/// every rank must name the same one.
 #[cfg(feature = "mpi")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
+    /// `shm` on one node, else `mpi`.
+    Auto,
     /// [`mpi::MpiLink`].
     Mpi,
     /// [`shm::ShmLink`].
@@ -38,17 +41,17 @@ pub(crate) enum Kind {
 #[cfg(feature = "mpi")]
 impl Kind {
     /// The transport when `SKEIN_TRANSPORT` is not set.
-    pub(crate) const DEFAULT: Kind = Kind::Mpi;
+    pub(crate) const DEFAULT: Kind = Kind::Auto;
 
     /// The transport `SKEIN_TRANSPORT` names, or [`Kind::DEFAULT`].
     pub(crate) fn from_env() -> Result<Kind, String> {
         match std::env::var("SKEIN_TRANSPORT") {
             Err(_) => Ok(Kind::DEFAULT),
             Ok(v) => match v.trim() {
-                "" => Ok(Kind::DEFAULT),
+                "" | "auto" => Ok(Kind::Auto),
                 "mpi" => Ok(Kind::Mpi),
                 "shm" => Ok(Kind::Shm),
-                other => Err(format!("SKEIN_TRANSPORT={other:?}: expected `mpi` or `shm`")),
+                other => Err(format!("SKEIN_TRANSPORT={other:?}: expected `auto`, `mpi` or `shm`")),
             },
         }
     }
@@ -58,6 +61,7 @@ impl Kind {
         match self {
             Kind::Mpi => 1,
             Kind::Shm => 2,
+            Kind::Auto => 3,
         }
     }
 
@@ -66,6 +70,7 @@ impl Kind {
         match code {
             1 => "mpi",
             2 => "shm",
+            3 => "auto",
             _ => "an unknown transport",
         }
     }

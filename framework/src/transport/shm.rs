@@ -324,6 +324,22 @@ fn node_hash() -> u64 {
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
+/// The first rank that runs on another node than rank 0, if any (collective: an all-gather
+/// of every rank's node name, hashed).
+fn other_node(world: &mpi::topology::SimpleCommunicator) -> Option<usize> {
+    use mpi::traits::*;
+    let ranks = usize::try_from(world.size()).unwrap_or(1);
+    let mine = [node_hash()];
+    let mut nodes = vec![0u64; ranks];
+    world.all_gather_into(&mine[..], &mut nodes[..]);
+    nodes.iter().position(|&n| n != nodes[0])
+}
+
+/// Whether every rank runs on this rank's node (collective).
+pub(crate) fn one_node() -> bool {
+    other_node(&mpi::topology::SimpleCommunicator::world()).is_none()
+}
+
 /// Every rank's outcome of set-up step `step`, agreed (`crate::rack::agree_ok`).
 fn agree<T>(step: &str, mine: Result<T, String>) -> Result<T, String> {
     crate::rack::agree_ok(mine).map_err(|e| format!("shared-memory transport, {step}: {e}"))
@@ -343,11 +359,7 @@ impl ShmLink {
         let rank = usize::try_from(world.rank()).unwrap_or(0);
         let ranks = usize::try_from(world.size()).unwrap_or(1);
         let all_workers = ranks * workers;
-        // Every rank on this node?
-        let mine = [node_hash()];
-        let mut nodes = vec![0u64; ranks];
-        world.all_gather_into(&mine[..], &mut nodes[..]);
-        if let Some(r) = nodes.iter().position(|&n| n != nodes[0]) {
+        if let Some(r) = other_node(&world) {
             return Err(format!(
                 "the shared-memory transport needs every rank on one node; rank {r} runs on \
                  another node than rank 0 (use SKEIN_TRANSPORT=mpi)"
