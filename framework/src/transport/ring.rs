@@ -135,10 +135,13 @@ impl Writer {
     /// than `want`.
     fn free<M: RingMem + ?Sized>(&mut self, mem: &M, want: usize) -> usize {
         let cap = mem.cap() as u64;
-        if cap - (self.tail - self.head_seen) < want as u64 {
+        // A reader's count behind the writer's by more than the ring, or ahead of it, is
+        // impossible (a broken peer): no room, ever (the job ends by fate sharing).
+        let free = |head: u64| cap.saturating_sub(self.tail.wrapping_sub(head));
+        if free(self.head_seen) < want as u64 {
             self.head_seen = mem.counters().head.load(Ordering::Acquire);
         }
-        (cap - (self.tail - self.head_seen)) as usize
+        free(self.head_seen) as usize
     }
 
     /// Writes as much of `msg`'s frame as fits and publishes it; true when the frame is
@@ -208,6 +211,17 @@ pub(crate) enum ReadError {
         /// The reader's limit.
         max: usize,
     },
+    /// The writer's count is impossible: behind the reader's, more than the ring ahead of
+    /// it, or not at a multiple of 8.
+    #[error("the writer's count {tail} is impossible with the reader at {head} in a ring of {cap} bytes")]
+    BadTail {
+        /// The writer's count read.
+        tail: u64,
+        /// The reader's count.
+        head: u64,
+        /// The ring's data bytes.
+        cap: usize,
+    },
 }
 
 /// The reader's side of one ring: its own copy of `head`, the last `tail` it read, and the
@@ -246,7 +260,11 @@ impl Reader {
         if !self.has_bytes(mem) {
             return Ok(None);
         }
-        let mut avail = (self.tail_seen - self.head) as usize;
+        let (tail, head, cap) = (self.tail_seen, self.head, mem.cap());
+        if tail < head || tail - head > cap as u64 || tail % 8 != 0 {
+            return Err(ReadError::BadTail { tail, head, cap });
+        }
+        let mut avail = (tail - head) as usize;
         let start = self.head;
         if self.partial.is_none() {
             // A frame starts here; its length word was published whole with its first piece.

@@ -151,3 +151,42 @@ fn skein_splitmix(seed: u64) -> impl FnMut() -> u64 {
         z ^ (z >> 31)
     }
 }
+
+#[test]
+fn torn_or_forged_rings_are_refused_or_read_never_a_panic() {
+    // Random bytes and random counters, as a dead or hostile writer might leave them: the
+    // reader either reads envelopes within its limit or refuses the frame; it never panics,
+    // never reads past the published bytes and never hands out an envelope above the limit.
+    let mut rng = skein_splitmix(11);
+    for case in 0..2000 {
+        let ring = HeapRing::new(64);
+        let mut bytes = [0u8; 64];
+        bytes.iter_mut().for_each(|b| *b = rng() as u8);
+        if case % 2 == 0 {
+            // A plausible length word at the front.
+            bytes[..8].copy_from_slice(&(rng() % 200).to_le_bytes());
+        }
+        ring.put(0, &bytes);
+        let tail = match case % 3 {
+            0 => rng(),
+            _ => (rng() % 9) * 8,
+        };
+        ring.counters.tail.store(tail, Ordering::Release);
+        let mut r = Reader::new(100);
+        for _ in 0..4 {
+            match r.pull(&ring, Vec::new) {
+                Ok(Some(v)) => assert!(v.len() <= 100, "case {case}: {} bytes", v.len()),
+                Ok(None) => {}
+                Err(ReadError::TooLong { len, max }) => {
+                    assert!(len > 100 && max == 100, "case {case}");
+                    break;
+                }
+                Err(ReadError::BadTail { tail: t, .. }) => {
+                    assert!(t > 64 || t % 8 != 0, "case {case}: tail {t} refused");
+                    break;
+                }
+            }
+            assert!(r.head <= tail, "case {case}: read past the published bytes");
+        }
+    }
+}
