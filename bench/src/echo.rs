@@ -50,6 +50,10 @@ const MAX_SECONDS: f64 = 3600.0;
 /// Arguments of `skein bench echo`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct EchoArgs {
+    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi` or `shm`; default:
+    /// `SKEIN_TRANSPORT`, else `auto`: shared-memory rings on one node).
+    #[arg(long)]
+    transport: Option<skein::RackTransport>,
     /// Worker threads of the Skein side (every one is client and server).
     #[arg(long, default_value_t = 2)]
     workers: usize,
@@ -104,6 +108,10 @@ pub(crate) struct EchoArgs {
 /// Arguments of `skein bench ping`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct PingArgs {
+    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi` or `shm`; default:
+    /// `SKEIN_TRANSPORT`, else `auto`: shared-memory rings on one node).
+    #[arg(long)]
+    transport: Option<skein::RackTransport>,
     /// Round trips per size (after as many warm-up round trips, up to 10000).
     #[arg(long, default_value_t = 100_000)]
     iters: usize,
@@ -484,13 +492,13 @@ fn print_echo_table(rows: &[EchoRow], reps: &[Vec<EchoRow>], sizes: &[usize]) {
 
 /// The Skein side of echo: one run over every rank of the job (or this process).
 fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRow>> {
-    let rt = skein::Runtime::builder()
+    let rt = transport(skein::Runtime::builder(), a.transport)
         .workers(a.workers)
         .fibers_per_worker(a.fibers + 1)
         .pin(a.pin)
         .build()
         .context("building the skein runtime")?;
-    let label = skein_label(rt.workers());
+    let label = skein_label(rt.workers(), a.transport);
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let s =
@@ -502,10 +510,21 @@ fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRo
 }
 
 /// The Skein rows' label: `skein (1 process, W workers)` or `skein (R ranks x W workers)`.
-fn skein_label(workers: usize) -> String {
-    match skein::ranks() {
-        1 => format!("skein (1 process, {workers} workers)"),
-        r => format!("skein ({r} ranks x {workers} workers)"),
+/// Across ranks with `--transport`, the transport is named too: `skein (R ranks x W workers,
+/// shm)`.
+fn skein_label(workers: usize, transport: Option<skein::RackTransport>) -> String {
+    match (skein::ranks(), transport) {
+        (1, _) => format!("skein (1 process, {workers} workers)"),
+        (r, None) => format!("skein ({r} ranks x {workers} workers)"),
+        (r, Some(t)) => format!("skein ({r} ranks x {workers} workers, {t})"),
+    }
+}
+
+/// `b` with `--transport`'s choice, if any (else the builder's: `SKEIN_TRANSPORT`, or auto).
+pub(crate) fn transport(b: skein::Builder, t: Option<skein::RackTransport>) -> skein::Builder {
+    match t {
+        Some(t) => b.rack_transport(t),
+        None => b,
     }
 }
 
@@ -851,7 +870,7 @@ fn skein_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
     // Client and server on two workers of one process; over ranks, one worker per rank (as
     // the MPI ping-pong has one thread per rank), the client on rank 0 and the server on 1.
     let workers = if skein::ranks() > 1 { 1 } else { 2 };
-    let rt = skein::Runtime::builder()
+    let rt = transport(skein::Runtime::builder(), a.transport)
         .workers(workers)
         .pin(a.pin)
         .build()
@@ -859,7 +878,7 @@ fn skein_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let (each, total) = with_size!(size, skein_ping(&rt, a.iters))?;
-        rows.push(PingRow::from_samples(skein_label(workers), size, each, total));
+        rows.push(PingRow::from_samples(skein_label(workers, a.transport), size, each, total));
     }
     Ok(rows)
 }

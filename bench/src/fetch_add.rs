@@ -19,6 +19,10 @@ use skein_generators::splitmix::SplitMix64;
 /// Arguments of `skein bench fetch-add`.
 #[derive(Debug, clap::Args)]
 pub struct FetchAddArgs {
+    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi` or `shm`; default:
+    /// `SKEIN_TRANSPORT`, else `auto`: shared-memory rings on one node).
+    #[arg(long)]
+    transport: Option<skein::RackTransport>,
     /// Worker threads (also the number of lock-benchmark threads).
     #[arg(long, default_value_t = 2)]
     workers: usize,
@@ -201,7 +205,9 @@ pub(crate) fn fetch_add(a: FetchAddArgs, host: &dyn Host) -> anyhow::Result<()> 
         "both" => vec![Dist::Uniform, Dist::Zipf],
         d => bail!("--dist: expected uniform, zipf or both, got `{d}`"),
     };
-    let mut b = skein::Runtime::builder().workers(a.workers).fibers_per_worker(a.fibers + 1);
+    let mut b = crate::echo::transport(skein::Runtime::builder(), a.transport)
+        .workers(a.workers)
+        .fibers_per_worker(a.fibers + 1);
     if let Some(s) = a.slot_size {
         b = b.slot_size(s);
     }

@@ -33,6 +33,7 @@ pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
 use crate::error::{panic_message, Error, Result};
 use crate::stats::Stats;
 use crate::sync::{Arc, Mutex, Ordering};
+use crate::transport::RackTransport;
 use run_state::{Config, RunState, Split};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use worker::Worker;
@@ -71,11 +72,18 @@ impl Default for Builder {
                 slot_overflow: crate::channel::slot::DEFAULT_OVERFLOW,
                 loopback_ranks: 1,
                 loopback_corrupt: None,
+                rack_transport: RackTransport::Auto,
             },
             slot_explicit: false,
             env_error: None,
             env_loopback: None,
         };
+        if let Ok(v) = std::env::var("SKEIN_TRANSPORT") {
+            match v.parse::<RackTransport>() {
+                Ok(t) => b.cfg.rack_transport = t,
+                Err(e) => b.env_error = Some(format!("SKEIN_TRANSPORT: {e}")),
+            }
+        }
         if let Ok(v) = std::env::var("SKEIN_LOOPBACK_RANKS") {
             match v.trim().parse::<usize>() {
                 Ok(r) if r > 0 => b.env_loopback = Some(r),
@@ -159,6 +167,23 @@ impl Builder {
         self.cfg.loopback_ranks = r;
         self.env_error = None;
         self.env_loopback = None;
+        self
+    }
+
+    /// How a run over MPI ranks moves envelopes between them (default [`RackTransport::Auto`]:
+    /// shared-memory rings when every rank runs on one node, MPI messages otherwise; or
+    /// `SKEIN_TRANSPORT=auto|mpi|shm` in the environment, which [`Builder::default`] reads).
+    /// Every rank must choose the same; ignored outside `mpirun`.
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).rack_transport(skein::RackTransport::Mpi).build()?;
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn rack_transport(mut self, t: RackTransport) -> Self {
+        self.cfg.rack_transport = t;
+        if self.env_error.as_deref().is_some_and(|e| e.starts_with("SKEIN_TRANSPORT")) {
+            self.env_error = None;
+        }
         self
     }
 
@@ -473,7 +498,7 @@ impl Runtime {
         use crate::transport::mpi::endpoint as mt;
         use crate::transport::mpi::MpiLink;
         use crate::transport::shm::{self, ShmLink};
-        use crate::transport::Kind;
+        use crate::transport::RackTransport as Kind;
         /// The run's transport, kept to close it after the workers stopped.
         enum Opened {
             Mpi(mt::Endpoints, Arc<MpiLink>),
@@ -482,9 +507,7 @@ impl Runtime {
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };
         let w = self.cfg.workers;
-        // A transport named wrongly fails this rank alone, before any collective: mpirun
-        // ends the others (fate sharing), as for any rank that exits early.
-        let kind = Kind::from_env().map_err(rack_err)?;
+        let kind = self.cfg.rack_transport;
         // Every rank must take the same decision before the first collective of the run.
         crate::rack::agree_shape(w, self.cfg.loopback_ranks, kind.code(), Kind::name_of)
             .map_err(rack_err)?;

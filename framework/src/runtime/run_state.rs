@@ -27,6 +27,8 @@ pub(crate) struct Config {
     pub(crate) loopback_ranks: usize,
     /// Test hook: flip this byte of the first request envelope the loopback transport sends.
     pub(crate) loopback_corrupt: Option<usize>,
+    /// The transport of a run over MPI ranks (`Builder::rack_transport`).
+    pub(crate) rack_transport: crate::transport::RackTransport,
 }
 
 /// Counters one worker publishes to the others (single writer: that worker, with

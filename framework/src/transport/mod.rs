@@ -23,55 +23,74 @@ pub(crate) mod shm;
 
 use crate::channel::record::VTable;
 
-/// Which transport a run over MPI ranks uses: `SKEIN_TRANSPORT=mpi` (two-sided MPI messages,
-/// [`mpi`]), `shm` (rings in shared memory, `shm`: every rank on one node), or `auto` (the
-/// default: `shm` when every rank runs on one node and its rings can be made, else `mpi`);
-/// every rank must name the same one.
-#[cfg(feature = "mpi")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// `shm` on one node, else `mpi`.
+/// Which transport a run over MPI ranks moves its envelopes with ([`crate::Builder::rack_transport`],
+/// or `SKEIN_TRANSPORT=auto|mpi|shm` in the environment). Every rank must choose the same.
+///
+/// ```
+/// let t: skein::RackTransport = "shm".parse().unwrap();
+/// assert_eq!(t, skein::RackTransport::Shm);
+/// assert!("tcp".parse::<skein::RackTransport>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RackTransport {
+    /// Rings in shared memory when every rank runs on one node and every rank could set them
+    /// up, else MPI messages (the default).
+    #[default]
     Auto,
-    /// [`mpi::MpiLink`].
+    /// Two-sided MPI messages (any placement of the ranks).
     Mpi,
-    /// [`shm::ShmLink`].
+    /// Rings in shared memory, written with plain stores (every rank on one node; an error
+    /// otherwise).
     Shm,
 }
 
-#[cfg(feature = "mpi")]
-impl Kind {
-    /// The transport when `SKEIN_TRANSPORT` is not set.
-    pub(crate) const DEFAULT: Kind = Kind::Auto;
-
-    /// The transport `SKEIN_TRANSPORT` names, or [`Kind::DEFAULT`].
-    pub(crate) fn from_env() -> Result<Kind, String> {
-        match std::env::var("SKEIN_TRANSPORT") {
-            Err(_) => Ok(Kind::DEFAULT),
-            Ok(v) => match v.trim() {
-                "" | "auto" => Ok(Kind::Auto),
-                "mpi" => Ok(Kind::Mpi),
-                "shm" => Ok(Kind::Shm),
-                other => Err(format!("SKEIN_TRANSPORT={other:?}: expected `auto`, `mpi` or `shm`")),
-            },
+impl RackTransport {
+    /// The name `SKEIN_TRANSPORT` and the command line use (`auto`, `mpi`, `shm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RackTransport::Auto => "auto",
+            RackTransport::Mpi => "mpi",
+            RackTransport::Shm => "shm",
         }
     }
 
     /// The code ranks compare (`crate::rack::agree_shape`).
+    #[cfg(feature = "mpi")]
     pub(crate) fn code(self) -> u64 {
         match self {
-            Kind::Mpi => 1,
-            Kind::Shm => 2,
-            Kind::Auto => 3,
+            RackTransport::Mpi => 1,
+            RackTransport::Shm => 2,
+            RackTransport::Auto => 3,
         }
     }
 
     /// The name of the transport of `code`.
+    #[cfg(feature = "mpi")]
     pub(crate) fn name_of(code: u64) -> &'static str {
         match code {
             1 => "mpi",
             2 => "shm",
             3 => "auto",
             _ => "an unknown transport",
+        }
+    }
+}
+
+impl std::fmt::Display for RackTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for RackTransport {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<RackTransport, String> {
+        match s.trim() {
+            "auto" => Ok(RackTransport::Auto),
+            "mpi" => Ok(RackTransport::Mpi),
+            "shm" => Ok(RackTransport::Shm),
+            other => Err(format!("unknown rack transport {other:?}: expected auto, mpi or shm")),
         }
     }
 }
