@@ -176,7 +176,9 @@ impl Builder {
     /// Every rank must choose the same; ignored outside `mpirun`.
     ///
     /// ```
-    /// let rt = skein::Runtime::builder().workers(2).rack_transport(skein::RackTransport::Mpi).build()?;
+    /// let b = skein::Runtime::builder().workers(2).rack_transport(skein::RackTransport::Mpi);
+    /// let rt = b.build()?;
+    /// assert_eq!(rt.workers(), 2);
     /// # Ok::<(), skein::Error>(())
     /// ```
     pub fn rack_transport(mut self, t: RackTransport) -> Self {

@@ -44,3 +44,29 @@ fn loom_ring_wrap_around_and_streaming() {
     // A 24-byte frame through a 16-byte ring (streamed in pieces), then one that wraps.
     model(16, &[&[1; 12], &[2, 3]]);
 }
+
+#[test]
+#[should_panic]
+fn loom_ring_relaxed_publication_is_a_race() {
+    // The same ring memory with the writer's Release store of `tail` made Relaxed (a frame
+    // written by hand): loom finds the reader's copy racing with the writer's bytes, so the
+    // models above would catch a publication without Release.
+    loom::model(|| {
+        let ring = Arc::new(HeapRing::new(16));
+        let wr = ring.clone();
+        let writer = loom::thread::spawn(move || {
+            wr.put(0, &3u64.to_le_bytes());
+            wr.put(8, &[1, 2, 3, 0, 0, 0, 0, 0]);
+            wr.counters().tail.store(16, Ordering::Relaxed);
+        });
+        let mut r = Reader::new(64);
+        loop {
+            if let Some(v) = r.pull(&*ring, Vec::new).expect("a valid frame") {
+                assert_eq!(v, [1, 2, 3]);
+                break;
+            }
+            loom::thread::yield_now();
+        }
+        writer.join().unwrap();
+    });
+}
