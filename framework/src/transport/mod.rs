@@ -30,6 +30,8 @@ use crate::channel::record::VTable;
 /// let t: skein::RackTransport = "shm".parse().unwrap();
 /// assert_eq!(t, skein::RackTransport::Shm);
 /// assert!("tcp".parse::<skein::RackTransport>().is_err());
+/// let e = "verbs".parse::<skein::RackTransport>().unwrap_err();
+/// assert!(e.contains("not yet supported"), "{e}");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RackTransport {
@@ -90,6 +92,11 @@ impl std::str::FromStr for RackTransport {
             "auto" => Ok(RackTransport::Auto),
             "mpi" => Ok(RackTransport::Mpi),
             "shm" => Ok(RackTransport::Shm),
+            "verbs" | "rdma" => {
+                Err("the RDMA verbs transport is not yet supported: use `shm` (ranks \
+                                     on one node) or `mpi` (any placement)"
+                    .into())
+            }
             other => Err(format!("unknown rack transport {other:?}: expected auto, mpi or shm")),
         }
     }
