@@ -546,7 +546,11 @@ impl Runtime {
             },
             Kind::Auto => open_mpi()?,
         };
-        let all_reduce = quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?;
+        // Over the rings, the detector's rounds go over the rings' board too (no MPI call).
+        let all_reduce: Box<dyn quiesce_ranks::AllReduce + Send> = match &opened {
+            Opened::Shm(link) => Box::new(quiesce_ranks::shm::ShmAllReduce::new(link.board())),
+            Opened::Mpi(..) => Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?),
+        };
         let split =
             Split::Mpi { job_run, rank, ranks, transport, all_reduce: Box::new(all_reduce) };
         let Some(run_state) = RunState::start(self.cfg.clone(), split) else {

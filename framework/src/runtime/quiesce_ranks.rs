@@ -3,7 +3,8 @@
 //! all-reduce seam it runs on ([`AllReduce`]: [`ThreadsAllReduce`] for fake ranks in one
 //! process, `mpi::MpiAllReduce`, an exchange of point-to-point MPI messages, with the `mpi`
 //! feature: an outstanding `MPI_Iallreduce` cost every MPI call of the rank a poll of
-//! libnbc under its lock, `mpi.rs`). The design
+//! libnbc under its lock, `mpi.rs`; `shm::ShmAllReduce`, vectors posted on the
+//! shared-memory transport's board when that transport runs, `shm.rs`). The design
 //! is `docs/rack-mode.md`, section 6; this module holds the code and the argument.
 //!
 //! # Counting
@@ -118,6 +119,8 @@
 
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
+#[cfg(feature = "mpi")]
+pub(crate) mod shm;
 
 use super::run_state::{RunState, WorkerCounters};
 use crate::sync::proto::Mutex;

@@ -42,6 +42,8 @@ use super::ring::{Counters, Reader, RingMem, Writer, COUNTERS_BYTES};
 use super::{Arrived, IdlePolicy, Transport};
 use std::collections::VecDeque;
 use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The default data bytes of one ring.
@@ -285,6 +287,82 @@ fn give(pool: &mut Vec<Vec<u8>>, mut msg: Vec<u8>) {
     }
 }
 
+/// Most `u64`s a rank posts on the board per round.
+pub(crate) const BOARD_VALUES: usize = 16;
+
+/// A rank's place on the board, at the front of its region: the number of rounds it posted
+/// (stored by that rank only, Release), and two vectors, round `i`'s in `values[i % 2]`.
+#[repr(C, align(64))]
+struct BoardSlot {
+    posted: AtomicU64,
+    _pad: [u64; 7],
+    values: [[u64; BOARD_VALUES]; 2],
+}
+
+/// Bytes of the board at the front of a region (a multiple of 64: the rings after it stay
+/// aligned).
+const BOARD_BYTES: usize = std::mem::size_of::<BoardSlot>();
+
+/// The ranks' board, for the quiescence detector's all-reduce over shared memory
+/// (`runtime::quiesce_ranks::shm`): rank `r` posts round `i`'s vector in its own region, then
+/// stores `posted = i + 1` (Release); the others read `posted` (Acquire) and, once it is
+/// past `i`, the vector. Two vectors per rank suffice, as for the threads' all-reduce: a rank
+/// posts round `i + 2` (into round `i`'s place) only after its round `i + 1` completed,
+/// which needs every rank to have posted round `i + 1`, which each does only after reading
+/// every vector of round `i`.
+#[derive(Debug)]
+pub(crate) struct Board {
+    regions: Arc<Vec<Region>>,
+    rank: usize,
+}
+
+impl Board {
+    /// The board slot of rank `r` (invariant 1: a live mapping; the slot is at its front).
+    fn slot(&self, r: usize) -> *mut BoardSlot {
+        self.regions[r].base.cast()
+    }
+
+    /// Ranks on the board.
+    pub(crate) fn ranks(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// This rank.
+    pub(crate) fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Posts this rank's vector of round `round` (the rounds go 0, 1, 2, ... and each is
+    /// posted once, after the previous one completed here: the caller's promise).
+    pub(crate) fn post(&self, round: u64, values: &[u64]) {
+        assert!(values.len() <= BOARD_VALUES, "a board vector of {} values", values.len());
+        let slot = self.slot(self.rank);
+        // SAFETY: only this rank writes its slot's vectors, and round `round`'s place is read
+        // by nobody now (the board's argument above); the place is inside the mapping.
+        unsafe {
+            let place = std::ptr::addr_of_mut!((*slot).values[(round % 2) as usize]).cast::<u64>();
+            std::ptr::copy_nonoverlapping(values.as_ptr(), place, values.len());
+            (*slot).posted.store(round + 1, Ordering::Release);
+        }
+    }
+
+    /// Rank `r`'s vector of round `round` (`len` values), once `r` posted it.
+    pub(crate) fn read(&self, r: usize, round: u64, out: &mut [u64]) -> bool {
+        let slot = self.slot(r);
+        // SAFETY: `posted` is an atomic in the live mapping; the vector of round `round` was
+        // written before the Release store this Acquire load read, and is not rewritten
+        // before this rank posts round `round + 1` (the board's argument above).
+        unsafe {
+            if (*slot).posted.load(Ordering::Acquire) <= round {
+                return false;
+            }
+            let place = std::ptr::addr_of!((*slot).values[(round % 2) as usize]).cast::<u64>();
+            std::ptr::copy_nonoverlapping(place, out.as_mut_ptr(), out.len().min(BOARD_VALUES));
+        }
+        true
+    }
+}
+
 /// The runtime's transport over shared memory (module docs).
 #[derive(Debug)]
 pub(crate) struct ShmLink {
@@ -292,8 +370,9 @@ pub(crate) struct ShmLink {
     workers: usize,
     lo: usize,
     ends: Box<[Owned<End>]>,
-    /// Every rank's region, this rank's included (kept mapped while the link lives).
-    _regions: Vec<Region>,
+    /// Every rank's region, in rank order (kept mapped while the link and its board live).
+    regions: Arc<Vec<Region>>,
+    rank: usize,
 }
 
 /// What was left in the transport when it closed.
@@ -369,6 +448,7 @@ impl ShmLink {
         let len = all_workers
             .checked_mul(workers)
             .and_then(|n| n.checked_mul(stride))
+            .and_then(|n| n.checked_add(BOARD_BYTES))
             .ok_or("the rings' size overflows")?;
         let own = Region::create(&path_of(token, job_run, rank), len);
         let created = own.is_ok();
@@ -381,12 +461,14 @@ impl ShmLink {
         })?;
         let mut regions = Vec::with_capacity(ranks);
         let mut opened = Ok(());
+        let mut own = Some(own);
         for r in 0..ranks {
             if r == rank {
+                regions.push(own.take().expect("once"));
                 continue;
             }
             match Region::open(&path_of(token, job_run, r), len) {
-                Ok(reg) => regions.push((r, reg)),
+                Ok(reg) => regions.push(reg),
                 Err(e) => {
                     opened = Err(e);
                     break;
@@ -401,7 +483,7 @@ impl ShmLink {
         let ring = |reg: &Region, i: usize| {
             // SAFETY (in the closure's use below): invariant 2: ring `i < all_workers ·
             // workers` lies inside the mapping of `len` bytes.
-            let at = i * stride;
+            let at = BOARD_BYTES + i * stride;
             debug_assert!(at + stride <= reg.len);
             ShmRing {
                 counters: reg.base.wrapping_add(at).cast(),
@@ -417,7 +499,7 @@ impl ShmLink {
                     .map(|to| {
                         let r = to / workers;
                         (r != rank).then(|| {
-                            let reg = &regions.iter().find(|(x, _)| *x == r).expect("mapped").1;
+                            let reg = &regions[r];
                             (ring(reg, g * workers + to % workers), Writer::default())
                         })
                     })
@@ -425,7 +507,11 @@ impl ShmLink {
                 let inbound = (0..all_workers)
                     .filter(|s| s / workers != rank)
                     .map(|s| {
-                        (s, ring(&own, s * workers + t), Reader::new(config.max_envelope_bytes))
+                        (
+                            s,
+                            ring(&regions[rank], s * workers + t),
+                            Reader::new(config.max_envelope_bytes),
+                        )
                     })
                     .collect();
                 Owned::new(End {
@@ -438,16 +524,19 @@ impl ShmLink {
                 })
             })
             .collect();
-        let mut keep: Vec<Region> = regions.into_iter().map(|(_, r)| r).collect();
-        keep.push(own);
         world.barrier();
-        Ok(ShmLink { token, workers, lo, ends, _regions: keep })
+        Ok(ShmLink { token, workers, lo, ends, regions: Arc::new(regions), rank })
     }
 
     /// Runs `f` on worker `g`'s end (taken by that worker only).
     #[inline]
     fn with<R>(&self, g: usize, f: impl FnOnce(&mut End) -> R) -> R {
         self.ends[g - self.lo].with(f)
+    }
+
+    /// This rank's handle of the ranks' board (one all-reduce at a time; module docs).
+    pub(crate) fn board(&self) -> Board {
+        Board { regions: self.regions.clone(), rank: self.rank }
     }
 
     /// What is left in the transport (after the workers stopped).

@@ -1,0 +1,79 @@
+//! [`ShmAllReduce`]: the all-reduce seam over the shared-memory transport's board (feature
+//! `mpi`, ranks on one node: `transport::shm::Board`). No MPI call: a rank posts its vector
+//! of round `i` in its own region and publishes the round (Release); the round completes on
+//! a rank once it has read every other rank's vector of round `i` (Acquire on their
+//! published rounds), and the sums are the same everywhere (wrapping `u64` addition).
+//!
+//! Transport condition T1 of the module docs holds: a round completes on a rank only once
+//! every other rank has posted it, after that rank's reads (its `start`), and the Acquire
+//! load of the other rank's published round orders its reads before this rank's later ones.
+//! The board's own argument (`transport/shm.rs`) shows that two vectors per rank suffice.
+
+use super::AllReduce;
+use crate::transport::shm::{Board, BOARD_VALUES};
+
+/// A sum all-reduce over `u64`s on the ranks' board (module docs).
+#[derive(Debug)]
+pub(crate) struct ShmAllReduce {
+    board: Board,
+    /// The next round to post, or the outstanding one.
+    round: u64,
+    outstanding: bool,
+    /// The sums of the outstanding round so far: this rank's vector, then each other rank's
+    /// added as it is read.
+    sums: Vec<u64>,
+    /// Which other ranks' vectors of the outstanding round are in `sums`.
+    read: Vec<bool>,
+    scratch: Vec<u64>,
+}
+
+impl ShmAllReduce {
+    /// This rank's all-reduce over `board`.
+    pub(crate) fn new(board: Board) -> ShmAllReduce {
+        let ranks = board.ranks();
+        ShmAllReduce {
+            board,
+            round: 0,
+            outstanding: false,
+            sums: Vec::new(),
+            read: vec![false; ranks],
+            scratch: Vec::new(),
+        }
+    }
+}
+
+impl AllReduce for ShmAllReduce {
+    fn start(&mut self, values: &[u64]) {
+        assert!(!self.outstanding, "an all-reduce is still outstanding");
+        assert!(values.len() <= BOARD_VALUES, "an all-reduce of {} values", values.len());
+        self.board.post(self.round, values);
+        self.sums.clear();
+        self.sums.extend_from_slice(values);
+        self.read.iter_mut().for_each(|r| *r = false);
+        self.read[self.board.rank()] = true;
+        self.outstanding = true;
+    }
+
+    fn test(&mut self) -> Option<&[u64]> {
+        if !self.outstanding {
+            return None;
+        }
+        let len = self.sums.len();
+        self.scratch.resize(len, 0);
+        for r in 0..self.read.len() {
+            if self.read[r] {
+                continue;
+            }
+            if !self.board.read(r, self.round, &mut self.scratch) {
+                return None;
+            }
+            for (s, v) in self.sums.iter_mut().zip(&self.scratch) {
+                *s = s.wrapping_add(*v);
+            }
+            self.read[r] = true;
+        }
+        self.outstanding = false;
+        self.round += 1;
+        Some(&self.sums)
+    }
+}
