@@ -25,6 +25,8 @@
 #                With Open MPI the script adds --oversubscribe --bind-to none (and
 #                --allow-run-as-root when run as root) before them.
 #   QUICK=1      tiny sizes (seconds in all): checks that everything runs, measures nothing
+#   SKEIN_TRANSPORT  the transport of the Skein rows: auto (default: shared-memory rings
+#                when every rank runs on one node), mpi or shm
 set -euo pipefail
 
 ranks=${1:-2}
