@@ -119,7 +119,7 @@
 
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
-#[cfg(feature = "mpi")]
+#[cfg(any(test, feature = "mpi"))]
 pub(crate) mod shm;
 
 use super::run_state::{RunState, WorkerCounters};

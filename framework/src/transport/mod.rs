@@ -11,6 +11,8 @@
 //! (`crate::runtime::remote`) writes, validates and answers them. Layering
 //! (`docs/ARCHITECTURE.md`): this module sits above `wire` and `rack`, below `runtime`.
 
+#[cfg(any(test, feature = "mpi"))]
+pub(crate) mod board;
 pub(crate) mod loopback;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;

@@ -37,12 +37,13 @@
 //!    write) and one reader (the receiving worker `t`, on the owning rank): the [`End`] of
 //!    a worker holds its writers and readers, and only that worker takes its [`End`].
 
+use super::board::{BoardMem, BOARD_VALUES};
 use super::owned::Owned;
 use super::ring::{Counters, Reader, RingMem, Writer, COUNTERS_BYTES};
 use super::{Arrived, IdlePolicy, Transport};
 use std::collections::VecDeque;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -287,11 +288,8 @@ fn give(pool: &mut Vec<Vec<u8>>, mut msg: Vec<u8>) {
     }
 }
 
-/// Most `u64`s a rank posts on the board per round.
-pub(crate) const BOARD_VALUES: usize = 16;
-
-/// A rank's place on the board, at the front of its region: the number of rounds it posted
-/// (stored by that rank only, Release), and two vectors, round `i`'s in `values[i % 2]`.
+/// A rank's place on the board (`super::board`), at the front of its region: its count of
+/// posted rounds (stored by that rank only), then its two vectors.
 #[repr(C, align(64))]
 struct BoardSlot {
     posted: AtomicU64,
@@ -303,65 +301,51 @@ struct BoardSlot {
 /// aligned).
 const BOARD_BYTES: usize = std::mem::size_of::<BoardSlot>();
 
-/// The ranks' board, for the quiescence detector's all-reduce over shared memory
-/// (`runtime::quiesce_ranks::shm`): rank `r` posts round `i`'s vector in its own region, then
-/// stores `posted = i + 1` (Release); the others read `posted` (Acquire) and, once it is
-/// past `i`, the vector. Two vectors per rank suffice, as for the threads' all-reduce: a rank
-/// posts round `i + 2` (into round `i`'s place) only after its round `i + 1` completed,
-/// which needs every rank to have posted round `i + 1`, which each does only after reading
-/// every vector of round `i`.
+/// The board's memory: the slot at the front of every rank's region (invariant 1 keeps
+/// them mapped while this value lives).
 #[derive(Debug)]
-pub(crate) struct Board {
+pub(crate) struct ShmBoard {
     regions: Arc<Vec<Region>>,
-    rank: usize,
 }
 
-impl Board {
-    /// The board slot of rank `r` (invariant 1: a live mapping; the slot is at its front).
+impl ShmBoard {
     fn slot(&self, r: usize) -> *mut BoardSlot {
         self.regions[r].base.cast()
     }
+}
 
-    /// Ranks on the board.
-    pub(crate) fn ranks(&self) -> usize {
+// SAFETY: every rank's handle reaches the same slots (the same files, mapped); `put` and
+// `get` touch only the vector named, inside the slot, which the board's protocol gives to one
+// side at a time.
+unsafe impl BoardMem for ShmBoard {
+    fn ranks(&self) -> usize {
         self.regions.len()
     }
-
-    /// This rank.
-    pub(crate) fn rank(&self) -> usize {
-        self.rank
+    fn posted(&self, r: usize) -> &AtomicU64 {
+        // SAFETY: an atomic at the 64-aligned front of a live mapping (zero-filled: 0 rounds
+        // posted), alive as long as `self` (the `Arc`).
+        unsafe { &(*self.slot(r)).posted }
     }
-
-    /// Posts this rank's vector of round `round` (the rounds go 0, 1, 2, ... and each is
-    /// posted once, after the previous one completed here: the caller's promise).
-    pub(crate) fn post(&self, round: u64, values: &[u64]) {
-        assert!(values.len() <= BOARD_VALUES, "a board vector of {} values", values.len());
-        let slot = self.slot(self.rank);
-        // SAFETY: only this rank writes its slot's vectors, and round `round`'s place is read
-        // by nobody now (the board's argument above); the place is inside the mapping.
+    fn put(&self, r: usize, place: usize, values: &[u64]) {
+        let n = values.len().min(BOARD_VALUES);
+        // SAFETY: inside rank `r`'s slot; the protocol gives this place to rank `r` alone now.
         unsafe {
-            let place = std::ptr::addr_of_mut!((*slot).values[(round % 2) as usize]).cast::<u64>();
-            std::ptr::copy_nonoverlapping(values.as_ptr(), place, values.len());
-            (*slot).posted.store(round + 1, Ordering::Release);
+            let at = std::ptr::addr_of_mut!((*self.slot(r)).values[place]).cast::<u64>();
+            std::ptr::copy_nonoverlapping(values.as_ptr(), at, n);
         }
     }
-
-    /// Rank `r`'s vector of round `round` (`len` values), once `r` posted it.
-    pub(crate) fn read(&self, r: usize, round: u64, out: &mut [u64]) -> bool {
-        let slot = self.slot(r);
-        // SAFETY: `posted` is an atomic in the live mapping; the vector of round `round` was
-        // written before the Release store this Acquire load read, and is not rewritten
-        // before this rank posts round `round + 1` (the board's argument above).
+    fn get(&self, r: usize, place: usize, out: &mut [u64]) {
+        let n = out.len().min(BOARD_VALUES);
+        // SAFETY: inside rank `r`'s slot; the protocol gives this place to readers only now.
         unsafe {
-            if (*slot).posted.load(Ordering::Acquire) <= round {
-                return false;
-            }
-            let place = std::ptr::addr_of!((*slot).values[(round % 2) as usize]).cast::<u64>();
-            std::ptr::copy_nonoverlapping(place, out.as_mut_ptr(), out.len().min(BOARD_VALUES));
+            let at = std::ptr::addr_of!((*self.slot(r)).values[place]).cast::<u64>();
+            std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), n);
         }
-        true
     }
 }
+
+/// This rank's handle of the ranks' board over shared memory.
+pub(crate) type Board = super::board::Board<ShmBoard>;
 
 /// The runtime's transport over shared memory (module docs).
 #[derive(Debug)]
@@ -536,7 +520,7 @@ impl ShmLink {
 
     /// This rank's handle of the ranks' board (one all-reduce at a time; module docs).
     pub(crate) fn board(&self) -> Board {
-        Board { regions: self.regions.clone(), rank: self.rank }
+        Board::new(ShmBoard { regions: self.regions.clone() }, self.rank)
     }
 
     /// What is left in the transport (after the workers stopped).

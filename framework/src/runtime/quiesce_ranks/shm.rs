@@ -1,5 +1,6 @@
-//! [`ShmAllReduce`]: the all-reduce seam over the shared-memory transport's board (feature
-//! `mpi`, ranks on one node: `transport::shm::Board`). No MPI call: a rank posts its vector
+//! [`ShmAllReduce`]: the all-reduce seam over the ranks' board (`transport::board`; with the
+//! shared-memory transport, feature `mpi`, its memory is the front of every rank's region).
+//! No MPI call: a rank posts its vector
 //! of round `i` in its own region and publishes the round (Release); the round completes on
 //! a rank once it has read every other rank's vector of round `i` (Acquire on their
 //! published rounds), and the sums are the same everywhere (wrapping `u64` addition).
@@ -10,12 +11,12 @@
 //! The board's own argument (`transport/shm.rs`) shows that two vectors per rank suffice.
 
 use super::AllReduce;
-use crate::transport::shm::{Board, BOARD_VALUES};
+use crate::transport::board::{Board, BoardMem, BOARD_VALUES};
 
 /// A sum all-reduce over `u64`s on the ranks' board (module docs).
 #[derive(Debug)]
-pub(crate) struct ShmAllReduce {
-    board: Board,
+pub(crate) struct ShmAllReduce<M> {
+    board: Board<M>,
     /// The next round to post, or the outstanding one.
     round: u64,
     outstanding: bool,
@@ -27,9 +28,9 @@ pub(crate) struct ShmAllReduce {
     scratch: Vec<u64>,
 }
 
-impl ShmAllReduce {
+impl<M: BoardMem> ShmAllReduce<M> {
     /// This rank's all-reduce over `board`.
-    pub(crate) fn new(board: Board) -> ShmAllReduce {
+    pub(crate) fn new(board: Board<M>) -> ShmAllReduce<M> {
         let ranks = board.ranks();
         ShmAllReduce {
             board,
@@ -42,7 +43,7 @@ impl ShmAllReduce {
     }
 }
 
-impl AllReduce for ShmAllReduce {
+impl<M: BoardMem + std::fmt::Debug> AllReduce for ShmAllReduce<M> {
     fn start(&mut self, values: &[u64]) {
         assert!(!self.outstanding, "an all-reduce is still outstanding");
         assert!(values.len() <= BOARD_VALUES, "an all-reduce of {} values", values.len());
@@ -77,3 +78,8 @@ impl AllReduce for ShmAllReduce {
         Some(&self.sums)
     }
 }
+
+#[cfg(all(test, fw_loom))]
+mod loom_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+//! The ranks' board: where each rank posts a small vector per round for every other rank to
+//! read, in memory all ranks reach (the shared-memory transport's regions). It carries the
+//! quiescence detector's all-reduce over the rings (`runtime::quiesce_ranks::shm`).
+//!
+//! # Protocol
+//!
+//! Rank `r` has a count `posted[r]` (stored by `r` only) and two places for vectors. To post
+//! round `i`, `r` writes its vector into place `i % 2`, then stores `posted[r] = i + 1`
+//! (Release). A reader of round `i` loads `posted[r]` (Acquire); once it is past `i`, the
+//! vector in place `i % 2` is round `i`'s and complete.
+//!
+//! Two places suffice when, as in the all-reduce, a rank posts round `i + 1` only after it
+//! has read round `i` of every rank: a rank overwrites place `i % 2` (posting round `i + 2`)
+//! only after it read round `i + 1` of every rank, and each rank posted `i + 1` only after it
+//! had read every vector of round `i`. The loom model `loom_board_all_reduce` runs the
+//! all-reduce on it (`runtime/quiesce_ranks/shm`).
+
+use crate::sync::proto::AtomicU64;
+use crate::sync::Ordering;
+
+/// Most `u64`s a rank posts per round.
+pub(crate) const BOARD_VALUES: usize = 16;
+
+/// How the board reaches its memory: every rank's count and two places.
+///
+/// # Safety
+///
+/// The same counts and places for every rank's handle; `put` and `get` touch exactly the
+/// place named, which the protocol gives to one writer (its rank) and, once published, to
+/// readers only (module docs).
+pub(crate) unsafe trait BoardMem {
+    /// Ranks on the board.
+    fn ranks(&self) -> usize;
+    /// Rank `r`'s count of posted rounds.
+    fn posted(&self, r: usize) -> &AtomicU64;
+    /// Writes `values` (at most [`BOARD_VALUES`]) into place `place` (0 or 1) of rank `r`.
+    fn put(&self, r: usize, place: usize, values: &[u64]);
+    /// Reads `out.len()` values (at most [`BOARD_VALUES`]) of place `place` of rank `r`.
+    fn get(&self, r: usize, place: usize, out: &mut [u64]);
+}
+
+/// One rank's handle of a board.
+#[derive(Debug)]
+pub(crate) struct Board<M> {
+    mem: M,
+    rank: usize,
+}
+
+impl<M: BoardMem> Board<M> {
+    /// Rank `rank`'s handle of the board in `mem`.
+    pub(crate) fn new(mem: M, rank: usize) -> Board<M> {
+        Board { mem, rank }
+    }
+
+    /// Ranks on the board.
+    pub(crate) fn ranks(&self) -> usize {
+        self.mem.ranks()
+    }
+
+    /// This handle's rank.
+    pub(crate) fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Posts this rank's vector of round `round` (rounds 0, 1, 2, ..., each once; the
+    /// caller keeps to the protocol's order, module docs).
+    pub(crate) fn post(&self, round: u64, values: &[u64]) {
+        assert!(values.len() <= BOARD_VALUES, "a board vector of {} values", values.len());
+        self.mem.put(self.rank, (round % 2) as usize, values);
+        self.mem.posted(self.rank).store(round + 1, Ordering::Release);
+    }
+
+    /// Rank `r`'s vector of round `round` into `out`, if `r` has posted it.
+    pub(crate) fn read(&self, r: usize, round: u64, out: &mut [u64]) -> bool {
+        if self.mem.posted(r).load(Ordering::Acquire) <= round {
+            return false;
+        }
+        self.mem.get(r, (round % 2) as usize, out);
+        true
+    }
+}
+
+/// A board in this process's heap, for the tests and the loom model: each value its own
+/// cell, so that loom checks every access against the counts' ordering.
+#[cfg(test)]
+pub(crate) mod heap {
+    use super::*;
+    use crate::sync::proto::UnsafeCell;
+
+    /// The board's memory (share it with `Arc`).
+    #[derive(Debug)]
+    pub(crate) struct HeapBoard {
+        posted: Vec<AtomicU64>,
+        places: Vec<UnsafeCell<u64>>,
+    }
+
+    // SAFETY: the places are reached only through `BoardMem`, whose protocol gives each one
+    // to one writer, or to readers only, at a time (module docs); the counts are atomics.
+    unsafe impl Sync for HeapBoard {}
+
+    impl HeapBoard {
+        pub(crate) fn new(ranks: usize) -> HeapBoard {
+            HeapBoard {
+                posted: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
+                places: (0..ranks * 2 * BOARD_VALUES).map(|_| UnsafeCell::new(0)).collect(),
+            }
+        }
+
+        fn at(r: usize, place: usize, i: usize) -> usize {
+            (r * 2 + place) * BOARD_VALUES + i
+        }
+    }
+
+    // SAFETY: one memory for every handle (shared through `Arc`); the copies touch only the
+    // place named.
+    unsafe impl BoardMem for std::sync::Arc<HeapBoard> {
+        fn ranks(&self) -> usize {
+            self.posted.len()
+        }
+        fn posted(&self, r: usize) -> &AtomicU64 {
+            &self.posted[r]
+        }
+        fn put(&self, r: usize, place: usize, values: &[u64]) {
+            for (i, &v) in values.iter().enumerate() {
+                // SAFETY: the protocol gives this place to its rank alone now.
+                self.places[HeapBoard::at(r, place, i)].with_mut(|p| unsafe { *p = v });
+            }
+        }
+        fn get(&self, r: usize, place: usize, out: &mut [u64]) {
+            for (i, o) in out.iter_mut().enumerate() {
+                // SAFETY: the protocol gives this place to readers only now.
+                *o = self.places[HeapBoard::at(r, place, i)].with(|p| unsafe { *p });
+            }
+        }
+    }
+}
