@@ -166,7 +166,7 @@ pub use runtime::{
     Runtime,
 };
 pub use runtime::{rank, ranks};
-pub use stats::{Stats, WorkerStats};
+pub use stats::{Anatomy, RankTraffic, Stats, WorkerStats};
 pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, TrusteeRef};
 
 /// Hints the CPU that the cache line holding `*r` will be read soon; it has no other effect

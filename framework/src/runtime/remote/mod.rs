@@ -168,6 +168,7 @@
 mod client;
 mod trustee;
 
+use super::anatomy::Part;
 use super::export::{split_target, Owner, ADDR_TARGET};
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
@@ -446,13 +447,19 @@ impl Worker {
     /// response envelopes. A refused one ends the run (module invariant 4).
     pub(super) fn poll_transport(&self) -> bool {
         let t = self.transport();
+        let (st, clock) = (&self.ctr().stats, &self.clock);
         let mut useful = t.progress(self.index);
         while let Some(Arrived { from_rank, bytes }) = t.poll(self.index) {
+            clock.mark(st, Part::Transport);
             useful = true;
             let r = if bytes.get(12) == Some(&KIND_RESPONSES) {
-                self.take_responses(from_rank, &bytes)
+                let r = self.take_responses(from_rank, &bytes);
+                clock.mark(st, Part::Issuing);
+                r
             } else {
-                self.serve_requests(from_rank, &bytes)
+                let r = self.serve_requests(from_rank, &bytes);
+                clock.mark(st, Part::Serving);
+                r
             };
             t.release(self.index, bytes);
             if let Err(e) = r {
@@ -460,6 +467,7 @@ impl Worker {
                 return true;
             }
         }
+        clock.mark(st, Part::Transport);
         useful
     }
 
