@@ -38,6 +38,12 @@ pub struct WorkerStats {
     pub envelope_bytes_sent: u64,
     /// Requests carried by those envelopes (control records included).
     pub remote_requests_sent: u64,
+    /// Of those envelopes, the ones sent because their batch was full (the others were sent
+    /// when the worker was about to go idle, or were aged out, or aggregation was off).
+    pub envelopes_full: u64,
+    /// Of those envelopes, the ones sent not full after their requests waited a few busy
+    /// loop passes (`Builder::aggregate`).
+    pub envelopes_aged: u64,
     /// Response envelopes this worker sent back to clients of other ranks.
     pub responses_sent: u64,
     /// Bytes of those response envelopes.
@@ -249,6 +255,8 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.envelopes_sent += w.envelopes_sent;
         self.envelope_bytes_sent += w.envelope_bytes_sent;
         self.remote_requests_sent += w.remote_requests_sent;
+        self.envelopes_full += w.envelopes_full;
+        self.envelopes_aged += w.envelopes_aged;
         self.responses_sent += w.responses_sent;
         self.response_bytes_sent += w.response_bytes_sent;
         if self.to_ranks.len() < w.to_ranks.len() {
@@ -280,6 +288,8 @@ pub(crate) struct LiveStats {
     pub(crate) envelopes_sent: AtomicU64,
     pub(crate) envelope_bytes_sent: AtomicU64,
     pub(crate) remote_requests_sent: AtomicU64,
+    pub(crate) envelopes_full: AtomicU64,
+    pub(crate) envelopes_aged: AtomicU64,
     pub(crate) responses_sent: AtomicU64,
     pub(crate) response_bytes_sent: AtomicU64,
     /// Per destination rank, [`TRAFFIC`] counters (the fields of [`RankTraffic`], in order);
@@ -344,6 +354,8 @@ impl LiveStats {
             envelopes_sent: l(&self.envelopes_sent),
             envelope_bytes_sent: l(&self.envelope_bytes_sent),
             remote_requests_sent: l(&self.remote_requests_sent),
+            envelopes_full: l(&self.envelopes_full),
+            envelopes_aged: l(&self.envelopes_aged),
             responses_sent: l(&self.responses_sent),
             response_bytes_sent: l(&self.response_bytes_sent),
             to_ranks: self

@@ -40,6 +40,8 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
         "envelopes_sent": w.envelopes_sent,
         "envelope_bytes_sent": w.envelope_bytes_sent,
         "remote_requests_sent": w.remote_requests_sent,
+        "envelopes_full": w.envelopes_full,
+        "envelopes_aged": w.envelopes_aged,
         "requests_per_envelope": w.mean_envelope(),
         "responses_sent": w.responses_sent,
         "response_bytes_sent": w.response_bytes_sent,
@@ -90,8 +92,10 @@ pub(crate) fn print(stats: &skein::Stats, searches: u64, out: &mut impl Write) -
         if w.envelopes_sent + w.responses_sent > 0 {
             writeln!(
                 out,
-                "  worker {i}: {} request envelopes ({} bytes, {:.1} requests each), {} responses ({} bytes)",
+                "  worker {i}: {} request envelopes ({} full, {} aged; {} bytes, {:.1} requests each), {} responses ({} bytes)",
                 w.envelopes_sent,
+                w.envelopes_full,
+                w.envelopes_aged,
                 w.envelope_bytes_sent,
                 w.mean_envelope(),
                 w.responses_sent,

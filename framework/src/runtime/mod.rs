@@ -160,6 +160,16 @@ impl Builder {
         self
     }
 
+    /// Whether a worker holds the requests it stages for a trustee of another rank until they
+    /// fill a batch, the worker is about to go idle, or 16 busy loop passes went by (default
+    /// on), rather than sending what is staged on every loop pass (fewer, fuller envelopes;
+    /// `WorkerStats::mean_envelope`). `SKEIN_AGGREGATE=0` in the environment turns it off for
+    /// every runtime. No effect on a run of one rank.
+    pub fn aggregate(mut self, on: bool) -> Self {
+        self.cfg.aggregate = on;
+        self
+    }
+
     /// A testing aid: runs the program as `r` fake ranks of `workers / r` workers inside one
     /// process. Requests between fake ranks travel as bytes through the rack-mode wire format
     /// and its validation (`docs/rack-mode.md` §3, §4.1), so a rack program can be tested

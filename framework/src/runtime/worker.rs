@@ -15,6 +15,7 @@ use super::export::Owner;
 use super::free::{self, PendingFrees};
 use super::idle::{self, Policy, Step};
 use super::quiesce;
+use super::remote::Flush;
 use super::quiesce_ranks::{Action, Detector, RankView};
 use super::run_state::{AllReduceBox, RunState, WorkerCounters};
 use crate::channel::batch::{serve_batch, tag_count, untag_count};
@@ -513,7 +514,7 @@ impl Worker {
     pub(super) fn flush_requests(&self) {
         for trustee in 0..self.n {
             if trustee != self.index {
-                self.poll_client(trustee, true);
+                self.poll_client(trustee, Flush::Now);
             }
         }
     }
@@ -521,7 +522,7 @@ impl Worker {
     /// Runs the completions of the batches to `trustee` that have been answered (in order),
     /// then publishes queued requests while a lane is free (to another rank: full batches
     /// only, unless `flush`; `Worker::poll_remote`).
-    fn poll_client(&self, trustee: usize, flush: bool) -> bool {
+    fn poll_client(&self, trustee: usize, flush: Flush) -> bool {
         if self.is_remote(trustee) {
             return self.poll_remote(trustee, flush);
         }
@@ -722,7 +723,11 @@ impl Worker {
             // when full, and every AGGREGATE_PASSES passes (a fiber that yields in a loop
             // keeps every pass busy); the rest when the worker is about to go idle (below).
             held = held.wrapping_add(1);
-            let flush_remote = !aggregate || held % AGGREGATE_PASSES == 0;
+            let flush_remote = match (aggregate, held % AGGREGATE_PASSES == 0) {
+                (false, _) => Flush::Now,
+                (true, true) => Flush::Aged,
+                (true, false) => Flush::Full,
+            };
             for trustee in 0..self.n {
                 if trustee != self.index {
                     useful |= self.poll_client(trustee, flush_remote);
@@ -748,7 +753,7 @@ impl Worker {
             // pair, `Worker::poll_remote`).
             if !useful && self.remote.is_some() {
                 for trustee in (0..self.rank_lo).chain(self.rank_lo + self.local_n..self.n) {
-                    useful |= self.poll_remote(trustee, true);
+                    useful |= self.poll_remote(trustee, Flush::Now);
                 }
                 held = 0;
                 clock.mark(st, Part::Issuing);

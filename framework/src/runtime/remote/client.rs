@@ -11,14 +11,21 @@ impl Worker {
     /// [`Worker::poll_transport`]). Unless `flush`, only full batches leave: the worker loop
     /// aggregates a pair's requests until a batch is full, the worker is about to go idle, or
     /// a few busy passes went by (`Worker::run_loop`, `AGGREGATE_PASSES`).
-    pub(in crate::runtime) fn poll_remote(&self, trustee: usize, flush: bool) -> bool {
+    pub(in crate::runtime) fn poll_remote(&self, trustee: usize, flush: Flush) -> bool {
         let cs = &self.clients[trustee];
         let mut useful = false;
         while cs.sent.get() - cs.acked.get() < IN_FLIGHT && cs.out(|q| q.has_staged()) {
             let (max_words, max_result) =
                 self.transport().batch_limits(cs.out(|q| q.uniform_vtable()));
-            if !flush && !cs.out(|q| q.fills_batch(max_words, max_result)) {
+            let full = cs.out(|q| q.fills_batch(max_words, max_result));
+            if !full && flush == Flush::Full {
                 break;
+            }
+            let st = &self.ctr().stats;
+            match (full, flush) {
+                (true, _) => bump(&st.envelopes_full, 1),
+                (false, Flush::Aged) => bump(&st.envelopes_aged, 1),
+                _ => {}
             }
             let Some(buf) = self.transport().claim(self.index, trustee) else { break };
             let seq = cs.sent.get() + 1;
@@ -149,7 +156,6 @@ impl Worker {
             side.in_flight[trustee].borrow_mut().push_back(b);
             cs.sent.set(seq);
             let env = wr.finish();
-            let st = &self.ctr().stats;
             st.sent_envelope(trustee / self.local_n, env.len(), count, false);
             self.transport().publish(self.index, trustee, env);
             bump(&st.batches_sent, 1);

@@ -196,6 +196,17 @@ use std::mem::MaybeUninit;
 /// Batches in flight per (client, remote trustee) pair (the credits of the pair).
 const IN_FLIGHT: u64 = 8;
 
+/// Which staged requests [`Worker::poll_remote`] sends (aggregation per pair).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::runtime) enum Flush {
+    /// Only full batches.
+    Full,
+    /// Everything: the requests waited for `AGGREGATE_PASSES` busy passes.
+    Aged,
+    /// Everything: the worker is about to go idle, or something must leave now.
+    Now,
+}
+
 /// What the client of a remote spawn does with its `Joined` record: completes the
 /// `JoinHandle`'s cell with the result bytes (checked against the result type's size) or the
 /// panic message; `Err` when the bytes do not fit (the record is refused).
