@@ -135,3 +135,43 @@ fn one_process_counts_no_envelopes_and_times_its_parts() {
         assert_eq!(w.anatomy.transport_ns, 0);
     }
 }
+
+/// `main` sends `K` requests to a property of the other fake rank, one per loop pass (it
+/// yields after each), then reads the sum. Returns the sum and worker 0's statistics.
+fn trickle(aggregate: bool) -> (u64, WorkerStats) {
+    const K: u64 = 320;
+    let rt = Runtime::builder()
+        .workers(2)
+        .loopback_ranks(2)
+        .aggregate(aggregate)
+        .build()
+        .expect("runtime");
+    let sum = rt
+        .run(|| {
+            let far = skein::trustee(1).entrust_new(0u64, |x| x);
+            for _ in 0..K {
+                far.apply_then(1u64, |c, a| *c += a, |()| ());
+                skein::yield_now();
+            }
+            skein::wait_quiescent();
+            far.apply((), |c, ()| *c)
+        })
+        .expect("run");
+    assert_eq!(sum, K);
+    (sum, rt.stats().workers[0].clone())
+}
+
+#[test]
+fn aggregation_holds_a_busy_workers_requests_for_fuller_envelopes() {
+    // Every pass of worker 0 runs `main` (it yields): the worker never goes idle while it
+    // sends, so its requests leave every 16 passes, about 16 to an envelope; not aggregated,
+    // each pass sends what it has (as many envelopes as the credits allow).
+    let (_, on) = trickle(true);
+    assert!(on.remote_requests_sent >= 320, "{on:?}");
+    assert!(on.envelopes_aged > 0, "{on:?}");
+    assert!(on.envelopes_sent <= 320 / 8 + 4, "{} envelopes: {on:?}", on.envelopes_sent);
+    assert!(on.mean_envelope() >= 8.0, "{on:?}");
+    let (_, off) = trickle(false);
+    assert!(off.remote_requests_sent >= 320);
+    assert_eq!(off.envelopes_aged, 0);
+}
