@@ -160,9 +160,10 @@ impl Builder {
         self
     }
 
-    /// Whether a worker holds the requests it stages for a trustee of another rank until they
-    /// fill a batch, the worker is about to go idle, or 16 busy loop passes went by (default
-    /// on), rather than sending what is staged on every loop pass (fewer, fuller envelopes;
+    /// Whether a worker holds the requests it stages for a trustee of another rank while it
+    /// has fibers ready to run, until they fill a batch, the worker is about to go idle, or
+    /// 16 busy loop passes went by (default on), rather than sending what is staged on every
+    /// loop pass (fewer, fuller envelopes;
     /// `WorkerStats::mean_envelope`). `SKEIN_AGGREGATE=0` in the environment turns it off for
     /// every runtime. No effect on a run of one rank.
     pub fn aggregate(mut self, on: bool) -> Self {

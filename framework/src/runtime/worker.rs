@@ -720,13 +720,18 @@ impl Worker {
             }
             clock.mark(st, Part::Serving);
             // 3. client role: responses, continuations, flushes. Batches to other ranks leave
-            // when full, and every AGGREGATE_PASSES passes (a fiber that yields in a loop
-            // keeps every pass busy); the rest when the worker is about to go idle (below).
+            // at once when no fiber is ready (nothing here will add to them before the next
+            // pass but what the trustee role serves: a fiber blocked in `apply` waits for
+            // this very batch); while fibers are ready, when full and every AGGREGATE_PASSES
+            // passes (a fiber that yields in a loop keeps every pass busy); the rest when the
+            // worker is about to go idle (below).
             held = held.wrapping_add(1);
-            let flush_remote = match (aggregate, held % AGGREGATE_PASSES == 0) {
-                (false, _) => Flush::Now,
-                (true, true) => Flush::Aged,
-                (true, false) => Flush::Full,
+            let flush_remote = if !aggregate || !self.has_ready_fibers() {
+                Flush::Now
+            } else if held % AGGREGATE_PASSES == 0 {
+                Flush::Aged
+            } else {
+                Flush::Full
             };
             for trustee in 0..self.n {
                 if trustee != self.index {

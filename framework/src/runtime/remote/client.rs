@@ -8,9 +8,10 @@ use super::*;
 impl Worker {
     /// The client role towards a trustee of another rank: sends staged requests as request
     /// envelopes while fewer than [`IN_FLIGHT`] batches are in flight (responses come through
-    /// [`Worker::poll_transport`]). Unless `flush`, only full batches leave: the worker loop
-    /// aggregates a pair's requests until a batch is full, the worker is about to go idle, or
-    /// a few busy passes went by (`Worker::run_loop`, `AGGREGATE_PASSES`).
+    /// [`Worker::poll_transport`]). With [`Flush::Full`] only full batches leave: while
+    /// fibers are ready, the worker loop aggregates a pair's requests until a batch is full,
+    /// the worker is about to go idle, or a few busy passes went by (`Worker::run_loop`,
+    /// `AGGREGATE_PASSES`).
     pub(in crate::runtime) fn poll_remote(&self, trustee: usize, flush: Flush) -> bool {
         let cs = &self.clients[trustee];
         let mut useful = false;
