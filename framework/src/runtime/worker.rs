@@ -755,8 +755,9 @@ impl Worker {
             useful |= self.frees.process(self);
             clock.mark(st, Part::Serving);
             // About to go idle: what is staged for other ranks leaves now (aggregation per
-            // pair, `Worker::poll_remote`).
-            if !useful && self.remote.is_some() {
+            // pair, `Worker::poll_remote`). Not needed when step 3 sent everything: a pass
+            // that did nothing useful staged nothing after it.
+            if !useful && flush_remote != Flush::Now && self.remote.is_some() {
                 for trustee in (0..self.rank_lo).chain(self.rank_lo + self.local_n..self.n) {
                     useful |= self.poll_remote(trustee, Flush::Now);
                 }
