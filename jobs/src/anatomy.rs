@@ -60,7 +60,11 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
 
 /// The breakdown, per worker: the loop's time by part (when timed), envelopes and bytes per
 /// destination rank, requests per batch and per envelope, the detector's rounds.
-pub(crate) fn print(stats: &skein::Stats, searches: u64, out: &mut impl Write) -> std::io::Result<()> {
+pub(crate) fn print(
+    stats: &skein::Stats,
+    searches: u64,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     writeln!(out, "anatomy (per worker; times summed over {searches} search(es)):")?;
     for (i, w) in stats.workers.iter().enumerate() {
         let a = &w.anatomy;
@@ -101,7 +105,9 @@ pub(crate) fn print(stats: &skein::Stats, searches: u64, out: &mut impl Write) -
                 w.responses_sent,
                 w.response_bytes_sent
             )?;
-            for (r, t) in w.to_ranks.iter().enumerate().filter(|(_, t)| t.envelopes + t.responses > 0) {
+            for (r, t) in
+                w.to_ranks.iter().enumerate().filter(|(_, t)| t.envelopes + t.responses > 0)
+            {
                 writeln!(
                     out,
                     "    to rank {r}: {} envelopes, {} bytes, {} requests; {} responses, {} bytes",

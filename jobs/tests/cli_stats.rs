@@ -33,15 +33,8 @@ fn workers(json: &std::path::Path) -> Vec<serde_json::Value> {
 /// The parts of a worker's anatomy: present, and summing to its total.
 fn parts_sum(w: &serde_json::Value) -> (u64, u64) {
     let a = &w["anatomy"];
-    let names = [
-        "serving",
-        "issuing",
-        "transport",
-        "detector",
-        "wait_response",
-        "wait_quiescence",
-        "idle",
-    ];
+    let names =
+        ["serving", "issuing", "transport", "detector", "wait_response", "wait_quiescence", "idle"];
     let sum = names.iter().map(|n| a[format!("{n}_ns")].as_u64().expect(n)).sum();
     (sum, a["total_ns"].as_u64().unwrap())
 }
