@@ -76,10 +76,10 @@ fn counters_count_envelopes_per_rank_and_the_detector() {
         check_traffic(&stats, 2);
         let w = &stats.workers;
         // Rank 0's workers sent their requests to rank 1 only, none to their own rank.
-        for g in 0..2 {
-            assert_eq!(w[g].to_ranks[0].envelopes, 0);
-            assert!(w[g].to_ranks[1].requests >= N, "worker {g}: {:?}", w[g].to_ranks);
-            assert!(w[g].mean_envelope() >= 1.0);
+        for (g, wg) in w.iter().enumerate().take(2) {
+            assert_eq!(wg.to_ranks[0].envelopes, 0);
+            assert!(wg.to_ranks[1].requests >= N, "worker {g}: {:?}", wg.to_ranks);
+            assert!(wg.mean_envelope() >= 1.0);
         }
         // Rank 1's trustee answered them (its responses go to rank 0).
         assert!(w[3].to_ranks[0].responses > 0);
