@@ -180,7 +180,7 @@ pub use runtime::{
     Runtime,
 };
 pub use runtime::{rank, ranks};
-pub use stats::{Stats, WorkerStats};
+pub use stats::{Anatomy, RankTraffic, Stats, WorkerStats};
 pub use transport::RackTransport;
 pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, TrusteeRef};
 

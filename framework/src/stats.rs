@@ -32,6 +32,125 @@ pub struct WorkerStats {
     /// Times the worker blocked (gave its core away) until another thread made work for it
     /// (one process only: across ranks a worker waits briefly instead).
     pub parks: u64,
+    /// Request envelopes this worker sent to other ranks (each carries one batch: a segment).
+    pub envelopes_sent: u64,
+    /// Bytes of those request envelopes.
+    pub envelope_bytes_sent: u64,
+    /// Requests carried by those envelopes (control records included).
+    pub remote_requests_sent: u64,
+    /// Of those envelopes, the ones sent because their batch was full (the others were sent
+    /// when the worker was about to go idle, or were aged out, or aggregation was off).
+    pub envelopes_full: u64,
+    /// Of those envelopes, the ones sent not full after their requests waited a few busy
+    /// loop passes (`Builder::aggregate`).
+    pub envelopes_aged: u64,
+    /// Response envelopes this worker sent back to clients of other ranks.
+    pub responses_sent: u64,
+    /// Bytes of those response envelopes.
+    pub response_bytes_sent: u64,
+    /// Per destination rank (index = rank): the request and response envelopes this worker
+    /// sent there. Empty outside a split run.
+    pub to_ranks: Vec<RankTraffic>,
+    /// Steps of quiescence detection this worker ran (the first worker of each rank across
+    /// ranks, worker 0 in one process): one call of the detector.
+    pub detector_steps: u64,
+    /// All-reduces of the detector across ranks this worker posted.
+    pub all_reduces_posted: u64,
+    /// All-reduces of the detector across ranks that completed here.
+    pub all_reduces_completed: u64,
+    /// Detections that found the run quiescent (woke `wait_quiescent` callers, or stopped
+    /// the run).
+    pub quiescent_verdicts: u64,
+    /// Where the worker loop's time went; all zero unless timing was on
+    /// ([`crate::Builder::anatomy`], `SKEIN_ANATOMY=1`).
+    pub anatomy: Anatomy,
+}
+
+/// Envelopes one worker sent to one rank.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct RankTraffic {
+    /// Request envelopes.
+    pub envelopes: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The requests they carried.
+    pub requests: u64,
+    /// Response envelopes.
+    pub responses: u64,
+    /// Their bytes.
+    pub response_bytes: u64,
+}
+
+impl std::ops::AddAssign<&RankTraffic> for RankTraffic {
+    fn add_assign(&mut self, o: &RankTraffic) {
+        self.envelopes += o.envelopes;
+        self.bytes += o.bytes;
+        self.requests += o.requests;
+        self.responses += o.responses;
+        self.response_bytes += o.response_bytes;
+    }
+}
+
+/// A worker loop's time split by what each stretch of a pass did, in nanoseconds (sampled
+/// at the boundaries of a pass's phases, never per request). The parts tile the loop: their
+/// sum is the time from the worker's first pass to its last.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Anatomy {
+    /// Loop passes timed (0: timing was off).
+    pub passes: u64,
+    /// Running requests as a trustee: the local queue, the slots, request envelopes from
+    /// other ranks (validation and the response envelope included), frees.
+    pub serving_ns: u64,
+    /// Running fibers, completing responses (continuations), publishing batches and writing
+    /// request envelopes.
+    pub issuing_ns: u64,
+    /// The transport's progress calls and receive polls (MPI tests, loopback inboxes).
+    pub transport_ns: u64,
+    /// Quiescence detection: the detector's steps (counter waves, all-reduces posted and
+    /// tested).
+    pub detector_ns: u64,
+    /// The rest of idle passes while one of this worker's requests awaited its response.
+    pub wait_response_ns: u64,
+    /// The rest of idle passes while a fiber of this worker's rank waited in
+    /// `wait_quiescent` (and no response was due here).
+    pub wait_quiescence_ns: u64,
+    /// The rest of idle passes otherwise (spinning, yielding, parked).
+    pub idle_ns: u64,
+}
+
+impl Anatomy {
+    /// The sum of the parts.
+    pub fn total_ns(&self) -> u64 {
+        self.parts().iter().map(|(_, v)| v).sum()
+    }
+
+    /// The parts with their names, in the order of the fields.
+    pub fn parts(&self) -> [(&'static str, u64); 7] {
+        [
+            ("serving", self.serving_ns),
+            ("issuing", self.issuing_ns),
+            ("transport", self.transport_ns),
+            ("detector", self.detector_ns),
+            ("wait_response", self.wait_response_ns),
+            ("wait_quiescence", self.wait_quiescence_ns),
+            ("idle", self.idle_ns),
+        ]
+    }
+}
+
+impl std::ops::AddAssign<&Anatomy> for Anatomy {
+    fn add_assign(&mut self, o: &Anatomy) {
+        self.passes += o.passes;
+        self.serving_ns += o.serving_ns;
+        self.issuing_ns += o.issuing_ns;
+        self.transport_ns += o.transport_ns;
+        self.detector_ns += o.detector_ns;
+        self.wait_response_ns += o.wait_response_ns;
+        self.wait_quiescence_ns += o.wait_quiescence_ns;
+        self.idle_ns += o.idle_ns;
+    }
 }
 
 impl WorkerStats {
@@ -58,6 +177,15 @@ impl WorkerStats {
             0.0
         } else {
             self.useful_polls as f64 / all as f64
+        }
+    }
+
+    /// Mean number of requests per request envelope sent to other ranks (0 when none).
+    pub fn mean_envelope(&self) -> f64 {
+        if self.envelopes_sent == 0 {
+            0.0
+        } else {
+            self.remote_requests_sent as f64 / self.envelopes_sent as f64
         }
     }
 }
@@ -124,6 +252,24 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.useful_polls += w.useful_polls;
         self.idle_polls += w.idle_polls;
         self.parks += w.parks;
+        self.envelopes_sent += w.envelopes_sent;
+        self.envelope_bytes_sent += w.envelope_bytes_sent;
+        self.remote_requests_sent += w.remote_requests_sent;
+        self.envelopes_full += w.envelopes_full;
+        self.envelopes_aged += w.envelopes_aged;
+        self.responses_sent += w.responses_sent;
+        self.response_bytes_sent += w.response_bytes_sent;
+        if self.to_ranks.len() < w.to_ranks.len() {
+            self.to_ranks.resize_with(w.to_ranks.len(), RankTraffic::default);
+        }
+        for (t, r) in self.to_ranks.iter_mut().zip(&w.to_ranks) {
+            *t += r;
+        }
+        self.detector_steps += w.detector_steps;
+        self.all_reduces_posted += w.all_reduces_posted;
+        self.all_reduces_completed += w.all_reduces_completed;
+        self.quiescent_verdicts += w.quiescent_verdicts;
+        self.anatomy += &w.anatomy;
     }
 }
 
@@ -139,9 +285,59 @@ pub(crate) struct LiveStats {
     pub(crate) useful_polls: AtomicU64,
     pub(crate) idle_polls: AtomicU64,
     pub(crate) parks: AtomicU64,
+    pub(crate) envelopes_sent: AtomicU64,
+    pub(crate) envelope_bytes_sent: AtomicU64,
+    pub(crate) remote_requests_sent: AtomicU64,
+    pub(crate) envelopes_full: AtomicU64,
+    pub(crate) envelopes_aged: AtomicU64,
+    pub(crate) responses_sent: AtomicU64,
+    pub(crate) response_bytes_sent: AtomicU64,
+    /// Per destination rank, [`TRAFFIC`] counters (the fields of [`RankTraffic`], in order);
+    /// empty outside a split run.
+    pub(crate) to_ranks: Box<[AtomicU64]>,
+    pub(crate) detector_steps: AtomicU64,
+    pub(crate) all_reduces_posted: AtomicU64,
+    pub(crate) all_reduces_completed: AtomicU64,
+    pub(crate) quiescent_verdicts: AtomicU64,
+    /// [`Anatomy::passes`], then the parts in the order of [`Anatomy::parts`].
+    pub(crate) anatomy: [AtomicU64; 8],
 }
 
+/// Counters per destination rank in [`LiveStats::to_ranks`].
+pub(crate) const TRAFFIC: usize = 5;
+
 impl LiveStats {
+    /// The counters of a worker of a run over `ranks` ranks (none per rank when 1).
+    pub(crate) fn new(ranks: usize) -> LiveStats {
+        let per_rank = if ranks > 1 { ranks * TRAFFIC } else { 0 };
+        LiveStats {
+            to_ranks: (0..per_rank).map(|_| AtomicU64::new(0)).collect(),
+            ..LiveStats::default()
+        }
+    }
+
+    /// Counts an envelope of `bytes` bytes carrying `requests` requests (a request envelope)
+    /// or answering them (a response envelope) sent to `rank`.
+    #[inline]
+    pub(crate) fn sent_envelope(&self, rank: usize, bytes: usize, requests: usize, response: bool) {
+        use crate::sync::bump;
+        let (count, sum, at) = if response {
+            (&self.responses_sent, &self.response_bytes_sent, 3)
+        } else {
+            bump(&self.remote_requests_sent, requests as u64);
+            (&self.envelopes_sent, &self.envelope_bytes_sent, 0)
+        };
+        bump(count, 1);
+        bump(sum, bytes as u64);
+        if let Some(c) = self.to_ranks.get(rank * TRAFFIC..(rank + 1) * TRAFFIC) {
+            bump(&c[at], 1);
+            bump(&c[at + 1], bytes as u64);
+            if !response {
+                bump(&c[2], requests as u64);
+            }
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> WorkerStats {
         let l = |c: &AtomicU64| c.load(Ordering::Acquire);
         WorkerStats {
@@ -155,6 +351,41 @@ impl LiveStats {
             useful_polls: l(&self.useful_polls),
             idle_polls: l(&self.idle_polls),
             parks: l(&self.parks),
+            envelopes_sent: l(&self.envelopes_sent),
+            envelope_bytes_sent: l(&self.envelope_bytes_sent),
+            remote_requests_sent: l(&self.remote_requests_sent),
+            envelopes_full: l(&self.envelopes_full),
+            envelopes_aged: l(&self.envelopes_aged),
+            responses_sent: l(&self.responses_sent),
+            response_bytes_sent: l(&self.response_bytes_sent),
+            to_ranks: self
+                .to_ranks
+                .chunks(TRAFFIC)
+                .map(|c| RankTraffic {
+                    envelopes: l(&c[0]),
+                    bytes: l(&c[1]),
+                    requests: l(&c[2]),
+                    responses: l(&c[3]),
+                    response_bytes: l(&c[4]),
+                })
+                .collect(),
+            detector_steps: l(&self.detector_steps),
+            all_reduces_posted: l(&self.all_reduces_posted),
+            all_reduces_completed: l(&self.all_reduces_completed),
+            quiescent_verdicts: l(&self.quiescent_verdicts),
+            anatomy: {
+                let a = |i: usize| l(&self.anatomy[i]);
+                Anatomy {
+                    passes: a(0),
+                    serving_ns: a(1),
+                    issuing_ns: a(2),
+                    transport_ns: a(3),
+                    detector_ns: a(4),
+                    wait_response_ns: a(5),
+                    wait_quiescence_ns: a(6),
+                    idle_ns: a(7),
+                }
+            },
         }
     }
 }

@@ -136,6 +136,13 @@ impl SkeinTotals {
                     "busy_fraction": w.busy_fraction(),
                 })
             })
+            .zip(&self.runtime.workers)
+            .map(|(mut v, w)| {
+                if let Some(o) = v.as_object_mut() {
+                    o.extend(crate::anatomy::worker_json(w));
+                }
+                v
+            })
             .collect();
         let mut json = serde_json::json!({
             "rounds": self.rounds,

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod agree;
+mod anatomy;
 mod chart;
 mod cmd;
 #[cfg(feature = "mpi")]

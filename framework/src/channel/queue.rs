@@ -102,6 +102,15 @@ impl RecordQueue {
         unsafe { self.uniform().as_ref() }
     }
 
+    /// True when the staged requests fill a batch of at most `max_words` words of records
+    /// and `max_result_bytes` result bytes (the limits of [`RecordQueue::send_to`]). Requests
+    /// without results never fill the result bytes (a limit of 0 is "no results").
+    #[inline]
+    pub(crate) fn fills_batch(&self, max_words: usize, max_result_bytes: usize) -> bool {
+        self.tail - self.sent_end >= max_words
+            || (self.staged_result_bytes > 0 && self.staged_result_bytes >= max_result_bytes)
+    }
+
     /// True when a request is staged.
     #[inline]
     pub(crate) fn has_staged(&self) -> bool {

@@ -13,6 +13,7 @@
 //! * [`transport`]: the seam between the worker loop and a transport for pairs across ranks,
 //!   and the loopback transport of a split run ([`Builder::loopback_ranks`]).
 
+pub(crate) mod anatomy;
 pub(crate) mod context;
 pub(crate) mod export;
 
@@ -56,11 +57,20 @@ pub struct Builder {
     env_loopback: Option<usize>,
 }
 
+/// A boolean environment variable: `Some(false)` for `0` or empty, `Some(true)` otherwise,
+/// `None` when unset.
+fn env_flag(name: &str) -> Option<bool> {
+    std::env::var_os(name).map(|v| v != "0" && !v.is_empty())
+}
+
 impl Default for Builder {
     /// The default settings. `SKEIN_LOOPBACK_RANKS=r` in the environment splits every runtime
     /// whose worker count `r` divides into `r` fake ranks ([`Builder::loopback_ranks`]; the
     /// others run unsplit), so that a whole test suite can run split; a value that is not a
-    /// number of ranks is reported by [`Builder::build`].
+    /// number of ranks is reported by [`Builder::build`]. `SKEIN_ANATOMY=1` turns the loop
+    /// timing on ([`Builder::anatomy`]); `SKEIN_AGGREGATE=0` sends the requests staged for
+    /// another rank on every loop pass instead of holding them until a batch is full or the
+    /// worker goes idle (for measuring the aggregation).
     fn default() -> Self {
         let mut b = Builder {
             cfg: Config {
@@ -73,6 +83,8 @@ impl Default for Builder {
                 loopback_ranks: 1,
                 loopback_corrupt: None,
                 rack_transport: RackTransport::Auto,
+                anatomy: env_flag("SKEIN_ANATOMY").unwrap_or(false),
+                aggregate: env_flag("SKEIN_AGGREGATE").unwrap_or(true),
             },
             slot_explicit: false,
             env_error: None,
@@ -135,6 +147,35 @@ impl Builder {
     pub fn slot_size(mut self, overflow_bytes: usize) -> Self {
         self.cfg.slot_overflow = overflow_bytes;
         self.slot_explicit = true;
+        self
+    }
+
+    /// Times the worker loop's phases (serving, issuing, transport progress, quiescence
+    /// detection, waiting for a response, waiting for quiescence, idle) into
+    /// [`crate::WorkerStats::anatomy`]: a clock read at each phase boundary of a loop pass,
+    /// none per request. Off by default; `SKEIN_ANATOMY=1` in the environment turns it on for
+    /// every runtime. The counters of [`crate::WorkerStats`] are always on.
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(2).anatomy(true).build()?;
+    /// rt.run(|| skein::trustee(1).entrust(0u8).apply((), |c, ()| *c += 1))?;
+    /// let a = rt.stats().total().anatomy;
+    /// assert!(a.passes > 0 && a.total_ns() > 0);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn anatomy(mut self, on: bool) -> Self {
+        self.cfg.anatomy = on;
+        self
+    }
+
+    /// Whether a worker holds the requests it stages for a trustee of another rank while it
+    /// has fibers ready to run, until they fill a batch, the worker is about to go idle, or
+    /// 16 busy loop passes went by (default on), rather than sending what is staged on every
+    /// loop pass (fewer, fuller envelopes;
+    /// `WorkerStats::mean_envelope`). `SKEIN_AGGREGATE=0` in the environment turns it off for
+    /// every runtime. No effect on a run of one rank.
+    pub fn aggregate(mut self, on: bool) -> Self {
+        self.cfg.aggregate = on;
         self
     }
 

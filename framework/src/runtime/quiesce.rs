@@ -113,6 +113,7 @@ pub(crate) fn detect(w: &Worker) -> bool {
     if !is_quiescent(&run_state.counters) {
         return false;
     }
+    crate::sync::bump(&w.ctr().stats.quiescent_verdicts, 1);
     // Quiescent: nothing changes until we act (see the proof above), so these sums are exact.
     let mut waiting_elsewhere = false;
     for worker in 0..w.n {

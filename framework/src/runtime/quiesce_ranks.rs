@@ -510,13 +510,24 @@ pub(crate) struct Detector<A> {
     /// The broken variant the tests must catch: wave 2 of detection `d` read in round `d`
     /// right after its wave 1, before the all-reduce (so before the other ranks' wave 1).
     wave2_early: bool,
+    /// All-reduces posted and completed so far (statistics only; the proof ignores them).
+    posts: u64,
+    completions: u64,
 }
 
 impl<A: AllReduce> Detector<A> {
     /// A detector over `all_reduce` (this rank's handle of a group that spans every rank of
     /// the run, used by nothing else). Its first `poll` posts round 0.
     pub(crate) fn new(all_reduce: A) -> Detector<A> {
-        Detector { all_reduce, round: 0, posted: false, prev_finished: 0, wave2_early: false }
+        Detector {
+            all_reduce,
+            round: 0,
+            posted: false,
+            prev_finished: 0,
+            wave2_early: false,
+            posts: 0,
+            completions: 0,
+        }
     }
 
     /// The broken variant (see the field); tests only.
@@ -530,6 +541,16 @@ impl<A: AllReduce> Detector<A> {
     #[cfg(test)]
     pub(crate) fn round(&self) -> u64 {
         self.round
+    }
+
+    /// All-reduces posted so far.
+    pub(crate) fn posted_count(&self) -> u64 {
+        self.posts
+    }
+
+    /// All-reduces completed so far.
+    pub(crate) fn completed_count(&self) -> u64 {
+        self.completions
     }
 
     /// One step, never blocking. Posts the next round when none is outstanding; otherwise
@@ -549,6 +570,7 @@ impl<A: AllReduce> Detector<A> {
             panic!("the all-reduce of round {} returned a vector of another length", self.round)
         });
         self.posted = false;
+        self.completions += 1;
         let verdict = if self.wave2_early {
             // Broken: this round's own waves.
             Some(self.verdict(self.round, sums[F], sums))
@@ -601,6 +623,7 @@ impl<A: AllReduce> Detector<A> {
         // Step 4.
         self.all_reduce.start(&v);
         self.posted = true;
+        self.posts += 1;
     }
 }
 

@@ -29,6 +29,11 @@ pub(crate) struct Config {
     pub(crate) loopback_corrupt: Option<usize>,
     /// The transport of a run over MPI ranks (`Builder::rack_transport`).
     pub(crate) rack_transport: crate::transport::RackTransport,
+    /// Time the worker loop's phases (`Builder::anatomy`, `SKEIN_ANATOMY`).
+    pub(crate) anatomy: bool,
+    /// Hold batches to other ranks until full or idle (`SKEIN_AGGREGATE=0` turns it off:
+    /// every pass sends what is staged, as before per-pair aggregation).
+    pub(crate) aggregate: bool,
 }
 
 /// Counters one worker publishes to the others (single writer: that worker, with
@@ -55,14 +60,21 @@ pub(crate) struct WorkerCounters {
 
 impl WorkerCounters {
     /// The counters of a worker of a run of `n` workers, all zero.
+    #[cfg_attr(not(test), allow(dead_code))] // the tests' and models' constructor
     pub(crate) fn new(n: usize) -> WorkerCounters {
+        WorkerCounters::with_ranks(n, 1)
+    }
+
+    /// The counters of a worker of a run of `n` workers over `ranks` ranks (per destination
+    /// rank statistics when more than 1), all zero.
+    pub(crate) fn with_ranks(n: usize, ranks: usize) -> WorkerCounters {
         WorkerCounters {
             created: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             quiesce_waiters: AtomicU64::new(0),
             issued: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            stats: LiveStats::default(),
+            stats: LiveStats::new(ranks),
         }
     }
 }
@@ -227,7 +239,7 @@ impl RunState {
             pairs: (0..pair_stride * pair_stride)
                 .map(|_| SlotPair::new(cfg.slot_overflow))
                 .collect(),
-            counters: (0..n).map(|_| WorkerCounters::new(n)).collect(),
+            counters: (0..n).map(|_| WorkerCounters::with_ranks(n, ranks)).collect(),
             cfg,
             shutdown: AtomicBool::new(false),
             sleepers: Sleepers::new(n),

@@ -10,11 +10,13 @@
 //! delegated closures, continuations) is first moved out of the worker's structures (a request
 //! queue whose requests run is taken out of its cell whole, [`ClientSide::take_out`]).
 
+use super::anatomy::{Clock, Part};
 use super::export::Owner;
 use super::free::{self, PendingFrees};
 use super::idle::{self, Policy, Step};
 use super::quiesce;
 use super::quiesce_ranks::{Action, Detector, RankView};
+use super::remote::Flush;
 use super::run_state::{AllReduceBox, RunState, WorkerCounters};
 use crate::channel::batch::{serve_batch, tag_count, untag_count};
 use crate::channel::prefetch::prefetch;
@@ -129,6 +131,8 @@ pub(crate) struct Worker {
     pub(super) owner: Option<RefCell<Owner<PropPtr>>>,
     quiesce_waiters: RefCell<Vec<u32>>,
     next_spawn: Cell<usize>,
+    /// The loop's phase timer (`super::anatomy`; off unless `Builder::anatomy`).
+    pub(super) clock: Clock,
 }
 
 impl std::fmt::Debug for Worker {
@@ -140,6 +144,7 @@ impl std::fmt::Debug for Worker {
 impl Worker {
     pub(crate) fn new(index: usize, run_state: Arc<RunState>) -> std::io::Result<Worker> {
         let n = run_state.n;
+        let anatomy = run_state.cfg.anatomy;
         let pool = StackPool::new(run_state.cfg.stack_size, run_state.cfg.fibers_per_worker)?;
         let local_n = run_state.local_n;
         // Global ids: `index = rank·W + w` (one rank: `rank` 0, `local_n` = n).
@@ -174,6 +179,7 @@ impl Worker {
             owner,
             quiesce_waiters: RefCell::default(),
             next_spawn: Cell::new(index),
+            clock: Clock::new(anatomy),
         })
     }
 
@@ -508,16 +514,17 @@ impl Worker {
     pub(super) fn flush_requests(&self) {
         for trustee in 0..self.n {
             if trustee != self.index {
-                self.poll_client(trustee);
+                self.poll_client(trustee, Flush::Now);
             }
         }
     }
 
     /// Runs the completions of the batches to `trustee` that have been answered (in order),
-    /// then publishes queued requests while a lane is free.
-    fn poll_client(&self, trustee: usize) -> bool {
+    /// then publishes queued requests while a lane is free (to another rank: full batches
+    /// only, unless `flush`; `Worker::poll_remote`).
+    fn poll_client(&self, trustee: usize, flush: Flush) -> bool {
         if self.is_remote(trustee) {
-            return self.poll_remote(trustee);
+            return self.poll_remote(trustee, flush);
         }
         let cs = &self.clients[trustee];
         let pair = self.run_state.pair(self.index, trustee);
@@ -608,7 +615,18 @@ impl Worker {
             return true;
         }
         let view = RankView { run_state: &self.run_state, lo: self.rank_lo, len: self.local_n };
-        let Some(v) = d.borrow_mut().poll(&view) else { return false };
+        let st = &self.ctr().stats;
+        bump(&st.detector_steps, 1);
+        let mut d = d.borrow_mut();
+        let (posted, completed) = (d.posted_count(), d.completed_count());
+        let v = d.poll(&view);
+        bump(&st.all_reduces_posted, d.posted_count() - posted);
+        bump(&st.all_reduces_completed, d.completed_count() - completed);
+        drop(d);
+        let Some(v) = v else { return false };
+        if v.quiescent {
+            bump(&st.quiescent_verdicts, 1);
+        }
         match v.action() {
             Action::Continue => false,
             Action::WakeWaiters => {
@@ -673,7 +691,16 @@ impl Worker {
         let mut idle: u32 = 0;
         let mut busy_passes: u32 = 0;
         let mut incoming = false;
+        // The anatomy (`super::anatomy`): what the end of the previous pass was.
+        let st = &self.ctr().stats;
+        let clock = &self.clock;
+        let mut tail = Part::Idle;
+        // Passes since the last pass that flushed every batch to another rank.
+        let mut held: u32 = 0;
+        let aggregate = self.run_state.cfg.aggregate;
         loop {
+            clock.mark(st, tail);
+            clock.pass(st);
             let mut useful = false;
             // 1. ready fibers, FIFO (only those ready now; newly readied ones wait a pass).
             let n = self.ready.borrow().len();
@@ -682,6 +709,7 @@ impl Worker {
                 self.run_fiber(id);
                 useful = true;
             }
+            clock.mark(st, Part::Issuing);
             // 2. trustee role: local queue, then incoming slots.
             useful |= self.run_local();
             // Slots exist between the workers of one rank only.
@@ -690,12 +718,27 @@ impl Worker {
                     useful |= self.serve(client);
                 }
             }
-            // 3. client role: responses, continuations, flushes.
+            clock.mark(st, Part::Serving);
+            // 3. client role: responses, continuations, flushes. Batches to other ranks leave
+            // at once when no fiber is ready (nothing here will add to them before the next
+            // pass but what the trustee role serves: a fiber blocked in `apply` waits for
+            // this very batch); while fibers are ready, when full and every AGGREGATE_PASSES
+            // passes (a fiber that yields in a loop keeps every pass busy); the rest when the
+            // worker is about to go idle (below).
+            held = held.wrapping_add(1);
+            let flush_remote = if !aggregate || !self.has_ready_fibers() {
+                Flush::Now
+            } else if held % AGGREGATE_PASSES == 0 {
+                Flush::Aged
+            } else {
+                Flush::Full
+            };
             for trustee in 0..self.n {
                 if trustee != self.index {
-                    useful |= self.poll_client(trustee);
+                    useful |= self.poll_client(trustee, flush_remote);
                 }
             }
+            clock.mark(st, Part::Issuing);
             // 4. in a split run, the envelopes that arrived: requests to serve, responses to
             // complete. After the flushes: the requests the fibers just issued leave before
             // this pass's MPI progress call, not after it (a round trip across ranks waits
@@ -710,7 +753,18 @@ impl Worker {
                 }
             }
             useful |= self.frees.process(self);
-            let st = &self.ctr().stats;
+            clock.mark(st, Part::Serving);
+            // About to go idle: what is staged for other ranks leaves now (aggregation per
+            // pair, `Worker::poll_remote`). Not needed when step 3 sent everything: a pass
+            // that did nothing useful staged nothing after it.
+            if !useful && flush_remote != Flush::Now && self.remote.is_some() {
+                for trustee in (0..self.rank_lo).chain(self.rank_lo + self.local_n..self.n) {
+                    useful |= self.poll_remote(trustee, Flush::Now);
+                }
+                held = 0;
+                clock.mark(st, Part::Issuing);
+            }
+            tail = Part::Issuing;
             if useful {
                 if armed {
                     sleepers.disarm(self.index);
@@ -728,8 +782,12 @@ impl Worker {
                 // every rank's detection waits for each rank's part of a round. Rarely: each
                 // step posts the next all-reduce (a message to every other rank,
                 // `quiesce_ranks::mpi`), in the way of the requests.
-                if busy_passes % DETECT_BUSY_EVERY == 0 && self.poll_detector() {
-                    break;
+                if busy_passes % DETECT_BUSY_EVERY == 0 {
+                    let stop = self.poll_detector();
+                    clock.mark(st, Part::Detector);
+                    if stop {
+                        break;
+                    }
                 }
                 continue;
             }
@@ -745,8 +803,12 @@ impl Worker {
             // the next all-reduce, and rounds back to back would keep every rank's progress
             // engine busy with them, in the way of the requests.
             // (`idle` saturates: from then on, every pass.)
-            if (idle % DETECT_EVERY == 0 || idle == u32::MAX) && self.poll_detector() {
-                break;
+            if idle % DETECT_EVERY == 0 || idle == u32::MAX {
+                let stop = self.poll_detector();
+                clock.mark(st, Part::Detector);
+                if stop {
+                    break;
+                }
             }
             // A response is due, or (below) requests are on their way to us: spin longer
             // before giving the core away (a busy peer's pass takes a while), then yield, then
@@ -759,9 +821,13 @@ impl Worker {
                 && self.detector.is_none()
                 && self.index == 0
                 && (idle % 16 == 0 || armed || idle > idle::SPIN + idle::YIELD)
-                && quiesce::detect(self)
             {
-                break;
+                bump(&st.detector_steps, 1);
+                let stop = quiesce::detect(self);
+                clock.mark(st, Part::Detector);
+                if stop {
+                    break;
+                }
             }
             // Requests on their way to us: treated like a due response. Other workers'
             // counters are only read every SPIN passes: reading a client's `issued` line on
@@ -770,6 +836,15 @@ impl Worker {
                 incoming = self.incoming_due();
             }
             waited_due |= due || incoming;
+            if clock.on() {
+                tail = if due {
+                    Part::WaitResponse
+                } else if self.rank_waits_quiescence() {
+                    Part::WaitQuiescence
+                } else {
+                    Part::Idle
+                };
+            }
             match policy.step(idle, due || incoming, &spin) {
                 // Over MPI a pass already waits in an MPI call: no `pause` on top; and no
                 // timed wait while sends or receives are under way (they need progress calls).
@@ -800,6 +875,7 @@ impl Worker {
                 step => idle::pause(step),
             }
         }
+        clock.mark(st, tail);
         // Shutdown is only decided at quiescence: every request has been served, so every
         // pending free is eligible now. No request of this run can arrive any more: the
         // export counts of the slots still live are dropped (`docs/rack-mode.md` §5.4), their
@@ -839,6 +915,13 @@ impl Worker {
         self.clients.iter().any(|c| !c.out(|q| q.is_empty())) || !self.ready.borrow().is_empty()
     }
 
+    /// True when a fiber of this worker's rank waits in `wait_quiescent` (the anatomy's
+    /// classification of an idle pass; read only while timing is on).
+    fn rank_waits_quiescence(&self) -> bool {
+        (self.rank_lo..self.rank_lo + self.local_n)
+            .any(|g| self.run_state.counters[g].quiesce_waiters.load(Ordering::Relaxed) > 0)
+    }
+
     /// True when some client has issued requests to this trustee that it has not served yet:
     /// they are staged on the client or in a slot (the client bumped `issued` when it queued
     /// them; their publication wakes this worker if it parks.
@@ -850,6 +933,10 @@ impl Worker {
         })
     }
 }
+
+/// Passes that requests to another rank may wait for a fuller batch while the worker stays
+/// busy (`Worker::run_loop`); an idle pass sends them at once.
+const AGGREGATE_PASSES: u32 = 16;
 
 /// Idle passes between two steps of the detector across ranks (`Worker::poll_detector`).
 const DETECT_EVERY: u32 = 32;

@@ -58,6 +58,13 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = skein_baselines::DEFAULT_BETA,
           value_parser = at_least_one::<u64>)]
     pub(crate) beta: u64,
+    /// Print the runtime's round anatomy (skein engines): the worker loop's time by part
+    /// (serving, issuing, transport, detector, waiting for a response or for quiescence,
+    /// idle), envelopes and bytes per destination rank, requests per batch, the detector's
+    /// rounds. Turns the loop timing on (`SKEIN_ANATOMY=1`); the JSON report has the counters
+    /// either way.
+    #[arg(long)]
+    pub(crate) stats: bool,
     /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
     #[arg(value_name = "GRAPH")]
     pub(crate) graph: String,
@@ -96,6 +103,7 @@ fn digest(kernel: Kernel, args: &Args) -> Vec<crate::agree::Field> {
         field("--delta", format!("{:?}", args.delta)),
         field("--alpha", args.alpha),
         field("--beta", args.beta),
+        field("--stats", args.stats),
         field("graph", &args.graph),
     ];
     if let Ok(GraphSpec::File(path)) = args.graph.parse::<GraphSpec>() {
@@ -107,6 +115,9 @@ fn digest(kernel: Kernel, args: &Args) -> Vec<crate::agree::Field> {
 pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     // The first collective under mpirun: before anything can fail on one rank only.
     crate::agree::agree(&digest(kernel, &args))?;
+    if args.stats {
+        crate::anatomy::enable();
+    }
     limits::check_count(args.warmup.max(1), limits::MAX_REPEAT, "more only add run time")
         .map_err(|e| anyhow::anyhow!("--warmup: {e}"))?;
     crate::engines::check_ranks(args.engine)?;
@@ -174,6 +185,9 @@ fn finish(
     report.print(&mut out)?;
     if let Some(totals) = totals {
         totals.print(&mut out)?;
+        if args.stats {
+            crate::anatomy::print(&totals.runtime, totals.searches, &mut out)?;
+        }
     }
     out.flush()?;
     if let Some(path) = &args.json {

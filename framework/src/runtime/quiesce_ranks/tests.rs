@@ -100,6 +100,8 @@ fn run_state_counters_are_summed_over_the_rank() {
         loopback_ranks: 1,
         loopback_corrupt: None,
         rack_transport: crate::transport::RackTransport::Auto,
+        anatomy: false,
+        aggregate: true,
     };
     let rs = RunState::start(cfg, crate::runtime::run_state::Split::InProcess).expect("a run id");
     let c = &rs.counters;

@@ -8,18 +8,31 @@ use super::*;
 impl Worker {
     /// The client role towards a trustee of another rank: sends staged requests as request
     /// envelopes while fewer than [`IN_FLIGHT`] batches are in flight (responses come through
-    /// [`Worker::poll_transport`]).
-    pub(in crate::runtime) fn poll_remote(&self, trustee: usize) -> bool {
+    /// [`Worker::poll_transport`]). With [`Flush::Full`] only full batches leave: while
+    /// fibers are ready, the worker loop aggregates a pair's requests until a batch is full,
+    /// the worker is about to go idle, or a few busy passes went by (`Worker::run_loop`,
+    /// `AGGREGATE_PASSES`).
+    pub(in crate::runtime) fn poll_remote(&self, trustee: usize, flush: Flush) -> bool {
         let cs = &self.clients[trustee];
         let mut useful = false;
         while cs.sent.get() - cs.acked.get() < IN_FLIGHT && cs.out(|q| q.has_staged()) {
+            let (max_words, max_result) =
+                self.transport().batch_limits(cs.out(|q| q.uniform_vtable()));
+            let full = cs.out(|q| q.fills_batch(max_words, max_result));
+            if !full && flush == Flush::Full {
+                break;
+            }
+            let st = &self.ctr().stats;
+            match (full, flush) {
+                (true, _) => bump(&st.envelopes_full, 1),
+                (false, Flush::Aged) => bump(&st.envelopes_aged, 1),
+                _ => {}
+            }
             let Some(buf) = self.transport().claim(self.index, trustee) else { break };
             let seq = cs.sent.get() + 1;
             let side = self.side();
             let mut scratch = side.scratch.borrow_mut();
             let dst = scratch.as_mut_ptr() as *mut u64;
-            let (max_words, max_result) =
-                self.transport().batch_limits(cs.out(|q| q.uniform_vtable()));
             // SAFETY: `scratch` holds BATCH_WORDS (≥ max_words) words, 8-aligned; the copied
             // request halves are consumed below, each once, by `take_arg` or by moving their
             // bytes into the envelope (record invariant 2).
@@ -143,8 +156,10 @@ impl Worker {
             wr.end_segment();
             side.in_flight[trustee].borrow_mut().push_back(b);
             cs.sent.set(seq);
-            self.transport().publish(self.index, trustee, wr.finish());
-            bump(&self.ctr().stats.batches_sent, 1);
+            let env = wr.finish();
+            st.sent_envelope(trustee / self.local_n, env.len(), count, false);
+            self.transport().publish(self.index, trustee, env);
+            bump(&st.batches_sent, 1);
             self.wake_throttled(&cs.throttled);
             useful = true;
         }

@@ -168,6 +168,7 @@
 mod client;
 mod trustee;
 
+use super::anatomy::Part;
 use super::export::{split_target, Owner, ADDR_TARGET};
 use super::worker::Worker;
 use crate::channel::record::{header, HEADER_WORDS};
@@ -194,6 +195,17 @@ use std::mem::MaybeUninit;
 
 /// Batches in flight per (client, remote trustee) pair (the credits of the pair).
 const IN_FLIGHT: u64 = 8;
+
+/// Which staged requests [`Worker::poll_remote`] sends (aggregation per pair).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::runtime) enum Flush {
+    /// Only full batches.
+    Full,
+    /// Everything: the requests waited for `AGGREGATE_PASSES` busy passes.
+    Aged,
+    /// Everything: the worker is about to go idle, or something must leave now.
+    Now,
+}
 
 /// What the client of a remote spawn does with its `Joined` record: completes the
 /// `JoinHandle`'s cell with the result bytes (checked against the result type's size) or the
@@ -446,13 +458,19 @@ impl Worker {
     /// response envelopes. A refused one ends the run (module invariant 4).
     pub(super) fn poll_transport(&self) -> bool {
         let t = self.transport();
+        let (st, clock) = (&self.ctr().stats, &self.clock);
         let mut useful = t.progress(self.index);
         while let Some(Arrived { from_rank, bytes }) = t.poll(self.index) {
+            clock.mark(st, Part::Transport);
             useful = true;
             let r = if bytes.get(12) == Some(&KIND_RESPONSES) {
-                self.take_responses(from_rank, &bytes)
+                let r = self.take_responses(from_rank, &bytes);
+                clock.mark(st, Part::Issuing);
+                r
             } else {
-                self.serve_requests(from_rank, &bytes)
+                let r = self.serve_requests(from_rank, &bytes);
+                clock.mark(st, Part::Serving);
+                r
             };
             t.release(self.index, bytes);
             if let Err(e) = r {
@@ -460,6 +478,7 @@ impl Worker {
                 return true;
             }
         }
+        clock.mark(st, Part::Transport);
         useful
     }
 

@@ -171,7 +171,9 @@ impl Worker {
             bump(&st.requests_served, k as u64);
             bump(&st.batches_served, 1);
         }
-        self.transport().publish(self.index, client, rw.finish());
+        let env = rw.finish();
+        self.ctr().stats.sent_envelope(from_rank, env.len(), 0, true);
+        self.transport().publish(self.index, client, env);
         Ok(())
     }
 

@@ -1,0 +1,132 @@
+//! `--stats`: a round's anatomy as the runtime measured it (issue 30, item 1). The runtime's
+//! transport and detector counters are always on and go into the JSON report's
+//! `trustees.workers[i]` ([`worker_json`]); `--stats` also turns the runtime's loop timing on
+//! (`SKEIN_ANATOMY=1`, `skein::Builder::anatomy`) and prints the breakdown ([`print`]).
+
+use std::io::Write;
+
+/// Turns the runtime's loop timing on for every runtime this process builds (call before
+/// building one; under mpirun every rank parses the same arguments and calls it).
+pub(crate) fn enable() {
+    std::env::set_var("SKEIN_ANATOMY", "1");
+}
+
+/// The transport, detector and timing counters of one worker, for its JSON object.
+pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, serde_json::Value> {
+    let to_ranks: Vec<serde_json::Value> = w
+        .to_ranks
+        .iter()
+        .enumerate()
+        .map(|(r, t)| {
+            serde_json::json!({
+                "rank": r,
+                "envelopes": t.envelopes,
+                "bytes": t.bytes,
+                "requests": t.requests,
+                "responses": t.responses,
+                "response_bytes": t.response_bytes,
+            })
+        })
+        .collect();
+    let a = &w.anatomy;
+    let mut anatomy = serde_json::Map::new();
+    anatomy.insert("passes".into(), a.passes.into());
+    for (name, ns) in a.parts() {
+        anatomy.insert(format!("{name}_ns"), ns.into());
+    }
+    anatomy.insert("total_ns".into(), a.total_ns().into());
+    let v = serde_json::json!({
+        "batches_sent": w.batches_sent,
+        "envelopes_sent": w.envelopes_sent,
+        "envelope_bytes_sent": w.envelope_bytes_sent,
+        "remote_requests_sent": w.remote_requests_sent,
+        "envelopes_full": w.envelopes_full,
+        "envelopes_aged": w.envelopes_aged,
+        "requests_per_envelope": w.mean_envelope(),
+        "responses_sent": w.responses_sent,
+        "response_bytes_sent": w.response_bytes_sent,
+        "to_ranks": to_ranks,
+        "detector_steps": w.detector_steps,
+        "all_reduces_posted": w.all_reduces_posted,
+        "all_reduces_completed": w.all_reduces_completed,
+        "quiescent_verdicts": w.quiescent_verdicts,
+        "anatomy": anatomy,
+    });
+    match v {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("a JSON object"),
+    }
+}
+
+/// The breakdown, per worker: the loop's time by part (when timed), envelopes and bytes per
+/// destination rank, requests per batch and per envelope, the detector's rounds.
+pub(crate) fn print(
+    stats: &skein::Stats,
+    searches: u64,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    writeln!(out, "anatomy (per worker; times summed over {searches} search(es)):")?;
+    for (i, w) in stats.workers.iter().enumerate() {
+        let a = &w.anatomy;
+        if a.passes > 0 {
+            let total = a.total_ns().max(1) as f64;
+            let parts: Vec<String> = a
+                .parts()
+                .iter()
+                .map(|(n, ns)| format!("{n} {:.1}%", 100.0 * *ns as f64 / total))
+                .collect();
+            writeln!(
+                out,
+                "  worker {i}: {:.1} ms in {} passes: {}",
+                total / 1e6,
+                a.passes,
+                parts.join(", ")
+            )?;
+        } else {
+            writeln!(out, "  worker {i}: loop not timed")?;
+        }
+        writeln!(
+            out,
+            "  worker {i}: {} batches sent, {} requests served in {} batches ({:.1} per batch)",
+            w.batches_sent,
+            w.requests_served,
+            w.batches_served,
+            w.mean_batch()
+        )?;
+        if w.envelopes_sent + w.responses_sent > 0 {
+            writeln!(
+                out,
+                "  worker {i}: {} request envelopes ({} full, {} aged; {} bytes, {:.1} requests each), {} responses ({} bytes)",
+                w.envelopes_sent,
+                w.envelopes_full,
+                w.envelopes_aged,
+                w.envelope_bytes_sent,
+                w.mean_envelope(),
+                w.responses_sent,
+                w.response_bytes_sent
+            )?;
+            for (r, t) in
+                w.to_ranks.iter().enumerate().filter(|(_, t)| t.envelopes + t.responses > 0)
+            {
+                writeln!(
+                    out,
+                    "    to rank {r}: {} envelopes, {} bytes, {} requests; {} responses, {} bytes",
+                    t.envelopes, t.bytes, t.requests, t.responses, t.response_bytes
+                )?;
+            }
+        }
+        if w.detector_steps > 0 {
+            let passes = w.useful_polls + w.idle_polls;
+            writeln!(
+                out,
+                "  worker {i}: detector {} steps ({:.1} loop passes apart), all-reduces {} posted, {} completed, {} quiescent verdicts",
+                w.detector_steps,
+                passes as f64 / w.detector_steps as f64,
+                w.all_reduces_posted,
+                w.all_reduces_completed,
+                w.quiescent_verdicts
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! `skein sssp|bfs --stats`: the runtime's round anatomy in the printed report, and its
+//! counters in the JSON report (issue 30, item 1). Counts and the shape of the breakdown
+//! only, never times.
+
+use std::process::{Command, Output};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn check(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed\nstdout:\n{}\nstderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("skein-cli-stats-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn workers(json: &std::path::Path) -> Vec<serde_json::Value> {
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    j["trustees"]["workers"].as_array().expect("trustees.workers").clone()
+}
+
+/// The parts of a worker's anatomy: present, and summing to its total.
+fn parts_sum(w: &serde_json::Value) -> (u64, u64) {
+    let a = &w["anatomy"];
+    let names =
+        ["serving", "issuing", "transport", "detector", "wait_response", "wait_quiescence", "idle"];
+    let sum = names.iter().map(|n| a[format!("{n}_ns")].as_u64().expect(n)).sum();
+    (sum, a["total_ns"].as_u64().unwrap())
+}
+
+/// Split into two fake ranks in one process (`SKEIN_LOOPBACK_RANKS`): the requests between
+/// them travel as envelopes, which the counters see.
+fn loopback(kernel: &str, stats: bool, json: &std::path::Path) -> Output {
+    let mut args = vec![kernel, "--engine", "skein", "-t", "2", "--roots", "2"];
+    if stats {
+        args.push("--stats");
+    }
+    args.extend(["--json", json.to_str().unwrap(), "kron:9"]);
+    Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(&args)
+        .env("SKEIN_LOOPBACK_RANKS", "2")
+        .env("SKEIN_PROGRESS", "0")
+        .env_remove("SKEIN_ANATOMY")
+        .output()
+        .expect("skein runs")
+}
+
+#[test]
+fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
+    for kernel in ["sssp", "bfs"] {
+        let json = tmp(&format!("{kernel}.json"));
+        let out = check(&loopback(kernel, true, &json), kernel);
+        assert!(out.contains("validation:") && out.contains("passed"), "{out}");
+        assert!(out.contains("anatomy (per worker"), "{out}");
+        for part in ["serving", "issuing", "transport", "detector", "wait_response", "idle"] {
+            assert!(out.contains(part), "{part} missing:\n{out}");
+        }
+        assert!(out.contains("to rank 1:") && out.contains("to rank 0:"), "{out}");
+        assert!(out.contains("all-reduces"), "{out}");
+        let ws = workers(&json);
+        assert_eq!(ws.len(), 2);
+        for w in &ws {
+            let (sum, total) = parts_sum(w);
+            assert_eq!(sum, total, "{w}");
+            assert!(w["anatomy"]["passes"].as_u64().unwrap() > 0, "{w}");
+            assert!(total > 0);
+            let env = w["envelopes_sent"].as_u64().unwrap();
+            assert!(env > 0, "{w}");
+            assert!(w["remote_requests_sent"].as_u64().unwrap() >= env);
+            assert_eq!(w["to_ranks"].as_array().unwrap().len(), 2);
+            assert!(w["detector_steps"].as_u64().unwrap() > 0, "{w}");
+        }
+        // Every request envelope has its response.
+        let sum = |k: &str| ws.iter().map(|w| w[k].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(sum("envelopes_sent"), sum("responses_sent"));
+    }
+}
+
+#[test]
+fn without_stats_the_counters_are_there_and_the_loop_is_not_timed() {
+    let json = tmp("plain.json");
+    let out = check(&loopback("sssp", false, &json), "sssp");
+    assert!(!out.contains("anatomy (per worker"), "{out}");
+    for w in workers(&json) {
+        assert_eq!(w["anatomy"]["passes"].as_u64(), Some(0), "{w}");
+        assert_eq!(parts_sum(&w), (0, 0));
+        assert!(w["envelopes_sent"].as_u64().unwrap() > 0, "{w}");
+    }
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn stats_across_two_mpi_ranks_counts_envelopes_per_rank() {
+    let json = tmp("rack.json");
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2"])
+        .arg(env!("CARGO_BIN_EXE_skein"))
+        .args(["sssp", "--engine", "skein", "-t", "1", "--roots", "2", "--stats", "--json"])
+        .arg(&json)
+        .arg("kron:9")
+        .env_remove("SKEIN_LOOPBACK_RANKS")
+        .env("SKEIN_PROGRESS", "0")
+        .output()
+        .expect("mpirun runs (install Open MPI with scripts/install-mpi.sh)");
+    let out = check(&out, "mpirun sssp --stats");
+    assert!(out.contains("passed"), "{out}");
+    assert!(out.contains("to rank 1:") && out.contains("to rank 0:"), "{out}");
+    let ws = workers(&json);
+    assert_eq!(ws.len(), 2);
+    for (r, w) in ws.iter().enumerate() {
+        let (sum, total) = parts_sum(w);
+        assert_eq!(sum, total);
+        assert!(total > 0, "{w}");
+        // Each rank's one worker sent envelopes to the other rank only.
+        let to = w["to_ranks"].as_array().unwrap();
+        assert_eq!(to[r]["envelopes"].as_u64(), Some(0));
+        assert!(to[1 - r]["envelopes"].as_u64().unwrap() > 0, "{w}");
+        assert!(w["all_reduces_completed"].as_u64().unwrap() > 0, "{w}");
+    }
+}
