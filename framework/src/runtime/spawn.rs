@@ -101,6 +101,7 @@ impl<R> JoinHandle<R> {
         let r = match r {
             Some(r) => r,
             None => {
+                w.note_wait(super::stall::Wait::Join);
                 w.park();
                 let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
                 st.result.take().expect("skein: woken join without a result")

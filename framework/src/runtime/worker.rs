@@ -30,6 +30,8 @@ use crate::transport::IdlePolicy;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 
+mod dump;
+
 /// Client-side state of one (this worker, trustee) pair; the trustee may be this worker.
 #[derive(Default)]
 pub(super) struct ClientSide {
@@ -129,6 +131,8 @@ pub(crate) struct Worker {
     pub(super) owner: Option<RefCell<Owner<PropPtr>>>,
     quiesce_waiters: RefCell<Vec<u32>>,
     next_spawn: Cell<usize>,
+    /// What each fiber waits on, for stall dumps (`super::stall`).
+    dump: dump::WorkerDump,
 }
 
 impl std::fmt::Debug for Worker {
@@ -174,6 +178,7 @@ impl Worker {
             owner,
             quiesce_waiters: RefCell::default(),
             next_spawn: Cell::new(index),
+            dump: dump::WorkerDump::default(),
         })
     }
 
@@ -609,6 +614,7 @@ impl Worker {
         }
         let view = RankView { run_state: &self.run_state, lo: self.rank_lo, len: self.local_n };
         let Some(v) = d.borrow_mut().poll(&view) else { return false };
+        self.run_state.stall.note_round(v.detection + 1, v.finished, v.created);
         match v.action() {
             Action::Continue => false,
             Action::WakeWaiters => {
@@ -674,6 +680,8 @@ impl Worker {
         let mut busy_passes: u32 = 0;
         let mut incoming = false;
         loop {
+            // A stall dump asked for (`super::stall`): this worker's section.
+            self.check_dump();
             let mut useful = false;
             // 1. ready fibers, FIFO (only those ready now; newly readied ones wait a pass).
             let n = self.ready.borrow().len();

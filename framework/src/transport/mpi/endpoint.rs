@@ -658,6 +658,21 @@ impl Endpoint {
     pub(crate) fn busy(&self) -> bool {
         self.sends.len() > 0 || !self.stream.items.is_empty()
     }
+    /// Its sends and receives under way, in words (a stall dump, `runtime::stall`).
+    pub(crate) fn describe(&self) -> String {
+        let windows: Vec<String> = (0..self.in_flight.len())
+            .filter(|&r| self.in_flight[r] > 0)
+            .map(|r| format!("rank {r}: {}", self.in_flight[r]))
+            .collect();
+        format!(
+            "MPI sends incomplete {}, claimed or in flight per rank [{}], long receives under \
+             way {}, envelopes received and not taken {}",
+            self.sends.len(),
+            windows.join(", "),
+            self.stream.pending(),
+            self.stream.items.iter().filter(|i| i.req.is_none()).count()
+        )
+    }
     /// Whether an envelope received whole waits to be taken ([`Endpoint::take_ready`]).
     pub(crate) fn has_ready(&self) -> bool {
         self.stream.front_ready()
