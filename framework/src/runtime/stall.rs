@@ -36,6 +36,10 @@ use std::time::{Duration, Instant};
 /// The watchdog's period: the resolution of the clock envelope receipts stamp.
 pub(crate) const TICK: Duration = Duration::from_millis(100);
 
+/// A rank not heard from for this long is named as silent in a dump asked for by `SIGQUIT`
+/// in a run without a stall limit (with one: half the limit).
+const SILENCE_MS: u64 = 5000;
+
 /// `SIGQUIT`s received by this process (bumped by the handler, read by the watchdogs).
 static QUITS: AtomicU64 = AtomicU64::new(0);
 /// Runs with a watchdog right now: outside them a `SIGQUIT` quits.
@@ -390,7 +394,9 @@ fn header(
             );
         }
         let me = rs.mpi_rank;
-        let limit_ms = limit.map_or(u64::MAX, |l| l.as_millis() as u64);
+        // Silent: not heard from for half the stall limit (5 s without one). A live rank is
+        // heard from at every round of the detector, many times a second.
+        let limit_ms = limit.map_or(SILENCE_MS, |l| l.as_millis() as u64 / 2);
         for (r, h) in st.heard.iter().enumerate() {
             if Some(r) == me {
                 continue;
@@ -400,7 +406,15 @@ fn header(
                 writeln!(s, "  rank {r}: never heard from in this run (SILENT)")
             } else {
                 let ago = now_ms.saturating_sub(h);
-                let silent = if ago >= limit_ms { " (SILENT beyond the limit)" } else { "" };
+                let silent = if ago >= limit_ms {
+                    format!(
+                        " (SILENT for more than {:.1} s: stopped, swapped out, or stuck outside \
+                         its loop?)",
+                        limit_ms as f64 / 1e3
+                    )
+                } else {
+                    String::new()
+                };
                 writeln!(s, "  rank {r}: last heard from {:.1} s ago{silent}", ago as f64 / 1e3)
             };
         }
