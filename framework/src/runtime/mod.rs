@@ -515,7 +515,11 @@ impl Runtime {
         crate::rack::agree_shape(w, self.cfg.loopback_ranks).map_err(rack_err)?;
         let job_run = outcome::next_job_run();
         let token = crate::rack::job_token().unwrap_or(0);
-        let config = mt::Config { max_envelope_bytes: 1 << 30, window: mt::DEFAULT_WINDOW };
+        let config = mt::Config {
+            max_envelope_bytes: 1 << 30,
+            window: mt::DEFAULT_WINDOW,
+            body_timeout: mt::BODY_TIMEOUT,
+        };
         let (transport, endpoints) = mt::open(w, config).map_err(rack_err)?;
         let link = Arc::new(MpiLink::new(token, rank, endpoints));
         let all_reduce = quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?;

@@ -99,6 +99,7 @@ fn run_state_counters_are_summed_over_the_rank() {
         slot_overflow: crate::channel::slot::DEFAULT_OVERFLOW,
         loopback_ranks: 1,
         loopback_corrupt: None,
+        stall_secs: 0,
     };
     let rs = RunState::start(cfg, crate::runtime::run_state::Split::InProcess).expect("a run id");
     let c = &rs.counters;
