@@ -18,8 +18,10 @@
 //!   sums, the detector's last round, which ranks were last heard from when, which workers
 //!   have not made a loop pass) and bumps the epoch, waking every worker.
 //! * The `SIGQUIT` handler only bumps an atomic counter ([`QUITS`]); it is installed at the
-//!   first run when the signal's disposition is the default, and outside a run it restores
-//!   the default and raises the signal again (a quit is still a quit between runs).
+//!   first run when the signal's disposition is the default (outside a run it then restores
+//!   the default and raises the signal again: a quit is still a quit between runs) or ignored
+//!   (as a background job of a non-interactive shell inherits it; outside a run it is then
+//!   still ignored).
 //!
 //! A process prints one dump per stuck stretch (progress re-arms it) and one per `SIGQUIT`.
 //! Across ranks, "progress anywhere" is this rank's counters and the sums of the quiescence
@@ -42,6 +44,8 @@ const SILENCE_MS: u64 = 5000;
 
 /// `SIGQUIT`s received by this process (bumped by the handler, read by the watchdogs).
 static QUITS: AtomicU64 = AtomicU64::new(0);
+/// Whether `SIGQUIT` was ignored when the handler was installed (outside a run it stays so).
+static QUIT_IGNORED: AtomicBool = AtomicBool::new(false);
 /// Runs with a watchdog right now: outside them a `SIGQUIT` quits.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 /// Complete dumps (every worker of the process wrote its section) so far in this process.
@@ -171,7 +175,7 @@ impl RunStall {
 }
 
 /// Installs the `SIGQUIT` handler once per process, if the signal's disposition is the
-/// default one (a program's own handler is left alone).
+/// default one or ignored (a program's own handler is left alone).
 fn install_sigquit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -179,10 +183,15 @@ fn install_sigquit() {
         // a null new action only reads the current one.
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: as above; SIGQUIT is a valid signal number.
-        if unsafe { libc::sigaction(libc::SIGQUIT, std::ptr::null(), &mut old) } != 0
-            || old.sa_sigaction != libc::SIG_DFL
-        {
+        if unsafe { libc::sigaction(libc::SIGQUIT, std::ptr::null(), &mut old) } != 0 {
             return;
+        }
+        // Ignored (a background job of a non-interactive shell inherits that): a `kill -QUIT`
+        // is still the way to ask a stuck run, and outside a run the signal stays ignored.
+        match old.sa_sigaction {
+            libc::SIG_DFL => {}
+            libc::SIG_IGN => QUIT_IGNORED.store(true, Ordering::Relaxed),
+            _ => return,
         }
         // SAFETY: a zeroed sigaction with the handler's address and an empty mask is a valid
         // action; the handler only touches atomics and async-signal-safe calls (`on_quit`).
@@ -200,6 +209,9 @@ fn install_sigquit() {
 /// lock).
 extern "C" fn on_quit(_sig: libc::c_int) {
     if ACTIVE.load(Ordering::Relaxed) == 0 {
+        if QUIT_IGNORED.load(Ordering::Relaxed) {
+            return;
+        }
         // No run to explain: the default action (quit with a core dump), as without skein.
         // SAFETY: signal and raise are async-signal-safe.
         unsafe {
