@@ -54,10 +54,33 @@ fn child(ranks: usize) {
     println!("RESULT {r:?}");
 }
 
+/// How the child is asked for its dump.
+#[derive(Clone, Copy, PartialEq)]
+enum Quit {
+    /// Not by a signal (the stall limit).
+    No,
+    /// `SIGQUIT` once it holds the latch.
+    Signal,
+    /// `SIGQUIT`, to a child that inherited the signal ignored (a background job of a
+    /// non-interactive shell).
+    SignalIgnored,
+}
+
 /// Runs `test` in a child with `env`, optionally sending it `SIGQUIT` once it holds the latch;
 /// returns its stdout and stderr.
-fn run_child(test: &str, env: &[(&str, &str)], quit: bool) -> (String, String) {
+fn run_child(test: &str, env: &[(&str, &str)], quit: Quit) -> (String, String) {
     let mut cmd = Command::new(std::env::current_exe().expect("own path"));
+    if quit == Quit::SignalIgnored {
+        // SAFETY: between fork and exec the closure calls only `signal`, which is
+        // async-signal-safe, and allocates nothing.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
+    let quit = quit != Quit::No;
     cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env("SKEIN_STALL_CHILD", "1")
         .env_remove("SKEIN_LOOPBACK_RANKS")
@@ -128,7 +151,7 @@ fn a_fiber_stuck_on_a_latch_is_named_after_the_stall_limit() {
     let (out, err) = run_child(
         "a_fiber_stuck_on_a_latch_is_named_after_the_stall_limit",
         &[("SKEIN_STALL_SECS", "1")],
-        false,
+        Quit::No,
     );
     check_dump(&out, &err);
     assert!(err.contains("no task started or finished for"), "the reason\n{err}");
@@ -142,7 +165,7 @@ fn a_fiber_stuck_on_a_latch_across_2_fake_ranks_is_named() {
     let (out, err) = run_child(
         "a_fiber_stuck_on_a_latch_across_2_fake_ranks_is_named",
         &[("SKEIN_STALL_SECS", "1")],
-        false,
+        Quit::No,
     );
     check_dump(&out, &err);
     // The latch is on worker 1, fake rank 1: its section, and the ranks' lines.
@@ -159,7 +182,21 @@ fn sigquit_asks_for_a_dump_without_a_stall_limit() {
     let (out, err) = run_child(
         "sigquit_asks_for_a_dump_without_a_stall_limit",
         &[("SKEIN_STALL_SECS", "0")],
-        true,
+        Quit::Signal,
+    );
+    check_dump(&out, &err);
+    assert!(err.contains("]: SIGQUIT"), "the reason\n{err}");
+}
+
+#[test]
+fn sigquit_asks_for_a_dump_when_inherited_ignored() {
+    if is_child() {
+        return child(1);
+    }
+    let (out, err) = run_child(
+        "sigquit_asks_for_a_dump_when_inherited_ignored",
+        &[("SKEIN_STALL_SECS", "0")],
+        Quit::SignalIgnored,
     );
     check_dump(&out, &err);
     assert!(err.contains("]: SIGQUIT"), "the reason\n{err}");
@@ -173,6 +210,6 @@ fn a_bad_stall_setting_is_refused() {
         return;
     }
     let (out, _) =
-        run_child("a_bad_stall_setting_is_refused", &[("SKEIN_STALL_SECS", "soon")], false);
+        run_child("a_bad_stall_setting_is_refused", &[("SKEIN_STALL_SECS", "soon")], Quit::No);
     assert!(out.contains("SKEIN_STALL_SECS must be a number of seconds"), "{out}");
 }
