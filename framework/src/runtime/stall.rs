@@ -103,11 +103,17 @@ pub fn request_stall_dump() {
     QUITS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A counter alone on its cache line (every worker reads it once per loop pass; the other
+/// fields here are written by envelope receipts, rounds and the watchdog's clock).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded(pub(crate) AtomicU64);
+
 /// What the workers and the watchdog of one run share for dumps.
 #[derive(Debug)]
 pub(crate) struct RunStall {
     /// Dump requests so far; a worker answers each new value once.
-    pub(crate) epoch: AtomicU64,
+    pub(crate) epoch: Padded,
     /// Sections written so far (every worker of the process once per dump).
     sections: AtomicU64,
     /// The coarse clock: milliseconds since the run started, as of the last tick.
@@ -128,7 +134,7 @@ pub(crate) struct RunStall {
 impl RunStall {
     pub(crate) fn new(ranks: usize, local_workers: usize) -> RunStall {
         RunStall {
-            epoch: AtomicU64::new(0),
+            epoch: Padded::default(),
             sections: AtomicU64::new(0),
             now_ms: AtomicU64::new(0),
             heard: (0..ranks).map(|_| AtomicU64::new(u64::MAX)).collect(),
@@ -343,7 +349,7 @@ fn watch(rs: &RunState, stop: &AtomicBool) {
             let stalled = now.duration_since(since);
             let header = header(rs, &reason, stalled, limit, &pass_seen, now);
             write_stderr(&header);
-            rs.stall.epoch.fetch_add(1, Ordering::AcqRel);
+            rs.stall.epoch.0.fetch_add(1, Ordering::AcqRel);
             rs.sleepers.wake_all();
         }
     }

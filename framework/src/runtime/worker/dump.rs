@@ -39,7 +39,7 @@ impl Worker {
     /// one it answered.
     #[inline(always)]
     pub(super) fn check_dump(&self) {
-        let e = self.run_state.stall.epoch.load(Ordering::Relaxed);
+        let e = self.run_state.stall.epoch.0.load(Ordering::Relaxed);
         if e != self.dump.seen.get() {
             self.dump.seen.set(e);
             self.write_dump();
