@@ -1261,7 +1261,7 @@ fn stall_case(dir: &Path) -> Result<(), String> {
         "no task started or finished for",
         "[rank 1 worker 3]",
         "waits for a latch (Latch::lock",
-        "waits for a join",
+        "waits for a join: the end of a fiber or launch on worker 3 (rank 1)",
         "quiescence across ranks: round",
         "transport: MPI sends incomplete",
     ] {

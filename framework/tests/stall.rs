@@ -139,7 +139,10 @@ fn check_dump(out: &str, err: &str) {
     assert!(err.contains("skein dump ["), "a dump header\n{ctx}");
     assert!(err.contains("worker 1]"), "worker 1's section\n{ctx}");
     assert!(err.contains("waits for a latch (Latch::lock"), "the latch wait is named\n{ctx}");
-    assert!(err.contains("waits for a join"), "main's join is named\n{ctx}");
+    assert!(
+        err.contains("waits for a join: the end of a fiber or launch on worker 1 (rank "),
+        "the joins are named, with the worker they wait on\n{ctx}"
+    );
     assert!(err.contains("ready to run"), "the holder is ready (it yields)\n{ctx}");
 }
 

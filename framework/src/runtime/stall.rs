@@ -64,8 +64,9 @@ pub(crate) enum Wait {
     Throttled { trustee: usize },
     /// `Latch::lock` of the latch at this address.
     Latch { addr: usize },
-    /// `JoinHandle::join` (a fiber's end, a launch, a remote `entrust_new`).
-    Join,
+    /// `JoinHandle::join` of a fiber on `worker` (a fiber's end, a launch, a remote
+    /// `entrust_new`).
+    Join { worker: usize },
     /// `wait_quiescent`.
     Quiescence,
 }
@@ -86,7 +87,11 @@ impl Wait {
                 trustee / local_n.max(1)
             ),
             Wait::Latch { addr } => write!(out, "waits for a latch (Latch::lock, at {addr:#x})"),
-            Wait::Join => write!(out, "waits for a join (a fiber's end, or a launch)"),
+            Wait::Join { worker } => write!(
+                out,
+                "waits for a join: the end of a fiber or launch on worker {worker} (rank {})",
+                worker / local_n.max(1)
+            ),
             Wait::Quiescence => write!(out, "waits for quiescence (wait_quiescent)"),
         };
     }
