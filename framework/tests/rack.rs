@@ -1282,7 +1282,12 @@ fn silent_case(dir: &Path) -> Result<(), String> {
     check(l.stdout.contains("RUN-OK rank=0 7"), "the run ends normally once continued", &l)?;
     check(l.stderr.contains("skein dump [rank 0 of 2"), "rank 0 dumps", &l)?;
     check(l.stderr.contains("rank 1: last heard from"), "rank 0 says when it heard rank 1", &l)?;
-    check(l.stderr.contains("SILENT for more than"), "rank 1 is named silent", &l)
+    check(l.stderr.contains("SILENT for more than"), "rank 1 is named silent", &l)?;
+    check(
+        l.stderr.contains("outstanding, waiting for the part of rank(s) [1]"),
+        "rank 0's detector waits for rank 1's part of its round",
+        &l,
+    )
 }
 
 fn quiescent_case(dir: &Path) -> Result<(), String> {

@@ -405,7 +405,7 @@ fn header(
     if rs.ranks > 1 {
         let round = st.round.load(Ordering::Acquire);
         if round == u64::MAX {
-            let _ = writeln!(s, "  quiescence across ranks: no round completed yet");
+            let _ = writeln!(s, "  quiescence across ranks: no round has decided a detection yet");
         } else {
             let _ = writeln!(
                 s,

@@ -146,6 +146,24 @@ impl Worker {
                  requests) in flight"
             );
         }
+        if let Some(d) = &self.detector {
+            let _ = match d.borrow_mut().outstanding() {
+                None => writeln!(s, "  this rank's quiescence detector: no round outstanding"),
+                Some((round, None)) => {
+                    writeln!(s, "  this rank's quiescence detector: round {round} outstanding")
+                }
+                Some((round, Some(ranks))) if ranks.is_empty() => writeln!(
+                    s,
+                    "  this rank's quiescence detector: round {round} outstanding, every \
+                     rank's part arrived"
+                ),
+                Some((round, Some(ranks))) => writeln!(
+                    s,
+                    "  this rank's quiescence detector: round {round} outstanding, waiting for \
+                     the part of rank(s) {ranks:?}"
+                ),
+            };
+        }
         if let Some(t) = self.run_state.transport.as_deref() {
             let d = t.describe(self.index);
             if !d.is_empty() {
