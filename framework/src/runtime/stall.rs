@@ -1,6 +1,7 @@
-//! A stuck run explains itself: on `SIGQUIT`, and after [`Config::stall_secs`] seconds with
-//! no task started or finished anywhere (`SKEIN_STALL_SECS`; 0: never), every process of the
-//! run prints to stderr what it is waiting for, without changing the run's outcome.
+//! A stuck run explains itself: on `SIGQUIT`, and after
+//! [`Config::stall_secs`](super::run_state::Config::stall_secs) seconds with no task started or
+//! finished anywhere (`SKEIN_STALL_SECS`; 0: never), every process of the run prints to
+//! stderr what it is waiting for, without changing the run's outcome.
 //!
 //! # How it stays cheap
 //!
