@@ -174,6 +174,7 @@ pub use error::{Error, Result};
 #[doc(hidden)]
 pub use forge::{forge_envelope, Forgery};
 pub use plain::Plain;
+pub use runtime::stall::{request_stall_dump, stall_dumps};
 pub use runtime::{
     current_worker, in_delegated_context, local_workers, num_workers, pin_current_thread, rank_of,
     spawn, spawn_local_on, spawn_on, stats, wait_quiescent, yield_now, Builder, JoinHandle,

@@ -148,6 +148,72 @@ fn rank_side(case: &str, dir: &Path) {
             let spawned: Vec<u64> = rt.stats().workers.iter().map(|w| w.fibers_spawned).collect();
             report_run(rank, r.map(|sum| (sum, spawned)));
         }
+        "stall" => {
+            // A fiber on rank 1 waits for a latch that another holds until both ranks have
+            // printed a stall dump (rank 0 says so with a file): every rank explains itself
+            // after the 1 s limit, and the run then finishes normally.
+            let _ = STALL_DIR.set(dir.to_path_buf());
+            let d = dir.to_path_buf();
+            std::thread::spawn(move || {
+                while skein::stall_dumps() == 0 {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                write_file(&d.join(format!("dumped.{rank}")), "");
+            });
+            let rt = skein::Runtime::builder().workers(2).stall_secs(1).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    let last = skein::num_workers() - 1;
+                    let l = skein::trustee(last).entrust_new((), |()| skein::Latch::new(0u32));
+                    let (a, b) = (l.clone(), l.clone());
+                    // In this order on one pair: the holder's fiber locks first.
+                    let h1 = skein::spawn_local_on(0, move || {
+                        a.launch((), |_, ()| {
+                            let dumped = || {
+                                skein::stall_dumps() > 0
+                                    && STALL_DIR.get().is_some_and(|d| d.join("dumped.0").exists())
+                            };
+                            while !dumped() {
+                                std::thread::sleep(Duration::from_millis(1));
+                                skein::yield_now();
+                            }
+                        })
+                    });
+                    let h2 = skein::spawn_local_on(0, move || {
+                        b.launch((), |x, ()| {
+                            *x += 1;
+                            *x
+                        })
+                    });
+                    h1.join();
+                    h2.join()
+                }),
+            );
+        }
+        "silent" => {
+            // A fiber on rank 1 stops its whole process (SIGSTOP); rank 0's stall dump names
+            // rank 1 as silent, then the harness continues it (SIGCONT) and the run ends.
+            let d = dir.to_path_buf();
+            std::thread::spawn(move || {
+                while skein::stall_dumps() == 0 {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                write_file(&d.join(format!("dumped.{rank}")), "");
+            });
+            let rt = skein::Runtime::builder().workers(1).stall_secs(1).build().expect("build");
+            report_run(
+                rank,
+                rt.run(|| {
+                    skein::spawn_on(1, (), |()| {
+                        // SAFETY: raise(2) with a valid signal; it touches no memory.
+                        unsafe { libc::raise(libc::SIGSTOP) };
+                        7u32
+                    })
+                    .join()
+                }),
+            );
+        }
         "quiescent" => {
             // Detached fibers across ranks, then wait_quiescent from main: every one of them
             // (and the ones they started) has finished when it returns.
@@ -709,7 +775,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 34] = [
+    let cases: [Case; 36] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -726,6 +792,8 @@ fn harness(args: &[String]) {
         ("spawn_on_every_worker_of_3_ranks", |d| spawn_case(d, 3)),
         ("stats_show_every_ranks_workers_on_3_ranks", stats_case),
         ("wait_quiescent_across_3_ranks", quiescent_case),
+        ("a_stuck_run_explains_itself_on_every_rank", stall_case),
+        ("a_stopped_rank_is_named_silent", silent_case),
         ("remote_panics_are_named_on_every_rank", remote_panic_case),
         ("properties_on_every_worker_of_2_ranks", |d| property_case(d, 2)),
         ("properties_on_every_worker_of_3_ranks", |d| property_case(d, 3)),
@@ -1177,6 +1245,47 @@ fn stats_case(dir: &Path) -> Result<(), String> {
     check(
         out == ["ok (21, [2, 1, 1, 1, 1, 1])"],
         "every rank's workers counted, the same on every rank",
+        &l,
+    )
+}
+
+/// The stall case's folder, for the fiber that waits for rank 0's dump.
+static STALL_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+fn stall_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "stall", 2)?;
+    check(out == ["ok 1"], "the stuck run finishes once dumped, unchanged", &l)?;
+    for want in [
+        "skein dump [rank 0 of 2",
+        "skein dump [rank 1 of 2",
+        "no task started or finished for",
+        "[rank 1 worker 3]",
+        "waits for a latch (Latch::lock",
+        "waits for a join: the end of a fiber or launch on worker 3 (rank 1)",
+        "quiescence across ranks: round",
+        "transport: MPI sends incomplete",
+    ] {
+        check(l.stderr.contains(want), &format!("the dumps say {want:?}"), &l)?;
+    }
+    Ok(())
+}
+
+fn silent_case(dir: &Path) -> Result<(), String> {
+    let l = launch(dir, "silent", &[(2, &own_exe())], |dir| {
+        wait_for_file(&dir.join("dumped.0"))?;
+        let pid = pid_of(dir, 1)?;
+        // SAFETY: kill(2) on the pid rank 1 wrote; it touches no memory of ours.
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+        Ok(())
+    })?;
+    check(l.status.is_some_and(|s| s.success()), "mpirun must exit 0", &l)?;
+    check(l.stdout.contains("RUN-OK rank=0 7"), "the run ends normally once continued", &l)?;
+    check(l.stderr.contains("skein dump [rank 0 of 2"), "rank 0 dumps", &l)?;
+    check(l.stderr.contains("rank 1: last heard from"), "rank 0 says when it heard rank 1", &l)?;
+    check(l.stderr.contains("SILENT for more than"), "rank 1 is named silent", &l)?;
+    check(
+        l.stderr.contains("outstanding, waiting for the part of rank(s) [1]"),
+        "rank 0's detector waits for rank 1's part of its round",
         &l,
     )
 }

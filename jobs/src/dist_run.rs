@@ -291,6 +291,9 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
         if i == 0 {
             if let Some(path) = k.dump {
                 write_dump(path, &out, &bounds, DUMP_CHUNK, &mut ex)?;
+                if crate::output::writes() {
+                    crate::report::dump_written(path);
+                }
             }
         }
         let reached = all_reduce(&mut ex, &[out.reached()], u64::wrapping_add)?[0];

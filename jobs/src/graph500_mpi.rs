@@ -356,6 +356,9 @@ pub(crate) fn run(
         for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
             if line.starts_with("graph500-reference: ") {
                 shown.note(&line);
+            } else if let Some(done) = root_done(&line) {
+                // The roots as they finish (on a terminal above the spinner, else a line).
+                shown.note(&done);
             }
             shown.say(&line);
             all.push_str(&line);
@@ -396,6 +399,17 @@ pub(crate) fn run(
         launch.ranks
     );
     Ok(report)
+}
+
+/// The reference's line for a finished root (`Time for SSSP 3 is 0.012`, on rank 0's
+/// stderr), as the progress line `graph500-mpi: SSSP root 4 done in 0.012 s`.
+fn root_done(line: &str) -> Option<String> {
+    let rest = line.trim().strip_prefix("Time for ")?;
+    let (kernel, rest) = rest.split_once(' ')?;
+    let (idx, secs) = rest.split_once(" is ")?;
+    let idx: u64 = idx.trim().parse().ok()?;
+    let secs: f64 = secs.trim().parse().ok()?;
+    Some(format!("graph500-mpi: {kernel} root {} done in {secs} s", idx + 1))
 }
 
 fn tail(text: &str, n: usize) -> String {
@@ -475,6 +489,21 @@ mod tests {
     use super::*;
 
     const S10: &str = include_str!("../tests/data/graph500-s10-ef16-np2.txt");
+
+    #[test]
+    fn finished_roots_are_shown_as_they_come() {
+        assert_eq!(
+            root_done("Time for SSSP 3 is 0.012500").as_deref(),
+            Some("graph500-mpi: SSSP root 4 done in 0.0125 s")
+        );
+        assert_eq!(
+            root_done("Time for BFS 0 is 1.5").as_deref(),
+            Some("graph500-mpi: BFS root 1 done in 1.5 s")
+        );
+        for other in ["Running BFS 0", "TEPS for BFS 0 is 3e7", "Time for BFS x is 1", ""] {
+            assert_eq!(root_done(other), None, "{other:?}");
+        }
+    }
 
     #[test]
     fn parses_a_real_run() {

@@ -47,7 +47,16 @@ enum Command {
     Bench(cmd::bench::Args),
 }
 
+/// The CLI's stall limit (`SKEIN_STALL_SECS`, which the user's value overrides; 0 disables):
+/// a run in which no task starts or finishes for this long prints a stall dump to stderr (what
+/// every fiber waits on, on every rank; `kill -QUIT` asks for one at any time).
+const STALL_SECS: &str = "60";
+
 fn main() -> std::process::ExitCode {
+    if std::env::var_os("SKEIN_STALL_SECS").is_none() {
+        // Before any thread exists: nothing reads the environment concurrently.
+        std::env::set_var("SKEIN_STALL_SECS", STALL_SECS);
+    }
     let cli = Cli::parse();
     // Under `mpirun` with more than one rank: the kernels (`sssp`, `bfs`, `run` with the
     // skein engine) and the benchmarks run across the ranks, rank 0 printing and writing;

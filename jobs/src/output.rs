@@ -24,7 +24,11 @@
 //! file behind, the first [`AtomicFile`] installs a handler for those signals whose
 //! default action was still in place (an ignored signal stays ignored). The handler
 //! unlinks every temporary file still pending, restores the default action and raises the
-//! signal again, so the process still dies by that signal (exit status as before).
+//! signal again, so the process still dies by that signal (exit status as before). While a
+//! run has written part of its outputs (the first root's dump, before its report is
+//! complete: [`incomplete`]), the handler first prints that on stderr, so an interrupted run
+//! says what it left behind. (SIGQUIT during a run of the skein engine is the runtime's: it
+//! asks for a stall dump, `framework/src/runtime/stall.rs`, and the run goes on.)
 //!
 //! Invariants of the unsafe code (the signal handler and its registry):
 //! * Every non-null pointer in `PENDING` came from `CString::into_raw` and is owned by the
@@ -334,6 +338,17 @@ fn hold_for_tests() {
     }
 }
 
+/// Says what an interrupt from now on would leave incomplete: the handler prints `what` on
+/// stderr before the process dies (until [`complete`]).
+pub(crate) fn incomplete(what: &str) {
+    interrupts::set_note(what);
+}
+
+/// The outputs are complete again: an interrupt says nothing more.
+pub(crate) fn complete() {
+    interrupts::clear_note();
+}
+
 #[cfg(unix)]
 mod interrupts {
     //! The registry of pending temporary files and the signal handler that removes them
@@ -351,6 +366,21 @@ mod interrupts {
     const SLOTS: usize = 64;
 
     static PENDING: [AtomicPtr<c_char>; SLOTS] = [const { AtomicPtr::new(null_mut()) }; SLOTS];
+
+    /// The line an interrupt prints ([`super::incomplete`]): a NUL-terminated string from
+    /// `CString::into_raw`, never freed (a handler may be reading it; a run sets few).
+    static NOTE: AtomicPtr<c_char> = AtomicPtr::new(null_mut());
+
+    pub(super) fn set_note(what: &str) {
+        install();
+        if let Ok(c) = CString::new(format!("{}\n", what.trim_end())) {
+            NOTE.store(c.into_raw(), Ordering::Release);
+        }
+    }
+
+    pub(super) fn clear_note() {
+        NOTE.store(null_mut(), Ordering::Release);
+    }
 
     /// Signals whose default action ends the process while a write may be pending: the
     /// interrupts, and SIGXFSZ (a write past the file size limit, `ulimit -f`).
@@ -382,6 +412,12 @@ mod interrupts {
     }
 
     extern "C" fn on_signal(sig: c_int) {
+        let note = NOTE.load(Ordering::Acquire);
+        if !note.is_null() {
+            // SAFETY: a non-null NOTE is a NUL-terminated string that is never freed;
+            // strlen and write are async-signal-safe.
+            unsafe { libc::write(2, note.cast(), libc::strlen(note)) };
+        }
         for slot in &PENDING {
             let raw = slot.swap(null_mut(), Ordering::AcqRel);
             if !raw.is_null() {
@@ -442,6 +478,10 @@ mod interrupts {
     }
 
     pub(super) fn unregister(_: usize) {}
+
+    pub(super) fn set_note(_: &str) {}
+
+    pub(super) fn clear_note() {}
 }
 
 #[cfg(test)]

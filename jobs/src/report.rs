@@ -482,6 +482,8 @@ impl KernelReport {
 
     /// An error when validation ran and failed (the CLI then exits non-zero).
     pub(crate) fn ensure_valid(&self) -> anyhow::Result<()> {
+        // The last step of a run's report (printed, `--json` written): complete.
+        crate::output::complete();
         if let Validation::Failed { root, message } = &self.validation {
             anyhow::bail!("{} validation failed for root {root}: {message}", self.engine.name);
         }
@@ -498,7 +500,19 @@ pub(crate) fn write_json_value(path: &Path, json: &serde_json::Value) -> anyhow:
 /// Writes one result to `path` (atomically, creating its folder) in the dump format of
 /// [`KernelOutput::dump`].
 pub(crate) fn write_dump(path: &Path, out: &KernelOutput) -> anyhow::Result<()> {
-    crate::output::write_file(path, "the dump file", |w| out.dump(w))
+    crate::output::write_file(path, "the dump file", |w| out.dump(w))?;
+    dump_written(path);
+    Ok(())
+}
+
+/// The first root's dump is at `path`: until the report is complete ([`KernelReport::
+/// ensure_valid`], the last step), an interrupt says so (`output::incomplete`).
+pub(crate) fn dump_written(path: &Path) {
+    crate::output::incomplete(&format!(
+        "skein: interrupted after the first root's dump was written to {}, before the run's \
+         report was complete: that dump has no report beside it",
+        path.display()
+    ));
 }
 
 #[cfg(test)]

@@ -378,6 +378,69 @@ fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
 
 #[cfg(unix)]
 #[test]
+fn an_interrupt_between_the_dump_and_the_report_says_so() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tmp("interrupted-after-dump");
+    // Every commit waits `hold` ms with its temporary file complete: the dump's, then the
+    // report's, where the run is interrupted. A longer hold if the run got past it first.
+    for hold in ["2000", "10000", "30000"] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (dump, json) = (dir.join("first.dump"), dir.join("report.json"));
+        let mut child = common::skein_with_default_signal(libc::SIGTERM)
+            .args(["sssp", "--engine", "seq", "--roots", "1", "--dump", s(&dump)])
+            .args(["--json", s(&json), "kron:8"])
+            .env("SKEIN_PROGRESS", "0")
+            .env("SKEIN_HOLD_OUTPUT_MS", hold)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let err = std::thread::spawn(move || {
+            let mut e = String::new();
+            let _ = stderr.read_to_string(&mut e);
+            e
+        });
+        let start = std::time::Instant::now();
+        let mut exited = false;
+        loop {
+            if dump.exists() && !temporaries(&dir).is_empty() {
+                break;
+            }
+            if child.try_wait().unwrap().is_some() {
+                exited = true;
+                break;
+            }
+            assert!(start.elapsed().as_secs() < 120, "the report's temporary never appeared");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        if exited {
+            continue;
+        }
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the pid of our own child, which has not been waited for yet.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let status = child.wait().unwrap();
+        let err = err.join().unwrap();
+        if status.success() {
+            continue; // it got past the report's hold before the signal: a longer one
+        }
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+        assert!(dump.exists() && !json.exists(), "interrupted between the dump and the report");
+        assert!(
+            err.contains("interrupted after the first root's dump was written to")
+                && err.contains("that dump has no report beside it"),
+            "the interrupted run says what it left: {err}"
+        );
+        return;
+    }
+    panic!("every run got past the report's hold before its interrupt");
+}
+
+#[cfg(unix)]
+#[test]
 fn a_report_that_cannot_be_written_whole_keeps_the_old_one() {
     use std::os::unix::process::CommandExt;
     let dir = tmp("full");

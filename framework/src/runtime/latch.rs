@@ -111,6 +111,7 @@ impl<T> Latch<T> {
         let w = context::expect("Latch::lock");
         w.check_may_block("Latch::lock");
         latch.waiters.borrow_mut().push_back(w.current_fiber().expect("fiber"));
+        w.note_wait(crate::runtime::stall::Wait::Latch { addr: l as usize });
         w.park();
         // Woken by `unlock_raw`, which handed the lock over to us (still locked).
     }

@@ -27,6 +27,7 @@ pub(crate) mod refusal;
 pub(crate) mod remote;
 pub(crate) mod run_state;
 pub(crate) mod spawn;
+pub(crate) mod stall;
 pub(crate) mod worker;
 
 pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
@@ -55,6 +56,8 @@ pub struct Builder {
     env_error: Option<String>,
     /// `SKEIN_LOOPBACK_RANKS`, unless `loopback_ranks` was called.
     env_loopback: Option<usize>,
+    /// `SKEIN_STALL_SECS`, which wins over [`Builder::stall_secs`].
+    env_stall: Option<u64>,
 }
 
 /// A boolean environment variable: `Some(false)` for `0` or empty, `Some(true)` otherwise,
@@ -85,15 +88,27 @@ impl Default for Builder {
                 rack_transport: RackTransport::Auto,
                 anatomy: env_flag("SKEIN_ANATOMY").unwrap_or(false),
                 aggregate: env_flag("SKEIN_AGGREGATE").unwrap_or(true),
+                stall_secs: 0,
             },
             slot_explicit: false,
             env_error: None,
             env_loopback: None,
+            env_stall: None,
         };
         if let Ok(v) = std::env::var("SKEIN_TRANSPORT") {
             match v.parse::<RackTransport>() {
                 Ok(t) => b.cfg.rack_transport = t,
                 Err(e) => b.env_error = Some(format!("SKEIN_TRANSPORT: {e}")),
+            }
+        }
+        if let Ok(v) = std::env::var("SKEIN_STALL_SECS") {
+            match v.trim().parse::<u64>() {
+                Ok(s) => b.env_stall = Some(s),
+                Err(_) => {
+                    b.env_error = Some(format!(
+                        "SKEIN_STALL_SECS must be a number of seconds (0 disables), got {v:?}"
+                    ))
+                }
             }
         }
         if let Ok(v) = std::env::var("SKEIN_LOOPBACK_RANKS") {
@@ -230,6 +245,22 @@ impl Builder {
         self
     }
 
+    /// Prints a stall dump (every worker's fibers and what each waits on, requests staged and
+    /// in flight, the transport's queues, the ranks not heard from; to stderr) when no task
+    /// has started or finished anywhere for `secs` seconds; 0 (the default) never. A
+    /// `SIGQUIT` (Ctrl-\\) asks for one at any time. The dump never changes the run's outcome.
+    /// `SKEIN_STALL_SECS` in the environment wins over this setting.
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(1).stall_secs(60).build()?;
+    /// assert_eq!(rt.run(|| 1)?, 1);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn stall_secs(mut self, secs: u64) -> Self {
+        self.cfg.stall_secs = secs;
+        self
+    }
+
     /// Test hook of the loopback transport: flips byte `at` of the first request envelope it
     /// sends, so that a test can check that a corrupted envelope is refused with a clear error
     /// (never undefined behaviour). Not part of the API (feature `testing`).
@@ -257,6 +288,9 @@ impl Builder {
             } else {
                 crate::channel::slot::DEFAULT_OVERFLOW
             };
+        }
+        if let Some(s) = self.env_stall {
+            self.cfg.stall_secs = s;
         }
         if let Some(r) = self.env_loopback {
             if self.cfg.workers % r == 0 {
@@ -484,8 +518,10 @@ impl Runtime {
         let run_state =
             RunState::start(self.cfg.clone(), Split::InProcess).ok_or(Error::TooManyRuns)?;
         let (main, result) = Self::wrap_main(&run_state, main);
+        let watchdog = stall::Watchdog::start(&run_state);
         let (handles, spawn_err) = self.start_workers(&run_state, 0, Some(main));
         let internal = self.join_workers(&run_state, handles);
+        drop(watchdog);
         run_state.end();
         if let Some(e) = spawn_err {
             return Err(e);
@@ -558,8 +594,11 @@ impl Runtime {
         let token = crate::rack::job_token().unwrap_or(0);
         const MAX_ENVELOPE: usize = 1 << 30;
         let open_mpi = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
-            let config =
-                mt::Config { max_envelope_bytes: MAX_ENVELOPE, window: mt::DEFAULT_WINDOW };
+            let config = mt::Config {
+                max_envelope_bytes: MAX_ENVELOPE,
+                window: mt::DEFAULT_WINDOW,
+                body_timeout: mt::BODY_TIMEOUT,
+            };
             let (endpoints, eps) = mt::open(w, config).map_err(rack_err)?;
             let link = Arc::new(MpiLink::new(token, rank, eps));
             Ok((Opened::Mpi(endpoints, link.clone()), Box::new(link)))
@@ -592,19 +631,20 @@ impl Runtime {
             Opened::Shm(link) => Box::new(quiesce_ranks::shm::ShmAllReduce::new(link.board())),
             Opened::Mpi(..) => Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?),
         };
-        let split =
-            Split::Mpi { job_run, rank, ranks, transport, all_reduce: Box::new(all_reduce) };
+        let split = Split::Mpi { job_run, rank, ranks, transport, all_reduce };
         let Some(run_state) = RunState::start(self.cfg.clone(), split) else {
             // The other ranks are in the run already: fate sharing.
             crate::rack::abort(1, &Error::TooManyRuns.to_string());
         };
         let (main, result) = Self::wrap_main(&run_state, main);
+        let watchdog = stall::Watchdog::start(&run_state);
         let (handles, spawn_err) = self.start_workers(&run_state, rank * w, Some(main));
         if let Some(e) = spawn_err {
             // The other ranks would wait for this one's workers forever: fate sharing.
             crate::rack::abort(1, &e.to_string());
         }
         let internal = self.join_workers(&run_state, handles);
+        drop(watchdog);
         let mut report = RankReport {
             errors: std::mem::take(
                 &mut *run_state.errors.lock().unwrap_or_else(|e| e.into_inner()),
@@ -763,7 +803,9 @@ pub fn yield_now() {
 /// # Panics
 /// Outside a fiber or in delegated context.
 pub fn wait_quiescent() {
-    context::expect("wait_quiescent").wait_quiescent();
+    let w = context::expect("wait_quiescent");
+    w.note_wait(stall::Wait::Quiescence);
+    w.wait_quiescent();
 }
 
 /// Index of the worker running the caller.

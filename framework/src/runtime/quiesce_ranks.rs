@@ -144,6 +144,11 @@ pub(crate) trait AllReduce: std::fmt::Debug {
     /// Never blocks: the sums once the outstanding all-reduce has completed on this rank (and
     /// then it is no longer outstanding), `None` while it has not, or when none is outstanding.
     fn test(&mut self) -> Option<&[u64]>;
+    /// For a stall dump (`super::stall`): the ranks whose part of the outstanding all-reduce
+    /// has not arrived here, if this all-reduce can tell (never blocks).
+    fn waiting_for(&mut self) -> Option<Vec<usize>> {
+        None
+    }
 }
 
 impl<T: AllReduce + ?Sized> AllReduce for Box<T> {
@@ -153,6 +158,10 @@ impl<T: AllReduce + ?Sized> AllReduce for Box<T> {
 
     fn test(&mut self) -> Option<&[u64]> {
         (**self).test()
+    }
+
+    fn waiting_for(&mut self) -> Option<Vec<usize>> {
+        (**self).waiting_for()
     }
 }
 
@@ -551,6 +560,12 @@ impl<A: AllReduce> Detector<A> {
     /// All-reduces completed so far.
     pub(crate) fn completed_count(&self) -> u64 {
         self.completions
+    }
+
+    /// For a stall dump: the round outstanding, if one is, and the ranks whose part of it has
+    /// not arrived (when the all-reduce can tell).
+    pub(crate) fn outstanding(&mut self) -> Option<(u64, Option<Vec<usize>>)> {
+        self.posted.then(|| (self.round, self.all_reduce.waiting_for()))
     }
 
     /// One step, never blocking. Posts the next round when none is outstanding; otherwise

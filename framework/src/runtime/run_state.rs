@@ -34,6 +34,9 @@ pub(crate) struct Config {
     /// Hold batches to other ranks until full or idle (`SKEIN_AGGREGATE=0` turns it off:
     /// every pass sends what is staged, as before per-pair aggregation).
     pub(crate) aggregate: bool,
+    /// Seconds with no task started or finished anywhere before the run prints a stall dump
+    /// (`super::stall`); 0: never (a `SIGQUIT` still asks for one).
+    pub(crate) stall_secs: u64,
 }
 
 /// Counters one worker publishes to the others (single writer: that worker, with
@@ -150,6 +153,9 @@ pub(crate) struct RunState {
     pub(crate) exports: Box<[Arc<ExportTable<PropPtr>>]>,
     /// The trustees' [`Owner`] parts until each worker takes its own ([`RunState::take_owner`]).
     owners: Mutex<Vec<Option<Owner<PropPtr>>>>,
+    /// Stall dumps: requests, the clock receipts stamp, the detector's last round
+    /// (`super::stall`).
+    pub(crate) stall: super::stall::RunStall,
 }
 
 impl Drop for RunState {
@@ -221,7 +227,9 @@ impl RunState {
         } else {
             (Vec::new(), Vec::new())
         };
+        let here = if mpi_rank.is_some() { local_n } else { n };
         RunState {
+            stall: super::stall::RunStall::new(ranks, here),
             exports: exports.into(),
             owners: Mutex::new(owners),
             ranks,

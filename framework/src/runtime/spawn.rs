@@ -63,6 +63,8 @@ impl<R> JoinCell<R> {
 /// Dropping it detaches the fiber; a panic of a detached fiber makes [`crate::Runtime::run`] fail.
 pub struct JoinHandle<R> {
     cell: Arc<JoinCell<R>>,
+    /// The worker the fiber runs on (a stall dump names it, `super::stall`).
+    worker: usize,
 }
 
 impl<R> std::fmt::Debug for JoinHandle<R> {
@@ -101,6 +103,7 @@ impl<R> JoinHandle<R> {
         let r = match r {
             Some(r) => r,
             None => {
+                w.note_wait(super::stall::Wait::Join { worker: self.worker });
                 w.park();
                 let mut st = self.cell.st.lock().unwrap_or_else(|e| e.into_inner());
                 st.result.take().expect("skein: woken join without a result")
@@ -221,7 +224,7 @@ where
 {
     let (cell, join) = remote_join::<R>(w);
     send_spawn(w, worker, join, arg, f);
-    JoinHandle { cell }
+    JoinHandle { cell, worker }
 }
 
 /// Queues the `Spawn` control record of `f(arg)` for `worker` (another rank), answered by a
@@ -413,7 +416,7 @@ where
     body.extend_from_slice(&target.to_le_bytes());
     push_plain(&mut body, arg);
     w.send_control::<CONTROL_LAUNCH>(trustee, join, body);
-    JoinHandle { cell }
+    JoinHandle { cell, worker: trustee }
 }
 
 /// A join cell for a fiber on another rank and its join id: its `Joined` record completes the
@@ -505,5 +508,5 @@ where
     } else {
         w.post(worker, move || context::expect("spawn").spawn_local(body));
     }
-    JoinHandle { cell }
+    JoinHandle { cell, worker }
 }

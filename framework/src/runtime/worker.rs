@@ -32,6 +32,8 @@ use crate::transport::IdlePolicy;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 
+mod dump;
+
 /// Client-side state of one (this worker, trustee) pair; the trustee may be this worker.
 #[derive(Default)]
 pub(super) struct ClientSide {
@@ -133,6 +135,8 @@ pub(crate) struct Worker {
     next_spawn: Cell<usize>,
     /// The loop's phase timer (`super::anatomy`; off unless `Builder::anatomy`).
     pub(super) clock: Clock,
+    /// What each fiber waits on, for stall dumps (`super::stall`).
+    dump: dump::WorkerDump,
 }
 
 impl std::fmt::Debug for Worker {
@@ -180,6 +184,7 @@ impl Worker {
             quiesce_waiters: RefCell::default(),
             next_spawn: Cell::new(index),
             clock: Clock::new(anatomy),
+            dump: dump::WorkerDump::default(),
         })
     }
 
@@ -627,6 +632,7 @@ impl Worker {
         if v.quiescent {
             bump(&st.quiescent_verdicts, 1);
         }
+        self.run_state.stall.note_round(v.detection + 1, v.finished, v.created);
         match v.action() {
             Action::Continue => false,
             Action::WakeWaiters => {
@@ -701,6 +707,8 @@ impl Worker {
         loop {
             clock.mark(st, tail);
             clock.pass(st);
+            // A stall dump asked for (`super::stall`): this worker's section.
+            self.check_dump();
             let mut useful = false;
             // 1. ready fibers, FIFO (only those ready now; newly readied ones wait a pass).
             let n = self.ready.borrow().len();

@@ -70,6 +70,11 @@ impl<M: BoardMem> Board<M> {
         self.mem.posted(self.rank).store(round + 1, Ordering::Release);
     }
 
+    /// Whether rank `r` has posted round `round`.
+    pub(crate) fn has_posted(&self, r: usize, round: u64) -> bool {
+        self.mem.posted(r).load(Ordering::Acquire) > round
+    }
+
     /// Rank `r`'s vector of round `round` into `out`, if `r` has posted it.
     pub(crate) fn read(&self, r: usize, round: u64, out: &mut [u64]) -> bool {
         if self.mem.posted(r).load(Ordering::Acquire) <= round {

@@ -110,4 +110,9 @@ impl Transport for Loopback {
     fn progress(&self, _me: usize) -> bool {
         false
     }
+
+    fn describe(&self, me: usize) -> String {
+        let n = self.inboxes[me].pending.load(StdOrdering::Acquire);
+        format!("loopback inbox: {n} envelopes not yet taken (sends complete at once)")
+    }
 }

@@ -178,6 +178,11 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn idle_policy(&self) -> IdlePolicy {
         IdlePolicy::Memory
     }
+    /// Worker `me`'s pending sends and receives in words, for a stall dump (empty: nothing
+    /// to say).
+    fn describe(&self, _me: usize) -> String {
+        String::new()
+    }
     /// The limits of one batch to another rank (most words of in-process records, at most
     /// [`BATCH_WORDS`]; most in-process result bytes, at most [`BATCH_RESULT_BYTES`]) for a
     /// queue whose staged records are all of `uniform`'s type, if known.
@@ -214,6 +219,9 @@ impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
     }
     fn idle_policy(&self) -> IdlePolicy {
         (**self).idle_policy()
+    }
+    fn describe(&self, me: usize) -> String {
+        (**self).describe(me)
     }
     fn batch_limits(&self, uniform: Option<&'static VTable>) -> (usize, usize) {
         (**self).batch_limits(uniform)

@@ -241,6 +241,11 @@ impl Reader {
         Reader { head: 0, tail_seen: 0, partial: None, max }
     }
 
+    /// True while an envelope is part-way read (its first bytes came, not all).
+    pub(crate) fn mid_frame(&self) -> bool {
+        self.partial.is_some()
+    }
+
     /// True when the writer published bytes not yet read (one Acquire load).
     #[inline]
     pub(crate) fn has_bytes<M: RingMem + ?Sized>(&mut self, mem: &M) -> bool {

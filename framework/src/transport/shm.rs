@@ -596,6 +596,26 @@ impl Transport for ShmLink {
         self.with(me, |e| e.waiting > 0 || !e.ready.is_empty())
     }
 
+    fn describe(&self, me: usize) -> String {
+        let workers = self.workers;
+        self.with(me, |e| {
+            let waiting: Vec<String> = (0..e.backlog.len())
+                .filter(|&to| !e.backlog[to].is_empty())
+                .map(|to| format!("{} to worker {to} (rank {})", e.backlog[to].len(), to / workers))
+                .collect();
+            let part_read = e.inbound.iter().filter(|(_, _, r)| r.mid_frame()).count();
+            format!(
+                "shared-memory rings: {} envelopes waiting for room{}{}; {} read and not yet \
+                 taken; {} rings part-way through an envelope",
+                e.waiting,
+                if waiting.is_empty() { "" } else { ": " },
+                waiting.join(", "),
+                e.ready.len(),
+                part_read
+            )
+        })
+    }
+
     fn drain(&self, me: usize, limit: Duration) -> bool {
         let start = Instant::now();
         loop {

@@ -158,6 +158,7 @@ where
     assert!(trustee < w.n, "skein: trustee {trustee} of {} workers", w.n);
     // SAFETY: trustee < n, checked above.
     unsafe { w.request::<S, _, _>(trustee, target, req, done) };
+    w.note_wait(crate::runtime::stall::Wait::Response { trustee });
     crate::fiber::suspend();
     match res.take().expect("skein: fiber resumed without a result") {
         Ok(u) => u,
@@ -187,6 +188,7 @@ where
     // SAFETY: trustee < w.n (caller promise).
     let over = unsafe { w.request::<S, _, _>(trustee, target, req, done) };
     if over && !w.in_delegated() && w.current_fiber().is_some() {
+        w.note_wait(crate::runtime::stall::Wait::Throttled { trustee });
         w.throttle(trustee);
     }
 }

@@ -218,6 +218,41 @@ impl AllReduce for MpiAllReduce {
         }
         Some(&self.send)
     }
+
+    fn waiting_for(&mut self) -> Option<Vec<usize>> {
+        Some(self.missing())
+    }
+}
+
+impl MpiAllReduce {
+    /// The other ranks whose message of the outstanding round has not arrived: one
+    /// `MPI_Test` of each receive still live (a completed one becomes `MPI_REQUEST_NULL`,
+    /// which the next `MPI_Testall` counts as complete).
+    fn missing(&mut self) -> Vec<usize> {
+        if !self.outstanding {
+            return Vec::new();
+        }
+        // SAFETY: a constant of rsmpi's shim, read after initialisation.
+        let null = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let others: Vec<usize> = self.others().collect();
+        let mut missing = Vec::new();
+        for (k, &from) in others.iter().enumerate() {
+            let Some(req) = self.requests.get_mut(k) else { break };
+            if *req == null {
+                continue;
+            }
+            let mut flag: c_int = 0;
+            // SAFETY: `req` is the round's live receive from `from` (invariant 2); MPI_Test
+            // never blocks, sets it to MPI_REQUEST_NULL once complete, and the status is
+            // ignored (rsmpi's constant for MPI_STATUS_IGNORE).
+            let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+            check(rc, "MPI_Test");
+            if flag == 0 {
+                missing.push(from);
+            }
+        }
+        missing
+    }
 }
 
 impl Drop for MpiAllReduce {

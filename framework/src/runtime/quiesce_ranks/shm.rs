@@ -77,6 +77,15 @@ impl<M: BoardMem + std::fmt::Debug> AllReduce for ShmAllReduce<M> {
         self.round += 1;
         Some(&self.sums)
     }
+
+    fn waiting_for(&mut self) -> Option<Vec<usize>> {
+        let round = self.round;
+        Some(
+            (0..self.read.len())
+                .filter(|&r| !self.read[r] && !self.board.has_posted(r, round))
+                .collect(),
+        )
+    }
 }
 
 #[cfg(all(test, fw_loom))]

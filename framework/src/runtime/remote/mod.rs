@@ -354,6 +354,12 @@ pub(crate) struct RemoteSide {
 }
 
 impl RemoteSide {
+    /// The batches in flight to `trustee` and the requests they hold (for stall dumps).
+    pub(super) fn in_flight_of(&self, trustee: usize) -> (usize, usize) {
+        let q = self.in_flight[trustee].borrow();
+        (q.len(), q.iter().map(|b| b.tables.len()).sum())
+    }
+
     /// The state of a worker of a run of `n` workers.
     pub(crate) fn new(n: usize) -> RemoteSide {
         RemoteSide {
@@ -463,6 +469,7 @@ impl Worker {
         while let Some(Arrived { from_rank, bytes }) = t.poll(self.index) {
             clock.mark(st, Part::Transport);
             useful = true;
+            self.run_state.stall.heard(from_rank);
             let r = if bytes.get(12) == Some(&KIND_RESPONSES) {
                 let r = self.take_responses(from_rank, &bytes);
                 clock.mark(st, Part::Issuing);

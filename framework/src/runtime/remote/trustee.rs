@@ -21,7 +21,9 @@ impl Worker {
             }
             CONTROL_LAUNCH => {
                 let (vt, target, arg) = launch_parts(rec.arg).map_err(|e| e.to_string())?;
-                let latch = self.resolve_target(target, vt, true)?;
+                // An address target only in a loopback run, as for a request's target (the
+                // validator refuses one under MPI before this: a second line of defence).
+                let latch = self.resolve_target(target, vt, self.run_state.is_loopback())?;
                 let (arg, join) = (arg.to_vec(), rec.target);
                 // SAFETY: `validate` checked the table's kind (`KIND_LAUNCH`) and sized `arg`
                 // to it. The target word names the `Latch<T>` inside the client's live

@@ -68,7 +68,11 @@
 //! stream of envelopes is the announcement's. Bodies of one (rank, worker) to one endpoint
 //! are sent by one thread on one (communicator, tag), so MPI matches them in the order of
 //! their announcements. `POSTED_BYTES` is a constant, the same on every rank, whatever the
-//! [`Config`]: sender and receiver must agree on it.
+//! [`Config`]: sender and receiver must agree on it. The receiver allocates the announced
+//! length, so an announcement above its envelope limit ([`Config::max_envelope_bytes`], 1 GiB
+//! in a run) ends the job naming the sender, and so does a body that has not come
+//! [`Config::body_timeout`] after its announcement (it would hold up every later envelope of
+//! the receiving worker).
 //!
 //! The sending rank comes from the `MPI_Status`, never from the bytes.
 //!
@@ -218,7 +222,14 @@ pub(crate) struct Config {
     pub(crate) max_envelope_bytes: usize,
     /// `P`: envelopes in flight per (endpoint, destination rank), at least 1.
     pub(crate) window: usize,
+    /// How long the body of an announced long envelope may take to arrive after its
+    /// announcement before the job ends, naming the sender (a body that never comes would
+    /// hold up every later envelope of the receiving worker).
+    pub(crate) body_timeout: std::time::Duration,
 }
+
+/// The default [`Config::body_timeout`]: generous (a 1 GiB body at 100 MB/s takes 10 s).
+pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The capacity of the buffers an endpoint of `config` pools: `max_envelope_bytes`, at most
 /// [`POOL_BUFFER_BYTES`] (a transport that allows huge envelopes does not allocate its limit
@@ -229,7 +240,11 @@ fn pool_capacity(config: &Config) -> usize {
 
 impl Default for Config {
     fn default() -> Config {
-        Config { max_envelope_bytes: DEFAULT_ENVELOPE_BYTES, window: DEFAULT_WINDOW }
+        Config {
+            max_envelope_bytes: DEFAULT_ENVELOPE_BYTES,
+            window: DEFAULT_WINDOW,
+            body_timeout: BODY_TIMEOUT,
+        }
     }
 }
 
@@ -658,6 +673,21 @@ impl Endpoint {
     pub(crate) fn busy(&self) -> bool {
         self.sends.len() > 0 || !self.stream.items.is_empty()
     }
+    /// Its sends and receives under way, in words (a stall dump, `runtime::stall`).
+    pub(crate) fn describe(&self) -> String {
+        let windows: Vec<String> = (0..self.in_flight.len())
+            .filter(|&r| self.in_flight[r] > 0)
+            .map(|r| format!("rank {r}: {}", self.in_flight[r]))
+            .collect();
+        format!(
+            "MPI sends incomplete {}, claimed or in flight per rank [{}], long receives under \
+             way {}, envelopes received and not taken {}",
+            self.sends.len(),
+            windows.join(", "),
+            self.stream.pending(),
+            self.stream.items.iter().filter(|i| i.req.is_none()).count()
+        )
+    }
     /// Whether an envelope received whole waits to be taken ([`Endpoint::take_ready`]).
     pub(crate) fn has_ready(&self) -> bool {
         self.stream.front_ready()
@@ -946,7 +976,7 @@ impl Endpoint {
             self.repost();
         }
         self.received_last = n > 0;
-        n + self.stream.test_first_long()
+        n + self.stream.test_first_long(self.comms.config.body_timeout)
     }
 
     /// Re-posts the slots emptied since the last time, oldest first (invariant 5).
@@ -962,13 +992,13 @@ impl Endpoint {
     /// on the long communicator of this worker, from that rank and with its sender's tag, and
     /// queues it in the stream at the announcement's place.
     fn receive_long(&mut self, from_rank: usize, announcement: Vec<u8>) {
-        let Some((len, sender)) = parse_announcement(&announcement) else {
+        let max = self.comms.config.max_envelope_bytes;
+        let Some((len, sender)) = parse_announcement(&announcement, max) else {
             crate::rack::abort(
                 1,
                 &format!(
-                    "the rack transport got a malformed announcement ({} bytes) from rank \
-                     {from_rank}",
-                    announcement.len()
+                    "the rack transport refused an announcement from rank {from_rank}: {}",
+                    announcement_fault(&announcement, max)
                 ),
             )
         };
@@ -979,7 +1009,8 @@ impl Endpoint {
             // SAFETY: a constant of rsmpi's shim, read after initialisation.
             unsafe { ffi::RSMPI_REQUEST_NULL }
         };
-        // SAFETY: `data` has room for `len` (≤ i32::MAX, checked by `parse_announcement`)
+        // SAFETY: `data` has room for `len` (≤ the envelope limit ≤ i32::MAX, checked by
+        // `open` and `parse_announcement`)
         // bytes; it moves into the stream beside its request and nothing touches its bytes
         // until the request completes (invariant 3); `comm` is this endpoint's live long
         // duplicate (invariant 1), received on by its owner only (invariant 2); `sender` is a
@@ -996,7 +1027,8 @@ impl Endpoint {
             )
         };
         check(rc, "MPI_Irecv");
-        self.stream.items.push_back(Incoming { from_rank, data, req: Some((req, len)) });
+        let since = std::time::Instant::now();
+        self.stream.items.push_back(Incoming { from_rank, data, req: Some((req, len, since)) });
     }
 
     /// A buffer for a pre-posted receive: capacity at least [`POSTED_BYTES`], from the pool.
@@ -1018,16 +1050,37 @@ fn announcement(len: usize, sender: usize) -> Vec<u8> {
 }
 
 /// The (length, sender worker) of an announcement; `None` unless it is exactly
-/// [`ANNOUNCEMENT_BYTES`] long with a length above [`POSTED_BYTES`] and at most `i32::MAX`
-/// and a sender below [`MAX_WORKERS`].
-fn parse_announcement(a: &[u8]) -> Option<(usize, usize)> {
+/// [`ANNOUNCEMENT_BYTES`] long with a length above [`POSTED_BYTES`] and at most `max` (the
+/// envelope limit, [`Config::max_envelope_bytes`]) and `i32::MAX`, and a sender below
+/// [`MAX_WORKERS`]. The receiver allocates the length: nothing above the limit is allocated.
+fn parse_announcement(a: &[u8], max: usize) -> Option<(usize, usize)> {
     if a.len() != ANNOUNCEMENT_BYTES {
         return None;
     }
     let word = |i: usize| u64::from_le_bytes(a[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
     let (len, sender) = (word(0), word(1));
-    let ok = len > POSTED_BYTES as u64 && len <= i32::MAX as u64 && sender < MAX_WORKERS as u64;
+    let ok = len > POSTED_BYTES as u64
+        && len <= i32::MAX as u64
+        && len <= max as u64
+        && sender < MAX_WORKERS as u64;
     ok.then_some((len as usize, sender as usize))
+}
+
+/// What is wrong with an announcement [`parse_announcement`] refused, in words.
+#[cold]
+fn announcement_fault(a: &[u8], max: usize) -> String {
+    if a.len() != ANNOUNCEMENT_BYTES {
+        return format!("{} bytes, not {ANNOUNCEMENT_BYTES}", a.len());
+    }
+    let word = |i: usize| u64::from_le_bytes(a[8 * i..8 * i + 8].try_into().unwrap_or([0; 8]));
+    let (len, sender) = (word(0), word(1));
+    if sender >= MAX_WORKERS as u64 {
+        format!("sender worker {sender}, beyond the tag bound {MAX_WORKERS}")
+    } else if len <= POSTED_BYTES as u64 {
+        format!("a length of {len} bytes, which fits a posted receive")
+    } else {
+        format!("a length of {len} bytes, above the envelope limit of {max} bytes")
+    }
 }
 
 /// The pre-posted receives of one endpoint (invariant 5): `RING` receives of up to
@@ -1195,7 +1248,8 @@ impl Drop for Ring {
 struct Incoming {
     from_rank: usize,
     data: Vec<u8>,
-    req: Option<(ffi::MPI_Request, usize)>,
+    /// A long receive under way: its request, its announced length, when it was posted.
+    req: Option<(ffi::MPI_Request, usize, std::time::Instant)>,
 }
 
 /// The envelopes of one endpoint in the order their messages were matched (invariant 5):
@@ -1223,10 +1277,11 @@ impl Stream {
         self.items.iter().filter(|i| i.req.is_some()).count()
     }
 
-    /// One `MPI_Test` of the oldest long receive under way; 1 when it completed.
-    fn test_first_long(&mut self) -> usize {
+    /// One `MPI_Test` of the oldest long receive under way; 1 when it completed. A body that
+    /// has not come `timeout` after its announcement ends the job, naming its sender.
+    fn test_first_long(&mut self, timeout: std::time::Duration) -> usize {
         let Some(item) = self.items.iter_mut().find(|i| i.req.is_some()) else { return 0 };
-        let Some((req, len)) = item.req.as_mut() else { return 0 };
+        let Some((req, len, since)) = item.req.as_mut() else { return 0 };
         let mut done: c_int = 0;
         // SAFETY: a zeroed MPI_Status (plain integers) is a valid place for MPI to write.
         let mut status = unsafe { std::mem::zeroed::<ffi::MPI_Status>() };
@@ -1235,6 +1290,18 @@ impl Stream {
         let rc = unsafe { ffi::MPI_Test(req, &mut done, &mut status) };
         check(rc, "MPI_Test");
         if done == 0 {
+            if since.elapsed() > timeout {
+                crate::rack::abort(
+                    1,
+                    &format!(
+                        "the rack transport waited {:.1} s for the body of a long envelope \
+                         ({len} bytes) announced by rank {}: it never came (the limit is {} s)",
+                        since.elapsed().as_secs_f64(),
+                        item.from_rank,
+                        timeout.as_secs_f64()
+                    ),
+                );
+            }
             return 0;
         }
         let mut count: c_int = 0;

@@ -233,6 +233,10 @@ impl Transport for MpiLink {
         self.with(me, |e| e.ep.busy() || !e.backlog.is_empty())
     }
 
+    fn describe(&self, me: usize) -> String {
+        self.with(me, |e| format!("{}; backlog {} envelopes", e.ep.describe(), e.backlog.len()))
+    }
+
     fn drain(&self, me: usize, limit: Duration) -> bool {
         let start = Instant::now();
         let workers = self.workers;

@@ -190,3 +190,17 @@ fn torn_or_forged_rings_are_refused_or_read_never_a_panic() {
         }
     }
 }
+
+#[test]
+fn a_frame_read_in_pieces_is_mid_frame_between_them() {
+    let ring = HeapRing::new(32);
+    let (mut w, mut r) = (Writer::default(), Reader::new(1 << 20));
+    let big = envelope(5, 40);
+    assert!(!w.push(&ring, &big), "48 bytes of frame in a 32-byte ring");
+    assert!(!r.mid_frame());
+    assert_eq!(r.pull(&ring, Vec::new).unwrap(), None);
+    assert!(r.mid_frame(), "the first 24 bytes read");
+    assert!(w.push(&ring, &big));
+    assert_eq!(r.pull(&ring, Vec::new).unwrap(), Some(big));
+    assert!(!r.mid_frame());
+}

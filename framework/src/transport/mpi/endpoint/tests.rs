@@ -62,6 +62,26 @@ fn measure_on_2_ranks() {
 }
 
 #[test]
+fn announcements_above_the_envelope_limit_are_refused() {
+    // The runtime's limit is 1 GiB: an announcement of up to 2 GiB would have the receiver
+    // allocate it.
+    let gib = 1 << 30;
+    assert_eq!(parse_announcement(&announcement(gib, 0), gib), Some((gib, 0)));
+    assert_eq!(parse_announcement(&announcement(gib + 1, 0), gib), None);
+    assert_eq!(parse_announcement(&announcement(i32::MAX as usize, 0), gib), None);
+    assert_eq!(parse_announcement(&announcement(POSTED_BYTES + 1, 0), POSTED_BYTES), None);
+}
+
+#[test]
+fn a_long_body_that_never_comes_ends_the_job_naming_its_sender() {
+    let report = mpirun(2, "missing-body").expect_err("the job must end with an error");
+    assert!(
+        report.contains("announced by rank 1: it never came"),
+        "the receiver names the sender:\n{report}"
+    );
+}
+
+#[test]
 fn open_outside_mpirun_says_mpi_is_needed() {
     // The unit tests themselves never run under mpirun (only the rank sides do).
     if std::env::var_os(CASE).is_some() {
@@ -81,21 +101,26 @@ fn send_errors_say_what_is_wrong() {
 
 #[test]
 fn announcements_round_trip_and_malformed_ones_are_refused() {
+    /// The envelope limit the announcements are checked against here.
+    const M: usize = i32::MAX as usize;
     let long = POSTED_BYTES + 10_000;
     let a = announcement(long, 3);
     assert_eq!(a.len(), ANNOUNCEMENT_BYTES);
-    assert_eq!(parse_announcement(&a), Some((long, 3)));
+    assert_eq!(parse_announcement(&a, M), Some((long, 3)));
     // Not 16 bytes, a length that fits a posted receive or is not an MPI count, a sender
     // beyond the tag bound: refused (the receiver ends the job, naming the rank).
-    assert_eq!(parse_announcement(&a[..15]), None);
-    assert_eq!(parse_announcement(&[a.clone(), vec![0]].concat()), None);
-    assert_eq!(parse_announcement(&announcement(POSTED_BYTES, 0)), None);
-    assert_eq!(parse_announcement(&announcement(100, 0)), None);
-    assert_eq!(parse_announcement(&announcement(POSTED_BYTES + 1, 0)), Some((POSTED_BYTES + 1, 0)));
-    assert_eq!(parse_announcement(&announcement(i32::MAX as usize + 1, 0)), None);
-    assert_eq!(parse_announcement(&announcement(long, MAX_WORKERS)), None);
+    assert_eq!(parse_announcement(&a[..15], M), None);
+    assert_eq!(parse_announcement(&[a.clone(), vec![0]].concat(), M), None);
+    assert_eq!(parse_announcement(&announcement(POSTED_BYTES, 0), M), None);
+    assert_eq!(parse_announcement(&announcement(100, 0), M), None);
     assert_eq!(
-        parse_announcement(&announcement(long, MAX_WORKERS - 1)),
+        parse_announcement(&announcement(POSTED_BYTES + 1, 0), M),
+        Some((POSTED_BYTES + 1, 0))
+    );
+    assert_eq!(parse_announcement(&announcement(i32::MAX as usize + 1, 0), M), None);
+    assert_eq!(parse_announcement(&announcement(long, MAX_WORKERS), M), None);
+    assert_eq!(
+        parse_announcement(&announcement(long, MAX_WORKERS - 1), M),
         Some((long, MAX_WORKERS - 1))
     );
 }
@@ -113,6 +138,7 @@ fn rank_side() {
         Some("window") => window(),
         Some("flood") => flood(),
         Some("measure") => measure(),
+        Some("missing-body") => missing_body(),
         other => panic!("unknown transport case {other:?}"),
     }
 }
@@ -199,9 +225,31 @@ const W: usize = 2;
 /// (even seq) and `send` (odd); every endpoint checks each envelope it gets, that it got
 /// each exactly once, and that each sender's envelopes came in the order they were sent
 /// (short ones and announced long ones mixed: module docs, ordering).
+/// Rank 1 sends rank 0 an announcement and never its body; rank 0 (body timeout 200 ms)
+/// must end the job, naming rank 1, instead of waiting forever.
+fn missing_body() {
+    let rank = crate::rack::rank();
+    let config = Config {
+        max_envelope_bytes: 64 * 1024,
+        body_timeout: Duration::from_millis(200),
+        ..Config::default()
+    };
+    let (_transport, mut endpoints) = open(1, config).expect("open the transport");
+    let mut ep = endpoints.pop().expect("one endpoint");
+    if rank == 1 {
+        ep.isend(announcement(POSTED_BYTES + 100, 0), 0, 0, ANNOUNCE_TAG, false);
+    }
+    let start = Instant::now();
+    while start.elapsed() < RANK_LIMIT {
+        ep.progress();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("rank {rank}: still running after {RANK_LIMIT:?}");
+}
+
 fn all_to_all() {
     let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
-    let config = Config { max_envelope_bytes: 64 * 1024, window: 3 };
+    let config = Config { max_envelope_bytes: 64 * 1024, window: 3, ..Config::default() };
     let (transport, endpoints) = open(W, config).expect("open the transport");
     assert_eq!(endpoints.len(), W);
     let threads: Vec<_> = endpoints
@@ -332,7 +380,7 @@ fn window() {
     const TOTAL: u32 = 12;
     let big = 64 * 1024;
     let (transport, mut eps) =
-        open(1, Config { max_envelope_bytes: big, window: P }).expect("open");
+        open(1, Config { max_envelope_bytes: big, window: P, ..Config::default() }).expect("open");
     let mut ep = eps.pop().expect("one endpoint");
     let world = mpi::topology::SimpleCommunicator::world();
     let me = (rank, 0);
@@ -426,7 +474,7 @@ fn window() {
 /// received and never taken.
 fn misuse_and_leftovers(rank: usize) {
     let world = mpi::topology::SimpleCommunicator::world();
-    let config = Config { max_envelope_bytes: 64 * 1024, window: 2 };
+    let config = Config { max_envelope_bytes: 64 * 1024, window: 2, ..Config::default() };
     let (ta, mut a) = open(1, config).expect("open a");
     let (tb, mut b) = open(1, config).expect("open b");
     let (mut a, mut b) = (a.pop().expect("a"), b.pop().expect("b"));
@@ -446,7 +494,11 @@ fn misuse_and_leftovers(rank: usize) {
 
     // Envelope sizes may differ between ranks: rank 1's buffers hold 4032 bytes, and it
     // receives rank 0's 10000-byte envelope whole all the same.
-    let sized = Config { max_envelope_bytes: if rank == 0 { 64 * 1024 } else { 4032 }, window: 2 };
+    let sized = Config {
+        max_envelope_bytes: if rank == 0 { 64 * 1024 } else { 4032 },
+        window: 2,
+        ..Config::default()
+    };
     let (t, mut eps) = open(1, sized).expect("open");
     let mut ep = eps.pop().expect("one endpoint");
     let long: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
@@ -504,7 +556,7 @@ fn misuse_and_leftovers(rank: usize) {
 fn flood() {
     let rank = crate::rack::rank();
     const N: u32 = 5 * RING as u32;
-    let config = Config { max_envelope_bytes: 64 * 1024, window: 8 * RING };
+    let config = Config { max_envelope_bytes: 64 * 1024, window: 8 * RING, ..Config::default() };
     let (transport, mut eps) = open(1, config).expect("open");
     let mut ep = eps.pop().expect("one endpoint");
     let world = mpi::topology::SimpleCommunicator::world();
@@ -671,9 +723,11 @@ fn measure() {
     let n = iters * 5;
     for round in 0..2 {
         for window in [1usize, 4, 16] {
-            let (transport, mut eps) =
-                open(1, Config { max_envelope_bytes: DEFAULT_ENVELOPE_BYTES, window })
-                    .expect("open");
+            let (transport, mut eps) = open(
+                1,
+                Config { max_envelope_bytes: DEFAULT_ENVELOPE_BYTES, window, ..Config::default() },
+            )
+            .expect("open");
             let mut ep = eps.pop().expect("one endpoint");
             world.barrier();
             let start = Instant::now();
