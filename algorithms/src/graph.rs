@@ -123,11 +123,20 @@ impl WeightSummary {
 ///
 /// Trustees only read it; each one touches the arcs of its own vertices, and an SSSP
 /// trustee also the arcs into its partition that a [`crate::sssp::Scan`] names.
+///
+/// A kernel reaches its rank's view from any trustee by the graph's id
+/// ([`crate::registry::graph`], the id from [`crate::Engine::graph_id`]): a partition reads
+/// the owner of any vertex ([`GraphView::parts`], [`Tags`]), its own rows as global ids
+/// ([`GraphView::rows`]) and its out-arcs as tags ([`GraphView::out_arcs`]). The graphs the
+/// engine holds are symmetric (every edge in both directions, `skein_generators::Csr`), so a
+/// vertex's out-arcs are also its in-arcs: a pull kernel reads the same arrays.
 #[derive(Debug)]
-pub(crate) struct GraphView {
+pub struct GraphView {
     rows: Rows,
-    pub(crate) parts: Partitioning,
-    pub(crate) tags: Tags,
+    /// Which partition owns which vertex: `R × W` contiguous blocks of global ids.
+    pub parts: Partitioning,
+    /// The tag encoding (owner and local index in one `u32`) of the arc copies.
+    pub tags: Tags,
     /// Workers per rank of the runtime: the rank of part `p` is `p / per_rank`.
     per_rank: usize,
     /// The parts whose rows this process holds and copies.
@@ -184,6 +193,24 @@ impl GraphView {
         GraphView::new(Rows::Whole(graph), parts, parts, 0..parts)
     }
 
+    /// The rows this process holds (`RowsRef::range`: every vertex in one process, the
+    /// rank's vertices under `mpirun` when built from rank-local rows): targets as global
+    /// ids, in the graph's order.
+    pub fn rows(&self) -> RowsRef<'_> {
+        self.rows.get()
+    }
+
+    /// The out-arcs (= in-arcs: the graph is symmetric) of own part `p` as tags, local
+    /// arcs first ([`PartArcs::split`]); every own part's copied on the first call (4 bytes
+    /// per arc, shared with BFS).
+    ///
+    /// # Panics
+    /// If this process does not hold part `p` (a part of another rank).
+    #[inline]
+    pub fn out_arcs(&self, p: usize) -> &PartArcs<Tag> {
+        self.bare(p)
+    }
+
     /// The whole graph, when this process holds it.
     #[cfg(test)]
     pub(crate) fn csr(&self) -> &Csr {
@@ -195,18 +222,18 @@ impl GraphView {
 
     /// The parts of the rank of part `p`.
     #[inline]
-    pub(crate) fn rank_parts(&self, p: usize) -> Range<usize> {
+    pub fn rank_parts(&self, p: usize) -> Range<usize> {
         let first = p / self.per_rank * self.per_rank;
         first..first + self.per_rank
     }
 
     /// True when the job has more than one rank.
-    pub(crate) fn ranked(&self) -> bool {
+    pub fn ranked(&self) -> bool {
         self.per_rank < self.parts.parts()
     }
 
     /// The parts whose arcs this process holds.
-    pub(crate) fn own(&self) -> Range<usize> {
+    pub fn own(&self) -> Range<usize> {
         self.own.clone()
     }
 
@@ -292,7 +319,7 @@ impl GraphView {
     }
 
     /// The global id of `tag`, or `NO_PARENT` for [`NO_TAG`].
-    pub(crate) fn global(&self, tag: Tag) -> u64 {
+    pub fn global(&self, tag: Tag) -> u64 {
         if tag == NO_TAG {
             skein_generators::NO_PARENT
         } else {
@@ -309,7 +336,7 @@ impl GraphView {
     }
 
     /// The tag of global vertex `v`.
-    pub(crate) fn tag(&self, v: u64) -> Tag {
+    pub fn tag(&self, v: u64) -> Tag {
         let (p, l) = self.parts.locate(v);
         self.tags.tag(p, l)
     }
