@@ -83,10 +83,17 @@ pub(crate) struct KernelStats {
 pub trait Part: Send + Sized + 'static {
     /// The per-vertex result (distance, level, rank, label).
     type Value: Copy + Default + Send + Serialize + DeserializeOwned + 'static;
-    /// The partition's index (its trustee's global worker id).
-    fn index(&self) -> usize;
+    /// The partition's index: its trustee's global worker id (the default, which is right
+    /// when [`connect`] calls it, on the trustee, for a partition built by [`entrust`]).
+    fn index(&self) -> usize {
+        skein::current_worker()
+    }
     /// Gives the partition every partition's handle (empty: drops them); see [`connect`].
-    fn set_peers(&mut self, peers: Arc<Vec<Trust<Self>>>);
+    /// By default it keeps none: [`Kernel::sweep`] hands its steps the handles, and [`peers`]
+    /// finds them on the trustee.
+    fn set_peers(&mut self, peers: Arc<Vec<Trust<Self>>>) {
+        drop(peers);
+    }
     /// Writes the values and parents (global ids) of local vertices `from..from + len`
     /// (`len` is `values.len()`; a kernel without parents leaves `parents` as it is: zeros).
     fn write(&self, from: usize, values: &mut [Self::Value], parents: &mut [u64]);
@@ -198,6 +205,83 @@ where
     }
 }
 
+/// A kernel's partitions on every worker of every rank, connected ([`entrust`] and
+/// [`connect`] in one), with the supersteps most kernels need; [`Kernel::finish`] gathers the
+/// values and disconnects the partitions (dropping a `Kernel` without it leaks them: they
+/// hold each other's handles). Made and used by the main fiber of a run
+/// ([`crate::Engine::run`]).
+#[derive(Debug)]
+pub struct Kernel<P: Part> {
+    graph: u64,
+    id: u64,
+    all: Vec<Trust<P>>,
+}
+
+impl<P: Part> Kernel<P> {
+    /// Builds partition `make(view, part)` on every worker of every rank and connects them.
+    pub fn start<F>(graph: u64, make: F) -> Kernel<P>
+    where
+        F: Fn(Arc<GraphView>, usize) -> P + Copy + Send + 'static,
+    {
+        let all = entrust(graph, make);
+        let id = connect(&all);
+        Kernel { graph, id, all }
+    }
+
+    /// The kernel's id ([`me`]), for supersteps of your own ([`superstep`]).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Every partition's handle, by partition.
+    pub fn handles(&self) -> &[Trust<P>] {
+        &self.all
+    }
+
+    /// A superstep over every partition's vertices: `step(state, arg, range, peers)` on
+    /// ranges of `chunk` local vertices ([`chunks`]), with `peers` every partition's handle
+    /// (to send to), then quiescence (everything the steps sent has been applied when it
+    /// returns).
+    pub fn sweep<A, S>(&self, chunk: usize, arg: A, step: S)
+    where
+        A: skein::Plain,
+        S: Fn(&mut P, A, std::ops::Range<u32>, &[Trust<P>]) + Copy + Send + 'static,
+    {
+        superstep((self.graph, self.id, chunk as u64, arg), move |(graph, id, chunk, arg)| {
+            let len = registry::graph(graph).parts.len(skein::current_worker()) as usize;
+            chunks(&me::<P>(id), len, chunk as usize, (id, arg), move |s, (id, arg), r| {
+                step(s, arg, r, &peers::<P>(id))
+            });
+            skein::wait_quiescent();
+        });
+    }
+
+    /// A superstep of one call per partition, `f(state, arg)`, all at once (no quiescence:
+    /// for reading or updating the partitions' own state); the results by partition.
+    pub fn each<A, R, F>(&self, arg: A, f: F) -> Vec<R>
+    where
+        A: skein::Plain,
+        R: skein::Plain,
+        F: Fn(&mut P, A) -> R + Copy + Send + 'static,
+    {
+        superstep((self.id, arg), move |(id, arg)| me::<P>(id).apply(arg, f))
+    }
+
+    /// Gathers every partition's values into one vector by global id ([`gather`]) and
+    /// disconnects the partitions.
+    pub fn finish(self) -> Vec<P::Value> {
+        let values = gather(&self.all, &registry::graph(self.graph).parts).values;
+        disconnect(self.id, &self.all);
+        values
+    }
+}
+
+/// Every partition's handle of kernel `id` ([`connect`]), on a trustee or in a fiber of a
+/// worker that holds a partition of it.
+pub fn peers<P: Send + 'static>(id: u64) -> Arc<Vec<Trust<P>>> {
+    registry::peers::<P>(id, skein::current_worker())
+}
+
 /// The handle of this worker's partition of kernel `id` ([`connect`]), in a fiber on its
 /// trustee (a driver of [`superstep`]).
 ///
@@ -236,8 +320,9 @@ pub fn connect_as<P: Part>(search: u64, parts: &[Trust<P>]) {
     for t in parts {
         t.apply_with((search, parts.to_vec()), |s: &mut P, (search, all): (u64, Vec<Trust<P>>)| {
             let me = s.index();
-            crate::registry::register_part(search, me, all[me].clone());
-            s.set_peers(Arc::new(all));
+            let all = Arc::new(all);
+            crate::registry::register_part(search, me, all[me].clone(), Arc::clone(&all));
+            s.set_peers(all);
         });
     }
 }

@@ -146,17 +146,37 @@ pub fn new_search() -> u64 {
     NEXT_SEARCH.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Files `handle`, the handle of worker `g`'s partition of search `search`, on this rank
-/// (called by the partition's trustee).
-pub fn register_part<P: Send + 'static>(search: u64, g: usize, handle: Trust<P>) {
-    lock(&PARTS).get_or_insert_with(HashMap::new).insert((search, g), Box::new(handle));
+/// Files `handle`, the handle of worker `g`'s partition of search `search`, and `peers`, every
+/// partition's handle, on this rank (called by the partition's trustee).
+pub fn register_part<P: Send + 'static>(
+    search: u64,
+    g: usize,
+    handle: Trust<P>,
+    peers: Arc<Vec<Trust<P>>>,
+) {
+    lock(&PARTS).get_or_insert_with(HashMap::new).insert((search, g), Box::new((handle, peers)));
 }
 
-/// Drops the handle filed by [`register_part`] (called by the partition's trustee).
+/// Drops the handles filed by [`register_part`] (called by the partition's trustee).
 pub fn unregister_part(search: u64, g: usize) {
     let removed = lock(&PARTS).as_mut().and_then(|m| m.remove(&(search, g)));
     // Dropped outside the lock: a handle's drop may run runtime code.
     drop(removed);
+}
+
+type Filed<P> = (Trust<P>, Arc<Vec<Trust<P>>>);
+
+/// What [`register_part`] filed for worker `g` of search `search` on this rank.
+///
+/// # Panics
+/// If none of type `P` is filed (a driver started before the partitions were connected).
+fn filed<P: Send + 'static, R>(search: u64, g: usize, f: impl FnOnce(&Filed<P>) -> R) -> R {
+    let m = lock(&PARTS);
+    let h = m.as_ref().and_then(|m| m.get(&(search, g))).and_then(|b| b.downcast_ref::<Filed<P>>());
+    match h {
+        Some(h) => f(h),
+        None => panic!("search {search}: no partition of worker {g} filed on this rank"),
+    }
 }
 
 /// The handle of worker `g`'s partition of search `search`, filed on this rank.
@@ -164,12 +184,15 @@ pub fn unregister_part(search: u64, g: usize) {
 /// # Panics
 /// If none of type `P` is filed (a driver started before the partitions were connected).
 pub fn part<P: Send + 'static>(search: u64, g: usize) -> Trust<P> {
-    let m = lock(&PARTS);
-    let h = m.as_ref().and_then(|m| m.get(&(search, g))).and_then(|b| b.downcast_ref::<Trust<P>>());
-    match h {
-        Some(h) => h.clone(),
-        None => panic!("search {search}: no partition of worker {g} filed on this rank"),
-    }
+    filed::<P, _>(search, g, |(h, _)| h.clone())
+}
+
+/// Every partition's handle of search `search`, as filed for worker `g` on this rank.
+///
+/// # Panics
+/// As [`part`].
+pub fn peers<P: Send + 'static>(search: u64, g: usize) -> Arc<Vec<Trust<P>>> {
+    filed::<P, _>(search, g, |(_, all)| Arc::clone(all))
 }
 
 /// Results left by `main` (on rank 0) for the caller of `Runtime::run` in the same
