@@ -207,14 +207,26 @@ where
 
 /// A kernel's partitions on every worker of every rank, connected ([`entrust`] and
 /// [`connect`] in one), with the supersteps most kernels need; [`Kernel::finish`] gathers the
-/// values and disconnects the partitions (dropping a `Kernel` without it leaks them: they
-/// hold each other's handles). Made and used by the main fiber of a run
+/// values and disconnects the partitions, which hold each other's handles (a `Kernel`
+/// dropped without it disconnects them too). Made and used by the main fiber of a run
 /// ([`crate::Engine::run`]).
 #[derive(Debug)]
 pub struct Kernel<P: Part> {
     graph: u64,
     id: u64,
     all: Vec<Trust<P>>,
+    /// Disconnected already ([`Kernel::finish`]).
+    done: bool,
+}
+
+/// A kernel dropped without [`Kernel::finish`] still breaks its partitions' cycle (not while
+/// a panic unwinds: the runtime ends the run and frees what it holds).
+impl<P: Part> Drop for Kernel<P> {
+    fn drop(&mut self) {
+        if !self.done && !std::thread::panicking() {
+            disconnect(self.id, &self.all);
+        }
+    }
 }
 
 impl<P: Part> Kernel<P> {
@@ -225,7 +237,7 @@ impl<P: Part> Kernel<P> {
     {
         let all = entrust(graph, make);
         let id = connect(&all);
-        Kernel { graph, id, all }
+        Kernel { graph, id, all, done: false }
     }
 
     /// The kernel's id ([`me`]), for supersteps of your own ([`superstep`]).
@@ -269,9 +281,10 @@ impl<P: Part> Kernel<P> {
 
     /// Gathers every partition's values into one vector by global id ([`gather`]) and
     /// disconnects the partitions.
-    pub fn finish(self) -> Vec<P::Value> {
+    pub fn finish(mut self) -> Vec<P::Value> {
         let values = gather(&self.all, &registry::graph(self.graph).parts).values;
         disconnect(self.id, &self.all);
+        self.done = true;
         values
     }
 }
