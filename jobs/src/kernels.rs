@@ -178,7 +178,7 @@ fn execute(
     };
     let mut seconds = Vec::new();
     let mut kernel_seconds = Vec::new();
-    let (mut messages, mut last) = (0u64, None);
+    let (mut messages, mut rounds, mut last) = (0u64, 0u64, None);
     for _ in 0..setup.repeat {
         let start = Instant::now();
         let out = match (&ready, kernel) {
@@ -187,13 +187,13 @@ fn execute(
             (Ready::Skein(e), Kernel::Pagerank) => {
                 let (r, stats) = e.pagerank(setup.params)?;
                 kernel_seconds.push(stats.seconds);
-                messages = stats.messages;
+                (messages, rounds) = (stats.messages, stats.rounds);
                 Output::Ranks(r)
             }
             (Ready::Skein(e), _) => {
                 let (r, stats) = e.components()?;
                 kernel_seconds.push(stats.seconds);
-                messages = stats.messages;
+                (messages, rounds) = (stats.messages, stats.rounds);
                 Output::Labels(r)
             }
         };
@@ -238,6 +238,7 @@ fn execute(
         let k = crate::report::Stats::of(&kernel_seconds);
         writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
         writeln!(o, "{:<32}{}", "skein messages per run:", messages)?;
+        writeln!(o, "{:<32}{}", "skein rounds per run:", rounds)?;
     }
     match &validation {
         None => writeln!(o, "{:<32}skipped", "validation:")?,
@@ -268,6 +269,7 @@ fn execute(
         if !kernel_seconds.is_empty() {
             json["skein_kernel_seconds"] = kernel_seconds.into();
             json["skein_messages"] = messages.into();
+            json["skein_rounds"] = rounds.into();
         }
         if let Some(job) = job {
             json["job"] = job;
