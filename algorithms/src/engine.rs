@@ -446,6 +446,12 @@ impl Engine {
         self.view.all_bare();
     }
 
+    /// Copies what PageRank reads (the own rows' targets as `u32`, 4 bytes per arc) unless
+    /// done already.
+    pub fn prepare_pagerank(&self) {
+        self.view.all_row32();
+    }
+
     /// The vertices of this rank's result slices ([`Engine::sssp_local`]): its range
     /// under `mpirun` ([`rank_bounds`]), every vertex in one process.
     pub fn local_range(&self) -> std::ops::Range<u64> {
@@ -531,7 +537,7 @@ impl Engine {
                  iteration, got {params:?}"
             )));
         }
-        self.prepare_bfs();
+        self.prepare_pagerank();
         let view = Arc::clone(&self.view);
         let (id, chunk) = (self.graph_id, self.opts.chunk * 64);
         let (rank, iterations, l1, stats) =

@@ -143,6 +143,8 @@ pub struct GraphView {
     own: Range<usize>,
     weighted: OnceLock<Vec<PartArcs<Arc32>>>,
     bare: OnceLock<Vec<PartArcs<Tag>>>,
+    /// The first arc copied (in the rows held) and the own parts' targets as `u32`.
+    targets32: OnceLock<(u64, Vec<u32>)>,
     in_arcs: OnceLock<Vec<InArcs>>,
 }
 
@@ -183,6 +185,7 @@ impl GraphView {
             own,
             weighted: OnceLock::new(),
             bare: OnceLock::new(),
+            targets32: OnceLock::new(),
             in_arcs: OnceLock::new(),
         })
     }
@@ -209,6 +212,37 @@ impl GraphView {
     #[inline]
     pub fn out_arcs(&self, p: usize) -> &PartArcs<Tag> {
         self.bare(p)
+    }
+
+    /// The neighbours of `v`, a vertex of an own part, as `u32` global ids in the rows' order:
+    /// half the bytes of [`GraphView::rows`], for kernels that read whole rows in order. The
+    /// own parts' rows are copied on the first call (in parallel).
+    ///
+    /// # Panics
+    /// If the graph has `u32::MAX` vertices or more, or `v` is not a vertex of an own part.
+    #[inline]
+    pub fn row32(&self, v: u64) -> &[u32] {
+        let (first, targets) = self.all_row32();
+        let rows = self.rows.get();
+        let i = (v - rows.first) as usize;
+        &targets[(rows.offsets[i] - first) as usize..(rows.offsets[i + 1] - first) as usize]
+    }
+
+    /// The copy [`GraphView::row32`] reads: the first arc copied and the targets.
+    pub fn all_row32(&self) -> &(u64, Vec<u32>) {
+        self.targets32.get_or_init(|| {
+            assert!(self.parts.num_vertices() < u64::from(u32::MAX), "too many vertices");
+            let rows = self.rows.get();
+            let own = if self.own.is_empty() {
+                0..0
+            } else {
+                self.parts.range(self.own.start).start..self.parts.range(self.own.end - 1).end
+            };
+            let (a, b) =
+                if own.is_empty() { (0, 0) } else { (rows.start(own.start), rows.start(own.end)) };
+            let t = rows.targets[a as usize..b as usize].par_iter().map(|&t| t as u32).collect();
+            (a, t)
+        })
     }
 
     /// The whole graph, when this process holds it.
@@ -315,7 +349,8 @@ impl GraphView {
         let w: u64 = self.weighted.get().map_or(0, |v| v.iter().map(PartArcs::heap_bytes).sum());
         let b: u64 = self.bare.get().map_or(0, |v| v.iter().map(PartArcs::heap_bytes).sum());
         let i: u64 = self.in_arcs.get().map_or(0, |v| v.iter().map(InArcs::heap_bytes).sum());
-        w + b + i
+        let t = self.targets32.get().map_or(0, |v| 4 * v.1.len() as u64);
+        w + b + i + t
     }
 
     /// The global id of `tag`, or `NO_PARENT` for [`NO_TAG`].

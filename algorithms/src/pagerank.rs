@@ -135,12 +135,11 @@ impl PrPart {
     /// Pulls the new ranks of local vertices `range`; returns their L1 change in 64.64
     /// fixed point.
     fn pull(&mut self, range: std::ops::Range<u32>, damping: f64, dangle: f64) -> u128 {
-        let rows = self.view.rows();
         let n = self.view.parts.num_vertices();
         let bits = &self.shared.bits;
         let mut l1 = 0u128;
         for l in range {
-            let ns = rows.neighbors(self.first + u64::from(l));
+            let ns = self.view.row32(self.first + u64::from(l));
             let mut sum = 0.0f64;
             for &u in ns {
                 sum += f64::from_bits(bits[u as usize].load(Ordering::Relaxed));
