@@ -240,7 +240,10 @@ impl GraphView {
             };
             let (a, b) =
                 if own.is_empty() { (0, 0) } else { (rows.start(own.start), rows.start(own.end)) };
-            let t = rows.targets[a as usize..b as usize].par_iter().map(|&t| t as u32).collect();
+            let src = &rows.targets[a as usize..b as usize];
+            // Asked for transparent huge pages, as the other copies.
+            let mut t = skein_generators::hugepage::filled_vec(src.len(), 0u32);
+            t.par_iter_mut().zip(src).for_each(|(t, &s)| *t = s as u32);
             (a, t)
         })
     }

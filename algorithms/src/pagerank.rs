@@ -63,7 +63,11 @@ impl PrPart {
         let len = view.parts.len(part) as usize;
         let rank_first = view.rank_parts(part).start;
         let shared = registry::shared(graph, rank_first, || Contributions {
-            bits: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            // Asked for transparent huge pages: every pull reads it at random.
+            bits: skein_generators::hugepage::zeroed_vec::<u64>(n)
+                .into_iter()
+                .map(AtomicU64::new)
+                .collect(),
         });
         let rank = vec![1.0 / n as f64; len];
         PrPart {
