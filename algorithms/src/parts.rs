@@ -17,7 +17,6 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use skein::Trust;
 //! use skein_algorithms::{graph::GraphView, parts, Engine, EngineOptions};
 //!
 //! /// A partition that counts its vertices' arcs.
@@ -26,8 +25,6 @@
 //!
 //! impl parts::Part for Count {
 //!     type Value = u64;
-//!     fn index(&self) -> usize { self.part }
-//!     fn set_peers(&mut self, _: Arc<Vec<Trust<Self>>>) {}
 //!     fn write(&self, _: usize, _: &mut [u64], _: &mut [u64]) {}
 //! }
 //!
@@ -42,7 +39,7 @@
 //!     // One superstep: every partition counts its arcs, 2 vertices at a time.
 //!     let counts = parts::superstep(id, |id| {
 //!         let me = parts::me::<Count>(id);
-//!         let n = me.apply((), |s, ()| s.view.parts.len(s.part));
+//!         let n = me.apply((), |s, ()| s.view.parts.len(s.part)) as usize;
 //!         parts::chunks(&me, n, 2, (), |s, (), range| {
 //!             let arcs = s.view.out_arcs(s.part);
 //!             s.arcs += range.map(|l| arcs.degree(l)).sum::<u64>();
@@ -54,6 +51,19 @@
 //!     counts.iter().sum::<u64>()
 //! }).unwrap();
 //! assert_eq!(total, 6); // 3 edges, both directions
+//!
+//! // The same with a `Kernel` (entrust, connect, a sweep, a reduction, finish):
+//! let total = engine.run(move || {
+//!     let k = parts::Kernel::start(graph, |view, part| Count { part, view, arcs: 0 });
+//!     k.sweep(2, (), |s: &mut Count, (), range, _peers| {
+//!         let arcs = s.view.out_arcs(s.part);
+//!         s.arcs += range.map(|l| arcs.degree(l)).sum::<u64>();
+//!     });
+//!     let counts = k.each((), |s: &mut Count, ()| s.arcs);
+//!     k.finish();
+//!     counts.iter().sum::<u64>()
+//! }).unwrap();
+//! assert_eq!(total, 6);
 //! ```
 
 use std::sync::Arc;
