@@ -63,7 +63,14 @@ pub struct ComponentsResult {
 /// `|x|` in 64.64 fixed point (`x` below 2^64 in magnitude; ranks are at most 1).
 #[inline]
 pub fn fixed(x: f64) -> u128 {
-    (x.abs() * 18_446_744_073_709_551_616.0) as u128
+    let v = x.abs() * 18_446_744_073_709_551_616.0;
+    // Below 2^64 (every change of a rank, which is at most 1) through the cheap conversion to
+    // u64; the same value as the u128 conversion, which is a library call.
+    if v < 18_446_744_073_709_551_616.0 {
+        u128::from(v as u64)
+    } else {
+        v as u128
+    }
 }
 
 /// A 64.64 fixed-point sum back as a float.
