@@ -546,7 +546,8 @@ impl Engine {
         Ok((PageRankResult { rank, iterations, l1 }, stats))
     }
 
-    /// Weakly connected components (min-label propagation, `crate::cc`): each vertex
+    /// Weakly connected components (a union-find within each partition, then min-label
+    /// propagation between partitions, `crate::cc`): each vertex
     /// labelled by the smallest vertex of its component, for any workers and ranks.
     /// `SearchStats::rounds` counts supersteps. Collective under `mpirun`; the labels travel
     /// to every rank.

@@ -18,7 +18,8 @@
 //! [`Engine`]'s runtime ([`Engine::run`], [`Engine::graph_id`]).
 //!
 //! Modules, one concern each: `engine` (the runtime, options, errors, entry points),
-//! `sssp` and `bfs` (each kernel's partition state and round loop), `graph` (the graph
+//! `sssp`, `bfs`, `pagerank` and `cc` (each kernel's partition state and round loop), `parts`
+//! (the generic steps over a kernel's partitions), `graph` (the graph
 //! view every partition reads), `adjacency` (each partition's arc copy), `outbox` (the
 //! batching of updates between partitions), `output` (gathering results), `registry`
 //! (rank-local data a trustee reaches by id: graphs, partition handles, results kept on
