@@ -48,41 +48,54 @@ use crate::partition::Partitioning;
 /// Borrowed rows `first..first + offsets.len() - 1`: `offsets[v - first]..offsets[v - first
 /// + 1]` index the arcs of `v` in `targets` and `weights`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RowsRef<'a> {
-    pub(crate) first: u64,
-    pub(crate) offsets: &'a [u64],
-    pub(crate) targets: &'a [u64],
-    pub(crate) weights: &'a [f32],
+pub struct RowsRef<'a> {
+    /// The first vertex held.
+    pub first: u64,
+    /// One entry more than vertices held: `offsets[v - first]..offsets[v - first + 1]`.
+    pub offsets: &'a [u64],
+    /// Every arc's target, a global id.
+    pub targets: &'a [u64],
+    /// Every arc's weight.
+    pub weights: &'a [f32],
+}
+
+impl<'a> RowsRef<'a> {
+    /// The neighbours of `v` (a vertex held) as global ids, in the graph's order.
+    #[inline]
+    pub fn neighbors(&self, v: u64) -> &'a [u64] {
+        let i = (v - self.first) as usize;
+        &self.targets[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
 }
 
 impl RowsRef<'_> {
     /// The vertices held.
-    pub(crate) fn range(&self) -> Range<u64> {
+    pub fn range(&self) -> Range<u64> {
         self.first..self.first + self.offsets.len() as u64 - 1
     }
 
     /// The index of the first arc of `v` (held) in `targets`.
     #[inline]
-    pub(crate) fn start(&self, v: u64) -> u64 {
+    pub fn start(&self, v: u64) -> u64 {
         self.offsets[(v - self.first) as usize]
     }
 
     /// True when `range` lies inside the rows held.
-    pub(crate) fn holds(&self, range: &Range<u64>) -> bool {
+    pub fn holds(&self, range: &Range<u64>) -> bool {
         let mine = self.range();
         range.is_empty() || (mine.start <= range.start && range.end <= mine.end)
     }
 }
 
 /// A vertex as `owner << shift | local` (see the module docs).
-pub(crate) type Tag = u32;
+pub type Tag = u32;
 
 /// "No vertex" (an unreached vertex's parent).
-pub(crate) const NO_TAG: Tag = u32::MAX;
+pub const NO_TAG: Tag = u32::MAX;
 
 /// What a partition's copy stores per arc: [`Arc32`] for SSSP, a bare [`Tag`] for BFS
 /// (which needs no weights, and reads half the bytes without them).
-pub(crate) trait Layout: Copy + Send + Sync + std::fmt::Debug + 'static {
+pub trait Layout: Copy + Send + Sync + std::fmt::Debug + 'static {
     /// The arc to `tag` weighing `weight`.
     fn new(tag: Tag, weight: f32) -> Self;
     /// Its target.
@@ -117,29 +130,29 @@ impl Layout for Arc32 {
 /// ([`Arc32::count`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C)]
-pub(crate) struct Arc32 {
-    pub(crate) tag: Tag,
-    pub(crate) weight: f32,
+pub struct Arc32 {
+    pub tag: Tag,
+    pub weight: f32,
 }
 
 impl Arc32 {
     /// The number of arcs a summary entry stands for.
     #[inline]
-    pub(crate) fn count(&self) -> u64 {
+    pub fn count(&self) -> u64 {
         u64::from(self.weight.to_bits())
     }
 }
 
 /// The tag encoding of one partitioning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Tags {
+pub struct Tags {
     shift: u32,
     mask: u32,
 }
 
 impl Tags {
     /// The encoding for `parts`, or why it cannot have one.
-    pub(crate) fn new(parts: &Partitioning) -> Result<Tags, String> {
+    pub fn new(parts: &Partitioning) -> Result<Tags, String> {
         let max_len = (0..parts.parts()).map(|p| parts.len(p)).max().unwrap_or(0);
         let shift = u32::BITS - max_len.saturating_sub(1).leading_zeros();
         let space = (parts.parts() as u64) << shift;
@@ -156,43 +169,43 @@ impl Tags {
 
     /// The tag of `local` in `part`.
     #[inline]
-    pub(crate) fn tag(&self, part: usize, local: u32) -> Tag {
+    pub fn tag(&self, part: usize, local: u32) -> Tag {
         ((part as u32) << self.shift) | local
     }
 
     /// The owner of `tag`.
     #[inline]
-    pub(crate) fn part(&self, tag: Tag) -> usize {
+    pub fn part(&self, tag: Tag) -> usize {
         (tag >> self.shift) as usize
     }
 
     /// The local index of `tag` in its owner.
     #[inline]
-    pub(crate) fn local(&self, tag: Tag) -> u32 {
+    pub fn local(&self, tag: Tag) -> u32 {
         tag & self.mask
     }
 
     /// How many tags there are (the length of an array indexed by tag).
-    pub(crate) fn space(&self, parts: usize) -> usize {
+    pub fn space(&self, parts: usize) -> usize {
         parts << self.shift
     }
 
     /// The tag of global vertex `v` under `parts`.
     #[inline]
-    pub(crate) fn tag_of(&self, parts: &Partitioning, v: u64) -> Tag {
+    pub fn tag_of(&self, parts: &Partitioning, v: u64) -> Tag {
         let (p, l) = parts.locate(v);
         self.tag(p, l)
     }
 
     /// log2 of the tags per part.
-    pub(crate) fn shift(&self) -> u32 {
+    pub fn shift(&self) -> u32 {
         self.shift
     }
 }
 
 /// One partition's out-arcs in CSR form over its local indices.
 #[derive(Debug)]
-pub(crate) struct PartArcs<A: Layout> {
+pub struct PartArcs<A: Layout> {
     /// `bounds[l] = [start, mid]`: `start..bounds[l + 1][0]` are the arcs of local vertex
     /// `l`, `start..mid` those to its own partition, the rest those to other partitions.
     /// (One array, not two, so a vertex costs one cache miss; one entry more than
@@ -204,7 +217,7 @@ pub(crate) struct PartArcs<A: Layout> {
 impl<A: Layout> PartArcs<A> {
     /// The arcs of local vertex `local`.
     #[inline]
-    pub(crate) fn arcs(&self, local: u32) -> &[A] {
+    pub fn arcs(&self, local: u32) -> &[A] {
         let l = local as usize;
         &self.arcs[self.bounds[l][0] as usize..self.bounds[l + 1][0] as usize]
     }
@@ -212,7 +225,7 @@ impl<A: Layout> PartArcs<A> {
     /// The arcs of local vertex `local` split into those to its own partition and those
     /// to other partitions.
     #[inline]
-    pub(crate) fn split(&self, local: u32) -> (&[A], &[A]) {
+    pub fn split(&self, local: u32) -> (&[A], &[A]) {
         let l = local as usize;
         let (a, m, b) = (
             self.bounds[l][0] as usize,
@@ -224,17 +237,13 @@ impl<A: Layout> PartArcs<A> {
 
     /// The arcs `start..end` of the partition (a range from [`PartArcs::segments`]).
     #[inline]
-    pub(crate) fn range(&self, start: u64, end: u64) -> &[A] {
+    pub fn range(&self, start: u64, end: u64) -> &[A] {
         &self.arcs[start as usize..end as usize]
     }
 
     /// The arcs of local vertex `local` to other partitions, as `(owner, start, end)`
     /// ranges for [`PartArcs::range`], one per owner, owners ascending.
-    pub(crate) fn segments(
-        &self,
-        local: u32,
-        tags: Tags,
-    ) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+    pub fn segments(&self, local: u32, tags: Tags) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
         let l = local as usize;
         let (mut at, end) = (self.bounds[l][1], self.bounds[l + 1][0]);
         std::iter::from_fn(move || {
@@ -252,17 +261,17 @@ impl<A: Layout> PartArcs<A> {
 
     /// The out-degree of local vertex `local`.
     #[inline]
-    pub(crate) fn degree(&self, local: u32) -> u64 {
+    pub fn degree(&self, local: u32) -> u64 {
         self.bounds[local as usize + 1][0] - self.bounds[local as usize][0]
     }
 
     /// Arcs of the whole partition.
-    pub(crate) fn num_arcs(&self) -> u64 {
+    pub fn num_arcs(&self) -> u64 {
         self.arcs.len() as u64
     }
 
     /// Bytes held by the arrays.
-    pub(crate) fn heap_bytes(&self) -> u64 {
+    pub fn heap_bytes(&self) -> u64 {
         (self.bounds.len() * 16 + self.arcs.len() * std::mem::size_of::<A>()) as u64
     }
 }

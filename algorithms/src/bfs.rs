@@ -6,7 +6,7 @@
 //! Each partition keeps its current frontier and the next one. A *top-down* level
 //! expands the frontier: every neighbour is visited, locally in place, remotely through
 //! `send` (each remote vertex at most once per partition and search, with a bitmap;
-//! [`crate::outbox::BATCH`] visits to a request). A frontier vertex with at least
+//! 8 visits to a request, a [`crate::outbox::Packet`] of 8 words). A frontier vertex with at least
 //! [`SCAN_ARCS`] arcs into another partition of its rank sends that partition one
 //! [`HubScan`] instead (the range of those arcs in its copy, read by the receiver in
 //! shared memory), so that a hub's arcs are read by the partitions its neighbours live in,
@@ -34,7 +34,7 @@
 //! next frontier. Levels do not depend on the number of workers or ranks.
 //!
 //! Across ranks the code is the same: a batch of visits is the `Plain` argument of an
-//! `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] visits and the level, 72 bytes),
+//! `apply_then` (a packet of 8 visits and the level, 80 bytes),
 //! and a frontier bitmap for another rank is the serialized argument of an
 //! `apply_with_then`, both sent by
 //! the partition from its delegated context through the handles every partition receives
@@ -55,8 +55,15 @@ use skein_generators::UNREACHED_LEVEL;
 
 use crate::adjacency::{Tag, NO_TAG};
 use crate::graph::GraphView;
-use crate::outbox::{Batch, Outbox};
-use crate::parts::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
+use crate::outbox::{Outbox, Packet};
+
+/// Words of a visit packet: 8 visits of 8 bytes.
+const VISIT_WORDS: usize = 8;
+/// Words of a hub-scan packet: 8 scans of 24 bytes.
+const HUB_WORDS: usize = 24;
+use crate::parts::{
+    collect, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+};
 use crate::registry;
 
 /// A remote BFS visit of the owner's `local` vertex from `parent`.
@@ -98,9 +105,9 @@ const SCAN_ARCS: usize = 16;
 #[derive(Debug)]
 pub(crate) enum Out {
     /// Visits of the owner's vertices.
-    Visits(Batch<Visit>),
+    Visits(Packet<Visit, VISIT_WORDS>),
     /// Arc ranges the owner scans.
-    Scans(Batch<HubScan>),
+    Scans(Packet<HubScan, HUB_WORDS>),
 }
 
 /// A partition's arrays of one search, kept for the next search of the same graph on the
@@ -139,9 +146,9 @@ pub(crate) struct BfsPart {
     next: Vec<u32>,
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
-    outbox: Outbox<Visit>,
+    outbox: Outbox<Visit, VISIT_WORDS>,
     /// Arc ranges sent to partitions of this rank ([`HubScan`]).
-    scans: Outbox<HubScan>,
+    scans: Outbox<HubScan, HUB_WORDS>,
     /// The partitions of this partition's rank.
     same_rank: std::ops::Range<usize>,
     /// The whole frontier of bottom-up levels, shared by the partitions of this rank.
@@ -250,7 +257,7 @@ impl BfsPart {
 
     /// Applies a batch of arc scans from partitions of this rank: their targets get
     /// `level`.
-    pub(crate) fn scan_batch(&mut self, batch: &Batch<HubScan>, level: u32) {
+    pub(crate) fn scan_batch(&mut self, batch: &Packet<HubScan, HUB_WORDS>, level: u32) {
         let view = Arc::clone(&self.view);
         let tags = view.tags;
         for s in batch.items() {
@@ -263,7 +270,7 @@ impl BfsPart {
     }
 
     /// Applies a batch of remote visits at `level`.
-    pub(crate) fn visit_batch(&mut self, batch: &Batch<Visit>, level: u32) {
+    pub(crate) fn visit_batch(&mut self, batch: &Packet<Visit, VISIT_WORDS>, level: u32) {
         for v in batch.items() {
             self.visit(v.local, level, v.parent);
         }
@@ -549,7 +556,7 @@ pub(crate) fn search(
         })
         .collect();
     let search = registry::new_search();
-    connect(search, &parts);
+    connect_as(search, &parts);
     reset::<BfsPart>(search);
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
@@ -568,17 +575,13 @@ pub(crate) fn search(
         } else if counts.frontier < n / beta.max(1) {
             bottom_up = false;
         }
-        let drivers: Vec<_> = (0..np)
-            .map(|g| {
-                if bottom_up {
-                    skein::spawn_on(g, (search, level), bottom_up_driver)
-                } else {
-                    skein::spawn_on(g, (search, level, chunk as u64), top_down_driver)
-                }
-            })
-            .collect();
         // Each driver returns the counts of its partition's next frontier.
-        counts = drivers.into_iter().map(|h| h.join()).fold(BfsCounts::default(), |a, b| a + b);
+        let drivers = if bottom_up {
+            superstep((search, level), bottom_up_driver)
+        } else {
+            superstep((search, level, chunk as u64), top_down_driver)
+        };
+        counts = drivers.into_iter().fold(BfsCounts::default(), |a, b| a + b);
         level += 1;
         if counts.frontier == 0 {
             break;
@@ -598,10 +601,8 @@ pub(crate) fn search(
 /// applied everywhere, makes the vertices visited this round the next frontier and returns
 /// its counts.
 fn top_down_driver((search, level, chunk): (u64, u32, u64)) -> BfsCounts {
-    let me = registry::part::<BfsPart>(search, skein::current_worker());
-    while me.apply((level, chunk), |s, (l, c)| u8::from(s.expand_chunk(l, c as usize))) != 0 {
-        skein::yield_now();
-    }
+    let me = crate::parts::me::<BfsPart>(search);
+    until_done(&me, (level, chunk), |s, (l, c)| s.expand_chunk(l, c as usize));
     skein::wait_quiescent();
     me.apply((), |s, ()| {
         s.advance();
@@ -614,7 +615,7 @@ fn top_down_driver((search, level, chunk): (u64, u32, u64)) -> BfsCounts {
 /// waits until every partition holds the whole frontier, then lets the partition's
 /// unvisited vertices find their parents locally. Returns the counts of the next frontier.
 fn bottom_up_driver((search, level): (u64, u32)) -> BfsCounts {
-    let me = registry::part::<BfsPart>(search, skein::current_worker());
+    let me = crate::parts::me::<BfsPart>(search);
     me.apply(level, |s, level| s.share_frontier(level));
     skein::wait_quiescent();
     me.apply(level, |s, level| {

@@ -94,7 +94,8 @@ use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 use crate::graph::{GraphView, Rows, WeightSummary};
 use crate::partition::{rank_bounds, Partitioning};
 use crate::parts::{Collect, KernelStats};
-use crate::{bfs, registry, sssp};
+use crate::{bfs, cc, pagerank, registry, sssp};
+use skein_generators::analytics::{ComponentsResult, PageRankParams, PageRankResult};
 
 /// Default SSSP bucket width as a fraction of the graph's largest weight (see
 /// [`default_delta`]); for Graph500 weights (uniform in `[0, 1)`) it is the width itself.
@@ -445,6 +446,12 @@ impl Engine {
         self.view.all_bare();
     }
 
+    /// Copies what PageRank reads (the own rows' targets as `u32`, 4 bytes per arc) unless
+    /// done already.
+    pub fn prepare_pagerank(&self) {
+        self.view.all_row32();
+    }
+
     /// The vertices of this rank's result slices ([`Engine::sssp_local`]): its range
     /// under `mpirun` ([`rank_bounds`]), every vertex in one process.
     pub fn local_range(&self) -> std::ops::Range<u64> {
@@ -488,6 +495,69 @@ impl Engine {
                 .collect();
             fibers.into_iter().map(|f| f.join()).collect::<Vec<u64>>()
         })?)
+    }
+
+    /// The graph's id in each rank's registry: what a kernel of your own passes to
+    /// [`crate::parts::entrust`] (its partitions reach the graph by it on their trustees,
+    /// [`crate::registry::graph`]). The same on every rank.
+    pub fn graph_id(&self) -> u64 {
+        self.graph_id
+    }
+
+    /// Runs `main` as the main fiber of the engine's runtime (on rank 0 under `mpirun`; every
+    /// rank returns its value): where a kernel of your own runs, on the engine's workers and
+    /// graph ([`Engine::graph_id`], [`crate::parts`]). Collective under `mpirun`.
+    pub fn run<R, F>(&self, main: F) -> Result<R, EngineError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Serialize + DeserializeOwned + Send + 'static,
+    {
+        Ok(self.rt.run(main)?)
+    }
+
+    /// PageRank (pull, `crate::pagerank`): ranks bit for bit equal to
+    /// `skein_baselines::pagerank`'s for any workers and ranks. `SearchStats::rounds` counts
+    /// iterations. Collective under `mpirun`; the ranks travel to every rank.
+    ///
+    /// # Complexity
+    /// Per iteration `O(n / P + m / P)` per partition and one contribution array of `8·n`
+    /// bytes per rank, sent once to every other rank.
+    pub fn pagerank(
+        &self,
+        params: PageRankParams,
+    ) -> Result<(PageRankResult, SearchStats), EngineError> {
+        let ok = params.damping > 0.0
+            && params.damping < 1.0
+            && params.tolerance >= 0.0
+            && params.tolerance.is_finite()
+            && params.max_iterations >= 1;
+        if !ok {
+            return Err(EngineError::Options(format!(
+                "PageRank needs 0 < damping < 1, a finite tolerance >= 0 and at least one \
+                 iteration, got {params:?}"
+            )));
+        }
+        self.prepare_pagerank();
+        let view = Arc::clone(&self.view);
+        let (id, chunk) = (self.graph_id, self.opts.chunk * 64);
+        let (rank, iterations, l1, stats) =
+            self.rt.run(move || pagerank::run(id, view, params, chunk, Collect::Gather))?;
+        let stats = stats.into_stats(Some(self.rt.stats()));
+        Ok((PageRankResult { rank, iterations, l1 }, stats))
+    }
+
+    /// Weakly connected components (a union-find within each partition, then min-label
+    /// propagation between partitions, `crate::cc`): each vertex
+    /// labelled by the smallest vertex of its component, for any workers and ranks.
+    /// `SearchStats::rounds` counts supersteps. Collective under `mpirun`; the labels travel
+    /// to every rank.
+    pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
+        self.prepare_bfs();
+        let view = Arc::clone(&self.view);
+        let (id, chunk) = (self.graph_id, self.opts.chunk);
+        let (label, stats) = self.rt.run(move || cc::run(id, view, chunk, Collect::Gather))?;
+        let stats = stats.into_stats(Some(self.rt.stats()));
+        Ok((ComponentsResult { label }, stats))
     }
 
     /// Single-source shortest paths from `root` (binary32 distances, as the Graph500

@@ -123,17 +123,28 @@ impl WeightSummary {
 ///
 /// Trustees only read it; each one touches the arcs of its own vertices, and an SSSP
 /// trustee also the arcs into its partition that a [`crate::sssp::Scan`] names.
+///
+/// A kernel reaches its rank's view from any trustee by the graph's id
+/// ([`crate::registry::graph`], the id from [`crate::Engine::graph_id`]): a partition reads
+/// the owner of any vertex ([`GraphView::parts`], [`Tags`]), its own rows as global ids
+/// ([`GraphView::rows`]) and its out-arcs as tags ([`GraphView::out_arcs`]). The graphs the
+/// engine holds are symmetric (every edge in both directions, `skein_generators::Csr`), so a
+/// vertex's out-arcs are also its in-arcs: a pull kernel reads the same arrays.
 #[derive(Debug)]
-pub(crate) struct GraphView {
+pub struct GraphView {
     rows: Rows,
-    pub(crate) parts: Partitioning,
-    pub(crate) tags: Tags,
+    /// Which partition owns which vertex: `R × W` contiguous blocks of global ids.
+    pub parts: Partitioning,
+    /// The tag encoding (owner and local index in one `u32`) of the arc copies.
+    pub tags: Tags,
     /// Workers per rank of the runtime: the rank of part `p` is `p / per_rank`.
     per_rank: usize,
     /// The parts whose rows this process holds and copies.
     own: Range<usize>,
     weighted: OnceLock<Vec<PartArcs<Arc32>>>,
     bare: OnceLock<Vec<PartArcs<Tag>>>,
+    /// The first arc copied (in the rows held) and the own parts' targets as `u32`.
+    targets32: OnceLock<(u64, Vec<u32>)>,
     in_arcs: OnceLock<Vec<InArcs>>,
 }
 
@@ -174,6 +185,7 @@ impl GraphView {
             own,
             weighted: OnceLock::new(),
             bare: OnceLock::new(),
+            targets32: OnceLock::new(),
             in_arcs: OnceLock::new(),
         })
     }
@@ -182,6 +194,58 @@ impl GraphView {
     #[cfg(test)]
     pub(crate) fn whole(graph: Arc<Csr>, parts: usize) -> Result<GraphView, String> {
         GraphView::new(Rows::Whole(graph), parts, parts, 0..parts)
+    }
+
+    /// The rows this process holds (`RowsRef::range`: every vertex in one process, the
+    /// rank's vertices under `mpirun` when built from rank-local rows): targets as global
+    /// ids, in the graph's order.
+    pub fn rows(&self) -> RowsRef<'_> {
+        self.rows.get()
+    }
+
+    /// The out-arcs (= in-arcs: the graph is symmetric) of own part `p` as tags, local
+    /// arcs first ([`PartArcs::split`]); every own part's copied on the first call (4 bytes
+    /// per arc, shared with BFS).
+    ///
+    /// # Panics
+    /// If this process does not hold part `p` (a part of another rank).
+    #[inline]
+    pub fn out_arcs(&self, p: usize) -> &PartArcs<Tag> {
+        self.bare(p)
+    }
+
+    /// The neighbours of `v`, a vertex of an own part, as `u32` global ids in the rows' order:
+    /// half the bytes of [`GraphView::rows`], for kernels that read whole rows in order. The
+    /// own parts' rows are copied on the first call (in parallel).
+    ///
+    /// # Panics
+    /// If the graph has `u32::MAX` vertices or more, or `v` is not a vertex of an own part.
+    #[inline]
+    pub fn row32(&self, v: u64) -> &[u32] {
+        let (first, targets) = self.all_row32();
+        let rows = self.rows.get();
+        let i = (v - rows.first) as usize;
+        &targets[(rows.offsets[i] - first) as usize..(rows.offsets[i + 1] - first) as usize]
+    }
+
+    /// The copy [`GraphView::row32`] reads: the first arc copied and the targets.
+    pub fn all_row32(&self) -> &(u64, Vec<u32>) {
+        self.targets32.get_or_init(|| {
+            assert!(self.parts.num_vertices() < u64::from(u32::MAX), "too many vertices");
+            let rows = self.rows.get();
+            let own = if self.own.is_empty() {
+                0..0
+            } else {
+                self.parts.range(self.own.start).start..self.parts.range(self.own.end - 1).end
+            };
+            let (a, b) =
+                if own.is_empty() { (0, 0) } else { (rows.start(own.start), rows.start(own.end)) };
+            let src = &rows.targets[a as usize..b as usize];
+            // Asked for transparent huge pages, as the other copies.
+            let mut t = skein_generators::hugepage::filled_vec(src.len(), 0u32);
+            t.par_iter_mut().zip(src).for_each(|(t, &s)| *t = s as u32);
+            (a, t)
+        })
     }
 
     /// The whole graph, when this process holds it.
@@ -195,18 +259,18 @@ impl GraphView {
 
     /// The parts of the rank of part `p`.
     #[inline]
-    pub(crate) fn rank_parts(&self, p: usize) -> Range<usize> {
+    pub fn rank_parts(&self, p: usize) -> Range<usize> {
         let first = p / self.per_rank * self.per_rank;
         first..first + self.per_rank
     }
 
     /// True when the job has more than one rank.
-    pub(crate) fn ranked(&self) -> bool {
+    pub fn ranked(&self) -> bool {
         self.per_rank < self.parts.parts()
     }
 
     /// The parts whose arcs this process holds.
-    pub(crate) fn own(&self) -> Range<usize> {
+    pub fn own(&self) -> Range<usize> {
         self.own.clone()
     }
 
@@ -288,11 +352,12 @@ impl GraphView {
         let w: u64 = self.weighted.get().map_or(0, |v| v.iter().map(PartArcs::heap_bytes).sum());
         let b: u64 = self.bare.get().map_or(0, |v| v.iter().map(PartArcs::heap_bytes).sum());
         let i: u64 = self.in_arcs.get().map_or(0, |v| v.iter().map(InArcs::heap_bytes).sum());
-        w + b + i
+        let t = self.targets32.get().map_or(0, |v| 4 * v.1.len() as u64);
+        w + b + i + t
     }
 
     /// The global id of `tag`, or `NO_PARENT` for [`NO_TAG`].
-    pub(crate) fn global(&self, tag: Tag) -> u64 {
+    pub fn global(&self, tag: Tag) -> u64 {
         if tag == NO_TAG {
             skein_generators::NO_PARENT
         } else {
@@ -309,7 +374,7 @@ impl GraphView {
     }
 
     /// The tag of global vertex `v`.
-    pub(crate) fn tag(&self, v: u64) -> Tag {
+    pub fn tag(&self, v: u64) -> Tag {
         let (p, l) = self.parts.locate(v);
         self.tags.tag(p, l)
     }

@@ -24,11 +24,16 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// Per-vertex values and parents (global ids), indexed by global id, with the
 /// partitions' work counters summed.
-pub(crate) struct Filled<V> {
-    pub(crate) values: Vec<V>,
-    pub(crate) parents: Vec<u64>,
-    pub(crate) messages: u64,
-    pub(crate) arcs: u64,
+#[derive(Debug)]
+pub struct Filled<V> {
+    /// Value per vertex (empty when each rank's slice stayed on its rank).
+    pub values: Vec<V>,
+    /// Parent per vertex (zeros for a kernel without parents).
+    pub parents: Vec<u64>,
+    /// Requests sent, summed over partitions ([`crate::parts::Part::counters`]).
+    pub messages: u64,
+    /// Arcs, summed over partitions.
+    pub arcs: u64,
 }
 
 /// Fills one partition's ranges of the values and the parents; returns its

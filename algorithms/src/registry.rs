@@ -89,7 +89,7 @@ static BUFFERS: Mutex<Option<HashMap<BufferKey, Box<dyn Any + Send>>>> = Mutex::
 
 /// Keeps `value`, worker `g`'s buffers for graph `graph`, for [`take_buffers`]; dropped
 /// instead when the graph is not registered on this rank (any more).
-pub(crate) fn keep_buffers<T: Send + 'static>(graph: u64, g: usize, value: T) {
+pub fn keep_buffers<T: Send + 'static>(graph: u64, g: usize, value: T) {
     let registered = lock(&GRAPHS).as_ref().is_some_and(|m| m.contains_key(&graph));
     if registered {
         let key = (graph, g, TypeId::of::<T>());
@@ -102,7 +102,7 @@ pub(crate) fn keep_buffers<T: Send + 'static>(graph: u64, g: usize, value: T) {
 /// on this rank, made by `make` when none is filed yet (the first partition to ask files
 /// it); dropped with the graph. When the graph is not registered on this rank (a test
 /// that builds partitions by hand) every call makes its own, filed nowhere.
-pub(crate) fn shared<T: Send + Sync + 'static>(
+pub fn shared<T: Send + Sync + 'static>(
     graph: u64,
     first: usize,
     make: impl FnOnce() -> T,
@@ -119,7 +119,7 @@ pub(crate) fn shared<T: Send + Sync + 'static>(
 }
 
 /// What [`keep_buffers`] kept for worker `g` of graph `graph`, if anything of type `T`.
-pub(crate) fn take_buffers<T: Send + 'static>(graph: u64, g: usize) -> Option<T> {
+pub fn take_buffers<T: Send + 'static>(graph: u64, g: usize) -> Option<T> {
     let key = (graph, g, TypeId::of::<T>());
     let b = lock(&BUFFERS).as_mut().and_then(|m| m.remove(&key))?;
     b.downcast::<T>().ok().map(|b| *b)
@@ -130,7 +130,7 @@ pub(crate) fn take_buffers<T: Send + 'static>(graph: u64, g: usize) -> Option<T>
 /// # Panics
 /// If this rank has not registered graph `id`: every rank must build the same engines, in
 /// the same order.
-pub(crate) fn graph(id: u64) -> Arc<GraphView> {
+pub fn graph(id: u64) -> Arc<GraphView> {
     let g = lock(&GRAPHS).as_ref().and_then(|m| m.get(&id).cloned());
     g.unwrap_or_else(|| {
         panic!(
@@ -142,34 +142,57 @@ pub(crate) fn graph(id: u64) -> Arc<GraphView> {
 }
 
 /// A fresh search id (called on rank 0, where `main` runs).
-pub(crate) fn new_search() -> u64 {
+pub fn new_search() -> u64 {
     NEXT_SEARCH.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Files `handle`, the handle of worker `g`'s partition of search `search`, on this rank
-/// (called by the partition's trustee).
-pub(crate) fn register_part<P: Send + 'static>(search: u64, g: usize, handle: Trust<P>) {
-    lock(&PARTS).get_or_insert_with(HashMap::new).insert((search, g), Box::new(handle));
+/// Files `handle`, the handle of worker `g`'s partition of search `search`, and `peers`, every
+/// partition's handle, on this rank (called by the partition's trustee).
+pub fn register_part<P: Send + 'static>(
+    search: u64,
+    g: usize,
+    handle: Trust<P>,
+    peers: Arc<Vec<Trust<P>>>,
+) {
+    lock(&PARTS).get_or_insert_with(HashMap::new).insert((search, g), Box::new((handle, peers)));
 }
 
-/// Drops the handle filed by [`register_part`] (called by the partition's trustee).
-pub(crate) fn unregister_part(search: u64, g: usize) {
+/// Drops the handles filed by [`register_part`] (called by the partition's trustee).
+pub fn unregister_part(search: u64, g: usize) {
     let removed = lock(&PARTS).as_mut().and_then(|m| m.remove(&(search, g)));
     // Dropped outside the lock: a handle's drop may run runtime code.
     drop(removed);
+}
+
+type Filed<P> = (Trust<P>, Arc<Vec<Trust<P>>>);
+
+/// What [`register_part`] filed for worker `g` of search `search` on this rank.
+///
+/// # Panics
+/// If none of type `P` is filed (a driver started before the partitions were connected).
+fn filed<P: Send + 'static, R>(search: u64, g: usize, f: impl FnOnce(&Filed<P>) -> R) -> R {
+    let m = lock(&PARTS);
+    let h = m.as_ref().and_then(|m| m.get(&(search, g))).and_then(|b| b.downcast_ref::<Filed<P>>());
+    match h {
+        Some(h) => f(h),
+        None => panic!("search {search}: no partition of worker {g} filed on this rank"),
+    }
 }
 
 /// The handle of worker `g`'s partition of search `search`, filed on this rank.
 ///
 /// # Panics
 /// If none of type `P` is filed (a driver started before the partitions were connected).
-pub(crate) fn part<P: Send + 'static>(search: u64, g: usize) -> Trust<P> {
-    let m = lock(&PARTS);
-    let h = m.as_ref().and_then(|m| m.get(&(search, g))).and_then(|b| b.downcast_ref::<Trust<P>>());
-    match h {
-        Some(h) => h.clone(),
-        None => panic!("search {search}: no partition of worker {g} filed on this rank"),
-    }
+pub fn part<P: Send + 'static>(search: u64, g: usize) -> Trust<P> {
+    filed::<P, _>(search, g, |(h, _)| h.clone())
+}
+
+/// Every partition's handle of search `search`, as filed for worker `g` on this rank.
+///
+/// # Panics
+/// As [`part`].
+pub fn peers<P: Send + 'static>(search: u64, g: usize) -> Arc<Vec<Trust<P>>> {
+    filed::<P, _>(search, g, |(_, all)| Arc::clone(all))
 }
 
 /// Results left by `main` (on rank 0) for the caller of `Runtime::run` in the same

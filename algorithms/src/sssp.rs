@@ -38,7 +38,7 @@
 //! it sent (which cost a random read per remote arc), and a hub's arc scan is split
 //! among the partitions its neighbours live in instead of falling on its owner alone
 //! (the round waits for the busiest partition). Scans to one owner travel
-//! [`crate::outbox::BATCH`] to a request, handed to `send` when full and at the end of
+//! 8 to a request (a [`crate::outbox::Packet`] of 24 words), handed to `send` when full and at the end of
 //! every [`SsspPart::process_bucket`] call.
 //!
 //! # Rounds
@@ -68,7 +68,7 @@
 //! # Across ranks
 //!
 //! Nothing above depends on where a partition lives: a batch of scans is the `Plain`
-//! argument of an `apply_then` (a [`Batch`] of [`crate::outbox::BATCH`] scans of 24 bytes,
+//! argument of an `apply_then` (a [`Batch`]: a [`crate::outbox::Packet`] of 8 scans of 24 bytes,
 //! 200 bytes in all) sent by the sending partition from its delegated context through the
 //! handles it received when the search started, whether the receiver is on this rank or
 //! another. Each partition is built on its trustee from the graph's id in its rank's
@@ -95,8 +95,16 @@ use skein_buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
 use crate::adjacency::{Arc32, Tag, NO_TAG};
 use crate::graph::GraphView;
-use crate::outbox::{Batch, Outbox};
-use crate::parts::{collect, connect, disconnect, reset, Collect, KernelStats, Part};
+use crate::outbox::{Outbox, Packet};
+
+/// Words of a scan packet: 8 scans of 24 bytes.
+const SCAN_WORDS: usize = 24;
+
+/// Up to 8 scans for one partition, one request.
+pub(crate) type Batch<T> = Packet<T, SCAN_WORDS>;
+use crate::parts::{
+    collect, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+};
 use crate::registry;
 
 /// Bins per delta-bucket.
@@ -199,7 +207,7 @@ pub(crate) struct SsspPart {
     pub(crate) parent: Vec<Tag>,
     /// Bit `u` set: `u` is pending (improved since it last relaxed its arcs).
     pending: Vec<u64>,
-    outbox: Outbox<Scan>,
+    outbox: Outbox<Scan, SCAN_WORDS>,
     /// Local vertices made pending, filed by the bin key of their distance then.
     bins: BucketQueue,
     /// No bin below this key holds an entry.
@@ -543,7 +551,7 @@ pub(crate) fn search(
         })
         .collect();
     let search = registry::new_search();
-    connect(search, &parts);
+    connect_as(search, &parts);
     reset::<SsspPart>(search);
     #[cfg(test)]
     if let Some(fault) = params.fault {
@@ -560,10 +568,11 @@ pub(crate) fn search(
     let mut rounds = 0u64;
     loop {
         rounds += 1;
-        let drivers: Vec<_> =
-            (0..np).map(|g| skein::spawn_on(g, (search, bucket, chunk as u64), driver)).collect();
         // Each driver returns its partition's next bucket, read after quiescence.
-        let next = drivers.into_iter().map(|h| h.join()).filter(|&(some, _)| some != 0).min();
+        let next = superstep((search, bucket, chunk as u64), driver)
+            .into_iter()
+            .filter(|&(some, _)| some != 0)
+            .min();
         match next {
             Some((_, b)) => bucket = b,
             None => break,
@@ -581,11 +590,9 @@ pub(crate) fn search(
 /// vertices; then waits until every relaxation of the round has been applied everywhere
 /// and returns the partition's next bucket as `(1, bucket)`, or `(0, 0)` when it has none.
 fn driver((search, bucket, chunk): (u64, u64, u64)) -> (u64, u64) {
-    let me = registry::part::<SsspPart>(search, skein::current_worker());
+    let me = crate::parts::me::<SsspPart>(search);
     me.apply((), |s, ()| s.start_round());
-    while me.apply((bucket, chunk), |s, (b, c)| s.process_chunk(b, c as usize)) > 0 {
-        skein::yield_now();
-    }
+    until_done(&me, (bucket, chunk), |s, (b, c)| s.process_chunk(b, c as usize) > 0);
     skein::wait_quiescent();
     me.apply((), |s, ()| s.next_bucket().map_or((0, 0), |b| (1, b)))
 }

@@ -9,7 +9,8 @@
 //! bit for bit, queue BFS levels) and that the `*_on_rank0` variants keep the result on rank
 //! 0 only, then builds a second engine on its own rows only (`Engine::from_local`) and
 //! checks the slices of `sssp_local` / `bfs_local` against the baselines (see
-//! `local_checks`), and prints one `RESULT` line with a digest of the results.
+//! `local_checks`), runs PageRank and components (equal to the sequential baselines bit for
+//! bit), and prints one `RESULT` line with a digest of the results.
 //! The harness checks that every rank reported, that every check held, and that every rank
 //! returned the same results. Arguments that are not flags filter the cases by name.
 
@@ -78,6 +79,24 @@ fn rank_side(workers: usize) {
         messages += stats.messages;
         h = digest(b.level.iter().copied(), h);
     }
+    // PageRank and components (the kernels on the public building blocks): bit for bit the
+    // sequential baseline's ranks, the union-find's labels, on every rank.
+    let pr = skein_generators::analytics::PageRankParams {
+        damping: 0.85,
+        tolerance: 1e-6,
+        max_iterations: 30,
+    };
+    let solver =
+        skein_baselines::Solver::new(skein_baselines::Engine::Seq, &graph, &seq).expect("solver");
+    let want = solver.pagerank(&pr).expect("seq pagerank");
+    let (got, _) = engine.pagerank(pr).expect("pagerank");
+    ok &= got.iterations == want.iterations
+        && got.rank.len() == want.rank.len()
+        && got.rank.iter().zip(&want.rank).all(|(a, b)| a.to_bits() == b.to_bits());
+    h = digest(got.rank.iter().map(|r| r.to_bits() as u32), h);
+    let (cc, _) = engine.components().expect("components");
+    ok &= cc.label == skein_generators::analytics::components_union_find(&graph);
+    h = digest(cc.label.iter().map(|&l| l as u32), h);
     // The variants that keep the result on rank 0: `Some` there, equal to the above;
     // `None` on the other ranks.
     let root = roots[0];

@@ -1,5 +1,6 @@
 //! Baselines Skein is measured against: sequential, rayon shared-memory and petgraph
-//! single-source shortest paths (SSSP) and breadth-first search (BFS).
+//! single-source shortest paths (SSSP) and breadth-first search (BFS); sequential and rayon
+//! PageRank and connected components ([`Solver::pagerank`], [`Solver::components`]).
 //!
 //! Every engine runs on the same graph type, the [`Csr`] of `skein-generators`, and
 //! returns the same result types ([`SsspResult`], [`BfsResult`]), so one Graph500
@@ -33,6 +34,7 @@
 
 mod barrier;
 mod bitmap;
+mod cc;
 mod check;
 mod compact;
 mod delta;
@@ -42,6 +44,7 @@ mod heap;
 pub mod locks;
 mod options;
 pub mod oracle;
+mod pagerank;
 mod parents;
 mod seq;
 
@@ -52,6 +55,7 @@ pub use options::{
     default_delta, relative_delta, Options, DEFAULT_ALPHA, DEFAULT_BETA, DEFAULT_RELATIVE_DELTA,
 };
 use rayon::ThreadPool;
+use skein_generators::analytics::{ComponentsResult, PageRankParams, PageRankResult};
 use skein_generators::{BfsResult, Csr, SsspResult, VertexId};
 
 /// Which implementation runs a kernel.
@@ -226,6 +230,22 @@ impl<'g> Solver<'g> {
                 r
             }
         })
+    }
+
+    /// PageRank (pull; `skein_generators::analytics` states the update): the same ranks, bit
+    /// for bit, from both engines (and from Skein's).
+    pub fn pagerank(&self, params: &PageRankParams) -> Result<PageRankResult> {
+        self.prepare_bfs();
+        let targets = self.targets.get().expect("prepared above");
+        self.catch_panic(|| pagerank::pagerank(self.pool.as_ref(), self.csr, targets, params))
+    }
+
+    /// Weakly connected components: each vertex labelled by the smallest vertex of its
+    /// component (union-find; lock-free on the rayon engine).
+    pub fn components(&self) -> Result<ComponentsResult> {
+        self.prepare_bfs();
+        let targets = self.targets.get().expect("prepared above");
+        self.catch_panic(|| cc::components(self.pool.as_ref(), self.csr, targets))
     }
 
     /// Runs a search, turning a panic of any of its threads into an error.

@@ -11,12 +11,14 @@
 //! - [`distributed`]: each rank's share of a Kronecker graph: its edges, its rows
 //!   ([`distributed::LocalCsr`]), over MPI with the `mpi` feature; Graph500 validation,
 //!   search roots and `nedge` on those rows, without gathering the graph.
+//! - [`analytics`]: PageRank's update and the validation of PageRank and components.
 //! - [`validate`]: Graph500 validation of BFS and SSSP results.
 //! - [`formats`]: graph files (`.el`, `.wel`, `.mtx`, DIMACS `.gr`, Skein binary), from
 //!   files, pipes or standard input.
 //! - [`memory`]: will it fit? checks made before a graph's arrays are allocated.
 //! - [`interop`]: conversion to and from `petgraph`.
 
+pub mod analytics;
 pub mod build;
 pub mod checksum;
 pub mod distributed;

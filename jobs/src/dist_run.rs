@@ -242,6 +242,7 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
     match k.kernel {
         Kernel::Sssp => engine.prepare_sssp(),
         Kernel::Bfs => engine.prepare_bfs(),
+        Kernel::Pagerank | Kernel::Cc => anyhow::bail!("kernel {} has no roots", k.kernel),
     }
     let info = EngineInfo { name: "skein".into(), threads, settings };
     let mut totals = SkeinTotals { rank_build_peaks: build_peaks, ..SkeinTotals::default() };
@@ -420,6 +421,7 @@ fn search(
             let (r, s) = engine.bfs_local(root)?;
             (LocalOut::Bfs(r), s)
         }
+        Kernel::Pagerank | Kernel::Cc => anyhow::bail!("kernel {kernel} has no roots"),
     })
 }
 
@@ -556,7 +558,7 @@ mod tests {
                     dist: dist.clone(),
                     parent: parent.clone(),
                 }),
-                Kernel::Bfs => KernelOutput::Bfs(BfsResult {
+                Kernel::Bfs | Kernel::Pagerank | Kernel::Cc => KernelOutput::Bfs(BfsResult {
                     root: 0,
                     level: level.clone(),
                     parent: parent.clone(),
@@ -582,7 +584,7 @@ mod tests {
                                     dist: dist[range].to_vec(),
                                     parent,
                                 }),
-                                Kernel::Bfs => LocalOut::Bfs(LocalBfs {
+                                _ => LocalOut::Bfs(LocalBfs {
                                     root: 0,
                                     first,
                                     level: level[range].to_vec(),

@@ -286,6 +286,7 @@ impl<'g> Runner<'g> {
                             settings.insert("alpha".into(), spec.alpha.into());
                             settings.insert("beta".into(), spec.beta.into());
                         }
+                        Kernel::Pagerank | Kernel::Cc => {}
                     }
                 }
                 let solver = Solver::new(engine, csr, &options)?;
@@ -294,7 +295,7 @@ impl<'g> Runner<'g> {
                     Kernel::Sssp => {
                         solver.prepare_sssp()?;
                     }
-                    Kernel::Bfs => solver.prepare_bfs(),
+                    Kernel::Bfs | Kernel::Pagerank | Kernel::Cc => solver.prepare_bfs(),
                 }
                 Inner::Baseline(solver)
             }
@@ -309,7 +310,7 @@ impl<'g> Runner<'g> {
                 // As for the baselines: the arc copy is made before any search is timed.
                 match kernel {
                     Kernel::Sssp => engine.prepare_sssp(),
-                    Kernel::Bfs => engine.prepare_bfs(),
+                    Kernel::Bfs | Kernel::Pagerank | Kernel::Cc => engine.prepare_bfs(),
                 }
                 Inner::Skein(engine, SkeinTotals::default())
             }
@@ -346,6 +347,8 @@ impl<'g> Runner<'g> {
                 totals.add(&stats);
                 KernelOutput::Bfs(r)
             }
+            // Run by `crate::kernels`, never through a search runner.
+            (_, k @ (Kernel::Pagerank | Kernel::Cc)) => anyhow::bail!("kernel {k} has no roots"),
         })
     }
 

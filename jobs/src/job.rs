@@ -31,7 +31,9 @@ A job file is TOML with four sections; only [graph] is required:
   edgefactor = 16           # 1 to 1024 (Graph500 default 16)
   seeds = [2, 3]            # exactly two (Graph500 default)
   [job]
-  kernel = \"sssp\"           # sssp | bfs
+  kernel = \"sssp\"           # sssp | bfs | pagerank | cc (pagerank and cc take no roots)
+  iterations = 20           # pagerank: at most this many iterations (1 to 100000)
+  tolerance = 1e-4          # pagerank: stop when an iteration's L1 change is below this
   roots = 64                # first N Graph500 roots (at most one per vertex), or a list
                             # of vertex ids such as [1, 5, 9]
   engine = \"skein\"          # skein | rayon | seq
@@ -125,6 +127,10 @@ pub(crate) struct Job {
     pub(crate) pin: bool,
     pub(crate) json: Option<PathBuf>,
     pub(crate) dump: Option<PathBuf>,
+    /// PageRank: at most this many iterations.
+    pub(crate) iterations: u32,
+    /// PageRank: stop when an iteration's L1 change is below this.
+    pub(crate) tolerance: f64,
 }
 
 // ---- the file's shape -------------------------------------------------------------
@@ -156,6 +162,8 @@ struct JobSection {
     roots: Option<Spanned<Roots>>,
     engine: Option<EngineName>,
     validate: Option<bool>,
+    iterations: Option<Spanned<u32>>,
+    tolerance: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -454,8 +462,37 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         JobGraph::File { .. } => None,
     };
 
-    let job =
-        raw.job.unwrap_or(JobSection { kernel: None, roots: None, engine: None, validate: None });
+    let job = raw.job.unwrap_or(JobSection {
+        kernel: None,
+        roots: None,
+        engine: None,
+        validate: None,
+        iterations: None,
+        tolerance: None,
+    });
+    let defaults = skein_generators::analytics::PageRankParams::default();
+    let iterations = match job.iterations {
+        None => defaults.max_iterations,
+        Some(i) => {
+            let span = i.span();
+            let i = i.into_inner();
+            if !(1..=100_000).contains(&i) {
+                return Err(ctx.at("job.iterations", span, "must be 1 to 100000"));
+            }
+            i
+        }
+    };
+    let tolerance = match job.tolerance {
+        None => defaults.tolerance,
+        Some(t) => {
+            let span = t.span();
+            let t = t.into_inner();
+            if !(t >= 0.0 && t.is_finite()) {
+                return Err(ctx.at("job.tolerance", span, "must be a finite number >= 0"));
+            }
+            t
+        }
+    };
     let roots = match job.roots {
         None => Roots::Count(limits::DEFAULT_ROOTS),
         Some(r) => {
@@ -566,6 +603,8 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         pin: runtime.pin.unwrap_or(false),
         json,
         dump,
+        iterations,
+        tolerance,
     })
 }
 

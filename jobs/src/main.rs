@@ -12,6 +12,7 @@ mod engines;
 mod graph500_mpi;
 mod graph_source;
 mod job;
+mod kernels;
 mod limits;
 mod names;
 mod output;
@@ -39,6 +40,10 @@ enum Command {
     Sssp(cmd::kernel::Args),
     /// Breadth-first search from Graph500 roots, with statistics.
     Bfs(cmd::kernel::Args),
+    /// PageRank (damping 0.85) over the whole graph, validated against the sequential engine.
+    Pagerank(kernels::Args),
+    /// Weakly connected components, each labelled by its smallest vertex, validated.
+    Cc(kernels::Args),
     /// Run a job file: build the graph, run the kernel, validate, report.
     Run(cmd::run::Args),
     /// Run a job file's kernel on every available engine and compare them.
@@ -65,6 +70,7 @@ fn main() -> std::process::ExitCode {
     let every_rank = match &cli.command {
         Command::Bench(a) => a.runs_on_every_rank(),
         Command::Sssp(_) | Command::Bfs(_) | Command::Run(_) => true,
+        Command::Pagerank(_) | Command::Cc(_) => true,
         _ => false,
     };
     if let Err(e) = refuse_copies_under_a_launcher() {
@@ -95,6 +101,8 @@ fn main() -> std::process::ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Sssp(a) => cmd::kernel::run(names::Kernel::Sssp, a),
         Command::Bfs(a) => cmd::kernel::run(names::Kernel::Bfs, a),
+        Command::Pagerank(a) => kernels::run_cli(names::Kernel::Pagerank, a),
+        Command::Cc(a) => kernels::run_cli(names::Kernel::Cc, a),
         Command::Run(a) => cmd::run::run(a),
         Command::Compare(a) => cmd::run::compare(a),
         Command::Bench(a) => cmd::bench::run(a),

@@ -14,6 +14,10 @@ pub(crate) enum Kernel {
     Sssp,
     /// Breadth-first search.
     Bfs,
+    /// PageRank (no roots; `crate::kernels`).
+    Pagerank,
+    /// Weakly connected components (no roots; `crate::kernels`).
+    Cc,
 }
 
 impl Kernel {
@@ -22,7 +26,15 @@ impl Kernel {
         match self {
             Kernel::Sssp => "sssp",
             Kernel::Bfs => "bfs",
+            Kernel::Pagerank => "pagerank",
+            Kernel::Cc => "cc",
         }
+    }
+
+    /// True for the kernels without roots (PageRank, components), which `crate::kernels`
+    /// runs instead of the search path.
+    pub(crate) fn rootless(self) -> bool {
+        matches!(self, Kernel::Pagerank | Kernel::Cc)
     }
 }
 

@@ -66,6 +66,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     crate::agree::agree(&digest(&job))?;
     let job = job?;
     crate::engines::check_ranks(job.engine)?;
+    if job.kernel.rootless() {
+        return crate::kernels::run_job(&job, &load_graph(&job)?);
+    }
     #[cfg(feature = "mpi")]
     if crate::dist_run::applies() {
         let (report, totals) = run_distributed(&job)?;
@@ -167,6 +170,9 @@ fn run_distributed(job: &Job) -> anyhow::Result<(KernelReport, crate::engines::S
 
 pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let job = job::load(&args.job, &args.set)?;
+    if job.kernel.rootless() {
+        return crate::kernels::refuse_compare(job.kernel, &args.job);
+    }
     let engines: Vec<EngineName> = if args.engines.is_empty() {
         EngineName::DEFAULT_COMPARE.to_vec()
     } else {

@@ -1,0 +1,82 @@
+//! PageRank and connected components, the kernels built on the public building blocks
+//! (`parts`, `outbox`, `registry`), on every split of (fake) ranks and workers: PageRank bit
+//! for bit equal to the sequential and rayon baselines (and within the stated tolerance, with
+//! ranks summing to 1), components equal to the union-find labels.
+
+mod common;
+use common::{graph, opts, SPLITS};
+
+use std::sync::Arc;
+
+use skein_algorithms::Engine;
+use skein_baselines::{Engine as Baseline, Options, Solver};
+use skein_generators::analytics::{check_components, check_pagerank, PageRankParams};
+use skein_generators::{Csr, EdgeList};
+
+fn params() -> PageRankParams {
+    PageRankParams { damping: 0.85, tolerance: 1e-6, max_iterations: 30 }
+}
+
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+#[test]
+fn pagerank_is_bit_identical_on_every_split_and_to_both_baselines() {
+    for scale in [8, 10] {
+        let (g, _) = graph(scale);
+        let seq = Solver::new(Baseline::Seq, &g, &Options::with_threads(1)).unwrap();
+        let want = seq.pagerank(&params()).unwrap();
+        assert!(want.iterations > 1);
+        let rayon = Solver::new(Baseline::Rayon, &g, &Options::with_threads(2)).unwrap();
+        let r = rayon.pagerank(&params()).unwrap();
+        assert!(same_bits(&r.rank, &want.rank) && r.iterations == want.iterations);
+        check_pagerank(&want.rank, &want.rank, 0.0).unwrap();
+        for (ranks, workers) in SPLITS {
+            let e = Engine::new(Arc::clone(&g), opts(ranks, workers)).unwrap();
+            let (got, stats) = e.pagerank(params()).unwrap();
+            assert!(
+                same_bits(&got.rank, &want.rank),
+                "SCALE {scale}, {ranks}x{workers}: ranks differ from the sequential ones"
+            );
+            assert_eq!((got.iterations, got.l1), (want.iterations, want.l1));
+            check_pagerank(&got.rank, &want.rank, 1e-12).unwrap();
+            assert_eq!(stats.rounds, u64::from(want.iterations));
+        }
+    }
+}
+
+#[test]
+fn components_equal_union_find_on_every_split() {
+    // Several components: a sparse Kronecker graph (edgefactor 1) has many.
+    let p = skein_generators::kronecker::KroneckerParams::new(10, 1, 2, 3).unwrap();
+    let sparse = Arc::new(Csr::from_edge_list(&skein_generators::kronecker::generate(&p)));
+    for g in [graph(8).0, graph(10).0, sparse] {
+        let want = skein_generators::analytics::components_union_find(&g);
+        for engine in Baseline::ALL {
+            let s = Solver::new(engine, &g, &Options::with_threads(2)).unwrap();
+            assert_eq!(s.components().unwrap().label, want, "{engine}");
+        }
+        for (ranks, workers) in SPLITS {
+            let e = Engine::new(Arc::clone(&g), opts(ranks, workers)).unwrap();
+            let (got, stats) = e.components().unwrap();
+            assert_eq!(got.label, want, "{ranks}x{workers}");
+            check_components(&g, &got.label).unwrap();
+            assert!(stats.rounds >= 1);
+        }
+    }
+}
+
+#[test]
+fn validation_refuses_wrong_results() {
+    let el = EdgeList { num_vertices: 4, src: vec![0, 2], dst: vec![1, 3], weights: None };
+    let g = Csr::from_edge_list(&el);
+    assert!(check_components(&g, &[0, 0, 2, 2]).is_ok());
+    assert!(check_components(&g, &[0, 1, 2, 2]).is_err(), "an edge joins two labels");
+    assert!(check_components(&g, &[0, 0, 0, 0]).is_err(), "two components, one label");
+    assert!(check_components(&g, &[1, 1, 2, 2]).is_err(), "not the smallest vertex");
+    let r = [0.25; 4];
+    assert!(check_pagerank(&r, &r, 0.0).is_ok());
+    assert!(check_pagerank(&[0.3, 0.2, 0.25, 0.25], &r, 0.01).is_err());
+    assert!(check_pagerank(&[0.5; 4], &[0.5; 4], 0.0).is_err(), "sum 2");
+}

@@ -1,0 +1,329 @@
+//! The kernels without roots: `skein pagerank`, `skein cc`, and job files with `kernel =
+//! "pagerank" | "cc"` (`skein run`). Each run is the whole kernel on the whole graph,
+//! repeated; the report gives the time of each run (wall clock of the call, the same for
+//! every engine), PageRank's iterations and time per iteration, the harmonic mean of the
+//! arcs read per second, and the validation:
+//!
+//! - PageRank against the sequential engine's ranks: every rank within
+//!   [`PAGERANK_TOLERANCE`] of the reference's (the engines compute the same expression in
+//!   the same order, so in practice they are equal bit for bit), the same number of
+//!   iterations, and the ranks summing to 1 within 1e-6;
+//! - components: every edge joins equal labels, and every label is the smallest vertex of its
+//!   component (equal to a sequential union-find's).
+//!
+//! Under `mpirun` (a build with the `mpi` feature) the skein engine runs across the ranks,
+//! every rank building the whole graph; rank 0 prints and writes. `skein compare` does not
+//! run these kernels yet and says so.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use skein_algorithms::Engine as SkeinEngine;
+use skein_baselines::{Engine as Baseline, Options, Solver};
+use skein_generators::analytics::{self, PageRankParams};
+
+use crate::engines::{self, EngineSpec};
+use crate::graph_source::{self, GraphSpec, LoadedGraph};
+use crate::job::Job;
+use crate::names::{EngineName, Kernel};
+
+/// Largest difference allowed between a PageRank rank and the sequential engine's.
+pub(crate) const PAGERANK_TOLERANCE: f64 = 1e-12;
+
+/// Arguments of `skein pagerank` / `skein cc`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Engine to run.
+    #[arg(long, value_enum, default_value_t = EngineName::Rayon)]
+    engine: EngineName,
+    /// Threads of the rayon engine, or workers of the skein engine (default: one per CPU).
+    #[arg(long, short = 't', visible_alias = "workers", value_name = "T")]
+    threads: Option<usize>,
+    /// Fibers per worker of the skein engine.
+    #[arg(long, value_name = "F", default_value_t = 8)]
+    fibers: usize,
+    /// Pin the skein engine's workers to cores.
+    #[arg(long)]
+    pin: bool,
+    /// Measured runs of the whole kernel.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+    /// PageRank: at most this many iterations.
+    #[arg(long, value_name = "N", default_value_t = PageRankParams::default().max_iterations,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    iterations: u32,
+    /// PageRank: stop after the first iteration whose L1 change is below this.
+    #[arg(long, value_name = "X", default_value_t = PageRankParams::default().tolerance)]
+    tolerance: f64,
+    /// Write a JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the result to FILE, one line per vertex: `v value` (PageRank: the rank as 16
+    /// hex digits of its IEEE-754 binary64 bits; components: the label).
+    #[arg(long, value_name = "FILE")]
+    dump: Option<PathBuf>,
+    /// Skip the validation.
+    #[arg(long)]
+    no_validate: bool,
+    /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
+    #[arg(value_name = "GRAPH")]
+    graph: String,
+}
+
+/// What to run, from the command line or a job file.
+#[derive(Debug)]
+struct Setup {
+    kernel: Kernel,
+    spec: EngineSpec,
+    repeat: u32,
+    params: PageRankParams,
+    validate: bool,
+    json: Option<PathBuf>,
+    dump: Option<PathBuf>,
+}
+
+/// `skein pagerank` / `skein cc`.
+pub(crate) fn run_cli(kernel: Kernel, args: Args) -> anyhow::Result<()> {
+    use crate::agree::field;
+    crate::agree::agree(&[field("command", kernel), field("arguments", format!("{args:?}"))])?;
+    let mut spec = EngineSpec::new(args.engine, args.threads.unwrap_or(0));
+    spec.fibers = args.fibers;
+    spec.pin = args.pin;
+    let setup = Setup {
+        kernel,
+        spec,
+        repeat: args.repeat,
+        params: PageRankParams {
+            tolerance: args.tolerance,
+            max_iterations: args.iterations,
+            ..PageRankParams::default()
+        },
+        validate: !args.no_validate,
+        json: args.json,
+        dump: args.dump,
+    };
+    let graph = graph_source::load(&args.graph.parse::<GraphSpec>()?)?;
+    execute(&setup, &graph, None)
+}
+
+/// Runs job `job` (whose kernel is PageRank or components) on `graph`.
+pub(crate) fn run_job(job: &Job, graph: &LoadedGraph) -> anyhow::Result<()> {
+    let mut spec = EngineSpec::new(job.engine, job.workers);
+    spec.fibers = job.fibers;
+    spec.pin = job.pin;
+    let setup = Setup {
+        kernel: job.kernel,
+        spec,
+        repeat: 3,
+        params: PageRankParams {
+            tolerance: job.tolerance,
+            max_iterations: job.iterations,
+            ..PageRankParams::default()
+        },
+        validate: job.validate,
+        json: job.json.clone(),
+        dump: job.dump.clone(),
+    };
+    execute(&setup, graph, Some(serde_json::to_value(job)?))
+}
+
+/// One run's result.
+enum Output {
+    Ranks(analytics::PageRankResult),
+    Labels(analytics::ComponentsResult),
+}
+
+/// The engine, ready.
+enum Ready<'g> {
+    Baseline(Solver<'g>),
+    Skein(SkeinEngine),
+}
+
+fn execute(
+    setup: &Setup,
+    graph: &LoadedGraph,
+    job: Option<serde_json::Value>,
+) -> anyhow::Result<()> {
+    let (kernel, engine) = (setup.kernel, setup.spec.engine);
+    engines::check_ranks(engine)?;
+    let threads = if engine == EngineName::Seq { 1 } else { setup.spec.check()? };
+    anyhow::ensure!(
+        setup.params.tolerance >= 0.0 && setup.params.tolerance.is_finite(),
+        "--tolerance must be a finite number >= 0"
+    );
+    for path in [&setup.json, &setup.dump].into_iter().flatten() {
+        crate::output::check_writable(path)?;
+    }
+    let csr = &graph.csr;
+    skein_baselines::check_graph(csr)?;
+    let ready = match engine {
+        EngineName::Seq | EngineName::Rayon => {
+            let b = if engine == EngineName::Seq { Baseline::Seq } else { Baseline::Rayon };
+            let s = Solver::new(b, csr, &Options::with_threads(threads))?;
+            s.prepare_bfs();
+            Ready::Baseline(s)
+        }
+        EngineName::Skein => {
+            let e =
+                SkeinEngine::new(Arc::clone(csr), engines::skein_options(&setup.spec, threads))?;
+            e.prepare_bfs();
+            Ready::Skein(e)
+        }
+        EngineName::SkeinRack | EngineName::Graph500Mpi => {
+            anyhow::bail!("engine {engine} is not yet supported for {kernel}")
+        }
+    };
+    let mut seconds = Vec::new();
+    let mut kernel_seconds = Vec::new();
+    let (mut messages, mut rounds, mut last) = (0u64, 0u64, None);
+    for _ in 0..setup.repeat {
+        let start = Instant::now();
+        let out = match (&ready, kernel) {
+            (Ready::Baseline(s), Kernel::Pagerank) => Output::Ranks(s.pagerank(&setup.params)?),
+            (Ready::Baseline(s), _) => Output::Labels(s.components()?),
+            (Ready::Skein(e), Kernel::Pagerank) => {
+                let (r, stats) = e.pagerank(setup.params)?;
+                kernel_seconds.push(stats.seconds);
+                (messages, rounds) = (stats.messages, stats.rounds);
+                Output::Ranks(r)
+            }
+            (Ready::Skein(e), _) => {
+                let (r, stats) = e.components()?;
+                kernel_seconds.push(stats.seconds);
+                (messages, rounds) = (stats.messages, stats.rounds);
+                Output::Labels(r)
+            }
+        };
+        seconds.push(start.elapsed().as_secs_f64());
+        last = Some(out);
+    }
+    let out = last.expect("at least one run");
+    let arcs = csr.num_arcs() as f64;
+    let iterations = match &out {
+        Output::Ranks(r) => r.iterations,
+        Output::Labels(_) => 1,
+    };
+    let work = arcs * f64::from(iterations);
+    let hmean_rate = seconds.len() as f64 / seconds.iter().map(|s| s / work).sum::<f64>();
+    let validation = if setup.validate { Some(validate(setup, csr, &out)) } else { None };
+    if let Some(path) = &setup.dump {
+        crate::output::write_file(path, "the dump file", |w| dump(w, &out))?;
+    }
+    let times = crate::report::Stats::of(&seconds);
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "{:<32}{}", "kernel:", kernel)?;
+    writeln!(o, "{:<32}{}", "graph:", graph.description)?;
+    writeln!(o, "{:<32}{} vertices, {} arcs", "size:", csr.num_vertices(), csr.num_arcs())?;
+    writeln!(o, "{:<32}{} ({} threads)", "engine:", engine, threads)?;
+    writeln!(o, "{:<32}{}", "runs:", seconds.len())?;
+    writeln!(
+        o,
+        "{:<32}min {:.4}, mean {:.4}, max {:.4}",
+        "seconds per run:", times.min, times.mean, times.max
+    )?;
+    if let Output::Ranks(r) = &out {
+        writeln!(o, "{:<32}{} (last L1 change {:.3e})", "iterations:", r.iterations, r.l1)?;
+        writeln!(
+            o,
+            "{:<32}{:.5}",
+            "mean seconds per iteration:",
+            times.mean / f64::from(r.iterations)
+        )?;
+    }
+    writeln!(o, "{:<32}{:.4e}", "arcs per second (hmean):", hmean_rate)?;
+    if !kernel_seconds.is_empty() {
+        let k = crate::report::Stats::of(&kernel_seconds);
+        writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
+        writeln!(o, "{:<32}{}", "skein messages per run:", messages)?;
+        writeln!(o, "{:<32}{}", "skein rounds per run:", rounds)?;
+    }
+    match &validation {
+        None => writeln!(o, "{:<32}skipped", "validation:")?,
+        Some(Ok(())) => writeln!(o, "{:<32}passed", "validation:")?,
+        Some(Err(e)) => writeln!(o, "{:<32}FAILED: {e}", "validation:")?,
+    }
+    o.flush()?;
+    if let Some(path) = &setup.json {
+        let mut json = serde_json::json!({
+            "kernel": kernel.as_str(),
+            "graph": graph.description,
+            "vertices": csr.num_vertices(),
+            "arcs": csr.num_arcs(),
+            "engine": engine.as_str(),
+            "threads": threads,
+            "seconds": seconds,
+            "time": times,
+            "iterations": iterations,
+            "arcs_per_second_hmean": hmean_rate,
+            "validated": validation.as_ref().map(|v| v.is_ok()),
+        });
+        if let Output::Ranks(r) = &out {
+            json["l1"] = r.l1.into();
+            json["damping"] = setup.params.damping.into();
+            json["tolerance"] = setup.params.tolerance.into();
+            json["max_iterations"] = setup.params.max_iterations.into();
+        }
+        if !kernel_seconds.is_empty() {
+            json["skein_kernel_seconds"] = kernel_seconds.into();
+            json["skein_messages"] = messages.into();
+            json["skein_rounds"] = rounds.into();
+        }
+        if let Some(job) = job {
+            json["job"] = job;
+        }
+        crate::report::write_json_value(path, &json)?;
+    }
+    match validation {
+        Some(Err(e)) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Checks `out` (see the module docs).
+fn validate(setup: &Setup, csr: &skein_generators::Csr, out: &Output) -> anyhow::Result<()> {
+    match out {
+        Output::Ranks(r) => {
+            let seq = Solver::new(Baseline::Seq, csr, &Options::with_threads(1))?;
+            let want = seq.pagerank(&setup.params)?;
+            analytics::check_pagerank(&r.rank, &want.rank, PAGERANK_TOLERANCE)?;
+            anyhow::ensure!(
+                r.iterations == want.iterations,
+                "{} iterations, the sequential engine ran {}",
+                r.iterations,
+                want.iterations
+            );
+        }
+        Output::Labels(l) => analytics::check_components(csr, &l.label)?,
+    }
+    Ok(())
+}
+
+/// The dump: `v value` per vertex.
+fn dump(w: &mut dyn Write, out: &Output) -> std::io::Result<()> {
+    match out {
+        Output::Ranks(r) => {
+            for (v, x) in r.rank.iter().enumerate() {
+                writeln!(w, "{v} {:016x}", x.to_bits())?;
+            }
+        }
+        Output::Labels(l) => {
+            for (v, x) in l.label.iter().enumerate() {
+                writeln!(w, "{v} {x}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `skein compare` on a job of these kernels: refused, clearly.
+pub(crate) fn refuse_compare(kernel: Kernel, job: &Path) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "{}: skein compare is not yet supported for {kernel}; run each engine with `skein run \
+         {} --set job.engine=ENGINE` (or `skein {kernel} --engine ENGINE GRAPH`)",
+        job.display(),
+        job.display()
+    )
+}
