@@ -47,8 +47,16 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The default data bytes of one ring.
+/// The largest default ring (data bytes): with few workers, every ring this size.
 pub(crate) const DEFAULT_RING_BYTES: usize = 256 << 10;
+/// The smallest default ring.
+const MIN_DEFAULT_RING_BYTES: usize = 16 << 10;
+/// The data bytes of one rank's rings together, by default: with many workers per rank the
+/// default ring shrinks (down to [`MIN_DEFAULT_RING_BYTES`]) to keep to it, since every ring
+/// in use ends up touched whole (shared memory counts against `/dev/shm` and the memory of
+/// the node). 16 ranks of 1 worker: 16 rings of 256 KiB; 16 ranks of 16 workers: 4,096
+/// rings of 16 KiB (64 MiB per rank).
+const DEFAULT_RINGS_BYTES: usize = 64 << 20;
 /// The accepted ring sizes (`SKEIN_SHM_RING_BYTES`, a power of two).
 const RING_BYTES_RANGE: std::ops::RangeInclusive<usize> = (4 << 10)..=(64 << 20);
 /// Buffers a worker keeps for envelopes it claims and reads.
@@ -57,8 +65,9 @@ const POOL: usize = 64;
 /// The settings of the shared-memory transport.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Config {
-    /// Data bytes of one ring (a power of two in [`RING_BYTES_RANGE`]).
-    pub(crate) ring_bytes: usize,
+    /// Data bytes of one ring (a power of two in [`RING_BYTES_RANGE`]); `None`: the
+    /// default for the job's shape ([`Config::ring_bytes`]).
+    pub(crate) ring_bytes: Option<usize>,
     /// The largest envelope a reader accepts.
     pub(crate) max_envelope_bytes: usize,
 }
@@ -67,9 +76,9 @@ impl Config {
     /// The ring size `SKEIN_SHM_RING_BYTES` asks for, or the default.
     pub(crate) fn from_env(max_envelope_bytes: usize) -> Result<Config, String> {
         let ring_bytes = match std::env::var("SKEIN_SHM_RING_BYTES") {
-            Err(_) => DEFAULT_RING_BYTES,
+            Err(_) => None,
             Ok(v) => match v.trim().parse::<usize>() {
-                Ok(n) if n.is_power_of_two() && RING_BYTES_RANGE.contains(&n) => n,
+                Ok(n) if n.is_power_of_two() && RING_BYTES_RANGE.contains(&n) => Some(n),
                 _ => {
                     return Err(format!(
                         "SKEIN_SHM_RING_BYTES={v:?}: expected a power of two from {} to {} bytes",
@@ -80,6 +89,18 @@ impl Config {
             },
         };
         Ok(Config { ring_bytes, max_envelope_bytes })
+    }
+
+    /// The data bytes of each of `rings` rings per rank: the setting, or the default for that
+    /// many ([`DEFAULT_RINGS_BYTES`] shared out, a power of two from
+    /// [`MIN_DEFAULT_RING_BYTES`] to [`DEFAULT_RING_BYTES`]).
+    pub(crate) fn ring_bytes(&self, rings: usize) -> usize {
+        self.ring_bytes.unwrap_or_else(|| {
+            let share = DEFAULT_RINGS_BYTES / rings.max(1);
+            // The largest power of two not above the share, within the defaults' range.
+            let p = if share == 0 { 1 } else { 1 << share.ilog2() };
+            p.clamp(MIN_DEFAULT_RING_BYTES, DEFAULT_RING_BYTES)
+        })
     }
 }
 
@@ -428,7 +449,8 @@ impl ShmLink {
                  another node than rank 0 (use SKEIN_TRANSPORT=mpi)"
             ));
         }
-        let stride = COUNTERS_BYTES + config.ring_bytes;
+        let ring_bytes = config.ring_bytes(all_workers * workers);
+        let stride = COUNTERS_BYTES + ring_bytes;
         let len = all_workers
             .checked_mul(workers)
             .and_then(|n| n.checked_mul(stride))
@@ -472,7 +494,7 @@ impl ShmLink {
             ShmRing {
                 counters: reg.base.wrapping_add(at).cast(),
                 data: reg.base.wrapping_add(at + COUNTERS_BYTES),
-                cap: config.ring_bytes,
+                cap: ring_bytes,
             }
         };
         let lo = rank * workers;
@@ -637,3 +659,6 @@ impl Transport for ShmLink {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
