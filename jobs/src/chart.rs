@@ -38,19 +38,25 @@ pub(crate) fn check_path(path: &Path) -> anyhow::Result<()> {
     crate::output::check_writable(path).with_context(|| format!("--chart {}", path.display()))
 }
 
-/// Draws one bar per `(label, teps)` into `path` (PNG, written atomically: see
-/// [`crate::output`]), values in MTEPS above the bars.
-pub(crate) fn teps_bars(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> {
+/// Draws one bar per `(label, rate)` into `path` (PNG, written atomically: see
+/// [`crate::output`]), values in millions above the bars, the y axis named `y_desc` (e.g.
+/// `harmonic-mean MTEPS`).
+pub(crate) fn rate_bars(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    bars: &[(String, f64)],
+) -> anyhow::Result<()> {
     crate::output::create_parent(path)?;
     let out = crate::output::AtomicFile::create(path)
         .with_context(|| format!("cannot draw the chart {}", path.display()))?;
-    draw(out.write_path(), title, bars)
+    draw(out.write_path(), title, y_desc, bars)
         .map_err(|e| anyhow!("cannot draw the chart {}: {e}", path.display()))?;
     out.commit().with_context(|| format!("cannot draw the chart {}", path.display()))
 }
 
-/// Renders the chart of [`teps_bars`] to `path` (which plotters opens itself).
-fn draw(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> {
+/// Renders the chart of [`rate_bars`] to `path` (which plotters opens itself).
+fn draw(path: &Path, title: &str, y_desc: &str, bars: &[(String, f64)]) -> anyhow::Result<()> {
     register_font();
     let err = |e: &dyn std::fmt::Display| anyhow!("{e}");
     let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
@@ -68,7 +74,7 @@ fn draw(path: &Path, title: &str, bars: &[(String, f64)]) -> anyhow::Result<()> 
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .y_desc("harmonic-mean MTEPS")
+        .y_desc(y_desc)
         .x_label_formatter(&|x| match x {
             SegmentValue::CenterOf(i) => bars.get(*i).map_or(String::new(), |b| b.0.clone()),
             _ => String::new(),

@@ -12,11 +12,11 @@
 //!   component (equal to a sequential union-find's).
 //!
 //! Under `mpirun` (a build with the `mpi` feature) the skein engine runs across the ranks,
-//! every rank building the whole graph; rank 0 prints and writes. `skein compare` does not
-//! run these kernels yet and says so.
+//! every rank building the whole graph; rank 0 prints and writes. `skein compare` runs them with the one-process engines (seq,
+//! rayon, skein) and refuses the MPI engines, naming why.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -111,23 +111,7 @@ pub(crate) fn run_cli(kernel: Kernel, args: Args) -> anyhow::Result<()> {
 
 /// Runs job `job` (whose kernel is PageRank or components) on `graph`.
 pub(crate) fn run_job(job: &Job, graph: &LoadedGraph) -> anyhow::Result<()> {
-    let mut spec = EngineSpec::new(job.engine, job.workers);
-    spec.fibers = job.fibers;
-    spec.pin = job.pin;
-    let setup = Setup {
-        kernel: job.kernel,
-        spec,
-        repeat: 3,
-        params: PageRankParams {
-            tolerance: job.tolerance,
-            max_iterations: job.iterations,
-            ..PageRankParams::default()
-        },
-        validate: job.validate,
-        json: job.json.clone(),
-        dump: job.dump.clone(),
-    };
-    execute(&setup, graph, Some(serde_json::to_value(job)?))
+    execute(&job_setup(job, job.engine), graph, Some(serde_json::to_value(job)?))
 }
 
 /// One run's result.
@@ -142,11 +126,156 @@ enum Ready<'g> {
     Skein(SkeinEngine),
 }
 
-fn execute(
+/// One engine's runs of the kernel, measured (and validated, when the setup asks).
+pub(crate) struct Measured {
+    kernel: Kernel,
+    pub(crate) engine: EngineName,
+    pub(crate) threads: usize,
+    seconds: Vec<f64>,
+    pub(crate) times: crate::report::Stats,
+    /// PageRank's iterations (1 for components).
+    iterations: u32,
+    /// Harmonic mean over the runs of the arcs read per second (arcs × iterations / time).
+    pub(crate) hmean_rate: f64,
+    kernel_seconds: Vec<f64>,
+    messages: u64,
+    rounds: u64,
+    out: Output,
+    validation: Option<anyhow::Result<()>>,
+}
+
+impl Measured {
+    /// `passed`, `skipped` or `FAILED: why`.
+    pub(crate) fn validation_text(&self) -> String {
+        match &self.validation {
+            None => "skipped".to_string(),
+            Some(Ok(())) => "passed".to_string(),
+            Some(Err(e)) => format!("FAILED: {e}"),
+        }
+    }
+
+    /// The validation's error, if it failed (taken: read [`Measured::validation_text`]
+    /// first).
+    pub(crate) fn take_failure(&mut self) -> Option<anyhow::Error> {
+        match self.validation.take() {
+            Some(Err(e)) => Some(e.context(format!("{} validation", self.engine))),
+            _ => None,
+        }
+    }
+
+    /// The JSON report of these runs.
+    pub(crate) fn to_json(
+        &self,
+        params: &PageRankParams,
+        graph: &LoadedGraph,
+    ) -> serde_json::Value {
+        let csr = &graph.csr;
+        let mut json = serde_json::json!({
+            "kernel": self.kernel.as_str(),
+            "graph": graph.description,
+            "vertices": csr.num_vertices(),
+            "arcs": csr.num_arcs(),
+            "engine": self.engine.as_str(),
+            "threads": self.threads,
+            "seconds": self.seconds,
+            "time": self.times,
+            "iterations": self.iterations,
+            "arcs_per_second_hmean": self.hmean_rate,
+            "validated": self.validation.as_ref().map(|v| v.is_ok()),
+        });
+        if let Output::Ranks(r) = &self.out {
+            json["l1"] = r.l1.into();
+            json["damping"] = params.damping.into();
+            json["tolerance"] = params.tolerance.into();
+            json["max_iterations"] = params.max_iterations.into();
+        }
+        if !self.kernel_seconds.is_empty() {
+            json["skein_kernel_seconds"] = self.kernel_seconds.clone().into();
+            json["skein_messages"] = self.messages.into();
+            json["skein_rounds"] = self.rounds.into();
+        }
+        json
+    }
+}
+
+/// The sequential engine's PageRank, computed once for every validation that needs it.
+#[derive(Default)]
+pub(crate) struct Reference(Option<analytics::PageRankResult>);
+
+/// The setup of job `job` with engine `engine` (the job's own engine in `skein run`).
+fn job_setup(job: &Job, engine: EngineName) -> Setup {
+    let mut spec = EngineSpec::new(engine, job.workers);
+    spec.fibers = job.fibers;
+    spec.pin = job.pin;
+    Setup {
+        kernel: job.kernel,
+        spec,
+        repeat: 3,
+        params: PageRankParams {
+            tolerance: job.tolerance,
+            max_iterations: job.iterations,
+            ..PageRankParams::default()
+        },
+        validate: job.validate,
+        json: job.json.clone(),
+        dump: job.dump.clone(),
+    }
+}
+
+/// Checks that `skein compare` can run job `job` (a PageRank or components job) with
+/// `engines`, before the graph is built: the MPI engines do not run these kernels.
+pub(crate) fn check_compare(job: &Job, engines: &[EngineName]) -> anyhow::Result<()> {
+    let kernel = job.kernel;
+    for &engine in engines {
+        match engine {
+            EngineName::Graph500Mpi => anyhow::bail!(
+                "{}: engine graph500-mpi cannot run {kernel}: the Graph500 reference has only \
+                 BFS and SSSP kernels (no {}); compare {kernel} with --engines seq,rayon,skein",
+                job.source.display(),
+                if kernel == Kernel::Pagerank { "PageRank" } else { "connected components" }
+            ),
+            EngineName::SkeinRack => anyhow::bail!(
+                "{}: engine skein-rack is not yet supported by skein compare for {kernel}; run \
+                 it under mpirun with `mpirun -np R skein run {} --set job.engine=skein`, and \
+                 compare {kernel} here with --engines seq,rayon,skein",
+                job.source.display(),
+                job.source.display()
+            ),
+            EngineName::Seq | EngineName::Rayon | EngineName::Skein => {
+                if engine != EngineName::Seq {
+                    job_setup(job, engine)
+                        .spec
+                        .check()
+                        .map_err(|e| anyhow::anyhow!("{}: [runtime]: {e}", job.source.display()))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs job `job`'s kernel on `graph` with `engine` for `skein compare` (no dump, no
+/// report file), validating against `reference` when the job validates.
+pub(crate) fn measure_job(
+    job: &Job,
+    graph: &LoadedGraph,
+    engine: EngineName,
+    reference: &mut Reference,
+) -> anyhow::Result<(Measured, serde_json::Value)> {
+    let mut setup = job_setup(job, engine);
+    setup.json = None;
+    setup.dump = None;
+    let m = measure(&setup, graph, reference)?;
+    let json = m.to_json(&setup.params, graph);
+    Ok((m, json))
+}
+
+/// Builds the engine, runs the kernel `setup.repeat` times and validates the last run.
+fn measure(
     setup: &Setup,
     graph: &LoadedGraph,
-    job: Option<serde_json::Value>,
-) -> anyhow::Result<()> {
+    reference: &mut Reference,
+) -> anyhow::Result<Measured> {
     let (kernel, engine) = (setup.kernel, setup.spec.engine);
     engines::check_ranks(engine)?;
     let threads = if engine == EngineName::Seq { 1 } else { setup.spec.check()? };
@@ -154,9 +283,6 @@ fn execute(
         setup.params.tolerance >= 0.0 && setup.params.tolerance.is_finite(),
         "--tolerance must be a finite number >= 0"
     );
-    for path in [&setup.json, &setup.dump].into_iter().flatten() {
-        crate::output::check_writable(path)?;
-    }
     let csr = &graph.csr;
     skein_baselines::check_graph(csr)?;
     let ready = match engine {
@@ -200,6 +326,7 @@ fn execute(
         seconds.push(start.elapsed().as_secs_f64());
         last = Some(out);
     }
+    drop(ready);
     let out = last.expect("at least one run");
     let arcs = csr.num_arcs() as f64;
     let iterations = match &out {
@@ -208,23 +335,50 @@ fn execute(
     };
     let work = arcs * f64::from(iterations);
     let hmean_rate = seconds.len() as f64 / seconds.iter().map(|s| s / work).sum::<f64>();
-    let validation = if setup.validate { Some(validate(setup, csr, &out)) } else { None };
-    if let Some(path) = &setup.dump {
-        crate::output::write_file(path, "the dump file", |w| dump(w, &out))?;
+    let validation =
+        if setup.validate { Some(validate(setup, csr, &out, reference)) } else { None };
+    Ok(Measured {
+        kernel,
+        engine,
+        threads,
+        times: crate::report::Stats::of(&seconds),
+        seconds,
+        iterations,
+        hmean_rate,
+        kernel_seconds,
+        messages,
+        rounds,
+        out,
+        validation,
+    })
+}
+
+fn execute(
+    setup: &Setup,
+    graph: &LoadedGraph,
+    job: Option<serde_json::Value>,
+) -> anyhow::Result<()> {
+    for path in [&setup.json, &setup.dump].into_iter().flatten() {
+        crate::output::check_writable(path)?;
     }
-    let times = crate::report::Stats::of(&seconds);
+    let m = measure(setup, graph, &mut Reference::default())?;
+    let (kernel, engine, threads, csr) = (m.kernel, m.engine, m.threads, &graph.csr);
+    if let Some(path) = &setup.dump {
+        crate::output::write_file(path, "the dump file", |w| dump(w, &m.out))?;
+    }
+    let times = &m.times;
     let mut o = std::io::stdout().lock();
     writeln!(o, "{:<32}{}", "kernel:", kernel)?;
     writeln!(o, "{:<32}{}", "graph:", graph.description)?;
     writeln!(o, "{:<32}{} vertices, {} arcs", "size:", csr.num_vertices(), csr.num_arcs())?;
     writeln!(o, "{:<32}{} ({} threads)", "engine:", engine, threads)?;
-    writeln!(o, "{:<32}{}", "runs:", seconds.len())?;
+    writeln!(o, "{:<32}{}", "runs:", m.seconds.len())?;
     writeln!(
         o,
         "{:<32}min {:.4}, mean {:.4}, max {:.4}",
         "seconds per run:", times.min, times.mean, times.max
     )?;
-    if let Output::Ranks(r) = &out {
+    if let Output::Ranks(r) = &m.out {
         writeln!(o, "{:<32}{} (last L1 change {:.3e})", "iterations:", r.iterations, r.l1)?;
         writeln!(
             o,
@@ -233,61 +387,44 @@ fn execute(
             times.mean / f64::from(r.iterations)
         )?;
     }
-    writeln!(o, "{:<32}{:.4e}", "arcs per second (hmean):", hmean_rate)?;
-    if !kernel_seconds.is_empty() {
-        let k = crate::report::Stats::of(&kernel_seconds);
+    writeln!(o, "{:<32}{:.4e}", "arcs per second (hmean):", m.hmean_rate)?;
+    if !m.kernel_seconds.is_empty() {
+        let k = crate::report::Stats::of(&m.kernel_seconds);
         writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
-        writeln!(o, "{:<32}{}", "skein messages per run:", messages)?;
-        writeln!(o, "{:<32}{}", "skein rounds per run:", rounds)?;
+        writeln!(o, "{:<32}{}", "skein messages per run:", m.messages)?;
+        writeln!(o, "{:<32}{}", "skein rounds per run:", m.rounds)?;
     }
-    match &validation {
-        None => writeln!(o, "{:<32}skipped", "validation:")?,
-        Some(Ok(())) => writeln!(o, "{:<32}passed", "validation:")?,
-        Some(Err(e)) => writeln!(o, "{:<32}FAILED: {e}", "validation:")?,
-    }
+    writeln!(o, "{:<32}{}", "validation:", m.validation_text())?;
     o.flush()?;
     if let Some(path) = &setup.json {
-        let mut json = serde_json::json!({
-            "kernel": kernel.as_str(),
-            "graph": graph.description,
-            "vertices": csr.num_vertices(),
-            "arcs": csr.num_arcs(),
-            "engine": engine.as_str(),
-            "threads": threads,
-            "seconds": seconds,
-            "time": times,
-            "iterations": iterations,
-            "arcs_per_second_hmean": hmean_rate,
-            "validated": validation.as_ref().map(|v| v.is_ok()),
-        });
-        if let Output::Ranks(r) = &out {
-            json["l1"] = r.l1.into();
-            json["damping"] = setup.params.damping.into();
-            json["tolerance"] = setup.params.tolerance.into();
-            json["max_iterations"] = setup.params.max_iterations.into();
-        }
-        if !kernel_seconds.is_empty() {
-            json["skein_kernel_seconds"] = kernel_seconds.into();
-            json["skein_messages"] = messages.into();
-            json["skein_rounds"] = rounds.into();
-        }
+        let mut json = m.to_json(&setup.params, graph);
         if let Some(job) = job {
             json["job"] = job;
         }
         crate::report::write_json_value(path, &json)?;
     }
-    match validation {
+    match m.validation {
         Some(Err(e)) => Err(e),
         _ => Ok(()),
     }
 }
 
 /// Checks `out` (see the module docs).
-fn validate(setup: &Setup, csr: &skein_generators::Csr, out: &Output) -> anyhow::Result<()> {
+fn validate(
+    setup: &Setup,
+    csr: &skein_generators::Csr,
+    out: &Output,
+    reference: &mut Reference,
+) -> anyhow::Result<()> {
     match out {
         Output::Ranks(r) => {
-            let seq = Solver::new(Baseline::Seq, csr, &Options::with_threads(1))?;
-            let want = seq.pagerank(&setup.params)?;
+            let want = match &mut reference.0 {
+                Some(want) => want,
+                slot => {
+                    let seq = Solver::new(Baseline::Seq, csr, &Options::with_threads(1))?;
+                    slot.insert(seq.pagerank(&setup.params)?)
+                }
+            };
             analytics::check_pagerank(&r.rank, &want.rank, PAGERANK_TOLERANCE)?;
             anyhow::ensure!(
                 r.iterations == want.iterations,
@@ -316,14 +453,4 @@ fn dump(w: &mut dyn Write, out: &Output) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `skein compare` on a job of these kernels: refused, clearly.
-pub(crate) fn refuse_compare(kernel: Kernel, job: &Path) -> anyhow::Result<()> {
-    anyhow::bail!(
-        "{}: skein compare is not yet supported for {kernel}; run each engine with `skein run \
-         {} --set job.engine=ENGINE` (or `skein {kernel} --engine ENGINE GRAPH`)",
-        job.display(),
-        job.display()
-    )
 }

@@ -1,6 +1,7 @@
 //! `skein pagerank`, `skein cc` and job files with those kernels, end to end: every engine
-//! validates, the dumps of every engine (and of a loopback split) are identical, and what is
-//! not supported yet (`skein compare`) says so.
+//! validates, the dumps of every engine (and of a loopback split) are identical, `skein
+//! compare` runs them with every one-process engine, and what is not supported (the MPI
+//! engines in `skein compare`) says so.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -79,7 +80,7 @@ fn every_engine_validates_and_dumps_the_same_result() {
 }
 
 #[test]
-fn job_files_run_the_kernels_and_compare_refuses_them() {
+fn job_files_run_the_kernels() {
     let job = tmp("pagerank.toml");
     std::fs::write(
         &job,
@@ -91,13 +92,71 @@ fn job_files_run_the_kernels_and_compare_refuses_them() {
     assert!(out.contains("iterations:") && out.contains("5 (last"), "{out}");
     let out = ok(&["run", job.to_str().unwrap(), "--set", "job.kernel=cc"], &[]);
     assert!(out.contains("passed"), "{out}");
-    let cmp = skein(&["compare", job.to_str().unwrap()], &[]);
-    assert!(!cmp.status.success());
-    let e = text(&cmp.stderr);
-    assert!(e.contains("not yet supported for pagerank"), "{e}");
     std::fs::write(&job, "[graph]\ngenerator = \"kronecker\"\nscale = 9\n[job]\nkernel = \"pagerank\"\niterations = 0\n")
         .unwrap();
     let bad = skein(&["run", job.to_str().unwrap()], &[]);
     assert!(!bad.status.success());
     assert!(text(&bad.stderr).contains("job.iterations"), "{}", text(&bad.stderr));
+}
+
+#[test]
+fn compare_runs_the_kernels_with_every_one_process_engine() {
+    let job = tmp("compare.toml");
+    let json = tmp("compare.json");
+    std::fs::write(
+        &job,
+        format!(
+            "[graph]\ngenerator = \"kronecker\"\nscale = 10\n[job]\nkernel = \"pagerank\"\n\
+             iterations = 5\ntolerance = 0.0\n[runtime]\nworkers = 2\n[report]\njson = {:?}\n",
+            json.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    for kernel in ["pagerank", "cc"] {
+        let chart = tmp(&format!("compare-{kernel}.png"));
+        let out = ok(
+            &[
+                "compare",
+                job.to_str().unwrap(),
+                "--set",
+                &format!("job.kernel={kernel}"),
+                "--chart",
+                chart.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(out.starts_with(&format!("{kernel} on kron:10")), "{out}");
+        assert!(out.contains("hmean Marcs/s") && out.contains("vs seq"), "{out}");
+        for engine in ["seq", "rayon", "skein"] {
+            assert!(
+                out.lines().any(|l| l.starts_with(engine) && l.contains("x  passed")),
+                "{kernel}, {engine}: {out}"
+            );
+        }
+        assert!(out.lines().any(|l| l.starts_with("seq") && l.contains(" 1.00x ")), "{out}");
+        let png = std::fs::read(&chart).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(json.with_extension("compare.json")).unwrap(),
+        )
+        .unwrap();
+        let engines = report["engines"].as_array().unwrap();
+        assert_eq!(engines.len(), 3);
+        for e in engines {
+            assert_eq!(e["kernel"], kernel);
+            assert_eq!(e["validated"], true);
+        }
+    }
+    // The MPI engines refuse these kernels before building the graph, saying why.
+    let g500 = skein(&["compare", job.to_str().unwrap(), "--engines", "seq,graph500-mpi"], &[]);
+    assert!(!g500.status.success());
+    let e = text(&g500.stderr);
+    assert!(e.contains("graph500-mpi cannot run pagerank") && e.contains("no PageRank"), "{e}");
+    let rack = skein(
+        &["compare", job.to_str().unwrap(), "--set", "job.kernel=cc", "--engines", "skein-rack"],
+        &[],
+    );
+    assert!(!rack.status.success());
+    let e = text(&rack.stderr);
+    assert!(e.contains("skein-rack is not yet supported by skein compare for cc"), "{e}");
 }

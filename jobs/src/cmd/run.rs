@@ -170,9 +170,7 @@ fn run_distributed(job: &Job) -> anyhow::Result<(KernelReport, crate::engines::S
 
 pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     let job = job::load(&args.job, &args.set)?;
-    if job.kernel.rootless() {
-        return crate::kernels::refuse_compare(job.kernel, &args.job);
-    }
+    let rootless = job.kernel.rootless();
     let engines: Vec<EngineName> = if args.engines.is_empty() {
         EngineName::DEFAULT_COMPARE.to_vec()
     } else {
@@ -183,7 +181,10 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
         mpirun_args: args.mpirun_args.clone().or_else(|| std::env::var("MPIRUN_ARGS").ok()),
     };
     // Every engine's limits and inputs, before the graph is built.
-    for &engine in &engines {
+    if rootless {
+        crate::kernels::check_compare(&job, &engines)?;
+    }
+    for &engine in engines.iter().filter(|_| !rootless) {
         match engine {
             EngineName::SkeinRack => crate::skein_rack::check(&launch)?,
             EngineName::Graph500Mpi => {
@@ -210,12 +211,29 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
             .with_context(|| format!("{}: key `report.json`", job.source.display()))?;
     }
     let graph = load_graph(&job)?;
-    let roots = job_roots(&job, &graph)?;
+    // PageRank and components have no roots: each run is the whole kernel.
+    let roots = if rootless { Vec::new() } else { job_roots(&job, &graph)? };
+    let mut reference = crate::kernels::Reference::default();
     let mut rows = Vec::new();
     // Problems found after every engine ran (validation, the same-inputs check).
     let mut failures: Vec<anyhow::Error> = Vec::new();
     for &engine in &engines {
         eprintln!("running {} on {} with {engine} ...", job.kernel, graph.description);
+        if rootless {
+            let (mut m, json) = crate::kernels::measure_job(&job, &graph, engine, &mut reference)?;
+            let validation = m.validation_text();
+            failures.extend(m.take_failure());
+            rows.push(Row {
+                name: engine.as_str().to_owned(),
+                par: m.threads.to_string(),
+                chart_label: format!("{engine} ({}t)", m.threads),
+                time: m.times,
+                hmean: m.hmean_rate,
+                validation,
+                json,
+            });
+            continue;
+        }
         if engine == EngineName::Graph500Mpi {
             let JobGraph::Kronecker { scale, edgefactor, .. } = &job.graph else {
                 anyhow::bail!("the graph500-mpi engine needs a Kronecker graph");
@@ -294,12 +312,23 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     }
     let seq_teps = rows.iter().find(|r| r.name == "seq").map(|r| r.hmean);
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{} on {}, {} roots", job.kernel, graph.description, roots.len())?;
+    // TEPS for the rooted kernels; for the rootless ones the arcs read per second (every
+    // arc once per PageRank iteration), the rate `skein pagerank` / `skein cc` report.
+    let (rate, rate_long) = if rootless {
+        ("hmean Marcs/s", "harmonic-mean M arcs/s")
+    } else {
+        ("hmean MTEPS", "harmonic-mean MTEPS")
+    };
+    if rootless {
+        writeln!(out, "{} on {}, whole graph, 3 runs per engine", job.kernel, graph.description)?;
+    } else {
+        writeln!(out, "{} on {}, {} roots", job.kernel, graph.description, roots.len())?;
+    }
     writeln!(out, "construction_time: {:.3} s", graph.construction_seconds)?;
     writeln!(
         out,
         "{:<12} {:>7} {:>12} {:>12} {:>14} {:>10}  validation",
-        "engine", "threads", "median s", "min s", "hmean MTEPS", "vs seq"
+        "engine", "threads", "median s", "min s", rate, "vs seq"
     )?;
     for r in &rows {
         let ratio = seq_teps.map_or("-".to_string(), |s| format!("{:.2}x", r.hmean / s));
@@ -325,10 +354,22 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
     if rows.iter().any(|r| r.name == EngineName::SkeinRack.as_str()) {
         writeln!(out, "(skein-rack: N ranks of the job's workers / N workers each)")?;
     }
+    if job.kernel == crate::names::Kernel::Pagerank {
+        writeln!(
+            out,
+            "(pagerank: at most {} iterations, tolerance {:e}; arcs/s counts every iteration's \
+             arcs)",
+            job.iterations, job.tolerance
+        )?;
+    }
     out.flush()?;
     let bars: Vec<(String, f64)> = rows.iter().map(|r| (r.chart_label.clone(), r.hmean)).collect();
-    let title = format!("{} on {}: harmonic-mean TEPS", job.kernel, graph.description);
-    crate::chart::teps_bars(&chart, &title, &bars)?;
+    let title = if rootless {
+        format!("{} on {}: harmonic-mean arcs per second", job.kernel, graph.description)
+    } else {
+        format!("{} on {}: harmonic-mean TEPS", job.kernel, graph.description)
+    };
+    crate::chart::rate_bars(&chart, &title, rate_long, &bars)?;
     eprintln!("chart written to {}", chart.display());
     if let Some(path) = compare_json {
         let reports: Vec<serde_json::Value> = rows.into_iter().map(|r| r.json).collect();
