@@ -567,6 +567,17 @@ impl Transport for ShmLink {
         IdlePolicy::Network
     }
 
+    /// The MPI transport's batches (envelopes of about 4 KiB): with the runtime's aggregation
+    /// (a pair's requests wait for a full batch while fibers are ready), the default's larger
+    /// batches made SSSP on 2 ranks 0.93x of the MPI transport's (2-core VM, SCALE 18,
+    /// 3 runs alternated); with these, the two agree (`docs/rack-benchmarks.md`).
+    fn batch_limits(
+        &self,
+        uniform: Option<&'static crate::channel::record::VTable>,
+    ) -> (usize, usize) {
+        super::mpi::mpi_batch_limits(uniform)
+    }
+
     fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
         Some(self.with(from, |e| e.pool.pop().unwrap_or_else(|| Vec::with_capacity(4096))))
     }

@@ -154,7 +154,7 @@ const MPI_ENVELOPE_BYTES: usize = 4032;
 /// than the fixed word budget allows for small arguments, whose in-process records (header,
 /// target, argument and completion) are longer than their wire form. Any other batch keeps
 /// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
-fn mpi_batch_limits(uniform: Option<&'static VTable>) -> (usize, usize) {
+pub(super) fn mpi_batch_limits(uniform: Option<&'static VTable>) -> (usize, usize) {
     let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
     let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt()))) else {
         return fixed;
