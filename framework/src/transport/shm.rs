@@ -157,6 +157,21 @@ impl Region {
         if fd < 0 {
             return Err(os_error("open", path));
         }
+        // A shorter file would fault when its rings are touched past its end.
+        // SAFETY: `st` is a zeroed stat (a valid bit pattern) that fstat only writes; `fd` is
+        // open.
+        let size = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            (libc::fstat(fd, &mut st) == 0).then_some(st.st_size)
+        };
+        if size.and_then(|s| usize::try_from(s).ok()) != Some(len) {
+            // SAFETY: `fd` is open and closed once.
+            unsafe { libc::close(fd) };
+            return Err(format!(
+                "the shared-memory file {} is {size:?} bytes, not the {len} its rings need",
+                path.to_string_lossy()
+            ));
+        }
         Region::map_fd(fd, len, path)
     }
 
@@ -450,6 +465,18 @@ impl ShmLink {
             ));
         }
         let ring_bytes = config.ring_bytes(all_workers * workers);
+        // Every rank must lay its rings out alike (`SKEIN_SHM_RING_BYTES` is read per rank):
+        // a rank mapping another's file with another length would fault past its end.
+        let mine = [ring_bytes as u64];
+        let mut sizes = vec![0u64; ranks];
+        world.all_gather_into(&mine[..], &mut sizes[..]);
+        if let Some(r) = sizes.iter().position(|&b| b != sizes[0]) {
+            return Err(format!(
+                "every rank must use the same ring size (SKEIN_SHM_RING_BYTES): rank 0 uses {} \
+                 bytes, rank {r} uses {}",
+                sizes[0], sizes[r]
+            ));
+        }
         let stride = COUNTERS_BYTES + ring_bytes;
         let len = all_workers
             .checked_mul(workers)
