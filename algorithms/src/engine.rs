@@ -180,13 +180,21 @@ impl Default for EngineOptions {
     }
 }
 
+impl From<skein::Error> for EngineError {
+    fn from(e: skein::Error) -> EngineError {
+        EngineError::Runtime(e)
+    }
+}
+
 /// Why the engine failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
-    /// The runtime failed (a panic in a delegated closure, a failure to start workers).
+    /// The runtime failed (a panic in a delegated closure, a failure to start workers). Its
+    /// message is part of this one, so the runtime's error is not also the `source` (a
+    /// reporter that prints the chain would print it twice).
     #[error("runtime: {0}")]
-    Runtime(#[from] skein::Error),
+    Runtime(skein::Error),
     /// The root is not a vertex of the graph.
     #[error("root {root} is not a vertex (the graph has {num_vertices} vertices)")]
     Root {
