@@ -4,18 +4,10 @@
 
 #![cfg(feature = "mpi")]
 
-use std::process::{Command, Output};
+mod launch;
 
-fn mpirun(ranks: usize, args: &[&str]) -> Output {
-    Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np"])
-        .arg(ranks.to_string())
-        .arg(env!("CARGO_BIN_EXE_skein"))
-        .args(args)
-        .env_remove("SKEIN_LOOPBACK_RANKS")
-        .output()
-        .expect("mpirun runs (install Open MPI with scripts/install-mpi.sh)")
-}
+use launch::mpirun;
+use std::process::Command;
 
 #[test]
 fn pagerank_and_components_on_2_and_3_ranks_dump_the_sequential_results() {

@@ -3,19 +3,10 @@
 
 #![cfg(feature = "mpi")]
 
-use std::process::{Command, Output};
+mod launch;
 
-/// The launch line that works as root and on a 2-core machine.
-fn mpirun(ranks: usize, args: &[&str]) -> Output {
-    Command::new("mpirun")
-        .args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np"])
-        .arg(ranks.to_string())
-        .arg(env!("CARGO_BIN_EXE_skein"))
-        .args(args)
-        .env_remove("SKEIN_LOOPBACK_RANKS")
-        .output()
-        .expect("mpirun runs (install Open MPI with scripts/install-mpi.sh)")
-}
+use launch::mpirun;
+use std::process::{Command, Output};
 
 fn one_process(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().expect("skein runs")
