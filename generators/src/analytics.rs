@@ -114,6 +114,14 @@ pub enum AnalyticsError {
         /// The tolerance allowed.
         tolerance: f64,
     },
+    /// PageRank ran another number of iterations than the reference.
+    #[error("{got} iterations, the sequential reference ran {want}")]
+    Iterations {
+        /// Iterations of the result.
+        got: u32,
+        /// Iterations of the reference.
+        want: u32,
+    },
     /// The ranks do not sum to 1.
     #[error("the ranks sum to {0}, not 1 (within 1e-6)")]
     Sum(f64),
@@ -140,6 +148,32 @@ pub enum AnalyticsError {
         label: u64,
         /// The smallest vertex of its component.
         want: u64,
+    },
+    /// A label above its vertex (a label is the smallest vertex of its component).
+    #[error("vertex {vertex} has label {label}, above itself: a label must be the smallest vertex of its component")]
+    Above {
+        /// The vertex.
+        vertex: u64,
+        /// Its label.
+        label: u64,
+    },
+    /// The vertex a label names does not carry that label.
+    #[error("vertex {vertex} has label {label}, but vertex {label} has label {named}")]
+    Named {
+        /// The vertex.
+        vertex: u64,
+        /// Its label.
+        label: u64,
+        /// The label of vertex `label`.
+        named: u64,
+    },
+    /// A vertex's label is not a vertex of its component.
+    #[error("vertex {vertex} has label {label}, which is not a vertex of its component")]
+    Outside {
+        /// The vertex.
+        vertex: u64,
+        /// Its label.
+        label: u64,
     },
 }
 

@@ -213,6 +213,7 @@ use crate::graph::{Csr, VertexId};
 use crate::kronecker::{self, KroneckerParams};
 use crate::memory::{self, MemoryError};
 
+pub mod analytics;
 pub mod collective;
 pub mod files;
 #[cfg(feature = "mpi")]

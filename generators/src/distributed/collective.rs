@@ -12,9 +12,10 @@
 //!   received).
 //! - [`fetch`]: the values of up to `B` vertices, anywhere, asked from their owners (one
 //!   request exchange, one reply exchange, each sending at most `B` words per rank).
-//! - [`all_gather_u32`]: every rank's 32-bit values in vertex order (`4·n` bytes on every
-//!   rank), in rounds of at most `B` words per pair of ranks.
-//! - [`reach`]: the vertices reachable from a seed through a rank-local adjacency (the rows
+//! - [`all_gather_u32`], [`all_gather_u64`]: every rank's 32- or 64-bit values in vertex
+//!   order (`4·n` or `8·n` bytes on every rank), in rounds of at most `B` words per pair of
+//!   ranks.
+//! - [`reach`], [`reach_from`]: the vertices reachable from a seed (or several) through a rank-local adjacency (the rows
 //!   of a [`LocalCsr`], or a tree's child lists), in rounds where each rank sends at most
 //!   `B` vertex ids (one exchange per round, its flags folded into the data).
 
@@ -245,13 +246,37 @@ pub fn reach<E: Exchange + ?Sized>(
     seen: &mut [bool],
     round: usize,
 ) -> Result<u64, DistError> {
+    let rank = layout.rank();
+    let seeds = match seed {
+        Some(s) => vec![layout.local(s).ok_or_else(|| {
+            DistError::Exchange(format!("rank {rank} was given seed {s}, not its own"))
+        })?],
+        None => Vec::new(),
+    };
+    reach_from(ex, layout, offsets, targets, &seeds, seen, round)
+}
+
+/// [`reach`] from any number of seeds: `seeds` are local indices of this rank's own
+/// vertices (each rank passes its own; any may pass none).
+pub fn reach_from<E: Exchange + ?Sized>(
+    ex: &mut E,
+    layout: &Layout,
+    offsets: &[u64],
+    targets: &[u64],
+    seeds: &[usize],
+    seen: &mut [bool],
+    round: usize,
+) -> Result<u64, DistError> {
     let (rank, ranks) = (layout.rank(), layout.ranks());
     let round = round.max(1);
     let mut stack: Vec<usize> = Vec::new();
-    if let Some(s) = seed {
-        let i = layout.local(s).ok_or_else(|| {
-            DistError::Exchange(format!("rank {rank} was given seed {s}, not its own"))
-        })?;
+    for &i in seeds {
+        if i >= seen.len() {
+            return Err(DistError::Exchange(format!(
+                "rank {rank} was given seed index {i} of its {} vertices",
+                seen.len()
+            )));
+        }
         if !seen[i] {
             seen[i] = true;
             stack.push(i);
@@ -353,14 +378,61 @@ pub fn all_gather_u32<E: Exchange + ?Sized>(
     value: impl Fn(usize) -> u32,
     round: usize,
 ) -> Result<Vec<u32>, DistError> {
+    all_gather(ex, layout, value, round, 2)
+}
+
+/// [`all_gather_u32`] for 64-bit values, one to a word (`8·n` bytes on every rank,
+/// `ceil(max_r n_r / round)` rounds).
+pub fn all_gather_u64<E: Exchange + ?Sized>(
+    ex: &mut E,
+    layout: &Layout,
+    value: impl Fn(usize) -> u64,
+    round: usize,
+) -> Result<Vec<u64>, DistError> {
+    all_gather(ex, layout, value, round, 1)
+}
+
+/// A value [`all_gather`] packs `64 / bits` to a word.
+trait Packed: Copy + Default {
+    fn word(self) -> u64;
+    fn of(word: u64) -> Self;
+}
+
+impl Packed for u32 {
+    fn word(self) -> u64 {
+        u64::from(self)
+    }
+    fn of(word: u64) -> u32 {
+        word as u32
+    }
+}
+
+impl Packed for u64 {
+    fn word(self) -> u64 {
+        self
+    }
+    fn of(word: u64) -> u64 {
+        word
+    }
+}
+
+/// [`all_gather_u32`] and [`all_gather_u64`]: `pack` values to a word (2 or 1).
+fn all_gather<T: Packed, E: Exchange + ?Sized>(
+    ex: &mut E,
+    layout: &Layout,
+    value: impl Fn(usize) -> T,
+    round: usize,
+    pack: usize,
+) -> Result<Vec<T>, DistError> {
     let (rank, ranks) = (layout.rank(), layout.ranks());
     let bounds = layout.bounds();
     let n = usize::try_from(layout.num_vertices())
         .map_err(|_| DistError::Exchange("too many vertices to gather".into()))?;
-    let per = 2 * round.max(1); // values per sender and round
+    let per = pack * round.max(1); // values per sender and round
+    let shift = 64 / pack;
     let len = |s: usize| (bounds[s + 1] - bounds[s]) as usize;
     let plan = (0..ranks).map(len).max().unwrap_or(0).div_ceil(per);
-    let mut out = vec![0u32; n];
+    let mut out = vec![T::default(); n];
     let first = layout.first() as usize;
     for i in 0..len(rank) {
         out[first + i] = value(i);
@@ -371,32 +443,31 @@ pub fn all_gather_u32<E: Exchange + ?Sized>(
     let mut counts = vec![0usize; ranks];
     for t in 0..plan {
         let mine = span(rank, t);
-        let words = mine.len().div_ceil(2);
+        let words = mine.len().div_ceil(pack);
         send.clear();
         for (d, c) in counts.iter_mut().enumerate() {
             *c = if d == rank { 0 } else { words };
             if d != rank {
                 let block = &out[first + mine.start..first + mine.end];
-                send.extend(
-                    block
-                        .chunks(2)
-                        .map(|p| u64::from(p[0]) | p.get(1).map_or(0, |&x| u64::from(x) << 32)),
-                );
+                send.extend(block.chunks(pack).map(|p| {
+                    // `k < pack`, so `k · shift < 64`.
+                    p.iter().enumerate().fold(0u64, |w, (k, &x)| w | x.word() << (k * shift))
+                }));
             }
         }
         let (recv, from) = exchange(ex, &send, &counts)?;
         let mut at = 0;
         for (s, &c) in from.iter().enumerate() {
             let theirs = if s == rank { 0..0 } else { span(s, t) };
-            if c != theirs.len().div_ceil(2) {
+            if c != theirs.len().div_ceil(pack) {
                 return Err(DistError::Exchange(format!(
                     "gathering values, round {t}: {c} words from rank {s}, expected {}",
-                    theirs.len().div_ceil(2)
+                    theirs.len().div_ceil(pack)
                 )));
             }
             let base = bounds[s] as usize + theirs.start;
             for (k, slot) in out[base..base + theirs.len()].iter_mut().enumerate() {
-                *slot = (recv[at + k / 2] >> (32 * (k & 1))) as u32;
+                *slot = T::of(recv[at + k / pack] >> (shift * (k % pack)));
             }
             at += c;
         }
