@@ -88,6 +88,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use skein::Runtime;
+use skein_generators::distributed::analytics::LocalPageRank;
 use skein_generators::distributed::LocalCsr;
 use skein_generators::{BfsResult, Csr, SsspResult, NO_PARENT, UNREACHED_LEVEL};
 
@@ -234,6 +235,32 @@ pub struct LocalSssp {
     pub dist: Vec<f32>,
     /// Parent (global id) per vertex of the slice.
     pub parent: Vec<u64>,
+}
+
+/// This rank's slice of a components result ([`Engine::components_local`]): the labels of
+/// the vertices `first .. first + label.len()` (each the smallest vertex of its component).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalComponents {
+    /// The first vertex of the slice.
+    pub first: u64,
+    /// Label per vertex of the slice.
+    pub label: Vec<u64>,
+}
+
+/// PageRank's parameters, checked ([`EngineError::Options`] otherwise).
+fn check_pagerank_params(params: &PageRankParams) -> Result<(), EngineError> {
+    let ok = params.damping > 0.0
+        && params.damping < 1.0
+        && params.tolerance >= 0.0
+        && params.tolerance.is_finite()
+        && params.max_iterations >= 1;
+    if ok {
+        return Ok(());
+    }
+    Err(EngineError::Options(format!(
+        "PageRank needs 0 < damping < 1, a finite tolerance >= 0 and at least one iteration, \
+         got {params:?}"
+    )))
 }
 
 /// This rank's slice of a BFS result ([`Engine::bfs_local`]): the entries of the vertices
@@ -534,17 +561,7 @@ impl Engine {
         &self,
         params: PageRankParams,
     ) -> Result<(PageRankResult, SearchStats), EngineError> {
-        let ok = params.damping > 0.0
-            && params.damping < 1.0
-            && params.tolerance >= 0.0
-            && params.tolerance.is_finite()
-            && params.max_iterations >= 1;
-        if !ok {
-            return Err(EngineError::Options(format!(
-                "PageRank needs 0 < damping < 1, a finite tolerance >= 0 and at least one \
-                 iteration, got {params:?}"
-            )));
-        }
+        check_pagerank_params(&params)?;
         self.prepare_pagerank();
         let view = Arc::clone(&self.view);
         let (id, chunk) = (self.graph_id, self.opts.chunk * 64);
@@ -566,6 +583,43 @@ impl Engine {
         let (label, stats) = self.rt.run(move || cc::run(id, view, chunk, Collect::Gather))?;
         let stats = stats.into_stats(Some(self.rt.stats()));
         Ok((ComponentsResult { label }, stats))
+    }
+
+    /// [`Engine::pagerank`] whose ranks stay distributed: each rank gets the slice of its
+    /// own vertices ([`Engine::local_range`]), every vertex in one process; nothing of the
+    /// size of the graph is gathered on any rank. Collective under `mpirun`.
+    pub fn pagerank_local(
+        &self,
+        params: PageRankParams,
+    ) -> Result<(LocalPageRank, SearchStats), EngineError> {
+        check_pagerank_params(&params)?;
+        self.prepare_pagerank();
+        let view = Arc::clone(&self.view);
+        let (id, chunk) = (self.graph_id, self.opts.chunk * 64);
+        let key = registry::new_slices();
+        let run = self.rt.run(move || {
+            let (_, iterations, l1, stats) =
+                pagerank::run(id, view, params, chunk, Collect::Slices(key));
+            (iterations, l1, stats)
+        });
+        let slices = self.take_slices::<f64>(key);
+        let (iterations, l1, stats) = run?;
+        let (rank, _) = slices?;
+        let stats = stats.into_stats(Some(self.rt.stats()));
+        Ok((LocalPageRank { first: self.range.start, rank, iterations, l1 }, stats))
+    }
+
+    /// [`Engine::components`] whose labels stay distributed, as [`Engine::pagerank_local`].
+    pub fn components_local(&self) -> Result<(LocalComponents, SearchStats), EngineError> {
+        self.prepare_bfs();
+        let view = Arc::clone(&self.view);
+        let (id, chunk) = (self.graph_id, self.opts.chunk);
+        let key = registry::new_slices();
+        let run = self.rt.run(move || cc::run(id, view, chunk, Collect::Slices(key)).1);
+        let slices = self.take_slices::<u64>(key);
+        let stats = run?.into_stats(Some(self.rt.stats()));
+        let (label, _) = slices?;
+        Ok((LocalComponents { first: self.range.start, label }, stats))
     }
 
     /// Single-source shortest paths from `root` (binary32 distances, as the Graph500

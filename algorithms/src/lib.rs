@@ -39,7 +39,9 @@ pub mod registry;
 mod sssp;
 
 pub use engine::{
-    default_delta, Engine, EngineError, EngineOptions, LocalBfs, LocalSssp, SearchStats,
+    default_delta, Engine, EngineError, EngineOptions, LocalBfs, LocalComponents, LocalSssp,
+    SearchStats,
     DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA, DEFAULT_ROUND_SHARE,
 };
 pub use partition::{rank_bounds, Partitioning};
+pub use skein_generators::distributed::analytics::LocalPageRank;

@@ -59,12 +59,13 @@ use skein_generators::distributed::source::{build_from_source, KroneckerSource};
 use skein_generators::distributed::validate::{
     validate_bfs_distributed, validate_sssp_distributed, DistValidationError,
 };
+use skein_generators::distributed::LocalCsr;
 use skein_generators::distributed::{DistError, EdgeSource, Exchange, DEFAULT_ROUND_EDGES};
 use skein_generators::kronecker::KroneckerParams;
 use skein_generators::{NO_PARENT, UNREACHED_LEVEL};
 
 use crate::engines::{self, EngineSpec, SkeinTotals};
-use crate::graph_source::FILE_ROOT_SEEDS;
+use crate::graph_source::{GraphSpec, FILE_ROOT_SEEDS};
 use crate::names::Kernel;
 use crate::report::{self, EngineInfo, KernelReport, RunRecord, Validation};
 use crate::{limits, output, progress};
@@ -86,6 +87,19 @@ pub(crate) enum DistGraph {
     /// offsets, any other format read by rank 0 and handed out in rounds
     /// (`skein_generators::distributed::files`).
     File(PathBuf),
+}
+
+impl DistGraph {
+    /// The graph of `spec` across the ranks, and its name in reports (as the one-process
+    /// path names it).
+    pub(crate) fn of_spec(spec: &GraphSpec) -> (DistGraph, String) {
+        match spec {
+            GraphSpec::Kronecker(params) => {
+                (DistGraph::Kronecker(*params), format!("{spec} (Graph500 Kronecker)"))
+            }
+            GraphSpec::File(path) => (DistGraph::File(path.clone()), path.display().to_string()),
+        }
+    }
 }
 
 /// What to run across the ranks.
@@ -129,38 +143,55 @@ pub(crate) fn applies() -> bool {
     skein::ranks() > 1
 }
 
-/// Runs `k` across the ranks (collective); every rank returns the same report, rank 0
-/// prints and writes it.
-pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTotals)> {
-    let threads = k.spec.check()?;
-    let mut ex = MpiExchange::world()?;
+/// This rank's rows of a graph built across the ranks ([`build_rows`]), and what the
+/// reports say of their making.
+pub(crate) struct Rows {
+    pub(crate) g: Arc<LocalCsr>,
+    /// Vertices and input edges of the graph.
+    pub(crate) n: u64,
+    pub(crate) m: u64,
+    /// Arcs over every rank.
+    pub(crate) arcs: u64,
+    /// The ranks' vertex ranges ([`rank_bounds`]).
+    pub(crate) bounds: Vec<u64>,
+    /// The slowest rank's generation (or reading) and construction seconds.
+    pub(crate) generation_seconds: f64,
+    pub(crate) construction_seconds: f64,
+    /// Each rank's peak memory right after building its rows.
+    pub(crate) build_peaks: Vec<u64>,
+}
+
+/// Step 1 of the module docs (collective): this rank's rows of `graph` over `threads`
+/// workers per rank, with progress on rank 0 and a line per rank; `check(n)` runs once the
+/// vertex count is known, before anything is built (the same verdict on every rank).
+pub(crate) fn build_rows(
+    graph: &DistGraph,
+    description: &str,
+    threads: usize,
+    check: impl FnOnce(u64) -> anyhow::Result<()>,
+    ex: &mut MpiExchange,
+) -> anyhow::Result<Rows> {
     let (rank, ranks) = (ex.rank(), ex.ranks());
     // The edges: generated, or read from the file (its header checked, or a text file's
     // first pass done, the same verdict on every rank).
     let opening = Instant::now();
-    let mut source: Box<dyn EdgeSource + Send> = match &k.graph {
+    let mut source: Box<dyn EdgeSource + Send> = match graph {
         DistGraph::Kronecker(p) => {
-            p.check().with_context(|| format!("graph {}", k.description))?;
+            p.check().with_context(|| format!("graph {description}"))?;
             Box::new(KroneckerSource(*p))
         }
-        DistGraph::File(path) => {
-            open_file_source(path, &mut ex).with_context(|| file_context(path))?
-        }
+        DistGraph::File(path) => open_file_source(path, ex).with_context(|| file_context(path))?,
     };
     // A text file's first pass (rank 0) counts as reading time.
     let open_s = opening.elapsed().as_secs_f64();
     let (n, m) = (source.num_vertices(), source.num_edges());
     // Checked before anything is built, the same on every rank.
-    check_roots(k, n).map_err(|e| match &k.roots_context {
-        Some(c) => e.context(c.clone()),
-        None => e,
-    })?;
-    check_rank_fits(&k.graph, n, m, rank, ranks, threads, &mut ex)?;
+    check(n)?;
+    check_rank_fits(graph, n, m, rank, ranks, threads, ex)?;
     let bounds = rank_bounds(n, ranks, threads);
 
-    // 1. This rank's rows.
     let share = source.share(rank, ranks);
-    let phase = match k.graph {
+    let phase = match graph {
         DistGraph::Kronecker(_) => "generate+build",
         DistGraph::File(_) => "read+build",
     };
@@ -170,37 +201,35 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
             bar.set(done);
         }
     };
-    let built = build_from_source(&mut *source, &bounds, DEFAULT_ROUND_EDGES, &mut ex, &on_round);
+    let built = build_from_source(&mut *source, &bounds, DEFAULT_ROUND_EDGES, ex, &on_round);
     drop(source);
-    let (g, mut stats) = match (&k.graph, built) {
+    let (g, mut stats) = match (graph, built) {
         (_, Ok(b)) => b,
         (DistGraph::File(path), Err(e @ DistError::Input(_))) => {
             return Err(e).with_context(|| file_context(path))
         }
         (_, Err(e)) => {
             return Err(e).with_context(|| {
-                format!("cannot build the graph {} across {ranks} ranks", k.description)
+                format!("cannot build the graph {description} across {ranks} ranks")
             })
         }
     };
     bar.finish();
     stats.generate_s += open_s;
     let construction = stats.route_s + stats.exchange_s + stats.rows_s;
-    let slowest =
-        all_reduce(&mut ex, &[stats.generate_s.to_bits(), construction.to_bits()], u64::max)?;
+    let slowest = all_reduce(ex, &[stats.generate_s.to_bits(), construction.to_bits()], u64::max)?;
     let (generation_seconds, construction_seconds) =
         (f64::from_bits(slowest[0]), f64::from_bits(slowest[1]));
-    let arcs = all_reduce(&mut ex, &[g.num_arcs()], u64::wrapping_add)?[0];
+    let arcs = all_reduce(ex, &[g.num_arcs()], u64::wrapping_add)?[0];
     // Each rank's peak memory so far: the graph's construction (before the engine).
     let mut peak = vec![0u64; ranks];
     peak[rank] = skein_generators::memory::peak_rss_bytes().unwrap_or(0);
-    let build_peaks = all_reduce(&mut ex, &peak, u64::wrapping_add)?;
+    let build_peaks = all_reduce(ex, &peak, u64::wrapping_add)?;
     let g = Arc::new(g);
     if rank == 0 {
         output::eline(format_args!(
-            "graph {}: {n} vertices, {} edges across {ranks} ranks; generated in \
+            "graph {description}: {n} vertices, {} edges across {ranks} ranks; generated in \
              {generation_seconds:.3} s, rows built in {construction_seconds:.3} s (slowest rank)",
-            k.description,
             arcs / 2,
         ));
     }
@@ -216,6 +245,24 @@ pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTota
         stats.rows_s,
         build_peaks[rank] as f64 / 1048576.0,
     ));
+    Ok(Rows { g, n, m, arcs, bounds, generation_seconds, construction_seconds, build_peaks })
+}
+
+/// Runs `k` across the ranks (collective); every rank returns the same report, rank 0
+/// prints and writes it.
+pub(crate) fn run(k: &DistKernel<'_>) -> anyhow::Result<(KernelReport, SkeinTotals)> {
+    let threads = k.spec.check()?;
+    let mut ex = MpiExchange::world()?;
+    let rank = ex.rank();
+    // 1. This rank's rows.
+    let check = |n: u64| {
+        check_roots(k, n).map_err(|e| match &k.roots_context {
+            Some(c) => e.context(c.clone()),
+            None => e,
+        })
+    };
+    let Rows { g, n, m, arcs, bounds, generation_seconds, construction_seconds, build_peaks } =
+        build_rows(&k.graph, &k.description, threads, check, &mut ex)?;
 
     // 2. Roots, and their nedge.
     let roots = match (&k.graph, k.explicit_roots.is_empty()) {
@@ -425,14 +472,48 @@ fn search(
     })
 }
 
+/// A rank's slice of a result, as the dump gather moves it: `width` words per vertex.
+pub(crate) trait DumpSlice {
+    /// Words per vertex.
+    fn width(&self) -> usize;
+    /// The words of the slice's vertices `lo..hi` (local indices).
+    fn words(&self, lo: usize, hi: usize) -> Vec<u64>;
+    /// Writes vertex `v`'s dump line from its words.
+    fn line(&self, w: &mut dyn Write, v: u64, words: &[u64]) -> std::io::Result<()>;
+}
+
+impl DumpSlice for LocalOut {
+    fn width(&self) -> usize {
+        2
+    }
+    fn words(&self, lo: usize, hi: usize) -> Vec<u64> {
+        match self {
+            LocalOut::Sssp(r) => {
+                (lo..hi).flat_map(|i| [u64::from(r.dist[i].to_bits()), r.parent[i]]).collect()
+            }
+            LocalOut::Bfs(r) => {
+                (lo..hi).flat_map(|i| [u64::from(r.level[i]), r.parent[i]]).collect()
+            }
+        }
+    }
+    fn line(&self, w: &mut dyn Write, v: u64, pair: &[u64]) -> std::io::Result<()> {
+        match self {
+            LocalOut::Sssp(_) => {
+                report::dump_sssp_line(w, v, f32::from_bits(pair[0] as u32), pair[1])
+            }
+            LocalOut::Bfs(_) => report::dump_bfs_line(w, v, pair[0] as u32, pair[1]),
+        }
+    }
+}
+
 /// Writes the dump of `out` (every rank's slice) to `path` on rank 0 (collective): rank
 /// 0's own lines, then each other rank's, received in chunks of `chunk` vertices
 /// ([`DUMP_CHUNK`]).
 /// Every rank takes part in every exchange whatever happens to the file, and every rank
 /// returns an error when rank 0 could not write it, so nothing hangs.
-fn write_dump(
+pub(crate) fn write_dump(
     path: &Path,
-    out: &LocalOut,
+    out: &dyn DumpSlice,
     bounds: &[u64],
     chunk: usize,
     ex: &mut dyn Exchange,
@@ -456,6 +537,7 @@ fn write_dump(
         });
     }
     let mut write_error: Option<std::io::Error> = None;
+    let width = out.width();
     {
         let mut w = file.as_mut().map(|f| std::io::BufWriter::with_capacity(1 << 20, f.file_mut()));
         let mut emit = |first: u64, words: &[u64]| {
@@ -463,30 +545,14 @@ fn write_dump(
             if write_error.is_some() {
                 return;
             }
-            for (i, pair) in words.chunks_exact(2).enumerate() {
-                let v = first + i as u64;
-                let r = match out {
-                    LocalOut::Sssp(_) => {
-                        report::dump_sssp_line(w, v, f32::from_bits(pair[0] as u32), pair[1])
-                    }
-                    LocalOut::Bfs(_) => report::dump_bfs_line(w, v, pair[0] as u32, pair[1]),
-                };
-                if let Err(e) = r {
+            for (i, one) in words.chunks_exact(width).enumerate() {
+                if let Err(e) = out.line(w, first + i as u64, one) {
                     write_error = Some(e);
                     return;
                 }
             }
         };
-        let words = |lo: usize, hi: usize| -> Vec<u64> {
-            match out {
-                LocalOut::Sssp(r) => {
-                    (lo..hi).flat_map(|i| [u64::from(r.dist[i].to_bits()), r.parent[i]]).collect()
-                }
-                LocalOut::Bfs(r) => {
-                    (lo..hi).flat_map(|i| [u64::from(r.level[i]), r.parent[i]]).collect()
-                }
-            }
-        };
+        let words = |lo: usize, hi: usize| out.words(lo, hi);
         let mine = (bounds[rank + 1] - bounds[rank]) as usize;
         if rank == 0 {
             for lo in (0..mine).step_by(chunk) {
@@ -503,7 +569,7 @@ fn write_dump(
                 let (recv, from) = ex.exchange(&send, &counts)?;
                 if rank == 0 {
                     anyhow::ensure!(
-                        from[s] == 2 * (hi - lo) && recv.len() == from[s],
+                        from[s] == width * (hi - lo) && recv.len() == from[s],
                         "the dump gather: rank {s} sent {} words for {} vertices",
                         from[s],
                         hi - lo

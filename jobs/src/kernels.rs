@@ -12,7 +12,8 @@
 //!   component (equal to a sequential union-find's).
 //!
 //! Under `mpirun` (a build with the `mpi` feature) the skein engine runs across the ranks,
-//! every rank building the whole graph; rank 0 prints and writes. `skein compare` runs them with the one-process engines (seq,
+//! each rank building only its own rows and validating its slice (`ranks`); rank 0 prints
+//! and writes. `skein compare` runs them with the one-process engines (seq,
 //! rayon, skein) and refuses the MPI engines, naming why.
 
 use std::io::Write;
@@ -28,6 +29,9 @@ use crate::engines::{self, EngineSpec};
 use crate::graph_source::{self, GraphSpec, LoadedGraph};
 use crate::job::Job;
 use crate::names::{EngineName, Kernel};
+
+#[cfg(feature = "mpi")]
+mod ranks;
 
 /// Largest difference allowed between a PageRank rank and the sequential engine's.
 pub(crate) const PAGERANK_TOLERANCE: f64 = 1e-12;
@@ -105,8 +109,25 @@ pub(crate) fn run_cli(kernel: Kernel, args: Args) -> anyhow::Result<()> {
         json: args.json,
         dump: args.dump,
     };
-    let graph = graph_source::load(&args.graph.parse::<GraphSpec>()?)?;
-    execute(&setup, &graph, None)
+    let spec = args.graph.parse::<GraphSpec>()?;
+    #[cfg(feature = "mpi")]
+    if crate::dist_run::applies() {
+        let (graph, description) = crate::dist_run::DistGraph::of_spec(&spec);
+        return ranks::execute(&setup, &graph, description, None);
+    }
+    execute(&setup, &graph_source::load(&spec)?, None)
+}
+
+/// Runs job `job` (whose kernel is PageRank or components) across the ranks of an mpirun
+/// job, no rank holding the whole graph (`ranks`).
+#[cfg(feature = "mpi")]
+pub(crate) fn run_job_distributed(
+    job: &Job,
+    graph: &crate::dist_run::DistGraph,
+    description: String,
+) -> anyhow::Result<()> {
+    let setup = job_setup(job, job.engine);
+    ranks::execute(&setup, graph, description, Some(serde_json::to_value(job)?))
 }
 
 /// Runs job `job` (whose kernel is PageRank or components) on `graph`.
@@ -140,7 +161,14 @@ pub(crate) struct Measured {
     kernel_seconds: Vec<f64>,
     messages: u64,
     rounds: u64,
-    out: Output,
+    /// The graph's name, vertices and arcs.
+    graph: String,
+    vertices: u64,
+    arcs: u64,
+    /// PageRank's last L1 change.
+    l1: Option<f64>,
+    /// The last run's result (one process; across ranks it stays on the ranks).
+    out: Option<Output>,
     validation: Option<anyhow::Result<()>>,
 }
 
@@ -164,17 +192,12 @@ impl Measured {
     }
 
     /// The JSON report of these runs.
-    pub(crate) fn to_json(
-        &self,
-        params: &PageRankParams,
-        graph: &LoadedGraph,
-    ) -> serde_json::Value {
-        let csr = &graph.csr;
+    pub(crate) fn to_json(&self, params: &PageRankParams) -> serde_json::Value {
         let mut json = serde_json::json!({
             "kernel": self.kernel.as_str(),
-            "graph": graph.description,
-            "vertices": csr.num_vertices(),
-            "arcs": csr.num_arcs(),
+            "graph": self.graph,
+            "vertices": self.vertices,
+            "arcs": self.arcs,
             "engine": self.engine.as_str(),
             "threads": self.threads,
             "seconds": self.seconds,
@@ -183,8 +206,8 @@ impl Measured {
             "arcs_per_second_hmean": self.hmean_rate,
             "validated": self.validation.as_ref().map(|v| v.is_ok()),
         });
-        if let Output::Ranks(r) = &self.out {
-            json["l1"] = r.l1.into();
+        if let Some(l1) = self.l1 {
+            json["l1"] = l1.into();
             json["damping"] = params.damping.into();
             json["tolerance"] = params.tolerance.into();
             json["max_iterations"] = params.max_iterations.into();
@@ -196,6 +219,45 @@ impl Measured {
         }
         json
     }
+
+    /// The report (rank 0 prints it; the other ranks of an mpirun job print nothing).
+    fn print(&self, o: &mut dyn Write) -> std::io::Result<()> {
+        let times = &self.times;
+        writeln!(o, "{:<32}{}", "kernel:", self.kernel)?;
+        writeln!(o, "{:<32}{}", "graph:", self.graph)?;
+        writeln!(o, "{:<32}{} vertices, {} arcs", "size:", self.vertices, self.arcs)?;
+        writeln!(o, "{:<32}{} ({} threads)", "engine:", self.engine, self.threads)?;
+        writeln!(o, "{:<32}{}", "runs:", self.seconds.len())?;
+        writeln!(
+            o,
+            "{:<32}min {:.4}, mean {:.4}, max {:.4}",
+            "seconds per run:", times.min, times.mean, times.max
+        )?;
+        if let Some(l1) = self.l1 {
+            writeln!(o, "{:<32}{} (last L1 change {:.3e})", "iterations:", self.iterations, l1)?;
+            writeln!(
+                o,
+                "{:<32}{:.5}",
+                "mean seconds per iteration:",
+                times.mean / f64::from(self.iterations)
+            )?;
+        }
+        writeln!(o, "{:<32}{:.4e}", "arcs per second (hmean):", self.hmean_rate)?;
+        if !self.kernel_seconds.is_empty() {
+            let k = crate::report::Stats::of(&self.kernel_seconds);
+            writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
+            writeln!(o, "{:<32}{}", "skein messages per run:", self.messages)?;
+            writeln!(o, "{:<32}{}", "skein rounds per run:", self.rounds)?;
+        }
+        writeln!(o, "{:<32}{}", "validation:", self.validation_text())?;
+        o.flush()
+    }
+}
+
+/// The harmonic mean over `seconds` of `arcs · iterations` per second.
+fn hmean(seconds: &[f64], arcs: u64, iterations: u32) -> f64 {
+    let work = arcs as f64 * f64::from(iterations);
+    seconds.len() as f64 / seconds.iter().map(|s| s / work).sum::<f64>()
 }
 
 /// The sequential engine's PageRank, computed once for every validation that needs it.
@@ -266,7 +328,7 @@ pub(crate) fn measure_job(
     setup.json = None;
     setup.dump = None;
     let m = measure(&setup, graph, reference)?;
-    let json = m.to_json(&setup.params, graph);
+    let json = m.to_json(&setup.params);
     Ok((m, json))
 }
 
@@ -328,13 +390,11 @@ fn measure(
     }
     drop(ready);
     let out = last.expect("at least one run");
-    let arcs = csr.num_arcs() as f64;
-    let iterations = match &out {
-        Output::Ranks(r) => r.iterations,
-        Output::Labels(_) => 1,
+    let (iterations, l1) = match &out {
+        Output::Ranks(r) => (r.iterations, Some(r.l1)),
+        Output::Labels(_) => (1, None),
     };
-    let work = arcs * f64::from(iterations);
-    let hmean_rate = seconds.len() as f64 / seconds.iter().map(|s| s / work).sum::<f64>();
+    let hmean_rate = hmean(&seconds, csr.num_arcs(), iterations);
     let validation =
         if setup.validate { Some(validate(setup, csr, &out, reference)) } else { None };
     Ok(Measured {
@@ -348,7 +408,11 @@ fn measure(
         kernel_seconds,
         messages,
         rounds,
-        out,
+        graph: graph.description.clone(),
+        vertices: csr.num_vertices(),
+        arcs: csr.num_arcs(),
+        l1,
+        out: Some(out),
         validation,
     })
 }
@@ -362,42 +426,17 @@ fn execute(
         crate::output::check_writable(path)?;
     }
     let m = measure(setup, graph, &mut Reference::default())?;
-    let (kernel, engine, threads, csr) = (m.kernel, m.engine, m.threads, &graph.csr);
-    if let Some(path) = &setup.dump {
-        crate::output::write_file(path, "the dump file", |w| dump(w, &m.out))?;
+    if let (Some(path), Some(out)) = (&setup.dump, &m.out) {
+        crate::output::write_file(path, "the dump file", |w| dump(w, out))?;
     }
-    let times = &m.times;
-    let mut o = std::io::stdout().lock();
-    writeln!(o, "{:<32}{}", "kernel:", kernel)?;
-    writeln!(o, "{:<32}{}", "graph:", graph.description)?;
-    writeln!(o, "{:<32}{} vertices, {} arcs", "size:", csr.num_vertices(), csr.num_arcs())?;
-    writeln!(o, "{:<32}{} ({} threads)", "engine:", engine, threads)?;
-    writeln!(o, "{:<32}{}", "runs:", m.seconds.len())?;
-    writeln!(
-        o,
-        "{:<32}min {:.4}, mean {:.4}, max {:.4}",
-        "seconds per run:", times.min, times.mean, times.max
-    )?;
-    if let Output::Ranks(r) = &m.out {
-        writeln!(o, "{:<32}{} (last L1 change {:.3e})", "iterations:", r.iterations, r.l1)?;
-        writeln!(
-            o,
-            "{:<32}{:.5}",
-            "mean seconds per iteration:",
-            times.mean / f64::from(r.iterations)
-        )?;
-    }
-    writeln!(o, "{:<32}{:.4e}", "arcs per second (hmean):", m.hmean_rate)?;
-    if !m.kernel_seconds.is_empty() {
-        let k = crate::report::Stats::of(&m.kernel_seconds);
-        writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
-        writeln!(o, "{:<32}{}", "skein messages per run:", m.messages)?;
-        writeln!(o, "{:<32}{}", "skein rounds per run:", m.rounds)?;
-    }
-    writeln!(o, "{:<32}{}", "validation:", m.validation_text())?;
-    o.flush()?;
+    finish(setup, m, job)
+}
+
+/// Prints the report, writes `--json`, and fails when validation failed.
+fn finish(setup: &Setup, m: Measured, job: Option<serde_json::Value>) -> anyhow::Result<()> {
+    m.print(&mut std::io::stdout().lock())?;
     if let Some(path) = &setup.json {
-        let mut json = m.to_json(&setup.params, graph);
+        let mut json = m.to_json(&setup.params);
         if let Some(job) = job {
             json["job"] = job;
         }

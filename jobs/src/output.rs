@@ -244,8 +244,9 @@ pub(crate) fn check_writable(path: &Path) -> anyhow::Result<()> {
     if std::fs::metadata(path).is_ok_and(|md| !md.is_file()) && !path.is_dir() {
         return Ok(());
     }
-    create_parent(path)?;
-    drop(AtomicFile::create(path)?);
+    let what = || format!("cannot write {}", path.display());
+    create_parent(path).with_context(what)?;
+    drop(AtomicFile::create(path).with_context(what)?);
     Ok(())
 }
 

@@ -131,14 +131,7 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     let graph_spec: GraphSpec = args.graph.parse()?;
     #[cfg(feature = "mpi")]
     if crate::dist_run::applies() {
-        use crate::dist_run::DistGraph;
-        // Described as the one-process path describes the graph.
-        let (graph, description) = match &graph_spec {
-            GraphSpec::Kronecker(params) => {
-                (DistGraph::Kronecker(*params), format!("{graph_spec} (Graph500 Kronecker)"))
-            }
-            GraphSpec::File(path) => (DistGraph::File(path.clone()), path.display().to_string()),
-        };
+        let (graph, description) = crate::dist_run::DistGraph::of_spec(&graph_spec);
         let (report, totals) = crate::dist_run::run(&crate::dist_run::DistKernel {
             kernel,
             graph,

@@ -67,6 +67,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let job = job?;
     crate::engines::check_ranks(job.engine)?;
     if job.kernel.rootless() {
+        #[cfg(feature = "mpi")]
+        if crate::dist_run::applies() {
+            let (graph, description) = dist_graph(&job)?;
+            return crate::kernels::run_job_distributed(&job, &graph, description);
+        }
         return crate::kernels::run_job(&job, &load_graph(&job)?);
     }
     #[cfg(feature = "mpi")]
@@ -137,17 +142,7 @@ fn finish(
 /// shares.
 #[cfg(feature = "mpi")]
 fn run_distributed(job: &Job) -> anyhow::Result<(KernelReport, crate::engines::SkeinTotals)> {
-    use crate::dist_run::DistGraph;
-    // Described as the one-process path describes the graph.
-    let (graph, description) = match &job.graph {
-        JobGraph::Kronecker { scale, edgefactor, seeds } => {
-            let params = KroneckerParams::new(*scale, *edgefactor, seeds[0], seeds[1])
-                .with_context(|| format!("{}: [graph]", job.source.display()))?;
-            let description = format!("{} (Graph500 Kronecker)", GraphSpec::Kronecker(params));
-            (DistGraph::Kronecker(params), description)
-        }
-        JobGraph::File { path } => (DistGraph::File(path.clone()), path.display().to_string()),
-    };
+    let (graph, description) = dist_graph(job)?;
     let (explicit, count): (&[u64], u64) = match &job.roots {
         Roots::Count(n) => (&[], *n),
         Roots::List(list) => (list, list.len() as u64),
@@ -166,6 +161,19 @@ fn run_distributed(job: &Job) -> anyhow::Result<(KernelReport, crate::engines::S
         spec: &spec,
         warmup: 0,
     })
+}
+
+/// The job's graph across the ranks, described as the one-process path describes it.
+#[cfg(feature = "mpi")]
+fn dist_graph(job: &Job) -> anyhow::Result<(crate::dist_run::DistGraph, String)> {
+    let spec = match &job.graph {
+        JobGraph::Kronecker { scale, edgefactor, seeds } => GraphSpec::Kronecker(
+            KroneckerParams::new(*scale, *edgefactor, seeds[0], seeds[1])
+                .with_context(|| format!("{}: [graph]", job.source.display()))?,
+        ),
+        JobGraph::File { path } => GraphSpec::File(path.clone()),
+    };
+    Ok(crate::dist_run::DistGraph::of_spec(&spec))
 }
 
 pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
