@@ -13,8 +13,9 @@
 //!
 //! Under `mpirun` (a build with the `mpi` feature) the skein engine runs across the ranks,
 //! each rank building only its own rows and validating its slice (`ranks`); rank 0 prints
-//! and writes. `skein compare` runs them with the one-process engines (seq,
-//! rayon, skein) and refuses the MPI engines, naming why.
+//! and writes. `skein compare` runs them with the one-process engines (seq, rayon, skein)
+//! and with `skein-rack` (this executable under `mpirun`, `crate::skein_rack`); it refuses
+//! `graph500-mpi`, which has no such kernels.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -285,8 +286,13 @@ fn job_setup(job: &Job, engine: EngineName) -> Setup {
 }
 
 /// Checks that `skein compare` can run job `job` (a PageRank or components job) with
-/// `engines`, before the graph is built: the MPI engines do not run these kernels.
-pub(crate) fn check_compare(job: &Job, engines: &[EngineName]) -> anyhow::Result<()> {
+/// `engines`, before the graph is built: the Graph500 reference has no such kernels, and
+/// `skein-rack` needs a build with MPI.
+pub(crate) fn check_compare(
+    job: &Job,
+    engines: &[EngineName],
+    launch: &crate::graph500_mpi::Launch,
+) -> anyhow::Result<()> {
     let kernel = job.kernel;
     for &engine in engines {
         match engine {
@@ -296,13 +302,7 @@ pub(crate) fn check_compare(job: &Job, engines: &[EngineName]) -> anyhow::Result
                 job.source.display(),
                 if kernel == Kernel::Pagerank { "PageRank" } else { "connected components" }
             ),
-            EngineName::SkeinRack => anyhow::bail!(
-                "{}: engine skein-rack is not yet supported by skein compare for {kernel}; run \
-                 it under mpirun with `mpirun -np R skein run {} --set job.engine=skein`, and \
-                 compare {kernel} here with --engines seq,rayon,skein",
-                job.source.display(),
-                job.source.display()
-            ),
+            EngineName::SkeinRack => crate::skein_rack::check(launch)?,
             EngineName::Seq | EngineName::Rayon | EngineName::Skein => {
                 if engine != EngineName::Seq {
                     job_setup(job, engine)

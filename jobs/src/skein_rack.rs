@@ -88,8 +88,18 @@ pub(crate) fn run(job: &Job, sets: &[String], launch: &Launch) -> anyhow::Result
         mean: f("mean")?,
         stddev: f("stddev")?,
     };
-    let hmean = json["harmonic_mean_teps"].as_f64().context("the rack report has no TEPS")?;
-    let validation = json["validation"].as_str().unwrap_or("").to_string();
+    // A search kernel's report has TEPS and a validation text; PageRank's and components'
+    // (`crate::kernels`) arcs per second and whether the result validated.
+    let hmean = json["harmonic_mean_teps"]
+        .as_f64()
+        .or_else(|| json["arcs_per_second_hmean"].as_f64())
+        .context("the rack report has no TEPS")?;
+    let validation = match (json["validation"].as_str(), &json["validated"]) {
+        (Some(text), _) => text.to_string(),
+        (None, serde_json::Value::Bool(true)) => "passed".to_string(),
+        (None, serde_json::Value::Bool(false)) => "FAILED (see the rack run's output)".to_string(),
+        (None, _) => "skipped".to_string(),
+    };
     let valid = !validation.starts_with("FAILED");
     Ok(RackRun { workers, time, hmean, validation, valid, json })
 }
