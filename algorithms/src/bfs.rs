@@ -62,7 +62,7 @@ const VISIT_WORDS: usize = 8;
 /// Words of a hub-scan packet: 8 scans of 24 bytes.
 const HUB_WORDS: usize = 24;
 use crate::parts::{
-    collect, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+    collect_into, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
 };
 use crate::registry;
 
@@ -536,14 +536,16 @@ pub(crate) struct Params {
 
 /// One BFS from `root`, run by the main fiber of a runtime whose workers (of every rank)
 /// each own one partition of `view` (registered on every rank as graph `graph`,
-/// `crate::registry`): levels and parents (global ids) indexed by global id, or, with
-/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank).
+/// `crate::registry`): levels and parents (global ids) indexed by global id, written into
+/// the vectors `reuse` when they fit (an earlier result's: `crate::parts::gather_into`), or,
+/// with [`Collect::Slices`], empty vectors (each rank's slice is left on its rank).
 pub(crate) fn search(
     graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
     how: Collect,
+    reuse: (Vec<u32>, Vec<u64>),
 ) -> (Vec<u32>, Vec<u64>, KernelStats) {
     let Params { chunk, alpha, beta } = params;
     let np = skein::num_workers();
@@ -588,7 +590,7 @@ pub(crate) fn search(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = collect(graph, search, &parts, &view.parts, how);
+    let g = collect_into(graph, search, &parts, &view.parts, how, reuse);
     disconnect(search, &parts);
     let rounds = u64::from(level);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
