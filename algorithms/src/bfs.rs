@@ -119,6 +119,7 @@ struct Buffers {
     frontier: Vec<u32>,
     next: Vec<u32>,
     sent: Vec<u64>,
+    words: Vec<u64>,
 }
 
 /// The frontier of a bottom-up level as one bitmap per rank, over every partition's tags
@@ -146,6 +147,8 @@ pub(crate) struct BfsPart {
     next: Vec<u32>,
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
+    /// The frontier as bits over the local indices ([`BfsPart::share_frontier`]).
+    words: Vec<u64>,
     outbox: Outbox<Visit, VISIT_WORDS>,
     /// Arc ranges sent to partitions of this rank ([`HubScan`]).
     scans: Outbox<HubScan, HUB_WORDS>,
@@ -160,6 +163,9 @@ pub(crate) struct BfsPart {
     stale: Option<usize>,
     /// Arcs of the vertices not reached yet.
     unvisited_arcs: u64,
+    /// Arcs of the vertices in `next` (those of `frontier` after [`BfsPart::advance`]).
+    next_arcs: u64,
+    frontier_arcs: u64,
     pub(crate) scanned_arcs: u64,
 }
 
@@ -215,6 +221,7 @@ impl BfsPart {
             frontier: Vec::new(),
             next: Vec::new(),
             sent: vec![0u64; sent_words],
+            words: Vec::new(),
         });
         BfsPart {
             view,
@@ -227,6 +234,7 @@ impl BfsPart {
             frontier: b.frontier,
             next: b.next,
             sent: b.sent,
+            words: b.words,
             outbox: Outbox::new(np),
             scans: Outbox::new(np),
             same_rank: rank.clone(),
@@ -234,6 +242,8 @@ impl BfsPart {
             slice,
             stale: None,
             unvisited_arcs,
+            next_arcs: 0,
+            frontier_arcs: 0,
             scanned_arcs: 0,
         }
     }
@@ -248,11 +258,21 @@ impl BfsPart {
     pub(crate) fn visit(&mut self, local: u32, level: u32, parent: Tag) {
         let l = local as usize;
         if self.level[l] == UNREACHED_LEVEL {
-            self.level[l] = level;
-            self.parent[l] = parent;
-            self.next.push(local);
-            self.unvisited_arcs -= self.view.bare(self.part).degree(local);
+            let degree = self.view.bare(self.part).degree(local);
+            self.reach(local, level, parent, degree);
         }
+    }
+
+    /// Records unvisited local vertex `local` (of `degree` arcs) as visited at `level` from
+    /// `parent`.
+    #[inline]
+    fn reach(&mut self, local: u32, level: u32, parent: Tag, degree: u64) {
+        let l = local as usize;
+        self.level[l] = level;
+        self.parent[l] = parent;
+        self.next.push(local);
+        self.unvisited_arcs -= degree;
+        self.next_arcs += degree;
     }
 
     /// Applies a batch of arc scans from partitions of this rank: their targets get
@@ -276,12 +296,12 @@ impl BfsPart {
         }
     }
 
-    /// The heuristic's counts for the current frontier.
+    /// The heuristic's counts for the current frontier (its arcs summed as its vertices
+    /// were reached, [`BfsPart::reach`]: no second pass over their degrees).
     pub(crate) fn counts(&self) -> BfsCounts {
-        let arcs = self.view.bare(self.part);
         BfsCounts {
             frontier: self.frontier.len() as u64,
-            frontier_arcs: self.frontier.iter().map(|&u| arcs.degree(u)).sum(),
+            frontier_arcs: self.frontier_arcs,
             unvisited_arcs: self.unvisited_arcs,
         }
     }
@@ -297,13 +317,13 @@ impl BfsPart {
         }
     }
 
-    /// This partition's frontier as bits over its local indices.
-    fn frontier_bits(&self) -> Vec<u64> {
-        let mut bits = vec![0u64; self.level.len().div_ceil(64)];
+    /// This partition's frontier as bits over its local indices, into `words`.
+    fn frontier_bits(&mut self) {
+        self.words.clear();
+        self.words.resize(self.level.len().div_ceil(64), 0);
         for &u in &self.frontier {
-            bits[u as usize / 64] |= 1 << (u % 64);
+            self.words[u as usize / 64] |= 1 << (u % 64);
         }
-        bits
     }
 
     /// Adds partition `part`'s frontier (bits over its local indices) to shared bitmap
@@ -344,10 +364,11 @@ impl BfsPart {
             if self.level[u as usize] != UNREACHED_LEVEL {
                 continue;
             }
-            for &t in arcs.arcs(u) {
+            let mine = arcs.arcs(u);
+            for &t in mine {
                 scanned += 1;
                 if front[t as usize / 64].load(Ordering::Relaxed) & (1 << (t % 64)) != 0 {
-                    self.visit(u, level + 1, t);
+                    self.reach(u, level + 1, t, mine.len() as u64);
                     break;
                 }
             }
@@ -361,6 +382,7 @@ impl BfsPart {
     pub(crate) fn advance(&mut self) -> usize {
         std::mem::swap(&mut self.frontier, &mut self.next);
         self.next.clear();
+        self.frontier_arcs = std::mem::take(&mut self.next_arcs);
         self.frontier.len()
     }
 
@@ -445,16 +467,25 @@ impl BfsPart {
         self.clear_stale();
         let i = level as usize % 2;
         let tags = self.view.tags;
-        for &u in &self.frontier {
-            let t = tags.tag(self.part, u) as usize;
-            self.shared.bits[i][t / 64].fetch_or(1 << (t % 64), Ordering::Relaxed);
+        self.frontier_bits();
+        if tags.shift() >= 6 {
+            // This partition's tags are whole words that no other partition writes: they
+            // are stored, all of them, without atomic read-modify-writes (and need no
+            // clearing first).
+            let base = tags.tag(self.part, 0) as usize / 64;
+            let shared = &self.shared.bits[i][base..base + self.words.len()];
+            for (r, &w) in shared.iter().zip(&self.words) {
+                r.store(w, Ordering::Relaxed);
+            }
+        } else {
+            self.merge_frontier(self.part, i, &self.words);
         }
         let np = self.view.parts.parts();
         let mine = self.view.rank_parts(self.part);
         if mine.len() == np {
             return; // one rank
         }
-        let bits = self.frontier_bits();
+        let bits = self.words.clone();
         let mut first = 0;
         while first < np {
             let rank = self.view.rank_parts(first);
@@ -478,6 +509,7 @@ impl Drop for BfsPart {
             frontier: std::mem::take(&mut self.frontier),
             next: std::mem::take(&mut self.next),
             sent: std::mem::take(&mut self.sent),
+            words: std::mem::take(&mut self.words),
         };
         registry::keep_buffers(self.graph, self.part, b);
     }
@@ -512,6 +544,8 @@ impl Part for BfsPart {
             self.frontier.clear();
             self.next.clear();
             self.sent.fill(0);
+            self.next_arcs = 0;
+            self.frontier_arcs = 0;
         }
         // Whatever an earlier search (of any partition) left in this slice.
         for bits in &self.shared.bits {
