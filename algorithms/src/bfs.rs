@@ -16,13 +16,16 @@
 //! bitmap per rank (over every partition's tags), then each unvisited vertex looks for a
 //! neighbour in that bitmap and stops at the first one found — no message per vertex,
 //! and few arcs read when the frontier is large. Each partition sets its frontier's bits
-//! in its rank's bitmap (shared memory, `crate::registry::shared`) and sends them, as one
+//! in its rank's bitmap (shared memory, `crate::registry::shared`; when its tags fill whole
+//! 64-bit words, as on any graph of more than 64 vertices per partition, it builds the words
+//! in a buffer of its own and stores them, no atomic OR per vertex) and sends them, as one
 //! bitmap over its own vertices, to one partition of every *other* rank, which merges
 //! them into its rank's bitmap: in one process no message at all. A rank keeps two such
 //! bitmaps, used by alternate levels; each partition clears its slice of the one the
 //! previous level used at the start of the next level (when the whole rank has read it:
 //! the main fiber starts a level's drivers only after every driver of the previous one
-//! returned), and of both before a search. The counts [`BfsPart::counts`] feed the switching heuristic (as in GAP: go
+//! returned), and of both before a search. The counts [`BfsPart::counts`] (the frontier's arcs
+//! summed as its vertices are reached) feed the switching heuristic (as in GAP: go
 //! bottom-up when the frontier's arcs outweigh the unexplored arcs / alpha, never when
 //! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
 //! vertices).
@@ -44,7 +47,10 @@
 //! else is needed when each rank holds only its rows.
 //!
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
-//! [`Tag`]s there, and parents are kept as tags until the results are gathered.
+//! [`Tag`]s there, and parents are kept as tags until the results are gathered. A
+//! partition's arrays are kept for the next search (`Buffers`), and the gathered result
+//! can be written into an earlier result's vectors (`crate::Engine::bfs_into`): repeated
+//! searches of a graph fault no fresh pages.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -218,8 +224,10 @@ impl BfsPart {
         let b = kept.unwrap_or_else(|| Buffers {
             level: vec![UNREACHED_LEVEL; len],
             parent: vec![NO_TAG; len],
-            frontier: Vec::new(),
-            next: Vec::new(),
+            // Each vertex enters a frontier at most once per search: room for all of them
+            // from the start, so that no later search grows (and faults in) these.
+            frontier: Vec::with_capacity(len),
+            next: Vec::with_capacity(len),
             sent: vec![0u64; sent_words],
             words: Vec::new(),
         });

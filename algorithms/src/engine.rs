@@ -53,7 +53,8 @@
 //!   the driver fibers started there;
 //! - results come back with `apply_with`, in chunks of at most 65536 vertices, from the
 //!   partitions of other ranks; those of rank 0 write the result vectors in place, in
-//!   parallel (`crate::output`);
+//!   parallel (`crate::output`), into an earlier result's vectors with
+//!   [`Engine::bfs_into`] (no fresh pages per search);
 //! - [`Engine::sssp`] and [`Engine::bfs`] run with [`skein::Runtime::run`], so the result
 //!   travels as bytes and every rank returns the same one.
 //!
