@@ -16,13 +16,16 @@
 //! bitmap per rank (over every partition's tags), then each unvisited vertex looks for a
 //! neighbour in that bitmap and stops at the first one found — no message per vertex,
 //! and few arcs read when the frontier is large. Each partition sets its frontier's bits
-//! in its rank's bitmap (shared memory, `crate::registry::shared`) and sends them, as one
+//! in its rank's bitmap (shared memory, `crate::registry::shared`; when its tags fill whole
+//! 64-bit words, as on any graph of more than 64 vertices per partition, it builds the words
+//! in a buffer of its own and stores them, no atomic OR per vertex) and sends them, as one
 //! bitmap over its own vertices, to one partition of every *other* rank, which merges
 //! them into its rank's bitmap: in one process no message at all. A rank keeps two such
 //! bitmaps, used by alternate levels; each partition clears its slice of the one the
 //! previous level used at the start of the next level (when the whole rank has read it:
 //! the main fiber starts a level's drivers only after every driver of the previous one
-//! returned), and of both before a search. The counts [`BfsPart::counts`] feed the switching heuristic (as in GAP: go
+//! returned), and of both before a search. The counts [`BfsPart::counts`] (the frontier's arcs
+//! summed as its vertices are reached) feed the switching heuristic (as in GAP: go
 //! bottom-up when the frontier's arcs outweigh the unexplored arcs / alpha, never when
 //! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
 //! vertices).
@@ -44,7 +47,10 @@
 //! else is needed when each rank holds only its rows.
 //!
 //! Arcs come from each partition's own copy ([`crate::adjacency`]); vertices are named by
-//! [`Tag`]s there, and parents are kept as tags until the results are gathered.
+//! [`Tag`]s there, and parents are kept as tags until the results are gathered. A
+//! partition's arrays are kept for the next search (`Buffers`), and the gathered result
+//! can be written into an earlier result's vectors (`crate::Engine::bfs_into`): repeated
+//! searches of a graph fault no fresh pages.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -62,7 +68,7 @@ const VISIT_WORDS: usize = 8;
 /// Words of a hub-scan packet: 8 scans of 24 bytes.
 const HUB_WORDS: usize = 24;
 use crate::parts::{
-    collect, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+    collect_into, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
 };
 use crate::registry;
 
@@ -119,6 +125,7 @@ struct Buffers {
     frontier: Vec<u32>,
     next: Vec<u32>,
     sent: Vec<u64>,
+    words: Vec<u64>,
 }
 
 /// The frontier of a bottom-up level as one bitmap per rank, over every partition's tags
@@ -146,6 +153,8 @@ pub(crate) struct BfsPart {
     next: Vec<u32>,
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
+    /// The frontier as bits over the local indices ([`BfsPart::share_frontier`]).
+    words: Vec<u64>,
     outbox: Outbox<Visit, VISIT_WORDS>,
     /// Arc ranges sent to partitions of this rank ([`HubScan`]).
     scans: Outbox<HubScan, HUB_WORDS>,
@@ -160,6 +169,9 @@ pub(crate) struct BfsPart {
     stale: Option<usize>,
     /// Arcs of the vertices not reached yet.
     unvisited_arcs: u64,
+    /// Arcs of the vertices in `next` (those of `frontier` after [`BfsPart::advance`]).
+    next_arcs: u64,
+    frontier_arcs: u64,
     pub(crate) scanned_arcs: u64,
 }
 
@@ -212,9 +224,12 @@ impl BfsPart {
         let b = kept.unwrap_or_else(|| Buffers {
             level: vec![UNREACHED_LEVEL; len],
             parent: vec![NO_TAG; len],
-            frontier: Vec::new(),
-            next: Vec::new(),
+            // Each vertex enters a frontier at most once per search: room for all of them
+            // from the start, so that no later search grows (and faults in) these.
+            frontier: Vec::with_capacity(len),
+            next: Vec::with_capacity(len),
             sent: vec![0u64; sent_words],
+            words: Vec::new(),
         });
         BfsPart {
             view,
@@ -227,6 +242,7 @@ impl BfsPart {
             frontier: b.frontier,
             next: b.next,
             sent: b.sent,
+            words: b.words,
             outbox: Outbox::new(np),
             scans: Outbox::new(np),
             same_rank: rank.clone(),
@@ -234,6 +250,8 @@ impl BfsPart {
             slice,
             stale: None,
             unvisited_arcs,
+            next_arcs: 0,
+            frontier_arcs: 0,
             scanned_arcs: 0,
         }
     }
@@ -248,11 +266,21 @@ impl BfsPart {
     pub(crate) fn visit(&mut self, local: u32, level: u32, parent: Tag) {
         let l = local as usize;
         if self.level[l] == UNREACHED_LEVEL {
-            self.level[l] = level;
-            self.parent[l] = parent;
-            self.next.push(local);
-            self.unvisited_arcs -= self.view.bare(self.part).degree(local);
+            let degree = self.view.bare(self.part).degree(local);
+            self.reach(local, level, parent, degree);
         }
+    }
+
+    /// Records unvisited local vertex `local` (of `degree` arcs) as visited at `level` from
+    /// `parent`.
+    #[inline]
+    fn reach(&mut self, local: u32, level: u32, parent: Tag, degree: u64) {
+        let l = local as usize;
+        self.level[l] = level;
+        self.parent[l] = parent;
+        self.next.push(local);
+        self.unvisited_arcs -= degree;
+        self.next_arcs += degree;
     }
 
     /// Applies a batch of arc scans from partitions of this rank: their targets get
@@ -276,12 +304,12 @@ impl BfsPart {
         }
     }
 
-    /// The heuristic's counts for the current frontier.
+    /// The heuristic's counts for the current frontier (its arcs summed as its vertices
+    /// were reached, [`BfsPart::reach`]: no second pass over their degrees).
     pub(crate) fn counts(&self) -> BfsCounts {
-        let arcs = self.view.bare(self.part);
         BfsCounts {
             frontier: self.frontier.len() as u64,
-            frontier_arcs: self.frontier.iter().map(|&u| arcs.degree(u)).sum(),
+            frontier_arcs: self.frontier_arcs,
             unvisited_arcs: self.unvisited_arcs,
         }
     }
@@ -297,13 +325,13 @@ impl BfsPart {
         }
     }
 
-    /// This partition's frontier as bits over its local indices.
-    fn frontier_bits(&self) -> Vec<u64> {
-        let mut bits = vec![0u64; self.level.len().div_ceil(64)];
+    /// This partition's frontier as bits over its local indices, into `words`.
+    fn frontier_bits(&mut self) {
+        self.words.clear();
+        self.words.resize(self.level.len().div_ceil(64), 0);
         for &u in &self.frontier {
-            bits[u as usize / 64] |= 1 << (u % 64);
+            self.words[u as usize / 64] |= 1 << (u % 64);
         }
-        bits
     }
 
     /// Adds partition `part`'s frontier (bits over its local indices) to shared bitmap
@@ -344,10 +372,11 @@ impl BfsPart {
             if self.level[u as usize] != UNREACHED_LEVEL {
                 continue;
             }
-            for &t in arcs.arcs(u) {
+            let mine = arcs.arcs(u);
+            for &t in mine {
                 scanned += 1;
                 if front[t as usize / 64].load(Ordering::Relaxed) & (1 << (t % 64)) != 0 {
-                    self.visit(u, level + 1, t);
+                    self.reach(u, level + 1, t, mine.len() as u64);
                     break;
                 }
             }
@@ -361,6 +390,7 @@ impl BfsPart {
     pub(crate) fn advance(&mut self) -> usize {
         std::mem::swap(&mut self.frontier, &mut self.next);
         self.next.clear();
+        self.frontier_arcs = std::mem::take(&mut self.next_arcs);
         self.frontier.len()
     }
 
@@ -445,16 +475,25 @@ impl BfsPart {
         self.clear_stale();
         let i = level as usize % 2;
         let tags = self.view.tags;
-        for &u in &self.frontier {
-            let t = tags.tag(self.part, u) as usize;
-            self.shared.bits[i][t / 64].fetch_or(1 << (t % 64), Ordering::Relaxed);
+        self.frontier_bits();
+        if tags.shift() >= 6 {
+            // This partition's tags are whole words that no other partition writes: they
+            // are stored, all of them, without atomic read-modify-writes (and need no
+            // clearing first).
+            let base = tags.tag(self.part, 0) as usize / 64;
+            let shared = &self.shared.bits[i][base..base + self.words.len()];
+            for (r, &w) in shared.iter().zip(&self.words) {
+                r.store(w, Ordering::Relaxed);
+            }
+        } else {
+            self.merge_frontier(self.part, i, &self.words);
         }
         let np = self.view.parts.parts();
         let mine = self.view.rank_parts(self.part);
         if mine.len() == np {
             return; // one rank
         }
-        let bits = self.frontier_bits();
+        let bits = self.words.clone();
         let mut first = 0;
         while first < np {
             let rank = self.view.rank_parts(first);
@@ -478,6 +517,7 @@ impl Drop for BfsPart {
             frontier: std::mem::take(&mut self.frontier),
             next: std::mem::take(&mut self.next),
             sent: std::mem::take(&mut self.sent),
+            words: std::mem::take(&mut self.words),
         };
         registry::keep_buffers(self.graph, self.part, b);
     }
@@ -512,6 +552,8 @@ impl Part for BfsPart {
             self.frontier.clear();
             self.next.clear();
             self.sent.fill(0);
+            self.next_arcs = 0;
+            self.frontier_arcs = 0;
         }
         // Whatever an earlier search (of any partition) left in this slice.
         for bits in &self.shared.bits {
@@ -536,14 +578,16 @@ pub(crate) struct Params {
 
 /// One BFS from `root`, run by the main fiber of a runtime whose workers (of every rank)
 /// each own one partition of `view` (registered on every rank as graph `graph`,
-/// `crate::registry`): levels and parents (global ids) indexed by global id, or, with
-/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank).
+/// `crate::registry`): levels and parents (global ids) indexed by global id, written into
+/// the vectors `reuse` when they fit (an earlier result's: `crate::parts::gather_into`), or,
+/// with [`Collect::Slices`], empty vectors (each rank's slice is left on its rank).
 pub(crate) fn search(
     graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
     how: Collect,
+    reuse: (Vec<u32>, Vec<u64>),
 ) -> (Vec<u32>, Vec<u64>, KernelStats) {
     let Params { chunk, alpha, beta } = params;
     let np = skein::num_workers();
@@ -588,7 +632,7 @@ pub(crate) fn search(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = collect(graph, search, &parts, &view.parts, how);
+    let g = collect_into(graph, search, &parts, &view.parts, how, reuse);
     disconnect(search, &parts);
     let rounds = u64::from(level);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };

@@ -53,7 +53,8 @@
 //!   the driver fibers started there;
 //! - results come back with `apply_with`, in chunks of at most 65536 vertices, from the
 //!   partitions of other ranks; those of rank 0 write the result vectors in place, in
-//!   parallel (`crate::output`);
+//!   parallel (`crate::output`), into an earlier result's vectors with
+//!   [`Engine::bfs_into`] (no fresh pages per search);
 //! - [`Engine::sssp`] and [`Engine::bfs`] run with [`skein::Runtime::run`], so the result
 //!   travels as bytes and every rank returns the same one.
 //!
@@ -670,7 +671,9 @@ impl Engine {
         let params = self.bfs_params();
         let id = self.graph_id;
         let key = registry::new_slices();
-        let run = self.rt.run(move || bfs::search(id, view, root, params, Collect::Slices(key)).2);
+        let run = self.rt.run(move || {
+            bfs::search(id, view, root, params, Collect::Slices(key), Default::default()).2
+        });
         let slices = self.take_slices::<u32>(key);
         let stats = run?.into_stats(Some(self.rt.stats()));
         let (level, parent) = slices?;
@@ -743,27 +746,40 @@ impl Engine {
     /// vertex plus a bit per vertex of the graph (the send filter), and per rank two bits
     /// per vertex of the graph (the frontier bitmaps); kept across searches.
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
-        let (r, stats) = self.bfs_search(root, true)?;
+        let (r, stats) = self.bfs_search(root, true, Default::default())?;
         Ok((r.expect("the result travels to every rank"), stats))
+    }
+
+    /// [`Engine::bfs`] into `out`, an earlier result of this engine (or an empty one): its
+    /// vectors are overwritten in place when they have one entry per vertex, so that a
+    /// search faults no fresh pages for its result (12 bytes per vertex); otherwise they are
+    /// replaced. On an error `out` is left empty or as it was.
+    pub fn bfs_into(&self, root: u64, out: &mut BfsResult) -> Result<SearchStats, EngineError> {
+        let reuse = (std::mem::take(&mut out.level), std::mem::take(&mut out.parent));
+        let (r, stats) = self.bfs_search(root, true, reuse)?;
+        *out = r.expect("the result travels to every rank");
+        Ok(stats)
     }
 
     /// [`Engine::bfs`] whose result stays on rank 0, as [`Engine::sssp_on_rank0`].
     pub fn bfs_on_rank0(&self, root: u64) -> Result<(Option<BfsResult>, SearchStats), EngineError> {
-        self.bfs_search(root, false)
+        self.bfs_search(root, false, Default::default())
     }
 
     fn bfs_search(
         &self,
         root: u64,
         everywhere: bool,
+        reuse: (Vec<u32>, Vec<u64>),
     ) -> Result<(Option<BfsResult>, SearchStats), EngineError> {
         self.check_root(root)?;
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
         let params = self.bfs_params();
         let id = self.graph_id;
-        let (values, stats) = self
-            .run_search(everywhere, move || bfs::search(id, view, root, params, Collect::Gather))?;
+        let (values, stats) = self.run_search(everywhere, move || {
+            bfs::search(id, view, root, params, Collect::Gather, reuse)
+        })?;
         let stats = stats.into_stats(Some(self.rt.stats()));
         if let Some((level, parent)) = &values {
             debug_assert!(level

@@ -58,11 +58,31 @@ unsafe impl<V: Send> Send for RawRange<V> {}
 /// Elements outside every range are left at their defaults.
 ///
 /// # Panics
-/// If the ranges are not ascending, disjoint and inside `0..n`, if a partition's trustee is
-/// on another rank, or (after every writer has finished) if a writer panicked.
+/// As [`fill_into`].
 pub(crate) fn fill<P, V>(
     parts: &[(Trust<P>, Range<usize>)],
     n: usize,
+    write: Writer<P, V>,
+) -> Filled<V>
+where
+    P: Send + 'static,
+    V: Copy + Default + Send + 'static,
+{
+    fill_into(parts, n, (Vec::new(), Vec::new()), write)
+}
+
+/// [`fill`] into the vectors `reuse` (an earlier result's): kept when both have length
+/// `n`, so that a search of the same graph writes pages already mapped (no page faults);
+/// otherwise replaced by new zeroed vectors. Elements outside every range keep what they
+/// held.
+///
+/// # Panics
+/// If the ranges are not ascending, disjoint and inside `0..n`, if a partition's trustee is
+/// on another rank, or (after every writer has finished) if a writer panicked.
+pub(crate) fn fill_into<P, V>(
+    parts: &[(Trust<P>, Range<usize>)],
+    n: usize,
+    reuse: (Vec<V>, Vec<u64>),
     write: Writer<P, V>,
 ) -> Filled<V>
 where
@@ -76,8 +96,11 @@ where
     }
     // Zero-valued defaults (every V used here) come from zeroed allocations: no page
     // is touched until a writer fills it.
-    let mut values = vec![V::default(); n];
-    let mut parents = vec![0u64; n];
+    let (mut values, mut parents) = reuse;
+    if values.len() != n || parents.len() != n {
+        values = vec![V::default(); n];
+        parents = vec![0u64; n];
+    }
     let (vp, pp) = (values.as_mut_ptr(), parents.as_mut_ptr());
     let writers: Vec<_> = parts
         .iter()
@@ -163,6 +186,36 @@ mod tests {
             assert_eq!(out.parents, owners);
             assert_eq!((out.messages, out.arcs), (workers as u64, n as u64));
         }
+    }
+
+    #[test]
+    fn fill_into_overwrites_vectors_of_the_right_length_only() {
+        let rt = skein::Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
+        let (kept, replaced) = rt
+            .run_local(|| {
+                let parts: Vec<_> = ranges(&[5, 7])
+                    .into_iter()
+                    .enumerate()
+                    .map(|(p, r)| (skein::trustee(p).entrust(p as u32), r))
+                    .collect();
+                let write: Writer<u32, u32> = |p, v, pa| {
+                    v.fill(*p + 1);
+                    pa.fill(u64::from(*p));
+                    (0, 0)
+                };
+                let (v, pa) = (vec![9u32; 12], vec![9u64; 12]);
+                let at = (v.as_ptr() as usize, pa.as_ptr() as usize);
+                let kept = fill_into(&parts, 12, (v, pa), write);
+                let same = at == (kept.values.as_ptr() as usize, kept.parents.as_ptr() as usize);
+                let replaced = fill_into(&parts, 12, (vec![9u32; 3], vec![9u64; 3]), write);
+                ((same, kept.values, kept.parents), (replaced.values, replaced.parents))
+            })
+            .unwrap();
+        let want_v: Vec<u32> = [vec![1; 5], vec![2; 7]].concat();
+        let want_p: Vec<u64> = [vec![0; 5], vec![1; 7]].concat();
+        assert!(kept.0, "the vectors were reused");
+        assert_eq!((&kept.1, &kept.2), (&want_v, &want_p));
+        assert_eq!((&replaced.0, &replaced.1), (&want_v, &want_p));
     }
 
     #[test]

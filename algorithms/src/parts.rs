@@ -4,7 +4,8 @@
 //! otherwise keep every partition alive), driven in supersteps ([`superstep`]: a driver fiber
 //! on every worker, [`chunks`] of work with yields between, then "everything sent this
 //! round has been applied": [`skein::wait_quiescent`]), cleared between searches ([`reset`])
-//! and its result collected ([`collect`], [`gather`]).
+//! and its result collected ([`collect`], [`gather`]; [`gather_into`] writes into an
+//! earlier result's vectors).
 //!
 //! The SSSP, BFS, PageRank and connected-components kernels of this crate are built on these
 //! steps; a kernel of your own is too (`docs/writing-kernels.md`, `examples/pagerank.rs`).
@@ -381,8 +382,21 @@ pub fn collect<P: Part>(
     partitioning: &Partitioning,
     how: Collect,
 ) -> output::Filled<P::Value> {
+    collect_into(graph, search, parts, partitioning, how, (Vec::new(), Vec::new()))
+}
+
+/// [`collect`] that, for [`Collect::Gather`], writes into the vectors `reuse` (an earlier
+/// result's, [`gather_into`]); they are dropped for [`Collect::Slices`].
+pub fn collect_into<P: Part>(
+    graph: u64,
+    search: u64,
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+    how: Collect,
+    reuse: (Vec<P::Value>, Vec<u64>),
+) -> output::Filled<P::Value> {
     match how {
-        Collect::Gather => gather(parts, partitioning),
+        Collect::Gather => gather_into(parts, partitioning, reuse),
         Collect::Slices(key) => {
             let lw = skein::local_workers();
             let fibers: Vec<_> = (0..skein::ranks())
@@ -433,6 +447,17 @@ pub fn gather<P: Part>(
     parts: &[Trust<P>],
     partitioning: &Partitioning,
 ) -> output::Filled<P::Value> {
+    gather_into(parts, partitioning, (Vec::new(), Vec::new()))
+}
+
+/// [`gather`] into the vectors `reuse` (e.g. the previous search's result): when both have
+/// one entry per vertex they are overwritten in place, so that repeated searches fault no
+/// fresh pages; otherwise new vectors are made.
+pub fn gather_into<P: Part>(
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+    reuse: (Vec<P::Value>, Vec<u64>),
+) -> output::Filled<P::Value> {
     let range = |p: usize| {
         let r = partitioning.range(p);
         r.start as usize..r.end as usize
@@ -441,7 +466,8 @@ pub fn gather<P: Part>(
         .filter(|&p| parts[p].is_local())
         .map(|p| (parts[p].clone(), range(p)))
         .collect();
-    let mut out = output::fill(&local, partitioning.num_vertices() as usize, |s, v, pa| {
+    let n = partitioning.num_vertices() as usize;
+    let mut out = output::fill_into(&local, n, reuse, |s, v, pa| {
         s.write(0, v, pa);
         s.counters()
     });

@@ -139,6 +139,30 @@ fn searches_that_reuse_the_arrays_of_earlier_ones_give_fresh_results() {
 }
 
 #[test]
+fn bfs_into_overwrites_an_earlier_result_in_place() {
+    let g = graph(10);
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let roots = kronecker::search_roots(&p, &g, 3);
+    for workers in [1, 3] {
+        let e = engine(&g, workers);
+        let mut out = e.bfs(roots[0]).unwrap().0;
+        for &root in &roots[1..] {
+            let at = (out.level.as_ptr(), out.parent.as_ptr());
+            e.bfs_into(root, &mut out).unwrap();
+            assert_eq!(at, (out.level.as_ptr(), out.parent.as_ptr()), "the same vectors");
+            assert_eq!(out.level, e.bfs(root).unwrap().0.level, "workers {workers}, root {root}");
+            validate_bfs(&g, &out).unwrap();
+        }
+        // Vectors of another length are replaced.
+        let mut small =
+            skein_generators::BfsResult { root: 0, level: vec![7; 3], parent: vec![1; 3] };
+        e.bfs_into(roots[0], &mut small).unwrap();
+        assert_eq!(small.level, e.bfs(roots[0]).unwrap().0.level);
+        validate_bfs(&g, &small).unwrap();
+    }
+}
+
+#[test]
 fn bad_roots_and_options_are_errors() {
     let g = graph(6);
     let e = engine(&g, 2);

@@ -11,8 +11,9 @@
 //!   unvisited vertex scans its neighbours and stops at the first one in the frontier
 //!   bitmap. A thread owns whole words of the next bitmap, so it stores them without atomics.
 //! - The frontier queue and both bitmaps are kept by the [`crate::Solver`] for its next
-//!   search ([`Scratch`]): only the parent and level arrays, which the search returns, are
-//!   allocated per search.
+//!   search ([`Scratch`]); the parent and level arrays, which the search returns, are
+//!   written into the caller's earlier result when it fits ([`crate::Solver::bfs_into`]):
+//!   a search then allocates nothing and faults no fresh pages.
 //! - Switching (alpha, beta as in GAP): go bottom-up when the frontier's arcs exceed the
 //!   unexplored arcs / alpha (never when alpha is 0); go back top-down when the frontier
 //!   stops growing and holds fewer than `vertices / beta` vertices.
@@ -187,9 +188,10 @@ pub(crate) struct Scratch {
     next: Bitmap,
 }
 
-/// Direction-optimizing BFS from `root` on `pool`'s threads; `targets` are `csr`'s targets
-/// as `u32`. Uses the arrays in `scratch` when they fit the graph, and leaves its own
-/// there.
+/// Direction-optimizing BFS from `root` on `pool`'s threads into `out`; `targets` are
+/// `csr`'s targets as `u32`. Uses the arrays in `scratch` when they fit the graph, and
+/// leaves its own there; `out`'s vectors (an earlier result's) are overwritten in place
+/// when they have one entry per vertex (no fresh pages), otherwise replaced.
 pub(crate) fn direction_optimizing(
     pool: &ThreadPool,
     csr: &Csr,
@@ -197,7 +199,8 @@ pub(crate) fn direction_optimizing(
     root: u32,
     options: &Options,
     scratch: &mut Option<Scratch>,
-) -> BfsResult {
+    out: &mut BfsResult,
+) {
     let n = csr.num_vertices() as usize;
     let offsets = csr.offsets();
     let kept = scratch.take().filter(|s| s.queue.len() == n);
@@ -206,15 +209,22 @@ pub(crate) fn direction_optimizing(
         front: Bitmap::new(n),
         next: Bitmap::new(n),
     });
-    let (parent, level) = pool.install(|| {
-        let parent: Vec<AtomicU64> = (0..n)
-            .into_par_iter()
-            .map(|v| AtomicU64::new(UNVISITED | (offsets[v + 1] - offsets[v])))
-            .collect();
-        let level: Vec<AtomicU32> =
-            (0..n).into_par_iter().map(|_| AtomicU32::new(UNREACHED_LEVEL)).collect();
-        (parent, level)
+    let (mut parent, mut level) = (std::mem::take(&mut out.parent), std::mem::take(&mut out.level));
+    if parent.len() != n || level.len() != n {
+        // Zeroed allocations: the parallel initialisation below maps their pages.
+        (parent, level) = (vec![0; n], vec![0; n]);
+    }
+    pool.install(|| {
+        parent.par_iter_mut().zip(level.par_iter_mut()).with_min_len(1 << 14).enumerate().for_each(
+            |(v, (p, l))| {
+                *p = UNVISITED | (offsets[v + 1] - offsets[v]);
+                *l = UNREACHED_LEVEL;
+            },
+        )
     });
+    // The same allocations as atomics (same size and alignment: `collect` reuses them).
+    let parent: Vec<AtomicU64> = parent.into_iter().map(AtomicU64::new).collect();
+    let level: Vec<AtomicU32> = level.into_iter().map(AtomicU32::new).collect();
     let s = Search { offsets, targets, n, parent, level, queue, tail: AtomicUsize::new(1) };
     s.parent[root as usize].store(u64::from(root), Ordering::Relaxed);
     s.level[root as usize].store(0, Ordering::Relaxed);
@@ -262,7 +272,7 @@ pub(crate) fn direction_optimizing(
             }
         })
     });
-    let parent: Vec<u64> = parent.into_iter().map(AtomicU64::into_inner).collect();
-    let level: Vec<u32> = level.into_iter().map(AtomicU32::into_inner).collect();
-    BfsResult { root: u64::from(root), level, parent }
+    out.parent = parent.into_iter().map(AtomicU64::into_inner).collect();
+    out.level = level.into_iter().map(AtomicU32::into_inner).collect();
+    out.root = u64::from(root);
 }

@@ -208,26 +208,36 @@ impl<'g> Solver<'g> {
     /// A panic in any thread of the engine (a bug) ends the search with
     /// [`BaselineError::Panicked`].
     pub fn bfs(&self, root: VertexId) -> Result<BfsResult> {
+        let mut out = BfsResult { root, level: Vec::new(), parent: Vec::new() };
+        self.bfs_into(root, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Solver::bfs`] into `out`, an earlier result (or an empty one): the rayon engine
+    /// overwrites its vectors in place when they have one entry per vertex, so that a search
+    /// faults no fresh pages for its result; otherwise (and on the sequential engine) they
+    /// are replaced. On an error `out` is left empty or as it was.
+    pub fn bfs_into(&self, root: VertexId, out: &mut BfsResult) -> Result<()> {
         check::root(self.csr, root)?;
         self.prepare_bfs();
         let targets = self.targets.get().expect("prepared above");
         self.catch_panic(|| match &self.pool {
-            None => seq::bfs(self.csr, targets, root as u32),
+            None => *out = seq::bfs(self.csr, targets, root as u32),
             Some(pool) => {
                 // Taken out for the search and put back after (a panic loses it only).
                 let mut scratch = self.bfs_scratch.lock().map(|mut s| s.take()).unwrap_or(None);
-                let r = dobfs::direction_optimizing(
+                dobfs::direction_optimizing(
                     pool,
                     self.csr,
                     targets,
                     root as u32,
                     &self.options,
                     &mut scratch,
+                    out,
                 );
                 if let Ok(mut s) = self.bfs_scratch.lock() {
                     *s = scratch;
                 }
-                r
             }
         })
     }

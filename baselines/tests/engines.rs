@@ -87,6 +87,11 @@ fn check_all(csr: &Csr, root: u64, options: &Options) {
         validate_bfs(csr, &solver.bfs(other).unwrap()).unwrap();
         let again = solver.bfs(root).unwrap();
         assert_eq!(again.level, want_level, "{engine} x{threads} levels again, root {root}");
+        // Into the vectors of another root's result: overwritten, the same as fresh ones.
+        let mut into = solver.bfs(other).unwrap();
+        solver.bfs_into(root, &mut into).unwrap();
+        assert_eq!(into.level, want_level, "{engine} x{threads} bfs_into, root {root}");
+        validate_bfs(csr, &into).unwrap();
     }
 }
 

@@ -13,6 +13,7 @@ use crate::graph_source::LoadedGraph;
 use crate::limits;
 use crate::names::{EngineName, Kernel};
 use crate::report::{EngineInfo, KernelOutput};
+use skein_generators::BfsResult;
 
 /// How to set an engine up (what a job file's `[runtime]` or the CLI flags say).
 #[derive(Debug, Clone)]
@@ -334,18 +335,35 @@ impl<'g> Runner<'g> {
 
     /// Runs the kernel from `root`.
     pub(crate) fn run(&mut self, root: u64) -> anyhow::Result<KernelOutput> {
+        self.run_reusing(root, None)
+    }
+
+    /// [`Runner::run`] that may write into `spare`, an earlier output of this runner (BFS
+    /// results are overwritten in place: no fresh pages per search).
+    pub(crate) fn run_reusing(
+        &mut self,
+        root: u64,
+        spare: Option<KernelOutput>,
+    ) -> anyhow::Result<KernelOutput> {
+        let mut bfs_out = match spare {
+            Some(KernelOutput::Bfs(r)) => r,
+            _ => BfsResult { root, level: Vec::new(), parent: Vec::new() },
+        };
         Ok(match (&mut self.inner, self.kernel) {
             (Inner::Baseline(s), Kernel::Sssp) => KernelOutput::Sssp(s.sssp(root)?),
-            (Inner::Baseline(s), Kernel::Bfs) => KernelOutput::Bfs(s.bfs(root)?),
+            (Inner::Baseline(s), Kernel::Bfs) => {
+                s.bfs_into(root, &mut bfs_out)?;
+                KernelOutput::Bfs(bfs_out)
+            }
             (Inner::Skein(e, totals), Kernel::Sssp) => {
                 let (r, stats) = e.sssp(root)?;
                 totals.add(&stats);
                 KernelOutput::Sssp(r)
             }
             (Inner::Skein(e, totals), Kernel::Bfs) => {
-                let (r, stats) = e.bfs(root)?;
+                let stats = e.bfs_into(root, &mut bfs_out)?;
                 totals.add(&stats);
-                KernelOutput::Bfs(r)
+                KernelOutput::Bfs(bfs_out)
             }
             // Run by `crate::kernels`, never through a search runner.
             (_, k @ (Kernel::Pagerank | Kernel::Cc)) => anyhow::bail!("kernel {k} has no roots"),

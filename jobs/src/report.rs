@@ -4,7 +4,8 @@
 //! Graph500 rules of `skein-generators`, and returns a [`KernelReport`], which prints in
 //! the Graph500 reference's output style ([`KernelReport::print`]) and serializes to JSON
 //! ([`KernelReport::to_json`]). `skein sssp|bfs` and `skein run` share it; an engine is
-//! just a closure `root -> KernelOutput`. Reports and result dumps ([`DUMP_HELP`] is the
+//! just a closure `(root, previous output) -> KernelOutput` (an engine may write into the
+//! previous root's vectors, so that a search faults no fresh pages for its result). Reports and result dumps ([`DUMP_HELP`] is the
 //! dump format) are written atomically through [`crate::output`].
 //!
 //! Statistics follow the reference 3.0.1: order statistics of the sorted sample
@@ -280,6 +281,8 @@ pub(crate) struct KernelReport {
 
 /// Runs `engine` from every root, times each call, validates each result (unless
 /// `validate` is false) and hands the first root's output to `first` (for `--dump`).
+/// `engine_fn(root, spare)` gets the previous root's output back (`None` for the first),
+/// whose vectors it may reuse.
 ///
 /// An engine error (bad input) stops the run with that error. A validation failure does
 /// not: it is recorded in the report, and the caller decides (the CLI exits non-zero).
@@ -288,7 +291,7 @@ pub(crate) fn run_kernel(
     graph: &LoadedGraph,
     roots: &[u64],
     engine: EngineInfo,
-    engine_fn: &mut dyn FnMut(u64) -> anyhow::Result<KernelOutput>,
+    engine_fn: &mut dyn FnMut(u64, Option<KernelOutput>) -> anyhow::Result<KernelOutput>,
     validate: bool,
     first: &mut dyn FnMut(&KernelOutput) -> anyhow::Result<()>,
 ) -> anyhow::Result<KernelReport> {
@@ -297,11 +300,12 @@ pub(crate) fn run_kernel(
     let mut runs = Vec::with_capacity(roots.len());
     let mut validation = if validate { Validation::Passed } else { Validation::Skipped };
     let bar = crate::progress::phase(&format!("{} roots", kernel.as_str()), roots.len() as u64);
+    let mut spare = None;
     for (i, &root) in roots.iter().enumerate() {
         let faults = page_faults();
         let start = Instant::now();
-        let out =
-            engine_fn(root).with_context(|| format!("{} from root {root}", kernel.as_str()))?;
+        let out = engine_fn(root, spare.take())
+            .with_context(|| format!("{} from root {root}", kernel.as_str()))?;
         let seconds = start.elapsed().as_secs_f64();
         let page_faults = faults.zip(page_faults()).map(|(a, b)| b.saturating_sub(a));
         let (nedge, validate_seconds) = if validate {
@@ -335,6 +339,7 @@ pub(crate) fn run_kernel(
             validate_seconds,
             page_faults,
         });
+        spare = Some(out);
         bar.inc(1);
     }
     bar.finish();
@@ -447,7 +452,9 @@ impl KernelReport {
         let faults: Vec<f64> =
             self.runs.iter().filter_map(|r| r.page_faults).map(|f| f as f64).collect();
         if !faults.is_empty() {
-            line(out, "page faults per search", format!("{:.1}", Stats::of(&faults).mean))?;
+            // The median leaves out the first searches, which map the arrays kept after.
+            let f = Stats::of(&faults);
+            line(out, "page faults per search", format!("{:.1} (median {:.0})", f.mean, f.median))?;
         }
         line(out, "validation", self.validation.text())?;
         Ok(())

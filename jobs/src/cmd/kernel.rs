@@ -159,7 +159,7 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
         &graph,
         &roots,
         info,
-        &mut |root| runner.run(root),
+        &mut |root, spare| runner.run_reusing(root, spare),
         !args.no_validate,
         &mut |out| args.dump.as_deref().map_or(Ok(()), |path| report::write_dump(path, out)),
     )?;

@@ -453,7 +453,7 @@ fn run_engine(
         graph,
         roots,
         info,
-        &mut |root| runner.run(root),
+        &mut |root, spare| runner.run_reusing(root, spare),
         job.validate,
         &mut |out| dump.map_or(Ok(()), |path| report::write_dump(path, out)),
     )?;
