@@ -94,7 +94,10 @@ pub(crate) fn errno_text(e: i32) -> String {
         libc::EAGAIN => "EAGAIN",
         _ => "errno",
     };
-    format!("{name} {e}: {}", std::io::Error::from_raw_os_error(e))
+    let text = std::io::Error::from_raw_os_error(e).to_string();
+    // The OS's text without std's " (os error N)" (the number is said already).
+    let text = text.strip_suffix(&format!(" (os error {e})")).unwrap_or(&text);
+    format!("{name} {e}: {text}")
 }
 
 /// `call` failed with the calling thread's errno.
@@ -1096,6 +1099,7 @@ mod tests {
     fn errno_text_names_the_errno() {
         let t = errno_text(libc::ENOSYS);
         assert!(t.starts_with("ENOSYS 38: "), "{t}");
+        assert!(!t.contains("os error"), "{t}");
         assert!(errno_text(12345).starts_with("errno 12345: "));
     }
 
