@@ -617,17 +617,9 @@ impl End {
         }
     }
 
-    /// Posts one RDMA write to rank `r`: `len` bytes from local address `local` (or inline,
-    /// copied now, when `inline`) to `remote`. Waits for room in the send queue.
-    fn post_write(
-        &mut self,
-        r: usize,
-        local: u64,
-        len: usize,
-        inline: bool,
-        remote: u64,
-        rkey: u32,
-    ) -> Result<(), String> {
+    /// Posts one RDMA write to rank `r` ([`Write`]). Waits for room in the send queue.
+    fn post_write(&mut self, r: usize, w: Write) -> Result<(), String> {
+        let Write { local, len, inline, remote, rkey, signal } = w;
         let start = Instant::now();
         while self.qps[r].as_ref().is_some_and(|q| q.outstanding + 1 >= SQ_DEPTH) {
             self.poll_cq()?;
@@ -643,7 +635,9 @@ impl End {
         let lkey = self.lkey;
         let q = self.qps[r].as_mut().ok_or_else(|| format!("no queue pair to rank {r}"))?;
         q.since_signal += 1;
-        let signal = q.since_signal >= SIGNAL_EVERY || q.outstanding + 1 >= SQ_DEPTH / 2;
+        // At most SQ_DEPTH / SIGNAL_EVERY signalled writes per queue pair are in flight (the
+        // completion queue's size counts on it), and a full queue always holds one.
+        let signal = signal || q.since_signal >= SIGNAL_EVERY;
         let mut flags = 0u32;
         if signal {
             flags |= ib::ibv_send_flags::IBV_SEND_SIGNALED.0;
@@ -660,7 +654,8 @@ impl End {
             let mut wr: ib::ibv_send_wr = std::mem::zeroed();
             wr.wr_id = r as u64 | if signal { u64::from(q.since_signal) << 32 } else { 0 };
             wr.sg_list = &mut sge;
-            wr.num_sge = 1;
+            // A zero-length write carries no bytes (`close`'s signalled marker).
+            wr.num_sge = i32::from(len > 0);
             wr.opcode = ib::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
             wr.send_flags = flags;
             wr.wr.rdma = ib::rdma_t { remote_addr: remote, rkey };
@@ -689,11 +684,10 @@ impl End {
         let (data, remote, tail) = (ring.data as u64, ring.remote, w.written());
         for (at, len) in ranges {
             let dst = remote.slot + (super::ring::COUNTERS_BYTES + at) as u64;
-            self.post_write(r, data + at as u64, len, false, dst, remote.rkey)?;
+            self.post_write(r, Write::from_mirror(data + at as u64, len, dst, remote.rkey))?;
         }
         let word = tail.to_le_bytes();
-        let src = word.as_ptr() as u64;
-        self.post_write(r, src, 8, true, remote.slot + Layout::TAIL as u64, remote.rkey)
+        self.post_write(r, Write::word(&word, remote.slot + Layout::TAIL as u64, remote.rkey))
     }
 
     /// Pushes the backlog to `to` on as far as its ring allows; true if any byte moved.
@@ -749,10 +743,37 @@ impl End {
         }
         for (rank, head, credit) in credits {
             let word = head.to_le_bytes();
-            let src = word.as_ptr() as u64;
-            self.post_write(rank, src, 8, true, credit.slot + Layout::HEAD as u64, credit.rkey)?;
+            let at = credit.slot + Layout::HEAD as u64;
+            self.post_write(rank, Write::word(&word, at, credit.rkey))?;
         }
         Ok(got)
+    }
+}
+
+/// One RDMA write to post.
+#[derive(Debug, Clone, Copy)]
+struct Write {
+    /// The local source address (registered memory, or any memory when `inline`).
+    local: u64,
+    len: usize,
+    /// Copied into the work request at post time (the source may go at once after).
+    inline: bool,
+    /// The remote destination address and its region's key.
+    remote: u64,
+    rkey: u32,
+    /// Signalled whatever the count (its completion retires every earlier write).
+    signal: bool,
+}
+
+impl Write {
+    /// `len` bytes of the registered mirror at `local` to `remote`.
+    fn from_mirror(local: u64, len: usize, remote: u64, rkey: u32) -> Write {
+        Write { local, len, inline: false, remote, rkey, signal: false }
+    }
+
+    /// An 8-byte counter, inline, to `remote`.
+    fn word(word: &[u8; 8], remote: u64, rkey: u32) -> Write {
+        Write { local: word.as_ptr() as u64, len: 8, inline: true, remote, rkey, signal: false }
     }
 }
 
@@ -959,7 +980,19 @@ impl VerbsLink {
         let mut mine = Ok(());
         for e in self.ends.iter() {
             let r = e.with(|e| {
-                // Unsignalled writes are retired only by a signalled one after them.
+                // Unsignalled writes are retired only by a signalled one after them: a
+                // signalled zero-length write behind the last of each queue pair.
+                // It names a real place of the peer's region (the first ring this worker
+                // writes there), though a zero-length write touches none.
+                for r in 0..e.qps.len() {
+                    let Some(q) = &e.qps[r] else { continue };
+                    let Some(Some((ring, _))) = e.out.get(r * e.workers) else { continue };
+                    if q.since_signal > 0 {
+                        let Remote { slot, rkey } = ring.remote;
+                        let marker = Write { signal: true, ..Write::from_mirror(0, 0, slot, rkey) };
+                        e.post_write(r, marker)?;
+                    }
+                }
                 while e.qps.iter().flatten().any(|q| q.outstanding > 0) {
                     e.poll_cq()?;
                     if start.elapsed() > limit {
