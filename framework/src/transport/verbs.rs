@@ -1166,16 +1166,14 @@ mod tests {
         let nowhere = Remote { slot: 0, rkey: 0 };
         let out = OutRing {
             counters: mirror.ptr.cast(),
-            // SAFETY: inside the slot's allocation.
-            data: unsafe { mirror.ptr.add(data) },
+            data: mirror.ptr.wrapping_add(data),
             cap,
             pending: RefCell::new(Vec::new()),
             remote: nowhere,
         };
-        // SAFETY: inside the slot's allocation.
         let inr = InRing {
             counters: remote.ptr.cast(),
-            data: unsafe { remote.ptr.add(data) },
+            data: remote.ptr.wrapping_add(data),
             cap,
             credit: nowhere,
         };
