@@ -163,6 +163,9 @@ pub struct EngineOptions {
     /// ([`skein::Builder::loopback_ranks`]; `workers` counts all of them then). `None`: the
     /// runtime's default (the `SKEIN_LOOPBACK_RANKS` variable, else no split).
     pub loopback_ranks: Option<usize>,
+    /// How the runtime's MPI ranks move requests ([`skein::Builder::rack_transport`]).
+    /// `None`: the runtime's default (the `SKEIN_TRANSPORT` variable, else auto).
+    pub rack_transport: Option<skein::RackTransport>,
 }
 
 impl Default for EngineOptions {
@@ -178,6 +181,7 @@ impl Default for EngineOptions {
             alpha: 15,
             beta: 18,
             loopback_ranks: None,
+            rack_transport: None,
         }
     }
 }
@@ -372,6 +376,9 @@ impl Engine {
             .slot_size(opts.slot_bytes);
         if let Some(r) = opts.loopback_ranks {
             builder = builder.loopback_ranks(r);
+        }
+        if let Some(t) = opts.rack_transport {
+            builder = builder.rack_transport(t);
         }
         let rt = builder.build()?;
         // Processes of the job (the runtime's ranks but for a loopback split's fake ones).

@@ -50,8 +50,9 @@ const MAX_SECONDS: f64 = 3600.0;
 /// Arguments of `skein bench echo`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct EchoArgs {
-    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi` or `shm`; default:
-    /// `SKEIN_TRANSPORT`, else `auto`: shared-memory rings on one node).
+    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi`, `shm` or `verbs`, the
+    /// last with feature `rdma`; default: `SKEIN_TRANSPORT`, else `auto`: shared-memory rings
+    /// on one node).
     #[arg(long)]
     transport: Option<skein::RackTransport>,
     /// Worker threads of the Skein side (every one is client and server).
@@ -108,8 +109,9 @@ pub(crate) struct EchoArgs {
 /// Arguments of `skein bench ping`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct PingArgs {
-    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi` or `shm`; default:
-    /// `SKEIN_TRANSPORT`, else `auto`: shared-memory rings on one node).
+    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi`, `shm` or `verbs`, the
+    /// last with feature `rdma`; default: `SKEIN_TRANSPORT`, else `auto`: shared-memory rings
+    /// on one node).
     #[arg(long)]
     transport: Option<skein::RackTransport>,
     /// Round trips per size (after as many warm-up round trips, up to 10000).

@@ -19,8 +19,9 @@ use skein_generators::splitmix::SplitMix64;
 /// Arguments of `skein bench fetch-add`.
 #[derive(Debug, clap::Args)]
 pub struct FetchAddArgs {
-    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi` or `shm`; default:
-    /// `SKEIN_TRANSPORT`, else `auto`: shared-memory rings on one node).
+    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi`, `shm` or `verbs`, the
+    /// last with feature `rdma`; default: `SKEIN_TRANSPORT`, else `auto`: shared-memory rings
+    /// on one node).
     #[arg(long)]
     transport: Option<skein::RackTransport>,
     /// Worker threads (also the number of lock-benchmark threads).

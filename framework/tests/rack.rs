@@ -110,6 +110,17 @@ fn rank_side(case: &str, dir: &Path) {
         "run" => {
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
             report_run(rank, rt.run(|| (6 * 7, skein::ranks(), skein::num_workers())));
+            // The transport the run chose (the same on every rank).
+            let used = skein::rack_transport_used().map(|t| t.name()).unwrap_or("none");
+            println!("USED rank={rank} {used}");
+        }
+        "verbs" => {
+            let rt = skein::Runtime::builder()
+                .workers(2)
+                .rack_transport(skein::RackTransport::Verbs)
+                .build()
+                .expect("build");
+            report_run(rank, rt.run(|| (6 * 7, skein::ranks(), skein::num_workers())));
         }
         "spawn" => {
             // main (rank 0) starts a fiber on every global worker; each answers with where it
@@ -775,7 +786,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 36] = [
+    let cases: [Case; 37] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -788,6 +799,7 @@ fn harness(args: &[String]) {
         ("kill_9_of_rank_1_ends_every_rank", kill_case),
         ("run_on_2_ranks_returns_main_on_every_rank", |d| run_case(d, 2)),
         ("run_on_3_ranks_returns_main_on_every_rank", |d| run_case(d, 3)),
+        ("verbs_without_a_device_fails_on_every_rank", verbs_case),
         ("spawn_on_every_worker_of_2_ranks", |d| spawn_case(d, 2)),
         ("spawn_on_every_worker_of_3_ranks", |d| spawn_case(d, 3)),
         ("stats_show_every_ranks_workers_on_3_ranks", stats_case),
@@ -1224,7 +1236,62 @@ fn same_on_every_rank(
 fn run_case(dir: &Path, ranks: usize) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "run", ranks)?;
     let want = format!("ok (42, {ranks}, {})", 2 * ranks);
-    check(out == [want], "main's value, ranks and global workers", &l)
+    check(out == [want], "main's value, ranks and global workers", &l)?;
+    // On one node `auto` takes the shared-memory rings; SKEIN_TRANSPORT may ask otherwise.
+    let asked = std::env::var("SKEIN_TRANSPORT").unwrap_or_default();
+    let expect = match asked.trim() {
+        "" | "auto" => "shm",
+        other => other,
+    };
+    for r in 0..ranks {
+        check(
+            l.lines(&format!("USED rank={r} ")) == [format!("USED rank={r} {expect}")],
+            &format!("rank {r} must say the run used {expect}"),
+            &l,
+        )?;
+    }
+    check(
+        l.stderr
+            .matches(&format!("skein: rack transport: {expect} between all {ranks} ranks"))
+            .count()
+            == 1,
+        "rank 0 (alone) must print the transport at the start",
+        &l,
+    )
+}
+
+/// `SKEIN_TRANSPORT=verbs` (asked through the builder) on these machines, which have no
+/// RDMA device: every rank's run fails with the reason (the verbs call and errno, or the
+/// missing feature), none hangs, and mpirun exits normally (the error is a value).
+fn verbs_case(dir: &Path) -> Result<(), String> {
+    let l = launch(dir, "verbs", &[(2, &own_exe())], |_| Ok(()))?;
+    check(l.status.is_some_and(|s| s.success()), "mpirun must exit 0", &l)?;
+    let why = if cfg!(feature = "rdma") { "ibv_" } else { "built without the `rdma` feature" };
+    for r in 0..2 {
+        let errs = l.lines(&format!("RUN-ERROR rank={r}: "));
+        let ok = l.lines(&format!("RUN-OK rank={r} "));
+        if cfg!(feature = "rdma") && !ok.is_empty() {
+            // A machine with an active RDMA port on every rank: the run went through.
+            check(ok == [format!("RUN-OK rank={r} (42, 2, 4)")], "main's value over verbs", &l)?;
+            continue;
+        }
+        check(errs.len() == 1, &format!("rank {r} must report one error"), &l)?;
+        check(
+            errs[0].contains(&format!("skein rack mode, rank {r}: ")) && errs[0].contains(why),
+            &format!("rank {r}'s error must name itself and say {why:?}"),
+            &l,
+        )?;
+        if cfg!(feature = "rdma") {
+            check(
+                errs[0].contains("RDMA verbs transport, finding an RDMA device: ")
+                    && (errs[0].contains("ibv_get_device_list: no RDMA device (")
+                        || errs[0].contains("no active RDMA port")),
+                &format!("rank {r} must name the verbs call and the errno"),
+                &l,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn spawn_case(dir: &Path, ranks: usize) -> Result<(), String> {

@@ -30,6 +30,8 @@ pub(crate) struct EngineSpec {
     /// Direction-optimizing BFS heuristics of the rayon engine.
     pub(crate) alpha: u64,
     pub(crate) beta: u64,
+    /// How Skein's ranks move requests under mpirun (None: `SKEIN_TRANSPORT`, else auto).
+    pub(crate) transport: Option<skein::RackTransport>,
 }
 
 /// Under `mpirun` with more than one rank only the skein engine runs across the ranks (the
@@ -55,6 +57,7 @@ impl EngineSpec {
             delta: None,
             alpha: skein_baselines::DEFAULT_ALPHA,
             beta: skein_baselines::DEFAULT_BETA,
+            transport: None,
         }
     }
 
@@ -208,6 +211,7 @@ pub(crate) fn skein_options(spec: &EngineSpec, threads: usize) -> EngineOptions 
         delta: spec.delta,
         alpha: spec.alpha,
         beta: spec.beta,
+        rack_transport: spec.transport,
         ..EngineOptions::default()
     }
 }

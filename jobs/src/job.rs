@@ -49,6 +49,10 @@ A job file is TOML with four sections; only [graph] is required:
                             # of the edges. A .skg file: each rank reads a share by offset
                             # (rank 0 also checks the checksum). A text file, pipe or `-`:
                             # rank 0 reads it (twice: check, then hand out in rounds).
+  transport = \"auto\"        # under mpirun: how ranks move requests: auto | shm | mpi |
+                            # verbs (SKEIN_TRANSPORT's choices; auto: shared-memory rings
+                            # on one node, RDMA verbs across nodes with a device and the
+                            # `rdma` feature, else MPI). The one used is in the report.
   [report]
   json = \"reports/sssp-s20.json\"
   dump = \"reports/sssp-s20.dump\"   # the first root's result, one line per vertex
@@ -125,6 +129,10 @@ pub(crate) struct Job {
     pub(crate) workers: usize,
     pub(crate) fibers: usize,
     pub(crate) pin: bool,
+    /// How ranks move requests under mpirun (`[runtime] transport`; `None`: the runtime's
+    /// default, `SKEIN_TRANSPORT` or auto).
+    #[serde(serialize_with = "transport_name")]
+    pub(crate) transport: Option<skein::RackTransport>,
     pub(crate) json: Option<PathBuf>,
     pub(crate) dump: Option<PathBuf>,
     /// PageRank: at most this many iterations.
@@ -173,6 +181,7 @@ struct RuntimeSection {
     fibers: Option<Spanned<usize>>,
     pin: Option<bool>,
     ranks: Option<Spanned<usize>>,
+    transport: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -530,6 +539,7 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         fibers: None,
         pin: None,
         ranks: None,
+        transport: None,
     });
     if let Some(r) = &runtime.ranks {
         let (want, have) = (*r.get_ref(), skein::ranks());
@@ -555,6 +565,14 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
             ));
         }
     }
+    let transport = match &runtime.transport {
+        None => None,
+        Some(t) => Some(
+            t.get_ref()
+                .parse::<skein::RackTransport>()
+                .map_err(|e| ctx.at("runtime.transport", t.span(), e))?,
+        ),
+    };
     let (workers, workers_span) =
         runtime.workers.map_or((2, None), |w| (*w.get_ref(), Some(w.span())));
     let (fibers, fibers_span) =
@@ -601,11 +619,23 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         workers,
         fibers,
         pin: runtime.pin.unwrap_or(false),
+        transport,
         json,
         dump,
         iterations,
         tolerance,
     })
+}
+
+/// A job's transport as its name (`null`: the default), for the report's copy of the job.
+fn transport_name<S: serde::Serializer>(
+    t: &Option<skein::RackTransport>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_str(t.name()),
+        None => s.serialize_none(),
+    }
 }
 
 /// `a/b/../c` → `a/c`, lexically (so messages show the path a user would write).
@@ -734,6 +764,36 @@ json = "out/r.json"
             parse_str("[graph]\ngenerator = \"kronecker\"\nscale = \"big\"\n", &[]).unwrap_err();
         assert!(e.starts_with("jobs/test.toml:line 3"), "{e}");
         assert!(e.contains("graph.scale"), "{e}");
+    }
+
+    /// `[runtime] transport` takes SKEIN_TRANSPORT's choices; anything else is refused
+    /// naming the file, the line and the key.
+    #[test]
+    fn the_transport_key_is_parsed_and_checked() {
+        let base = "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[runtime]\n";
+        assert_eq!(parse_str(base, &[]).unwrap().transport, None);
+        for (name, t) in [
+            ("auto", skein::RackTransport::Auto),
+            ("mpi", skein::RackTransport::Mpi),
+            ("shm", skein::RackTransport::Shm),
+            ("verbs", skein::RackTransport::Verbs),
+        ] {
+            let job = parse_str(&format!("{base}transport = \"{name}\"\n"), &[]).unwrap();
+            assert_eq!(job.transport, Some(t));
+            // The report's copy of the job names it.
+            assert_eq!(serde_json::to_value(&job).unwrap()["transport"], name);
+        }
+        let e = parse_str(&format!("{base}transport = \"tcp\"\n"), &[]).unwrap_err();
+        assert!(e.starts_with("jobs/test.toml:line 5: key `runtime.transport`"), "{e}");
+        assert!(e.contains("expected auto, mpi, shm or verbs"), "{e}");
+        let e = parse_str(&format!("{base}transport = 3\n"), &[]).unwrap_err();
+        assert!(e.starts_with("jobs/test.toml:line 5"), "{e}");
+        let e = parse_str(base, &["runtime.transport=\"x\""]).unwrap_err();
+        assert!(e.contains("--set runtime.transport"), "{e}");
+        assert_eq!(
+            parse_str(base, &["runtime.transport=\"shm\""]).unwrap().transport,
+            Some(skein::RackTransport::Shm)
+        );
     }
 
     #[test]

@@ -270,6 +270,7 @@ fn job_setup(job: &Job, engine: EngineName) -> Setup {
     let mut spec = EngineSpec::new(engine, job.workers);
     spec.fibers = job.fibers;
     spec.pin = job.pin;
+    spec.transport = job.transport;
     Setup {
         kernel: job.kernel,
         spec,

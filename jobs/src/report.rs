@@ -484,6 +484,8 @@ impl KernelReport {
             "time": self.time_stats(),
             "teps": teps,
             "runs": self.runs,
+            // The rack transport the runs used (`null`: none, one process).
+            "transport": skein::rack_transport_used().map(|t| t.name()),
         })
     }
 

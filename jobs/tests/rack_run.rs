@@ -575,3 +575,38 @@ fn ranks_that_disagree_on_their_job_refuse_it_naming_the_field() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The JSON report names the transport the ranks used: the job file's `[runtime] transport`
+/// when it gives one, else what `auto` chose (on one node: the shared-memory rings, unless
+/// `SKEIN_TRANSPORT` asks otherwise).
+#[test]
+fn the_report_names_the_transport_the_ranks_used() {
+    let dir = temp_dir("transport");
+    let default = match std::env::var("SKEIN_TRANSPORT").as_deref().map(str::trim) {
+        Err(_) | Ok("") | Ok("auto") => "shm".to_string(),
+        Ok(other) => other.to_string(),
+    };
+    for (key, want) in [("", default.as_str()), ("transport = \"mpi\"\n", "mpi")] {
+        let job = dir.join("job.toml");
+        std::fs::write(
+            &job,
+            format!(
+                "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[job]\nkernel = \"bfs\"\n\
+                 roots = 2\n[runtime]\nranks = 2\n{key}[report]\njson = \"r.json\"\n"
+            ),
+        )
+        .unwrap();
+        let r = mpirun(2, &["run", job.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.success(), "{key:?}: {err}");
+        assert!(
+            err.contains(&format!("skein: rack transport: {want} between all 2 ranks")),
+            "{err}"
+        );
+        let json = read_json(&dir.join("r.json"));
+        assert_eq!(json["transport"], want, "{key:?}: {json}");
+        let asked = if key.is_empty() { serde_json::Value::Null } else { want.into() };
+        assert_eq!(json["job"]["transport"], asked, "{key:?}: {json}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

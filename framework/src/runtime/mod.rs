@@ -227,9 +227,13 @@ impl Builder {
     }
 
     /// How a run over MPI ranks moves envelopes between them (default [`RackTransport::Auto`]:
-    /// shared-memory rings when every rank runs on one node, MPI messages otherwise; or
-    /// `SKEIN_TRANSPORT=auto|mpi|shm` in the environment, which [`Builder::default`] reads).
-    /// Every rank must choose the same; ignored outside `mpirun`.
+    /// shared-memory rings when every rank runs on one node, else RDMA verbs where every rank
+    /// has an active RDMA port (feature `rdma`), else MPI messages; or
+    /// `SKEIN_TRANSPORT=auto|mpi|shm|verbs` in the environment, which [`Builder::default`]
+    /// reads). Every run prints the transport it chose when it differs from the last
+    /// (rank 0, to stderr), and [`crate::rack_transport_used`] says it.
+    /// Every rank must choose the same (checked at the start of every run); ignored outside
+    /// `mpirun`.
     ///
     /// ```
     /// let b = skein::Runtime::builder().workers(2).rack_transport(skein::RackTransport::Mpi);
@@ -324,6 +328,28 @@ impl Builder {
         }
         Ok(Runtime { cfg: self.cfg, last_stats: Mutex::new(Stats::default()) })
     }
+}
+
+/// The code (`RackTransport::code`) of the transport of this process's last run over MPI
+/// ranks; 0 before the first.
+#[cfg(feature = "mpi")]
+static TRANSPORT_USED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The transport this process's last run over MPI ranks moved its envelopes with
+/// ([`RackTransport::Mpi`], [`RackTransport::Shm`] or [`RackTransport::Verbs`]; what `auto`
+/// chose, the same on every rank); `None` before any such run, and always without the `mpi`
+/// feature. Rank 0 also prints it (to stderr) when a run uses another than the last.
+pub fn rack_transport_used() -> Option<RackTransport> {
+    #[cfg(feature = "mpi")]
+    {
+        match TRANSPORT_USED.load(std::sync::atomic::Ordering::Acquire) {
+            1 => return Some(RackTransport::Mpi),
+            2 => return Some(RackTransport::Shm),
+            4 => return Some(RackTransport::Verbs),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// A delegation runtime: `workers` threads, each a trustee of its properties and a scheduler
@@ -582,6 +608,8 @@ impl Runtime {
         enum Opened {
             Mpi(mt::Endpoints, Arc<MpiLink>),
             Shm(Arc<ShmLink>),
+            #[cfg(feature = "rdma")]
+            Verbs(Arc<crate::transport::verbs::VerbsLink>),
         }
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };
@@ -609,14 +637,48 @@ impl Runtime {
             let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
             ShmLink::open(w, token, job_run, config).map(Arc::new)
         };
+        // Collective, failing on every rank alike: every rank has an active RDMA port and
+        // every rank set the queue pairs up, or the error of the first rank that could not.
+        #[cfg(feature = "rdma")]
+        let open_verbs =
+            || -> std::result::Result<Arc<crate::transport::verbs::VerbsLink>, String> {
+                let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
+                crate::transport::verbs::VerbsLink::open(w, token, config).map(Arc::new)
+            };
+        #[cfg(not(feature = "rdma"))]
+        let open_verbs = || -> std::result::Result<std::convert::Infallible, String> {
+            crate::rack::agree_ok(Err("the RDMA verbs transport was asked for, but skein was \
+                 built without the `rdma` feature (build with `--features rdma`, or use \
+                 SKEIN_TRANSPORT=shm or mpi)"
+                .to_string()))
+        };
+        let shm_opened = |link: Arc<ShmLink>| {
+            (Opened::Shm(link.clone()), Box::new(link) as Box<dyn crate::transport::Transport>)
+        };
+        #[cfg(feature = "rdma")]
+        let verbs_opened = |link: Arc<crate::transport::verbs::VerbsLink>| {
+            (Opened::Verbs(link.clone()), Box::new(link) as Box<dyn crate::transport::Transport>)
+        };
         let (opened, transport) = match kind {
             Kind::Mpi => open_mpi()?,
-            Kind::Shm => {
-                let link = open_shm().map_err(rack_err)?;
-                (Opened::Shm(link.clone()), Box::new(link) as Box<dyn crate::transport::Transport>)
-            }
+            Kind::Shm => shm_opened(open_shm().map_err(rack_err)?),
+            #[cfg(feature = "rdma")]
+            Kind::Verbs => verbs_opened(open_verbs().map_err(rack_err)?),
+            #[cfg(not(feature = "rdma"))]
+            Kind::Verbs => match open_verbs().map_err(rack_err)? {},
             Kind::Auto if shm::one_node() => match open_shm() {
-                Ok(link) => (Opened::Shm(link.clone()), Box::new(link) as _),
+                Ok(link) => shm_opened(link),
+                Err(e) => {
+                    if rank == 0 {
+                        eprintln!("skein: {e}; using the MPI transport instead");
+                    }
+                    open_mpi()?
+                }
+            },
+            // Across nodes: verbs where every rank has an active RDMA port, else MPI.
+            #[cfg(feature = "rdma")]
+            Kind::Auto if crate::transport::verbs::every_rank_has_a_port() => match open_verbs() {
+                Ok(link) => verbs_opened(link),
                 Err(e) => {
                     if rank == 0 {
                         eprintln!("skein: {e}; using the MPI transport instead");
@@ -626,9 +688,25 @@ impl Runtime {
             },
             Kind::Auto => open_mpi()?,
         };
+        let used = match &opened {
+            Opened::Mpi(..) => Kind::Mpi,
+            Opened::Shm(..) => Kind::Shm,
+            #[cfg(feature = "rdma")]
+            Opened::Verbs(..) => Kind::Verbs,
+        };
+        if TRANSPORT_USED.swap(used.code(), std::sync::atomic::Ordering::AcqRel) != used.code()
+            && rank == 0
+        {
+            // Once per process and change (a job runs many runs).
+            eprintln!("skein: rack transport: {used} between all {ranks} ranks (asked: {kind})");
+        }
         // Over the rings, the detector's rounds go over the rings' board too (no MPI call).
         let all_reduce: Box<dyn quiesce_ranks::AllReduce + Send> = match &opened {
             Opened::Shm(link) => Box::new(quiesce_ranks::shm::ShmAllReduce::new(link.board())),
+            #[cfg(feature = "rdma")]
+            Opened::Verbs(..) => {
+                Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?)
+            }
             Opened::Mpi(..) => Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?),
         };
         let split = Split::Mpi { job_run, rank, ranks, transport, all_reduce };
@@ -672,6 +750,19 @@ impl Runtime {
                 Err(e) => report.internal.push(format!("the transport did not close: {e}")),
             },
             Opened::Shm(link) => {
+                let left = link.leftovers();
+                if !aborted && (left.unsent > 0 || left.undelivered > 0) {
+                    report
+                        .internal
+                        .push(format!("the transport closed with messages left over: {left:?}"));
+                }
+            }
+            #[cfg(feature = "rdma")]
+            Opened::Verbs(link) => {
+                // Collective: every rank's writes retired before any rank's memory goes.
+                if let Err(e) = link.close(std::time::Duration::from_secs(10)) {
+                    report.internal.push(format!("the transport did not close: {e}"));
+                }
                 let left = link.leftovers();
                 if !aborted && (left.unsent > 0 || left.undelivered > 0) {
                     report

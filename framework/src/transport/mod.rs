@@ -5,7 +5,13 @@
 //! * [`loopback`]: in-process inboxes, for a run split into fake ranks in one process
 //!   (`Builder::loopback_ranks`, `SKEIN_LOOPBACK_RANKS`);
 //! * `mpi` (feature `mpi`): the MPI envelope transport of `crate::rack` behind the trait
-//!   (`Runtime::run` under `mpirun`).
+//!   (`Runtime::run` under `mpirun`);
+//! * `shm` (feature `mpi`): rings in shared memory, written with plain stores (ranks on one
+//!   node; the ring protocol of `ring`);
+//! * `verbs` (feature `rdma`): the same rings in RDMA-registered memory, written with
+//!   one-sided RDMA writes (ranks on different nodes; built and unit-tested, never run on
+//!   RDMA hardware: `docs/rack-mode.md` §4.6), and its connection data (`verbs_conn`, also
+//!   built without the feature for its tests).
 //!
 //! The transport moves whole envelopes and knows nothing of their content; the runtime
 //! (`crate::runtime::remote`) writes, validates and answers them. Layering
@@ -22,23 +28,29 @@ mod owned;
 pub(crate) mod ring;
 #[cfg(feature = "mpi")]
 pub(crate) mod shm;
+#[cfg(feature = "rdma")]
+pub(crate) mod verbs;
+#[cfg(any(test, feature = "rdma"))]
+pub(crate) mod verbs_conn;
 
 use crate::channel::record::VTable;
 
 /// Which transport a run over MPI ranks moves its envelopes with ([`crate::Builder::rack_transport`],
-/// or `SKEIN_TRANSPORT=auto|mpi|shm` in the environment). Every rank must choose the same.
+/// or `SKEIN_TRANSPORT=auto|mpi|shm|verbs` in the environment). Every rank must choose the
+/// same; the one a run used is [`crate::rack_transport_used`].
 ///
 /// ```
 /// let t: skein::RackTransport = "shm".parse().unwrap();
 /// assert_eq!(t, skein::RackTransport::Shm);
-/// assert!("tcp".parse::<skein::RackTransport>().is_err());
-/// let e = "verbs".parse::<skein::RackTransport>().unwrap_err();
-/// assert!(e.contains("not yet supported"), "{e}");
+/// assert_eq!("verbs".parse::<skein::RackTransport>(), Ok(skein::RackTransport::Verbs));
+/// let e = "tcp".parse::<skein::RackTransport>().unwrap_err();
+/// assert!(e.contains("expected auto, mpi, shm or verbs"), "{e}");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RackTransport {
     /// Rings in shared memory when every rank runs on one node and every rank could set them
-    /// up, else MPI messages (the default).
+    /// up, else RDMA verbs when every rank has an active RDMA port (feature `rdma`), else MPI
+    /// messages (the default).
     #[default]
     Auto,
     /// Two-sided MPI messages (any placement of the ranks).
@@ -46,15 +58,21 @@ pub enum RackTransport {
     /// Rings in shared memory, written with plain stores (every rank on one node; an error
     /// otherwise).
     Shm,
+    /// Rings in RDMA-registered memory, written with one-sided RDMA writes over reliable
+    /// connected queue pairs (feature `rdma`; every rank needs an active RDMA port, and the
+    /// run fails on every rank otherwise). Never run on RDMA hardware yet
+    /// (`docs/rack-mode.md` §4.6).
+    Verbs,
 }
 
 impl RackTransport {
-    /// The name `SKEIN_TRANSPORT` and the command line use (`auto`, `mpi`, `shm`).
+    /// The name `SKEIN_TRANSPORT` and the command line use (`auto`, `mpi`, `shm`, `verbs`).
     pub fn name(self) -> &'static str {
         match self {
             RackTransport::Auto => "auto",
             RackTransport::Mpi => "mpi",
             RackTransport::Shm => "shm",
+            RackTransport::Verbs => "verbs",
         }
     }
 
@@ -65,6 +83,7 @@ impl RackTransport {
             RackTransport::Mpi => 1,
             RackTransport::Shm => 2,
             RackTransport::Auto => 3,
+            RackTransport::Verbs => 4,
         }
     }
 
@@ -75,6 +94,7 @@ impl RackTransport {
             1 => "mpi",
             2 => "shm",
             3 => "auto",
+            4 => "verbs",
             _ => "an unknown transport",
         }
     }
@@ -94,12 +114,10 @@ impl std::str::FromStr for RackTransport {
             "auto" => Ok(RackTransport::Auto),
             "mpi" => Ok(RackTransport::Mpi),
             "shm" => Ok(RackTransport::Shm),
-            "verbs" | "rdma" => {
-                Err("the RDMA verbs transport is not yet supported: use `shm` (ranks \
-                                     on one node) or `mpi` (any placement)"
-                    .into())
+            "verbs" | "rdma" => Ok(RackTransport::Verbs),
+            other => {
+                Err(format!("unknown rack transport {other:?}: expected auto, mpi, shm or verbs"))
             }
-            other => Err(format!("unknown rack transport {other:?}: expected auto, mpi or shm")),
         }
     }
 }

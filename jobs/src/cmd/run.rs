@@ -407,6 +407,7 @@ fn engine_spec(job: &Job, engine: EngineName) -> EngineSpec {
     let mut spec = EngineSpec::new(engine, job.workers);
     spec.fibers = job.fibers;
     spec.pin = job.pin;
+    spec.transport = job.transport;
     spec
 }
 
