@@ -1,32 +1,74 @@
 //! Weakly connected components on the public building blocks ([`crate::parts`],
-//! [`crate::outbox`]): a union-find within each partition, then min-label propagation between
-//! partitions in supersteps.
+//! [`crate::outbox`]): a union-find within each partition, the partitions' local components
+//! contracted once into a graph of components, then min-label propagation over that
+//! contracted graph only, in supersteps.
 //!
-//! 1. **Local** (one superstep, no messages): each partition joins the ends of its own
-//!    arcs (those within the partition) in a union-find over its local indices whose roots are
-//!    the smallest index of their set, so a local component's root is its smallest vertex and
-//!    its first label. The vertices with arcs to other partitions (the *boundary*) are grouped
-//!    by root.
-//! 2. **Rounds**: the boundary vertices of every local component whose label dropped (all, in
-//!    the first round) offer the label to their remote neighbours, through an [`Outbox`] of
-//!    `(local index, label)` updates (15 to a request); an offer lowers the label of the
-//!    receiver's local component. A round ends at quiescence, the kernel when no label dropped
-//!    anywhere. A vertex is sent a label only when it is smaller than the last label this
-//!    partition sent to it (a cache over the tag space, 8 bytes per tag).
+//! 1. **Local** (one superstep, no messages): each partition joins the ends of its own arcs
+//!    (those within the partition) in a union-find over its local indices whose roots are the
+//!    smallest index of their set, so a local component's root is its smallest vertex and its
+//!    first label. A component is named across partitions by its root's tag (`Tags`); tags
+//!    order as global ids do (the partitions' ranges follow their index).
+//! 2. **Contract** (one superstep): each partition reads every remote arc `u → t` once and
+//!    sends `(t, tag of u's root)` to `t`'s owner (through an [`Outbox`], 31 pairs to a
+//!    request; a pair is not sent twice in a row for the same `t`: a mark per remote tag).
+//!    The owner files the pair as a *contracted edge* `(root of t, remote component)`; at
+//!    quiescence each partition sorts and deduplicates its edges and groups them by root.
+//!    The graph is symmetric, so both ends of every contracted edge know it.
+//! 3. **Rounds**: every local component whose label dropped (all those with contracted
+//!    edges, in the first round) offers the label to its contracted neighbours, `(neighbour's
+//!    root, label)` through another [`Outbox`]; an offer lowers the receiver's label. A
+//!    neighbour is offered only a label smaller than its own name (its first label, a bound
+//!    on all its later ones). A round ends at quiescence, the kernel when no label dropped.
+//!    No arc is read again: a label drop costs the component's contracted edges (a handful:
+//!    a partition's giant component is one node), not its boundary's arcs.
 //!
 //! Each component ends labelled by its smallest vertex, for any workers and ranks (the result
 //! is a fixed point, not an order). On one partition the kernel is a union-find, one pass.
+//!
+//! Counters ([`CcCounters`], in the engine's `SearchStats::counters`): arcs read (each arc
+//! once: own arcs in step 1, remote arcs in step 2), the contraction's pairs sent, the
+//! contracted edges (both ends counted) and the labels sent in the rounds.
+//!
+//! Memory per partition: 4 bytes per tag of the whole graph (the marks, with more than one
+//! partition), 13 bytes per own vertex (forest, labels, edge index, flags), 8 per pair
+//! received and per contracted edge.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use skein::Trust;
 
+use crate::adjacency::Tag;
 use crate::graph::GraphView;
 use crate::outbox::Outbox;
 use crate::parts::{self, Collect, KernelStats, Part};
 
-/// One partition's union-find, labels and work lists.
+/// No tag (a mark never set).
+const NONE: u32 = u32::MAX;
+
+/// The work counters of one run, summed over every partition of every rank.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CcCounters {
+    /// `(remote vertex, component)` pairs sent by the contraction.
+    pub(crate) pairs: u64,
+    /// Contracted edges after deduplication (each counted at both ends).
+    pub(crate) edges: u64,
+    /// Labels offered to contracted neighbours in the rounds.
+    pub(crate) labels: u64,
+}
+
+impl CcCounters {
+    /// The counters by name, as the engine reports them.
+    pub(crate) fn named(self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("pairs sent", self.pairs),
+            ("contracted edges", self.edges),
+            ("labels sent", self.labels),
+        ]
+    }
+}
+
+/// One partition's union-find, labels and contracted edges.
 #[derive(Debug)]
 pub(crate) struct CcPart {
     view: Arc<GraphView>,
@@ -35,19 +77,26 @@ pub(crate) struct CcPart {
     parent: Vec<u32>,
     /// The label of each local component, at its root.
     label: Vec<u64>,
-    /// The boundary vertices grouped by root: `boundary[start[r]..start[r + 1]]`.
+    /// The last remote tag marked with each root in the contraction (per remote tag: the
+    /// last own root sent with it), to skip repeated pairs.
+    mark: Vec<u32>,
+    /// The last remote component filed for each root (receiver side), to skip repeats.
+    last: Vec<u32>,
+    /// Contracted edges as received `(own root, remote component)`, then sorted.
+    pairs: Vec<(u32, Tag)>,
+    /// The contracted edges grouped by root: `edges[start[r]..start[r + 1]]`.
     start: Vec<u32>,
-    boundary: Vec<u32>,
-    /// The boundary vertices that offer their label this round.
+    edges: Vec<Tag>,
+    /// The roots that offer their label this round.
     work: Vec<u32>,
     /// Roots whose label dropped this round, and a flag per root.
     changed: Vec<u32>,
     queued: Vec<u8>,
-    /// The smallest label sent to each remote tag so far (`u64::MAX`: none).
-    sent: Vec<u64>,
     peers: Arc<Vec<Trust<CcPart>>>,
-    outbox: Outbox<(u32, u64)>,
+    contract: Outbox<(u32, Tag)>,
+    offers: Outbox<(u32, u64)>,
     arcs: u64,
+    counters: CcCounters,
 }
 
 impl CcPart {
@@ -55,19 +104,23 @@ impl CcPart {
         let np = view.parts.parts();
         let first = view.parts.range(part).start;
         let len = view.parts.len(part);
-        let sent = if np > 1 { vec![u64::MAX; view.tags.space(np)] } else { Vec::new() };
+        let mark = if np > 1 { vec![NONE; view.tags.space(np)] } else { Vec::new() };
         CcPart {
             parent: (0..len).collect(),
             label: (first..first + u64::from(len)).collect(),
+            mark,
+            last: Vec::new(),
+            pairs: Vec::new(),
             start: Vec::new(),
-            boundary: Vec::new(),
+            edges: Vec::new(),
             work: Vec::new(),
             changed: Vec::new(),
-            queued: vec![0; len as usize],
-            sent,
+            queued: Vec::new(),
             peers: Arc::new(Vec::new()),
-            outbox: Outbox::new(np),
+            contract: Outbox::new(np),
+            offers: Outbox::new(np),
             arcs: 0,
+            counters: CcCounters::default(),
             view,
             part,
         }
@@ -108,82 +161,109 @@ impl CcPart {
         }
     }
 
-    /// After [`CcPart::join`] of every vertex: groups the boundary by root and makes all of
-    /// it the first round's work.
-    fn group(&mut self) {
-        let view = Arc::clone(&self.view);
-        let arcs = view.out_arcs(self.part);
-        let len = self.parent.len();
-        let on_boundary: Vec<u32> =
-            (0..len as u32).filter(|&u| !arcs.split(u).1.is_empty()).collect();
-        let roots: Vec<u32> = on_boundary.iter().map(|&u| self.find(u)).collect();
-        let mut start = vec![0u32; len + 1];
-        roots.iter().for_each(|&r| start[r as usize + 1] += 1);
-        for i in 0..len {
-            start[i + 1] += start[i];
-        }
-        let mut at = start.clone();
-        let mut boundary = vec![0u32; on_boundary.len()];
-        for (&u, &r) in on_boundary.iter().zip(&roots) {
-            boundary[at[r as usize] as usize] = u;
-            at[r as usize] += 1;
-        }
-        self.work = boundary.clone();
-        (self.start, self.boundary) = (start, boundary);
-    }
-
-    /// Offers `label` to local vertex `l`: a smaller one becomes its component's label.
-    #[inline]
-    fn offer(&mut self, l: u32, label: u64) {
-        let r = self.find(l);
-        if label < self.label[r as usize] {
-            self.label[r as usize] = label;
-            if self.queued[r as usize] == 0 {
-                self.queued[r as usize] = 1;
-                self.changed.push(r);
-            }
-        }
-    }
-
-    /// Sends the labels of the work list's vertices `range` to their remote neighbours.
-    fn propagate(&mut self, range: std::ops::Range<u32>) {
+    /// After [`CcPart::join`] of every vertex of every partition: sends the pairs `(remote
+    /// vertex, own component)` of the remote arcs of local vertices `range`.
+    fn contract(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let peers = Arc::clone(&self.peers);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
-        for i in range {
-            let u = self.work[i as usize];
-            let r = self.find(u);
-            let label = self.label[r as usize];
+        for u in range {
             let other = arcs.split(u).1;
+            if other.is_empty() {
+                continue;
+            }
             self.arcs += other.len() as u64;
+            let r = self.find(u);
+            let me = tags.tag(self.part, r);
             for &t in other {
-                if label < self.sent[t as usize] {
-                    self.sent[t as usize] = label;
-                    let item = (tags.local(t), label);
-                    self.outbox.send(tags.part(t), item, &peers, receive);
+                if self.mark[t as usize] != r {
+                    self.mark[t as usize] = r;
+                    self.counters.pairs += 1;
+                    self.contract.send(tags.part(t), (tags.local(t), me), &peers, file);
                 }
             }
         }
-        self.outbox.flush_to(&peers, receive);
+        self.contract.flush_to(&peers, file);
     }
 
-    /// Makes the boundary of the components whose label dropped the next round's work;
-    /// returns how many vertices that is.
+    /// After the contraction's quiescence: sorts and deduplicates the contracted edges,
+    /// groups them by root and makes every root with edges the first round's work.
+    fn group(&mut self) {
+        let mut pairs = std::mem::take(&mut self.pairs);
+        pairs.sort_unstable();
+        pairs.dedup();
+        let len = self.parent.len();
+        let mut start = vec![0u32; len + 1];
+        pairs.iter().for_each(|&(r, _)| start[r as usize + 1] += 1);
+        for i in 0..len {
+            start[i + 1] += start[i];
+        }
+        self.edges = pairs.iter().map(|&(_, c)| c).collect();
+        self.work = pairs.iter().map(|&(r, _)| r).collect();
+        self.work.dedup();
+        self.counters.edges = self.edges.len() as u64;
+        self.start = start;
+        self.queued = vec![0; len];
+        self.last = Vec::new();
+        self.mark = Vec::new();
+    }
+
+    /// Offers the labels of the work list's roots `range` to their contracted neighbours.
+    fn propagate(&mut self, range: std::ops::Range<u32>) {
+        let view = Arc::clone(&self.view);
+        let peers = Arc::clone(&self.peers);
+        let (tags, parts) = (view.tags, &view.parts);
+        for i in range {
+            let r = self.work[i as usize] as usize;
+            let label = self.label[r];
+            for &c in &self.edges[self.start[r] as usize..self.start[r + 1] as usize] {
+                let (p, l) = (tags.part(c), tags.local(c));
+                // The neighbour's label is at most its root's id: offer only smaller ones.
+                if label < parts.global(p, l) {
+                    self.counters.labels += 1;
+                    self.offers.send(p, (l, label), &peers, receive);
+                }
+            }
+        }
+        self.offers.flush_to(&peers, receive);
+    }
+
+    /// Makes the roots whose label dropped the next round's work; returns how many.
     fn advance(&mut self) -> u64 {
         self.work.clear();
         for r in std::mem::take(&mut self.changed) {
             self.queued[r as usize] = 0;
-            let (a, b) = (self.start[r as usize] as usize, self.start[r as usize + 1] as usize);
-            self.work.extend_from_slice(&self.boundary[a..b]);
+            self.work.push(r);
         }
         self.work.len() as u64
     }
 }
 
-/// Runs on the receiving partition's trustee: a packet of offers.
+/// Runs on the receiving partition's trustee: a packet of contraction pairs `(local vertex,
+/// remote component)`, filed by the vertex's root.
+fn file(p: &mut CcPart, items: &[(u32, Tag)]) {
+    if p.last.is_empty() {
+        p.last = vec![NONE; p.parent.len()];
+    }
+    for &(l, c) in items {
+        let r = p.find(l);
+        if p.last[r as usize] != c {
+            p.last[r as usize] = c;
+            p.pairs.push((r, c));
+        }
+    }
+}
+
+/// Runs on the receiving partition's trustee: a packet of label offers `(root, label)`.
 fn receive(p: &mut CcPart, items: &[(u32, u64)]) {
-    for &(l, label) in items {
-        p.offer(l, label);
+    for &(r, label) in items {
+        if label < p.label[r as usize] {
+            p.label[r as usize] = label;
+            if p.queued[r as usize] == 0 {
+                p.queued[r as usize] = 1;
+                p.changed.push(r);
+            }
+        }
     }
 }
 
@@ -205,18 +285,18 @@ impl Part for CcPart {
     }
 
     fn counters(&self) -> (u64, u64) {
-        (self.outbox.requests, self.arcs)
+        (self.contract.requests + self.offers.requests, self.arcs)
     }
 }
 
 /// Connected components of graph `graph`, run by the main fiber, `chunk` vertices per step:
-/// the labels by global id (empty with [`Collect::Slices`]).
+/// the labels by global id (empty with [`Collect::Slices`]) and the kernel's counters.
 pub(crate) fn run(
     graph: u64,
     view: Arc<GraphView>,
     chunk: usize,
     how: Collect,
-) -> (Vec<u64>, KernelStats) {
+) -> (Vec<u64>, KernelStats, CcCounters) {
     let all = parts::entrust(graph, CcPart::new);
     let id = parts::connect(&all);
     let start = Instant::now();
@@ -224,11 +304,18 @@ pub(crate) fn run(
         let me = parts::me::<CcPart>(id);
         let len = me.apply((), |s, ()| s.parent.len());
         parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.join(r));
-        me.apply((), |s, ()| s.group());
     });
+    if view.parts.parts() > 1 {
+        parts::superstep((id, chunk as u64), |(id, chunk)| {
+            let me = parts::me::<CcPart>(id);
+            let len = me.apply((), |s, ()| s.parent.len());
+            parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.contract(r));
+            skein::wait_quiescent();
+            me.apply((), |s, ()| s.group());
+        });
+    }
     let mut rounds = 0;
-    loop {
-        rounds += 1;
+    while view.parts.parts() > 1 {
         let active = parts::superstep((id, chunk as u64), |(id, chunk)| {
             let me = parts::me::<CcPart>(id);
             let len = me.apply((), |s, ()| s.work.len());
@@ -236,12 +323,24 @@ pub(crate) fn run(
             skein::wait_quiescent();
             me.apply((), |s, ()| s.advance())
         });
+        rounds += 1;
         if active.iter().sum::<u64>() == 0 {
             break;
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    let counted = parts::superstep(id, |id| {
+        parts::me::<CcPart>(id).apply((), |s, ()| {
+            let c = s.counters;
+            (c.pairs, c.edges, c.labels)
+        })
+    });
+    let counters = counted.iter().fold(CcCounters::default(), |a, &(p, e, l)| CcCounters {
+        pairs: a.pairs + p,
+        edges: a.edges + e,
+        labels: a.labels + l,
+    });
     let g = parts::collect(graph, id, &all, &view.parts, how);
     parts::disconnect(id, &all);
-    (g.values, KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs })
+    (g.values, KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs }, counters)
 }

@@ -266,6 +266,9 @@ pub struct SearchStats {
     pub arcs: u64,
     /// Runtime counters of the run.
     pub runtime: Option<skein::Stats>,
+    /// The kernel's own work counters, by name (connected components: `crate::cc`; empty
+    /// for the others).
+    pub counters: Vec<(&'static str, u64)>,
 }
 
 /// SSSP and BFS on a graph, on Skein's delegation runtime: in one process, or over the
@@ -300,7 +303,7 @@ impl Drop for Engine {
 impl KernelStats {
     fn into_stats(self, runtime: Option<skein::Stats>) -> SearchStats {
         let KernelStats { seconds, rounds, messages, arcs } = self;
-        SearchStats { seconds, rounds, messages, arcs, runtime }
+        SearchStats { seconds, rounds, messages, arcs, runtime, counters: Vec::new() }
     }
 }
 
@@ -563,8 +566,10 @@ impl Engine {
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
         let (id, chunk) = (self.graph_id, self.opts.chunk);
-        let (label, stats) = self.rt.run(move || cc::run(id, view, chunk, Collect::Gather))?;
-        let stats = stats.into_stats(Some(self.rt.stats()));
+        let (label, stats, counters) =
+            self.rt.run(move || cc::run(id, view, chunk, Collect::Gather))?;
+        let mut stats = stats.into_stats(Some(self.rt.stats()));
+        stats.counters = counters.named();
         Ok((ComponentsResult { label }, stats))
     }
 

@@ -140,6 +140,10 @@ pub(crate) struct Measured {
     kernel_seconds: Vec<f64>,
     messages: u64,
     rounds: u64,
+    /// Arcs the skein kernel read in its last run, all partitions together.
+    arcs_read: u64,
+    /// The skein kernel's own counters in its last run, by name (components).
+    counters: Vec<(&'static str, u64)>,
     out: Output,
     validation: Option<anyhow::Result<()>>,
 }
@@ -193,6 +197,10 @@ impl Measured {
             json["skein_kernel_seconds"] = self.kernel_seconds.clone().into();
             json["skein_messages"] = self.messages.into();
             json["skein_rounds"] = self.rounds.into();
+            json["skein_arcs_read"] = self.arcs_read.into();
+            for (name, n) in &self.counters {
+                json[format!("skein_{}", name.replace(' ', "_"))] = (*n).into();
+            }
         }
         json
     }
@@ -304,7 +312,8 @@ fn measure(
     };
     let mut seconds = Vec::new();
     let mut kernel_seconds = Vec::new();
-    let (mut messages, mut rounds, mut last) = (0u64, 0u64, None);
+    let (mut messages, mut rounds, mut arcs_read, mut last) = (0u64, 0u64, 0u64, None);
+    let mut counters = Vec::new();
     for _ in 0..setup.repeat {
         let start = Instant::now();
         let out = match (&ready, kernel) {
@@ -313,13 +322,14 @@ fn measure(
             (Ready::Skein(e), Kernel::Pagerank) => {
                 let (r, stats) = e.pagerank(setup.params)?;
                 kernel_seconds.push(stats.seconds);
-                (messages, rounds) = (stats.messages, stats.rounds);
+                (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
                 Output::Ranks(r)
             }
             (Ready::Skein(e), _) => {
                 let (r, stats) = e.components()?;
                 kernel_seconds.push(stats.seconds);
-                (messages, rounds) = (stats.messages, stats.rounds);
+                (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
+                counters = stats.counters;
                 Output::Labels(r)
             }
         };
@@ -348,6 +358,8 @@ fn measure(
         kernel_seconds,
         messages,
         rounds,
+        arcs_read,
+        counters,
         out,
         validation,
     })
@@ -393,6 +405,10 @@ fn execute(
         writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
         writeln!(o, "{:<32}{}", "skein messages per run:", m.messages)?;
         writeln!(o, "{:<32}{}", "skein rounds per run:", m.rounds)?;
+        writeln!(o, "{:<32}{}", "skein arcs read per run:", m.arcs_read)?;
+        for (name, n) in &m.counters {
+            writeln!(o, "{:<32}{}", format!("skein {name} per run:"), n)?;
+        }
     }
     writeln!(o, "{:<32}{}", "validation:", m.validation_text())?;
     o.flush()?;
