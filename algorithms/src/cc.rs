@@ -84,9 +84,10 @@ pub(crate) struct CcPart {
     last: Vec<u32>,
     /// Contracted edges as received `(own root, remote component)`, then sorted.
     pairs: Vec<(u32, Tag)>,
-    /// The contracted edges grouped by root: `edges[start[r]..start[r + 1]]`.
+    /// The contracted edges `root << 32 | remote component`, sorted, so grouped by root:
+    /// `edges[start[r]..start[r + 1]]`.
     start: Vec<u32>,
-    edges: Vec<Tag>,
+    edges: Vec<u64>,
     /// The roots that offer their label this round.
     work: Vec<u32>,
     /// Roots whose label dropped this round, and a flag per root.
@@ -153,6 +154,10 @@ impl CcPart {
             let own = arcs.split(u).0;
             self.arcs += own.len() as u64;
             for &t in own {
+                // Both directions of an own edge are own arcs: join it once.
+                if tags.local(t) > u {
+                    continue;
+                }
                 let (a, b) = (self.find(u), self.find(tags.local(t)));
                 if a != b {
                     self.parent[a.max(b) as usize] = a.min(b);
@@ -162,50 +167,91 @@ impl CcPart {
     }
 
     /// After [`CcPart::join`] of every vertex of every partition: sends the pairs `(remote
-    /// vertex, own component)` of the remote arcs of local vertices `range`.
+    /// vertex, own component)` of the arcs of local vertices `range` to partitions above
+    /// this one (the arcs to those below are the reverses of theirs: not read).
     fn contract(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let peers = Arc::clone(&self.peers);
-        let (arcs, tags) = (view.out_arcs(self.part), view.tags);
+        let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
         for u in range {
             let other = arcs.split(u).1;
-            if other.is_empty() {
+            // Grouped by owner, owners ascending: those above this partition are a suffix.
+            let above = &other[other.partition_point(|&t| tags.part(t) < me)..];
+            if above.is_empty() {
                 continue;
             }
-            self.arcs += other.len() as u64;
+            self.arcs += above.len() as u64;
             let r = self.find(u);
-            let me = tags.tag(self.part, r);
-            for &t in other {
+            let c = tags.tag(me, r);
+            for &t in above {
                 if self.mark[t as usize] != r {
                     self.mark[t as usize] = r;
                     self.counters.pairs += 1;
-                    self.contract.send(tags.part(t), (tags.local(t), me), &peers, file);
+                    self.contract.send(tags.part(t), (tags.local(t), c), &peers, file);
                 }
             }
         }
         self.contract.flush_to(&peers, file);
     }
 
-    /// After the contraction's quiescence: sorts and deduplicates the contracted edges,
-    /// groups them by root and makes every root with edges the first round's work.
-    fn group(&mut self) {
+    /// After the contraction's quiescence: deduplicates the contracted edges filed here
+    /// (all to partitions below) and sends each back to its other end, which files it as
+    /// it is ([`file_back`]).
+    fn reply(&mut self) {
+        let view = Arc::clone(&self.view);
+        let peers = Arc::clone(&self.peers);
+        let tags = view.tags;
         let mut pairs = std::mem::take(&mut self.pairs);
         pairs.sort_unstable();
         pairs.dedup();
+        for &(r, c) in &pairs {
+            self.counters.pairs += 1;
+            self.contract.send(
+                tags.part(c),
+                (tags.local(c), tags.tag(self.part, r)),
+                &peers,
+                file_back,
+            );
+        }
+        self.contract.flush_to(&peers, file_back);
+        self.mark = Vec::new();
+        self.last = Vec::new();
+        // The replies from partitions above arrive in `self.pairs`; `group` merges.
+        self.edges = pairs.iter().map(|&(r, c)| (u64::from(r) << 32) | u64::from(c)).collect();
+    }
+
+    /// After the replies' quiescence: groups the contracted edges by root, lowers each
+    /// root's label to its smallest neighbour's id (the neighbours' first labels: no
+    /// message needed) and makes the roots whose label dropped the first round's work.
+    fn group(&mut self) {
+        let view = Arc::clone(&self.view);
+        let (tags, parts) = (view.tags, &view.parts);
+        let mut all = std::mem::take(&mut self.edges);
+        all.extend(self.pairs.drain(..).map(|(r, c)| (u64::from(r) << 32) | u64::from(c)));
+        all.sort_unstable();
+        all.dedup();
         let len = self.parent.len();
         let mut start = vec![0u32; len + 1];
-        pairs.iter().for_each(|&(r, _)| start[r as usize + 1] += 1);
+        all.iter().for_each(|&e| start[(e >> 32) as usize + 1] += 1);
         for i in 0..len {
             start[i + 1] += start[i];
         }
-        self.edges = pairs.iter().map(|&(_, c)| c).collect();
-        self.work = pairs.iter().map(|&(r, _)| r).collect();
-        self.work.dedup();
+        self.queued = vec![0; len];
+        for &e in &all {
+            let (r, c) = ((e >> 32) as u32, e as u32);
+            let id = parts.global(tags.part(c), tags.local(c));
+            if id < self.label[r as usize] {
+                self.label[r as usize] = id;
+                if self.queued[r as usize] == 0 {
+                    self.queued[r as usize] = 1;
+                    self.changed.push(r);
+                }
+            }
+        }
+        self.edges = all;
         self.counters.edges = self.edges.len() as u64;
         self.start = start;
-        self.queued = vec![0; len];
-        self.last = Vec::new();
-        self.mark = Vec::new();
+        self.advance();
     }
 
     /// Offers the labels of the work list's roots `range` to their contracted neighbours.
@@ -216,8 +262,8 @@ impl CcPart {
         for i in range {
             let r = self.work[i as usize] as usize;
             let label = self.label[r];
-            for &c in &self.edges[self.start[r] as usize..self.start[r + 1] as usize] {
-                let (p, l) = (tags.part(c), tags.local(c));
+            for &e in &self.edges[self.start[r] as usize..self.start[r + 1] as usize] {
+                let (p, l) = (tags.part(e as u32), tags.local(e as u32));
                 // The neighbour's label is at most its root's id: offer only smaller ones.
                 if label < parts.global(p, l) {
                     self.counters.labels += 1;
@@ -252,6 +298,12 @@ fn file(p: &mut CcPart, items: &[(u32, Tag)]) {
             p.pairs.push((r, c));
         }
     }
+}
+
+/// Runs on the receiving partition's trustee: a packet of contracted edges `(own root,
+/// remote component)` sent back by their other ends.
+fn file_back(p: &mut CcPart, items: &[(u32, Tag)]) {
+    p.pairs.extend_from_slice(items);
 }
 
 /// Runs on the receiving partition's trustee: a packet of label offers `(root, label)`.
@@ -310,6 +362,11 @@ pub(crate) fn run(
             let me = parts::me::<CcPart>(id);
             let len = me.apply((), |s, ()| s.parent.len());
             parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.contract(r));
+            skein::wait_quiescent();
+        });
+        parts::superstep(id, |id| {
+            let me = parts::me::<CcPart>(id);
+            me.apply((), |s, ()| s.reply());
             skein::wait_quiescent();
             me.apply((), |s, ()| s.group());
         });

@@ -557,10 +557,11 @@ impl Engine {
         Ok((PageRankResult { rank, iterations, l1 }, stats))
     }
 
-    /// Weakly connected components (a union-find within each partition, then min-label
-    /// propagation between partitions, `crate::cc`): each vertex
-    /// labelled by the smallest vertex of its component, for any workers and ranks.
-    /// `SearchStats::rounds` counts supersteps. Collective under `mpirun`; the labels travel
+    /// Weakly connected components (a union-find within each partition, the local
+    /// components contracted once, then min-label propagation over the contracted graph,
+    /// `crate::cc`): each vertex labelled by the smallest vertex of its component, for any
+    /// workers and ranks. `SearchStats::rounds` counts the label supersteps (none on one
+    /// partition), `SearchStats::counters` the contraction's work. Collective under `mpirun`; the labels travel
     /// to every rank.
     pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
         self.prepare_bfs();
