@@ -1,37 +1,41 @@
 //! Weakly connected components on the public building blocks ([`crate::parts`],
 //! [`crate::outbox`]): a union-find within each partition, the partitions' local components
 //! contracted once into a graph of components, then min-label propagation over that
-//! contracted graph only, in supersteps.
+//! contracted graph only, in supersteps. No arc is read twice.
 //!
 //! 1. **Local** (one superstep, no messages): each partition joins the ends of its own arcs
-//!    (those within the partition) in a union-find over its local indices whose roots are the
-//!    smallest index of their set, so a local component's root is its smallest vertex and its
-//!    first label. A component is named across partitions by its root's tag (`Tags`); tags
-//!    order as global ids do (the partitions' ranges follow their index).
-//! 2. **Contract** (one superstep): each partition reads every remote arc `u → t` once and
-//!    sends `(t, tag of u's root)` to `t`'s owner (through an [`Outbox`], 31 pairs to a
-//!    request; a pair is not sent twice in a row for the same `t`: a mark per remote tag).
-//!    The owner files the pair as a *contracted edge* `(root of t, remote component)`; at
-//!    quiescence each partition sorts and deduplicates its edges and groups them by root.
-//!    The graph is symmetric, so both ends of every contracted edge know it.
-//! 3. **Rounds**: every local component whose label dropped (all those with contracted
-//!    edges, in the first round) offers the label to its contracted neighbours, `(neighbour's
-//!    root, label)` through another [`Outbox`]; an offer lowers the receiver's label. A
-//!    neighbour is offered only a label smaller than its own name (its first label, a bound
-//!    on all its later ones). A round ends at quiescence, the kernel when no label dropped.
-//!    No arc is read again: a label drop costs the component's contracted edges (a handful:
-//!    a partition's giant component is one node), not its boundary's arcs.
+//!    (those within the partition; each edge once, from its larger end) in a union-find over
+//!    its local indices whose roots are the smallest index of their set, so a local
+//!    component's root is its smallest vertex. A component is named across partitions by its
+//!    root's tag (`Tags`); its id (first label) is its root's global id.
+//! 2. **Contract** (two supersteps): each partition reads its arcs `u → t` to the partitions
+//!    *above* it, once, and sends `(t, tag of u's root)` to `t`'s owner (an [`Outbox`], 31
+//!    pairs to a request; a pair is not sent again while the same root keeps reaching `t`: a
+//!    mark per remote tag). The owner files it as a *contracted edge* `(root of t, remote
+//!    component)`. At quiescence each partition sorts and deduplicates the edges it filed and
+//!    sends each back to its other end, which files it as it is: the graph is symmetric, so
+//!    the arcs to the partitions below are the reverses of theirs and are not read. At the
+//!    second quiescence each partition groups its contracted edges by root and lowers each
+//!    root's label to its smallest neighbour's id (known from the neighbour's tag, so without
+//!    a message).
+//! 3. **Rounds**: every local component whose label dropped offers it to its contracted
+//!    neighbours, `(neighbour's root, label)` through another [`Outbox`]; an offer lowers the
+//!    receiver's label. A neighbour is offered only a label smaller than its id (a bound on
+//!    all its labels). A round ends at quiescence, the kernel when no label dropped. A drop
+//!    costs the component's contracted edges (a handful: a partition's giant component is one
+//!    node), not its boundary's arcs.
 //!
 //! Each component ends labelled by its smallest vertex, for any workers and ranks (the result
 //! is a fixed point, not an order). On one partition the kernel is a union-find, one pass.
 //!
-//! Counters ([`CcCounters`], in the engine's `SearchStats::counters`): arcs read (each arc
-//! once: own arcs in step 1, remote arcs in step 2), the contraction's pairs sent, the
-//! contracted edges (both ends counted) and the labels sent in the rounds.
+//! Counters ([`CcCounters`], in the engine's `SearchStats::counters`): the pairs sent by the
+//! contraction and its replies, the contracted edges (both ends counted) and the labels sent
+//! in the rounds; the arcs read are the kernel's `arcs` (own arcs, then those to partitions
+//! above: about `m (1 + 1/p) / 2` for `p` partitions over a random split, `m` on one).
 //!
-//! Memory per partition: 4 bytes per tag of the whole graph (the marks, with more than one
-//! partition), 13 bytes per own vertex (forest, labels, edge index, flags), 8 per pair
-//! received and per contracted edge.
+//! Memory per partition: 4 bytes per tag of the whole graph (the marks, during the
+//! contraction, with more than one partition), 13 bytes per own vertex (forest, labels, edge
+//! index, flags), 8 per pair filed and per contracted edge.
 
 use std::sync::Arc;
 use std::time::Instant;
