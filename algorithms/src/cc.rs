@@ -47,8 +47,13 @@ use crate::graph::GraphView;
 use crate::outbox::Outbox;
 use crate::parts::{self, Collect, KernelStats, Part};
 
-/// No tag (a mark never set).
+/// No tag (a mark never set), no root.
 const NONE: u32 = u32::MAX;
+/// Own arcs per vertex joined before the largest local component is guessed (Afforest;
+/// GAP's `cc` uses 2).
+const SAMPLE_ROUNDS: usize = 2;
+/// Local vertices drawn to guess the largest local component (GAP's `cc` uses 1024).
+const SAMPLES: usize = 1024;
 
 /// The work counters of one run, summed over every partition of every rank.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -81,6 +86,8 @@ pub(crate) struct CcPart {
     parent: Vec<u32>,
     /// The label of each local component, at its root.
     label: Vec<u64>,
+    /// The root of the local component guessed largest ([`CcPart::guess_largest`]).
+    largest: u32,
     /// The last remote tag marked with each root in the contraction (per remote tag: the
     /// last own root sent with it), to skip repeated pairs.
     mark: Vec<u32>,
@@ -113,6 +120,7 @@ impl CcPart {
         CcPart {
             parent: (0..len).collect(),
             label: (first..first + u64::from(len)).collect(),
+            largest: NONE,
             mark,
             last: Vec::new(),
             pairs: Vec::new(),
@@ -150,22 +158,65 @@ impl CcPart {
         x
     }
 
-    /// Joins the own arcs of local vertices `range`.
+    /// Joins `a` and `b`: the larger root goes under the smaller.
+    #[inline]
+    fn union(&mut self, a: u32, b: u32) {
+        let (a, b) = (self.find(a), self.find(b));
+        if a != b {
+            self.parent[a.max(b) as usize] = a.min(b);
+        }
+    }
+
+    /// Afforest's first step on local vertices `range`: joins each one's first
+    /// [`SAMPLE_ROUNDS`] own arcs.
+    fn sample(&mut self, range: std::ops::Range<u32>) {
+        let view = Arc::clone(&self.view);
+        let (arcs, tags) = (view.out_arcs(self.part), view.tags);
+        for u in range {
+            let own = arcs.split(u).0;
+            let first = &own[..own.len().min(SAMPLE_ROUNDS)];
+            self.arcs += first.len() as u64;
+            for &t in first {
+                self.union(u, tags.local(t));
+            }
+        }
+    }
+
+    /// After [`CcPart::sample`] of every local vertex: the most frequent root among
+    /// [`SAMPLES`] local vertices drawn at random (a fixed seed per partition), the
+    /// partition's largest component most likely.
+    fn guess_largest(&mut self) {
+        let len = self.parent.len() as u64;
+        if len == 0 {
+            return;
+        }
+        let mut rng = skein_generators::splitmix::SplitMix64::new(0x5eed, self.part as u64);
+        let mut drawn: Vec<u32> = (0..SAMPLES).map(|_| self.find(rng.below(len) as u32)).collect();
+        drawn.sort_unstable();
+        let mut best = (0, NONE);
+        for run in drawn.chunk_by(|a, b| a == b) {
+            if run.len() > best.0 {
+                best = (run.len(), run[0]);
+            }
+        }
+        self.largest = best.1;
+    }
+
+    /// Joins the own arcs of local vertices `range` past their first [`SAMPLE_ROUNDS`]
+    /// (joined by [`CcPart::sample`]), skipping the vertices in the component guessed
+    /// largest: each own arc leaving it is joined from its other end (the own arcs are
+    /// symmetric), so only the arcs inside it are skipped, whose ends are joined already.
     fn join(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
         for u in range {
             let own = arcs.split(u).0;
-            self.arcs += own.len() as u64;
-            for &t in own {
-                // Both directions of an own edge are own arcs: join it once.
-                if tags.local(t) > u {
-                    continue;
-                }
-                let (a, b) = (self.find(u), self.find(tags.local(t)));
-                if a != b {
-                    self.parent[a.max(b) as usize] = a.min(b);
-                }
+            if own.len() <= SAMPLE_ROUNDS || self.find(u) == self.largest {
+                continue;
+            }
+            self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+            for &t in &own[SAMPLE_ROUNDS..] {
+                self.union(u, tags.local(t));
             }
         }
     }
@@ -359,6 +410,8 @@ pub(crate) fn run(
     parts::superstep((id, chunk as u64), |(id, chunk)| {
         let me = parts::me::<CcPart>(id);
         let len = me.apply((), |s, ()| s.parent.len());
+        parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.sample(r));
+        me.apply((), |s, ()| s.guess_largest());
         parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.join(r));
     });
     if view.parts.parts() > 1 {
