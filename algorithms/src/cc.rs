@@ -4,10 +4,15 @@
 //! contracted graph only, in supersteps. No arc is read twice.
 //!
 //! 1. **Local** (one superstep, no messages): each partition joins the ends of its own arcs
-//!    (those within the partition; each edge once, from its larger end) in a union-find over
-//!    its local indices whose roots are the smallest index of their set, so a local
-//!    component's root is its smallest vertex. A component is named across partitions by its
-//!    root's tag (`Tags`); its id (first label) is its root's global id.
+//!    (those within the partition) in a union-find over its local indices whose roots are
+//!    the smallest index of their set, so a local component's root is its smallest vertex.
+//!    As Afforest does (Sutton, Ben-Nun and Barak, IPDPS 2018; GAP's `cc`): it first joins
+//!    each vertex's first [`SAMPLE_ROUNDS`] own arcs, guesses the largest local component
+//!    (the most frequent root of [`SAMPLES`] vertices drawn with a fixed seed), then joins
+//!    the remaining own arcs of the vertices outside it only: an own arc leaving it is
+//!    joined from its other end, so the arcs skipped lie inside it. A component is named
+//!    across partitions by its root's tag (`Tags`); its id (first label) is its root's
+//!    global id.
 //! 2. **Contract** (two supersteps): each partition reads its arcs `u → t` to the partitions
 //!    *above* it, once, and sends `(t, tag of u's root)` to `t`'s owner (an [`Outbox`], 31
 //!    pairs to a request; a pair is not sent again while the same root keeps reaching `t`: a
@@ -26,12 +31,13 @@
 //!    node), not its boundary's arcs.
 //!
 //! Each component ends labelled by its smallest vertex, for any workers and ranks (the result
-//! is a fixed point, not an order). On one partition the kernel is a union-find, one pass.
+//! is a fixed point, not an order). On one partition the kernel is step 1 only.
 //!
 //! Counters ([`CcCounters`], in the engine's `SearchStats::counters`): the pairs sent by the
 //! contraction and its replies, the contracted edges (both ends counted) and the labels sent
-//! in the rounds; the arcs read are the kernel's `arcs` (own arcs, then those to partitions
-//! above: about `m (1 + 1/p) / 2` for `p` partitions over a random split, `m` on one).
+//! in the rounds; the arcs read are the kernel's `arcs` (the own arcs joined, then those to
+//! partitions above: about `m (1 - 1/p) / 2` of those for `p` partitions over a random
+//! split).
 //!
 //! Memory per partition: 4 bytes per tag of the whole graph (the marks, during the
 //! contraction, with more than one partition), 13 bytes per own vertex (forest, labels, edge

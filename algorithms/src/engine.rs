@@ -561,8 +561,8 @@ impl Engine {
     /// components contracted once, then min-label propagation over the contracted graph,
     /// `crate::cc`): each vertex labelled by the smallest vertex of its component, for any
     /// workers and ranks. `SearchStats::rounds` counts the label supersteps (none on one
-    /// partition), `SearchStats::counters` the contraction's work. Collective under `mpirun`; the labels travel
-    /// to every rank.
+    /// partition), `SearchStats::counters` the contraction's work. Collective under
+    /// `mpirun`; the labels travel to every rank.
     pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
