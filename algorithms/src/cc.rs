@@ -60,6 +60,10 @@ const NONE: u32 = u32::MAX;
 const SAMPLE_ROUNDS: usize = 2;
 /// Local vertices drawn to guess the largest local component (GAP's `cc` uses 1024).
 const SAMPLES: usize = 1024;
+/// Probes a partition sends to each partition below it from its largest component.
+const PROBES: usize = 16;
+/// Vertices of its largest component a partition looks at for probes, at most.
+const PROBE_VERTICES: usize = 4096;
 
 /// The work counters of one run, summed over every partition of every rank.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -101,6 +105,11 @@ pub(crate) struct CcPart {
     last: Vec<u32>,
     /// Contracted edges as received `(own root, remote component)`, then sorted.
     pairs: Vec<(u32, Tag)>,
+    /// Contracted edges sent back by their other ends, `root << 32 | remote component`.
+    back: Vec<u64>,
+    /// Per partition: whether the largest local component touches that partition's
+    /// largest component (learnt from its probes).
+    joined: Vec<bool>,
     /// The contracted edges `root << 32 | remote component`, sorted, so grouped by root:
     /// `edges[start[r]..start[r + 1]]`.
     start: Vec<u32>,
@@ -130,6 +139,8 @@ impl CcPart {
             mark,
             last: Vec::new(),
             pairs: Vec::new(),
+            back: Vec::new(),
+            joined: vec![false; np],
             start: Vec::new(),
             edges: Vec::new(),
             work: Vec::new(),
@@ -227,28 +238,72 @@ impl CcPart {
         }
     }
 
-    /// After [`CcPart::join`] of every vertex of every partition: sends the pairs `(remote
-    /// vertex, own component)` of the arcs of local vertices `range` to partitions above
-    /// this one (the arcs to those below are the reverses of theirs: not read).
+    /// After [`CcPart::join`] of every vertex of every partition: probes the partitions
+    /// below this one from its largest component, so that each learns whether its own
+    /// largest component touches this one's ([`file`] sets `joined`). Sends, from the
+    /// first [`PROBE_VERTICES`] vertices of the largest component, the first arc to each
+    /// partition below as a pair `(remote vertex, largest component)`, at most
+    /// [`PROBES`] to each.
+    fn probe(&mut self) {
+        let view = Arc::clone(&self.view);
+        let peers = Arc::clone(&self.peers);
+        let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
+        if self.largest == NONE || me == 0 {
+            return;
+        }
+        let c = tags.tag(me, self.largest);
+        let mut sent = vec![0usize; me];
+        let mut scanned = 0;
+        for u in 0..self.parent.len() as u32 {
+            if scanned == PROBE_VERTICES || sent.iter().all(|&n| n == PROBES) {
+                break;
+            }
+            if arcs.split(u).1.is_empty() || self.find(u) != self.largest {
+                continue;
+            }
+            scanned += 1;
+            for (q, start, _) in arcs.segments(u, tags).take_while(|&(q, ..)| q < me) {
+                if sent[q] < PROBES {
+                    sent[q] += 1;
+                    let t = arcs.range(start, start + 1)[0];
+                    self.arcs += 1;
+                    self.counters.pairs += 1;
+                    self.contract.send(q, (tags.local(t), c), &peers, file);
+                }
+            }
+        }
+        self.contract.flush_to(&peers, file);
+    }
+
+    /// After the probes' quiescence: sends the pairs `(remote vertex, own component)` of
+    /// the remote arcs of local vertices `range`, except those the other end reads or
+    /// needs no more. A vertex outside the largest local component sends on all its remote
+    /// arcs; a vertex in it only on its arcs to the partitions *above* whose largest
+    /// component it is not known to touch (`joined`). So an arc is read from at least one
+    /// end unless both ends lie in largest components known to be joined: an arc leaving a
+    /// largest component is read from its other end (the graph is symmetric).
     fn contract(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let peers = Arc::clone(&self.peers);
         let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
         for u in range {
-            let other = arcs.split(u).1;
-            // Grouped by owner, owners ascending: those above this partition are a suffix.
-            let above = &other[other.partition_point(|&t| tags.part(t) < me)..];
-            if above.is_empty() {
+            if arcs.split(u).1.is_empty() {
                 continue;
             }
-            self.arcs += above.len() as u64;
             let r = self.find(u);
             let c = tags.tag(me, r);
-            for &t in above {
-                if self.mark[t as usize] != r {
-                    self.mark[t as usize] = r;
-                    self.counters.pairs += 1;
-                    self.contract.send(tags.part(t), (tags.local(t), c), &peers, file);
+            for (q, start, end) in arcs.segments(u, tags) {
+                if r == self.largest && (q < me || self.joined[q]) {
+                    continue;
+                }
+                let to = arcs.range(start, end);
+                self.arcs += to.len() as u64;
+                for &t in to {
+                    if self.mark[t as usize] != r {
+                        self.mark[t as usize] = r;
+                        self.counters.pairs += 1;
+                        self.contract.send(q, (tags.local(t), c), &peers, file);
+                    }
                 }
             }
         }
@@ -256,8 +311,7 @@ impl CcPart {
     }
 
     /// After the contraction's quiescence: deduplicates the contracted edges filed here
-    /// (all to partitions below) and sends each back to its other end, which files it as
-    /// it is ([`file_back`]).
+    /// and sends each back to its other end, which files it as it is ([`file_back`]).
     fn reply(&mut self) {
         let view = Arc::clone(&self.view);
         let peers = Arc::clone(&self.peers);
@@ -277,7 +331,7 @@ impl CcPart {
         self.contract.flush_to(&peers, file_back);
         self.mark = Vec::new();
         self.last = Vec::new();
-        // The replies from partitions above arrive in `self.pairs`; `group` merges.
+        // The other ends' replies arrive in `self.back`; `group` merges.
         self.edges = pairs.iter().map(|&(r, c)| (u64::from(r) << 32) | u64::from(c)).collect();
     }
 
@@ -288,7 +342,7 @@ impl CcPart {
         let view = Arc::clone(&self.view);
         let (tags, parts) = (view.tags, &view.parts);
         let mut all = std::mem::take(&mut self.edges);
-        all.extend(self.pairs.drain(..).map(|(r, c)| (u64::from(r) << 32) | u64::from(c)));
+        all.append(&mut self.back);
         all.sort_unstable();
         all.dedup();
         let len = self.parent.len();
@@ -354,6 +408,10 @@ fn file(p: &mut CcPart, items: &[(u32, Tag)]) {
     }
     for &(l, c) in items {
         let r = p.find(l);
+        if r == p.largest {
+            let q = p.view.tags.part(c);
+            p.joined[q] = true;
+        }
         if p.last[r as usize] != c {
             p.last[r as usize] = c;
             p.pairs.push((r, c));
@@ -364,7 +422,7 @@ fn file(p: &mut CcPart, items: &[(u32, Tag)]) {
 /// Runs on the receiving partition's trustee: a packet of contracted edges `(own root,
 /// remote component)` sent back by their other ends.
 fn file_back(p: &mut CcPart, items: &[(u32, Tag)]) {
-    p.pairs.extend_from_slice(items);
+    p.back.extend(items.iter().map(|&(r, c)| (u64::from(r) << 32) | u64::from(c)));
 }
 
 /// Runs on the receiving partition's trustee: a packet of label offers `(root, label)`.
@@ -421,6 +479,10 @@ pub(crate) fn run(
         parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.join(r));
     });
     if view.parts.parts() > 1 {
+        parts::superstep(id, |id| {
+            parts::me::<CcPart>(id).apply((), |s, ()| s.probe());
+            skein::wait_quiescent();
+        });
         parts::superstep((id, chunk as u64), |(id, chunk)| {
             let me = parts::me::<CcPart>(id);
             let len = me.apply((), |s, ()| s.parent.len());
