@@ -1,7 +1,7 @@
 //! Weakly connected components on the public building blocks ([`crate::parts`],
 //! [`crate::outbox`]): a union-find within each partition, the partitions' local components
 //! contracted once into a graph of components, then min-label propagation over that
-//! contracted graph only, in supersteps. No arc is read twice.
+//! contracted graph only, in supersteps. No arc is read twice, and most arcs not at all.
 //!
 //! 1. **Local** (one superstep, no messages): each partition joins the ends of its own arcs
 //!    (those within the partition) in a union-find over its local indices whose roots are
@@ -13,31 +13,39 @@
 //!    joined from its other end, so the arcs skipped lie inside it. A component is named
 //!    across partitions by its root's tag (`Tags`); its id (first label) is its root's
 //!    global id.
-//! 2. **Contract** (two supersteps): each partition reads its arcs `u → t` to the partitions
-//!    *above* it, once, and sends `(t, tag of u's root)` to `t`'s owner (an [`Outbox`], 31
-//!    pairs to a request; a pair is not sent again while the same root keeps reaching `t`: a
-//!    mark per remote tag). The owner files it as a *contracted edge* `(root of t, remote
-//!    component)`. At quiescence each partition sorts and deduplicates the edges it filed and
-//!    sends each back to its other end, which files it as it is: the graph is symmetric, so
-//!    the arcs to the partitions below are the reverses of theirs and are not read. At the
-//!    second quiescence each partition groups its contracted edges by root and lowers each
-//!    root's label to its smallest neighbour's id (known from the neighbour's tag, so without
-//!    a message).
+//! 2. **Contract** (three supersteps), Afforest's skip across partitions: a pair `(t, tag of
+//!    u's root)` sent for an arc `u → t` to `t`'s owner (an [`Outbox`], 31 pairs to a
+//!    request) is filed there as a *contracted edge* `(root of t, remote component)`.
+//!    - *Probe*: each partition sends such pairs for a few arcs ([`PROBES`] per partition,
+//!      from at most [`PROBE_VERTICES`] vertices) from its largest local component to each
+//!      partition *below* it; a receiver whose own largest component is hit learns that the
+//!      two largest components are joined (`joined`).
+//!    - *Read*: a vertex outside its partition's largest component sends a pair for each of
+//!      its remote arcs; a vertex in it only for its arcs to the partitions *above* whose
+//!      largest component is not known joined to it. So every arc is read from at least one
+//!      end, except those between two largest components already joined by a probe's edge:
+//!      an arc leaving a largest component is read from its other end (the graph is
+//!      symmetric), an arc between two of them from the lower partition unless skipped. A
+//!      pair is not sent again while the same root keeps reaching `t` (a mark per remote
+//!      tag).
+//!    - *Reply*: each partition sorts and deduplicates the edges it filed and sends each back
+//!      to its other end, which files it as it is. At quiescence each partition groups its
+//!      contracted edges by root and lowers each root's label to its smallest neighbour's id
+//!      (known from the neighbour's tag, so without a message).
 //! 3. **Rounds**: every local component whose label dropped offers it to its contracted
 //!    neighbours, `(neighbour's root, label)` through another [`Outbox`]; an offer lowers the
 //!    receiver's label. A neighbour is offered only a label smaller than its id (a bound on
 //!    all its labels). A round ends at quiescence, the kernel when no label dropped. A drop
-//!    costs the component's contracted edges (a handful: a partition's giant component is one
-//!    node), not its boundary's arcs.
+//!    costs the component's contracted edges (a partition's giant component is one node),
+//!    not its boundary's arcs.
 //!
 //! Each component ends labelled by its smallest vertex, for any workers and ranks (the result
 //! is a fixed point, not an order). On one partition the kernel is step 1 only.
 //!
 //! Counters ([`CcCounters`], in the engine's `SearchStats::counters`): the pairs sent by the
 //! contraction and its replies, the contracted edges (both ends counted) and the labels sent
-//! in the rounds; the arcs read are the kernel's `arcs` (the own arcs joined, then those to
-//! partitions above: about `m (1 - 1/p) / 2` of those for `p` partitions over a random
-//! split).
+//! in the rounds (the probes and replies count as pairs); the arcs read are the kernel's
+//! `arcs` (the own arcs joined, the probes' arcs and the remote arcs read).
 //!
 //! Memory per partition: 4 bytes per tag of the whole graph (the marks, during the
 //! contraction, with more than one partition), 13 bytes per own vertex (forest, labels, edge
