@@ -2,7 +2,9 @@
 //! "pagerank" | "cc"` (`skein run`). Each run is the whole kernel on the whole graph,
 //! repeated; the report gives the time of each run (wall clock of the call, the same for
 //! every engine), PageRank's iterations and time per iteration, the harmonic mean of the
-//! arcs read per second, and the validation:
+//! arcs per second (the graph's arcs × iterations / time, whatever an engine skips), the
+//! skein kernel's counters (its messages, rounds, the arcs it did read, and its own
+//! counters: components' pairs sent, contracted edges and labels sent), and the validation:
 //!
 //! - PageRank against the sequential engine's ranks: every rank within
 //!   [`PAGERANK_TOLERANCE`] of the reference's (the engines compute the same expression in
