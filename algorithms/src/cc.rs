@@ -294,11 +294,16 @@ impl CcPart {
         let view = Arc::clone(&self.view);
         let peers = Arc::clone(&self.peers);
         let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
+        // Whether a vertex of the largest component sends on any arc at all.
+        let largest_reads = self.joined[me + 1..].iter().any(|&j| !j);
         for u in range {
             if arcs.split(u).1.is_empty() {
                 continue;
             }
             let r = self.find(u);
+            if r == self.largest && !largest_reads {
+                continue;
+            }
             let c = tags.tag(me, r);
             for (q, start, end) in arcs.segments(u, tags) {
                 if r == self.largest && (q < me || self.joined[q]) {
