@@ -298,6 +298,9 @@ pub struct SearchStats {
     pub arcs: u64,
     /// Runtime counters of the run.
     pub runtime: Option<skein::Stats>,
+    /// The kernel's own work counters, by name (connected components: `crate::cc`; empty
+    /// for the others).
+    pub counters: Vec<(&'static str, u64)>,
 }
 
 /// SSSP and BFS on a graph, on Skein's delegation runtime: in one process, or over the
@@ -332,7 +335,7 @@ impl Drop for Engine {
 impl KernelStats {
     fn into_stats(self, runtime: Option<skein::Stats>) -> SearchStats {
         let KernelStats { seconds, rounds, messages, arcs } = self;
-        SearchStats { seconds, rounds, messages, arcs, runtime }
+        SearchStats { seconds, rounds, messages, arcs, runtime, counters: Vec::new() }
     }
 }
 
@@ -579,17 +582,20 @@ impl Engine {
         Ok((PageRankResult { rank, iterations, l1 }, stats))
     }
 
-    /// Weakly connected components (a union-find within each partition, then min-label
-    /// propagation between partitions, `crate::cc`): each vertex
-    /// labelled by the smallest vertex of its component, for any workers and ranks.
-    /// `SearchStats::rounds` counts supersteps. Collective under `mpirun`; the labels travel
-    /// to every rank.
+    /// Weakly connected components (a union-find within each partition, the local
+    /// components contracted once, then min-label propagation over the contracted graph,
+    /// `crate::cc`): each vertex labelled by the smallest vertex of its component, for any
+    /// workers and ranks. `SearchStats::rounds` counts the label supersteps (none on one
+    /// partition), `SearchStats::counters` the contraction's work. Collective under
+    /// `mpirun`; the labels travel to every rank.
     pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
         let (id, chunk) = (self.graph_id, self.opts.chunk);
-        let (label, stats) = self.rt.run(move || cc::run(id, view, chunk, Collect::Gather))?;
-        let stats = stats.into_stats(Some(self.rt.stats()));
+        let (label, stats, counters) =
+            self.rt.run(move || cc::run(id, view, chunk, Collect::Gather))?;
+        let mut stats = stats.into_stats(Some(self.rt.stats()));
+        stats.counters = counters.named();
         Ok((ComponentsResult { label }, stats))
     }
 
@@ -623,9 +629,14 @@ impl Engine {
         let view = Arc::clone(&self.view);
         let (id, chunk) = (self.graph_id, self.opts.chunk);
         let key = registry::new_slices();
-        let run = self.rt.run(move || cc::run(id, view, chunk, Collect::Slices(key)).1);
+        let run = self.rt.run(move || {
+            let (_, stats, counters) = cc::run(id, view, chunk, Collect::Slices(key));
+            (stats, counters)
+        });
         let slices = self.take_slices::<u64>(key);
-        let stats = run?.into_stats(Some(self.rt.stats()));
+        let (stats, counters) = run?;
+        let mut stats = stats.into_stats(Some(self.rt.stats()));
+        stats.counters = counters.named();
         let (label, _) = slices?;
         Ok((LocalComponents { first: self.range.start, label }, stats))
     }

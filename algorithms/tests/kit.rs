@@ -62,7 +62,14 @@ fn components_equal_union_find_on_every_split() {
             let (got, stats) = e.components().unwrap();
             assert_eq!(got.label, want, "{ranks}x{workers}");
             check_components(&g, &got.label).unwrap();
-            assert!(stats.rounds >= 1);
+            // Every arc is read at most once (own arcs by the union-find, those to the
+            // partitions above by the contraction), whatever the split; label rounds only
+            // between partitions.
+            assert!(stats.arcs <= g.num_arcs(), "{ranks}x{workers}");
+            assert_eq!(stats.rounds >= 1, ranks * workers > 1, "{ranks}x{workers}");
+            let counter = |name| stats.counters.iter().find(|c| c.0 == name).unwrap().1;
+            assert!(counter("contracted edges") <= counter("pairs sent"));
+            assert_eq!(counter("pairs sent") == 0, ranks * workers == 1);
         }
     }
 }

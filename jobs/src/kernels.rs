@@ -2,7 +2,9 @@
 //! "pagerank" | "cc"` (`skein run`). Each run is the whole kernel on the whole graph,
 //! repeated; the report gives the time of each run (wall clock of the call, the same for
 //! every engine), PageRank's iterations and time per iteration, the harmonic mean of the
-//! arcs read per second, and the validation:
+//! arcs per second (the graph's arcs × iterations / time, whatever an engine skips), the
+//! skein kernel's counters (its messages, rounds, the arcs it did read, and its own
+//! counters: components' pairs sent, contracted edges and labels sent), and the validation:
 //!
 //! - PageRank against the sequential engine's ranks: every rank within
 //!   [`PAGERANK_TOLERANCE`] of the reference's (the engines compute the same expression in
@@ -168,6 +170,10 @@ pub(crate) struct Measured {
     arcs: u64,
     /// PageRank's last L1 change.
     l1: Option<f64>,
+    /// Arcs the skein kernel read in its last run, all partitions together.
+    arcs_read: u64,
+    /// The skein kernel's own counters in its last run, by name (components).
+    counters: Vec<(&'static str, u64)>,
     /// The last run's result (one process; across ranks it stays on the ranks).
     out: Option<Output>,
     validation: Option<anyhow::Result<()>>,
@@ -217,6 +223,10 @@ impl Measured {
             json["skein_kernel_seconds"] = self.kernel_seconds.clone().into();
             json["skein_messages"] = self.messages.into();
             json["skein_rounds"] = self.rounds.into();
+            json["skein_arcs_read"] = self.arcs_read.into();
+            for (name, n) in &self.counters {
+                json[format!("skein_{}", name.replace(' ', "_"))] = (*n).into();
+            }
         }
         json
     }
@@ -249,6 +259,10 @@ impl Measured {
             writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
             writeln!(o, "{:<32}{}", "skein messages per run:", self.messages)?;
             writeln!(o, "{:<32}{}", "skein rounds per run:", self.rounds)?;
+            writeln!(o, "{:<32}{}", "skein arcs read per run:", self.arcs_read)?;
+            for (name, n) in &self.counters {
+                writeln!(o, "{:<32}{}", format!("skein {name} per run:"), n)?;
+            }
         }
         writeln!(o, "{:<32}{}", "validation:", self.validation_text())?;
         o.flush()
@@ -367,7 +381,8 @@ fn measure(
     };
     let mut seconds = Vec::new();
     let mut kernel_seconds = Vec::new();
-    let (mut messages, mut rounds, mut last) = (0u64, 0u64, None);
+    let (mut messages, mut rounds, mut arcs_read, mut last) = (0u64, 0u64, 0u64, None);
+    let mut counters = Vec::new();
     for _ in 0..setup.repeat {
         let start = Instant::now();
         let out = match (&ready, kernel) {
@@ -376,13 +391,14 @@ fn measure(
             (Ready::Skein(e), Kernel::Pagerank) => {
                 let (r, stats) = e.pagerank(setup.params)?;
                 kernel_seconds.push(stats.seconds);
-                (messages, rounds) = (stats.messages, stats.rounds);
+                (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
                 Output::Ranks(r)
             }
             (Ready::Skein(e), _) => {
                 let (r, stats) = e.components()?;
                 kernel_seconds.push(stats.seconds);
-                (messages, rounds) = (stats.messages, stats.rounds);
+                (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
+                counters = stats.counters;
                 Output::Labels(r)
             }
         };
@@ -414,6 +430,8 @@ fn measure(
         arcs: csr.num_arcs(),
         l1,
         out: Some(out),
+        arcs_read,
+        counters,
         validation,
     })
 }

@@ -99,7 +99,8 @@ pub(super) fn execute(
     e.prepare_bfs();
     let mut seconds = Vec::new();
     let mut kernel_seconds = Vec::new();
-    let (mut messages, mut rounds, mut last) = (0u64, 0u64, None);
+    let (mut messages, mut rounds, mut arcs_read, mut last) = (0u64, 0u64, 0u64, None);
+    let mut counters = Vec::new();
     for _ in 0..setup.repeat {
         let start = Instant::now();
         let (slice, stats) = match kernel {
@@ -114,7 +115,8 @@ pub(super) fn execute(
         };
         seconds.push(start.elapsed().as_secs_f64());
         kernel_seconds.push(stats.seconds);
-        (messages, rounds) = (stats.messages, stats.rounds);
+        (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
+        counters = stats.counters;
         last = Some(slice);
     }
     drop(e);
@@ -167,6 +169,8 @@ pub(super) fn execute(
         kernel_seconds,
         messages,
         rounds,
+        arcs_read,
+        counters,
         graph: description,
         vertices: rows.n,
         arcs: rows.arcs,
