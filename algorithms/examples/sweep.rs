@@ -111,6 +111,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             opts.slot_bytes,
             opts.round_share
         );
+        // The partitions' arcs (those into a partition are relaxed there): the spread
+        // no schedule can beat.
+        let parts = skein_algorithms::Partitioning::new(graph.num_vertices(), opts.workers);
+        let offsets = graph.offsets();
+        let part_arcs: Vec<u64> = (0..opts.workers)
+            .map(|p| {
+                let r = parts.range(p);
+                offsets[r.end as usize] - offsets[r.start as usize]
+            })
+            .collect();
+        let mut static_spread = RoundSpread::default();
+        static_spread.add_round(&part_arcs);
+        let label = format!("{label} (arcs max/mean {:.3})", static_spread.mean_max_over_mean());
         let engine = Engine::new(Arc::clone(&graph), opts)?;
         let (mut st, mut bt) = (Vec::new(), Vec::new());
         let (mut s_inv, mut b_inv) = (0.0, 0.0);

@@ -120,8 +120,9 @@ pub fn default_delta(max_weight: f32) -> f32 {
     skein_buckets::relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
 }
 
-/// Default [`EngineOptions::round_share`]: see `docs/performance.md` (SSSP rounds).
-pub const DEFAULT_ROUND_SHARE: u64 = 32;
+/// Default [`EngineOptions::round_share`]: see `docs/performance.md` (SSSP rounds, and
+/// "SSSP at many workers").
+pub const DEFAULT_ROUND_SHARE: u64 = 64;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -582,7 +583,7 @@ impl Engine {
     /// pending-vertex bins: one entry per improvement not yet taken, and a window of at
     /// most 2^15 empty bins (never `largest distance / delta` of them). Rounds: at most
     /// one per non-empty bucket, however many empty buckets lie between; with the default
-    /// [`EngineOptions::round_share`] 15 to 35 per search on Kronecker graphs (more with
+    /// [`EngineOptions::round_share`] 20 to 50 per search on Kronecker graphs (more with
     /// more workers: see the option). [`SearchStats::round_spread`] tells how evenly the
     /// rounds' work fell on the workers.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
@@ -610,10 +611,8 @@ impl Engine {
         let run = self.rt.run(move || sssp::search(id, view, root, params, Collect::Slices(key)).2);
         let slices = self.take_slices::<f32>(key);
         let (stats, spread) = run?;
-        let stats = SearchStats {
-            round_spread: Some(spread),
-            ..stats.into_stats(Some(self.rt.stats()))
-        };
+        let stats =
+            SearchStats { round_spread: Some(spread), ..stats.into_stats(Some(self.rt.stats())) };
         let (dist, parent) = slices?;
         Ok((LocalSssp { root, first: self.range.start, dist, parent }, stats))
     }
@@ -689,10 +688,8 @@ impl Engine {
             sssp::search(id, view, root, params, Collect::Gather)
         })?;
         let (stats, spread) = stats;
-        let stats = SearchStats {
-            round_spread: Some(spread),
-            ..stats.into_stats(Some(self.rt.stats()))
-        };
+        let stats =
+            SearchStats { round_spread: Some(spread), ..stats.into_stats(Some(self.rt.stats())) };
         Ok((values.map(|(dist, parent)| SsspResult { root, dist, parent }), stats))
     }
 

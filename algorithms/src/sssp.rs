@@ -61,8 +61,8 @@
 //! stretch of distances (where a Kronecker graph's hubs lie) takes about a bucket per
 //! round, as classic delta-stepping, while a sparse one (the long tail of low-degree
 //! vertices, half the vertices over about nine tenths of the distances) is swept in a few
-//! rounds instead of one per bucket: at SCALE 20, 15 rounds per search on one worker and
-//! 25 to 35 on 2 to 16 instead of 800 to 900. Taking a vertex early is only ever extra
+//! rounds instead of one per bucket: at SCALE 20, 21 rounds per search on one worker and
+//! 35 to 50 on 2 to 16 instead of 800 to 900. Taking a vertex early is only ever extra
 //! work, never a wrong result: a vertex improved after it relaxed its arcs becomes pending
 //! again and relaxes them again.
 //!
@@ -71,10 +71,10 @@
 //! scans that improve them. With more partitions there are more senders to lag behind, so
 //! the budget, a partition's share of the round, shrinks with the partitions: the round's
 //! work past its bucket is about `1 / (round_share × partitions)` of the graph's arcs. A
-//! budget of `1 / round_share` of each partition's arcs (the round's work independent of
-//! the partitions) relaxed 2.3 times Dijkstra's arcs with 16 workers on 2 cores (1.27 on 16
-//! cores) for 13 rounds; the shrinking one about 1.15 times for 33 (`docs/performance.md`,
-//! "SSSP at many workers").
+//! budget of `1 / 32` of each partition's arcs (the round's work independent of the
+//! partitions) relaxed 2.1 to 2.3 times Dijkstra's arcs with 16 workers on 2 cores (1.27 on
+//! 16 cores) for 13 rounds at SCALE 20; the shrinking one with the default `round_share`
+//! of 64, 1.11 times for 49 rounds (`docs/performance.md`, "SSSP at many workers").
 //!
 //! # Across ranks
 //!
