@@ -122,8 +122,9 @@ pub fn default_delta(max_weight: f32) -> f32 {
     skein_buckets::relative_delta(DEFAULT_RELATIVE_DELTA, max_weight)
 }
 
-/// Default [`EngineOptions::round_share`]: see `docs/performance.md` (SSSP rounds).
-pub const DEFAULT_ROUND_SHARE: u64 = 32;
+/// Default [`EngineOptions::round_share`]: see `docs/performance.md` (SSSP rounds, and
+/// "SSSP at many workers").
+pub const DEFAULT_ROUND_SHARE: u64 = 64;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -149,10 +150,11 @@ pub struct EngineOptions {
     /// that at the footprint the runtime had with one lane of 64 KiB slots.
     pub slot_bytes: usize,
     /// SSSP rounds: past a round's first bucket, a partition goes on taking its later
-    /// buckets in the same round until it has relaxed `1 / round_share` of its arcs in
-    /// the round (at least 1024), so that sparse stretches of distances (a Kronecker
-    /// graph's long tail) take a few rounds instead of one per bucket. 0: one bucket per
-    /// round (classic delta-stepping rounds).
+    /// buckets in the same round until it has relaxed `1 / (round_share × partitions)` of
+    /// its arcs in the round (at least 1024), so that sparse stretches of distances (a
+    /// Kronecker graph's long tail) take a few rounds instead of one per bucket, while the
+    /// more partitions there are (the more of them a partition may run ahead of), the less
+    /// each takes ahead. 0: one bucket per round (classic delta-stepping rounds).
     pub round_share: u64,
     /// BFS goes bottom-up when the frontier's arcs exceed the unvisited vertices'
     /// arcs / `alpha` (0: never bottom-up).
@@ -296,6 +298,9 @@ pub struct SearchStats {
     /// Arcs relaxed (SSSP) or scanned (BFS), all partitions together: the work done,
     /// to compare with the `m` of a sequential search.
     pub arcs: u64,
+    /// How the arcs spread over the partitions, round by round (SSSP; `None` for the other
+    /// kernels).
+    pub round_spread: Option<crate::parts::RoundSpread>,
     /// Runtime counters of the run.
     pub runtime: Option<skein::Stats>,
     /// The kernel's own work counters, by name (connected components: `crate::cc`; empty
@@ -335,7 +340,15 @@ impl Drop for Engine {
 impl KernelStats {
     fn into_stats(self, runtime: Option<skein::Stats>) -> SearchStats {
         let KernelStats { seconds, rounds, messages, arcs } = self;
-        SearchStats { seconds, rounds, messages, arcs, runtime, counters: Vec::new() }
+        SearchStats {
+            seconds,
+            rounds,
+            messages,
+            arcs,
+            round_spread: None,
+            runtime,
+            counters: Vec::new(),
+        }
     }
 }
 
@@ -651,7 +664,9 @@ impl Engine {
     /// pending-vertex bins: one entry per improvement not yet taken, and a window of at
     /// most 2^15 empty bins (never `largest distance / delta` of them). Rounds: at most
     /// one per non-empty bucket, however many empty buckets lie between; with the default
-    /// [`EngineOptions::round_share`] about 20 per search on Kronecker graphs.
+    /// [`EngineOptions::round_share`] 20 to 50 per search on Kronecker graphs (more with
+    /// more workers: see the option). [`SearchStats::round_spread`] tells how evenly the
+    /// rounds' work fell on the workers.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
         let (r, stats) = self.sssp_search(root, true)?;
         Ok((r.expect("the result travels to every rank"), stats))
@@ -676,7 +691,9 @@ impl Engine {
         let key = registry::new_slices();
         let run = self.rt.run(move || sssp::search(id, view, root, params, Collect::Slices(key)).2);
         let slices = self.take_slices::<f32>(key);
-        let stats = run?.into_stats(Some(self.rt.stats()));
+        let (stats, spread) = run?;
+        let stats =
+            SearchStats { round_spread: Some(spread), ..stats.into_stats(Some(self.rt.stats())) };
         let (dist, parent) = slices?;
         Ok((LocalSssp { root, first: self.range.start, dist, parent }, stats))
     }
@@ -753,7 +770,9 @@ impl Engine {
         let (values, stats) = self.run_search(everywhere, move || {
             sssp::search(id, view, root, params, Collect::Gather)
         })?;
-        let stats = stats.into_stats(Some(self.rt.stats()));
+        let (stats, spread) = stats;
+        let stats =
+            SearchStats { round_spread: Some(spread), ..stats.into_stats(Some(self.rt.stats())) };
         Ok((values.map(|(dist, parent)| SsspResult { root, dist, parent }), stats))
     }
 
@@ -811,10 +830,11 @@ impl Engine {
     /// Runs `search` as the runtime's main fiber. With `everywhere` its vectors travel to
     /// every rank with the run's value; otherwise they are left on rank 0
     /// (`crate::registry::stash`), and `None` is returned elsewhere.
-    fn run_search<V, S>(&self, everywhere: bool, search: S) -> SearchOutcome<V>
+    fn run_search<V, K, S>(&self, everywhere: bool, search: S) -> SearchOutcome<V, K>
     where
         V: Serialize + DeserializeOwned + Send + 'static,
-        S: FnOnce() -> (Vec<V>, Vec<u64>, KernelStats) + Send + 'static,
+        K: Serialize + DeserializeOwned + Send + 'static,
+        S: FnOnce() -> (Vec<V>, Vec<u64>, K) + Send + 'static,
     {
         if everywhere {
             let (values, parents, stats) = self.rt.run(search)?;
@@ -832,5 +852,6 @@ impl Engine {
     }
 }
 
-/// What [`Engine::run_search`] returns: the vectors (where they are), and the counters.
-type SearchOutcome<V> = Result<(Option<(Vec<V>, Vec<u64>)>, KernelStats), EngineError>;
+/// What [`Engine::run_search`] returns: the vectors (where they are), and the counters
+/// (`K`: [`KernelStats`], with more for some kernels).
+type SearchOutcome<V, K> = Result<(Option<(Vec<V>, Vec<u64>)>, K), EngineError>;

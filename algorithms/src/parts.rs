@@ -90,6 +90,64 @@ pub(crate) struct KernelStats {
     pub(crate) arcs: u64,
 }
 
+/// How a kernel's work spread over its partitions, round by round: with the work (arcs)
+/// each partition did in each round, a round takes about as long as its busiest partition,
+/// so `arcs / (partitions × busiest_arcs)` bounds the parallel efficiency the rounds allow
+/// (1: perfectly even; `1 / partitions`: one partition did everything). Counts, not time:
+/// the same on any machine for the same work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct RoundSpread {
+    /// Partitions (the mean of a round is its arcs over these).
+    pub partitions: u64,
+    /// Rounds that did any work (the others count in none of the sums).
+    pub rounds: u64,
+    /// Σ over rounds of the busiest partition's arcs: the rounds' critical path.
+    pub busiest_arcs: u64,
+    /// Σ over rounds of the busiest partition's arcs over the mean partition's.
+    pub max_over_mean: f64,
+}
+
+impl RoundSpread {
+    /// Adds a round in which partition `i` did `arcs[i]` arcs of work.
+    pub fn add_round(&mut self, arcs: &[u64]) {
+        self.partitions = arcs.len() as u64;
+        let (max, sum) = (arcs.iter().copied().max().unwrap_or(0), arcs.iter().sum::<u64>());
+        if sum > 0 {
+            self.rounds += 1;
+            self.busiest_arcs += max;
+            self.max_over_mean += max as f64 * arcs.len() as f64 / sum as f64;
+        }
+    }
+
+    /// Adds another search's spread (same partitions).
+    pub fn accumulate(&mut self, other: &RoundSpread) {
+        self.partitions = self.partitions.max(other.partitions);
+        self.rounds += other.rounds;
+        self.busiest_arcs += other.busiest_arcs;
+        self.max_over_mean += other.max_over_mean;
+    }
+
+    /// The mean over rounds of the busiest partition's arcs over the mean partition's
+    /// (1 with one partition or no work; at most `partitions`).
+    pub fn mean_max_over_mean(&self) -> f64 {
+        if self.rounds == 0 {
+            1.0
+        } else {
+            self.max_over_mean / self.rounds as f64
+        }
+    }
+
+    /// `busiest_arcs × partitions / arcs`, for the total `arcs` of the same rounds: how
+    /// many times the even split's time the rounds take at one arc per unit (1: even).
+    pub fn critical_over_even(&self, arcs: u64) -> f64 {
+        if arcs == 0 {
+            1.0
+        } else {
+            (self.busiest_arcs * self.partitions) as f64 / arcs as f64
+        }
+    }
+}
+
 /// A kernel's partition state, as the generic steps of a kernel see it.
 pub trait Part: Send + Sized + 'static {
     /// The per-vertex result (distance, level, rank, label).

@@ -56,14 +56,25 @@
 //! takes all of bucket `b` (refilled by its own relaxations and by scans arriving during
 //! the round). Past it, a partition goes on taking its later bins, lowest first, while the
 //! arcs it relaxed in the round (its own and those of the scans it received) stay below
-//! its *budget*, `1 / round_share` of its arcs (`crate::engine::EngineOptions::round_share`,
-//! at least [`MIN_BUDGET`]). So a dense stretch of distances (where a Kronecker graph's hubs
-//! lie) takes about a bucket per round, as classic delta-stepping, while a sparse one (the
-//! long tail of low-degree vertices, half the vertices over about nine tenths of the
-//! distances) is swept in a few rounds instead of one per bucket: at SCALE 16 to 20, 19 to
-//! 25 rounds per search instead of 600 to 850, for 4 to 9 % more relaxations. Taking a
-//! vertex early is only ever extra work, never a wrong result: a vertex improved after it
-//! relaxed its arcs becomes pending again and relaxes them again.
+//! its *budget*, `1 / (round_share × partitions)` of its arcs
+//! (`crate::engine::EngineOptions::round_share`, at least [`MIN_BUDGET`]). So a dense
+//! stretch of distances (where a Kronecker graph's hubs lie) takes about a bucket per
+//! round, as classic delta-stepping, while a sparse one (the long tail of low-degree
+//! vertices, half the vertices over about nine tenths of the distances) is swept in a few
+//! rounds instead of one per bucket: at SCALE 20, 21 rounds per search on one worker and
+//! 35 to 50 on 2 to 16 instead of 800 to 900. Taking a vertex early is only ever extra
+//! work, never a wrong result: a vertex improved after it relaxed its arcs becomes pending
+//! again and relaxes them again.
+//!
+//! The extra work comes from partitions that run ahead of others: a partition that has
+//! finished the round's bucket takes its later bins while a slower one still sends it
+//! scans that improve them. With more partitions there are more senders to lag behind, so
+//! the budget, a partition's share of the round, shrinks with the partitions: the round's
+//! work past its bucket is about `1 / (round_share × partitions)` of the graph's arcs. A
+//! budget of `1 / 32` of each partition's arcs (the round's work independent of the
+//! partitions) relaxed 2.1 to 2.3 times Dijkstra's arcs with 16 workers on 2 cores (1.27 on
+//! 16 cores) for 13 rounds at SCALE 20; the shrinking one with the default `round_share`
+//! of 64, 1.11 times for 49 rounds (`docs/performance.md`, "SSSP at many workers").
 //!
 //! # Across ranks
 //!
@@ -104,6 +115,7 @@ const SCAN_WORDS: usize = 24;
 pub(crate) type Batch<T> = Packet<T, SCAN_WORDS>;
 use crate::parts::{
     collect, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+    RoundSpread,
 };
 use crate::registry;
 
@@ -218,6 +230,8 @@ pub(crate) struct SsspPart {
     pub(crate) relaxed_arcs: u64,
     /// `relaxed_arcs` when the current round started ([`SsspPart::start_round`]).
     round_start: u64,
+    /// `relaxed_arcs` when the last round ended ([`SsspPart::end_round`]).
+    round_end: u64,
     /// Arcs this partition relaxes in a round before it stops taking buckets past the
     /// round's first (see the module docs, "Rounds"); 0: one bucket per round.
     budget: u64,
@@ -228,7 +242,8 @@ pub(crate) struct SsspPart {
 impl SsspPart {
     /// Partition `part`'s state for a search with bucket width `delta` (finite, > 0) on
     /// a graph whose largest weight is `max_weight`, taking buckets past a round's first
-    /// until it has relaxed `1 / round_share` of its arcs in the round (0: never).
+    /// until it has relaxed `1 / (round_share × partitions)` of its arcs in the round (0:
+    /// never).
     ///
     /// The arrays are those the previous search of graph `graph` (its id in the registry)
     /// on this worker left, to be cleared by [`Part::reset`] (on every trustee at once)
@@ -244,7 +259,9 @@ impl SsspPart {
         let len = view.parts.len(part) as usize;
         let np = view.parts.parts();
         let index = BucketIndex::subdivided(delta, SUB);
-        let budget = match round_share {
+        // `1 / (round_share × partitions)` of the partition's arcs: see the module docs,
+        // "Rounds".
+        let budget = match round_share.saturating_mul(np as u64) {
             0 => 0,
             share => (view.weighted(part).num_arcs() / share).max(MIN_BUDGET),
         };
@@ -277,6 +294,7 @@ impl SsspPart {
             index,
             relaxed_arcs: 0,
             round_start: 0,
+            round_end: 0,
             budget,
             #[cfg(test)]
             fault: None,
@@ -286,6 +304,15 @@ impl SsspPart {
     /// Starts a round: the arcs relaxed from now on count against the round's budget.
     pub(crate) fn start_round(&mut self) {
         self.round_start = self.relaxed_arcs;
+    }
+
+    /// Ends a round (all its scans applied everywhere): the arcs this partition relaxed
+    /// since the previous round ended, its own and those of the scans it received, and its
+    /// next bucket ([`SsspPart::next_bucket`]) as `(1, bucket)`, or `(0, 0)` when none.
+    pub(crate) fn end_round(&mut self) -> (u64, u64, u64) {
+        let arcs = self.relaxed_arcs - std::mem::replace(&mut self.round_end, self.relaxed_arcs);
+        let (some, b) = self.next_bucket().map_or((0, 0), |b| (1, b));
+        (some, b, arcs)
     }
 
     /// Requests this partition sent.
@@ -521,7 +548,8 @@ pub(crate) struct Params {
     /// Vertices a driver processes between yields.
     pub(crate) chunk: usize,
     /// Past a round's first bucket, a partition takes later buckets in the same round
-    /// until it has relaxed `1 / round_share` of its arcs (0: one bucket per round).
+    /// until it has relaxed `1 / (round_share × partitions)` of its arcs (0: one bucket
+    /// per round).
     pub(crate) round_share: u64,
     #[cfg(test)]
     pub(crate) fault: Option<Fault>,
@@ -530,14 +558,15 @@ pub(crate) struct Params {
 /// One SSSP search from `root`, run by the main fiber of a runtime whose workers (of every
 /// rank) each own one partition of `view` (registered on every rank as graph `graph`,
 /// `crate::registry`): distances and parents (global ids) indexed by global id, or, with
-/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank).
+/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank); and the
+/// counters, with the arcs each partition relaxed per round ([`RoundSpread`]).
 pub(crate) fn search(
     graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
     how: Collect,
-) -> (Vec<f32>, Vec<u64>, KernelStats) {
+) -> (Vec<f32>, Vec<u64>, (KernelStats, RoundSpread)) {
     let np = skein::num_workers();
     assert_eq!(np, view.parts.parts(), "one partition per worker of the job");
     let (delta, max_weight, chunk) = (params.delta, params.max_weight, params.chunk);
@@ -566,15 +595,19 @@ pub(crate) fn search(
     });
     let mut bucket = 0u64;
     let mut rounds = 0u64;
+    let mut spread = RoundSpread::default();
+    let mut arcs = Vec::with_capacity(np);
     loop {
         rounds += 1;
-        // Each driver returns its partition's next bucket, read after quiescence.
-        let next = superstep((search, bucket, chunk as u64), driver)
-            .into_iter()
-            .filter(|&(some, _)| some != 0)
-            .min();
+        // Each driver returns its partition's next bucket and its arcs of the round, read
+        // after quiescence.
+        let ends = superstep((search, bucket, chunk as u64), driver);
+        arcs.clear();
+        arcs.extend(ends.iter().map(|&(_, _, a)| a));
+        spread.add_round(&arcs);
+        let next = ends.into_iter().filter(|&(some, _, _)| some != 0).map(|(_, b, _)| b).min();
         match next {
-            Some((_, b)) => bucket = b,
+            Some(b) => bucket = b,
             None => break,
         }
     }
@@ -582,19 +615,20 @@ pub(crate) fn search(
     let g = collect(graph, search, &parts, &view.parts, how);
     disconnect(search, &parts);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
-    (g.values, g.parents, stats)
+    (g.values, g.parents, (stats, spread))
 }
 
 /// A driver fiber on the trustee of its partition (`spawn_on`, argument `(search, bucket,
 /// chunk)`): works through bucket `bucket` of the partition, yielding every `chunk`
 /// vertices; then waits until every relaxation of the round has been applied everywhere
-/// and returns the partition's next bucket as `(1, bucket)`, or `(0, 0)` when it has none.
-fn driver((search, bucket, chunk): (u64, u64, u64)) -> (u64, u64) {
+/// and returns [`SsspPart::end_round`]: the partition's next bucket and its arcs of the
+/// round.
+fn driver((search, bucket, chunk): (u64, u64, u64)) -> (u64, u64, u64) {
     let me = crate::parts::me::<SsspPart>(search);
     me.apply((), |s, ()| s.start_round());
     until_done(&me, (bucket, chunk), |s, (b, c)| s.process_chunk(b, c as usize) > 0);
     skein::wait_quiescent();
-    me.apply((), |s, ()| s.next_bucket().map_or((0, 0), |b| (1, b)))
+    me.apply((), |s, ()| s.end_round())
 }
 
 #[cfg(test)]

@@ -122,6 +122,36 @@ fn budgeted_rounds_keep_the_distances_and_take_fewer_rounds() {
 }
 
 #[test]
+fn round_spread_counts_every_partitions_arcs_per_round() {
+    let g = graph(10);
+    let p = KroneckerParams::new(10, 16, 2, 3).unwrap();
+    let root = kronecker::search_roots(&p, &g, 1)[0];
+    for workers in [1, 3, 4] {
+        let (_, stats) = engine(&g, workers).sssp(root).unwrap();
+        let s = stats.round_spread.expect("SSSP counts its rounds' spread");
+        assert_eq!(s.partitions, workers as u64);
+        // Every round relaxes some vertex's arcs (a reached vertex has at least one).
+        assert_eq!(s.rounds, stats.rounds);
+        let (mean, critical) = (s.mean_max_over_mean(), s.critical_over_even(stats.arcs));
+        if workers == 1 {
+            assert_eq!((s.busiest_arcs, mean, critical), (stats.arcs, 1.0, 1.0));
+        } else {
+            assert!(s.busiest_arcs < stats.arcs && s.busiest_arcs * workers as u64 >= stats.arcs);
+            assert!(mean >= 1.0 && mean <= workers as f64, "{mean}");
+            assert!(critical >= 1.0 && critical <= workers as f64, "{critical}");
+        }
+    }
+    // Only partition 0 (vertices 0..4 of 8) has arcs: it relaxes every arc of every round.
+    let path = Csr::from_parts(8, vec![0, 1, 3, 5, 6, 6, 6, 6, 6], vec![1, 0, 2, 1, 3, 2], None);
+    let (_, stats) = engine(&Arc::new(path.unwrap()), 2).sssp(0).unwrap();
+    let s = stats.round_spread.unwrap();
+    assert_eq!((stats.arcs, s.busiest_arcs, s.rounds), (6, 6, stats.rounds));
+    assert_eq!((s.mean_max_over_mean(), s.critical_over_even(6)), (2.0, 2.0));
+    // Kernels without SSSP's rounds leave it out.
+    assert!(engine(&g, 2).bfs(root).unwrap().1.round_spread.is_none());
+}
+
+#[test]
 fn searches_that_reuse_the_arrays_of_earlier_ones_give_fresh_results() {
     let g = graph(10);
     let p = KroneckerParams::new(10, 16, 2, 3).unwrap();

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use skein_algorithms::parts::RoundSpread;
 use skein_algorithms::{Engine as SkeinEngine, EngineOptions};
 use skein_baselines::{Engine as Baseline, Options, Solver};
 
@@ -99,6 +100,8 @@ pub(crate) struct SkeinTotals {
     pub(crate) rounds: u64,
     pub(crate) messages: u64,
     pub(crate) arcs: u64,
+    /// How the arcs spread over the partitions per round, summed over roots (SSSP).
+    pub(crate) spread: Option<RoundSpread>,
     /// The runtime's per-worker counters, summed over roots.
     pub(crate) runtime: skein::Stats,
     /// Each rank's peak resident memory (bytes), when measured ([`Runner::measure_peaks`]).
@@ -114,6 +117,9 @@ impl SkeinTotals {
         self.rounds += s.rounds;
         self.messages += s.messages;
         self.arcs += s.arcs;
+        if let Some(spread) = &s.round_spread {
+            self.spread.get_or_insert_with(RoundSpread::default).accumulate(spread);
+        }
         if let Some(rt) = &s.runtime {
             self.runtime.accumulate(rt);
         }
@@ -158,6 +164,15 @@ impl SkeinTotals {
         if !self.rank_build_peaks.is_empty() {
             json["rank_build_peak_rss_bytes"] = self.rank_build_peaks.clone().into();
         }
+        if let Some(s) = &self.spread {
+            json["round_spread"] = serde_json::json!({
+                "partitions": s.partitions,
+                "rounds_with_work": s.rounds,
+                "busiest_arcs": s.busiest_arcs,
+                "mean_max_over_mean": s.mean_max_over_mean(),
+                "critical_over_even": s.critical_over_even(self.arcs),
+            });
+        }
         json
     }
 
@@ -170,6 +185,21 @@ impl SkeinTotals {
             let per = |x: u64| x as f64 / self.searches as f64;
             writeln!(out, "{:<32}{:.1}", "skein rounds per search:", per(self.rounds))?;
             writeln!(out, "{:<32}{:.0}", "skein arcs per search:", per(self.arcs))?;
+            if let Some(s) = &self.spread {
+                writeln!(
+                    out,
+                    "{:<32}{:.2} (busiest partition's arcs / mean, mean over rounds)",
+                    "skein round spread:",
+                    s.mean_max_over_mean()
+                )?;
+                writeln!(
+                    out,
+                    "{:<32}{:.0} ({:.2}x an even split's)",
+                    "skein busiest arcs per search:",
+                    per(s.busiest_arcs),
+                    s.critical_over_even(self.arcs)
+                )?;
+            }
         }
         for (r, b) in self.rank_peaks.iter().enumerate() {
             writeln!(

@@ -115,6 +115,25 @@ fn sssp_reports_json_and_dumps_the_reference_distances() {
         assert_eq!(runs[0]["root"], 458);
         assert_eq!(runs[0]["nedge"], 16239);
         assert!(runs.iter().all(|r| r["seconds"].as_f64().unwrap() > 0.0 && r["teps"].is_number()));
+        if engine == "skein" {
+            // How the arcs spread over the 3 partitions, round by round.
+            for key in ["skein round spread:", "skein busiest arcs per search:"] {
+                assert!(stdout.contains(key), "{key} missing in\n{stdout}");
+            }
+            let t = &j["trustees"];
+            let spread = &t["round_spread"];
+            assert_eq!(spread["partitions"], 3);
+            assert_eq!(spread["rounds_with_work"], t["rounds"]);
+            let busiest = spread["busiest_arcs"].as_u64().unwrap();
+            let arcs = t["arcs_relaxed"].as_u64().unwrap();
+            assert!(busiest < arcs && 3 * busiest >= arcs, "{busiest} of {arcs}");
+            let critical = spread["critical_over_even"].as_f64().unwrap();
+            assert!((critical - (3 * busiest) as f64 / arcs as f64).abs() < 1e-9);
+            let mean = spread["mean_max_over_mean"].as_f64().unwrap();
+            assert!((1.0..=3.0).contains(&mean), "{mean}");
+        } else {
+            assert!(j.get("trustees").is_none_or(|t| t.get("round_spread").is_none()));
+        }
         let got = read_dump(&dump);
         assert_eq!(got.len(), 1024);
         for (v, ((value, parent), (_, dist_bits))) in got.iter().zip(&want).enumerate() {
