@@ -40,8 +40,7 @@ mod sssp;
 
 pub use engine::{
     default_delta, Engine, EngineError, EngineOptions, LocalBfs, LocalComponents, LocalSssp,
-    SearchStats,
-    DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA, DEFAULT_ROUND_SHARE,
+    SearchStats, DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA, DEFAULT_ROUND_SHARE,
 };
 pub use partition::{rank_bounds, Partitioning};
 pub use skein_generators::distributed::analytics::LocalPageRank;
