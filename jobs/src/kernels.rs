@@ -161,19 +161,14 @@ pub(crate) struct Measured {
     iterations: u32,
     /// Harmonic mean over the runs of the arcs read per second (arcs × iterations / time).
     pub(crate) hmean_rate: f64,
-    kernel_seconds: Vec<f64>,
-    messages: u64,
-    rounds: u64,
+    /// The skein kernel's counters (empty for the baselines).
+    skein: SkeinCounts,
     /// The graph's name, vertices and arcs.
     graph: String,
     vertices: u64,
     arcs: u64,
     /// PageRank's last L1 change.
     l1: Option<f64>,
-    /// Arcs the skein kernel read in its last run, all partitions together.
-    arcs_read: u64,
-    /// The skein kernel's own counters in its last run, by name (components).
-    counters: Vec<(&'static str, u64)>,
     /// The last run's result (one process; across ranks it stays on the ranks).
     out: Option<Output>,
     validation: Option<anyhow::Result<()>>,
@@ -219,12 +214,13 @@ impl Measured {
             json["tolerance"] = params.tolerance.into();
             json["max_iterations"] = params.max_iterations.into();
         }
-        if !self.kernel_seconds.is_empty() {
-            json["skein_kernel_seconds"] = self.kernel_seconds.clone().into();
-            json["skein_messages"] = self.messages.into();
-            json["skein_rounds"] = self.rounds.into();
-            json["skein_arcs_read"] = self.arcs_read.into();
-            for (name, n) in &self.counters {
+        let k = &self.skein;
+        if !k.kernel_seconds.is_empty() {
+            json["skein_kernel_seconds"] = k.kernel_seconds.clone().into();
+            json["skein_messages"] = k.messages.into();
+            json["skein_rounds"] = k.rounds.into();
+            json["skein_arcs_read"] = k.arcs_read.into();
+            for (name, n) in &k.counters {
                 json[format!("skein_{}", name.replace(' ', "_"))] = (*n).into();
             }
         }
@@ -254,18 +250,40 @@ impl Measured {
             )?;
         }
         writeln!(o, "{:<32}{:.4e}", "arcs per second (hmean):", self.hmean_rate)?;
-        if !self.kernel_seconds.is_empty() {
-            let k = crate::report::Stats::of(&self.kernel_seconds);
+        let c = &self.skein;
+        if !c.kernel_seconds.is_empty() {
+            let k = crate::report::Stats::of(&c.kernel_seconds);
             writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
-            writeln!(o, "{:<32}{}", "skein messages per run:", self.messages)?;
-            writeln!(o, "{:<32}{}", "skein rounds per run:", self.rounds)?;
-            writeln!(o, "{:<32}{}", "skein arcs read per run:", self.arcs_read)?;
-            for (name, n) in &self.counters {
+            writeln!(o, "{:<32}{}", "skein messages per run:", c.messages)?;
+            writeln!(o, "{:<32}{}", "skein rounds per run:", c.rounds)?;
+            writeln!(o, "{:<32}{}", "skein arcs read per run:", c.arcs_read)?;
+            for (name, n) in &c.counters {
                 writeln!(o, "{:<32}{}", format!("skein {name} per run:"), n)?;
             }
         }
         writeln!(o, "{:<32}{}", "validation:", self.validation_text())?;
         o.flush()
+    }
+}
+
+/// The skein kernel's counters over the runs: every run's kernel time, the last run's counts.
+#[derive(Debug, Default)]
+struct SkeinCounts {
+    kernel_seconds: Vec<f64>,
+    messages: u64,
+    rounds: u64,
+    /// Arcs the kernel read, all partitions together.
+    arcs_read: u64,
+    /// The kernel's own counters, by name (components).
+    counters: Vec<(&'static str, u64)>,
+}
+
+impl SkeinCounts {
+    /// Adds a run's statistics.
+    fn add(&mut self, stats: skein_algorithms::SearchStats) {
+        self.kernel_seconds.push(stats.seconds);
+        (self.messages, self.rounds, self.arcs_read) = (stats.messages, stats.rounds, stats.arcs);
+        self.counters = stats.counters;
     }
 }
 
@@ -380,9 +398,7 @@ fn measure(
         }
     };
     let mut seconds = Vec::new();
-    let mut kernel_seconds = Vec::new();
-    let (mut messages, mut rounds, mut arcs_read, mut last) = (0u64, 0u64, 0u64, None);
-    let mut counters = Vec::new();
+    let (mut skein, mut last) = (SkeinCounts::default(), None);
     for _ in 0..setup.repeat {
         let start = Instant::now();
         let out = match (&ready, kernel) {
@@ -390,15 +406,12 @@ fn measure(
             (Ready::Baseline(s), _) => Output::Labels(s.components()?),
             (Ready::Skein(e), Kernel::Pagerank) => {
                 let (r, stats) = e.pagerank(setup.params)?;
-                kernel_seconds.push(stats.seconds);
-                (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
+                skein.add(stats);
                 Output::Ranks(r)
             }
             (Ready::Skein(e), _) => {
                 let (r, stats) = e.components()?;
-                kernel_seconds.push(stats.seconds);
-                (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
-                counters = stats.counters;
+                skein.add(stats);
                 Output::Labels(r)
             }
         };
@@ -422,16 +435,12 @@ fn measure(
         seconds,
         iterations,
         hmean_rate,
-        kernel_seconds,
-        messages,
-        rounds,
+        skein,
         graph: graph.description.clone(),
         vertices: csr.num_vertices(),
         arcs: csr.num_arcs(),
         l1,
         out: Some(out),
-        arcs_read,
-        counters,
         validation,
     })
 }

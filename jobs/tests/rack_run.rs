@@ -182,43 +182,24 @@ fn compare_puts_skein_rack_beside_the_one_process_engines() {
     )
     .unwrap();
     let chart = dir.join("c.png");
-    let out = one_process(&[
-        "compare",
-        job.to_str().unwrap(),
-        "--engines",
-        "seq,skein,skein-rack",
-        "--ranks",
-        "2",
-        "--chart",
-        chart.to_str().unwrap(),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
-    let rack: Vec<&str> = text.lines().filter(|l| l.starts_with("skein-rack")).collect();
-    assert_eq!(rack.len(), 1, "{text}");
-    assert!(rack[0].contains(" 2r ") && rack[0].ends_with("passed"), "{text}");
-    let json = std::fs::read_to_string(dir.join("r.compare.json")).unwrap();
-    assert!(json.contains("\"skein\"") && json.contains("harmonic_mean_teps"), "{json}");
-    // PageRank and components too: the rack row validated across the ranks.
-    for kernel in ["pagerank", "cc"] {
+    // BFS beside seq and the one-process skein; PageRank and components too, the rack row
+    // validated across the ranks.
+    for (kernel, engines) in
+        [("bfs", "seq,skein,skein-rack"), ("pagerank", "seq,skein-rack"), ("cc", "seq,skein-rack")]
+    {
         let set = format!("job.kernel={kernel}");
-        let out = one_process(&[
-            "compare",
-            job.to_str().unwrap(),
-            "--set",
-            &set,
-            "--engines",
-            "seq,skein-rack",
-            "--ranks",
-            "2",
-            "--chart",
-            chart.to_str().unwrap(),
-        ]);
+        let job = job.to_str().unwrap();
+        let chart = chart.to_str().unwrap();
+        let args = ["compare", job, "--set", &set, "--engines", engines, "--ranks", "2"];
+        let out = one_process(&[&args[..], &["--chart", chart]].concat());
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
         let rack: Vec<&str> = text.lines().filter(|l| l.starts_with("skein-rack")).collect();
         assert_eq!(rack.len(), 1, "{kernel}: {text}");
         assert!(rack[0].contains(" 2r ") && rack[0].ends_with("passed"), "{kernel}: {text}");
+        let json = std::fs::read_to_string(dir.join("r.compare.json")).unwrap();
+        let rate = if kernel == "bfs" { "harmonic_mean_teps" } else { "arcs_per_second_hmean" };
+        assert!(json.contains("\"skein-rack\"") && json.contains(rate), "{kernel}: {json}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -32,7 +32,7 @@ use skein_generators::distributed::mpi::MpiExchange;
 use skein_generators::distributed::validate::DEFAULT_GATHER_BYTES;
 use skein_generators::distributed::Exchange;
 
-use super::{hmean, Measured, Setup, PAGERANK_TOLERANCE};
+use super::{hmean, Measured, Setup, SkeinCounts, PAGERANK_TOLERANCE};
 use crate::dist_run::{self, DistGraph, DumpSlice};
 use crate::engines;
 use crate::names::{EngineName, Kernel};
@@ -98,9 +98,7 @@ pub(super) fn execute(
     let e = SkeinEngine::from_local(Arc::clone(&g), engines::skein_options(&setup.spec, threads))?;
     e.prepare_bfs();
     let mut seconds = Vec::new();
-    let mut kernel_seconds = Vec::new();
-    let (mut messages, mut rounds, mut arcs_read, mut last) = (0u64, 0u64, 0u64, None);
-    let mut counters = Vec::new();
+    let (mut skein, mut last) = (SkeinCounts::default(), None);
     for _ in 0..setup.repeat {
         let start = Instant::now();
         let (slice, stats) = match kernel {
@@ -114,9 +112,7 @@ pub(super) fn execute(
             }
         };
         seconds.push(start.elapsed().as_secs_f64());
-        kernel_seconds.push(stats.seconds);
-        (messages, rounds, arcs_read) = (stats.messages, stats.rounds, stats.arcs);
-        counters = stats.counters;
+        skein.add(stats);
         last = Some(slice);
     }
     drop(e);
@@ -166,11 +162,7 @@ pub(super) fn execute(
         hmean_rate: hmean(&seconds, rows.arcs, iterations),
         seconds,
         iterations,
-        kernel_seconds,
-        messages,
-        rounds,
-        arcs_read,
-        counters,
+        skein,
         graph: description,
         vertices: rows.n,
         arcs: rows.arcs,
