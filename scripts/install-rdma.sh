@@ -15,6 +15,8 @@
 set -euo pipefail
 
 say() { echo "install-rdma: $*"; }
+# shellcheck source=scripts/apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
 
 missing=()
 for lib in libibverbs librdmacm; do
@@ -27,9 +29,7 @@ done
 if ! command -v pkg-config >/dev/null 2>&1; then
     missing+=(pkg-config)
 fi
-if compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null ||
-    compgen -G '/usr/lib/llvm-*/lib/libclang-[0-9]*.so*' >/dev/null ||
-    { [ -n "${LIBCLANG_PATH:-}" ] && ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1; }; then
+if have_libclang; then
     say "libclang found"
 else
     missing+=(libclang-dev)
@@ -41,26 +41,7 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 say "missing: ${missing[*]}"
-if ! command -v apt-get >/dev/null 2>&1; then
-    say "error: apt-get not found (not a Debian-like system): install the rdma-core" \
-        "development files (libibverbs, librdmacm, their pkg-config files) and libclang" \
-        "with this system's package manager" >&2
-    exit 1
-fi
-if [ "$(id -u)" -eq 0 ]; then
-    sudo=()
-elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    sudo=(sudo)
-else
-    say "error: installing ${missing[*]} needs root; run this script as root or with sudo rights" >&2
-    exit 1
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-say "running: apt-get update"
-"${sudo[@]}" apt-get update -q
-say "running: apt-get install -y ${missing[*]}"
-"${sudo[@]}" apt-get install -y -q "${missing[@]}"
+apt_install "the rdma-core development files (libibverbs, librdmacm, their pkg-config files) and libclang" "${missing[@]}"
 
 for lib in libibverbs librdmacm; do
     if ! pkg-config --exists "$lib"; then
