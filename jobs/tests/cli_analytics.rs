@@ -3,37 +3,13 @@
 //! compare` runs them with every one-process engine, and what is not supported (the MPI
 //! engines in `skein compare`) says so.
 
+mod common;
+
+use common::{ok_env as ok, skein_env as skein, text};
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn skein(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_skein"));
-    c.args(args).env("SKEIN_PROGRESS", "0");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("run skein")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(args: &[&str], env: &[(&str, &str)]) -> String {
-    let out = skein(args, env);
-    assert!(
-        out.status.success(),
-        "skein {args:?} failed\nstdout:\n{}\nstderr:\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("skein-cli-analytics-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    common::tmp_in("cli-analytics", name)
 }
 
 #[test]

@@ -2,50 +2,12 @@
 
 mod common;
 
+use common::{fails, ok, s, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn skein(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skein"))
-        .args(args)
-        .env("SKEIN_PROGRESS", "0")
-        .output()
-        .expect("run skein")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = skein(args);
-    assert!(
-        out.status.success(),
-        "skein {args:?} failed\nstdout:\n{}\nstderr:\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = skein(args);
-    assert!(!out.status.success(), "skein {args:?} should fail\n{}", text(&out.stdout));
-    let e = text(&out.stderr);
-    // A clean error, not an abort or a panic.
-    assert!(out.status.code().is_some(), "skein {args:?} was killed by a signal:\n{e}");
-    assert!(!e.contains("panicked"), "skein {args:?} panicked:\n{e}");
-    e
-}
+use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("skein-cli-kernel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    common::tmp_in("cli-kernel", name)
 }
 
 /// `(value, parent)` columns of a dump, checking the vertex column.

@@ -1,26 +1,18 @@
 //! `skein run` and `skein compare` on job files.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn skein(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skein")).args(args).output().expect("skein runs")
-}
+use common::{s, skein};
+use std::path::{Path, PathBuf};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("skein-cli-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    common::tmp_in("cli-run", name)
 }
 
 fn job(name: &str, text: &str) -> PathBuf {
     let p = tmp(name);
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 #[test]

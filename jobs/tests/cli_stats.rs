@@ -2,26 +2,13 @@
 //! counters in the JSON report (issue 30, item 1). Counts and the shape of the breakdown
 //! only, never times.
 
+mod common;
+
+use common::check;
 use std::process::{Command, Output};
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn check(out: &Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed\nstdout:\n{}\nstderr:\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
 fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("skein-cli-stats-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::tmp_in("cli-stats", name)
 }
 
 fn workers(json: &std::path::Path) -> Vec<serde_json::Value> {
