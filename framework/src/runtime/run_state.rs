@@ -156,6 +156,9 @@ pub(crate) struct RunState {
     /// Stall dumps: requests, the clock receipts stamp, the detector's last round
     /// (`super::stall`).
     pub(crate) stall: super::stall::RunStall,
+    /// Per worker, the request segments a landing worker of its rank forwarded to it
+    /// (`super::remote`, invariant 4); empty when the run is not split.
+    pub(crate) forwarded: Box<[super::remote::Forwarded]>,
 }
 
 impl Drop for RunState {
@@ -230,6 +233,9 @@ impl RunState {
         let here = if mpi_rank.is_some() { local_n } else { n };
         RunState {
             stall: super::stall::RunStall::new(ranks, here),
+            forwarded: (0..if ranks > 1 { n } else { 0 })
+                .map(|_| super::remote::Forwarded::default())
+                .collect(),
             exports: exports.into(),
             owners: Mutex::new(owners),
             ranks,
