@@ -183,8 +183,9 @@ impl Builder {
         self
     }
 
-    /// Whether a worker holds the requests it stages for a trustee of another rank while it
-    /// has fibers ready to run, until they fill a batch, the worker is about to go idle, or
+    /// Whether a worker holds the requests it stages for the trustees of another rank while
+    /// it has fibers ready to run, until they fill an envelope (one per destination rank, a
+    /// segment per trustee), the worker is about to go idle, or
     /// 16 busy loop passes went by (default on), rather than sending what is staged on every
     /// loop pass (fewer, fuller envelopes;
     /// `WorkerStats::mean_envelope`). `SKEIN_AGGREGATE=0` in the environment turns it off for

@@ -525,8 +525,9 @@ impl Worker {
     }
 
     /// Runs the completions of the batches to `trustee` that have been answered (in order),
-    /// then publishes queued requests while a lane is free (to another rank: full batches
-    /// only, unless `flush`; `Worker::poll_remote`).
+    /// then publishes queued requests while a lane is free (to another rank: one envelope for
+    /// all its trustees, polled at the rank's first; full envelopes only, unless `flush`;
+    /// `Worker::poll_remote`).
     fn poll_client(&self, trustee: usize, flush: Flush) -> bool {
         if self.is_remote(trustee) {
             // One envelope for every trustee of a rank: polled once per rank, at its first.
@@ -764,7 +765,7 @@ impl Worker {
             useful |= self.frees.process(self);
             clock.mark(st, Part::Serving);
             // About to go idle: what is staged for other ranks leaves now (aggregation per
-            // pair, `Worker::poll_remote`). Not needed when step 3 sent everything: a pass
+            // destination rank, `Worker::poll_remote`). Not needed when step 3 sent everything: a pass
             // that did nothing useful staged nothing after it.
             if !useful && flush_remote != Flush::Now && self.remote.is_some() {
                 for rank in (0..self.run_state.ranks).filter(|&r| r != self.rank) {

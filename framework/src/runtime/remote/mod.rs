@@ -260,10 +260,10 @@ impl Forwarded {
     }
 }
 
-/// Which staged requests [`Worker::poll_remote`] sends (aggregation per pair).
+/// Which staged requests [`Worker::poll_remote`] sends (aggregation per destination rank).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::runtime) enum Flush {
-    /// Only full batches.
+    /// Only full envelopes (the requests staged for the rank's trustees fill one).
     Full,
     /// Everything: the requests waited for `AGGREGATE_PASSES` busy passes.
     Aged,
