@@ -66,6 +66,9 @@ fn env_flag(name: &str) -> Option<bool> {
     std::env::var_os(name).map(|v| v != "0" && !v.is_empty())
 }
 
+/// The most batches' worth one request envelope may hold ([`Builder::envelope_batches`]).
+const MAX_ENVELOPE_BATCHES: u32 = 16;
+
 impl Default for Builder {
     /// The default settings. `SKEIN_LOOPBACK_RANKS=r` in the environment splits every runtime
     /// whose worker count `r` divides into `r` fake ranks ([`Builder::loopback_ranks`]; the
@@ -88,6 +91,7 @@ impl Default for Builder {
                 rack_transport: RackTransport::Auto,
                 anatomy: env_flag("SKEIN_ANATOMY").unwrap_or(false),
                 aggregate: env_flag("SKEIN_AGGREGATE").unwrap_or(true),
+                envelope_batches: 1,
                 stall_secs: 0,
             },
             slot_explicit: false,
@@ -99,6 +103,17 @@ impl Default for Builder {
             match v.parse::<RackTransport>() {
                 Ok(t) => b.cfg.rack_transport = t,
                 Err(e) => b.env_error = Some(format!("SKEIN_TRANSPORT: {e}")),
+            }
+        }
+        if let Ok(v) = std::env::var("SKEIN_ENVELOPE_BATCHES") {
+            match v.trim().parse::<u32>() {
+                Ok(n) if (1..=MAX_ENVELOPE_BATCHES).contains(&n) => b.cfg.envelope_batches = n,
+                _ => {
+                    b.env_error = Some(format!(
+                        "SKEIN_ENVELOPE_BATCHES must be a number of batches from 1 to \
+                         {MAX_ENVELOPE_BATCHES}, got {v:?}"
+                    ))
+                }
             }
         }
         if let Ok(v) = std::env::var("SKEIN_STALL_SECS") {
@@ -192,6 +207,19 @@ impl Builder {
     /// every runtime. No effect on a run of one rank.
     pub fn aggregate(mut self, on: bool) -> Self {
         self.cfg.aggregate = on;
+        self
+    }
+
+    /// How many full batches' worth one request envelope to another rank may hold over all
+    /// its segments (one per trustee of the rank; default 1, at most 16): an envelope leaves
+    /// when the requests staged for the rank fill that much (or when the worker goes idle,
+    /// [`Builder::aggregate`]). A batch is sized by the transport (over MPI and the
+    /// shared-memory rings, an envelope of one batch stays under Open MPI's 4096-byte eager
+    /// limit). Values outside 1 to 16 are clamped. `SKEIN_ENVELOPE_BATCHES=n` in the
+    /// environment sets the default of every runtime (a value outside 1 to 16 is reported by
+    /// [`Builder::build`]).
+    pub fn envelope_batches(mut self, n: u32) -> Self {
+        self.cfg.envelope_batches = n.clamp(1, MAX_ENVELOPE_BATCHES);
         self
     }
 

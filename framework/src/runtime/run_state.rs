@@ -34,6 +34,10 @@ pub(crate) struct Config {
     /// Hold batches to other ranks until full or idle (`SKEIN_AGGREGATE=0` turns it off:
     /// every pass sends what is staged, as before per-pair aggregation).
     pub(crate) aggregate: bool,
+    /// How many full batches' worth (`Transport::batch_limits`) one request envelope to
+    /// another rank may hold, over all its segments (`Builder::envelope_batches`,
+    /// `SKEIN_ENVELOPE_BATCHES`).
+    pub(crate) envelope_batches: u32,
     /// Seconds with no task started or finished anywhere before the run prints a stall dump
     /// (`super::stall`); 0: never (a `SIGQUIT` still asks for one).
     pub(crate) stall_secs: u64,

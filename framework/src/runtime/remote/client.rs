@@ -29,9 +29,9 @@ impl Worker {
     /// Whether the requests staged for the trustees of the rank starting at worker `base`
     /// (the pairs with a credit left) fill one request envelope: the sum of each segment's
     /// share of its batch limits, plus [`SEGMENT_SHARE`] per segment after the first,
-    /// reaches 1.
+    /// reaches the envelope's budget (`Builder::envelope_batches` batches).
     fn rank_fills_envelope(&self, base: usize) -> bool {
-        let mut left = 1.0f64;
+        let mut left = self.run_state.cfg.envelope_batches as f64;
         let mut first = true;
         for t in (base..base + self.local_n).filter(|&t| self.pair_ready(t)) {
             if !first {
@@ -51,9 +51,10 @@ impl Worker {
     /// requests staged for them as request envelopes of one segment per trustee (module
     /// invariant 4), to this client's landing worker there, while some pair has requests
     /// staged and fewer than [`IN_FLIGHT`] batches in flight (responses come through
-    /// [`Worker::poll_transport`]). An envelope holds about one full batch's worth
-    /// (`Transport::batch_limits`): each segment takes the share of its own batch limits
-    /// that the segments before it left. With [`Flush::Full`] only full envelopes leave:
+    /// [`Worker::poll_transport`]). An envelope holds about `Builder::envelope_batches` full
+    /// batches' worth (`Transport::batch_limits`; 1 by default): each segment takes at most
+    /// one batch, and at most the share of its own batch limits that the segments before it
+    /// left. With [`Flush::Full`] only full envelopes leave:
     /// while fibers are ready, the worker loop aggregates a rank's requests until they fill
     /// an envelope, the worker is about to go idle, or a few busy passes went by
     /// (`Worker::run_loop`, `AGGREGATE_PASSES`).
@@ -82,7 +83,8 @@ impl Worker {
                 seq: self.next_envelope_seq(),
             };
             let mut wr = RequestWriter::new_in(buf, &head);
-            let (mut left, mut segments, mut requests) = (1.0f64, 0usize, 0usize);
+            let budget = self.run_state.cfg.envelope_batches as f64;
+            let (mut left, mut segments, mut requests) = (budget, 0usize, 0usize);
             for t in base..base + self.local_n {
                 if !self.pair_ready(t) {
                     continue;
@@ -94,7 +96,14 @@ impl Worker {
                     }
                 }
                 let limits = self.limits_to(t);
-                let scaled = |x: usize| if segments == 0 { x } else { (x as f64 * left) as usize };
+                // At most one batch per segment; less when the envelope has less left.
+                let scaled = |x: usize| {
+                    if segments == 0 || left >= 1.0 {
+                        x
+                    } else {
+                        (x as f64 * left) as usize
+                    }
+                };
                 let Some((words, result, count)) =
                     self.write_segment(&mut wr, t, scaled(limits.0), scaled(limits.1))
                 else {
