@@ -216,7 +216,8 @@ fn all_to_all(ranks: usize, per_rank: usize, aggregate: bool) -> Stats {
                                 );
                             }
                         }
-                        let ends: Vec<(u32, u32)> = props.iter().map(|p| p.apply((), |s, ()| *s)).collect();
+                        let ends: Vec<(u32, u32)> =
+                            props.iter().map(|p| p.apply((), |s, ()| *s)).collect();
                         let sum: u64 = ends.iter().map(|e| e.0 as u64).sum();
                         (sum, ends.iter().map(|e| e.1).sum::<u32>())
                     })

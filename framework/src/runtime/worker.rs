@@ -939,10 +939,10 @@ impl Worker {
         // Request segments forwarded by a landing worker of this rank (`super::remote`).
         self.run_state.forwarded.get(self.index).is_some_and(|f| f.waiting() > 0)
             || (0..self.n).any(|client| {
-            client != self.index
-                && self.run_state.counters[client].issued[self.index].load(Ordering::Relaxed)
-                    > self.trustees[client].served.get()
-        })
+                client != self.index
+                    && self.run_state.counters[client].issued[self.index].load(Ordering::Relaxed)
+                        > self.trustees[client].served.get()
+            })
     }
 }
 

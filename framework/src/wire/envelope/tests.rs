@@ -295,7 +295,10 @@ fn a_segment_for_another_trustee_is_forwarded_and_checked_there() {
     ));
     assert!(matches!(reason(&fwd, 0, &expect()), Reason::To { to: 3, me: LANDING, .. }));
     // With the right number it is accepted, and re-encodes to itself.
-    let good = env.forward(&validate(&built.bytes, 0, &expect()).unwrap().segments().nth(1).unwrap(), Vec::new());
+    let good = env.forward(
+        &validate(&built.bytes, 0, &expect()).unwrap().segments().nth(1).unwrap(),
+        Vec::new(),
+    );
     let env3 = validate(&good, 0, &at_trustee).unwrap();
     assert_eq!(reencode(&env3), good);
     assert_eq!(env3.head, Head { to: 3, ..request_head() });
