@@ -68,6 +68,12 @@ fn env_flag(name: &str) -> Option<bool> {
 
 /// The most batches' worth one request envelope may hold ([`Builder::envelope_batches`]).
 const MAX_ENVELOPE_BATCHES: u32 = 16;
+/// The default of [`Builder::envelope_batches`]: measured on 2 ranks of 2 and 4 workers
+/// (`docs/performance.md`, "One envelope per destination rank"): with 1, an envelope's
+/// segments share one batch's room, so batches shrink and response envelopes (one per
+/// segment) grow in number; with 4, batches stay as full as with one envelope per pair and
+/// the request envelopes are 1.8x (2 workers) to 3x (4 workers) fewer.
+const DEFAULT_ENVELOPE_BATCHES: u32 = 4;
 
 impl Default for Builder {
     /// The default settings. `SKEIN_LOOPBACK_RANKS=r` in the environment splits every runtime
@@ -91,7 +97,7 @@ impl Default for Builder {
                 rack_transport: RackTransport::Auto,
                 anatomy: env_flag("SKEIN_ANATOMY").unwrap_or(false),
                 aggregate: env_flag("SKEIN_AGGREGATE").unwrap_or(true),
-                envelope_batches: 1,
+                envelope_batches: DEFAULT_ENVELOPE_BATCHES,
                 stall_secs: 0,
             },
             slot_explicit: false,
@@ -211,11 +217,12 @@ impl Builder {
     }
 
     /// How many full batches' worth one request envelope to another rank may hold over all
-    /// its segments (one per trustee of the rank; default 1, at most 16): an envelope leaves
-    /// when the requests staged for the rank fill that much (or when the worker goes idle,
-    /// [`Builder::aggregate`]). A batch is sized by the transport (over MPI and the
-    /// shared-memory rings, an envelope of one batch stays under Open MPI's 4096-byte eager
-    /// limit). Values outside 1 to 16 are clamped. `SKEIN_ENVELOPE_BATCHES=n` in the
+    /// its segments (one per trustee of the rank, each at most one batch; default 4, at most
+    /// 16): an envelope leaves when the requests staged for the rank fill that much (or when
+    /// the worker goes idle, [`Builder::aggregate`]). A batch is sized by the transport
+    /// (over MPI and the shared-memory rings, an envelope of one batch stays under Open
+    /// MPI's 4096-byte eager limit; a longer one goes by rendezvous over the MPI transport,
+    /// while the rings take any length: 1 keeps every envelope under the limit). Values outside 1 to 16 are clamped. `SKEIN_ENVELOPE_BATCHES=n` in the
     /// environment sets the default of every runtime (a value outside 1 to 16 is reported by
     /// [`Builder::build`]).
     pub fn envelope_batches(mut self, n: u32) -> Self {

@@ -52,7 +52,7 @@ impl Worker {
     /// invariant 4), to this client's landing worker there, while some pair has requests
     /// staged and fewer than [`IN_FLIGHT`] batches in flight (responses come through
     /// [`Worker::poll_transport`]). An envelope holds about `Builder::envelope_batches` full
-    /// batches' worth (`Transport::batch_limits`; 1 by default): each segment takes at most
+    /// batches' worth (`Transport::batch_limits`; 4 by default): each segment takes at most
     /// one batch, and at most the share of its own batch limits that the segments before it
     /// left. With [`Flush::Full`] only full envelopes leave:
     /// while fibers are ready, the worker loop aggregates a rank's requests until they fill

@@ -214,8 +214,9 @@ const IN_FLIGHT: u64 = 8;
 
 /// Each segment of a request envelope after its first takes this share of the envelope's
 /// budget for its header (24 bytes and the code id of a uniform segment: about 1/64 of a
-/// 4032-byte MPI envelope), so that an envelope of several segments stays about the size of
-/// one full batch (`Transport::batch_limits`; `Worker::poll_remote`).
+/// 4032-byte MPI batch), so that an envelope of several segments stays about the size of the
+/// batches' worth it may hold (`Builder::envelope_batches`, `Transport::batch_limits`;
+/// `Worker::poll_remote`).
 const SEGMENT_SHARE: f64 = 1.0 / 64.0;
 
 /// The landing worker on rank `rank` of the request envelopes of client `client`, in a run
