@@ -72,7 +72,7 @@ const MAX_ENVELOPE_BATCHES: u32 = 16;
 /// (`docs/performance.md`, "One envelope per destination rank"): with 1, an envelope's
 /// segments share one batch's room, so batches shrink and response envelopes (one per
 /// segment) grow in number; with 4, batches stay as full as with one envelope per pair and
-/// the request envelopes are 1.8x (2 workers) to 3x (4 workers) fewer.
+/// the request envelopes are 1.7x (2 workers) to 3x (4 workers) fewer.
 const DEFAULT_ENVELOPE_BATCHES: u32 = 4;
 
 impl Default for Builder {
