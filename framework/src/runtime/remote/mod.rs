@@ -255,7 +255,7 @@ impl Forwarded {
         r
     }
 
-    /// How many envelopes wait (for stall dumps and the idle policy).
+    /// How many envelopes wait (the idle policy: `Worker::incoming_due`).
     pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(std::sync::atomic::Ordering::Acquire)
     }
