@@ -186,13 +186,14 @@ fn aggregation_holds_a_busy_workers_requests_for_fuller_envelopes() {
 /// it `K` numbered requests (`apply_then`, no waiting), which keep the next number expected
 /// and count the ones that ran out of order. Returns the run's statistics after checking
 /// that every pair's requests ran exactly once, in the order issued.
-fn all_to_all(ranks: usize, per_rank: usize, aggregate: bool) -> Stats {
+fn all_to_all(ranks: usize, per_rank: usize, aggregate: bool, batches: u32) -> Stats {
     const K: u32 = 400;
     let n = ranks * per_rank;
     let rt = Runtime::builder()
         .workers(n)
         .loopback_ranks(ranks)
         .aggregate(aggregate)
+        .envelope_batches(batches)
         .build()
         .expect("runtime");
     let ends = rt
@@ -236,8 +237,8 @@ fn all_to_all(ranks: usize, per_rank: usize, aggregate: bool) -> Stats {
 #[test]
 fn one_envelope_carries_the_segments_of_every_trustee_of_a_rank() {
     for (ranks, per_rank) in [(2, 2), (2, 4), (3, 2)] {
-        for aggregate in [true, false] {
-            let stats = all_to_all(ranks, per_rank, aggregate);
+        for (aggregate, batches) in [(true, 4), (true, 1), (false, 4)] {
+            let stats = all_to_all(ranks, per_rank, aggregate, batches);
             check_traffic(&stats, ranks);
             let t = stats.total();
             // Several trustees per envelope, and the landing workers forwarded the segments

@@ -222,7 +222,8 @@ impl Builder {
     /// the worker goes idle, [`Builder::aggregate`]). A batch is sized by the transport
     /// (over MPI and the shared-memory rings, an envelope of one batch stays under Open
     /// MPI's 4096-byte eager limit; a longer one goes by rendezvous over the MPI transport,
-    /// while the rings take any length: 1 keeps every envelope under the limit). Values outside 1 to 16 are clamped. `SKEIN_ENVELOPE_BATCHES=n` in the
+    /// while the rings take any length: 1 keeps every envelope under the limit). Values
+    /// outside 1 to 16 are clamped. `SKEIN_ENVELOPE_BATCHES=n` in the
     /// environment sets the default of every runtime (a value outside 1 to 16 is reported by
     /// [`Builder::build`]).
     pub fn envelope_batches(mut self, n: u32) -> Self {

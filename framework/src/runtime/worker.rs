@@ -765,8 +765,8 @@ impl Worker {
             useful |= self.frees.process(self);
             clock.mark(st, Part::Serving);
             // About to go idle: what is staged for other ranks leaves now (aggregation per
-            // destination rank, `Worker::poll_remote`). Not needed when step 3 sent everything: a pass
-            // that did nothing useful staged nothing after it.
+            // destination rank, `Worker::poll_remote`). Not needed when step 3 sent
+            // everything: a pass that did nothing useful staged nothing after it.
             if !useful && flush_remote != Flush::Now && self.remote.is_some() {
                 for rank in (0..self.run_state.ranks).filter(|&r| r != self.rank) {
                     useful |= self.poll_remote(rank, Flush::Now);
