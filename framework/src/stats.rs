@@ -32,8 +32,11 @@ pub struct WorkerStats {
     /// Times the worker blocked (gave its core away) until another thread made work for it
     /// (one process only: across ranks a worker waits briefly instead).
     pub parks: u64,
-    /// Request envelopes this worker sent to other ranks (each carries one batch: a segment).
+    /// Request envelopes this worker sent to other ranks (each carries a batch, a segment,
+    /// for one or several trustees of one rank).
     pub envelopes_sent: u64,
+    /// Segments (batches, one per trustee) in those request envelopes.
+    pub segments_sent: u64,
     /// Bytes of those request envelopes.
     pub envelope_bytes_sent: u64,
     /// Requests carried by those envelopes (control records included).
@@ -44,6 +47,9 @@ pub struct WorkerStats {
     /// Of those envelopes, the ones sent not full after their requests waited a few busy
     /// loop passes (`Builder::aggregate`).
     pub envelopes_aged: u64,
+    /// Request segments this worker, as the landing worker of their envelopes, handed to
+    /// another trustee of its rank (the others it served itself).
+    pub segments_forwarded: u64,
     /// Response envelopes this worker sent back to clients of other ranks.
     pub responses_sent: u64,
     /// Bytes of those response envelopes.
@@ -74,6 +80,8 @@ pub struct RankTraffic {
     pub envelopes: u64,
     /// Their bytes.
     pub bytes: u64,
+    /// Their segments (one per trustee of the rank they carried requests for).
+    pub segments: u64,
     /// The requests they carried.
     pub requests: u64,
     /// Response envelopes.
@@ -86,6 +94,7 @@ impl std::ops::AddAssign<&RankTraffic> for RankTraffic {
     fn add_assign(&mut self, o: &RankTraffic) {
         self.envelopes += o.envelopes;
         self.bytes += o.bytes;
+        self.segments += o.segments;
         self.requests += o.requests;
         self.responses += o.responses;
         self.response_bytes += o.response_bytes;
@@ -182,11 +191,28 @@ impl WorkerStats {
 
     /// Mean number of requests per request envelope sent to other ranks (0 when none).
     pub fn mean_envelope(&self) -> f64 {
-        if self.envelopes_sent == 0 {
-            0.0
-        } else {
-            self.remote_requests_sent as f64 / self.envelopes_sent as f64
-        }
+        ratio(self.remote_requests_sent, self.envelopes_sent)
+    }
+
+    /// Mean number of segments (trustees) per request envelope sent to other ranks (0 when
+    /// none).
+    pub fn segments_per_envelope(&self) -> f64 {
+        ratio(self.segments_sent, self.envelopes_sent)
+    }
+
+    /// Mean number of requests per batch (segment) sent to a trustee of another rank (0 when
+    /// none).
+    pub fn requests_per_remote_batch(&self) -> f64 {
+        ratio(self.remote_requests_sent, self.segments_sent)
+    }
+}
+
+/// `a / b`, 0 when `b` is 0.
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
     }
 }
 
@@ -253,6 +279,8 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.idle_polls += w.idle_polls;
         self.parks += w.parks;
         self.envelopes_sent += w.envelopes_sent;
+        self.segments_sent += w.segments_sent;
+        self.segments_forwarded += w.segments_forwarded;
         self.envelope_bytes_sent += w.envelope_bytes_sent;
         self.remote_requests_sent += w.remote_requests_sent;
         self.envelopes_full += w.envelopes_full;
@@ -286,6 +314,8 @@ pub(crate) struct LiveStats {
     pub(crate) idle_polls: AtomicU64,
     pub(crate) parks: AtomicU64,
     pub(crate) envelopes_sent: AtomicU64,
+    pub(crate) segments_sent: AtomicU64,
+    pub(crate) segments_forwarded: AtomicU64,
     pub(crate) envelope_bytes_sent: AtomicU64,
     pub(crate) remote_requests_sent: AtomicU64,
     pub(crate) envelopes_full: AtomicU64,
@@ -304,7 +334,7 @@ pub(crate) struct LiveStats {
 }
 
 /// Counters per destination rank in [`LiveStats::to_ranks`].
-pub(crate) const TRAFFIC: usize = 5;
+pub(crate) const TRAFFIC: usize = 6;
 
 impl LiveStats {
     /// The counters of a worker of a run over `ranks` ranks (none per rank when 1).
@@ -316,15 +346,24 @@ impl LiveStats {
         }
     }
 
-    /// Counts an envelope of `bytes` bytes carrying `requests` requests (a request envelope)
-    /// or answering them (a response envelope) sent to `rank`.
+    /// Counts an envelope of `bytes` bytes carrying `segments` segments of `requests`
+    /// requests in all (a request envelope) or answering them (a response envelope) sent to
+    /// `rank`.
     #[inline]
-    pub(crate) fn sent_envelope(&self, rank: usize, bytes: usize, requests: usize, response: bool) {
+    pub(crate) fn sent_envelope(
+        &self,
+        rank: usize,
+        bytes: usize,
+        segments: usize,
+        requests: usize,
+        response: bool,
+    ) {
         use crate::sync::bump;
         let (count, sum, at) = if response {
-            (&self.responses_sent, &self.response_bytes_sent, 3)
+            (&self.responses_sent, &self.response_bytes_sent, 4)
         } else {
             bump(&self.remote_requests_sent, requests as u64);
+            bump(&self.segments_sent, segments as u64);
             (&self.envelopes_sent, &self.envelope_bytes_sent, 0)
         };
         bump(count, 1);
@@ -333,7 +372,8 @@ impl LiveStats {
             bump(&c[at], 1);
             bump(&c[at + 1], bytes as u64);
             if !response {
-                bump(&c[2], requests as u64);
+                bump(&c[2], segments as u64);
+                bump(&c[3], requests as u64);
             }
         }
     }
@@ -352,6 +392,8 @@ impl LiveStats {
             idle_polls: l(&self.idle_polls),
             parks: l(&self.parks),
             envelopes_sent: l(&self.envelopes_sent),
+            segments_sent: l(&self.segments_sent),
+            segments_forwarded: l(&self.segments_forwarded),
             envelope_bytes_sent: l(&self.envelope_bytes_sent),
             remote_requests_sent: l(&self.remote_requests_sent),
             envelopes_full: l(&self.envelopes_full),
@@ -364,9 +406,10 @@ impl LiveStats {
                 .map(|c| RankTraffic {
                     envelopes: l(&c[0]),
                     bytes: l(&c[1]),
-                    requests: l(&c[2]),
-                    responses: l(&c[3]),
-                    response_bytes: l(&c[4]),
+                    segments: l(&c[2]),
+                    requests: l(&c[3]),
+                    responses: l(&c[4]),
+                    response_bytes: l(&c[5]),
                 })
                 .collect(),
             detector_steps: l(&self.detector_steps),

@@ -52,19 +52,25 @@ fn check_traffic(stats: &Stats, ranks: usize) {
         assert_eq!(w.to_ranks.len(), ranks, "{w:?}");
         let sum = |f: fn(&skein::RankTraffic) -> u64| w.to_ranks.iter().map(f).sum::<u64>();
         assert_eq!(sum(|r| r.envelopes), w.envelopes_sent);
+        assert_eq!(sum(|r| r.segments), w.segments_sent);
         assert_eq!(sum(|r| r.bytes), w.envelope_bytes_sent);
         assert_eq!(sum(|r| r.requests), w.remote_requests_sent);
         assert_eq!(sum(|r| r.responses), w.responses_sent);
         assert_eq!(sum(|r| r.response_bytes), w.response_bytes_sent);
-        // Each envelope carries one batch of at least one request, in at least a header.
-        assert!(w.remote_requests_sent >= w.envelopes_sent);
+        // Each envelope carries at least one segment (a batch for one trustee, at most one
+        // per trustee of its rank) of at least one request, in at least a header.
+        assert!(w.segments_sent >= w.envelopes_sent);
+        assert!(w.segments_sent <= w.envelopes_sent * (stats.workers.len() / ranks) as u64);
+        assert!(w.remote_requests_sent >= w.segments_sent);
         assert!(w.envelope_bytes_sent >= 64 * w.envelopes_sent);
         assert!(w.all_reduces_completed <= w.all_reduces_posted);
         assert!(w.all_reduces_posted <= w.all_reduces_completed + 1);
     }
-    // Every request envelope is answered by one response envelope, and every request sent to
-    // another rank is served there.
-    assert_eq!(t.envelopes_sent, t.responses_sent);
+    // Every segment is answered by one response envelope (its trustee's), some were
+    // forwarded by their landing worker, and every request sent to another rank is served
+    // there.
+    assert_eq!(t.segments_sent, t.responses_sent);
+    assert!(t.segments_forwarded <= t.segments_sent);
     assert!(t.requests_served >= t.remote_requests_sent);
 }
 
@@ -174,4 +180,79 @@ fn aggregation_holds_a_busy_workers_requests_for_fuller_envelopes() {
     let (_, off) = trickle(false);
     assert!(off.remote_requests_sent >= 320);
     assert_eq!(off.envelopes_aged, 0);
+}
+
+/// A fiber on every worker makes a property on every worker of the other ranks and sends
+/// it `K` numbered requests (`apply_then`, no waiting), which keep the next number expected
+/// and count the ones that ran out of order. Returns the run's statistics after checking
+/// that every pair's requests ran exactly once, in the order issued.
+fn all_to_all(ranks: usize, per_rank: usize, aggregate: bool, batches: u32) -> Stats {
+    const K: u32 = 400;
+    let n = ranks * per_rank;
+    let rt = Runtime::builder()
+        .workers(n)
+        .loopback_ranks(ranks)
+        .aggregate(aggregate)
+        .envelope_batches(batches)
+        .build()
+        .expect("runtime");
+    let ends = rt
+        .run(move || {
+            let fibers: Vec<_> = (0..n)
+                .map(|c| {
+                    skein::spawn_on(c, (c, n, per_rank), |(c, n, per_rank)| {
+                        let props: Vec<_> = (0..n)
+                            .filter(|g| g / per_rank != c / per_rank)
+                            .map(|g| skein::trustee(g).entrust_new((0u32, 0u32), |x| x))
+                            .collect();
+                        for k in 0..K {
+                            for p in &props {
+                                p.apply_then(
+                                    k,
+                                    |(next, bad), k| match next {
+                                        x if *x == k => *x += 1,
+                                        _ => *bad += 1,
+                                    },
+                                    |()| (),
+                                );
+                            }
+                        }
+                        let ends: Vec<(u32, u32)> =
+                            props.iter().map(|p| p.apply((), |s, ()| *s)).collect();
+                        let sum: u64 = ends.iter().map(|e| e.0 as u64).sum();
+                        (sum, ends.iter().map(|e| e.1).sum::<u32>())
+                    })
+                })
+                .collect();
+            fibers.into_iter().map(|f| f.join()).collect::<Vec<(u64, u32)>>()
+        })
+        .expect("run");
+    for (c, &(sum, bad)) in ends.iter().enumerate() {
+        assert_eq!(bad, 0, "client {c}: requests out of order");
+        assert_eq!(sum, K as u64 * (n - per_rank) as u64, "client {c}");
+    }
+    rt.stats()
+}
+
+#[test]
+fn one_envelope_carries_the_segments_of_every_trustee_of_a_rank() {
+    for (ranks, per_rank) in [(2, 2), (2, 4), (3, 2)] {
+        for (aggregate, batches) in [(true, 4), (true, 1), (false, 4)] {
+            let stats = all_to_all(ranks, per_rank, aggregate, batches);
+            check_traffic(&stats, ranks);
+            let t = stats.total();
+            // Several trustees per envelope, and the landing workers forwarded the segments
+            // of the others.
+            assert!(t.segments_sent > t.envelopes_sent, "{ranks}x{per_rank}: {t:?}");
+            assert!(t.segments_forwarded > 0, "{ranks}x{per_rank}: {t:?}");
+            assert!(t.segments_per_envelope() > 1.0);
+            assert!(t.requests_per_remote_batch() >= 1.0);
+            // Each worker's envelopes went to the other ranks only.
+            for (g, w) in stats.workers.iter().enumerate() {
+                assert_eq!(w.to_ranks[g / per_rank].envelopes, 0, "worker {g}");
+                let k = 400 * per_rank as u64 * (ranks as u64 - 1);
+                assert!(w.remote_requests_sent >= k, "worker {g}: {w:?}");
+            }
+        }
+    }
 }

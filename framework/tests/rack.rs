@@ -462,18 +462,24 @@ fn rank_side(case: &str, dir: &Path) {
             );
             println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
         }
-        "stress" => {
+        c if c.starts_with("stress") => {
             // Every worker of every rank drives STRESS_REQUESTS / (pairs) apply_then to each
             // worker of the other ranks (all remote pairs), with per-pair sequence numbers:
             // the trustee counts requests out of order, the continuation responses out of
-            // order; every count is exact (none lost, none duplicated).
-            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            // order; every count is exact (none lost, none duplicated). `stress-wW`: W
+            // workers per rank and a tenth of the requests; the envelopes then carry the
+            // segments of several trustees, forwarded by their landing worker (SEGMENTS).
+            let (workers, total) = match c.strip_prefix("stress-w") {
+                Some(w) => (w.parse().expect("stress-wW"), STRESS_REQUESTS / 10),
+                None => (2, STRESS_REQUESTS),
+            };
+            let rt = skein::Runtime::builder().workers(workers).build().expect("build");
             report_run(
                 rank,
-                rt.run(|| {
+                rt.run(move || {
                     let n = skein::num_workers();
                     let w = skein::local_workers();
-                    let per_pair = STRESS_REQUESTS / (n * (n - w)) as u64;
+                    let per_pair = total / (n * (n - w)) as u64;
                     let drivers: Vec<_> = (0..n)
                         .map(|g| skein::spawn_on(g, (n, per_pair), |(n, k)| stress_driver(n, k)))
                         .collect();
@@ -481,6 +487,11 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
             println!("DROPS rank={rank} n={}", DROPS.load(std::sync::atomic::Ordering::SeqCst));
+            let t = rt.stats().total();
+            println!(
+                "SEGMENTS rank={rank} envelopes={} segments={} forwarded={} responses={}",
+                t.envelopes_sent, t.segments_sent, t.segments_forwarded, t.responses_sent
+            );
         }
         c if c.starts_with("forged-") => {
             // A forged envelope (the `forge_envelope` hook: a real MPI message) from worker 0
@@ -786,7 +797,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 37] = [
+    let cases: [Case; 39] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -815,6 +826,12 @@ fn harness(args: &[String]) {
         ("trust_array_over_3_ranks", |d| array_case(d, 3)),
         ("trust_array_travels_to_every_worker_of_3_ranks", array_travels_case),
         ("ten_million_remote_apply_then_exact_and_in_order_on_3_ranks", stress_case),
+        ("remote_apply_then_in_envelopes_per_rank_on_2_ranks_of_2_workers", |d| {
+            stress_workers_case(d, 2)
+        }),
+        ("remote_apply_then_in_envelopes_per_rank_on_2_ranks_of_4_workers", |d| {
+            stress_workers_case(d, 4)
+        }),
         ("forged_token_is_refused_on_every_rank", |d| forged_case(d, 2, "token", "job token 0x")),
         ("forged_job_run_is_refused_on_every_rank", |d| {
             forged_case(d, 2, "job-run", ", this is run ")
@@ -1458,6 +1475,37 @@ fn stress_case(dir: &Path) -> Result<(), String> {
         let line = format!("DROPS rank={r} n=8");
         check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
     }
+    Ok(())
+}
+
+/// The stress case on 2 ranks of `w` workers: every pair's requests exact and in order,
+/// and the envelopes carry the segments of several trustees of a rank (some forwarded by
+/// their landing worker), each answered by its trustee.
+fn stress_workers_case(dir: &Path, w: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, &format!("stress-w{w}"), 2)?;
+    let n = 2 * w;
+    let k = STRESS_REQUESTS / 10 / (n * w) as u64;
+    let one = format!("({n}, {n}, 0, {n}, 0)", n = w as u64 * k);
+    let want = format!("ok [{}]", vec![one; n].join(", "));
+    check(out == [want], "every request served and answered once, in order per pair", &l)?;
+    for r in 0..2 {
+        let line = format!("DROPS rank={r} n={}", w * w);
+        check(l.lines(&line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    let seg = l.lines("SEGMENTS rank=0");
+    let field = |name: &str| -> Option<u64> {
+        let s = seg.first()?;
+        let at = s.find(&format!(" {name}="))? + name.len() + 2;
+        s[at..].split(' ').next()?.parse().ok()
+    };
+    let (env, segs, fwd, resp) =
+        (field("envelopes"), field("segments"), field("forwarded"), field("responses"));
+    let (Some(env), Some(segs), Some(fwd), Some(resp)) = (env, segs, fwd, resp) else {
+        return Err(format!("no SEGMENTS line from rank 0\n{}", l.output()));
+    };
+    check(segs > env, "envelopes of several segments", &l)?;
+    check(fwd > 0 && fwd < segs, "segments forwarded by their landing worker", &l)?;
+    check(resp == segs, "one response envelope per segment", &l)?;
     Ok(())
 }
 

@@ -22,6 +22,7 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
                 "rank": r,
                 "envelopes": t.envelopes,
                 "bytes": t.bytes,
+                "segments": t.segments,
                 "requests": t.requests,
                 "responses": t.responses,
                 "response_bytes": t.response_bytes,
@@ -38,11 +39,15 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
     let v = serde_json::json!({
         "batches_sent": w.batches_sent,
         "envelopes_sent": w.envelopes_sent,
+        "segments_sent": w.segments_sent,
+        "segments_forwarded": w.segments_forwarded,
         "envelope_bytes_sent": w.envelope_bytes_sent,
         "remote_requests_sent": w.remote_requests_sent,
         "envelopes_full": w.envelopes_full,
         "envelopes_aged": w.envelopes_aged,
         "requests_per_envelope": w.mean_envelope(),
+        "segments_per_envelope": w.segments_per_envelope(),
+        "requests_per_remote_batch": w.requests_per_remote_batch(),
         "responses_sent": w.responses_sent,
         "response_bytes_sent": w.response_bytes_sent,
         "to_ranks": to_ranks,
@@ -96,12 +101,15 @@ pub(crate) fn print(
         if w.envelopes_sent + w.responses_sent > 0 {
             writeln!(
                 out,
-                "  worker {i}: {} request envelopes ({} full, {} aged; {} bytes, {:.1} requests each), {} responses ({} bytes)",
+                "  worker {i}: {} request envelopes ({} full, {} aged; {} bytes, {:.1} requests and {:.2} segments each, {:.1} requests per segment), {} segments forwarded, {} responses ({} bytes)",
                 w.envelopes_sent,
                 w.envelopes_full,
                 w.envelopes_aged,
                 w.envelope_bytes_sent,
                 w.mean_envelope(),
+                w.segments_per_envelope(),
+                w.requests_per_remote_batch(),
+                w.segments_forwarded,
                 w.responses_sent,
                 w.response_bytes_sent
             )?;
@@ -110,8 +118,8 @@ pub(crate) fn print(
             {
                 writeln!(
                     out,
-                    "    to rank {r}: {} envelopes, {} bytes, {} requests; {} responses, {} bytes",
-                    t.envelopes, t.bytes, t.requests, t.responses, t.response_bytes
+                    "    to rank {r}: {} envelopes, {} bytes, {} segments, {} requests; {} responses, {} bytes",
+                    t.envelopes, t.bytes, t.segments, t.requests, t.responses, t.response_bytes
                 )?;
             }
         }

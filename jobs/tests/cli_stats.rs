@@ -64,13 +64,16 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
             assert!(total > 0);
             let env = w["envelopes_sent"].as_u64().unwrap();
             assert!(env > 0, "{w}");
-            assert!(w["remote_requests_sent"].as_u64().unwrap() >= env);
+            let segments = w["segments_sent"].as_u64().unwrap();
+            assert!(segments >= env, "{w}");
+            assert!(w["remote_requests_sent"].as_u64().unwrap() >= segments);
+            assert!(w["segments_per_envelope"].as_f64().unwrap() >= 1.0, "{w}");
             assert_eq!(w["to_ranks"].as_array().unwrap().len(), 2);
             assert!(w["detector_steps"].as_u64().unwrap() > 0, "{w}");
         }
-        // Every request envelope has its response.
+        // Every request segment has its response (one envelope per segment and trustee).
         let sum = |k: &str| ws.iter().map(|w| w[k].as_u64().unwrap()).sum::<u64>();
-        assert_eq!(sum("envelopes_sent"), sum("responses_sent"));
+        assert_eq!(sum("segments_sent"), sum("responses_sent"));
     }
 }
 

@@ -102,13 +102,11 @@ impl RecordQueue {
         unsafe { self.uniform().as_ref() }
     }
 
-    /// True when the staged requests fill a batch of at most `max_words` words of records
-    /// and `max_result_bytes` result bytes (the limits of [`RecordQueue::send_to`]). Requests
-    /// without results never fill the result bytes (a limit of 0 is "no results").
+    /// The staged requests' words of records and result bytes (to compare with the limits
+    /// of [`RecordQueue::send_to`]; requests without results take no result bytes).
     #[inline]
-    pub(crate) fn fills_batch(&self, max_words: usize, max_result_bytes: usize) -> bool {
-        self.tail - self.sent_end >= max_words
-            || (self.staged_result_bytes > 0 && self.staged_result_bytes >= max_result_bytes)
+    pub(crate) fn staged_size(&self) -> (usize, usize) {
+        (self.tail - self.sent_end, self.staged_result_bytes)
     }
 
     /// True when a request is staged.

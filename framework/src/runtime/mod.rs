@@ -66,6 +66,15 @@ fn env_flag(name: &str) -> Option<bool> {
     std::env::var_os(name).map(|v| v != "0" && !v.is_empty())
 }
 
+/// The most batches' worth one request envelope may hold ([`Builder::envelope_batches`]).
+const MAX_ENVELOPE_BATCHES: u32 = 16;
+/// The default of [`Builder::envelope_batches`]: measured on 2 ranks of 2 and 4 workers
+/// (`docs/performance.md`, "One envelope per destination rank"): with 1, an envelope's
+/// segments share one batch's room, so batches shrink and response envelopes (one per
+/// segment) grow in number; with 4, batches stay as full as with one envelope per pair and
+/// the request envelopes are 1.7x (2 workers) to 3x (4 workers) fewer.
+const DEFAULT_ENVELOPE_BATCHES: u32 = 4;
+
 impl Default for Builder {
     /// The default settings. `SKEIN_LOOPBACK_RANKS=r` in the environment splits every runtime
     /// whose worker count `r` divides into `r` fake ranks ([`Builder::loopback_ranks`]; the
@@ -88,6 +97,7 @@ impl Default for Builder {
                 rack_transport: RackTransport::Auto,
                 anatomy: env_flag("SKEIN_ANATOMY").unwrap_or(false),
                 aggregate: env_flag("SKEIN_AGGREGATE").unwrap_or(true),
+                envelope_batches: DEFAULT_ENVELOPE_BATCHES,
                 stall_secs: 0,
             },
             slot_explicit: false,
@@ -99,6 +109,17 @@ impl Default for Builder {
             match v.parse::<RackTransport>() {
                 Ok(t) => b.cfg.rack_transport = t,
                 Err(e) => b.env_error = Some(format!("SKEIN_TRANSPORT: {e}")),
+            }
+        }
+        if let Ok(v) = std::env::var("SKEIN_ENVELOPE_BATCHES") {
+            match v.trim().parse::<u32>() {
+                Ok(n) if (1..=MAX_ENVELOPE_BATCHES).contains(&n) => b.cfg.envelope_batches = n,
+                _ => {
+                    b.env_error = Some(format!(
+                        "SKEIN_ENVELOPE_BATCHES must be a number of batches from 1 to \
+                         {MAX_ENVELOPE_BATCHES}, got {v:?}"
+                    ))
+                }
             }
         }
         if let Ok(v) = std::env::var("SKEIN_STALL_SECS") {
@@ -183,14 +204,30 @@ impl Builder {
         self
     }
 
-    /// Whether a worker holds the requests it stages for a trustee of another rank while it
-    /// has fibers ready to run, until they fill a batch, the worker is about to go idle, or
+    /// Whether a worker holds the requests it stages for the trustees of another rank while
+    /// it has fibers ready to run, until they fill an envelope (one per destination rank, a
+    /// segment per trustee), the worker is about to go idle, or
     /// 16 busy loop passes went by (default on), rather than sending what is staged on every
     /// loop pass (fewer, fuller envelopes;
     /// `WorkerStats::mean_envelope`). `SKEIN_AGGREGATE=0` in the environment turns it off for
     /// every runtime. No effect on a run of one rank.
     pub fn aggregate(mut self, on: bool) -> Self {
         self.cfg.aggregate = on;
+        self
+    }
+
+    /// How many full batches' worth one request envelope to another rank may hold over all
+    /// its segments (one per trustee of the rank, each at most one batch; default 4, at most
+    /// 16): an envelope leaves when the requests staged for the rank fill that much (or when
+    /// the worker goes idle, [`Builder::aggregate`]). A batch is sized by the transport
+    /// (over MPI and the shared-memory rings, an envelope of one batch stays under Open
+    /// MPI's 4096-byte eager limit; a longer one goes by rendezvous over the MPI transport,
+    /// while the rings take any length: 1 keeps every envelope under the limit). Values
+    /// outside 1 to 16 are clamped. `SKEIN_ENVELOPE_BATCHES=n` in the
+    /// environment sets the default of every runtime (a value outside 1 to 16 is reported by
+    /// [`Builder::build`]).
+    pub fn envelope_batches(mut self, n: u32) -> Self {
+        self.cfg.envelope_batches = n.clamp(1, MAX_ENVELOPE_BATCHES);
         self
     }
 

@@ -34,6 +34,10 @@ pub(crate) struct Config {
     /// Hold batches to other ranks until full or idle (`SKEIN_AGGREGATE=0` turns it off:
     /// every pass sends what is staged, as before per-pair aggregation).
     pub(crate) aggregate: bool,
+    /// How many full batches' worth (`Transport::batch_limits`) one request envelope to
+    /// another rank may hold, over all its segments (`Builder::envelope_batches`,
+    /// `SKEIN_ENVELOPE_BATCHES`).
+    pub(crate) envelope_batches: u32,
     /// Seconds with no task started or finished anywhere before the run prints a stall dump
     /// (`super::stall`); 0: never (a `SIGQUIT` still asks for one).
     pub(crate) stall_secs: u64,
@@ -156,6 +160,9 @@ pub(crate) struct RunState {
     /// Stall dumps: requests, the clock receipts stamp, the detector's last round
     /// (`super::stall`).
     pub(crate) stall: super::stall::RunStall,
+    /// Per worker, the request segments a landing worker of its rank forwarded to it
+    /// (`super::remote`, invariant 4); empty when the run is not split.
+    pub(crate) forwarded: Box<[super::remote::Forwarded]>,
 }
 
 impl Drop for RunState {
@@ -230,6 +237,9 @@ impl RunState {
         let here = if mpi_rank.is_some() { local_n } else { n };
         RunState {
             stall: super::stall::RunStall::new(ranks, here),
+            forwarded: (0..if ranks > 1 { n } else { 0 })
+                .map(|_| super::remote::Forwarded::default())
+                .collect(),
             exports: exports.into(),
             owners: Mutex::new(owners),
             ranks,

@@ -525,11 +525,13 @@ impl Worker {
     }
 
     /// Runs the completions of the batches to `trustee` that have been answered (in order),
-    /// then publishes queued requests while a lane is free (to another rank: full batches
-    /// only, unless `flush`; `Worker::poll_remote`).
+    /// then publishes queued requests while a lane is free (to another rank: one envelope for
+    /// all its trustees, polled at the rank's first; full envelopes only, unless `flush`;
+    /// `Worker::poll_remote`).
     fn poll_client(&self, trustee: usize, flush: Flush) -> bool {
         if self.is_remote(trustee) {
-            return self.poll_remote(trustee, flush);
+            // One envelope for every trustee of a rank: polled once per rank, at its first.
+            return trustee % self.local_n == 0 && self.poll_remote(trustee / self.local_n, flush);
         }
         let cs = &self.clients[trustee];
         let pair = self.run_state.pair(self.index, trustee);
@@ -763,11 +765,11 @@ impl Worker {
             useful |= self.frees.process(self);
             clock.mark(st, Part::Serving);
             // About to go idle: what is staged for other ranks leaves now (aggregation per
-            // pair, `Worker::poll_remote`). Not needed when step 3 sent everything: a pass
-            // that did nothing useful staged nothing after it.
+            // destination rank, `Worker::poll_remote`). Not needed when step 3 sent
+            // everything: a pass that did nothing useful staged nothing after it.
             if !useful && flush_remote != Flush::Now && self.remote.is_some() {
-                for trustee in (0..self.rank_lo).chain(self.rank_lo + self.local_n..self.n) {
-                    useful |= self.poll_remote(trustee, Flush::Now);
+                for rank in (0..self.run_state.ranks).filter(|&r| r != self.rank) {
+                    useful |= self.poll_remote(rank, Flush::Now);
                 }
                 held = 0;
                 clock.mark(st, Part::Issuing);
@@ -934,11 +936,13 @@ impl Worker {
     /// they are staged on the client or in a slot (the client bumped `issued` when it queued
     /// them; their publication wakes this worker if it parks.
     fn incoming_due(&self) -> bool {
-        (0..self.n).any(|client| {
-            client != self.index
-                && self.run_state.counters[client].issued[self.index].load(Ordering::Relaxed)
-                    > self.trustees[client].served.get()
-        })
+        // Request segments forwarded by a landing worker of this rank (`super::remote`).
+        self.run_state.forwarded.get(self.index).is_some_and(|f| f.waiting() > 0)
+            || (0..self.n).any(|client| {
+                client != self.index
+                    && self.run_state.counters[client].issued[self.index].load(Ordering::Relaxed)
+                        > self.trustees[client].served.get()
+            })
     }
 }
 

@@ -2,7 +2,10 @@
 //! their encoders, and their validation (`docs/rack-mode.md` §3.1, §3.3, §3.4).
 //!
 //! One *envelope* carries the batches of one client worker for trustees of one remote rank
-//! (one *segment* per trustee), or the answers to them. Everything is little-endian, every
+//! (one *segment* per trustee), or the answers to them. A request envelope lands on one
+//! worker of the destination rank (its `to`), which serves its own segment and forwards
+//! each other one, cut out as an envelope of one segment ([`Envelope::forward`]), to its
+//! trustee; every trustee answers its segments in a response envelope of its own. Everything is little-endian, every
 //! field and every record starts at a multiple of 8 bytes from the envelope's start, and
 //! every byte is either a field, a record's argument or result bytes, or zero padding that
 //! the validator checks is zero (so an accepted envelope re-encodes to exactly its bytes).
@@ -77,7 +80,9 @@
 //!    received;
 //! 2. segments: each header fits; flags known; trustees strictly increasing; for requests
 //!    the trustee is a worker of this rank and the pair sequence number is within the window
-//!    of the next one expected for `(from, trustee)`; for responses the trustee is a worker
+//!    of the next one expected for `(from, trustee)` (checked by the trustee itself: a
+//!    segment for another worker of this rank is checked when that worker serves it, after
+//!    the landing worker forwarded it, [`Envelope::forward`]); for responses the trustee is a worker
 //!    of the source rank and `(trustee, pair seq)` names a batch in flight from this client;
 //!    the segments tile the rest of the envelope exactly;
 //! 3. records: every code id names a table (`code_id::resolve`), or is a control id with
@@ -170,8 +175,12 @@ pub(crate) struct Expect<'a> {
     pub(crate) job: Job,
     /// The most bytes the response to one request envelope may take (its fixed part).
     pub(crate) max_response_bytes: usize,
-    /// The next pair sequence number expected from `(client, trustee)` (global ids).
-    pub(crate) next_seq: &'a dyn Fn(u32, u32) -> u64,
+    /// The next pair sequence number expected from `(client, trustee)` (global ids), or
+    /// `None` for a trustee of this rank other than the receiving worker (`Job::me`): the
+    /// receiving worker is the envelope's landing worker, which forwards that segment to its
+    /// trustee ([`Envelope::forward`]); the trustee validates it again and checks its number
+    /// then.
+    pub(crate) next_seq: &'a dyn Fn(u32, u32) -> Option<u64>,
     /// How many batches of one pair may arrive ahead of the next expected (the credits, at
     /// least 1): a batch is accepted if `0 <= seq - next < seq_window`.
     pub(crate) seq_window: u64,

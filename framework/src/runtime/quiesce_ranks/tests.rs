@@ -102,6 +102,7 @@ fn run_state_counters_are_summed_over_the_rank() {
         rack_transport: crate::transport::RackTransport::Auto,
         anatomy: false,
         aggregate: true,
+        envelope_batches: 4,
         stall_secs: 0,
     };
     let rs = RunState::start(cfg, crate::runtime::run_state::Split::InProcess).expect("a run id");

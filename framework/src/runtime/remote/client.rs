@@ -1,169 +1,265 @@
 //! The client half of the remote protocol (module docs of [`super`]): a worker sends the
-//! requests staged for a trustee of another rank as request envelopes
-//! ([`Worker::poll_remote`]) and, when the response envelope arrives, checks it against the
+//! requests staged for the trustees of another rank as request envelopes of one segment per
+//! trustee ([`Worker::poll_remote`]) and, when the response envelope arrives, checks it against the
 //! batches in flight and runs the completions in order ([`Worker::take_responses`]).
 
 use super::*;
 
+/// The share of a batch's limits (`(words, result bytes)`, `Transport::batch_limits`) that
+/// `words` words of records and `result` result bytes take (result bytes count only under a
+/// limit above zero, as in `RecordQueue::fills_batch`).
+fn share(words: usize, result: usize, (max_words, max_result): (usize, usize)) -> f64 {
+    let w = words as f64 / max_words.max(1) as f64;
+    let r = if max_result > 0 { result as f64 / max_result as f64 } else { 0.0 };
+    w.max(r)
+}
+
 impl Worker {
-    /// The client role towards a trustee of another rank: sends staged requests as request
-    /// envelopes while fewer than [`IN_FLIGHT`] batches are in flight (responses come through
-    /// [`Worker::poll_transport`]). With [`Flush::Full`] only full batches leave: while
-    /// fibers are ready, the worker loop aggregates a pair's requests until a batch is full,
-    /// the worker is about to go idle, or a few busy passes went by (`Worker::run_loop`,
-    /// `AGGREGATE_PASSES`).
-    pub(in crate::runtime) fn poll_remote(&self, trustee: usize, flush: Flush) -> bool {
+    /// Whether the pair to `trustee` (of another rank) has requests staged and a credit left.
+    fn pair_ready(&self, trustee: usize) -> bool {
         let cs = &self.clients[trustee];
+        cs.sent.get() - cs.acked.get() < IN_FLIGHT && cs.out(|q| q.has_staged())
+    }
+
+    /// The limits of a batch to `trustee` (`Transport::batch_limits`, for its staged records).
+    fn limits_to(&self, trustee: usize) -> (usize, usize) {
+        self.transport().batch_limits(self.clients[trustee].out(|q| q.uniform_vtable()))
+    }
+
+    /// Whether the requests staged for the trustees of the rank starting at worker `base`
+    /// (the pairs with a credit left) fill one request envelope: the sum of each segment's
+    /// share of its batch limits, plus [`SEGMENT_SHARE`] per segment after the first,
+    /// reaches the envelope's budget (`Builder::envelope_batches` batches).
+    fn rank_fills_envelope(&self, base: usize) -> bool {
+        let mut left = self.run_state.cfg.envelope_batches as f64;
+        let mut first = true;
+        for t in (base..base + self.local_n).filter(|&t| self.pair_ready(t)) {
+            if !first {
+                left -= SEGMENT_SHARE;
+            }
+            first = false;
+            let (words, result) = self.clients[t].out(|q| q.staged_size());
+            left -= share(words, result, self.limits_to(t));
+            if left <= 0.0 {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The client role towards the trustees of rank `rank` (another rank): sends the
+    /// requests staged for them as request envelopes of one segment per trustee (module
+    /// invariant 4), to this client's landing worker there, while some pair has requests
+    /// staged and fewer than [`IN_FLIGHT`] batches in flight (responses come through
+    /// [`Worker::poll_transport`]). An envelope holds about `Builder::envelope_batches` full
+    /// batches' worth (`Transport::batch_limits`; 4 by default): each segment takes at most
+    /// one batch, and at most the share of its own batch limits that the segments before it
+    /// left. With [`Flush::Full`] only full envelopes leave:
+    /// while fibers are ready, the worker loop aggregates a rank's requests until they fill
+    /// an envelope, the worker is about to go idle, or a few busy passes went by
+    /// (`Worker::run_loop`, `AGGREGATE_PASSES`).
+    pub(in crate::runtime) fn poll_remote(&self, rank: usize, flush: Flush) -> bool {
+        let base = rank * self.local_n;
         let mut useful = false;
-        while cs.sent.get() - cs.acked.get() < IN_FLIGHT && cs.out(|q| q.has_staged()) {
-            let (max_words, max_result) =
-                self.transport().batch_limits(cs.out(|q| q.uniform_vtable()));
-            let full = cs.out(|q| q.fills_batch(max_words, max_result));
+        while (base..base + self.local_n).any(|t| self.pair_ready(t)) {
+            let full = self.rank_fills_envelope(base);
             if !full && flush == Flush::Full {
                 break;
             }
+            let to = landing(self.index, rank, self.local_n);
+            let Some(buf) = self.transport().claim(self.index, to) else { break };
             let st = &self.ctr().stats;
             match (full, flush) {
                 (true, _) => bump(&st.envelopes_full, 1),
                 (false, Flush::Aged) => bump(&st.envelopes_aged, 1),
                 _ => {}
             }
-            let Some(buf) = self.transport().claim(self.index, trustee) else { break };
-            let seq = cs.sent.get() + 1;
-            let side = self.side();
-            let mut scratch = side.scratch.borrow_mut();
-            let dst = scratch.as_mut_ptr() as *mut u64;
-            // SAFETY: `scratch` holds BATCH_WORDS (≥ max_words) words, 8-aligned; the copied
-            // request halves are consumed below, each once, by `take_arg` or by moving their
-            // bytes into the envelope (record invariant 2).
-            let (words, count, uniform) =
-                cs.out(|q| unsafe { q.send_to(dst, max_words, max_result) });
-            assert!(count > 0, "skein: a request does not fit in an empty batch to another rank");
             let head = Head {
                 token: self.transport().token(),
                 job_run: self.run_state.job_run,
                 from: self.index as u32,
-                to_rank: (trustee / self.local_n) as u32,
-                to: trustee as u32,
+                to_rank: rank as u32,
+                to: to as u32,
                 seq: self.next_envelope_seq(),
             };
             let mut wr = RequestWriter::new_in(buf, &head);
-            // A batch of one record type with a fixed-size argument travels as a uniform
-            // segment: its code id once, checked in O(1) by the trustee.
-            // SAFETY: `count > 0` records were copied to `scratch`; the first starts there.
-            let first = unsafe { header(dst) };
-            let uniform_vt = match first.remote {
-                Some(hook) if uniform && !hook.vt().arg_prefixed() => Some(hook.vt()),
-                _ => None,
-            };
-            wr.begin_segment(trustee as u32, seq, uniform_vt);
-            let mut b = side.spare.borrow_mut().pop().unwrap_or_else(|| InFlight {
-                seq,
-                tables: Vec::with_capacity(count),
-                result_bytes: Vec::with_capacity(count),
-                put: Vec::with_capacity(count),
-                uniform: false,
-                wire_results: false,
-            });
-            b.seq = seq;
-            b.uniform = false;
-            b.wire_results = false;
-            let mut arg = side.arg.borrow_mut();
-            let mut w = 0;
-            if let (Some(vt), Some(hook)) = (uniform_vt, first.remote) {
-                // One record type: its header read once, the records at a fixed stride.
-                let stride = first.words as usize;
-                // SAFETY: `count` records of `first`'s type were copied to `scratch`, one
-                // after the other (record invariants 1 and 4), each `stride` words; each
-                // request half is live and ours (send_to) and consumed here, once.
-                match hook.take_uniform {
-                    Some(take) => wr.push_uniform_block(vt, count, |buf| {
-                        // SAFETY: as above, all `count` records in one call.
-                        unsafe { take(dst, stride, count, buf) }
-                    }),
-                    None => wr.push_uniform(vt, count, |i, buf| {
-                        // SAFETY: as above, record `i`.
-                        unsafe {
-                            (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf)
-                        }
-                    }),
+            let budget = self.run_state.cfg.envelope_batches as f64;
+            let (mut left, mut segments, mut requests) = (budget, 0usize, 0usize);
+            for t in base..base + self.local_n {
+                if !self.pair_ready(t) {
+                    continue;
                 }
-                b.tables.resize(count, vt);
-                b.put.resize(count, Some(hook.put_result));
-                b.result_bytes.resize(count, first.result_bytes);
-                b.uniform = true;
-                b.wire_results = hook.wire_result && first.result_bytes == vt.result_bytes;
-                w = count * stride;
-            }
-            // Record by record otherwise (none left after the uniform path above).
-            let rest = if b.uniform { 0 } else { count };
-            for _ in 0..rest {
-                // SAFETY: `count` records were copied to `scratch`, one after the other
-                // (record invariants 1 and 4).
-                let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };
-                let p = at.wrapping_add(HEADER_WORDS) as *mut u8;
-                match h.remote {
-                    Some(hook) if !hook.vt().arg_prefixed() => {
-                        // SAFETY: the record's request half is live in `scratch` and ours
-                        // (send_to); consumed here, its argument written into the envelope.
-                        wr.push_with(hook.vt(), |buf| unsafe { (hook.take_arg)(p, buf) });
-                        b.tables.push(hook.vt());
-                        b.put.push(Some(hook.put_result));
-                    }
-                    Some(hook) => {
-                        arg.clear();
-                        // SAFETY: the record's request half is live in `scratch` and ours
-                        // (send_to); consumed here.
-                        let target = unsafe { (hook.take_arg)(p, &mut arg) };
-                        wr.push(hook.vt(), target, &arg);
-                        b.tables.push(hook.vt());
-                        b.put.push(Some(hook.put_result));
-                    }
-                    None => {
-                        assert_eq!(
-                            h.result_bytes, 0,
-                            "skein: a local-only request to another rank"
-                        );
-                        let words = h.words as usize;
-                        let mut rec = Box::<[u64]>::new_uninit_slice(words);
-                        // SAFETY: the record's `words` words are in `scratch` (the queue wrote
-                        // them); an untyped copy into a box of that size. The request half
-                        // moves with them (record invariant 3) and the serving worker
-                        // consumes it (`run_loopback_record`).
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                at as *const MaybeUninit<u64>,
-                                rec.as_mut_ptr(),
-                                words,
-                            )
-                        };
-                        // SAFETY: the target word follows the header.
-                        let target = unsafe { *at.add(HEADER_WORDS) };
-                        let addr = Box::into_raw(rec) as *mut MaybeUninit<u64> as usize as u64;
-                        let mut arg = [0u8; 16];
-                        arg[..8].copy_from_slice(&addr.to_le_bytes());
-                        arg[8..].copy_from_slice(&(words as u64).to_le_bytes());
-                        wr.push_loopback(target, &arg);
-                        b.tables.push(&LOOPBACK_TABLE);
-                        b.put.push(None);
+                if segments > 0 {
+                    left -= SEGMENT_SHARE;
+                    if left <= 0.0 {
+                        break;
                     }
                 }
-                b.result_bytes.push(h.result_bytes);
-                w += h.words as usize;
+                let limits = self.limits_to(t);
+                // At most one batch per segment; less when the envelope has less left.
+                let scaled = |x: usize| {
+                    if segments == 0 || left >= 1.0 {
+                        x
+                    } else {
+                        (x as f64 * left) as usize
+                    }
+                };
+                let Some((words, result, count)) =
+                    self.write_segment(&mut wr, t, scaled(limits.0), scaled(limits.1))
+                else {
+                    // The envelope has no room left for this pair's next request.
+                    assert!(
+                        segments > 0,
+                        "skein: a request does not fit in an empty batch to another rank"
+                    );
+                    break;
+                };
+                segments += 1;
+                requests += count;
+                left -= share(words, result, limits);
+                if left <= 0.0 {
+                    break;
+                }
             }
-            debug_assert_eq!(w, words);
-            drop((arg, scratch));
-            wr.end_segment();
-            side.in_flight[trustee].borrow_mut().push_back(b);
-            cs.sent.set(seq);
             let env = wr.finish();
-            st.sent_envelope(trustee / self.local_n, env.len(), count, false);
-            self.transport().publish(self.index, trustee, env);
-            bump(&st.batches_sent, 1);
-            self.wake_throttled(&cs.throttled);
+            st.sent_envelope(rank, env.len(), segments, requests, false);
+            self.transport().publish(self.index, to, env);
             useful = true;
         }
         useful
+    }
+
+    /// Writes the next batch of the pair to `trustee` (at most `max_words` words of records
+    /// and `max_result` result bytes) as a segment of `wr`, and records it in flight; returns
+    /// its words, result bytes and requests, or `None` (nothing written) when the first
+    /// staged request does not fit.
+    fn write_segment(
+        &self,
+        wr: &mut RequestWriter,
+        trustee: usize,
+        max_words: usize,
+        max_result: usize,
+    ) -> Option<(usize, usize, usize)> {
+        let cs = &self.clients[trustee];
+        let side = self.side();
+        let mut scratch = side.scratch.borrow_mut();
+        let dst = scratch.as_mut_ptr() as *mut u64;
+        let max_words = max_words.min(BATCH_WORDS);
+        // SAFETY: `scratch` holds BATCH_WORDS (≥ max_words) words, 8-aligned; the copied
+        // request halves are consumed below, each once, by `take_arg` or by moving their
+        // bytes into the envelope (record invariant 2).
+        let (words, count, uniform) = cs.out(|q| unsafe { q.send_to(dst, max_words, max_result) });
+        if count == 0 {
+            return None;
+        }
+        let seq = cs.sent.get() + 1;
+        // A batch of one record type with a fixed-size argument travels as a uniform
+        // segment: its code id once, checked in O(1) by the trustee.
+        // SAFETY: `count > 0` records were copied to `scratch`; the first starts there.
+        let first = unsafe { header(dst) };
+        let uniform_vt = match first.remote {
+            Some(hook) if uniform && !hook.vt().arg_prefixed() => Some(hook.vt()),
+            _ => None,
+        };
+        wr.begin_segment(trustee as u32, seq, uniform_vt);
+        let mut b = side.spare.borrow_mut().pop().unwrap_or_else(|| InFlight {
+            seq,
+            tables: Vec::with_capacity(count),
+            result_bytes: Vec::with_capacity(count),
+            put: Vec::with_capacity(count),
+            uniform: false,
+            wire_results: false,
+        });
+        b.seq = seq;
+        b.uniform = false;
+        b.wire_results = false;
+        let mut arg = side.arg.borrow_mut();
+        let mut w = 0;
+        if let (Some(vt), Some(hook)) = (uniform_vt, first.remote) {
+            // One record type: its header read once, the records at a fixed stride.
+            let stride = first.words as usize;
+            // SAFETY: `count` records of `first`'s type were copied to `scratch`, one
+            // after the other (record invariants 1 and 4), each `stride` words; each
+            // request half is live and ours (send_to) and consumed here, once.
+            match hook.take_uniform {
+                Some(take) => wr.push_uniform_block(vt, count, |buf| {
+                    // SAFETY: as above, all `count` records in one call.
+                    unsafe { take(dst, stride, count, buf) }
+                }),
+                None => wr.push_uniform(vt, count, |i, buf| {
+                    // SAFETY: as above, record `i`.
+                    unsafe { (hook.take_arg)(dst.add(i * stride + HEADER_WORDS) as *mut u8, buf) }
+                }),
+            }
+            b.tables.resize(count, vt);
+            b.put.resize(count, Some(hook.put_result));
+            b.result_bytes.resize(count, first.result_bytes);
+            b.uniform = true;
+            b.wire_results = hook.wire_result && first.result_bytes == vt.result_bytes;
+            w = count * stride;
+        }
+        // Record by record otherwise (none left after the uniform path above).
+        let rest = if b.uniform { 0 } else { count };
+        for _ in 0..rest {
+            // SAFETY: `count` records were copied to `scratch`, one after the other
+            // (record invariants 1 and 4).
+            let (h, at) = unsafe { (header(dst.add(w)), dst.add(w)) };
+            let p = at.wrapping_add(HEADER_WORDS) as *mut u8;
+            match h.remote {
+                Some(hook) if !hook.vt().arg_prefixed() => {
+                    // SAFETY: the record's request half is live in `scratch` and ours
+                    // (send_to); consumed here, its argument written into the envelope.
+                    wr.push_with(hook.vt(), |buf| unsafe { (hook.take_arg)(p, buf) });
+                    b.tables.push(hook.vt());
+                    b.put.push(Some(hook.put_result));
+                }
+                Some(hook) => {
+                    arg.clear();
+                    // SAFETY: the record's request half is live in `scratch` and ours
+                    // (send_to); consumed here.
+                    let target = unsafe { (hook.take_arg)(p, &mut arg) };
+                    wr.push(hook.vt(), target, &arg);
+                    b.tables.push(hook.vt());
+                    b.put.push(Some(hook.put_result));
+                }
+                None => {
+                    assert_eq!(h.result_bytes, 0, "skein: a local-only request to another rank");
+                    let words = h.words as usize;
+                    let mut rec = Box::<[u64]>::new_uninit_slice(words);
+                    // SAFETY: the record's `words` words are in `scratch` (the queue wrote
+                    // them); an untyped copy into a box of that size. The request half
+                    // moves with them (record invariant 3) and the serving worker
+                    // consumes it (`run_loopback_record`).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            at as *const MaybeUninit<u64>,
+                            rec.as_mut_ptr(),
+                            words,
+                        )
+                    };
+                    // SAFETY: the target word follows the header.
+                    let target = unsafe { *at.add(HEADER_WORDS) };
+                    let addr = Box::into_raw(rec) as *mut MaybeUninit<u64> as usize as u64;
+                    let mut arg = [0u8; 16];
+                    arg[..8].copy_from_slice(&addr.to_le_bytes());
+                    arg[8..].copy_from_slice(&(words as u64).to_le_bytes());
+                    wr.push_loopback(target, &arg);
+                    b.tables.push(&LOOPBACK_TABLE);
+                    b.put.push(None);
+                }
+            }
+            b.result_bytes.push(h.result_bytes);
+            w += h.words as usize;
+        }
+        debug_assert_eq!(w, words);
+        drop((arg, scratch));
+        wr.end_segment();
+        let result: usize = b.result_bytes.iter().map(|&r| r as usize).sum();
+        side.in_flight[trustee].borrow_mut().push_back(b);
+        cs.sent.set(seq);
+        bump(&self.ctr().stats.batches_sent, 1);
+        self.wake_throttled(&cs.throttled);
+        Some((words, result, count))
     }
 
     /// The client role for a response envelope from `from_rank`: checks it against the

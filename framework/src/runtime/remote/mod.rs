@@ -41,7 +41,23 @@
 //!    window (`docs/rack-mode.md` §4.3). So what the protocol needs from a transport is
 //!    **reliable delivery of whole messages**; per-pair order is built from the sequence
 //!    numbers.
-//! 4. **A refused envelope ends the run.** A `BadBatch` (from `validate`, a response that
+//! 4. **Aggregation per destination rank.** A client writes one request envelope for every
+//!    trustee of one remote rank it has staged requests for (one segment per trustee,
+//!    [`Worker::poll_remote`]), sent to its *landing worker* on that rank, always the same
+//!    one for a client ([`landing`]: the worker with the client's index within its rank).
+//!    The landing worker validates the whole envelope (every segment but the sequence
+//!    numbers of the others' segments), serves its own segment and hands every other one,
+//!    cut out as an envelope of one segment (`Envelope::forward`), to its trustee through
+//!    that worker's [`Forwarded`] queue (FIFO), which validates it again in full and serves
+//!    it as if it had arrived from the transport. Per pair, order holds: a pair's segments
+//!    always travel through the same landing worker, over the transport's FIFO channel
+//!    (client, landing) and then the FIFO queue (landing, trustee). Credits stay per pair
+//!    ([`IN_FLIGHT`] batches), as the sequence numbers the trustees check and the
+//!    responses are: every trustee answers its own segments in a response envelope of its
+//!    own, straight to the client. A forwarded segment is counted like any request: its
+//!    client's `issued` is above the trustee's `served` until it has run (invariant 1), so
+//!    the detector cannot see the job idle while one waits in a queue.
+//! 5. **A refused envelope ends the run.** A `BadBatch` (from `validate`, a response that
 //!    does not match the batch in flight, or a refused target) is recorded as the run's
 //!    error, naming the ranks, and the run is stopped (`RunState::aborted`): its requests are
 //!    lost, which quiescence would wait for forever.
@@ -196,10 +212,59 @@ use std::mem::MaybeUninit;
 /// Batches in flight per (client, remote trustee) pair (the credits of the pair).
 const IN_FLIGHT: u64 = 8;
 
-/// Which staged requests [`Worker::poll_remote`] sends (aggregation per pair).
+/// Each segment of a request envelope after its first takes this share of the envelope's
+/// budget for its header (24 bytes and the code id of a uniform segment: about 1/64 of a
+/// 4032-byte MPI batch), so that an envelope of several segments stays about the size of the
+/// batches' worth it may hold (`Builder::envelope_batches`, `Transport::batch_limits`;
+/// `Worker::poll_remote`).
+const SEGMENT_SHARE: f64 = 1.0 / 64.0;
+
+/// The landing worker on rank `rank` of the request envelopes of client `client`, in a run
+/// of `w` workers per rank: the worker with the client's index within its rank (so the
+/// clients of a rank spread their envelopes over the workers of another).
+pub(in crate::runtime) fn landing(client: usize, rank: usize, w: usize) -> usize {
+    rank * w + client % w
+}
+
+/// The segments a landing worker forwarded to another worker of its rank (module invariant
+/// 4), waiting for that worker: each an envelope of one segment, with its sending rank, in
+/// the order they were forwarded. One per worker of the run (`RunState::forwarded`).
+#[derive(Debug, Default)]
+pub(crate) struct Forwarded {
+    queue: crate::sync::Mutex<VecDeque<(usize, Vec<u8>)>>,
+    /// How many wait in `queue` (read without the lock on every loop pass).
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+impl Forwarded {
+    /// Hands an envelope of one segment from `from_rank` to this queue's worker.
+    fn push(&self, from_rank: usize, bytes: Vec<u8>) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.push_back((from_rank, bytes));
+        self.waiting.store(q.len(), std::sync::atomic::Ordering::Release);
+    }
+
+    /// The oldest forwarded envelope, if any.
+    fn pop(&self) -> Option<(usize, Vec<u8>)> {
+        if self.waiting.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let r = q.pop_front();
+        self.waiting.store(q.len(), std::sync::atomic::Ordering::Release);
+        r
+    }
+
+    /// How many envelopes wait (the idle policy: `Worker::incoming_due`).
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+/// Which staged requests [`Worker::poll_remote`] sends (aggregation per destination rank).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::runtime) enum Flush {
-    /// Only full batches.
+    /// Only full envelopes (the requests staged for the rank's trustees fill one).
     Full,
     /// Everything: the requests waited for `AGGREGATE_PASSES` busy passes.
     Aged,
@@ -486,6 +551,16 @@ impl Worker {
             }
         }
         clock.mark(st, Part::Transport);
+        // Segments the landing workers of this rank forwarded here (module invariant 4).
+        while let Some((from_rank, bytes)) = self.run_state.forwarded[self.index].pop() {
+            useful = true;
+            let r = self.serve_requests(from_rank, &bytes);
+            clock.mark(st, Part::Serving);
+            if let Err(e) = r {
+                self.refuse(e);
+                return true;
+            }
+        }
         useful
     }
 

@@ -64,10 +64,15 @@ impl Worker {
         }
     }
 
-    /// The trustee role for a request envelope from `from_rank`.
+    /// The trustee role for a request envelope from `from_rank`, and the landing worker's
+    /// (module invariant 4): the segments for this worker are served and answered in one
+    /// response envelope; every other one is forwarded to its trustee, which checks its pair
+    /// sequence number.
     pub(super) fn serve_requests(&self, from_rank: usize, bytes: &[u8]) -> Result<(), BadBatch> {
-        let next_seq =
-            |c: u32, _t: u32| self.trustees.get(c as usize).map_or(0, |ts| ts.served_seq.get() + 1);
+        let me = self.index as u32;
+        let next_seq = |c: u32, t: u32| {
+            (t == me).then(|| self.trustees.get(c as usize).map_or(0, |ts| ts.served_seq.get() + 1))
+        };
         let expect = Expect {
             job: self.job(),
             max_response_bytes: usize::MAX,
@@ -78,6 +83,22 @@ impl Worker {
         let env = validate(bytes, from_rank, &expect)?;
         let client = env.head.from as usize;
         let bad = |reason| BadBatch { rank: from_rank, reason };
+        // Forwarded first, so that the other trustees start on theirs while this one serves.
+        let mut own = 0;
+        for seg in env.segments() {
+            if seg.trustee == me {
+                own += 1;
+                continue;
+            }
+            let to = seg.trustee as usize;
+            let fwd = env.forward(&seg, Vec::with_capacity(bytes.len()));
+            self.run_state.forwarded[to].push(from_rank, fwd);
+            self.run_state.sleepers.wake(to);
+            bump(&self.ctr().stats.segments_forwarded, 1);
+        }
+        if own == 0 {
+            return Ok(());
+        }
         // The loopback transport always has a buffer; one without credit for a response
         // would hold the request envelope until it has (not needed here).
         let buf = self.transport().claim(self.index, client).unwrap_or_default();
@@ -94,15 +115,8 @@ impl Worker {
         );
         for (s, seg) in env.segments().enumerate() {
             let s = s as u32;
-            if seg.trustee as usize != self.index {
-                return Err(bad(Reason::Target {
-                    segment: s,
-                    record: 0,
-                    why: format!(
-                        "trustee {} is not the serving worker {}",
-                        seg.trustee, self.index
-                    ),
-                }));
+            if seg.trustee != me {
+                continue; // forwarded above
             }
             rw.begin_segment(seg.trustee, seg.pair_seq);
             let mut k = 0u32;
@@ -174,7 +188,7 @@ impl Worker {
             bump(&st.batches_served, 1);
         }
         let env = rw.finish();
-        self.ctr().stats.sent_envelope(from_rank, env.len(), 0, true);
+        self.ctr().stats.sent_envelope(from_rank, env.len(), own, 0, true);
         self.transport().publish(self.index, client, env);
         Ok(())
     }

@@ -30,12 +30,19 @@ fn response_head(from: u32) -> Head {
 }
 
 /// Next pair seq from the client: 5 to trustee 2, 0 to trustee 3 (100 from other clients).
-fn next_seq(from: u32, trustee: u32) -> u64 {
-    match (from, trustee) {
+/// (A validator that knows every trustee's numbers, as these tests' do, checks them all.)
+fn next_seq(from: u32, trustee: u32) -> Option<u64> {
+    Some(match (from, trustee) {
         (CLIENT, 2) => 5,
         (CLIENT, _) => 0,
         _ => 100,
-    }
+    })
+}
+
+/// The landing worker's view (worker 2): its own numbers only; trustee 3's segment is
+/// forwarded to it, which checks its number.
+fn landing_seq(from: u32, trustee: u32) -> Option<u64> {
+    (trustee == LANDING).then(|| next_seq(from, trustee).unwrap_or(0))
 }
 
 fn expect() -> Expect<'static> {
@@ -255,6 +262,52 @@ fn a_request_batch_runs_in_one_process() {
     assert_eq!(segs[1].panics().count(), 0);
     assert_eq!(props, [17, 44, 106]);
     assert_eq!(parts, [vec![1, 7, 3, 9]]);
+}
+
+/// A segment for another worker of the rank: the landing worker checks everything but its
+/// pair sequence number and cuts it out as an envelope of its own; that trustee validates
+/// it in full (its number included) and finds the client's bytes unchanged.
+#[test]
+fn a_segment_for_another_trustee_is_forwarded_and_checked_there() {
+    let built = build_requests();
+    let mut bytes = built.bytes.clone();
+    // Trustee 3's segment starts after the header and trustee 2's segment.
+    let seg1 = HEADER_BYTES + SEGMENT_HEADER_BYTES + le32(&bytes, HEADER_BYTES + 20) as usize;
+    assert_eq!(le32(&bytes, seg1), 3);
+    // A number the landing worker cannot check (trustee 3 expects 0).
+    bytes[seg1 + 8..seg1 + 16].copy_from_slice(&9u64.to_le_bytes());
+    let landing = Expect { next_seq: &landing_seq, ..expect() };
+    let env = validate(&bytes, 0, &landing).unwrap();
+    // Its own segment's number it does check.
+    let mut own = bytes.clone();
+    own[HEADER_BYTES + 8..HEADER_BYTES + 16].copy_from_slice(&6u64.to_le_bytes());
+    assert!(matches!(reason(&own, 0, &landing), Reason::PairSeq { got: 6, want: 5, .. }));
+
+    let segs: Vec<_> = env.segments().collect();
+    let fwd = env.forward(&segs[1], Vec::new());
+    assert_eq!(fwd.len(), HEADER_BYTES + (bytes.len() - seg1));
+    assert_eq!(&fwd[HEADER_BYTES..], &bytes[seg1..]);
+    // The trustee's validator: every number checked, `to` must be trustee 3.
+    let at_trustee = Expect { job: job(3), ..expect() };
+    assert!(matches!(
+        reason(&fwd, 0, &at_trustee),
+        Reason::PairSeq { got: 9, want: 0, trustee: 3, .. }
+    ));
+    assert!(matches!(reason(&fwd, 0, &expect()), Reason::To { to: 3, me: LANDING, .. }));
+    // With the right number it is accepted, and re-encodes to itself.
+    let good = env.forward(
+        &validate(&built.bytes, 0, &expect()).unwrap().segments().nth(1).unwrap(),
+        Vec::new(),
+    );
+    let env3 = validate(&good, 0, &at_trustee).unwrap();
+    assert_eq!(reencode(&env3), good);
+    assert_eq!(env3.head, Head { to: 3, ..request_head() });
+    let seg: Vec<_> = env3.segments().collect();
+    assert_eq!((seg.len(), seg[0].trustee, seg[0].pair_seq, seg[0].records), (1, 3, 0, 3));
+    // A corrupted forwarded segment is refused by its trustee as any envelope would be.
+    let mut bad = good.clone();
+    set32(&mut bad, HEADER_BYTES + 16, 4);
+    assert!(matches!(reason(&bad, 0, &at_trustee), Reason::Records { records: 4, .. }));
 }
 
 #[test]

@@ -232,6 +232,9 @@ pub(crate) struct Segment<'b> {
     pub(crate) records: u32,
     /// The records' bytes (after the code id, for uniform segments).
     body: &'b [u8],
+    /// The whole segment as it lies in the envelope: its header, then its body (what
+    /// [`Envelope::forward`] copies).
+    raw: &'b [u8],
     /// Validated with [`Expect::loopback`].
     loopback: bool,
 }
@@ -276,16 +279,19 @@ pub(super) fn validate_requests<'b>(
             });
         }
         last_trustee = Some(h.trustee);
-        let want = (expect.next_seq)(head.from, h.trustee);
-        if h.pair_seq.wrapping_sub(want) >= expect.seq_window.max(1) {
-            return Err(Reason::PairSeq {
-                segment: s,
-                from: head.from,
-                trustee: h.trustee,
-                got: h.pair_seq,
-                want,
-                window: expect.seq_window.max(1),
-            });
+        // A segment for another worker of this rank is forwarded to it, which checks its
+        // number (`Expect::next_seq`).
+        if let Some(want) = (expect.next_seq)(head.from, h.trustee) {
+            if h.pair_seq.wrapping_sub(want) >= expect.seq_window.max(1) {
+                return Err(Reason::PairSeq {
+                    segment: s,
+                    from: head.from,
+                    trustee: h.trustee,
+                    got: h.pair_seq,
+                    want,
+                    window: expect.seq_window.max(1),
+                });
+            }
         }
         let body = r.take(h.bytes as usize).ok_or(Reason::SegmentOverrun { segment: s, at })?;
         let body_at = at + SEGMENT_HEADER_BYTES;
@@ -376,8 +382,10 @@ impl<'b> Envelope<'b> {
     pub(crate) fn segments(&self) -> impl Iterator<Item = Segment<'b>> + '_ {
         let mut r = Reader::new(self.body);
         (0..self.segments).map_while(move |_| {
+            let at = r.at;
             let h = read_seg_head(&mut r)?;
             let mut body = r.take(h.bytes as usize)?;
+            let raw = &self.body[at..r.at];
             let uniform = if h.flags & FLAG_UNIFORM != 0 {
                 let vt = resolve(le64(body, 0)).ok()?;
                 body = &body[8..];
@@ -391,9 +399,22 @@ impl<'b> Envelope<'b> {
                 uniform,
                 records: h.records,
                 body,
+                raw,
                 loopback: self.loopback,
             })
         })
+    }
+
+    /// Segment `seg` of this envelope (for another worker of this rank: the receiving one is
+    /// its landing worker) as an envelope of its own, written into `buf`: this envelope's
+    /// header with `to` the segment's trustee, then the segment's bytes as they are. Its
+    /// trustee validates it as any envelope (its pair sequence number included) before it
+    /// serves it; it carries the same job, run, client and envelope number.
+    pub(crate) fn forward(&self, seg: &Segment<'_>, buf: Vec<u8>) -> Vec<u8> {
+        let head = Head { to: seg.trustee, ..self.head };
+        let mut buf = start_in(buf, KIND_REQUESTS, &head);
+        buf.extend_from_slice(seg.raw);
+        finish(buf, 1)
     }
 }
 
