@@ -20,9 +20,18 @@
 //!
 //! Each vertex's arcs are stored with the arcs to its own partition first and the
 //! arcs to other partitions after them, grouped by owner in ascending order (each group
-//! in the graph's order), with the split point kept per vertex, so [`PartArcs::split`]
-//! hands the kernels two loops without an owner test per arc. That test is a coin flip with two partitions: its
+//! in the graph's order). A kernel reads the own arcs in one loop that stops at the first
+//! tag of another partition ([`PartArcs::is_own`]; [`PartArcs::split`] finds the same point
+//! by binary search), then the others by owner ([`PartArcs::segments_of`]): no owner test
+//! per arc that may go either way. That test is a coin flip with two partitions: its
 //! mispredictions stalled the arc loop and the random reads in flight behind it.
+//!
+//! # Bounds: 8 bytes per vertex
+//!
+//! A partition's copy keeps one offset per vertex (and one more): the arcs of local vertex
+//! `l` are `offsets[l]..offsets[l + 1]`, as in the CSR. The split point between own and
+//! other arcs is not stored (it was, as a second `u64` per vertex: 16 bytes of bounds per
+//! vertex, a cache line per 4 vertices where a bottom-up BFS step reads one per 8).
 //!
 //! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
 //! arcs start at a random place, and 4 KiB pages would make that a TLB miss too.

@@ -133,7 +133,8 @@ impl WeightSummary {
 #[derive(Debug)]
 pub struct GraphView {
     rows: Rows,
-    /// Which partition owns which vertex: `R × W` contiguous blocks of global ids.
+    /// Which partition owns which vertex: `R × W` contiguous blocks of global ids, balanced
+    /// by arcs when this process knows every degree ([`Partitioning::balanced`]).
     pub parts: Partitioning,
     /// The tag encoding (owner and local index in one `u32`) of the arc copies.
     pub tags: Tags,
@@ -159,14 +160,23 @@ impl GraphView {
         own: Range<usize>,
     ) -> Result<GraphView, String> {
         assert!(per_rank >= 1 && parts % per_rank == 0 && own.end <= parts);
-        let parts = Partitioning::new(rows.num_vertices(), parts);
+        let n = rows.num_vertices();
+        let held = rows.get();
+        // Parts balanced by arcs where every process knows every degree: one rank holding
+        // every row, or every rank the whole graph. Ranks holding their own rows only were
+        // built for equal blocks (`rank_bounds`), and keep them.
+        let every_row = held.range() == (0..n);
+        let parts = if every_row && (parts == per_rank || matches!(rows, Rows::Whole(_))) {
+            Partitioning::balanced(held.offsets, parts)
+        } else {
+            Partitioning::new(n, parts)
+        };
         let tags = Tags::new(&parts)?;
         let want = if own.is_empty() {
             0..0
         } else {
             parts.range(own.start).start..parts.range(own.end - 1).end
         };
-        let held = rows.get();
         if !held.holds(&want) {
             return Err(format!(
                 "the rows held ({}..{}) do not cover the vertices of this rank's partitions \
