@@ -69,8 +69,8 @@
 //! only (a [`LocalCsr`], e.g. from `skein_generators::distributed`): rank `r` holds the
 //! range `rank_bounds(n, R, W)[r]..[r + 1]` ([`rank_bounds`]), the vertices of its
 //! partitions (equal blocks of ids, [`Partitioning::new`]: the rows are built before any
-//! degree is known; a process that holds every row, one process or every rank under
-//! [`Engine::new`], balances its parts by arcs instead, [`Partitioning::balanced`]).
+//! degree is known; so are the parts of [`Engine::new`] under `mpirun`, while one process
+//! balances its parts by arcs, [`Partitioning::balanced`]).
 //! Each process copies the arcs of its own partitions only (also under
 //! [`Engine::new`], whose ranks hold the whole [`Csr`]); SSSP relaxes a scan from another
 //! rank over the receiver's in-arcs (`crate::graph`, which also states the memory per

@@ -162,11 +162,11 @@ impl GraphView {
         assert!(per_rank >= 1 && parts % per_rank == 0 && own.end <= parts);
         let n = rows.num_vertices();
         let held = rows.get();
-        // Parts balanced by arcs where every process knows every degree: one rank holding
-        // every row, or every rank the whole graph. Ranks holding their own rows only were
-        // built for equal blocks (`rank_bounds`), and keep them.
-        let every_row = held.range() == (0..n);
-        let parts = if every_row && (parts == per_rank || matches!(rows, Rows::Whole(_))) {
+        // Parts balanced by arcs in one process (every part its own, every row held: also
+        // a loopback split). Across processes the parts are equal blocks (`rank_bounds`):
+        // ranks holding their own rows were built for them before any degree was known,
+        // and a rank's slice of a result is its `rank_bounds` range either way.
+        let parts = if own == (0..parts) && held.range() == (0..n) {
             Partitioning::balanced(held.offsets, parts)
         } else {
             Partitioning::new(n, parts)

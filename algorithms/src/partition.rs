@@ -12,8 +12,8 @@
 //!   an integer, so block sizes are within 2 of `n / parts`. These are the blocks of rack
 //!   mode ([`rank_bounds`]: each rank's rows are built for them before any degree is known).
 //!
-//! - **Balanced by arcs** ([`Partitioning::balanced`], from the rows' offsets, used when
-//!   the process holds every row): each part holds about the same *work*, its arcs plus
+//! - **Balanced by arcs** ([`Partitioning::balanced`], from the rows' offsets, used by
+//!   one process, which holds every row): each part holds about the same *work*, its arcs plus
 //!   [`VERTEX_ARCS`] per vertex. Graph500 ids are scrambled by the generator, yet equal
 //!   blocks are not even in arcs: hubs crowd some blocks (1.21x the mean arcs in the
 //!   busiest of 16 parts at SCALE 20), and a round of a kernel lasts as long as its
