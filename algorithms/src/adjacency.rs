@@ -20,10 +20,9 @@
 //!
 //! Each vertex's arcs are stored with the arcs to its own partition first and the
 //! arcs to other partitions after them, grouped by owner in ascending order (each group
-//! in the graph's order). A kernel reads the own arcs in one loop that stops at the first
-//! tag of another partition ([`PartArcs::is_own`]; [`PartArcs::split`] finds the same point
-//! by binary search), then the others by owner ([`PartArcs::segments_of`]): no owner test
-//! per arc that may go either way. That test is a coin flip with two partitions: its
+//! in the graph's order). A kernel reads the own arcs in one loop ([`PartArcs::split`]: the
+//! split point is found from the tags, [`PartArcs::own_len`]), then the others by owner
+//! ([`PartArcs::segments_of`]): no owner test per arc that may go either way. That test is a coin flip with two partitions: its
 //! mispredictions stalled the arc loop and the random reads in flight behind it.
 //!
 //! # Bounds: 8 bytes per vertex
@@ -248,11 +247,15 @@ impl<A: Layout> PartArcs<A> {
     }
 
     /// How many of `arcs` (a vertex's arcs, or their tail from some own arc on) point into
-    /// this partition: they are a prefix (a binary search; a kernel that reads every own
-    /// arc anyway can instead stop at the first [`PartArcs::is_own`] that fails).
+    /// this partition: they are a prefix. All of them when the last one does (one test:
+    /// every vertex with one partition, most with few), else a binary search; either way
+    /// the kernel's loop over the own arcs then has a known count, no test per arc.
     #[inline]
     pub fn own_len(&self, arcs: &[A]) -> usize {
-        arcs.partition_point(|a| self.is_own(a))
+        match arcs.last() {
+            Some(a) if !self.is_own(a) => arcs.partition_point(|a| self.is_own(a)),
+            _ => arcs.len(),
+        }
     }
 
     /// The arcs of local vertex `local` split into those to its own partition and those

@@ -410,25 +410,17 @@ impl BfsPart {
         for _ in 0..limit {
             let Some(u) = self.frontier.pop() else { break };
             let me = tags.tag(self.part, u);
-            // The own arcs come first: visited until the first arc of another partition
-            // (no split point stored, [`crate::adjacency::PartArcs::own_len`]).
             let (first, last) = arcs.bounds(u);
-            let all = arcs.range(first, last);
-            let mut own = 0;
-            for &t in all {
-                if !arcs.is_own(&t) {
-                    break;
-                }
+            let (own, other) = arcs.split(u);
+            self.scanned_arcs += own.len() as u64;
+            for &t in own {
                 self.visit(tags.local(t), level + 1, me);
-                own += 1;
             }
-            self.scanned_arcs += own as u64;
-            let other = &all[own..];
             if other.len() < SCAN_ARCS || self.same_rank.len() == 1 {
                 self.send_visits(other, me, send);
                 continue;
             }
-            for (owner, start, end) in arcs.segments_of(first + own as u64, last, tags) {
+            for (owner, start, end) in arcs.segments_of(first + own.len() as u64, last, tags) {
                 let range = arcs.range(start, end);
                 if range.len() >= SCAN_ARCS && self.same_rank.contains(&owner) {
                     let scan = HubScan { start, end, parent: me, zero: 0 };

@@ -464,19 +464,13 @@ impl SsspPart {
             let du = self.dist[u as usize];
             self.pending[u as usize / 64] &= !(1 << (u % 64));
             let me = tags.tag(self.part, u);
-            // The own arcs come first: relaxed until the first arc of another partition
-            // (no split point stored, [`crate::adjacency::PartArcs::own_len`]).
             let (first, last) = arcs.bounds(u);
-            let mut own = 0;
-            for a in arcs.range(first, last) {
-                if !arcs.is_own(a) {
-                    break;
-                }
-                self.relax(tags.local(a.tag), du + a.weight, me);
-                own += 1;
+            let (own, _) = arcs.split(u);
+            self.relaxed_arcs += own.len() as u64;
+            for &Arc32 { tag, weight } in own {
+                self.relax(tags.local(tag), du + weight, me);
             }
-            self.relaxed_arcs += own;
-            for (owner, start, end) in arcs.segments_of(first + own, last, tags) {
+            for (owner, start, end) in arcs.segments_of(first + own.len() as u64, last, tags) {
                 let scan = if self.same_rank.contains(&owner) {
                     Scan { start, end, parent: me, dist: du }
                 } else {
