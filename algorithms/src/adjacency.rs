@@ -215,8 +215,7 @@ impl Tags {
 #[derive(Debug)]
 pub struct PartArcs<A: Layout> {
     /// `offsets[l]..offsets[l + 1]` are the arcs of local vertex `l` (one entry more than
-    /// vertices): 8 bytes per vertex, so a vertex's bounds are one load of one cache line
-    /// but once in eight. Those to its own partition come first (see the module docs); where
+    /// vertices): 8 bytes per vertex, eight vertices' bounds to a cache line. Those to its own partition come first (see the module docs); where
     /// they end is found from the arcs themselves ([`PartArcs::own_len`]), not stored.
     offsets: Vec<u64>,
     /// The tags of the partition's own vertices: `own_tags..own_tags + own_span`.

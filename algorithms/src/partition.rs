@@ -247,9 +247,9 @@ mod tests {
 
     use super::*;
 
-    fn check(n: u64, parts: usize) {
-        let p = Partitioning::new(n, parts);
-        assert_eq!(p.parts(), parts);
+    /// Checks that every vertex of `p` has exactly one owner, at the right local index.
+    fn check_cover(p: &Partitioning, n: u64, parts: usize) {
+        assert_eq!((p.parts(), p.num_vertices()), (parts, n));
         let mut total = 0u64;
         for part in 0..parts {
             let r = p.range(part);
@@ -260,6 +260,11 @@ mod tests {
             }
         }
         assert_eq!(total, n);
+    }
+
+    fn check(n: u64, parts: usize) {
+        let p = Partitioning::new(n, parts);
+        check_cover(&p, n, parts);
         if n >= parts as u64 {
             let sizes: Vec<u64> = (0..parts).map(|q| p.len(q) as u64).collect();
             let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
@@ -291,18 +296,8 @@ mod tests {
     fn check_balanced(offsets: &[u64], parts: usize) {
         let n = offsets.len() as u64 - 1;
         let p = Partitioning::balanced(offsets, parts);
-        assert_eq!((p.parts(), p.num_vertices()), (parts, n));
         assert_eq!(p, Partitioning::balanced(offsets, parts), "deterministic");
-        let mut total = 0u64;
-        for part in 0..parts {
-            let r = p.range(part);
-            total += r.end - r.start;
-            for v in r.clone() {
-                assert_eq!(p.locate(v), (part, (v - r.start) as u32), "n={n} parts={parts}");
-                assert_eq!(p.global(part, (v - r.start) as u32), v);
-            }
-        }
-        assert_eq!(total, n);
+        check_cover(&p, n, parts);
         let Owner::Table { shift, .. } = p.owner else { panic!("a table") };
         let work = |r: Range<u64>| {
             offsets[r.end as usize] - offsets[r.start as usize] + VERTEX_ARCS * (r.end - r.start)
