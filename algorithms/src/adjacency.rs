@@ -20,9 +20,17 @@
 //!
 //! Each vertex's arcs are stored with the arcs to its own partition first and the
 //! arcs to other partitions after them, grouped by owner in ascending order (each group
-//! in the graph's order), with the split point kept per vertex, so [`PartArcs::split`]
-//! hands the kernels two loops without an owner test per arc. That test is a coin flip with two partitions: its
+//! in the graph's order). A kernel reads the own arcs in one loop ([`PartArcs::split`]: the
+//! split point is found from the tags, [`PartArcs::own_len`]), then the others by owner
+//! ([`PartArcs::segments_of`]): no owner test per arc that may go either way. That test is a coin flip with two partitions: its
 //! mispredictions stalled the arc loop and the random reads in flight behind it.
+//!
+//! # Bounds: 8 bytes per vertex
+//!
+//! A partition's copy keeps one offset per vertex (and one more): the arcs of local vertex
+//! `l` are `offsets[l]..offsets[l + 1]`, as in the CSR. The split point between own and
+//! other arcs is not stored (it was, as a second `u64` per vertex: 16 bytes of bounds per
+//! vertex, a cache line per 4 vertices where a bottom-up BFS step reads one per 8).
 //!
 //! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
 //! arcs start at a random place, and 4 KiB pages would make that a TLB miss too.
@@ -206,11 +214,13 @@ impl Tags {
 /// One partition's out-arcs in CSR form over its local indices.
 #[derive(Debug)]
 pub struct PartArcs<A: Layout> {
-    /// `bounds[l] = [start, mid]`: `start..bounds[l + 1][0]` are the arcs of local vertex
-    /// `l`, `start..mid` those to its own partition, the rest those to other partitions.
-    /// (One array, not two, so a vertex costs one cache miss; one entry more than
-    /// vertices.)
-    bounds: Vec<[u64; 2]>,
+    /// `offsets[l]..offsets[l + 1]` are the arcs of local vertex `l` (one entry more than
+    /// vertices): 8 bytes per vertex, eight vertices' bounds to a cache line. Those to its own partition come first (see the module docs); where
+    /// they end is found from the arcs themselves ([`PartArcs::own_len`]), not stored.
+    offsets: Vec<u64>,
+    /// The tags of the partition's own vertices: `own_tags..own_tags + own_span`.
+    own_tags: Tag,
+    own_span: u32,
     arcs: Vec<A>,
 }
 
@@ -218,21 +228,41 @@ impl<A: Layout> PartArcs<A> {
     /// The arcs of local vertex `local`.
     #[inline]
     pub fn arcs(&self, local: u32) -> &[A] {
+        let (s, e) = self.bounds(local);
+        &self.arcs[s as usize..e as usize]
+    }
+
+    /// `(start, end)`: the arcs of local vertex `local` are `range(start, end)`.
+    #[inline]
+    pub fn bounds(&self, local: u32) -> (u64, u64) {
         let l = local as usize;
-        &self.arcs[self.bounds[l][0] as usize..self.bounds[l + 1][0] as usize]
+        (self.offsets[l], self.offsets[l + 1])
+    }
+
+    /// True when `a` points into this partition.
+    #[inline]
+    pub fn is_own(&self, a: &A) -> bool {
+        a.tag().wrapping_sub(self.own_tags) < self.own_span
+    }
+
+    /// How many of `arcs` (a vertex's arcs, or their tail from some own arc on) point into
+    /// this partition: they are a prefix. All of them when the last one does (one test:
+    /// every vertex with one partition, most with few), else a binary search; either way
+    /// the kernel's loop over the own arcs then has a known count, no test per arc.
+    #[inline]
+    pub fn own_len(&self, arcs: &[A]) -> usize {
+        match arcs.last() {
+            Some(a) if !self.is_own(a) => arcs.partition_point(|a| self.is_own(a)),
+            _ => arcs.len(),
+        }
     }
 
     /// The arcs of local vertex `local` split into those to its own partition and those
     /// to other partitions.
     #[inline]
     pub fn split(&self, local: u32) -> (&[A], &[A]) {
-        let l = local as usize;
-        let (a, m, b) = (
-            self.bounds[l][0] as usize,
-            self.bounds[l][1] as usize,
-            self.bounds[l + 1][0] as usize,
-        );
-        (&self.arcs[a..m], &self.arcs[m..b])
+        let all = self.arcs(local);
+        all.split_at(self.own_len(all))
     }
 
     /// The arcs `start..end` of the partition (a range from [`PartArcs::segments`]).
@@ -244,8 +274,20 @@ impl<A: Layout> PartArcs<A> {
     /// The arcs of local vertex `local` to other partitions, as `(owner, start, end)`
     /// ranges for [`PartArcs::range`], one per owner, owners ascending.
     pub fn segments(&self, local: u32, tags: Tags) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
-        let l = local as usize;
-        let (mut at, end) = (self.bounds[l][1], self.bounds[l + 1][0]);
+        let (start, end) = self.bounds(local);
+        let own = self.own_len(self.range(start, end)) as u64;
+        self.segments_of(start + own, end, tags)
+    }
+
+    /// [`PartArcs::segments`] of the arcs `at..end`: the arcs to other partitions of one
+    /// vertex (`end` its last, `at` past its own arcs).
+    #[inline]
+    pub fn segments_of(
+        &self,
+        mut at: u64,
+        end: u64,
+        tags: Tags,
+    ) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
         std::iter::from_fn(move || {
             if at == end {
                 return None;
@@ -262,7 +304,8 @@ impl<A: Layout> PartArcs<A> {
     /// The out-degree of local vertex `local`.
     #[inline]
     pub fn degree(&self, local: u32) -> u64 {
-        self.bounds[local as usize + 1][0] - self.bounds[local as usize][0]
+        let (s, e) = self.bounds(local);
+        e - s
     }
 
     /// Arcs of the whole partition.
@@ -272,7 +315,7 @@ impl<A: Layout> PartArcs<A> {
 
     /// Bytes held by the arrays.
     pub fn heap_bytes(&self) -> u64 {
-        (self.bounds.len() * 16 + self.arcs.len() * std::mem::size_of::<A>()) as u64
+        (self.offsets.len() * 8 + self.arcs.len() * std::mem::size_of::<A>()) as u64
     }
 }
 
@@ -526,7 +569,6 @@ pub(crate) fn build<A: Layout>(
             }
         }
         let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
-        let mut mids = filled_vec(len, 0u64);
         // One disjoint slice of arcs per block of BLOCK vertices.
         let mut blocks = Vec::with_capacity(len.div_ceil(BLOCK));
         let mut rest: &mut [A] = &mut arcs;
@@ -540,58 +582,50 @@ pub(crate) fn build<A: Layout>(
         // Order of the owners' groups: this part first, then the others ascending.
         let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
         let lo_offsets = &local_offsets;
-        blocks.into_par_iter().zip(mids.par_chunks_mut(BLOCK)).enumerate().for_each(
-            |(b, (out, mids))| {
-                let first = lo_offsets[b * BLOCK];
-                let mut at = vec![0usize; np + 2];
-                let mut count = vec![0usize; np + 2];
-                for (i, mid) in mids.iter_mut().enumerate() {
-                    let l = b * BLOCK + i;
-                    let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
-                    let src = src[l] as usize..src[l + 1] as usize;
-                    let dst = &mut out[(s - first) as usize..(e - first) as usize];
-                    // A stable counting sort of the arcs by owner rank (a far owner's
-                    // group is one entry).
-                    count.fill(0);
+        blocks.into_par_iter().enumerate().for_each(|(b, out)| {
+            let first = lo_offsets[b * BLOCK];
+            let mut at = vec![0usize; np + 2];
+            let mut count = vec![0usize; np + 2];
+            for l in b * BLOCK..((b + 1) * BLOCK).min(len) {
+                let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
+                let src = src[l] as usize..src[l + 1] as usize;
+                let dst = &mut out[(s - first) as usize..(e - first) as usize];
+                // A stable counting sort of the arcs by owner rank (a far owner's
+                // group is one entry).
+                count.fill(0);
+                for &v in &targets[src.clone()] {
+                    count[rank(parts.owner(v)) + 1] += 1;
+                }
+                at[0] = 0;
+                for g in 0..np + 1 {
+                    let size =
+                        if g > 0 && is_far(g - 1) { count[g + 1].min(1) } else { count[g + 1] };
+                    at[g + 1] = at[g] + size;
+                }
+                for (&v, &w) in targets[src.clone()].iter().zip(&weights[src.clone()]) {
+                    let (owner, local) = parts.locate(v);
+                    if is_far(owner) {
+                        continue;
+                    }
+                    let k = &mut at[rank(owner)];
+                    dst[*k] = A::new(tags.tag(owner, local), w);
+                    *k += 1;
+                }
+                if far.is_some() {
                     for &v in &targets[src.clone()] {
-                        count[rank(parts.owner(v)) + 1] += 1;
-                    }
-                    at[0] = 0;
-                    for g in 0..np + 1 {
-                        let size =
-                            if g > 0 && is_far(g - 1) { count[g + 1].min(1) } else { count[g + 1] };
-                        at[g + 1] = at[g] + size;
-                    }
-                    *mid = s + at[1] as u64;
-                    for (&v, &w) in targets[src.clone()].iter().zip(&weights[src.clone()]) {
-                        let (owner, local) = parts.locate(v);
-                        if is_far(owner) {
-                            continue;
-                        }
-                        let k = &mut at[rank(owner)];
-                        dst[*k] = A::new(tags.tag(owner, local), w);
-                        *k += 1;
-                    }
-                    if far.is_some() {
-                        for &v in &targets[src.clone()] {
-                            let owner = parts.owner(v);
-                            let n = count[owner + 2];
-                            if is_far(owner) && n > 0 {
-                                let n = u32::try_from(n).expect("under 2^32 arcs to one part");
-                                dst[at[owner + 1]] = A::new(tags.tag(owner, 0), f32::from_bits(n));
-                                count[owner + 2] = 0;
-                            }
+                        let owner = parts.owner(v);
+                        let n = count[owner + 2];
+                        if is_far(owner) && n > 0 {
+                            let n = u32::try_from(n).expect("under 2^32 arcs to one part");
+                            dst[at[owner + 1]] = A::new(tags.tag(owner, 0), f32::from_bits(n));
+                            count[owner + 2] = 0;
                         }
                     }
                 }
-            },
-        );
-        let mut bounds = filled_vec(len + 1, [0u64; 2]);
-        bounds.par_iter_mut().enumerate().for_each(|(l, b)| {
-            let s = local_offsets[l];
-            *b = [s, mids.get(l).copied().unwrap_or(s)];
+            }
         });
-        PartArcs { bounds, arcs }
+        let own_tags = tags.tag(p, 0);
+        PartArcs { offsets: local_offsets, own_tags, own_span: 1 << tags.shift(), arcs }
     })
     .collect()
 }

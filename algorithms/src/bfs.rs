@@ -410,6 +410,7 @@ impl BfsPart {
         for _ in 0..limit {
             let Some(u) = self.frontier.pop() else { break };
             let me = tags.tag(self.part, u);
+            let (first, last) = arcs.bounds(u);
             let (own, other) = arcs.split(u);
             self.scanned_arcs += own.len() as u64;
             for &t in own {
@@ -419,7 +420,7 @@ impl BfsPart {
                 self.send_visits(other, me, send);
                 continue;
             }
-            for (owner, start, end) in arcs.segments(u, tags) {
+            for (owner, start, end) in arcs.segments_of(first + own.len() as u64, last, tags) {
                 let range = arcs.range(start, end);
                 if range.len() >= SCAN_ARCS && self.same_rank.contains(&owner) {
                     let scan = HubScan { start, end, parent: me, zero: 0 };

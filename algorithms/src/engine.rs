@@ -68,7 +68,10 @@
 //! [`Engine::from_local`] builds the engine of a rank from the rows of its own vertices
 //! only (a [`LocalCsr`], e.g. from `skein_generators::distributed`): rank `r` holds the
 //! range `rank_bounds(n, R, W)[r]..[r + 1]` ([`rank_bounds`]), the vertices of its
-//! partitions. Each process copies the arcs of its own partitions only (also under
+//! partitions (equal blocks of ids, [`Partitioning::new`]: the rows are built before any
+//! degree is known; so are the parts of [`Engine::new`] under `mpirun`, while one process
+//! balances its parts by arcs, [`Partitioning::balanced`]).
+//! Each process copies the arcs of its own partitions only (also under
 //! [`Engine::new`], whose ranks hold the whole [`Csr`]); SSSP relaxes a scan from another
 //! rank over the receiver's in-arcs (`crate::graph`, which also states the memory per
 //! rank). [`Engine::sssp_local`] and [`Engine::bfs_local`] leave each rank its own slice of
@@ -481,8 +484,14 @@ impl Engine {
         let delta = opts.delta.unwrap_or_else(|| default_delta(max_weight));
         let view = Arc::new(view);
         registry::insert_graph(id, Arc::clone(&view));
-        let r = if ranks > 1 { rank } else { 0 };
-        let range = bounds[r]..bounds[r + 1];
+        // This rank's vertices: those of its parts (`bounds[r]..bounds[r + 1]` where ranks
+        // hold their own rows; the balanced parts' where every rank holds every row).
+        let mine = view.own();
+        let range = if mine.is_empty() {
+            0..0
+        } else {
+            view.parts.range(mine.start).start..view.parts.range(mine.end - 1).end
+        };
         Ok(Engine { rt, view, opts, bad_weight, max_weight, delta, graph_id: id, range })
     }
 

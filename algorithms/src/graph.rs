@@ -27,17 +27,18 @@
 //! With `A` the arcs of the rank's rows, `A_x` those of them whose target lies in another
 //! rank, `S` the distinct sources of other ranks among those targets, `n_r` the rank's
 //! vertices, `P` the pairs (vertex of the rank, partition of another rank) joined by at
-//! least one arc, `W` its workers, `T` the tag space (`< 2n`). The SSSP copy summarizes a
-//! vertex's arcs to each partition of another rank in one entry (`crate::adjacency::build`),
-//! since the receiver relaxes its in-arcs, so in-arcs and copy together cost what the copy
-//! of every arc cost in one process:
+//! least one arc, `W` its workers, `T` the tag space (`< 2n` for equal parts; under twice
+//! the parts times the largest part's vertices for parts balanced by arcs, in one process).
+//! The SSSP copy summarizes a vertex's arcs to each partition of another rank in one entry
+//! (`crate::adjacency::build`), since the receiver relaxes its in-arcs, so in-arcs and copy
+//! together cost what the copy of every arc cost in one process:
 //!
 //! ```text
 //! rows (held by the caller)       16·A + 8·n_r
-//! SSSP arc copy                    8·(A − A_x + P) + 16·n_r
+//! SSSP arc copy                    8·(A − A_x + P) + 8·n_r
 //! SSSP in-arcs (ranks > 1)         8·A_x + 8·S + W·(T/8 + T/16) (bitmap, per-64 counts);
 //!                                  while built, 8·T more (one part at a time)
-//! BFS arc copy                     4·A + 16·n_r
+//! BFS arc copy                     4·A + 8·n_r
 //! SSSP, kept across searches       ~8.2·n_r (distance, parent tag, pending bit) + bins
 //! BFS, kept across searches        ~8·n_r + W·T/8 + 2·T/8 (send filters, two frontier
 //!                                  bitmaps per rank)
@@ -133,7 +134,8 @@ impl WeightSummary {
 #[derive(Debug)]
 pub struct GraphView {
     rows: Rows,
-    /// Which partition owns which vertex: `R × W` contiguous blocks of global ids.
+    /// Which partition owns which vertex: `R × W` contiguous blocks of global ids, balanced
+    /// by arcs when this process knows every degree ([`Partitioning::balanced`]).
     pub parts: Partitioning,
     /// The tag encoding (owner and local index in one `u32`) of the arc copies.
     pub tags: Tags,
@@ -159,14 +161,23 @@ impl GraphView {
         own: Range<usize>,
     ) -> Result<GraphView, String> {
         assert!(per_rank >= 1 && parts % per_rank == 0 && own.end <= parts);
-        let parts = Partitioning::new(rows.num_vertices(), parts);
+        let n = rows.num_vertices();
+        let held = rows.get();
+        // Parts balanced by arcs in one process (every part its own, every row held: also
+        // a loopback split). Across processes the parts are equal blocks (`rank_bounds`):
+        // ranks holding their own rows were built for them before any degree was known,
+        // and a rank's slice of a result is its `rank_bounds` range either way.
+        let parts = if own == (0..parts) && held.range() == (0..n) {
+            Partitioning::balanced(held.offsets, parts)
+        } else {
+            Partitioning::new(n, parts)
+        };
         let tags = Tags::new(&parts)?;
         let want = if own.is_empty() {
             0..0
         } else {
             parts.range(own.start).start..parts.range(own.end - 1).end
         };
-        let held = rows.get();
         if !held.holds(&want) {
             return Err(format!(
                 "the rows held ({}..{}) do not cover the vertices of this rank's partitions \

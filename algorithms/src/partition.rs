@@ -1,27 +1,57 @@
 //! Vertex partitioning: which trustee owns a vertex, and at which local index.
 //!
 //! Vertices are split into contiguous blocks of global ids, one block per trustee (see
-//! `crate::engine` for how trustees use them, and `docs/ARCHITECTURE.md`). Graph500 ids are already scrambled by the generator, so contiguous
-//! blocks are balanced in edges as well as in vertices.
+//! `crate::engine` for how trustees use them, and `docs/ARCHITECTURE.md`). Two ways:
 //!
-//! The owner function is one multiply: `owner(v) = (v * m) >> 64` with
-//! `m = floor(2^64 * parts / n)` (128-bit arithmetic). It never decreases as `v` grows
-//! and stays below `parts` for every `v < n` (since `(n - 1) * m < 2^64 * parts`), so it
-//! defines contiguous blocks; their first vertices are found once, at construction, by
-//! binary search. It differs from the exact `floor(v * parts / n)` only where that
-//! quotient is within `v / 2^64` of an integer, so block sizes are within 2 of `n / parts`.
-//! The local index is `v - start[owner]`.
+//! - **Equal blocks** ([`Partitioning::new`]): about `n / parts` vertices each. The owner
+//!   function is one multiply: `owner(v) = (v * m) >> 64` with `m = floor(2^64 * parts /
+//!   n)` (128-bit arithmetic). It never decreases as `v` grows and stays below `parts` for
+//!   every `v < n` (since `(n - 1) * m < 2^64 * parts`), so it defines contiguous blocks;
+//!   their first vertices are found once, at construction, by binary search. It differs
+//!   from the exact `floor(v * parts / n)` only where that quotient is within `v / 2^64` of
+//!   an integer, so block sizes are within 2 of `n / parts`. These are the blocks of rack
+//!   mode ([`rank_bounds`]: each rank's rows are built for them before any degree is known).
+//!
+//! - **Balanced by arcs** ([`Partitioning::balanced`], from the rows' offsets, used by
+//!   one process, which holds every row): each part holds about the same *work*, its arcs plus
+//!   [`VERTEX_ARCS`] per vertex. Graph500 ids are scrambled by the generator, yet equal
+//!   blocks are not even in arcs: hubs crowd some blocks (1.21x the mean arcs in the
+//!   busiest of 16 parts at SCALE 20), and a round of a kernel lasts as long as its
+//!   busiest part. The vertices are cut into coarse blocks of `2^shift` ids (about 64
+//!   blocks per part) and part boundaries fall on block edges, so the owner is one load
+//!   from a small table, `owners[v >> shift]` (a few KiB: it stays in L1), instead of the
+//!   multiply. The boundaries are where the running sum of the blocks' work crosses
+//!   `p · total / parts` (nearest block edge), so a part is within one block of its share.
+//!
+//! Either way the local index is `v - start[owner]`. The results of every kernel do not
+//! depend on where the boundaries fall (the kit tests run them on both).
 
 use std::ops::Range;
+
+/// What a part's work is counted in, per vertex, beside its arcs ([`Partitioning::balanced`]):
+/// a vertex costs a kernel a little even without arcs (its state, its bounds, a bottom-up
+/// BFS's test), about as much as this many arcs.
+pub const VERTEX_ARCS: u64 = 2;
+
+/// Coarse blocks per part of [`Partitioning::balanced`] (at least; fewer only when the
+/// blocks are single vertices): a part's work is within one block of its share.
+const BLOCKS_PER_PART: u64 = 64;
+
+/// How the owner of a vertex is found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Owner {
+    /// Equal blocks: `(v * m) >> 64`, with `m` in 64 bits when it fits (whenever `parts
+    /// <= num_vertices`: one 64x64 -> 128-bit multiply).
+    Multiply { multiplier: u128, multiplier64: Option<u64> },
+    /// Balanced blocks: `owners[v >> shift]`.
+    Table { shift: u32, owners: Vec<u32> },
+}
 
 /// The mapping vertex → (part, local index) for `num_vertices` vertices over `parts` parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Partitioning {
     num_vertices: u64,
-    multiplier: u128,
-    /// `multiplier` when it fits in 64 bits (whenever `parts <= num_vertices`): the
-    /// owner is then one 64x64 -> 128-bit multiply, the hot path of every kernel.
-    multiplier64: Option<u64>,
+    owner: Owner,
     /// `starts[p]` is the first vertex of part `p`; `starts[parts] == num_vertices`.
     starts: Vec<u64>,
 }
@@ -53,14 +83,82 @@ impl Partitioning {
         }
         starts.push(num_vertices);
         let multiplier64 = u64::try_from(multiplier).ok();
-        let p = Partitioning { num_vertices, multiplier, multiplier64, starts };
-        for part in 0..parts {
+        let p = Partitioning {
+            num_vertices,
+            owner: Owner::Multiply { multiplier, multiplier64 },
+            starts,
+        };
+        p.check_sizes();
+        p
+    }
+
+    /// Splits the vertices of the rows `offsets` (`offsets[v]..offsets[v + 1]` are the arcs
+    /// of vertex `v`, `offsets.len() - 1` vertices) into `parts` contiguous blocks of about
+    /// the same work each: arcs plus [`VERTEX_ARCS`] per vertex, boundaries on the edges of
+    /// coarse blocks of `2^shift` vertices (see the module docs). Deterministic: the same
+    /// rows give the same parts.
+    ///
+    /// # Panics
+    /// If `parts` is 0 or `offsets` is empty, or a part would hold more than `u32::MAX`
+    /// vertices (local indices are `u32`).
+    pub fn balanced(offsets: &[u64], parts: usize) -> Partitioning {
+        assert!(parts >= 1, "a partitioning needs at least one part");
+        let n = offsets.len() as u64 - 1;
+        // The smallest blocks that still leave at most 2 * BLOCKS_PER_PART per part.
+        let want = (parts as u64).saturating_mul(BLOCKS_PER_PART).max(1);
+        let mut shift = 0;
+        while (n >> shift) > 2 * want {
+            shift += 1;
+        }
+        let blocks = n.div_ceil(1 << shift) as usize;
+        let work = |lo: u64, hi: u64| {
+            offsets[hi as usize] - offsets[lo as usize] + VERTEX_ARCS * (hi - lo)
+        };
+        let total = work(0, n) as u128;
+        // Part `p` starts at the block edge nearest to where the running work reaches
+        // `p * total / parts` (never before the previous part's start).
+        let mut starts = Vec::with_capacity(parts + 1);
+        starts.push(0u64);
+        let (mut b, mut done) = (0usize, 0u128);
+        for p in 1..parts {
+            let goal = total * p as u128 / parts as u128;
+            loop {
+                if b == blocks {
+                    break;
+                }
+                let (lo, hi) = ((b as u64) << shift, (((b + 1) as u64) << shift).min(n));
+                let w = work(lo, hi) as u128;
+                // Take block `b` while its middle is before the goal.
+                if done + w / 2 >= goal {
+                    break;
+                }
+                done += w;
+                b += 1;
+            }
+            starts.push(((b as u64) << shift).min(n));
+        }
+        starts.push(n);
+        let mut owners = vec![0u32; blocks];
+        for p in (0..parts).filter(|&p| starts[p] < starts[p + 1]) {
+            let (lo, hi) = (starts[p] >> shift, starts[p + 1].div_ceil(1 << shift));
+            for o in &mut owners[lo as usize..(hi as usize).min(blocks)] {
+                *o = u32::try_from(p).expect("under 2^32 parts");
+            }
+        }
+        // Each block is written by the one non-empty part that holds it: boundaries are on
+        // block edges but `n`, which may fall inside the last block.
+        let p = Partitioning { num_vertices: n, owner: Owner::Table { shift, owners }, starts };
+        p.check_sizes();
+        p
+    }
+
+    fn check_sizes(&self) {
+        for part in 0..self.parts() {
             assert!(
-                p.range(part).end - p.range(part).start <= u32::MAX as u64,
+                self.range(part).end - self.range(part).start <= u32::MAX as u64,
                 "part {part} would hold more than 2^32 - 1 vertices: use more parts"
             );
         }
-        p
     }
 
     /// Number of parts.
@@ -76,9 +174,12 @@ impl Partitioning {
     /// The part that owns `v`.
     #[inline]
     pub fn owner(&self, v: u64) -> usize {
-        match self.multiplier64 {
-            Some(m) => ((v as u128 * m as u128) >> 64) as usize,
-            None => ((v as u128 * self.multiplier) >> 64) as usize,
+        match &self.owner {
+            Owner::Table { shift, owners } => owners[(v >> shift) as usize] as usize,
+            Owner::Multiply { multiplier64: Some(m), .. } => {
+                ((v as u128 * *m as u128) >> 64) as usize
+            }
+            Owner::Multiply { multiplier, .. } => ((v as u128 * multiplier) >> 64) as usize,
         }
     }
 
@@ -146,9 +247,9 @@ mod tests {
 
     use super::*;
 
-    fn check(n: u64, parts: usize) {
-        let p = Partitioning::new(n, parts);
-        assert_eq!(p.parts(), parts);
+    /// Checks that every vertex of `p` has exactly one owner, at the right local index.
+    fn check_cover(p: &Partitioning, n: u64, parts: usize) {
+        assert_eq!((p.parts(), p.num_vertices()), (parts, n));
         let mut total = 0u64;
         for part in 0..parts {
             let r = p.range(part);
@@ -159,6 +260,11 @@ mod tests {
             }
         }
         assert_eq!(total, n);
+    }
+
+    fn check(n: u64, parts: usize) {
+        let p = Partitioning::new(n, parts);
+        check_cover(&p, n, parts);
         if n >= parts as u64 {
             let sizes: Vec<u64> = (0..parts).map(|q| p.len(q) as u64).collect();
             let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
@@ -173,6 +279,69 @@ mod tests {
                 check(n, parts);
             }
         }
+    }
+
+    /// Rows of `n` vertices with the degrees `deg(v)`, as offsets.
+    fn offsets(n: u64, deg: impl Fn(u64) -> u64) -> Vec<u64> {
+        let mut o = vec![0u64];
+        for v in 0..n {
+            o.push(o[v as usize] + deg(v));
+        }
+        o
+    }
+
+    /// Checks a balanced partitioning of `offsets` over `parts`: one owner per vertex, the
+    /// owners' blocks contiguous and in order, and each part's work within one coarse
+    /// block's (the heaviest) of its share.
+    fn check_balanced(offsets: &[u64], parts: usize) {
+        let n = offsets.len() as u64 - 1;
+        let p = Partitioning::balanced(offsets, parts);
+        assert_eq!(p, Partitioning::balanced(offsets, parts), "deterministic");
+        check_cover(&p, n, parts);
+        let Owner::Table { shift, .. } = p.owner else { panic!("a table") };
+        let work = |r: Range<u64>| {
+            offsets[r.end as usize] - offsets[r.start as usize] + VERTEX_ARCS * (r.end - r.start)
+        };
+        let block = (0..n.div_ceil(1 << shift))
+            .map(|b| work(b << shift..((b + 1) << shift).min(n)))
+            .max()
+            .unwrap_or(0);
+        let share = work(0..n) / parts as u64;
+        for part in 0..parts {
+            let w = work(p.range(part));
+            assert!(w <= share + block + 1, "part {part}: {w} > {share} + {block}");
+        }
+    }
+
+    #[test]
+    fn balanced_parts_cover_every_vertex_once() {
+        for n in [0u64, 1, 2, 3, 7, 64, 100, 1000, 4099] {
+            for parts in [1, 2, 3, 4, 5, 7, 16] {
+                check_balanced(&offsets(n, |v| v % 5), parts);
+                check_balanced(&offsets(n, |_| 0), parts);
+            }
+        }
+    }
+
+    #[test]
+    fn balanced_parts_even_out_hubs() {
+        // Hubs in the first eighth: equal blocks put most arcs in part 0.
+        let n = 1 << 14;
+        let o = offsets(n, |v| if v < n / 8 { 64 } else { 2 });
+        check_balanced(&o, 4);
+        let p = Partitioning::balanced(&o, 4);
+        let arcs = |r: Range<u64>| o[r.end as usize] - o[r.start as usize];
+        let equal = Partitioning::new(n, 4);
+        assert!(arcs(equal.range(0)) > 2 * arcs(equal.range(1)));
+        // Work (arcs + VERTEX_ARCS per vertex) within 1 % of an even split; arcs within 20 %
+        // (the hubs' part has fewer vertices, hence more arcs for the same work).
+        let work = |r: Range<u64>| arcs(r.clone()) + VERTEX_ARCS * (r.end - r.start);
+        let total = work(0..n);
+        let most = (0..4).map(|q| work(p.range(q))).max().unwrap();
+        assert!(most * 4 < total * 101 / 100, "work within 1 % of an even split: {most}");
+        let most = (0..4).map(|q| arcs(p.range(q))).max().unwrap();
+        assert!(most * 4 < o[n as usize] * 12 / 10, "arcs within 20 %: {most}");
+        assert!(p.len(0) < p.len(3), "fewer vertices where the hubs are");
     }
 
     #[test]

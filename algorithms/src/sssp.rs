@@ -464,12 +464,13 @@ impl SsspPart {
             let du = self.dist[u as usize];
             self.pending[u as usize / 64] &= !(1 << (u % 64));
             let me = tags.tag(self.part, u);
+            let (first, last) = arcs.bounds(u);
             let (own, _) = arcs.split(u);
             self.relaxed_arcs += own.len() as u64;
             for &Arc32 { tag, weight } in own {
                 self.relax(tags.local(tag), du + weight, me);
             }
-            for (owner, start, end) in arcs.segments(u, tags) {
+            for (owner, start, end) in arcs.segments_of(first + own.len() as u64, last, tags) {
                 let scan = if self.same_rank.contains(&owner) {
                     Scan { start, end, parent: me, dist: du }
                 } else {

@@ -141,8 +141,12 @@ fn round_spread_counts_every_partitions_arcs_per_round() {
             assert!(critical >= 1.0 && critical <= workers as f64, "{critical}");
         }
     }
-    // Only partition 0 (vertices 0..4 of 8) has arcs: it relaxes every arc of every round.
-    let path = Csr::from_parts(8, vec![0, 1, 3, 5, 6, 6, 6, 6, 6], vec![1, 0, 2, 1, 3, 2], None);
+    // Only partition 0 has arcs (the path 0..4 weighs less than the 28 vertices without arcs:
+    // parts are balanced by arcs plus a term per vertex, `Partitioning::balanced`): it
+    // relaxes every arc of every round.
+    let mut offsets = vec![0u64, 1, 3, 5];
+    offsets.resize(33, 6);
+    let path = Csr::from_parts(32, offsets, vec![1, 0, 2, 1, 3, 2], None);
     let (_, stats) = engine(&Arc::new(path.unwrap()), 2).sssp(0).unwrap();
     let s = stats.round_spread.unwrap();
     assert_eq!((stats.arcs, s.busiest_arcs, s.rounds), (6, 6, stats.rounds));
