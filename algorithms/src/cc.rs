@@ -231,9 +231,13 @@ pub(crate) struct CcPart {
     joined: Vec<bool>,
     /// A bit per local root: labelled [`GIANT`].
     giant: Vec<u64>,
-    /// A bit per local vertex: in the largest component (what [`CcPart::publish`] wrote,
+    /// A bit per local vertex: in the largest component (what [`CcPart::join`] published,
     /// for the other ranks).
     mine: Vec<u64>,
+    /// The vertices outside the largest component with remote arcs, each with its first
+    /// remote arc's target ([`CcPart::join`]; read there, next to the own arcs, it is
+    /// mostly all the hook step reads of the vertex).
+    candidates: Vec<(u32, Tag)>,
     /// Labels of the roots neither giant nor labelled by their own id + 1.
     lower: HashMap<u32, u64>,
     /// The smallest global id of a root labelled giant here (`u64::MAX`: none).
@@ -271,6 +275,7 @@ impl CcPart {
             shared,
             joined: vec![false; np],
             giant: vec![0; (len as usize).div_ceil(64)],
+            candidates: Vec::new(),
             mine: if np > 1 { vec![0; (len as usize).div_ceil(64)] } else { Vec::new() },
             lower: HashMap::new(),
             gmin: u64::MAX,
@@ -309,12 +314,16 @@ impl CcPart {
         x
     }
 
-    /// Joins `a` and `b`: the larger root goes under the smaller.
+    /// Joins `a` and `b`: the larger root goes under the smaller (and `largest` follows
+    /// its component's root).
     #[inline]
     fn union(&mut self, a: u32, b: u32) {
         let (a, b) = (self.find(a), self.find(b));
         if a != b {
             self.parent[a.max(b) as usize] = a.min(b);
+            if a.max(b) == self.largest {
+                self.largest = a.min(b);
+            }
         }
     }
 
@@ -328,6 +337,8 @@ impl CcPart {
     fn label(&self, r: u32) -> u64 {
         if self.is_giant(r) {
             GIANT
+        } else if self.lower.is_empty() {
+            self.first + u64::from(r) + 1
         } else {
             self.lower.get(&r).copied().unwrap_or(self.first + u64::from(r) + 1)
         }
@@ -387,61 +398,63 @@ impl CcPart {
     /// (joined by [`CcPart::sample`]), skipping the vertices in the component guessed
     /// largest: each own arc leaving it is joined from its other end (the own arcs are
     /// symmetric), so only the arcs inside it are skipped, whose ends are joined already.
+    ///
+    /// With more than one partition (`range` then starts at a multiple of 64) it also
+    /// publishes the vertices found in the largest component (a bit each, [`Largest`]), and
+    /// notes those outside it with remote arcs, the hook step's candidates. A vertex that
+    /// joins the largest component after its visit stays unpublished and a candidate: the
+    /// bits are a subset of the largest component, which is all the hook step needs.
     fn join(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
-        for u in range {
-            let own = arcs.split(u).0;
-            if own.len() <= SAMPLE_ROUNDS || self.find(u) == self.largest {
-                continue;
+        let Some(shared) = self.shared.clone() else {
+            for u in range {
+                let own = arcs.split(u).0;
+                if own.len() > SAMPLE_ROUNDS && self.find(u) != self.largest {
+                    self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+                    own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
+                }
             }
-            self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
-            for &t in &own[SAMPLE_ROUNDS..] {
-                self.union(u, tags.local(t));
+            return;
+        };
+        let base = tags.tag(self.part, 0) as usize;
+        let (mut bits, mut size) = (0u64, 0);
+        for u in range.clone() {
+            let (own, remote) = arcs.split(u);
+            let mut r = self.find(u);
+            if own.len() > SAMPLE_ROUNDS && r != self.largest {
+                self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+                own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
+                r = self.find(u);
             }
-        }
-    }
-
-    /// After [`CcPart::join`] of every vertex: the largest component's root (its root may
-    /// have changed since the guess). True with more than one partition (then the local
-    /// step publishes it).
-    fn settle(&mut self) -> bool {
-        if self.largest != NONE {
-            self.largest = self.find(self.largest);
-        }
-        self.shared.is_some()
-    }
-
-    /// Points the vertices of words `range` (64 local vertices each) at their roots and
-    /// publishes which lie in the largest component.
-    fn publish(&mut self, range: std::ops::Range<u32>) {
-        let Some(shared) = self.shared.clone() else { return };
-        let (len, base) = (self.parent.len(), self.view.tags.tag(self.part, 0) as usize);
-        let mut size = 0;
-        for w in range {
-            let from = w as usize * 64;
-            let n = (len - from).min(64);
-            let mut bits = 0u64;
-            for i in 0..n {
-                let r = self.find((from + i) as u32);
-                self.parent[from + i] = r;
-                bits |= u64::from(r == self.largest) << i;
+            if r == self.largest {
+                bits |= 1 << (u % 64);
+            } else if let Some(&t) = remote.first() {
+                self.arcs += 1;
+                self.candidates.push((u, t));
             }
-            size += u64::from(bits.count_ones());
-            shared.write(base + from, n, bits);
-            self.mine[w as usize] = bits;
+            if u % 64 == 63 || u + 1 == range.end {
+                let from = u - u % 64;
+                shared.write(base + from as usize, (u - from + 1) as usize, bits);
+                self.mine[from as usize / 64] = bits;
+                size += u64::from(bits.count_ones());
+                bits = 0;
+            }
         }
         shared.sizes[self.part].fetch_add(size, Ordering::Relaxed);
     }
 
-    /// Before [`CcPart::publish`]: this partition's size entry cleared.
-    fn clear_size(&mut self) {
+    /// Before [`CcPart::join`]: this partition's count of published vertices cleared.
+    /// True with more than one partition (then the local step publishes).
+    fn clear_size(&mut self) -> bool {
         if let Some(s) = &self.shared {
             s.sizes[self.part].store(0, Ordering::Relaxed);
         }
+        self.candidates.clear();
+        self.shared.is_some()
     }
 
-    /// After [`CcPart::publish`]: sends this partition's bits ([`CcPart::mine`]) and its
+    /// After [`CcPart::join`]: sends this partition's bits ([`CcPart::mine`]) and its
     /// largest component's size to one partition of every other rank, which writes them
     /// into its rank's array.
     fn share_bits(&mut self) {
@@ -490,7 +503,7 @@ impl CcPart {
                 if missing == 0 || scanned == PROBE_VERTICES {
                     break;
                 }
-                if self.parent[u as usize] != self.largest || arcs.split(u).1.is_empty() {
+                if self.mine[u as usize / 64] >> (u % 64) & 1 == 0 || arcs.split(u).1.is_empty() {
                     continue;
                 }
                 scanned += 1;
@@ -529,17 +542,27 @@ impl CcPart {
     }
 
     /// After every partition's probe: the giant class, and this partition's largest
-    /// component labelled giant when it belongs to it.
+    /// component labelled giant when it belongs to it; when it does not, its vertices are
+    /// candidates of the hook step too (all vertices with remote arcs).
     fn classes(&mut self) {
         let Some(shared) = self.shared.clone() else { return };
         self.joined = shared.giant(self.view.parts.parts());
         if self.largest != NONE && self.joined[self.part] {
             self.lower_to(self.largest, GIANT);
+        } else {
+            let arcs = self.view.out_arcs(self.part);
+            let before = self.candidates.len() as u64;
+            self.candidates.clear();
+            let len = self.parent.len() as u32;
+            let first = |u: u32| arcs.split(u).1.first().map(|&t| (u, t));
+            self.candidates.extend((0..len).filter_map(first));
+            // The first arcs of the largest component's vertices, read here.
+            self.arcs += self.candidates.len() as u64 - before;
         }
     }
 
-    /// The hook step on local vertices `range`: each vertex outside a component labelled
-    /// giant reads its remote arcs until one reaches the largest component of a partition
+    /// The hook step on candidates `range` ([`CcPart::join`]): each vertex outside a
+    /// component labelled giant reads its remote arcs until one reaches the largest component of a partition
     /// of the giant class (its component is then labelled giant); one that reaches none
     /// sends a pair on each remote arc and keeps the contracted edges on its side.
     fn hook(&mut self, range: std::ops::Range<u32>) {
@@ -547,23 +570,24 @@ impl CcPart {
         let view = Arc::clone(&self.view);
         let peers = Arc::clone(&self.peers);
         let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
-        for u in range {
-            let remote = arcs.split(u).1;
-            if remote.is_empty() {
-                continue;
-            }
-            let r = self.parent[u as usize];
+        for i in range {
+            let (u, first) = self.candidates[i as usize];
+            let r = self.find(u);
             if self.is_giant(r) {
                 continue;
             }
-            let hit = remote.iter().position(|&t| self.joined[tags.part(t)] && shared.has(t));
+            let joined = &self.joined;
+            let hits = |&t: &Tag| joined[tags.part(t)] && shared.has(t);
+            // The first remote arc was read (and counted) by `join`.
+            let remote = if hits(&first) { &[][..] } else { arcs.split(u).1 };
+            let hit = if remote.is_empty() { Some(0) } else { remote[1..].iter().position(hits) };
             if let Some(i) = hit {
-                self.arcs += i as u64 + 1;
+                self.arcs += i as u64 + u64::from(!remote.is_empty());
                 self.counters.hooked += 1;
                 self.lower_to(r, GIANT);
                 continue;
             }
-            self.arcs += remote.len() as u64;
+            self.arcs += remote.len() as u64 - 1;
             self.counters.unhooked += 1;
             let c = tags.tag(me, r);
             for &t in remote {
@@ -689,11 +713,9 @@ pub(crate) fn run(
         let len = me.apply((), |s, ()| s.parent.len());
         parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample(r));
         me.apply((), |s, ()| s.guess_largest());
+        let several = me.apply((), |s, ()| u8::from(s.clear_size())) == 1;
         parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
-        if me.apply((), |s, ()| u8::from(s.settle())) == 1 {
-            me.apply((), |s, ()| s.clear_size());
-            let words = len.div_ceil(64);
-            parts::chunks(&me, words, pass as usize / 64, (), |s, (), r| s.publish(r));
+        if several {
             me.apply((), |s, ()| s.share_bits());
             skein::wait_quiescent();
         }
@@ -708,7 +730,7 @@ pub(crate) fn run(
             let me = parts::me::<CcPart>(id);
             let len = me.apply((), |s, ()| {
                 s.classes();
-                s.parent.len()
+                s.candidates.len()
             });
             parts::chunks(&me, len, pass as usize, (), |s, (), r| s.hook(r));
             skein::wait_quiescent();
