@@ -361,11 +361,25 @@ impl CcPart {
 
     /// Afforest's first step on local vertices `range`: joins each one's first
     /// [`SAMPLE_ROUNDS`] own arcs.
+    ///
+    /// With more than one partition it also lists the vertices without own arcs but with
+    /// remote ones as candidates of the hook step, with their first remote arc's target
+    /// (read here in the order of the arcs, so streamed from memory): such a vertex is a
+    /// local component of its own (no own arc reaches it either: the own arcs are
+    /// symmetric), and most of the hook step's candidates are.
     fn sample(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
+        let several = self.shared.is_some();
         for u in range {
-            let own = arcs.split(u).0;
+            let (own, remote) = arcs.split(u);
+            if own.is_empty() && several {
+                if let Some(&t) = remote.first() {
+                    self.arcs += 1;
+                    self.candidates.push((u, t));
+                }
+                continue;
+            }
             let first = &own[..own.len().min(SAMPLE_ROUNDS)];
             self.arcs += first.len() as u64;
             for &t in first {
@@ -429,7 +443,8 @@ impl CcPart {
             }
             if r == self.largest {
                 bits |= 1 << (u % 64);
-            } else if let Some(&t) = remote.first() {
+            } else if let (false, Some(&t)) = (own.is_empty(), remote.first()) {
+                // (A vertex without own arcs was listed by `sample`.)
                 self.arcs += 1;
                 self.candidates.push((u, t));
             }
@@ -444,7 +459,8 @@ impl CcPart {
         shared.sizes[self.part].fetch_add(size, Ordering::Relaxed);
     }
 
-    /// Before [`CcPart::join`]: this partition's count of published vertices cleared.
+    /// Before [`CcPart::sample`]: the candidates and this partition's count of published
+    /// vertices cleared.
     /// True with more than one partition (then the local step publishes).
     fn clear_size(&mut self) -> bool {
         if let Some(s) = &self.shared {
@@ -711,9 +727,9 @@ pub(crate) fn run(
     parts::superstep((id, pass), |(id, pass)| {
         let me = parts::me::<CcPart>(id);
         let len = me.apply((), |s, ()| s.parent.len());
+        let several = me.apply((), |s, ()| u8::from(s.clear_size())) == 1;
         parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample(r));
         me.apply((), |s, ()| s.guess_largest());
-        let several = me.apply((), |s, ()| u8::from(s.clear_size())) == 1;
         parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
         if several {
             me.apply((), |s, ()| s.share_bits());
