@@ -111,7 +111,12 @@ fn components_on_graphs_that_defeat_the_hooks() {
             let e = Engine::new(Arc::clone(&g), opts(ranks, workers)).unwrap();
             for run in 0..2 {
                 let (got, _) = e.components().unwrap();
-                assert_eq!(got.label, want, "{} vertices, {ranks}x{workers}, run {run}", want.len());
+                assert_eq!(
+                    got.label,
+                    want,
+                    "{} vertices, {ranks}x{workers}, run {run}",
+                    want.len()
+                );
             }
         }
     }
