@@ -605,16 +605,23 @@ impl CcPart {
             }
             let joined = &self.joined;
             let hits = |&t: &Tag| joined[tags.part(t)] && shared.has(t);
-            // The first remote arc was read (and counted) by `join`.
-            let remote = if hits(&first) { &[][..] } else { arcs.split(u).1 };
-            let hit = if remote.is_empty() { Some(0) } else { remote[1..].iter().position(hits) };
-            if let Some(i) = hit {
-                self.arcs += i as u64 + u64::from(!remote.is_empty());
+            // The listed arc first (read and counted by `sample` or `join`), then the
+            // others: `read` arcs more, and whether one hit.
+            let (hit, remote) = if hits(&first) {
+                (true, &[][..])
+            } else {
+                let remote = arcs.split(u).1;
+                match remote[1..].iter().position(hits) {
+                    Some(i) => (true, &remote[..i + 2]),
+                    None => (false, remote),
+                }
+            };
+            self.arcs += remote.len().saturating_sub(1) as u64;
+            if hit {
                 self.counters.hooked += 1;
                 self.lower_to(r, GIANT);
                 continue;
             }
-            self.arcs += remote.len() as u64 - 1;
             self.counters.unhooked += 1;
             let c = tags.tag(me, r);
             for &t in remote {
