@@ -1,56 +1,80 @@
 //! Weakly connected components on the public building blocks ([`crate::parts`],
-//! [`crate::outbox`]): a union-find within each partition, the partitions' local components
-//! contracted once into a graph of components, then min-label propagation over that
-//! contracted graph only, in supersteps. No arc is read twice, and most arcs not at all.
+//! [`crate::outbox`], [`crate::registry::shared`]): a union-find within each partition, then,
+//! as Afforest does (Sutton, Ben-Nun and Barak, IPDPS 2018; GAP's `cc`) but across
+//! partitions, every local component that touches another partition's largest local
+//! component *hooks* to the giant component by one arc read, and min-label propagation runs
+//! only over the few local components left. Most arcs are never read.
 //!
-//! 1. **Local** (one superstep, no messages): each partition joins the ends of its own arcs
-//!    (those within the partition) in a union-find over its local indices whose roots are
-//!    the smallest index of their set, so a local component's root is its smallest vertex.
-//!    As Afforest does (Sutton, Ben-Nun and Barak, IPDPS 2018; GAP's `cc`): it first joins
-//!    each vertex's first [`SAMPLE_ROUNDS`] own arcs, guesses the largest local component
-//!    (the most frequent root of [`SAMPLES`] vertices drawn with a fixed seed), then joins
-//!    the remaining own arcs of the vertices outside it only: an own arc leaving it is
-//!    joined from its other end, so the arcs skipped lie inside it. A component is named
-//!    across partitions by its root's tag (`Tags`); its id (first label) is its root's
-//!    global id.
-//! 2. **Contract** (three supersteps), Afforest's skip across partitions: a pair `(t, tag of
-//!    u's root)` sent for an arc `u → t` to `t`'s owner (an [`Outbox`], 31 pairs to a
-//!    request) is filed there as a *contracted edge* `(root of t, remote component)`.
-//!    - *Probe*: each partition sends such pairs for a few arcs ([`PROBES`] per partition,
-//!      from at most [`PROBE_VERTICES`] vertices) from its largest local component to each
-//!      partition *below* it; a receiver whose own largest component is hit learns that the
-//!      two largest components are joined (`joined`).
-//!    - *Read*: a vertex outside its partition's largest component sends a pair for each of
-//!      its remote arcs; a vertex in it only for its arcs to the partitions *above* whose
-//!      largest component is not known joined to it. So every arc is read from at least one
-//!      end, except those between two largest components already joined by a probe's edge:
-//!      an arc leaving a largest component is read from its other end (the graph is
-//!      symmetric), an arc between two of them from the lower partition unless skipped. A
-//!      pair is not sent again while the same root keeps reaching `t` (a mark per remote
-//!      tag).
-//!    - *Reply*: each partition sorts and deduplicates the edges it filed and sends each back
-//!      to its other end, which files it as it is. At quiescence each partition groups its
-//!      contracted edges by root and lowers each root's label to its smallest neighbour's id
-//!      (known from the neighbour's tag, so without a message).
-//! 3. **Rounds**: every local component whose label dropped offers it to its contracted
-//!    neighbours, `(neighbour's root, label)` through another [`Outbox`]; an offer lowers the
-//!    receiver's label. A neighbour is offered only a label smaller than its id (a bound on
-//!    all its labels). A round ends at quiescence, the kernel when no label dropped. A drop
-//!    costs the component's contracted edges (a partition's giant component is one node),
-//!    not its boundary's arcs.
+//! 1. **Local** (one superstep): each partition joins the ends of its own arcs (those within
+//!    the partition) in a union-find over its local indices whose roots are the smallest
+//!    index of their set, so a local component's root is its smallest vertex. Afforest: it
+//!    first joins each vertex's first [`SAMPLE_ROUNDS`] own arcs, guesses the largest local
+//!    component (the most frequent root of [`SAMPLES`] vertices drawn with a fixed seed),
+//!    then joins the remaining own arcs of the vertices outside it only (an own arc leaving
+//!    it is joined from its other end, so the arcs skipped lie inside it). With more than
+//!    one partition the second pass also *publishes* the largest component: one bit per
+//!    vertex found in it, by tag, in an array every partition of its rank reads in memory
+//!    ([`Largest`], `registry::shared`), sent to one partition of every other rank
+//!    (`apply_with`, [`SLICE`] words a request); a vertex that joins it after its visit
+//!    stays unpublished (a subset is all the hook step needs). The two passes also list the
+//!    hook step's *candidates*, the vertices outside the largest component with remote
+//!    arcs, each with its first remote arc's target, read next to the arcs the pass reads
+//!    anyway (a vertex without own arcs, a local component of its own and most candidates,
+//!    by the first pass, which streams every row).
+//! 2. **Probe** (one superstep, no messages on one rank): each partition reads the remote
+//!    arcs of up to [`PROBE_VERTICES`] vertices of its largest component and notes which
+//!    other partitions' largest components they reach: a row of bits of a link matrix
+//!    (with each largest component's size) in the same shared array, sent to the other
+//!    ranks likewise.
+//! 3. **Hook** (one superstep): every partition computes the same classes of linked largest
+//!    components from the matrix; the class of the most vertices is the *giant*, `J`. The
+//!    largest component of a partition in `J` is labelled [`GIANT`] (one outside `J` makes
+//!    all its vertices with remote arcs candidates). Then each candidate outside a
+//!    component labelled giant reads its remote arcs, the listed one first, until one
+//!    reaches a vertex published in the largest component of a partition in `J`: its local
+//!    component is then labelled giant too (Afforest's hook, by one arc), and its other
+//!    vertices are skipped.
+//!    A vertex that reaches none (all its remote neighbours outside those largest
+//!    components) sends a pair `(remote vertex, own root)` on each remote arc to the arc's
+//!    owner (an [`Outbox`]), which files it as a *contracted edge* `(remote root, the
+//!    sender's root)`; the sender keeps `(own root, remote vertex)` itself. So every arc
+//!    between two local components of which at least one is not labelled giant after this
+//!    step is a contracted edge at both ends: a component not labelled giant reads all its
+//!    remote arcs, and an arc it shares with one labelled giant was not (or, if it was,
+//!    hooked it). Arcs between two components labelled giant are not needed: they are
+//!    joined.
+//! 4. **Rounds**: min-label propagation over the contracted edges only. Labels are ids
+//!    shifted by one, [`GIANT`] (0) below them all; in the first round every component with
+//!    a contracted edge offers its label to its neighbours, then those whose label dropped,
+//!    `(remote vertex, label)` through another [`Outbox`]; an offer lowers the label of the
+//!    vertex's root. A neighbour is offered only a label smaller than its vertex's id plus
+//!    one (a bound on all its root's labels). A round ends at quiescence, the kernel when no
+//!    label dropped. Each partition keeps the smallest id of its roots labelled giant; the
+//!    smallest over all partitions is the giant's label.
 //!
 //! Each component ends labelled by its smallest vertex, for any workers and ranks (the result
-//! is a fixed point, not an order). On one partition the kernel is step 1 only.
+//! is a fixed point, not an order): a component labelled giant is joined to the giant class
+//! (through a largest component of `J`, and the classes are joined by the probes' arcs);
+//! every other component reaches, by contracted edges, every local component of its true
+//! component, or one labelled giant if it lies in the giant component. On one partition the
+//! kernel is step 1 only.
 //!
-//! Counters ([`CcCounters`], in the engine's `SearchStats::counters`): the pairs sent by the
-//! contraction and its replies, the contracted edges (both ends counted) and the labels sent
-//! in the rounds (the probes and replies count as pairs); the arcs read are the kernel's
-//! `arcs` (the own arcs joined, the probes' arcs and the remote arcs read).
+//! Counters ([`CcCounters`], in the engine's `SearchStats::counters`): `hooked`, the local
+//! components hooked to the giant by one arc; `unhooked`, the candidates that reached no
+//! largest component of `J` (and so sent pairs); the pairs sent; the contracted edges (both
+//! ends counted); the labels sent in the rounds. The arcs read are the kernel's `arcs`: the
+//! own arcs joined, the candidates' remote arcs read and the probes' arcs (a remote arc is
+//! read at most twice, by a probe and by the hook step, and that only from a largest
+//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,562
+//! components hooked, 469 vertices not, 696 contracted edges, 2 label rounds.
 //!
-//! Memory per partition: 4 bytes per tag of the whole graph (the marks, during the
-//! contraction, with more than one partition), 13 bytes per own vertex (forest, labels, edge
-//! index, flags), 8 per pair filed and per contracted edge.
+//! Memory: per partition 4 bytes per own vertex (the forest), two bits per own vertex (the
+//! giant flags, the published bits), 8 bytes per candidate and per contracted edge; per
+//! rank one bit per tag of the whole graph and the link matrix (a bit per pair of
+//! partitions), kept with the graph.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -60,23 +84,115 @@ use crate::adjacency::Tag;
 use crate::graph::GraphView;
 use crate::outbox::Outbox;
 use crate::parts::{self, Collect, KernelStats, Part};
+use crate::registry;
 
-/// No tag (a mark never set), no root.
+/// No root.
 const NONE: u32 = u32::MAX;
+/// The label of the giant component: below every vertex's (id + 1).
+const GIANT: u64 = 0;
 /// Own arcs per vertex joined before the largest local component is guessed (Afforest;
 /// GAP's `cc` uses 2).
 const SAMPLE_ROUNDS: usize = 2;
 /// Local vertices drawn to guess the largest local component (GAP's `cc` uses 1024).
 const SAMPLES: usize = 1024;
-/// Probes a partition sends to each partition below it from its largest component.
-const PROBES: usize = 16;
-/// Vertices of its largest component a partition looks at for probes, at most.
+/// Vertices of its largest component with remote arcs a partition probes, at most.
 const PROBE_VERTICES: usize = 4096;
+/// Vertices per step of the passes over a partition's vertices: the engine's chunk times
+/// this. The passes send nothing (or a few pairs): a step yields only so that the worker
+/// serves the requests of others, and every yield costs (64 vertices a step made the
+/// passes a fifth slower at SCALE 20).
+const PASS: usize = 64;
+/// Words of the largest-component bitmap per request to another rank.
+const SLICE: usize = 1 << 16;
+
+/// What the partitions of one rank share (`registry::shared`, kept with the graph and
+/// rewritten by every run): the largest local components of every partition of every rank.
+#[derive(Debug)]
+struct Largest {
+    /// Bit `tag`: the vertex lies in its partition's largest local component.
+    bits: Vec<AtomicU64>,
+    /// `words` words per partition: bit `q` of row `p` when a probe from `p`'s largest
+    /// component reached `q`'s.
+    links: Vec<AtomicU64>,
+    words: usize,
+    /// Each partition's largest component's size.
+    sizes: Vec<AtomicU64>,
+}
+
+impl Largest {
+    fn new(tags: usize, parts: usize) -> Largest {
+        let zeros = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
+        let words = parts.div_ceil(64);
+        Largest {
+            bits: zeros(tags.div_ceil(64)),
+            links: zeros(parts * words),
+            words,
+            sizes: zeros(parts),
+        }
+    }
+
+    /// Whether vertex `t` lies in its partition's largest component.
+    #[inline]
+    fn has(&self, t: Tag) -> bool {
+        self.bits[t as usize / 64].load(Ordering::Relaxed) >> (t % 64) & 1 == 1
+    }
+
+    /// Writes bits `at..at + len` (`len <= 64`, `at` possibly not a word's start) from
+    /// `bits`, leaving the others as they are.
+    fn write(&self, at: usize, len: usize, bits: u64) {
+        if at % 64 == 0 && len == 64 {
+            self.bits[at / 64].store(bits, Ordering::Relaxed);
+            return;
+        }
+        // Partitions of fewer than 64 tags share words: one bit at a time, atomically.
+        for i in 0..len {
+            let (w, b) = (&self.bits[(at + i) / 64], 1u64 << ((at + i) % 64));
+            if bits >> i & 1 == 1 {
+                w.fetch_or(b, Ordering::Relaxed);
+            } else {
+                w.fetch_and(!b, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The partitions whose largest components form the class of the most vertices
+    /// (ties: the class of the smallest partition), joined by the links of every row.
+    fn giant(&self, parts: usize) -> Vec<bool> {
+        let mut up: Vec<usize> = (0..parts).collect();
+        fn find(up: &mut [usize], mut x: usize) -> usize {
+            while up[x] != x {
+                up[x] = up[up[x]];
+                x = up[x];
+            }
+            x
+        }
+        for p in 0..parts {
+            for q in 0..parts {
+                let w = self.links[p * self.words + q / 64].load(Ordering::Relaxed);
+                if w >> (q % 64) & 1 == 1 {
+                    let (a, b) = (find(&mut up, p), find(&mut up, q));
+                    up[a.max(b)] = a.min(b);
+                }
+            }
+        }
+        let mut size = vec![0u64; parts];
+        for p in 0..parts {
+            let r = find(&mut up, p);
+            size[r] += self.sizes[p].load(Ordering::Relaxed);
+        }
+        let best = (0..parts).max_by_key(|&r| (size[r], std::cmp::Reverse(r))).unwrap_or(0);
+        (0..parts).map(|p| find(&mut up, p) == best).collect()
+    }
+}
 
 /// The work counters of one run, summed over every partition of every rank.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CcCounters {
-    /// `(remote vertex, component)` pairs sent by the contraction.
+    /// Local components labelled giant by one remote arc into a largest component.
+    pub(crate) hooked: u64,
+    /// Vertices outside the giant whose remote arcs reach no largest component of it.
+    pub(crate) unhooked: u64,
+    /// `(remote vertex, own root)` pairs sent by those vertices.
     pub(crate) pairs: u64,
     /// Contracted edges after deduplication (each counted at both ends).
     pub(crate) edges: u64,
@@ -88,10 +204,22 @@ impl CcCounters {
     /// The counters by name, as the engine reports them.
     pub(crate) fn named(self) -> Vec<(&'static str, u64)> {
         vec![
+            ("hooked", self.hooked),
+            ("unhooked", self.unhooked),
             ("pairs sent", self.pairs),
             ("contracted edges", self.edges),
             ("labels sent", self.labels),
         ]
+    }
+
+    fn add(self, o: CcCounters) -> CcCounters {
+        CcCounters {
+            hooked: self.hooked + o.hooked,
+            unhooked: self.unhooked + o.unhooked,
+            pairs: self.pairs + o.pairs,
+            edges: self.edges + o.edges,
+            labels: self.labels + o.labels,
+        }
     }
 }
 
@@ -100,63 +228,76 @@ impl CcCounters {
 pub(crate) struct CcPart {
     view: Arc<GraphView>,
     part: usize,
-    /// The union-find over local indices (a root is the smallest index of its set).
+    /// The partition's first global id.
+    first: u64,
+    /// The union-find over local indices (a root is the smallest index of its set; with
+    /// more than one partition every vertex points at its root after the local step).
     parent: Vec<u32>,
-    /// The label of each local component, at its root.
-    label: Vec<u64>,
-    /// The root of the local component guessed largest ([`CcPart::guess_largest`]).
+    /// The local component guessed largest ([`CcPart::guess_largest`]): a vertex of it,
+    /// its root after the local step; [`NONE`] in an empty partition.
     largest: u32,
-    /// The last remote tag marked with each root in the contraction (per remote tag: the
-    /// last own root sent with it), to skip repeated pairs.
-    mark: Vec<u32>,
-    /// The last remote component filed for each root (receiver side), to skip repeats.
-    last: Vec<u32>,
-    /// Contracted edges as received `(own root, remote component)`, then sorted.
-    pairs: Vec<(u32, Tag)>,
-    /// Contracted edges sent back by their other ends, `root << 32 | remote component`.
-    back: Vec<u64>,
-    /// Per partition: whether the largest local component touches that partition's
-    /// largest component (learnt from its probes).
+    /// The rank's shared bitmap and link matrix (more than one partition only).
+    shared: Option<Arc<Largest>>,
+    /// Per partition: whether its largest component belongs to the giant class.
     joined: Vec<bool>,
-    /// The contracted edges `root << 32 | remote component`, sorted, so grouped by root:
-    /// `edges[start[r]..start[r + 1]]`.
-    start: Vec<u32>,
+    /// A bit per local root: labelled [`GIANT`].
+    giant: Vec<u64>,
+    /// A bit per local vertex: in the largest component (what [`CcPart::join`] published,
+    /// for the other ranks).
+    mine: Vec<u64>,
+    /// The vertices outside the largest component with remote arcs, each with its first
+    /// remote arc's target ([`CcPart::join`]; read there, next to the own arcs, it is
+    /// mostly all the hook step reads of the vertex).
+    candidates: Vec<(u32, Tag)>,
+    /// Labels of the roots neither giant nor labelled by their own id + 1.
+    lower: HashMap<u32, u64>,
+    /// The smallest global id of a root labelled giant here (`u64::MAX`: none).
+    gmin: u64,
+    /// The giant's label: the smallest `gmin` of every partition (set after the rounds).
+    giant_label: u64,
+    /// Contracted edges `root << 32 | remote vertex's tag`, sorted after the hook step.
     edges: Vec<u64>,
     /// The roots that offer their label this round.
     work: Vec<u32>,
-    /// Roots whose label dropped this round, and a flag per root.
+    /// Roots whose label dropped this round (repeats removed by [`CcPart::advance`]).
     changed: Vec<u32>,
-    queued: Vec<u8>,
     peers: Arc<Vec<Trust<CcPart>>>,
     contract: Outbox<(u32, Tag)>,
     offers: Outbox<(u32, u64)>,
+    /// Requests sent outside the outboxes (the bitmap and links to other ranks).
+    requests: u64,
     arcs: u64,
     counters: CcCounters,
 }
 
 impl CcPart {
-    fn new(view: Arc<GraphView>, part: usize) -> CcPart {
+    fn new(graph: u64, view: Arc<GraphView>, part: usize) -> CcPart {
         let np = view.parts.parts();
         let first = view.parts.range(part).start;
         let len = view.parts.len(part);
-        let mark = if np > 1 { vec![NONE; view.tags.space(np)] } else { Vec::new() };
+        let shared = (np > 1).then(|| {
+            let space = view.tags.space(np);
+            registry::shared(graph, view.rank_parts(part).start, || Largest::new(space, np))
+        });
         CcPart {
+            first,
             parent: (0..len).collect(),
-            label: (first..first + u64::from(len)).collect(),
             largest: NONE,
-            mark,
-            last: Vec::new(),
-            pairs: Vec::new(),
-            back: Vec::new(),
+            shared,
             joined: vec![false; np],
-            start: Vec::new(),
+            giant: vec![0; (len as usize).div_ceil(64)],
+            candidates: Vec::new(),
+            mine: if np > 1 { vec![0; (len as usize).div_ceil(64)] } else { Vec::new() },
+            lower: HashMap::new(),
+            gmin: u64::MAX,
+            giant_label: u64::MAX,
             edges: Vec::new(),
             work: Vec::new(),
             changed: Vec::new(),
-            queued: Vec::new(),
             peers: Arc::new(Vec::new()),
             contract: Outbox::new(np),
             offers: Outbox::new(np),
+            requests: 0,
             arcs: 0,
             counters: CcCounters::default(),
             view,
@@ -176,6 +317,7 @@ impl CcPart {
     }
 
     /// The root of `x` without changing the forest.
+    #[inline]
     fn root(&self, mut x: u32) -> u32 {
         while self.parent[x as usize] != x {
             x = self.parent[x as usize];
@@ -183,22 +325,72 @@ impl CcPart {
         x
     }
 
-    /// Joins `a` and `b`: the larger root goes under the smaller.
+    /// Joins `a` and `b`: the larger root goes under the smaller (and `largest` follows
+    /// its component's root).
     #[inline]
     fn union(&mut self, a: u32, b: u32) {
         let (a, b) = (self.find(a), self.find(b));
         if a != b {
             self.parent[a.max(b) as usize] = a.min(b);
+            if a.max(b) == self.largest {
+                self.largest = a.min(b);
+            }
         }
+    }
+
+    #[inline]
+    fn is_giant(&self, r: u32) -> bool {
+        self.giant[r as usize / 64] >> (r % 64) & 1 == 1
+    }
+
+    /// The label of root `r`.
+    #[inline]
+    fn label(&self, r: u32) -> u64 {
+        if self.is_giant(r) {
+            GIANT
+        } else if self.lower.is_empty() {
+            self.first + u64::from(r) + 1
+        } else {
+            self.lower.get(&r).copied().unwrap_or(self.first + u64::from(r) + 1)
+        }
+    }
+
+    /// Lowers root `r`'s label to `label` when that is smaller; true when it dropped.
+    fn lower_to(&mut self, r: u32, label: u64) -> bool {
+        if label >= self.label(r) {
+            return false;
+        }
+        if label == GIANT {
+            self.giant[r as usize / 64] |= 1 << (r % 64);
+            self.gmin = self.gmin.min(self.first + u64::from(r));
+            self.lower.remove(&r);
+        } else {
+            self.lower.insert(r, label);
+        }
+        true
     }
 
     /// Afforest's first step on local vertices `range`: joins each one's first
     /// [`SAMPLE_ROUNDS`] own arcs.
+    ///
+    /// With more than one partition it also lists the vertices without own arcs but with
+    /// remote ones as candidates of the hook step, with their first remote arc's target
+    /// (read here in the order of the arcs, so streamed from memory): such a vertex is a
+    /// local component of its own (no own arc reaches it either: the own arcs are
+    /// symmetric), and most of the hook step's candidates are.
     fn sample(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
+        let several = self.shared.is_some();
         for u in range {
-            let own = arcs.split(u).0;
+            let (own, remote) = arcs.split(u);
+            if own.is_empty() && several {
+                if let Some(&t) = remote.first() {
+                    self.arcs += 1;
+                    self.candidates.push((u, t));
+                }
+                continue;
+            }
             let first = &own[..own.len().min(SAMPLE_ROUNDS)];
             self.arcs += first.len() as u64;
             for &t in first {
@@ -231,222 +423,277 @@ impl CcPart {
     /// (joined by [`CcPart::sample`]), skipping the vertices in the component guessed
     /// largest: each own arc leaving it is joined from its other end (the own arcs are
     /// symmetric), so only the arcs inside it are skipped, whose ends are joined already.
+    ///
+    /// With more than one partition (`range` then starts at a multiple of 64) it also
+    /// publishes the vertices found in the largest component (a bit each, [`Largest`]), and
+    /// notes those outside it with remote arcs, the hook step's candidates. A vertex that
+    /// joins the largest component after its visit stays unpublished and a candidate: the
+    /// bits are a subset of the largest component, which is all the hook step needs.
     fn join(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
-        for u in range {
-            let own = arcs.split(u).0;
-            if own.len() <= SAMPLE_ROUNDS || self.find(u) == self.largest {
-                continue;
-            }
-            self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
-            for &t in &own[SAMPLE_ROUNDS..] {
-                self.union(u, tags.local(t));
-            }
-        }
-    }
-
-    /// After [`CcPart::join`] of every vertex of every partition: probes the partitions
-    /// below this one from its largest component, so that each learns whether its own
-    /// largest component touches this one's ([`file`] sets `joined`). Sends, from the
-    /// first [`PROBE_VERTICES`] vertices of the largest component, the first arc to each
-    /// partition below as a pair `(remote vertex, largest component)`, at most
-    /// [`PROBES`] to each.
-    fn probe(&mut self) {
-        let view = Arc::clone(&self.view);
-        let peers = Arc::clone(&self.peers);
-        let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
-        if self.largest == NONE || me == 0 {
-            return;
-        }
-        let c = tags.tag(me, self.largest);
-        let mut sent = vec![0usize; me];
-        let mut scanned = 0;
-        for u in 0..self.parent.len() as u32 {
-            if scanned == PROBE_VERTICES || sent.iter().all(|&n| n == PROBES) {
-                break;
-            }
-            if arcs.split(u).1.is_empty() || self.find(u) != self.largest {
-                continue;
-            }
-            scanned += 1;
-            for (q, start, _) in arcs.segments(u, tags).take_while(|&(q, ..)| q < me) {
-                if sent[q] < PROBES {
-                    sent[q] += 1;
-                    let t = arcs.range(start, start + 1)[0];
-                    self.arcs += 1;
-                    self.counters.pairs += 1;
-                    self.contract.send(q, (tags.local(t), c), &peers, file);
+        let Some(shared) = self.shared.clone() else {
+            for u in range {
+                let own = arcs.split(u).0;
+                if own.len() > SAMPLE_ROUNDS && self.find(u) != self.largest {
+                    self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+                    own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
                 }
             }
+            return;
+        };
+        let base = tags.tag(self.part, 0) as usize;
+        let (mut bits, mut size) = (0u64, 0);
+        for u in range.clone() {
+            let (own, remote) = arcs.split(u);
+            let mut r = self.find(u);
+            if own.len() > SAMPLE_ROUNDS && r != self.largest {
+                self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+                own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
+                r = self.find(u);
+            }
+            if r == self.largest {
+                bits |= 1 << (u % 64);
+            } else if let (false, Some(&t)) = (own.is_empty(), remote.first()) {
+                // (A vertex without own arcs was listed by `sample`.)
+                self.arcs += 1;
+                self.candidates.push((u, t));
+            }
+            if u % 64 == 63 || u + 1 == range.end {
+                let from = u - u % 64;
+                shared.write(base + from as usize, (u - from + 1) as usize, bits);
+                self.mine[from as usize / 64] = bits;
+                size += u64::from(bits.count_ones());
+                bits = 0;
+            }
         }
-        self.contract.flush_to(&peers, file);
+        shared.sizes[self.part].fetch_add(size, Ordering::Relaxed);
     }
 
-    /// After the probes' quiescence: sends the pairs `(remote vertex, own component)` of
-    /// the remote arcs of local vertices `range`, except those the other end reads or
-    /// needs no more. A vertex outside the largest local component sends on all its remote
-    /// arcs; a vertex in it only on its arcs to the partitions *above* whose largest
-    /// component it is not known to touch (`joined`). So an arc is read from at least one
-    /// end unless both ends lie in largest components known to be joined: an arc leaving a
-    /// largest component is read from its other end (the graph is symmetric).
-    fn contract(&mut self, range: std::ops::Range<u32>) {
+    /// Before [`CcPart::sample`]: the candidates and this partition's count of published
+    /// vertices cleared.
+    /// True with more than one partition (then the local step publishes).
+    fn clear_size(&mut self) -> bool {
+        if let Some(s) = &self.shared {
+            s.sizes[self.part].store(0, Ordering::Relaxed);
+        }
+        self.candidates.clear();
+        self.shared.is_some()
+    }
+
+    /// After [`CcPart::join`]: sends this partition's bits ([`CcPart::mine`]) and its
+    /// largest component's size to one partition of every other rank, which writes them
+    /// into its rank's array.
+    fn share_bits(&mut self) {
+        let Some(shared) = self.shared.clone() else { return };
+        let size = shared.sizes[self.part].load(Ordering::Relaxed);
+        let (len, p) = (self.parent.len() as u64, self.part as u64);
+        for other in self.other_ranks() {
+            for (k, words) in self.mine.chunks(SLICE).enumerate() {
+                self.peers[other].apply_with_then(
+                    (p, size, len, (k * SLICE) as u64, words.to_vec()),
+                    |s: &mut CcPart, (p, size, len, at, words): (u64, u64, u64, u64, Vec<u64>)| {
+                        let shared = s.shared.as_ref().expect("more than one partition");
+                        let base = s.view.tags.tag(p as usize, 0) as usize;
+                        for (i, &w) in words.iter().enumerate() {
+                            let from = (at as usize + i) * 64;
+                            shared.write(base + from, (len as usize - from).min(64), w);
+                        }
+                        shared.sizes[p as usize].store(size, Ordering::Relaxed);
+                    },
+                    |()| (),
+                );
+                self.requests += 1;
+            }
+        }
+    }
+
+    /// The first partition of every rank but this one's.
+    fn other_ranks(&self) -> Vec<usize> {
+        let (mine, np) = (self.view.rank_parts(self.part), self.view.parts.parts());
+        (0..np).step_by(mine.len()).filter(|&p| p != mine.start).collect()
+    }
+
+    /// After every partition has published: reads the remote arcs of up to
+    /// [`PROBE_VERTICES`] vertices of the largest component and notes the partitions whose
+    /// largest component they reach, in this partition's row of the link matrix (sent to
+    /// the other ranks).
+    fn probe(&mut self) {
+        let Some(shared) = self.shared.clone() else { return };
         let view = Arc::clone(&self.view);
-        let peers = Arc::clone(&self.peers);
-        let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
-        // Whether a vertex of the largest component sends on any arc at all.
-        let largest_reads = self.joined[me + 1..].iter().any(|&j| !j);
-        for u in range {
-            if arcs.split(u).1.is_empty() {
-                continue;
-            }
-            let r = self.find(u);
-            if r == self.largest && !largest_reads {
-                continue;
-            }
-            let c = tags.tag(me, r);
-            for (q, start, end) in arcs.segments(u, tags) {
-                if r == self.largest && (q < me || self.joined[q]) {
+        let (arcs, tags, np) = (view.out_arcs(self.part), view.tags, view.parts.parts());
+        let mut row = vec![0u64; shared.words];
+        let mut missing = np - 1;
+        let mut scanned = 0;
+        if self.largest != NONE {
+            for u in 0..self.parent.len() as u32 {
+                if missing == 0 || scanned == PROBE_VERTICES {
+                    break;
+                }
+                if self.mine[u as usize / 64] >> (u % 64) & 1 == 0 || arcs.split(u).1.is_empty() {
                     continue;
                 }
-                let to = arcs.range(start, end);
-                self.arcs += to.len() as u64;
-                for &t in to {
-                    if self.mark[t as usize] != r {
-                        self.mark[t as usize] = r;
-                        self.counters.pairs += 1;
-                        self.contract.send(q, (tags.local(t), c), &peers, file);
+                scanned += 1;
+                for (q, start, end) in arcs.segments(u, tags) {
+                    if row[q / 64] >> (q % 64) & 1 == 1 {
+                        continue;
+                    }
+                    for &t in arcs.range(start, end) {
+                        self.arcs += 1;
+                        if shared.has(t) {
+                            row[q / 64] |= 1 << (q % 64);
+                            missing -= 1;
+                            break;
+                        }
                     }
                 }
             }
         }
+        let at = self.part * shared.words;
+        for (w, &v) in shared.links[at..at + shared.words].iter().zip(&row) {
+            w.store(v, Ordering::Relaxed);
+        }
+        for other in self.other_ranks() {
+            self.peers[other].apply_with_then(
+                (at as u64, row.clone()),
+                |s: &mut CcPart, (at, row): (u64, Vec<u64>)| {
+                    let shared = s.shared.as_ref().expect("more than one partition");
+                    for (w, v) in shared.links[at as usize..].iter().zip(row) {
+                        w.store(v, Ordering::Relaxed);
+                    }
+                },
+                |()| (),
+            );
+            self.requests += 1;
+        }
+    }
+
+    /// After every partition's probe: the giant class, and this partition's largest
+    /// component labelled giant when it belongs to it; when it does not, its vertices are
+    /// candidates of the hook step too (all vertices with remote arcs).
+    fn classes(&mut self) {
+        let Some(shared) = self.shared.clone() else { return };
+        self.joined = shared.giant(self.view.parts.parts());
+        if self.largest != NONE && self.joined[self.part] {
+            self.lower_to(self.largest, GIANT);
+        } else {
+            let arcs = self.view.out_arcs(self.part);
+            let before = self.candidates.len() as u64;
+            self.candidates.clear();
+            let len = self.parent.len() as u32;
+            let first = |u: u32| arcs.split(u).1.first().map(|&t| (u, t));
+            self.candidates.extend((0..len).filter_map(first));
+            // The first arcs of the largest component's vertices, read here.
+            self.arcs += self.candidates.len() as u64 - before;
+        }
+    }
+
+    /// The hook step on candidates `range` ([`CcPart::join`]): each vertex outside a
+    /// component labelled giant reads its remote arcs until one reaches the largest component of a partition
+    /// of the giant class (its component is then labelled giant); one that reaches none
+    /// sends a pair on each remote arc and keeps the contracted edges on its side.
+    fn hook(&mut self, range: std::ops::Range<u32>) {
+        let Some(shared) = self.shared.clone() else { return };
+        let view = Arc::clone(&self.view);
+        let peers = Arc::clone(&self.peers);
+        let (arcs, tags, me) = (view.out_arcs(self.part), view.tags, self.part);
+        for i in range {
+            let (u, first) = self.candidates[i as usize];
+            let r = self.find(u);
+            if self.is_giant(r) {
+                continue;
+            }
+            let joined = &self.joined;
+            let hits = |&t: &Tag| joined[tags.part(t)] && shared.has(t);
+            // The listed arc first (read and counted by `sample` or `join`), then the
+            // others: `read` arcs more, and whether one hit.
+            let (hit, remote) = if hits(&first) {
+                (true, &[][..])
+            } else {
+                let remote = arcs.split(u).1;
+                match remote[1..].iter().position(hits) {
+                    Some(i) => (true, &remote[..i + 2]),
+                    None => (false, remote),
+                }
+            };
+            self.arcs += remote.len().saturating_sub(1) as u64;
+            if hit {
+                self.counters.hooked += 1;
+                self.lower_to(r, GIANT);
+                continue;
+            }
+            self.counters.unhooked += 1;
+            let c = tags.tag(me, r);
+            for &t in remote {
+                self.counters.pairs += 1;
+                self.edges.push(u64::from(r) << 32 | u64::from(t));
+                self.contract.send(tags.part(t), (tags.local(t), c), &peers, file);
+            }
+        }
         self.contract.flush_to(&peers, file);
     }
 
-    /// After the contraction's quiescence: deduplicates the contracted edges filed here
-    /// and sends each back to its other end, which files it as it is ([`file_back`]).
-    fn reply(&mut self) {
-        let view = Arc::clone(&self.view);
-        let peers = Arc::clone(&self.peers);
-        let tags = view.tags;
-        let mut pairs = std::mem::take(&mut self.pairs);
-        pairs.sort_unstable();
-        pairs.dedup();
-        for &(r, c) in &pairs {
-            self.counters.pairs += 1;
-            self.contract.send(
-                tags.part(c),
-                (tags.local(c), tags.tag(self.part, r)),
-                &peers,
-                file_back,
-            );
-        }
-        self.contract.flush_to(&peers, file_back);
-        self.mark = Vec::new();
-        self.last = Vec::new();
-        // The other ends' replies arrive in `self.back`; `group` merges.
-        self.edges = pairs.iter().map(|&(r, c)| (u64::from(r) << 32) | u64::from(c)).collect();
-    }
-
-    /// After the replies' quiescence: groups the contracted edges by root, lowers each
-    /// root's label to its smallest neighbour's id (the neighbours' first labels: no
-    /// message needed) and makes the roots whose label dropped the first round's work.
-    fn group(&mut self) {
-        let view = Arc::clone(&self.view);
-        let (tags, parts) = (view.tags, &view.parts);
-        let mut all = std::mem::take(&mut self.edges);
-        all.append(&mut self.back);
-        all.sort_unstable();
-        all.dedup();
-        let len = self.parent.len();
-        let mut start = vec![0u32; len + 1];
-        all.iter().for_each(|&e| start[(e >> 32) as usize + 1] += 1);
-        for i in 0..len {
-            start[i + 1] += start[i];
-        }
-        self.queued = vec![0; len];
-        for &e in &all {
-            let (r, c) = ((e >> 32) as u32, e as u32);
-            let id = parts.global(tags.part(c), tags.local(c));
-            if id < self.label[r as usize] {
-                self.label[r as usize] = id;
-                if self.queued[r as usize] == 0 {
-                    self.queued[r as usize] = 1;
-                    self.changed.push(r);
-                }
-            }
-        }
-        self.edges = all;
+    /// After the hook step's quiescence: sorts and deduplicates the contracted edges; the
+    /// first round's work is every root with one. Returns the work and the smallest id
+    /// labelled giant here.
+    fn group(&mut self) -> (u64, u64) {
+        self.edges.sort_unstable();
+        self.edges.dedup();
         self.counters.edges = self.edges.len() as u64;
-        self.start = start;
-        self.advance();
+        self.work.clear();
+        self.work.extend(self.edges.iter().map(|&e| (e >> 32) as u32));
+        self.work.dedup();
+        (self.work.len() as u64, self.gmin)
     }
 
     /// Offers the labels of the work list's roots `range` to their contracted neighbours.
     fn propagate(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let peers = Arc::clone(&self.peers);
-        let (tags, parts) = (view.tags, &view.parts);
+        let tags = view.tags;
         for i in range {
-            let r = self.work[i as usize] as usize;
-            let label = self.label[r];
-            for &e in &self.edges[self.start[r] as usize..self.start[r + 1] as usize] {
-                let (p, l) = (tags.part(e as u32), tags.local(e as u32));
-                // The neighbour's label is at most its root's id: offer only smaller ones.
-                if label < parts.global(p, l) {
+            let r = self.work[i as usize];
+            let label = self.label(r);
+            let from = self.edges.partition_point(|&e| (e >> 32) < u64::from(r));
+            for &e in self.edges[from..].iter().take_while(|&&e| (e >> 32) as u32 == r) {
+                let t = e as u32;
+                // The neighbour's label is at most its vertex's id + 1: offer only smaller.
+                if label <= view.global(t) {
                     self.counters.labels += 1;
-                    self.offers.send(p, (l, label), &peers, receive);
+                    self.offers.send(tags.part(t), (tags.local(t), label), &peers, receive);
                 }
             }
         }
         self.offers.flush_to(&peers, receive);
     }
 
-    /// Makes the roots whose label dropped the next round's work; returns how many.
-    fn advance(&mut self) -> u64 {
+    /// Makes the roots whose label dropped the next round's work; returns how many, and
+    /// the smallest id labelled giant here.
+    fn advance(&mut self) -> (u64, u64) {
         self.work.clear();
-        for r in std::mem::take(&mut self.changed) {
-            self.queued[r as usize] = 0;
-            self.work.push(r);
-        }
-        self.work.len() as u64
+        self.work.append(&mut self.changed);
+        self.work.sort_unstable();
+        self.work.dedup();
+        (self.work.len() as u64, self.gmin)
     }
 }
 
 /// Runs on the receiving partition's trustee: a packet of contraction pairs `(local vertex,
-/// remote component)`, filed by the vertex's root.
+/// the sender's root)`, filed as contracted edges of the vertex's root.
 fn file(p: &mut CcPart, items: &[(u32, Tag)]) {
-    if p.last.is_empty() {
-        p.last = vec![NONE; p.parent.len()];
-    }
     for &(l, c) in items {
         let r = p.find(l);
-        if r == p.largest {
-            let q = p.view.tags.part(c);
-            p.joined[q] = true;
-        }
-        if p.last[r as usize] != c {
-            p.last[r as usize] = c;
-            p.pairs.push((r, c));
-        }
+        p.edges.push(u64::from(r) << 32 | u64::from(c));
     }
 }
 
-/// Runs on the receiving partition's trustee: a packet of contracted edges `(own root,
-/// remote component)` sent back by their other ends.
-fn file_back(p: &mut CcPart, items: &[(u32, Tag)]) {
-    p.back.extend(items.iter().map(|&(r, c)| (u64::from(r) << 32) | u64::from(c)));
-}
-
-/// Runs on the receiving partition's trustee: a packet of label offers `(root, label)`.
+/// Runs on the receiving partition's trustee: a packet of label offers `(local vertex,
+/// label)`, for the vertex's root.
 fn receive(p: &mut CcPart, items: &[(u32, u64)]) {
-    for &(r, label) in items {
-        if label < p.label[r as usize] {
-            p.label[r as usize] = label;
-            if p.queued[r as usize] == 0 {
-                p.queued[r as usize] = 1;
-                p.changed.push(r);
-            }
+    for &(l, label) in items {
+        let r = p.find(l);
+        if p.lower_to(r, label) {
+            p.changed.push(r);
         }
     }
 }
@@ -463,77 +710,91 @@ impl Part for CcPart {
     }
 
     fn write(&self, from: usize, values: &mut [u64], _parents: &mut [u64]) {
+        let plain = self.lower.is_empty() && self.gmin == u64::MAX;
         for (i, v) in values.iter_mut().enumerate() {
-            *v = self.label[self.root((from + i) as u32) as usize];
+            let r = self.root((from + i) as u32);
+            *v = if plain {
+                self.first + u64::from(r)
+            } else {
+                match self.label(r) {
+                    GIANT => self.giant_label,
+                    l => l - 1,
+                }
+            };
         }
     }
 
     fn counters(&self) -> (u64, u64) {
-        (self.contract.requests + self.offers.requests, self.arcs)
+        (self.contract.requests + self.offers.requests + self.requests, self.arcs)
     }
 }
 
-/// Connected components of graph `graph`, run by the main fiber, `chunk` vertices per step:
-/// the labels by global id (empty with [`Collect::Slices`]) and the kernel's counters.
+/// Connected components of graph `graph`, run by the main fiber, `chunk` vertices per step
+/// of the rounds (the passes take [`PASS`] times more): the labels by global id (empty with
+/// [`Collect::Slices`]) and the kernel's counters.
 pub(crate) fn run(
     graph: u64,
     view: Arc<GraphView>,
     chunk: usize,
     how: Collect,
 ) -> (Vec<u64>, KernelStats, CcCounters) {
-    let all = parts::entrust(graph, CcPart::new);
+    let all = parts::entrust_with(graph, CcPart::new);
     let id = parts::connect(&all);
     let start = Instant::now();
-    parts::superstep((id, chunk as u64), |(id, chunk)| {
+    let pass = (chunk.max(1) * PASS) as u64;
+    parts::superstep((id, pass), |(id, pass)| {
         let me = parts::me::<CcPart>(id);
         let len = me.apply((), |s, ()| s.parent.len());
-        parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.sample(r));
+        let several = me.apply((), |s, ()| u8::from(s.clear_size())) == 1;
+        parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample(r));
         me.apply((), |s, ()| s.guess_largest());
-        parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.join(r));
+        parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
+        if several {
+            me.apply((), |s, ()| s.share_bits());
+            skein::wait_quiescent();
+        }
     });
+    let (mut rounds, mut gmin) = (0, u64::MAX);
     if view.parts.parts() > 1 {
         parts::superstep(id, |id| {
             parts::me::<CcPart>(id).apply((), |s, ()| s.probe());
             skein::wait_quiescent();
         });
-        parts::superstep((id, chunk as u64), |(id, chunk)| {
+        let hooked = parts::superstep((id, pass), |(id, pass)| {
             let me = parts::me::<CcPart>(id);
-            let len = me.apply((), |s, ()| s.parent.len());
-            parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.contract(r));
+            let len = me.apply((), |s, ()| {
+                s.classes();
+                s.candidates.len()
+            });
+            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.hook(r));
             skein::wait_quiescent();
+            me.apply((), |s, ()| s.group())
         });
-        parts::superstep(id, |id| {
-            let me = parts::me::<CcPart>(id);
-            me.apply((), |s, ()| s.reply());
-            skein::wait_quiescent();
-            me.apply((), |s, ()| s.group());
-        });
-    }
-    let mut rounds = 0;
-    while view.parts.parts() > 1 {
-        let active = parts::superstep((id, chunk as u64), |(id, chunk)| {
-            let me = parts::me::<CcPart>(id);
-            let len = me.apply((), |s, ()| s.work.len());
-            parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.propagate(r));
-            skein::wait_quiescent();
-            me.apply((), |s, ()| s.advance())
-        });
-        rounds += 1;
-        if active.iter().sum::<u64>() == 0 {
-            break;
+        let mut active: u64 = hooked.iter().map(|a| a.0).sum();
+        gmin = hooked.iter().map(|a| a.1).min().unwrap_or(u64::MAX);
+        while active > 0 {
+            let round = parts::superstep((id, chunk as u64), |(id, chunk)| {
+                let me = parts::me::<CcPart>(id);
+                let len = me.apply((), |s, ()| s.work.len());
+                parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.propagate(r));
+                skein::wait_quiescent();
+                me.apply((), |s, ()| s.advance())
+            });
+            rounds += 1;
+            active = round.iter().map(|a| a.0).sum();
+            gmin = round.iter().map(|a| a.1).min().unwrap_or(u64::MAX);
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let counted = parts::superstep(id, |id| {
-        parts::me::<CcPart>(id).apply((), |s, ()| {
+    let counted = parts::superstep((id, gmin), |(id, gmin)| {
+        parts::me::<CcPart>(id).apply(gmin, |s, gmin| {
+            s.giant_label = gmin;
             let c = s.counters;
-            (c.pairs, c.edges, c.labels)
+            (c.hooked, c.unhooked, c.pairs, c.edges, c.labels)
         })
     });
-    let counters = counted.iter().fold(CcCounters::default(), |a, &(p, e, l)| CcCounters {
-        pairs: a.pairs + p,
-        edges: a.edges + e,
-        labels: a.labels + l,
+    let counters = counted.iter().fold(CcCounters::default(), |a, &(h, u, p, e, l)| {
+        a.add(CcCounters { hooked: h, unhooked: u, pairs: p, edges: e, labels: l })
     });
     let g = parts::collect(graph, id, &all, &view.parts, how);
     parts::disconnect(id, &all);

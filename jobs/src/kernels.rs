@@ -4,7 +4,8 @@
 //! every engine), PageRank's iterations and time per iteration, the harmonic mean of the
 //! arcs per second (the graph's arcs × iterations / time, whatever an engine skips), the
 //! skein kernel's counters (its messages, rounds, the arcs it did read, and its own
-//! counters: components' pairs sent, contracted edges and labels sent), and the validation:
+//! counters: components hooked and not, pairs sent, contracted edges, labels sent), and
+//! the validation:
 //!
 //! - PageRank against the sequential engine's ranks: every rank within
 //!   [`PAGERANK_TOLERANCE`] of the reference's (the engines compute the same expression in
