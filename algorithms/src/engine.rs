@@ -604,11 +604,12 @@ impl Engine {
         Ok((PageRankResult { rank, iterations, l1 }, stats))
     }
 
-    /// Weakly connected components (a union-find within each partition, the local
-    /// components contracted once, then min-label propagation over the contracted graph,
-    /// `crate::cc`): each vertex labelled by the smallest vertex of its component, for any
-    /// workers and ranks. `SearchStats::rounds` counts the label supersteps (none on one
-    /// partition), `SearchStats::counters` the contraction's work. Collective under
+    /// Weakly connected components (a union-find within each partition, local components
+    /// hooked to the giant component by one arc into another partition's largest one, then
+    /// min-label propagation over the few local components left, `crate::cc`): each vertex
+    /// labelled by the smallest vertex of its component, for any workers and ranks.
+    /// `SearchStats::rounds` counts the label supersteps (none on one partition),
+    /// `SearchStats::counters` the hook and contraction work. Collective under
     /// `mpirun`; the labels travel to every rank.
     pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
         self.prepare_bfs();
