@@ -14,8 +14,8 @@ use loom::sync::Arc;
 /// A ring of 16 bytes between a writer and a reader on two threads; each blocks on its own
 /// word when it has nothing to do: the reader for bytes, the writer for credit (the second
 /// frame fits only once the first was read). After a publication (`tail`) the writer wakes the
-/// reader; after a credit (`head`) the reader wakes the writer: with `fences`, a `SeqCst`
-/// fence before each wake, as `transport::shm` does; without, a wake-up is lost.
+/// reader; after a credit (`head`) the reader wakes the writer, each after a `SeqCst` fence,
+/// as `transport::shm` does (`fences`; the broken variant is `one_shot` below).
 fn ring_model(fences: bool) {
     loom::model(move || {
         let ring = Arc::new(HeapRing::new(16));
@@ -94,10 +94,42 @@ fn loom_wake_ring_no_lost_wakeup() {
     ring_model(true);
 }
 
+/// One publication against one sleeper, without blocking (loom cannot unwind a model whose
+/// threads are blocked for good, so the broken variant is written this way, as in
+/// `runtime/idle.rs`): the reader arms and re-checks its ring; if it found nothing it would
+/// block, and then the writer's wake must have taken its `ARMED` (the word is `AWAKE`:
+/// `FUTEX_WAIT` returns at once, or the `FUTEX_WAKE` that follows the swap ends it).
+fn one_shot(fence: bool) {
+    loom::model(move || {
+        let ring = Arc::new(HeapRing::new(16));
+        let word = Arc::new(WakeWord::default());
+        let (r2, w2) = (ring.clone(), word.clone());
+        let reader = loom::thread::spawn(move || {
+            let mut r = Reader::new(64);
+            w2.arm();
+            r.pull(&*r2, Vec::new).expect("a valid frame").is_some()
+        });
+        let mut w = Writer::default();
+        assert!(w.push(&*ring, &[1, 2, 3]));
+        if fence {
+            word.wake();
+        } else {
+            word.wake_after_fence();
+        }
+        let saw = reader.join().unwrap();
+        assert!(saw || !word.is_armed(), "lost wake-up: the reader blocks and nobody wakes it");
+    });
+}
+
 #[test]
-#[should_panic]
+fn loom_wake_one_publication_one_sleeper() {
+    one_shot(true);
+}
+
+#[test]
+#[should_panic(expected = "lost wake-up")]
 fn loom_wake_ring_waker_without_fence_loses_a_wakeup() {
-    ring_model(false);
+    one_shot(false);
 }
 
 /// The board's all-reduce (`runtime/quiesce_ranks/shm.rs`) on two ranks for two rounds; a
@@ -107,6 +139,8 @@ fn loom_wake_ring_waker_without_fence_loses_a_wakeup() {
 fn loom_wake_board_post_wakes_a_waiting_rank() {
     use crate::runtime::quiesce_ranks::shm::ShmAllReduce;
     use crate::runtime::quiesce_ranks::AllReduce;
+    // The board's memory is shared with `std`'s `Arc` (its `BoardMem` is implemented there).
+    use std::sync::Arc;
     loom::model(|| {
         let mem = Arc::new(HeapBoard::new(2));
         let run = |mem: Arc<HeapBoard>, r: usize| {
