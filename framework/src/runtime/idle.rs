@@ -379,7 +379,8 @@ mod tests {
     #[test]
     fn ranks_over_the_rings_spin_then_yield_then_block() {
         let s = Spin::default();
-        for (idle, due) in [(0, false), (SPIN, false), (SPIN + YIELD, false), (SPIN_DUE + YIELD, true)]
+        for (idle, due) in
+            [(0, false), (SPIN, false), (SPIN + YIELD, false), (SPIN_DUE + YIELD, true)]
         {
             assert_eq!(Policy::Rings.step(idle, due, &s), Policy::Local.step(idle, due, &s));
         }

@@ -631,8 +631,7 @@ impl Worker {
             // post, or stopped on its verdict), and no later post would wake it for that.
             // Test it now, while the steps decide nothing to act on.
             let mut last = posted;
-            while d.posted_count() != last && !v.is_some_and(|v| v.action() != Action::Continue)
-            {
+            while d.posted_count() != last && !v.is_some_and(|v| v.action() != Action::Continue) {
                 last = d.posted_count();
                 match d.step(&view, may_post) {
                     Some(next) => v = Some(next),
@@ -975,8 +974,7 @@ impl Worker {
     /// True when every other worker of this worker's rank has announced that it may park, or
     /// parked (this worker armed first, in its re-check pass, or was just woken: `idle.rs`).
     fn rank_idle(&self, sleepers: &idle::Sleepers) -> bool {
-        (self.rank_lo..self.rank_lo + self.local_n)
-            .all(|g| g == self.index || sleepers.is_armed(g))
+        (self.rank_lo..self.rank_lo + self.local_n).all(|g| g == self.index || sleepers.is_armed(g))
     }
 
     /// True when a fiber of this worker's rank waits in `wait_quiescent` (the anatomy's

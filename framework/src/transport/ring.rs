@@ -242,6 +242,8 @@ impl Reader {
     }
 
     /// Bytes ever read (a reader that gave credit back has a larger count).
+    // The shared-memory transport (feature `mpi`) and the loom models read it.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     #[inline]
     pub(crate) fn consumed(&self) -> u64 {
         self.head

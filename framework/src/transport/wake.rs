@@ -73,7 +73,7 @@ pub(crate) struct WakeWord {
 }
 
 /// Bytes of a [`WakeWord`] in shared memory (a multiple of 64).
-#[cfg(not(all(test, fw_loom)))]
+#[cfg(feature = "mpi")]
 pub(crate) const WAKE_WORD_BYTES: usize = std::mem::size_of::<WakeWord>();
 
 impl Default for WakeWord {
@@ -211,7 +211,7 @@ pub(crate) trait WakeWords: Send + Sync + std::fmt::Debug {
     fn word(&self, g: usize) -> Option<&WakeWord>;
 }
 
-#[cfg(test)]
-mod tests;
 #[cfg(all(test, fw_loom))]
 mod loom_tests;
+#[cfg(test)]
+mod tests;
