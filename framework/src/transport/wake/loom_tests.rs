@@ -15,18 +15,14 @@ use loom::sync::Arc;
 /// word when it has nothing to do: the reader for bytes, the writer for credit (the second
 /// frame fits only once the first was read). After a publication (`tail`) the writer wakes the
 /// reader; after a credit (`head`) the reader wakes the writer, each after a `SeqCst` fence,
-/// as `transport::shm` does (`fences`; the broken variant is `one_shot` below).
-fn ring_model(fences: bool) {
+/// as `transport::shm` does (the broken variant is `one_shot` below).
+fn ring_model() {
     loom::model(move || {
         let ring = Arc::new(HeapRing::new(16));
         // [0]: the reader's word, [1]: the writer's.
         let words = Arc::new([WakeWord::default(), WakeWord::default()]);
-        let wake = move |w: &WakeWord| {
-            if fences {
-                w.wake();
-            } else {
-                w.wake_after_fence();
-            }
+        let wake = |w: &WakeWord| {
+            w.wake();
         };
         let (wr, ww) = (ring.clone(), words.clone());
         let writer = loom::thread::spawn(move || {
@@ -91,7 +87,7 @@ fn ring_model(fences: bool) {
 
 #[test]
 fn loom_wake_ring_no_lost_wakeup() {
-    ring_model(true);
+    ring_model();
 }
 
 /// One publication against one sleeper, without blocking (loom cannot unwind a model whose
