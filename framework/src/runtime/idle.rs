@@ -38,7 +38,9 @@
 //! again whenever another worker goes idle: a worker about to park first wakes worker 0
 //! ([`Sleepers::wake`]). Its last task finished before that wake-up (program order, then the
 //! fence), so worker 0's next detection sees it; worker 0 itself runs a detection in the
-//! re-check pass before it parks. Ending the run (shutdown, abort) wakes every worker.
+//! re-check pass before it parks. Ending the run (shutdown, abort) wakes every worker. (Over
+//! the rings a worker about to block wakes its rank's first worker, which runs the detector
+//! across ranks: below.)
 //!
 //! # Across ranks over the shared-memory rings ([`Policy::Rings`])
 //!
