@@ -30,8 +30,15 @@ pub struct WorkerStats {
     /// Passes of the worker loop that found nothing to do.
     pub idle_polls: u64,
     /// Times the worker blocked (gave its core away) until another thread made work for it
-    /// (one process only: across ranks a worker waits briefly instead).
+    /// (in one process, and across ranks over the shared-memory rings, where a thread of
+    /// another rank wakes it; over MPI a worker waits briefly instead).
     pub parks: u64,
+    /// Of those, the blocks no thread ended: the safety net's timeout (over the rings only;
+    /// never needed for progress).
+    pub park_timeouts: u64,
+    /// Of those timeouts, the ones whose next loop pass found work: a wake-up that was lost.
+    /// Always 0 unless the wake-up protocol is broken (the tests check it).
+    pub park_timeouts_useful: u64,
     /// Request envelopes this worker sent to other ranks (each carries a batch, a segment,
     /// for one or several trustees of one rank).
     pub envelopes_sent: u64,
@@ -278,6 +285,8 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.useful_polls += w.useful_polls;
         self.idle_polls += w.idle_polls;
         self.parks += w.parks;
+        self.park_timeouts += w.park_timeouts;
+        self.park_timeouts_useful += w.park_timeouts_useful;
         self.envelopes_sent += w.envelopes_sent;
         self.segments_sent += w.segments_sent;
         self.segments_forwarded += w.segments_forwarded;
@@ -313,6 +322,8 @@ pub(crate) struct LiveStats {
     pub(crate) useful_polls: AtomicU64,
     pub(crate) idle_polls: AtomicU64,
     pub(crate) parks: AtomicU64,
+    pub(crate) park_timeouts: AtomicU64,
+    pub(crate) park_timeouts_useful: AtomicU64,
     pub(crate) envelopes_sent: AtomicU64,
     pub(crate) segments_sent: AtomicU64,
     pub(crate) segments_forwarded: AtomicU64,
@@ -391,6 +402,8 @@ impl LiveStats {
             useful_polls: l(&self.useful_polls),
             idle_polls: l(&self.idle_polls),
             parks: l(&self.parks),
+            park_timeouts: l(&self.park_timeouts),
+            park_timeouts_useful: l(&self.park_timeouts_useful),
             envelopes_sent: l(&self.envelopes_sent),
             segments_sent: l(&self.segments_sent),
             segments_forwarded: l(&self.segments_forwarded),

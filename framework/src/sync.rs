@@ -32,11 +32,11 @@ pub(crate) mod proto {
     #[cfg(all(test, fw_loom))]
     pub(crate) use loom::{
         cell::UnsafeCell,
-        sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize},
-        sync::Mutex,
+        sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize},
+        sync::{Condvar, Mutex},
     };
     #[cfg(not(all(test, fw_loom)))]
-    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
     #[cfg(not(all(test, fw_loom)))]
     pub(crate) use std::sync::Mutex;
 

@@ -246,6 +246,46 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        "wake-1" | "wake-2" => {
+            // Round trips across ranks (a chain of blocking `apply`s through every worker),
+            // detached fibers and `wait_quiescent`, with workers that block between them
+            // (over the rings: a futex word each, woken by the other ranks' writes). The
+            // results are exact, and no safety-net timeout of a blocked worker ever found
+            // work (a lost wake-up), on any rank.
+            let w = if case == "wake-1" { 1 } else { 2 };
+            let rt = skein::Runtime::builder().workers(w).build().expect("build");
+            let r = rt.run(|| {
+                let n = skein::num_workers();
+                let props: Vec<skein::Trust<u64>> =
+                    (0..n).map(|g| skein::trustee(g).entrust_new(g as u64, |g| g)).collect();
+                let mut sum = 0u64;
+                for round in 0..20u64 {
+                    for t in &props {
+                        sum += t.apply(round, |v, r| {
+                            *v += r;
+                            *v
+                        });
+                    }
+                    // A detached fiber on every worker waits for a fiber on the next worker
+                    // (a round trip from every rank), and main adds 1 to every property
+                    // without waiting; then the round ends at quiescence.
+                    for g in 0..n {
+                        drop(skein::spawn_on(g, n, |n| {
+                            let next = (skein::current_worker() + 1) % n;
+                            skein::spawn_on(next, next as u64, |x| x + 1).join()
+                        }));
+                    }
+                    for t in &props {
+                        t.apply_then(1u64, |v, d| *v += d, |_| ());
+                    }
+                    skein::wait_quiescent();
+                }
+                let finals: Vec<u64> = props.iter().map(|t| t.apply((), |v, ()| *v)).collect();
+                (sum, finals)
+            });
+            let useful: u64 = rt.stats().workers.iter().map(|w| w.park_timeouts_useful).sum();
+            report_run(rank, r.map(|r| (r, useful)));
+        }
         "remote-panic" => {
             // A fiber on the last rank panics: its joiner gets the message naming where it
             // ran; a detached one fails the run on every rank.
@@ -797,7 +837,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 39] = [
+    let cases: [Case; 43] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -815,6 +855,10 @@ fn harness(args: &[String]) {
         ("spawn_on_every_worker_of_3_ranks", |d| spawn_case(d, 3)),
         ("stats_show_every_ranks_workers_on_3_ranks", stats_case),
         ("wait_quiescent_across_3_ranks", quiescent_case),
+        ("blocked_ranks_are_woken_on_2_ranks_of_2_workers", |d| wake_case(d, 2, 2)),
+        ("blocked_ranks_are_woken_on_3_ranks_of_1_worker", |d| wake_case(d, 3, 1)),
+        ("more_ranks_than_cores_4_ranks", |d| wake_case(d, 4, 1)),
+        ("more_ranks_than_cores_8_ranks", |d| wake_case(d, 8, 1)),
         ("a_stuck_run_explains_itself_on_every_rank", stall_case),
         ("a_stopped_rank_is_named_silent", silent_case),
         ("remote_panics_are_named_on_every_rank", remote_panic_case),
@@ -1382,6 +1426,22 @@ fn silent_case(dir: &Path) -> Result<(), String> {
 fn quiescent_case(dir: &Path) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "quiescent", 3)?;
     check(out == ["ok \"quiescent three times\""], "wait_quiescent across ranks", &l)
+}
+
+/// `ranks` ranks of `w` workers (4 and 8 ranks: more than the cores of a 2-core machine):
+/// exact results on every rank, and no lost wake-up (`park_timeouts_useful` summed over every
+/// rank's workers is 0).
+fn wake_case(dir: &Path, ranks: usize, w: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, &format!("wake-{w}"), ranks)?;
+    let n = (ranks * w) as u64;
+    // Property g: g, plus every round's number (0 + 1 + ... + 19 = 190), plus 1 per round
+    // from main's `apply_then`. The sum adds each value after each round's `apply`.
+    let finals: Vec<u64> = (0..n).map(|g| g + 190 + 20).collect();
+    let sum: u64 = (0..20u64)
+        .map(|round| (0..n).map(|g| g + round * (round + 1) / 2 + round).sum::<u64>())
+        .sum();
+    let want = format!("ok (({sum}, {finals:?}), 0)");
+    check(out == [want], "exact results and no safety-net timeout that found work", &l)
 }
 
 fn remote_panic_case(dir: &Path) -> Result<(), String> {

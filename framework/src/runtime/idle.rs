@@ -38,23 +38,52 @@
 //! again whenever another worker goes idle: a worker about to park first wakes worker 0
 //! ([`Sleepers::wake`]). Its last task finished before that wake-up (program order, then the
 //! fence), so worker 0's next detection sees it; worker 0 itself runs a detection in the
-//! re-check pass before it parks. Ending the run (shutdown, abort) wakes every worker.
+//! re-check pass before it parks. Ending the run (shutdown, abort) wakes every worker. (Over
+//! the rings a worker about to block wakes its rank's first worker, which runs the detector
+//! across ranks: below.)
+//!
+//! # Across ranks over the shared-memory rings ([`Policy::Rings`])
+//!
+//! Envelopes, credits and the detector's rounds come from other processes, which cannot
+//! unpark a thread of this one. Over the rings every worker's wait point is instead a futex
+//! word in the memory the ranks share (`transport/wake.rs`): [`Sleepers::arm`],
+//! [`Sleepers::park`] and [`Sleepers::wake`] use it in place of the flag and the thread's park
+//! token, with the same steps (store, `SeqCst` fence, re-check / publish, `SeqCst` fence,
+//! load, wake). The transport's writers wake the worker they made work for (a ring's reader
+//! after its `tail`, a ring's writer after its credit, every rank's first worker after a board
+//! post), and the threads of the rank wake it as above (a slot published, a free handed over,
+//! the run's end): one word, every waker, local or remote. The futex wait has a timeout
+//! (`transport::wake::BLOCK_LIMIT`) as a safety net only: [`Sleepers::park`] says whether the
+//! worker was woken, and the loop counts waits that ended unwoken before a useful pass
+//! (`WorkerStats::park_timeouts_useful`, which the tests check is 0).
+//!
+//! The cross-rank detector (`super::quiesce_ranks`) runs on each rank's first worker, which
+//! may block too. What wakes it: another rank's post on the board (its round may now be
+//! complete), an arrival, and a worker of its rank about to block (it wakes the rank's first
+//! worker, as worker 0 in one process). It steps in its re-check pass before blocking and in
+//! the pass after a wake-up, and posts its next round only when every other worker of its
+//! rank is armed or blocked (else that worker's blocking wakes it): a rank whose other
+//! workers still work would only add rounds that cannot be quiescent, traded back and forth
+//! with the other ranks' idle first workers (`Worker::poll_detector`). While they work, a
+//! wait that nobody ended (the safety net) also lets a round out, so that the other ranks
+//! (and their stall dumps) still hear from this rank; no detection needs it.
 //!
 //! # Where it does not apply
 //!
-//! Across ranks, requests arrive unannounced (an MPI message wakes nobody), and the
-//! cross-rank detector needs every rank's first worker to keep stepping: workers of a split
-//! run never park. Over MPI they fall back to a timed wait that still progresses the
-//! transport ([`Policy::Ranks`]); in a loopback split they spin and yield while work is due
-//! and back off to timed waits otherwise ([`Policy::Loopback`]).
+//! Over MPI (and the RDMA verbs rings, whose writes wake nobody), requests arrive unannounced
+//! (an MPI message wakes nobody), and the cross-rank detector needs every rank's first worker
+//! to keep stepping: these workers never park. They fall back to a timed wait that still
+//! progresses the transport ([`Policy::Ranks`]); in a loopback split they spin and yield while
+//! work is due and back off to timed waits otherwise ([`Policy::Loopback`]).
 //!
 //! The loom model `loom_sleepers_no_lost_wakeup` runs the protocol's steps (the loads,
 //! stores and fences of [`Sleepers::arm`], the re-check and [`Sleepers::wake`], in their
 //! order, with a flag standing for the park token) against a publisher, and shows that a
 //! waker without its fence loses a wake-up.
 
+use crate::transport::wake::{Blocked, WakeWords, BLOCK_LIMIT};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Loop passes spent spinning (`pause`) before yielding the core.
@@ -99,6 +128,9 @@ pub(crate) enum Policy {
     Loopback,
     /// A run over MPI: spin, yield, then timed waits between polls of the transport.
     Ranks,
+    /// A run over the shared-memory rings: spin, yield, then block on the worker's futex
+    /// word, which the rings' writers and the rank's threads wake (module docs).
+    Rings,
 }
 
 /// The adaptive spin budget of waits for work that is on its way (a response, a request a
@@ -153,8 +185,8 @@ impl Policy {
             return Step::Spin;
         }
         match self {
-            Policy::Local if idle >= spin + yields => Step::Park,
-            Policy::Local => Step::Yield,
+            Policy::Local | Policy::Rings if idle >= spin + yields => Step::Park,
+            Policy::Local | Policy::Rings => Step::Yield,
             Policy::Loopback if !due && idle >= spin + LOOPBACK_YIELD => {
                 let k = ((idle - spin - LOOPBACK_YIELD) / 64).min(4);
                 Step::Wait(Duration::from_micros(25 << k))
@@ -185,16 +217,20 @@ struct Sleeper {
     thread: OnceLock<std::thread::Thread>,
 }
 
-/// The sleeping flags and threads of a run's workers (see the module docs).
+/// The sleeping flags and threads of a run's workers (see the module docs), or their futex
+/// words over the shared-memory rings.
 #[derive(Debug)]
 pub(crate) struct Sleepers {
     slots: Box<[Sleeper]>,
+    /// Over the rings: the workers' futex words, their single wait point (module docs).
+    words: Option<Arc<dyn WakeWords>>,
 }
 
 impl Sleepers {
-    /// Entries for `n` workers (global indices; over MPI only this rank's ever register).
-    pub(crate) fn new(n: usize) -> Sleepers {
-        Sleepers { slots: (0..n).map(|_| Sleeper::default()).collect() }
+    /// Entries for `n` workers (global indices; over MPI only this rank's ever register);
+    /// with `words`, they wait on those (`Policy::Rings`).
+    pub(crate) fn new(n: usize, words: Option<Arc<dyn WakeWords>>) -> Sleepers {
+        Sleepers { slots: (0..n).map(|_| Sleeper::default()).collect(), words }
     }
 
     /// Registers the calling thread as worker `w`'s (once, when its loop starts).
@@ -205,20 +241,52 @@ impl Sleepers {
     /// The sleeper's first step: announces that worker `w` may park. The caller must then
     /// run one whole pass of its loop and park only if that pass found nothing to do.
     pub(crate) fn arm(&self, w: usize) {
+        if let Some(word) = self.word(w) {
+            return word.arm();
+        }
         self.slots[w].sleeping.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
     }
 
     /// Withdraws [`Sleepers::arm`] (the re-check pass found work).
     pub(crate) fn disarm(&self, w: usize) {
+        if let Some(word) = self.word(w) {
+            return word.disarm();
+        }
         self.slots[w].sleeping.store(false, Ordering::Relaxed);
     }
 
+    /// Whether worker `w` announced that it may park (or is parked). For the store-buffering
+    /// argument the caller has armed itself first (its `SeqCst` fence).
+    pub(crate) fn is_armed(&self, w: usize) -> bool {
+        match self.word(w) {
+            Some(word) => word.is_armed(),
+            None => self.slots[w].sleeping.load(Ordering::Relaxed),
+        }
+    }
+
     /// Parks worker `w` (the calling thread, armed, after an idle re-check pass) until a
-    /// wake-up (or spuriously), then disarms it.
-    pub(crate) fn park(&self, w: usize) {
+    /// wake-up (or spuriously, or, on a futex word, at its safety net's timeout), then
+    /// disarms it. False when nobody woke it (only on a futex word: a thread's park cannot
+    /// tell).
+    pub(crate) fn park(&self, w: usize) -> bool {
+        if let Some(word) = self.word(w) {
+            return word.block(BLOCK_LIMIT) == Blocked::Woken;
+        }
         std::thread::park();
         self.disarm(w);
+        true
+    }
+
+    /// True when the workers wait on futex words (over the rings: `Policy::Rings`).
+    pub(crate) fn on_words(&self) -> bool {
+        self.words.is_some()
+    }
+
+    /// Worker `w`'s futex word, over the rings.
+    #[inline]
+    fn word(&self, w: usize) -> Option<&crate::transport::wake::WakeWord> {
+        self.words.as_deref().and_then(|ws| ws.word(w))
     }
 
     /// The waker's side: call after making work for worker `w` visible (a Release store).
@@ -238,6 +306,15 @@ impl Sleepers {
 
     #[inline]
     fn wake_after_fence(&self, w: usize) {
+        if let Some(ws) = &self.words {
+            // Over the rings: only this rank's workers have threads here to wake.
+            if self.slots[w].thread.get().is_some() {
+                if let Some(word) = ws.word(w) {
+                    word.wake_after_fence();
+                }
+            }
+            return;
+        }
         let s = &self.slots[w];
         if s.sleeping.load(Ordering::Relaxed) {
             if let Some(t) = s.thread.get() {
@@ -302,8 +379,61 @@ mod tests {
     }
 
     #[test]
+    fn ranks_over_the_rings_spin_then_yield_then_block() {
+        let s = Spin::default();
+        for (idle, due) in
+            [(0, false), (SPIN, false), (SPIN + YIELD, false), (SPIN_DUE + YIELD, true)]
+        {
+            assert_eq!(Policy::Rings.step(idle, due, &s), Policy::Local.step(idle, due, &s));
+        }
+        assert_eq!(Policy::Rings.step(u32::MAX, true, &s), Step::Park);
+    }
+
+    /// Futex words in this process's heap (the rings' words are in shared memory).
+    #[derive(Debug)]
+    struct HeapWords(Vec<crate::transport::wake::WakeWord>);
+
+    impl WakeWords for HeapWords {
+        fn word(&self, g: usize) -> Option<&crate::transport::wake::WakeWord> {
+            self.0.get(g)
+        }
+    }
+
+    #[test]
+    fn over_futex_words_a_local_waker_wakes_a_blocked_worker() {
+        let words = HeapWords((0..2).map(|_| Default::default()).collect());
+        let s = Arc::new(Sleepers::new(2, Some(Arc::new(words))));
+        let work = Arc::new(AtomicBool::new(false));
+        let (s2, work2) = (s.clone(), work.clone());
+        let sleeper = std::thread::spawn(move || {
+            s2.register(1);
+            loop {
+                s2.arm(1);
+                assert!(s2.is_armed(1));
+                if work2.load(Ordering::Acquire) {
+                    s2.disarm(1);
+                    return;
+                }
+                // Woken by the publisher, or (a slow publisher) the safety net's timeout:
+                // either way the worker is awake again and looks once more.
+                s2.park(1);
+                assert!(!s2.is_armed(1), "awake after the park");
+            }
+        });
+        // Wait until the worker has registered (a wake before registration skips it).
+        while s.slots[1].thread.get().is_none() {
+            std::thread::yield_now();
+        }
+        work.store(true, Ordering::Release);
+        s.wake(1);
+        sleeper.join().unwrap();
+        // Worker 0 never registered: nothing to wake, and nothing breaks.
+        s.wake_all();
+    }
+
+    #[test]
     fn a_wake_before_the_park_is_not_lost() {
-        let s = std::sync::Arc::new(Sleepers::new(2));
+        let s = std::sync::Arc::new(Sleepers::new(2, None));
         s.register(1);
         s.arm(1);
         // The wake-up comes between the re-check and the park: the token keeps it.
@@ -318,7 +448,7 @@ mod tests {
 
     #[test]
     fn a_parked_worker_is_woken_by_a_publication() {
-        let s = std::sync::Arc::new(Sleepers::new(1));
+        let s = std::sync::Arc::new(Sleepers::new(1, None));
         let work = std::sync::Arc::new(AtomicBool::new(false));
         let (s2, work2) = (s.clone(), work.clone());
         let sleeper = std::thread::spawn(move || {

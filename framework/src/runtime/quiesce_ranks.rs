@@ -89,13 +89,29 @@
 //!   its [`Detector`]. Nothing else uses that all-reduce. A run of one rank keeps
 //!   `quiesce::detect` on worker 0.
 //! * That worker polls ([`Detector::poll`] over a [`RankView`]: its rank's workers, the run's
-//!   `main_done` on the rank of global worker 0, its `aborted` flag) on every idle pass, also
-//!   while a response is due, and every 1024 busy passes, and acts on [`Verdict::action`]
+//!   `main_done` on the rank of global worker 0, its `aborted` flag) every 32 idle passes, also
+//!   while a response is due, and every 16,384 busy passes, and acts on [`Verdict::action`]
 //!   *before* its next `poll`: `Continue`: nothing; `WakeWaiters`: wake this rank's waiters
 //!   (its own, and a post to each other worker of the rank that has some, then flush);
 //!   `Stop { deadlock }`: `RunState::set_deadlock` if `Some`, set `shutdown`, stop the loop
 //!   and never poll again. Every rank takes the same action in the same round, so no
 //!   all-reduce is left outstanding at a stop.
+//! * **Over the shared-memory rings** (`runtime/idle.rs`, `Policy::Rings`) the worker may
+//!   block between steps. It steps in the pass that re-checks before blocking and in the pass
+//!   after a wake-up, and it is woken by every other rank's post on the board (the post that
+//!   completes its round among them: `transport/board.rs`), by arrivals, and by each worker
+//!   of its rank about to block. It posts (`Detector::step` with `may_post`) only when every
+//!   other worker of its rank is armed or blocked (or after a wait nobody ended: the safety
+//!   net's timeout, so that a rank busy on another worker still posts now and then); the last
+//!   of them to block wakes it, and it then posts. A post wakes only ranks whose round it completes later: so after a step
+//!   that posted, the worker tests the new round again at once (it may be complete already:
+//!   the others posted first, and may even have stopped on its verdict), and after acting on
+//!   a positive verdict it posts the next round in the same call. So a rank whose workers are
+//!   all idle always has its round posted and tested after the others' posts it saw, every
+//!   rank's idle first worker is woken when the round it waits for completes, and no step the
+//!   proof needs waits for a timeout. A delayed
+//!   post changes nothing in the argument above (`Detector::step`). A rank with work still
+//!   posts every 16,384 busy passes of its first worker, as before.
 //! * **Aborts.** A run stopped before quiescence (a refused envelope) cannot wait for
 //!   quiescence, which will never come, and a rank that stops alone leaves the others
 //!   waiting for its part of the next round. So over MPI an abort only sets
@@ -576,9 +592,26 @@ impl<A: AllReduce> Detector<A> {
     /// caller must act on it (wake its waiters, or stop and not call again) *before* calling
     /// `poll` again: the proof needs the wake-ups before the next wave-2 read. After a
     /// negative one (nothing to do), the next round is posted in the same call.
+    // The worker loop calls `step`; the tests and models call this.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn poll<K: RankCounters + ?Sized>(&mut self, counters: &K) -> Option<Verdict> {
+        self.step(counters, true)
+    }
+
+    /// [`Detector::poll`], posting a round only if `may_post` (else the next round waits for
+    /// a later call that allows it). Delaying a post keeps the proof: each post still reads
+    /// wave 2 then wave 1 in program order after the previous round completed, and T1 is
+    /// about the posts that happen; a delay only makes detection lag (the caller must allow a
+    /// post eventually: "How the worker loop calls it").
+    pub(crate) fn step<K: RankCounters + ?Sized>(
+        &mut self,
+        counters: &K,
+        may_post: bool,
+    ) -> Option<Verdict> {
         if !self.posted {
-            self.post(counters);
+            if may_post {
+                self.post(counters);
+            }
             return None;
         }
         let sums: [u64; LEN] = self.all_reduce.test()?.try_into().unwrap_or_else(|_| {
@@ -595,7 +628,7 @@ impl<A: AllReduce> Detector<A> {
         };
         self.prev_finished = sums[F];
         self.round += 1;
-        if !verdict.is_some_and(|v| v.quiescent) {
+        if may_post && !verdict.is_some_and(|v| v.quiescent) {
             self.post(counters);
         }
         verdict

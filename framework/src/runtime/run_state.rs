@@ -235,6 +235,8 @@ impl RunState {
             (Vec::new(), Vec::new())
         };
         let here = if mpi_rank.is_some() { local_n } else { n };
+        // Over the rings the workers wait on futex words the other ranks reach.
+        let sleepers = Sleepers::new(n, transport.as_deref().and_then(|t| t.wake_words()));
         RunState {
             stall: super::stall::RunStall::new(ranks, here),
             forwarded: (0..if ranks > 1 { n } else { 0 })
@@ -260,7 +262,7 @@ impl RunState {
             counters: (0..n).map(|_| WorkerCounters::with_ranks(n, ranks)).collect(),
             cfg,
             shutdown: AtomicBool::new(false),
-            sleepers: Sleepers::new(n),
+            sleepers,
             main_done: AtomicBool::new(false),
             errors: Mutex::new(Vec::new()),
             deadlock: Mutex::new(None),

@@ -614,7 +614,7 @@ impl Worker {
     /// One step of this rank's detector (`super::quiesce_ranks`), if this worker runs one;
     /// acts on a positive verdict before the next step, as the proof requires. True when the
     /// run stops (every rank stops in the same round).
-    fn poll_detector(&self) -> bool {
+    fn poll_detector(&self, may_post: bool) -> bool {
         let Some(d) = &self.detector else { return false };
         if self.run_state.shutdown.load(Ordering::Acquire) {
             // Stopping already (in a loopback split an abort stops every fake rank at once,
@@ -626,7 +626,21 @@ impl Worker {
         bump(&st.detector_steps, 1);
         let mut d = d.borrow_mut();
         let (posted, completed) = (d.posted_count(), d.completed_count());
-        let v = d.poll(&view);
+        let mut v = d.step(&view, may_post);
+        if self.run_state.sleepers.on_words() {
+            // Over the rings, a worker may block after this step: a round it just posted may
+            // be complete already (the other ranks posted first and wait for this one's next
+            // post, or stopped on its verdict), and no later post would wake it for that.
+            // Test it now, while the steps decide nothing to act on.
+            let mut last = posted;
+            while d.posted_count() != last && !v.is_some_and(|v| v.action() != Action::Continue) {
+                last = d.posted_count();
+                match d.step(&view, may_post) {
+                    Some(next) => v = Some(next),
+                    None => break,
+                }
+            }
+        }
         bump(&st.all_reduces_posted, d.posted_count() - posted);
         bump(&st.all_reduces_completed, d.completed_count() - completed);
         drop(d);
@@ -639,7 +653,10 @@ impl Worker {
             Action::Continue => false,
             Action::WakeWaiters => {
                 self.wake_rank_waiters();
-                false
+                // Acted on: the next round may be posted now (the detector posts it on this
+                // call), so that a worker that blocks next has its round posted and the other
+                // ranks' posts wake it (`idle.rs`, over the rings).
+                self.poll_detector(may_post)
             }
             Action::Stop { deadlock } => {
                 if v.gauges.aborted {
@@ -687,12 +704,17 @@ impl Worker {
             None => Policy::Local,
             Some(IdlePolicy::Memory) => Policy::Loopback,
             Some(IdlePolicy::Network) => Policy::Ranks,
+            Some(IdlePolicy::Rings) => Policy::Rings,
         };
         let sleepers = &self.run_state.sleepers;
         sleepers.register(self.index);
         // Set while this worker has announced that it may park (`idle`): the next idle pass
         // is the re-check, after which it parks.
         let mut armed = false;
+        // Set by a park that ended unwoken (a futex word's safety net: `idle.rs`); the next
+        // pass then tells whether a wake-up was lost. Set by every park: the next pass steps
+        // the detector across ranks (a board post may have woken it).
+        let (mut unwoken, mut after_park) = (false, false);
         let mut spin = idle::Spin::default();
         // Whether the current idle stretch waited for due work (it then teaches `spin`).
         let mut waited_due = false;
@@ -775,6 +797,11 @@ impl Worker {
                 clock.mark(st, Part::Issuing);
             }
             tail = Part::Issuing;
+            let woke = std::mem::take(&mut after_park);
+            let was_unwoken = std::mem::take(&mut unwoken);
+            if was_unwoken && useful {
+                bump(&st.park_timeouts_useful, 1);
+            }
             if useful {
                 if armed {
                     sleepers.disarm(self.index);
@@ -793,7 +820,7 @@ impl Worker {
                 // step posts the next all-reduce (a message to every other rank,
                 // `quiesce_ranks::mpi`), in the way of the requests.
                 if busy_passes % DETECT_BUSY_EVERY == 0 {
-                    let stop = self.poll_detector();
+                    let stop = self.poll_detector(true);
                     clock.mark(st, Part::Detector);
                     if stop {
                         break;
@@ -813,8 +840,24 @@ impl Worker {
             // the next all-reduce, and rounds back to back would keep every rank's progress
             // engine busy with them, in the way of the requests.
             // (`idle` saturates: from then on, every pass.)
-            if idle % DETECT_EVERY == 0 || idle == u32::MAX {
-                let stop = self.poll_detector();
+            // Over the rings also in the re-check pass before blocking and after a wake-up, and
+            // a round is posted only once the rank's other workers are idle (`idle.rs`).
+            if idle % DETECT_EVERY == 0 || idle == u32::MAX || armed || woke {
+                // While another worker of the rank works, a round goes out only after a wait
+                // that nobody ended (the safety net: rounds then still tell the other ranks,
+                // and their stall dumps, that this rank lives).
+                let rank_idle = policy != Policy::Rings || self.rank_idle(sleepers);
+                let completed = st.all_reduces_completed.load(Ordering::Relaxed);
+                let outstanding = st.all_reduces_posted.load(Ordering::Relaxed) != completed;
+                let stop = self.poll_detector(rank_idle || was_unwoken);
+                // A round outstanding before an unwoken park that completed after it: its last
+                // post did not wake this worker (a lost wake-up, as a useful pass would be).
+                if was_unwoken
+                    && outstanding
+                    && st.all_reduces_completed.load(Ordering::Relaxed) != completed
+                {
+                    bump(&st.park_timeouts_useful, 1);
+                }
                 clock.mark(st, Part::Detector);
                 if stop {
                     break;
@@ -873,13 +916,18 @@ impl Worker {
                     armed = true;
                 }
                 Step::Park => {
-                    // The pass after arming found nothing: park. Worker 0 detects quiescence in
-                    // its idle passes, so it looks again now that this worker is idle.
-                    if self.index != 0 {
-                        sleepers.wake(0);
+                    // The pass after arming found nothing: park. The rank's first worker
+                    // detects quiescence in its idle passes, so it looks again now that this
+                    // worker is idle.
+                    if self.index != self.rank_lo {
+                        sleepers.wake(self.rank_lo);
                     }
                     bump(&st.parks, 1);
-                    sleepers.park(self.index);
+                    if !sleepers.park(self.index) {
+                        bump(&st.park_timeouts, 1);
+                        unwoken = true;
+                    }
+                    after_park = true;
                     armed = false;
                 }
                 step => idle::pause(step),
@@ -900,7 +948,7 @@ impl Worker {
         // this worker's sends before the transport is closed. An aborted run may have
         // rendezvous sends that a stopped peer never receives: give up on those after a while
         // (their buffers are leaked, never freed under MPI's feet).
-        if policy == Policy::Ranks {
+        if matches!(policy, Policy::Ranks | Policy::Rings) {
             if let Some(t) = self.run_state.transport.as_deref() {
                 let limit = std::time::Duration::from_secs(5);
                 if !t.drain(self.index, limit) && !self.run_state.aborted.load(Ordering::Acquire) {
@@ -923,6 +971,12 @@ impl Worker {
     /// True when one of this worker's own requests awaits a response, or local work is queued.
     fn own_work_due(&self) -> bool {
         self.clients.iter().any(|c| !c.out(|q| q.is_empty())) || !self.ready.borrow().is_empty()
+    }
+
+    /// True when every other worker of this worker's rank has announced that it may park, or
+    /// parked (this worker armed first, in its re-check pass, or was just woken: `idle.rs`).
+    fn rank_idle(&self, sleepers: &idle::Sleepers) -> bool {
+        (self.rank_lo..self.rank_lo + self.local_n).all(|g| g == self.index || sleepers.is_armed(g))
     }
 
     /// True when a fiber of this worker's rank waits in `wait_quiescent` (the anatomy's

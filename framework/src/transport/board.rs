@@ -14,8 +14,17 @@
 //! only after it read round `i + 1` of every rank, and each rank posted `i + 1` only after it
 //! had read every vector of round `i`. The loom model `loom_board_all_reduce` runs the
 //! all-reduce on it (`runtime/quiesce_ranks/shm`).
+//!
+//! # Waking a rank that waits for a round
+//!
+//! A rank's first worker (which runs the detector) may block while its round is incomplete
+//! (`transport::wake`). After posting, a rank therefore wakes every other rank's first worker:
+//! its Release store of `posted`, a `SeqCst` fence, then [`BoardMem::wake_rank`], which loads
+//! that worker's futex word and wakes it if armed. The waiting worker armed its word and read
+//! the counts again before blocking: the store-buffering argument of `transport::wake` (loom
+//! model `loom_wake_board_post_wakes_a_waiting_rank`).
 
-use crate::sync::proto::AtomicU64;
+use crate::sync::proto::{fence, AtomicU64};
 use crate::sync::Ordering;
 
 /// Most `u64`s a rank posts per round.
@@ -37,6 +46,9 @@ pub(crate) unsafe trait BoardMem {
     fn put(&self, r: usize, place: usize, values: &[u64]);
     /// Reads `out.len()` values (at most [`BOARD_VALUES`]) of place `place` of rank `r`.
     fn get(&self, r: usize, place: usize, out: &mut [u64]);
+    /// After the caller's post and `SeqCst` fence: wakes rank `r`'s first worker if it is
+    /// armed to block (module docs).
+    fn wake_rank(&self, r: usize);
 }
 
 /// One rank's handle of a board.
@@ -68,6 +80,10 @@ impl<M: BoardMem> Board<M> {
         assert!(values.len() <= BOARD_VALUES, "a board vector of {} values", values.len());
         self.mem.put(self.rank, (round % 2) as usize, values);
         self.mem.posted(self.rank).store(round + 1, Ordering::Release);
+        fence(Ordering::SeqCst);
+        for r in (0..self.mem.ranks()).filter(|&r| r != self.rank) {
+            self.mem.wake_rank(r);
+        }
     }
 
     /// Whether rank `r` has posted round `round`.
@@ -91,12 +107,15 @@ impl<M: BoardMem> Board<M> {
 pub(crate) mod heap {
     use super::*;
     use crate::sync::proto::UnsafeCell;
+    use crate::transport::wake::WakeWord;
 
     /// The board's memory (share it with `Arc`).
     #[derive(Debug)]
     pub(crate) struct HeapBoard {
         posted: Vec<AtomicU64>,
         places: Vec<UnsafeCell<u64>>,
+        /// Each rank's first worker's futex word.
+        words: Vec<WakeWord>,
     }
 
     // SAFETY: the places are reached only through `BoardMem`, whose protocol gives each one
@@ -108,7 +127,13 @@ pub(crate) mod heap {
             HeapBoard {
                 posted: (0..ranks).map(|_| AtomicU64::new(0)).collect(),
                 places: (0..ranks * 2 * BOARD_VALUES).map(|_| UnsafeCell::new(0)).collect(),
+                words: (0..ranks).map(|_| WakeWord::default()).collect(),
             }
+        }
+
+        /// Rank `r`'s first worker's futex word.
+        pub(crate) fn word(&self, r: usize) -> &WakeWord {
+            &self.words[r]
         }
 
         fn at(r: usize, place: usize, i: usize) -> usize {
@@ -136,6 +161,9 @@ pub(crate) mod heap {
                 // SAFETY: the protocol gives this place to readers only now.
                 *o = self.places[HeapBoard::at(r, place, i)].with(|p| unsafe { *p });
             }
+        }
+        fn wake_rank(&self, r: usize) {
+            self.words[r].wake_after_fence();
         }
     }
 }

@@ -32,6 +32,7 @@ pub(crate) mod shm;
 pub(crate) mod verbs;
 #[cfg(any(test, feature = "rdma"))]
 pub(crate) mod verbs_conn;
+pub(crate) mod wake;
 
 use crate::channel::record::VTable;
 
@@ -144,6 +145,13 @@ pub(crate) enum IdlePolicy {
     // Only the MPI transport (feature `mpi`) says so.
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     Network,
+    /// Envelopes move through rings in memory shared by the ranks of one node, and every
+    /// writer of a ring (of its bytes, of its credit, of the board) wakes the worker it made
+    /// work for ([`Transport::wake_words`], `transport/wake.rs`): spin, yield, then block on
+    /// the worker's futex word (`runtime/idle.rs`, `Policy::Rings`); the worker's sends are
+    /// drained at the end of the run.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    Rings,
 }
 
 /// An envelope that arrived: its bytes and the rank that sent it (the transport's knowledge,
@@ -196,6 +204,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn idle_policy(&self) -> IdlePolicy {
         IdlePolicy::Memory
     }
+    /// With [`IdlePolicy::Rings`]: the futex words of the workers, every worker's single wait
+    /// point (the transport's writers wake them, and so do the threads of the rank:
+    /// `runtime/idle.rs`, `Sleepers`).
+    fn wake_words(&self) -> Option<std::sync::Arc<dyn wake::WakeWords>> {
+        None
+    }
     /// Worker `me`'s pending sends and receives in words, for a stall dump (empty: nothing
     /// to say).
     fn describe(&self, _me: usize) -> String {
@@ -237,6 +251,9 @@ impl<T: Transport + ?Sized> Transport for std::sync::Arc<T> {
     }
     fn idle_policy(&self) -> IdlePolicy {
         (**self).idle_policy()
+    }
+    fn wake_words(&self) -> Option<std::sync::Arc<dyn wake::WakeWords>> {
+        (**self).wake_words()
     }
     fn describe(&self, me: usize) -> String {
         (**self).describe(me)

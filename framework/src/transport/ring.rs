@@ -241,6 +241,14 @@ impl Reader {
         Reader { head: 0, tail_seen: 0, partial: None, max }
     }
 
+    /// Bytes ever read (a reader that gave credit back has a larger count).
+    // The shared-memory transport (feature `mpi`) and the loom models read it.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    #[inline]
+    pub(crate) fn consumed(&self) -> u64 {
+        self.head
+    }
+
     /// True while an envelope is part-way read (its first bytes came, not all).
     pub(crate) fn mid_frame(&self) -> bool {
         self.partial.is_some()
@@ -313,4 +321,4 @@ impl Reader {
 #[cfg(all(test, fw_loom))]
 mod loom_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -27,12 +27,30 @@
 //! whole for `poll`. The runtime's credits bound the backlogs and the queue (at most
 //! `IN_FLIGHT` requests per (client, remote trustee), each answered once).
 //!
+//! # Waking a worker of another rank
+//!
+//! Each region also holds one futex word per local worker ([`WakeWord`], `transport::wake`),
+//! the worker's single wait point: a worker with nothing to do arms its word, looks at every
+//! ring once more, and blocks on it (`runtime/idle.rs`, `Policy::Rings`). Every writer wakes
+//! whom it made work for, after a `SeqCst` fence: a worker that published bytes into a ring
+//! (`tail`) wakes the ring's reader; a worker that read bytes out of a ring (`head`: credit)
+//! wakes the ring's writer, which may wait for room; a rank that posted a round on the board
+//! wakes every other rank's first worker (`transport::board`). The threads of the rank wake
+//! the same words (`Sleepers`).
+//!
+//! # Layout of a region
+//!
+//! The board's slot ([`BOARD_BYTES`]), then the `W` futex words of the rank's workers
+//! ([`WAKE_WORD_BYTES`] each), then the rings.
+//!
 //! # Invariants (the `unsafe` blocks rely on them)
 //!
 //! 1. A [`Region`] is a live `MAP_SHARED` mapping of `len` bytes until it is dropped, and it
 //!    is dropped only after every worker stopped (the run's transport outlives its workers).
-//! 2. Ring `i` of a region starts at `i · stride` and spans [`COUNTERS_BYTES`] of counters
-//!    (aligned to 64: the mapping and `stride` are) and `cap` data bytes, inside the mapping.
+//! 2. Ring `i` of a region starts at `BOARD_BYTES + W · WAKE_WORD_BYTES + i · stride` and
+//!    spans [`COUNTERS_BYTES`] of counters (aligned to 64: the mapping, the board, the words
+//!    and `stride` are) and `cap` data bytes, inside the mapping; local worker `t`'s futex
+//!    word is at `BOARD_BYTES + t · WAKE_WORD_BYTES` (zero-filled: awake).
 //! 3. Each ring has one writer (the worker `s` of its pair, on the rank that mapped it to
 //!    write) and one reader (the receiving worker `t`, on the owning rank): the [`End`] of
 //!    a worker holds its writers and readers, and only that worker takes its [`End`].
@@ -40,10 +58,11 @@
 use super::board::{BoardMem, BOARD_VALUES};
 use super::owned::Owned;
 use super::ring::{Counters, Reader, RingMem, Writer, COUNTERS_BYTES};
+use super::wake::{WakeWord, WakeWords, WAKE_WORD_BYTES};
 use super::{Arrived, IdlePolicy, Transport};
 use std::collections::VecDeque;
 use std::ffi::CString;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -255,28 +274,47 @@ unsafe impl RingMem for ShmRing {
 // hands to one side at a time.
 unsafe impl Send for ShmRing {}
 
+/// Another worker's futex word (invariant 2: inside a live mapping).
+#[derive(Debug, Clone, Copy)]
+struct Peer(*const WakeWord);
+
+// SAFETY: a pointer to an atomic word in shared memory that outlives the workers (invariant
+// 1); only atomic operations reach it.
+unsafe impl Send for Peer {}
+
+impl Peer {
+    /// Wakes the worker if it is armed (after the caller's `SeqCst` fence).
+    #[inline]
+    fn wake_after_fence(self) {
+        // SAFETY: invariant 2: a `WakeWord` (an atomic) at a 64-aligned place of a live mapping.
+        unsafe { (*self.0).wake_after_fence() };
+    }
+}
+
 /// A worker's rings and what waits in them.
 #[derive(Debug)]
 struct End {
-    /// Per destination global worker: the ring this worker writes to it (None for workers
-    /// of this rank).
-    out: Vec<Option<(ShmRing, Writer)>>,
+    /// Per destination global worker: the ring this worker writes to it and that worker's
+    /// futex word (None for workers of this rank).
+    out: Vec<Option<(ShmRing, Writer, Peer)>>,
     /// Per destination: envelopes waiting for room, oldest first (the front may be part-way
     /// through its ring).
     backlog: Vec<VecDeque<Vec<u8>>>,
     /// Envelopes in all backlogs.
     waiting: usize,
-    /// Per source global worker of another rank: the ring it writes to this worker.
-    inbound: Vec<(usize, ShmRing, Reader)>,
+    /// Per source global worker of another rank: the ring it writes to this worker, and that
+    /// worker's futex word (it may wait for credit).
+    inbound: Vec<(usize, ShmRing, Reader, Peer)>,
     /// Envelopes read whole, for `poll`.
     ready: VecDeque<Arrived>,
     pool: Vec<Vec<u8>>,
 }
 
 impl End {
-    /// Pushes the backlog to `to` on as far as its ring allows; true if any byte moved.
+    /// Pushes the backlog to `to` on as far as its ring allows; true if any byte moved (the
+    /// caller then wakes `to`: [`End::wake`]).
     fn flush_to(&mut self, to: usize) -> bool {
-        let Some((ring, w)) = self.out[to].as_mut() else { return false };
+        let Some((ring, w, _)) = self.out[to].as_mut() else { return false };
         let before = w.written();
         while let Some(msg) = self.backlog[to].front() {
             if !w.push(ring, msg) {
@@ -290,11 +328,22 @@ impl End {
         w.written() != before
     }
 
-    /// Reads every inbound ring; true if an envelope was read whole.
+    /// After publishing bytes to `to` (a Release store of `tail`): a `SeqCst` fence, then
+    /// wakes `to` if it is armed (module docs).
+    fn wake(&self, to: usize) {
+        if let Some((_, _, peer)) = &self.out[to] {
+            fence(Ordering::SeqCst);
+            peer.wake_after_fence();
+        }
+    }
+
+    /// Reads every inbound ring; true if an envelope was read whole. Wakes the writer of each
+    /// ring it gave credit back to (module docs).
     fn read(&mut self, workers: usize) -> Result<bool, String> {
         let mut got = false;
         let End { inbound, ready, pool, .. } = self;
-        for (s, ring, r) in inbound.iter_mut() {
+        for (s, ring, r, peer) in inbound.iter_mut() {
+            let before = r.consumed();
             while r.has_bytes(ring) {
                 match r.pull(ring, || pool.pop().unwrap_or_default()) {
                     Ok(Some(bytes)) => {
@@ -310,6 +359,11 @@ impl End {
                         ))
                     }
                 }
+            }
+            if r.consumed() != before {
+                // Credit given back (a Release store of `head`): the writer may wait for it.
+                fence(Ordering::SeqCst);
+                peer.wake_after_fence();
             }
         }
         Ok(got)
@@ -338,15 +392,46 @@ struct BoardSlot {
 const BOARD_BYTES: usize = std::mem::size_of::<BoardSlot>();
 
 /// The board's memory: the slot at the front of every rank's region (invariant 1 keeps
-/// them mapped while this value lives).
+/// them mapped while this value lives), and the ranks' futex words.
 #[derive(Debug)]
 pub(crate) struct ShmBoard {
-    regions: Arc<Vec<Region>>,
+    words: ShmWords,
 }
 
 impl ShmBoard {
     fn slot(&self, r: usize) -> *mut BoardSlot {
-        self.regions[r].base.cast()
+        self.words.regions[r].base.cast()
+    }
+}
+
+/// Every rank's workers' futex words (invariant 2), by global worker id; keeps the regions
+/// mapped while it lives.
+#[derive(Debug, Clone)]
+pub(crate) struct ShmWords {
+    regions: Arc<Vec<Region>>,
+    workers: usize,
+}
+
+impl ShmWords {
+    /// Global worker `g`'s word (`g` below ranks × workers).
+    fn at(&self, g: usize) -> &WakeWord {
+        let reg = &self.regions[g / self.workers];
+        let at = BOARD_BYTES + (g % self.workers) * WAKE_WORD_BYTES;
+        debug_assert!(at + WAKE_WORD_BYTES <= reg.len);
+        // SAFETY: invariant 2: a `WakeWord` (an atomic, zero-filled: awake) at a 64-aligned
+        // place of a live mapping, alive as long as `self` (the `Arc`).
+        unsafe { &*reg.base.add(at).cast::<WakeWord>() }
+    }
+
+    /// Global worker `g`'s word, as a pointer for an [`End`].
+    fn peer(&self, g: usize) -> Peer {
+        Peer(self.at(g))
+    }
+}
+
+impl WakeWords for ShmWords {
+    fn word(&self, g: usize) -> Option<&WakeWord> {
+        (g < self.regions.len() * self.workers).then(|| self.at(g))
     }
 }
 
@@ -355,7 +440,7 @@ impl ShmBoard {
 // side at a time.
 unsafe impl BoardMem for ShmBoard {
     fn ranks(&self) -> usize {
-        self.regions.len()
+        self.words.regions.len()
     }
     fn posted(&self, r: usize) -> &AtomicU64 {
         // SAFETY: an atomic at the 64-aligned front of a live mapping (zero-filled: 0 rounds
@@ -378,6 +463,10 @@ unsafe impl BoardMem for ShmBoard {
             std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), n);
         }
     }
+    fn wake_rank(&self, r: usize) {
+        // The detector runs on each rank's first worker.
+        self.words.at(r * self.words.workers).wake_after_fence();
+    }
 }
 
 /// This rank's handle of the ranks' board over shared memory.
@@ -390,8 +479,9 @@ pub(crate) struct ShmLink {
     workers: usize,
     lo: usize,
     ends: Box<[Owned<End>]>,
-    /// Every rank's region, in rank order (kept mapped while the link and its board live).
-    regions: Arc<Vec<Region>>,
+    /// Every rank's region, in rank order (kept mapped while the link, its board and the
+    /// run's `Sleepers` live), and the workers' futex words in them.
+    words: ShmWords,
     rank: usize,
 }
 
@@ -481,7 +571,7 @@ impl ShmLink {
         let len = all_workers
             .checked_mul(workers)
             .and_then(|n| n.checked_mul(stride))
-            .and_then(|n| n.checked_add(BOARD_BYTES))
+            .and_then(|n| n.checked_add(BOARD_BYTES + workers * WAKE_WORD_BYTES))
             .ok_or("the rings' size overflows")?;
         let own = Region::create(&path_of(token, job_run, rank), len);
         let created = own.is_ok();
@@ -516,7 +606,7 @@ impl ShmLink {
         let ring = |reg: &Region, i: usize| {
             // SAFETY (in the closure's use below): invariant 2: ring `i < all_workers ·
             // workers` lies inside the mapping of `len` bytes.
-            let at = BOARD_BYTES + i * stride;
+            let at = BOARD_BYTES + workers * WAKE_WORD_BYTES + i * stride;
             debug_assert!(at + stride <= reg.len);
             ShmRing {
                 counters: reg.base.wrapping_add(at).cast(),
@@ -524,6 +614,8 @@ impl ShmLink {
                 cap: ring_bytes,
             }
         };
+        let words = ShmWords { regions: Arc::new(regions), workers };
+        let regions = &words.regions;
         let lo = rank * workers;
         let ends = (0..workers)
             .map(|t| {
@@ -533,7 +625,8 @@ impl ShmLink {
                         let r = to / workers;
                         (r != rank).then(|| {
                             let reg = &regions[r];
-                            (ring(reg, g * workers + to % workers), Writer::default())
+                            let ring = ring(reg, g * workers + to % workers);
+                            (ring, Writer::default(), words.peer(to))
                         })
                     })
                     .collect();
@@ -544,6 +637,7 @@ impl ShmLink {
                             s,
                             ring(&regions[rank], s * workers + t),
                             Reader::new(config.max_envelope_bytes),
+                            words.peer(s),
                         )
                     })
                     .collect();
@@ -558,7 +652,7 @@ impl ShmLink {
             })
             .collect();
         world.barrier();
-        Ok(ShmLink { token, workers, lo, ends, regions: Arc::new(regions), rank })
+        Ok(ShmLink { token, workers, lo, ends, words, rank })
     }
 
     /// Runs `f` on worker `g`'s end (taken by that worker only).
@@ -569,7 +663,7 @@ impl ShmLink {
 
     /// This rank's handle of the ranks' board (one all-reduce at a time; module docs).
     pub(crate) fn board(&self) -> Board {
-        Board::new(ShmBoard { regions: self.regions.clone() }, self.rank)
+        Board::new(ShmBoard { words: self.words.clone() }, self.rank)
     }
 
     /// What is left in the transport (after the workers stopped).
@@ -591,7 +685,11 @@ impl Transport for ShmLink {
     }
 
     fn idle_policy(&self) -> IdlePolicy {
-        IdlePolicy::Network
+        IdlePolicy::Rings
+    }
+
+    fn wake_words(&self) -> Option<Arc<dyn WakeWords>> {
+        Some(Arc::new(self.words.clone()))
     }
 
     /// The MPI transport's batches (envelopes of about 4 KiB): with the runtime's aggregation
@@ -619,8 +717,8 @@ impl Transport for ShmLink {
             }
             e.backlog[to].push_back(msg);
             e.waiting += 1;
-            if e.backlog[to].len() == 1 {
-                e.flush_to(to);
+            if e.backlog[to].len() == 1 && e.flush_to(to) {
+                e.wake(to);
             }
         })
     }
@@ -639,8 +737,9 @@ impl Transport for ShmLink {
             let mut moved = false;
             if e.waiting > 0 {
                 for to in 0..e.backlog.len() {
-                    if !e.backlog[to].is_empty() {
-                        moved |= e.flush_to(to);
+                    if !e.backlog[to].is_empty() && e.flush_to(to) {
+                        e.wake(to);
+                        moved = true;
                     }
                 }
             }
@@ -663,7 +762,7 @@ impl Transport for ShmLink {
                 .filter(|&to| !e.backlog[to].is_empty())
                 .map(|to| format!("{} to worker {to} (rank {})", e.backlog[to].len(), to / workers))
                 .collect();
-            let part_read = e.inbound.iter().filter(|(_, _, r)| r.mid_frame()).count();
+            let part_read = e.inbound.iter().filter(|(_, _, r, _)| r.mid_frame()).count();
             format!(
                 "shared-memory rings: {} envelopes waiting for room{}{}; {} read and not yet \
                  taken; {} rings part-way through an envelope",
@@ -681,8 +780,8 @@ impl Transport for ShmLink {
         loop {
             let done = self.with(me, |e| {
                 for to in 0..e.backlog.len() {
-                    if !e.backlog[to].is_empty() {
-                        e.flush_to(to);
+                    if !e.backlog[to].is_empty() && e.flush_to(to) {
+                        e.wake(to);
                     }
                 }
                 e.waiting == 0

@@ -6,13 +6,17 @@ use crate::sync::proto::UnsafeCell;
 
 /// A ring in this process's heap: the counters and `cap` bytes, each byte its own cell (so
 /// that the loom build checks every access against the protocol).
-pub(super) struct HeapRing {
+pub(crate) struct HeapRing {
     counters: Counters,
     data: Box<[UnsafeCell<u8>]>,
 }
 
+// SAFETY: the data bytes are reached only through `RingMem`, whose protocol gives each byte to
+// the writer or to the reader at a time (module docs); the counters are atomics.
+unsafe impl Sync for HeapRing {}
+
 impl HeapRing {
-    pub(super) fn new(cap: usize) -> HeapRing {
+    pub(crate) fn new(cap: usize) -> HeapRing {
         HeapRing { counters: Counters::new(), data: (0..cap).map(|_| UnsafeCell::new(0)).collect() }
     }
 }

@@ -1,0 +1,217 @@
+//! Waking a worker that blocks in another process: one futex word per worker, in memory that
+//! every rank of the node maps (the shared-memory transport's regions, `transport::shm`).
+//!
+//! # Why
+//!
+//! A worker that waits must give its core away when cores are scarce (`runtime/idle.rs`). In
+//! one process it parks and the thread that makes work for it unparks it. Across ranks the
+//! work comes from another process (an envelope in a ring, a credit returned, a vector posted
+//! on the board): no thread of this process knows of it. A futex on a word in a `MAP_SHARED`
+//! mapping is a wait point that another process can wake (`FUTEX_WAIT`/`FUTEX_WAKE` without
+//! `FUTEX_PRIVATE_FLAG`: the kernel keys a shared futex by the page and offset, not by the
+//! address space). Local wakers (threads of the same rank: `Sleepers::wake`) wake the same
+//! word, so it is a worker's single wait point.
+//!
+//! # The protocol (no lost wake-up; the store-buffering argument of `Sleepers`)
+//!
+//! A [`WakeWord`] is [`AWAKE`] or [`ARMED`].
+//!
+//! * **Sleeper** (the worker that owns the word): [`WakeWord::arm`] stores `ARMED`, then a
+//!   `SeqCst` fence; it then runs one more *whole* pass of its loop (which reads every ring,
+//!   the board and its slots). Only if that pass found nothing does it call
+//!   [`WakeWord::block`]: `FUTEX_WAIT(word, ARMED)`, which the kernel refuses at once when the
+//!   word is no longer `ARMED` (compared under the futex bucket's lock). It then swaps the word
+//!   back to `AWAKE` (Acquire): if a waker had already done so, it was woken.
+//! * **Waker** (any thread of any rank that made work for the worker visible with a Release
+//!   store: a ring's `tail` published, a ring's `head` (credit) returned, a board round posted,
+//!   a slot published): a `SeqCst` fence, then [`WakeWord::wake_after_fence`] loads the word;
+//!   if `ARMED`, swaps it to `AWAKE` and, if its swap took the `ARMED`, `FUTEX_WAKE`s it.
+//!
+//! Either the sleeper's re-check pass sees the waker's store (and does not block), or the
+//! waker's load sees `ARMED` (both fences are `SeqCst`: they cannot both miss). In the second
+//! case the waker swaps the word to `AWAKE` before `FUTEX_WAKE`: a sleeper that reaches
+//! `FUTEX_WAIT` only afterwards finds the word changed and returns at once; one that waits
+//! already is woken. So a wake-up is never lost, and the sleeper's Acquire swap, reading the
+//! waker's value, orders the waker's publication before the sleeper's next pass (the waker's
+//! fence is a release fence before its swap). Several wakers: one swap takes the `ARMED`,
+//! the others see `AWAKE` and do nothing (the sleeper looks at everything anyway).
+//!
+//! `FUTEX_WAIT` has a timeout ([`BLOCK_LIMIT`]) only as a safety net: it is never needed for
+//! progress. [`WakeWord::block`] says whether anybody woke the worker; the worker loop counts
+//! waits that ended without a wake-up and whose next pass found work
+//! (`WorkerStats::park_timeouts_useful`: a lost wake-up, 0 in every test).
+//!
+//! # Checked
+//!
+//! `loom_tests`: the real [`WakeWord`] (its futex modelled by a lock and a condition
+//! variable, compared under the lock as the kernel does) between a ring's writer and its
+//! reader, both of which may block (the reader for bytes, the writer for credit), and between
+//! two ranks of the board's all-reduce; loom reports a sleeper nobody wakes as a deadlock.
+//! Without the waker's fence it finds one.
+
+use crate::sync::proto::{fence, AtomicU32};
+use crate::sync::Ordering;
+use std::time::Duration;
+
+/// The word's value while its worker runs.
+pub(crate) const AWAKE: u32 = 0;
+/// The word's value once its worker announced that it may block.
+pub(crate) const ARMED: u32 = 1;
+
+/// The longest a worker blocks without a wake-up: a safety net, never needed for progress
+/// (module docs).
+pub(crate) const BLOCK_LIMIT: Duration = Duration::from_millis(50);
+
+/// One worker's futex word, alone on its cache line (every waker of every rank reads it).
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub(crate) struct WakeWord {
+    word: AtomicU32,
+    /// Under loom: the kernel's wait queue of this futex.
+    #[cfg(all(test, fw_loom))]
+    kernel: (crate::sync::proto::Mutex<()>, crate::sync::proto::Condvar),
+}
+
+/// Bytes of a [`WakeWord`] in shared memory (a multiple of 64).
+#[cfg(feature = "mpi")]
+pub(crate) const WAKE_WORD_BYTES: usize = std::mem::size_of::<WakeWord>();
+
+impl Default for WakeWord {
+    fn default() -> Self {
+        WakeWord {
+            word: AtomicU32::new(AWAKE),
+            #[cfg(all(test, fw_loom))]
+            kernel: Default::default(),
+        }
+    }
+}
+
+/// How a [`WakeWord::block`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// A waker took the `ARMED` (before the wait, or during it).
+    Woken,
+    /// Nobody woke the worker: the safety net's timeout, or a spurious return.
+    NotWoken,
+}
+
+impl WakeWord {
+    /// The sleeper's first step: announces that the worker may block. The caller must then
+    /// look at every source of work once more and block only if it found nothing.
+    #[inline]
+    pub(crate) fn arm(&self) {
+        self.word.store(ARMED, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Withdraws [`WakeWord::arm`] (the re-check found work).
+    #[inline]
+    pub(crate) fn disarm(&self) {
+        self.word.store(AWAKE, Ordering::Relaxed);
+    }
+
+    /// Whether the worker announced that it may block (read after a `SeqCst` fence of the
+    /// caller's for the store-buffering argument).
+    #[inline]
+    pub(crate) fn is_armed(&self) -> bool {
+        self.word.load(Ordering::Relaxed) == ARMED
+    }
+
+    /// Blocks the armed worker (after its idle re-check) until a waker takes the `ARMED`, at
+    /// most `limit`; leaves the word `AWAKE`.
+    pub(crate) fn block(&self, limit: Duration) -> Blocked {
+        futex_wait(self, limit);
+        // Acquire: a waker's swap, read here, brings its publication with it.
+        if self.word.swap(AWAKE, Ordering::Acquire) == ARMED {
+            Blocked::NotWoken
+        } else {
+            Blocked::Woken
+        }
+    }
+
+    /// The waker's side, after its publication and a `SeqCst` fence: wakes the worker if it
+    /// is armed. True if this call woke it.
+    #[inline]
+    pub(crate) fn wake_after_fence(&self) -> bool {
+        if self.word.load(Ordering::Relaxed) == ARMED
+            && self.word.swap(AWAKE, Ordering::Relaxed) == ARMED
+        {
+            futex_wake(self);
+            return true;
+        }
+        false
+    }
+
+    /// [`WakeWord::wake_after_fence`] with its fence.
+    #[inline]
+    // The transport fences once for several words; the tests wake one.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn wake(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.wake_after_fence()
+    }
+}
+
+/// `FUTEX_WAIT` on `w`'s word while it is `ARMED`, at most `limit` (not private: the word may
+/// be in memory shared between processes).
+#[cfg(not(all(test, fw_loom)))]
+fn futex_wait(w: &WakeWord, limit: Duration) {
+    let ts = libc::timespec {
+        tv_sec: limit.as_secs() as libc::time_t,
+        tv_nsec: limit.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: the address is a live, aligned u32 (the word, in this process's heap or in a
+    // mapping that outlives the workers); the timeout is a valid timespec on the stack. The
+    // kernel only reads both. Any outcome (woken, EAGAIN: the word changed, ETIMEDOUT, EINTR)
+    // is fine: the caller looks at the word and at its work afterwards.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            w.word.as_ptr(),
+            libc::FUTEX_WAIT,
+            ARMED,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
+/// `FUTEX_WAKE` of one waiter of `w`'s word.
+#[cfg(not(all(test, fw_loom)))]
+fn futex_wake(w: &WakeWord) {
+    // SAFETY: the address is a live, aligned u32; FUTEX_WAKE only looks it up in the kernel's
+    // futex table.
+    unsafe {
+        libc::syscall(libc::SYS_futex, w.word.as_ptr(), libc::FUTEX_WAKE, 1);
+    }
+}
+
+/// The futex under loom: the kernel compares the word under its bucket's lock and queues the
+/// waiter atomically with that comparison; a wake takes the same lock. The timeout is not
+/// modelled: progress must never need it.
+#[cfg(all(test, fw_loom))]
+fn futex_wait(w: &WakeWord, _limit: Duration) {
+    let (lock, cv) = &w.kernel;
+    let g = lock.lock().unwrap();
+    if w.word.load(Ordering::Relaxed) == ARMED {
+        drop(cv.wait(g).unwrap());
+    }
+}
+
+#[cfg(all(test, fw_loom))]
+fn futex_wake(w: &WakeWord) {
+    let (lock, cv) = &w.kernel;
+    let _g = lock.lock().unwrap();
+    cv.notify_all();
+}
+
+/// The futex words of a run's workers, reachable by global worker id (the words of every rank
+/// where the memory is shared, `transport::shm`).
+pub(crate) trait WakeWords: Send + Sync + std::fmt::Debug {
+    /// Global worker `g`'s word, if this process reaches it.
+    fn word(&self, g: usize) -> Option<&WakeWord>;
+}
+
+#[cfg(all(test, fw_loom))]
+mod loom_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,169 @@
+//! Loom models of the wake-up protocol across processes (module docs), on the real
+//! [`WakeWord`], the real ring ([`crate::transport::ring`]) and the real board
+//! ([`crate::transport::board`]). A sleeper that blocks and is never woken leaves its thread
+//! blocked for good, which loom reports as a deadlock: the models pass only if no wake-up is
+//! ever lost, without the safety net's timeout (which the model does not have).
+
+use super::*;
+use crate::transport::board::heap::HeapBoard;
+use crate::transport::board::Board;
+use crate::transport::ring::tests::HeapRing;
+use crate::transport::ring::{Reader, Writer};
+use loom::sync::Arc;
+
+/// A ring of 16 bytes between a writer and a reader on two threads; each blocks on its own
+/// word when it has nothing to do: the reader for bytes, the writer for credit (the second
+/// frame fits only once the first was read). After a publication (`tail`) the writer wakes the
+/// reader; after a credit (`head`) the reader wakes the writer, each after a `SeqCst` fence,
+/// as `transport::shm` does (the broken variant is `one_shot` below).
+fn ring_model() {
+    loom::model(move || {
+        let ring = Arc::new(HeapRing::new(16));
+        // [0]: the reader's word, [1]: the writer's.
+        let words = Arc::new([WakeWord::default(), WakeWord::default()]);
+        let wake = |w: &WakeWord| {
+            w.wake();
+        };
+        let (wr, ww) = (ring.clone(), words.clone());
+        let writer = loom::thread::spawn(move || {
+            let mut w = Writer::default();
+            for m in [&[1u8, 2, 3][..], &[4, 5, 6, 7, 8]] {
+                loop {
+                    let before = w.written();
+                    let done = w.push(&*wr, m);
+                    if w.written() != before {
+                        wake(&ww[0]);
+                    }
+                    if done {
+                        break;
+                    }
+                    // No room: announce, look again, block.
+                    ww[1].arm();
+                    let before = w.written();
+                    let done = w.push(&*wr, m);
+                    if w.written() != before || done {
+                        ww[1].disarm();
+                        if w.written() != before {
+                            wake(&ww[0]);
+                        }
+                        if done {
+                            break;
+                        }
+                        continue;
+                    }
+                    ww[1].block(BLOCK_LIMIT);
+                }
+            }
+        });
+        let mut r = Reader::new(64);
+        let mut got = Vec::new();
+        let pull = |r: &mut Reader, got: &mut Vec<Vec<u8>>| {
+            let before = r.consumed();
+            if let Some(v) = r.pull(&*ring, Vec::new).expect("a valid frame") {
+                got.push(v);
+            }
+            if r.consumed() != before {
+                wake(&words[1]);
+                true
+            } else {
+                false
+            }
+        };
+        while got.len() < 2 {
+            if pull(&mut r, &mut got) {
+                continue;
+            }
+            words[0].arm();
+            if pull(&mut r, &mut got) {
+                words[0].disarm();
+                continue;
+            }
+            words[0].block(BLOCK_LIMIT);
+        }
+        writer.join().unwrap();
+        assert_eq!(got, [vec![1, 2, 3], vec![4, 5, 6, 7, 8]]);
+    });
+}
+
+#[test]
+fn loom_wake_ring_no_lost_wakeup() {
+    ring_model();
+}
+
+/// One publication against one sleeper, without blocking (loom cannot unwind a model whose
+/// threads are blocked for good, so the broken variant is written this way, as in
+/// `runtime/idle.rs`): the reader arms and re-checks its ring; if it found nothing it would
+/// block, and then the writer's wake must have taken its `ARMED` (the word is `AWAKE`:
+/// `FUTEX_WAIT` returns at once, or the `FUTEX_WAKE` that follows the swap ends it).
+fn one_shot(fence: bool) {
+    loom::model(move || {
+        let ring = Arc::new(HeapRing::new(16));
+        let word = Arc::new(WakeWord::default());
+        let (r2, w2) = (ring.clone(), word.clone());
+        let reader = loom::thread::spawn(move || {
+            let mut r = Reader::new(64);
+            w2.arm();
+            r.pull(&*r2, Vec::new).expect("a valid frame").is_some()
+        });
+        let mut w = Writer::default();
+        assert!(w.push(&*ring, &[1, 2, 3]));
+        if fence {
+            word.wake();
+        } else {
+            word.wake_after_fence();
+        }
+        let saw = reader.join().unwrap();
+        assert!(saw || !word.is_armed(), "lost wake-up: the reader blocks and nobody wakes it");
+    });
+}
+
+#[test]
+fn loom_wake_one_publication_one_sleeper() {
+    one_shot(true);
+}
+
+#[test]
+#[should_panic(expected = "lost wake-up")]
+fn loom_wake_ring_waker_without_fence_loses_a_wakeup() {
+    one_shot(false);
+}
+
+/// The board's all-reduce (`runtime/quiesce_ranks/shm.rs`) on two ranks for two rounds; a
+/// rank whose round is incomplete blocks on its detector's word, and the other rank's post
+/// wakes it (`Board::post`: Release store, fence, wake every other rank's first worker).
+#[test]
+fn loom_wake_board_post_wakes_a_waiting_rank() {
+    use crate::runtime::quiesce_ranks::shm::ShmAllReduce;
+    use crate::runtime::quiesce_ranks::AllReduce;
+    // The board's memory is shared with `std`'s `Arc` (its `BoardMem` is implemented there).
+    use std::sync::Arc;
+    loom::model(|| {
+        let mem = Arc::new(HeapBoard::new(2));
+        let run = |mem: Arc<HeapBoard>, r: usize| {
+            let mut ar = ShmAllReduce::new(Board::new(mem.clone(), r));
+            let mut got = Vec::new();
+            for round in 0..2u64 {
+                ar.start(&[round + 10 * r as u64]);
+                loop {
+                    if let Some(s) = ar.test() {
+                        got.push(s[0]);
+                        break;
+                    }
+                    mem.word(r).arm();
+                    if let Some(s) = ar.test() {
+                        mem.word(r).disarm();
+                        got.push(s[0]);
+                        break;
+                    }
+                    mem.word(r).block(BLOCK_LIMIT);
+                }
+            }
+            got
+        };
+        let other = mem.clone();
+        let t = loom::thread::spawn(move || run(other, 1));
+        let mine = run(mem, 0);
+        assert_eq!(t.join().unwrap(), mine);
+        assert_eq!(mine, vec![10, 12]);
+    });
+}

@@ -1,0 +1,115 @@
+use super::*;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+#[test]
+fn a_wake_before_the_block_is_not_lost() {
+    let w = WakeWord::default();
+    w.arm();
+    // The waker comes between the re-check and the block: it takes the ARMED, and the block
+    // returns at once (the kernel sees the word changed), woken.
+    assert!(w.wake());
+    assert_eq!(w.block(Duration::from_secs(30)), Blocked::Woken);
+    assert!(!w.is_armed());
+    // A worker that is not armed is not woken (nothing to do).
+    assert!(!w.wake());
+}
+
+#[test]
+fn a_block_nobody_wakes_ends_at_its_limit_not_woken() {
+    let w = WakeWord::default();
+    w.arm();
+    assert_eq!(w.block(Duration::from_millis(1)), Blocked::NotWoken);
+    assert!(!w.is_armed(), "the block leaves the word awake");
+}
+
+#[test]
+fn a_blocked_worker_is_woken_by_a_publication() {
+    let w = Arc::new(WakeWord::default());
+    let work = Arc::new(AtomicBool::new(false));
+    let (w2, work2) = (w.clone(), work.clone());
+    let sleeper = std::thread::spawn(move || {
+        let mut blocks = 0;
+        loop {
+            w2.arm();
+            if work2.load(Ordering::Acquire) {
+                w2.disarm();
+                return blocks;
+            }
+            // A long limit: only the wake-up can end this wait in time.
+            assert_eq!(w2.block(Duration::from_secs(60)), Blocked::Woken);
+            blocks += 1;
+        }
+    });
+    // Give the sleeper time to block (not needed for correctness: either order works).
+    std::thread::sleep(Duration::from_millis(20));
+    work.store(true, Ordering::Release);
+    w.wake();
+    let blocks = sleeper.join().unwrap();
+    assert!(blocks <= 1);
+}
+
+/// A rank's worker (a thread here) blocks on its word until its ring has bytes; the writer's
+/// publication (`tail`, then fence and wake, as `transport::shm` does) wakes it.
+#[test]
+fn a_blocked_reader_is_woken_by_a_publication_into_its_ring() {
+    use crate::transport::ring::tests::HeapRing;
+    use crate::transport::ring::{Reader, Writer};
+    let ring = Arc::new(HeapRing::new(64));
+    let word = Arc::new(WakeWord::default());
+    let (r2, w2) = (ring.clone(), word.clone());
+    let reader = std::thread::spawn(move || {
+        let mut r = Reader::new(64);
+        let mut woken = 0;
+        loop {
+            w2.arm();
+            if let Some(v) = r.pull(&*r2, Vec::new).unwrap() {
+                w2.disarm();
+                return (v, woken);
+            }
+            if w2.block(Duration::from_secs(60)) == Blocked::Woken {
+                woken += 1;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let mut w = Writer::default();
+    assert!(w.push(&*ring, b"envelope"));
+    word.wake();
+    let (v, woken) = reader.join().unwrap();
+    assert_eq!(v, b"envelope");
+    assert!(woken <= 1);
+}
+
+/// A rank whose all-reduce round waits for another rank's post blocks on its first worker's
+/// word; the other rank's `Board::post` wakes it.
+#[test]
+fn a_rank_blocked_on_its_round_is_woken_by_a_board_post() {
+    use crate::runtime::quiesce_ranks::shm::ShmAllReduce;
+    use crate::runtime::quiesce_ranks::AllReduce;
+    use crate::transport::board::heap::HeapBoard;
+    use crate::transport::board::Board;
+    let mem = Arc::new(HeapBoard::new(2));
+    let m0 = mem.clone();
+    let waiting = std::thread::spawn(move || {
+        let mut ar = ShmAllReduce::new(Board::new(m0.clone(), 0));
+        ar.start(&[1]);
+        let mut blocks = 0;
+        loop {
+            m0.word(0).arm();
+            if let Some(s) = ar.test() {
+                m0.word(0).disarm();
+                return (s[0], blocks);
+            }
+            m0.word(0).block(Duration::from_secs(60));
+            blocks += 1;
+        }
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let mut ar = ShmAllReduce::new(Board::new(mem.clone(), 1));
+    ar.start(&[2]);
+    let (sum, blocks) = waiting.join().unwrap();
+    assert_eq!(sum, 3);
+    assert!(blocks <= 1, "one post, one wake-up");
+    assert_eq!(ar.test().map(|s| s[0]), Some(3));
+}
