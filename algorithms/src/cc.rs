@@ -383,15 +383,18 @@ impl CcPart {
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
         let several = self.shared.is_some();
         for u in range {
-            let (own, remote) = arcs.split(u);
-            if own.is_empty() && several {
-                if let Some(&t) = remote.first() {
+            // The own arcs are a prefix of the row: the sample needs only its first few, and
+            // a row that starts with a remote arc has no own arc (no search for the split).
+            let all = arcs.arcs(u);
+            let k = all.iter().take(SAMPLE_ROUNDS).take_while(|a| arcs.is_own(a)).count();
+            if k == 0 && several {
+                if let Some(&t) = all.first() {
                     self.arcs += 1;
                     self.candidates.push((u, t));
                 }
                 continue;
             }
-            let first = &own[..own.len().min(SAMPLE_ROUNDS)];
+            let first = &all[..k];
             self.arcs += first.len() as u64;
             for &t in first {
                 self.union(u, tags.local(t));
@@ -434,7 +437,8 @@ impl CcPart {
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
         let Some(shared) = self.shared.clone() else {
             for u in range {
-                let own = arcs.split(u).0;
+                // One partition: every arc is its own.
+                let own = arcs.arcs(u);
                 if own.len() > SAMPLE_ROUNDS && self.find(u) != self.largest {
                     self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
                     own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
@@ -445,19 +449,28 @@ impl CcPart {
         let base = tags.tag(self.part, 0) as usize;
         let (mut bits, mut size) = (0u64, 0);
         for u in range.clone() {
-            let (own, remote) = arcs.split(u);
             let mut r = self.find(u);
-            if own.len() > SAMPLE_ROUNDS && r != self.largest {
-                self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
-                own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
-                r = self.find(u);
+            // Most vertices are in the largest component already: their row is not split.
+            if r != self.largest {
+                // The few vertices left are mostly of low degree: their own arcs (a prefix)
+                // counted by a scan, not `split`'s binary search.
+                let all = arcs.arcs(u);
+                let (own, remote) = all.split_at(all.iter().take_while(|a| arcs.is_own(a)).count());
+                if own.len() > SAMPLE_ROUNDS {
+                    self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+                    own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
+                    r = self.find(u);
+                }
+                if r != self.largest {
+                    if let (false, Some(&t)) = (own.is_empty(), remote.first()) {
+                        // (A vertex without own arcs was listed by `sample`.)
+                        self.arcs += 1;
+                        self.candidates.push((u, t));
+                    }
+                }
             }
             if r == self.largest {
                 bits |= 1 << (u % 64);
-            } else if let (false, Some(&t)) = (own.is_empty(), remote.first()) {
-                // (A vertex without own arcs was listed by `sample`.)
-                self.arcs += 1;
-                self.candidates.push((u, t));
             }
             if u % 64 == 63 || u + 1 == range.end {
                 let from = u - u % 64;
