@@ -27,9 +27,12 @@ impl Worker {
     }
 
     /// Whether the requests staged for the trustees of the rank starting at worker `base`
-    /// (the pairs with a credit left) fill one request envelope: the sum of each segment's
-    /// share of its batch limits, plus [`SEGMENT_SHARE`] per segment after the first,
-    /// reaches the envelope's budget (`Builder::envelope_batches` batches).
+    /// (the pairs with a credit left) fill one request envelope: one pair's fill a whole
+    /// batch (a segment takes at most one, so waiting cannot make that segment fuller: it
+    /// leaves now, with what the other pairs have staged; with one worker per rank every
+    /// full batch leaves at once, as it did with an envelope per pair), or the sum of each
+    /// segment's share of its batch limits, plus [`SEGMENT_SHARE`] per segment after the
+    /// first, reaches the envelope's budget (`Builder::envelope_batches` batches).
     fn rank_fills_envelope(&self, base: usize) -> bool {
         let mut left = self.run_state.cfg.envelope_batches as f64;
         let mut first = true;
@@ -39,7 +42,11 @@ impl Worker {
             }
             first = false;
             let (words, result) = self.clients[t].out(|q| q.staged_size());
-            left -= share(words, result, self.limits_to(t));
+            let limits = self.limits_to(t);
+            if words >= limits.0 || (result > 0 && result >= limits.1) {
+                return true;
+            }
+            left -= share(words, result, limits);
             if left <= 0.0 {
                 return true;
             }
