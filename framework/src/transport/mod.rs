@@ -27,6 +27,8 @@ mod owned;
 #[cfg(any(test, feature = "mpi"))]
 pub(crate) mod ring;
 #[cfg(feature = "mpi")]
+pub(crate) mod ring_link;
+#[cfg(feature = "mpi")]
 pub(crate) mod shm;
 #[cfg(feature = "rdma")]
 pub(crate) mod verbs;

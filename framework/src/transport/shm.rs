@@ -20,12 +20,14 @@
 //!
 //! # Shape
 //!
-//! As in the MPI transport (`transport::mpi`): one [`End`] per local worker, taken by that
-//! worker only ([`Owned`]); publishing never fails (an envelope that does not fit waits in a
-//! per-destination backlog, pushed on by `progress`; an envelope larger than the ring streams
-//! through it in pieces); `progress` reads every source ring and queues the envelopes read
-//! whole for `poll`. The runtime's credits bound the backlogs and the queue (at most
-//! `IN_FLIGHT` requests per (client, remote trustee), each answered once).
+//! The transport is [`RingLink`] over the [`Shm`] medium (`transport::ring_link`, shared
+//! with the RDMA verbs transport): one [`End`] per local worker, taken by that worker only;
+//! publishing never fails (an envelope that does not fit waits in a per-destination backlog,
+//! pushed on by `progress`; an envelope larger than the ring streams through it in pieces);
+//! `progress` reads every source ring and queues the envelopes read whole for `poll`. The
+//! runtime's credits bound the backlogs and the queue (at most `IN_FLIGHT` requests per
+//! (client, remote trustee), each answered once). Over shared memory the bytes are in the
+//! reader's memory once written: the medium only wakes the other side (next section).
 //!
 //! # Waking a worker of another rank
 //!
@@ -56,15 +58,13 @@
 //!    a worker holds its writers and readers, and only that worker takes its [`End`].
 
 use super::board::{BoardMem, BOARD_VALUES};
-use super::owned::Owned;
-use super::ring::{Counters, Reader, RingMem, Writer, COUNTERS_BYTES};
+use super::ring::{Counters, RingMem, COUNTERS_BYTES};
+use super::ring_link::{End, Medium, RingLink};
 use super::wake::{WakeWord, WakeWords, WAKE_WORD_BYTES};
-use super::{Arrived, IdlePolicy, Transport};
-use std::collections::VecDeque;
+use super::IdlePolicy;
 use std::ffi::CString;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// The largest default ring (data bytes): with few workers, every ring this size.
 pub(crate) const DEFAULT_RING_BYTES: usize = 256 << 10;
@@ -78,8 +78,6 @@ const MIN_DEFAULT_RING_BYTES: usize = 16 << 10;
 const DEFAULT_RINGS_BYTES: usize = 64 << 20;
 /// The accepted ring sizes (`SKEIN_SHM_RING_BYTES`, a power of two).
 const RING_BYTES_RANGE: std::ops::RangeInclusive<usize> = (4 << 10)..=(64 << 20);
-/// Buffers a worker keeps for envelopes it claims and reads.
-const POOL: usize = 64;
 
 /// The settings of the shared-memory transport.
 #[derive(Debug, Clone, Copy)]
@@ -234,12 +232,14 @@ fn os_error(what: &str, path: &CString) -> String {
     )
 }
 
-/// One ring of a region (invariant 2).
+/// One ring of a region (invariant 2), and the futex word of the worker at its other end
+/// (the reader for a ring this worker writes, the writer for one it reads).
 #[derive(Debug, Clone, Copy)]
-struct ShmRing {
+pub(crate) struct ShmRing {
     counters: *const Counters,
     data: *mut u8,
     cap: usize,
+    peer: Peer,
 }
 
 // SAFETY: `counters` and `data` point into a live mapping (invariants 1 and 2), shared by the
@@ -291,90 +291,37 @@ impl Peer {
     }
 }
 
-/// A worker's rings and what waits in them.
+/// The shared-memory medium of a worker's [`End`]: the bytes are in the reader's memory as
+/// soon as they are written; each side wakes the other after publishing (module docs).
 #[derive(Debug)]
-struct End {
-    /// Per destination global worker: the ring this worker writes to it and that worker's
-    /// futex word (None for workers of this rank).
-    out: Vec<Option<(ShmRing, Writer, Peer)>>,
-    /// Per destination: envelopes waiting for room, oldest first (the front may be part-way
-    /// through its ring).
-    backlog: Vec<VecDeque<Vec<u8>>>,
-    /// Envelopes in all backlogs.
-    waiting: usize,
-    /// Per source global worker of another rank: the ring it writes to this worker, and that
-    /// worker's futex word (it may wait for credit).
-    inbound: Vec<(usize, ShmRing, Reader, Peer)>,
-    /// Envelopes read whole, for `poll`.
-    ready: VecDeque<Arrived>,
-    pool: Vec<Vec<u8>>,
-}
+pub(crate) struct Shm;
 
-impl End {
-    /// Pushes the backlog to `to` on as far as its ring allows; true if any byte moved (the
-    /// caller then wakes `to`: [`End::wake`]).
-    fn flush_to(&mut self, to: usize) -> bool {
-        let Some((ring, w, _)) = self.out[to].as_mut() else { return false };
-        let before = w.written();
-        while let Some(msg) = self.backlog[to].front() {
-            if !w.push(ring, msg) {
-                // Part of it may have gone; the rest waits for credit.
-                break;
-            }
-            let msg = self.backlog[to].pop_front().expect("front exists");
-            self.waiting -= 1;
-            give(&mut self.pool, msg);
-        }
-        w.written() != before
+impl Medium for Shm {
+    type Out = ShmRing;
+    type In = ShmRing;
+    type Shared = ShmWords;
+    const NAME: &'static str = "shared-memory";
+
+    fn idle_policy(_: &ShmWords) -> IdlePolicy {
+        IdlePolicy::Rings
     }
 
-    /// After publishing bytes to `to` (a Release store of `tail`): a `SeqCst` fence, then
-    /// wakes `to` if it is armed (module docs).
-    fn wake(&self, to: usize) {
-        if let Some((_, _, peer)) = &self.out[to] {
-            fence(Ordering::SeqCst);
-            peer.wake_after_fence();
-        }
+    fn wake_words(words: &ShmWords) -> Option<Arc<dyn WakeWords>> {
+        Some(Arc::new(words.clone()))
     }
 
-    /// Reads every inbound ring; true if an envelope was read whole. Wakes the writer of each
-    /// ring it gave credit back to (module docs).
-    fn read(&mut self, workers: usize) -> Result<bool, String> {
-        let mut got = false;
-        let End { inbound, ready, pool, .. } = self;
-        for (s, ring, r, peer) in inbound.iter_mut() {
-            let before = r.consumed();
-            while r.has_bytes(ring) {
-                match r.pull(ring, || pool.pop().unwrap_or_default()) {
-                    Ok(Some(bytes)) => {
-                        ready.push_back(Arrived { from_rank: *s / workers, bytes });
-                        got = true;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        return Err(format!(
-                            "the shared-memory ring from worker {s} (rank {}) is torn or \
-                             forged: {e}",
-                            *s / workers
-                        ))
-                    }
-                }
-            }
-            if r.consumed() != before {
-                // Credit given back (a Release store of `head`): the writer may wait for it.
-                fence(Ordering::SeqCst);
-                peer.wake_after_fence();
-            }
-        }
-        Ok(got)
+    /// After the Release store of `tail`: a `SeqCst` fence, then wakes the reader if armed.
+    fn published(&mut self, _to: usize, ring: &ShmRing, _tail: u64) -> Result<(), String> {
+        fence(Ordering::SeqCst);
+        ring.peer.wake_after_fence();
+        Ok(())
     }
-}
 
-/// Keeps `msg` for reuse if the pool has room.
-fn give(pool: &mut Vec<Vec<u8>>, mut msg: Vec<u8>) {
-    if pool.len() < POOL {
-        msg.clear();
-        pool.push(msg);
+    /// After the Release store of `head` (credit): the writer may wait for room.
+    fn consumed(&mut self, _from: usize, ring: &ShmRing, _head: u64) -> Result<(), String> {
+        fence(Ordering::SeqCst);
+        ring.peer.wake_after_fence();
+        Ok(())
     }
 }
 
@@ -473,26 +420,7 @@ unsafe impl BoardMem for ShmBoard {
 pub(crate) type Board = super::board::Board<ShmBoard>;
 
 /// The runtime's transport over shared memory (module docs).
-#[derive(Debug)]
-pub(crate) struct ShmLink {
-    token: u64,
-    workers: usize,
-    lo: usize,
-    ends: Box<[Owned<End>]>,
-    /// Every rank's region, in rank order (kept mapped while the link, its board and the
-    /// run's `Sleepers` live), and the workers' futex words in them.
-    words: ShmWords,
-    rank: usize,
-}
-
-/// What was left in the transport when it closed.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ShmLeftovers {
-    /// Envelopes never written whole into their ring.
-    pub(crate) unsent: usize,
-    /// Envelopes read whole and never polled, or part-read.
-    pub(crate) undelivered: usize,
-}
+pub(crate) type ShmLink = RingLink<Shm>;
 
 /// The memory file of rank `rank` for run `job_run` of the job of `token`.
 fn path_of(token: u64, job_run: u32, rank: usize) -> CString {
@@ -534,7 +462,7 @@ fn agree<T>(step: &str, mine: Result<T, String>) -> Result<T, String> {
     crate::rack::agree_ok(mine).map_err(|e| format!("shared-memory transport, {step}: {e}"))
 }
 
-impl ShmLink {
+impl RingLink<Shm> {
     /// Sets the transport up for `workers` workers per rank (collective: every rank calls it,
     /// on the thread that runs the run; module docs).
     pub(crate) fn open(
@@ -603,7 +531,7 @@ impl ShmLink {
         // SAFETY: the path names the file this rank created.
         unsafe { libc::unlink(path_of(token, job_run, rank).as_ptr()) };
         agreed?;
-        let ring = |reg: &Region, i: usize| {
+        let ring = |reg: &Region, i: usize, peer: Peer| {
             // SAFETY (in the closure's use below): invariant 2: ring `i < all_workers ·
             // workers` lies inside the mapping of `len` bytes.
             let at = BOARD_BYTES + workers * WAKE_WORD_BYTES + i * stride;
@@ -612,6 +540,7 @@ impl ShmLink {
                 counters: reg.base.wrapping_add(at).cast(),
                 data: reg.base.wrapping_add(at + COUNTERS_BYTES),
                 cap: ring_bytes,
+                peer,
             }
         };
         let words = ShmWords { regions: Arc::new(regions), workers };
@@ -623,177 +552,25 @@ impl ShmLink {
                 let out = (0..all_workers)
                     .map(|to| {
                         let r = to / workers;
-                        (r != rank).then(|| {
-                            let reg = &regions[r];
-                            let ring = ring(reg, g * workers + to % workers);
-                            (ring, Writer::default(), words.peer(to))
-                        })
+                        (r != rank)
+                            .then(|| ring(&regions[r], g * workers + to % workers, words.peer(to)))
                     })
                     .collect();
                 let inbound = (0..all_workers)
                     .filter(|s| s / workers != rank)
-                    .map(|s| {
-                        (
-                            s,
-                            ring(&regions[rank], s * workers + t),
-                            Reader::new(config.max_envelope_bytes),
-                            words.peer(s),
-                        )
-                    })
+                    .map(|s| (s, ring(&regions[rank], s * workers + t, words.peer(s))))
                     .collect();
-                Owned::new(End {
-                    out,
-                    backlog: (0..all_workers).map(|_| VecDeque::new()).collect(),
-                    waiting: 0,
-                    inbound,
-                    ready: VecDeque::new(),
-                    pool: Vec::new(),
-                })
+                End::new(Shm, out, inbound, config.max_envelope_bytes, workers)
             })
             .collect();
         world.barrier();
-        Ok(ShmLink { token, workers, lo, ends, words, rank })
-    }
-
-    /// Runs `f` on worker `g`'s end (taken by that worker only).
-    #[inline]
-    fn with<R>(&self, g: usize, f: impl FnOnce(&mut End) -> R) -> R {
-        self.ends[g - self.lo].with(f)
+        Ok(RingLink::new(token, lo, ends, words))
     }
 
     /// This rank's handle of the ranks' board (one all-reduce at a time; module docs).
     pub(crate) fn board(&self) -> Board {
-        Board::new(ShmBoard { words: self.words.clone() }, self.rank)
-    }
-
-    /// What is left in the transport (after the workers stopped).
-    pub(crate) fn leftovers(&self) -> ShmLeftovers {
-        let mut left = ShmLeftovers::default();
-        for g in self.lo..self.lo + self.workers {
-            self.with(g, |e| {
-                left.unsent += e.waiting;
-                left.undelivered += e.ready.len();
-            });
-        }
-        left
-    }
-}
-
-impl Transport for ShmLink {
-    fn token(&self) -> u64 {
-        self.token
-    }
-
-    fn idle_policy(&self) -> IdlePolicy {
-        IdlePolicy::Rings
-    }
-
-    fn wake_words(&self) -> Option<Arc<dyn WakeWords>> {
-        Some(Arc::new(self.words.clone()))
-    }
-
-    /// The MPI transport's batches (envelopes of about 4 KiB): with the runtime's aggregation
-    /// (a pair's requests wait for a full batch while fibers are ready), the default's larger
-    /// batches made SSSP on 2 ranks 0.93x of the MPI transport's (2-core VM, SCALE 18,
-    /// 3 runs alternated); with these, the two agree (`docs/rack-benchmarks.md`).
-    fn batch_limits(
-        &self,
-        uniform: Option<&'static crate::channel::record::VTable>,
-    ) -> (usize, usize) {
-        super::mpi::mpi_batch_limits(uniform)
-    }
-
-    fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
-        Some(self.with(from, |e| e.pool.pop().unwrap_or_else(|| Vec::with_capacity(4096))))
-    }
-
-    fn publish(&self, from: usize, to: usize, msg: Vec<u8>) {
-        self.with(from, |e| {
-            if e.out.get(to).is_none_or(Option::is_none) {
-                crate::rack::abort(
-                    1,
-                    &format!("the shared-memory transport got an envelope for worker {to}, not on another rank"),
-                );
-            }
-            e.backlog[to].push_back(msg);
-            e.waiting += 1;
-            if e.backlog[to].len() == 1 && e.flush_to(to) {
-                e.wake(to);
-            }
-        })
-    }
-
-    fn poll(&self, me: usize) -> Option<Arrived> {
-        self.with(me, |e| e.ready.pop_front())
-    }
-
-    fn release(&self, me: usize, msg: Vec<u8>) {
-        self.with(me, |e| give(&mut e.pool, msg))
-    }
-
-    fn progress(&self, me: usize) -> bool {
-        let workers = self.workers;
-        let r = self.with(me, |e| {
-            let mut moved = false;
-            if e.waiting > 0 {
-                for to in 0..e.backlog.len() {
-                    if !e.backlog[to].is_empty() && e.flush_to(to) {
-                        e.wake(to);
-                        moved = true;
-                    }
-                }
-            }
-            e.read(workers).map(|got| got || moved)
-        });
-        match r {
-            Ok(moved) => moved,
-            Err(e) => crate::rack::abort(1, &e),
-        }
-    }
-
-    fn busy(&self, me: usize) -> bool {
-        self.with(me, |e| e.waiting > 0 || !e.ready.is_empty())
-    }
-
-    fn describe(&self, me: usize) -> String {
-        let workers = self.workers;
-        self.with(me, |e| {
-            let waiting: Vec<String> = (0..e.backlog.len())
-                .filter(|&to| !e.backlog[to].is_empty())
-                .map(|to| format!("{} to worker {to} (rank {})", e.backlog[to].len(), to / workers))
-                .collect();
-            let part_read = e.inbound.iter().filter(|(_, _, r, _)| r.mid_frame()).count();
-            format!(
-                "shared-memory rings: {} envelopes waiting for room{}{}; {} read and not yet \
-                 taken; {} rings part-way through an envelope",
-                e.waiting,
-                if waiting.is_empty() { "" } else { ": " },
-                waiting.join(", "),
-                e.ready.len(),
-                part_read
-            )
-        })
-    }
-
-    fn drain(&self, me: usize, limit: Duration) -> bool {
-        let start = Instant::now();
-        loop {
-            let done = self.with(me, |e| {
-                for to in 0..e.backlog.len() {
-                    if !e.backlog[to].is_empty() && e.flush_to(to) {
-                        e.wake(to);
-                    }
-                }
-                e.waiting == 0
-            });
-            if done {
-                return true;
-            }
-            if start.elapsed() > limit {
-                return false;
-            }
-            std::thread::yield_now();
-        }
+        let mine = self.workers();
+        Board::new(ShmBoard { words: self.shared().clone() }, mine.start / mine.len())
     }
 }
 

@@ -1,8 +1,10 @@
 //! The RDMA verbs transport (feature `rdma`): ranks on different nodes write envelopes
 //! straight into each other's rings ([`super::ring`]) with one-sided RDMA writes over
-//! reliable connected queue pairs; credits come back the same way. The ring logic is the
-//! shared-memory transport's (`transport::shm`), the same code its tests and loom models
-//! check; only [`RingMem`] differs: how bytes reach the remote ring.
+//! reliable connected queue pairs; credits come back the same way. The ring logic and the
+//! transport around it are the shared-memory transport's (`transport::ring` and
+//! `transport::ring_link`'s [`RingLink`], the same code its tests, loom models and multi-rank
+//! suites run); only the [`Medium`] differs: how bytes reach the remote ring ([`RingMem`]
+//! for the mirror, [`Verbs::published`] and [`Verbs::consumed`] for the writes).
 //!
 //! **Status: built, linted and unit-tested without a device; never run on RDMA hardware**
 //! (`docs/rack-mode.md` §4.6). On a machine without an RDMA device (`ibv_get_device_list`
@@ -22,14 +24,14 @@
 //!
 //! * **Write** (worker `g` to worker `d` on rank `r`): [`OutRing::put`] copies the bytes
 //!   into `g`'s outbound mirror of the ring (registered memory) and notes the range; after
-//!   [`Writer::push`] published a new `tail`, [`End::post_out`] posts one RDMA write per range
+//!   [`Writer::push`](super::ring::Writer::push) published a new `tail`, [`Verbs::published`] posts one RDMA write per range
 //!   (mirror to the same offset of the remote ring), then an 8-byte inline RDMA write of the
 //!   new `tail` into the remote ring's counters, all on queue pair `(g, r)`. An RC queue pair
 //!   executes its writes in order, and the tail goes last: a reader that sees the tail finds
 //!   the bytes before it placed (the in-order placement of writes on one queue pair that the
 //!   seeds and FaRM-style rings rely on; untested here, see the status above).
 //! * **Read**: the reader polls the `tail` in its own memory ([`InRing`], plain memory the
-//!   NIC writes); after [`Reader::pull`] advanced `head`, [`End::read`] posts an inline RDMA
+//!   NIC writes); after [`Reader::pull`](super::ring::Reader::pull) advanced `head`, [`Verbs::consumed`] posts an inline RDMA
 //!   write of the new `head` into the writer's mirror counters (the credit).
 //! * The mirror's bytes `at..at + n` are rewritten only after the credit says the reader read
 //!   them, which it did after the write placed them: a write's source is never overwritten
@@ -48,16 +50,17 @@
 //!    more).
 //! 2. The region spans `Layout::len` bytes, page-aligned (64-aligned counters), and every
 //!    ring pointer handed out lies inside it (`verbs_conn::Layout`).
-//! 3. A worker's [`End`] (its CQ, its queue pairs, its rings' writers and readers) is used by
-//!    that worker only ([`Owned`]); each ring has one writer and one reader, as in shm.
+//! 3. A worker's [`End`] (its [`Verbs`] medium: CQ and queue pairs; its rings' writers and
+//!    readers) is used by that worker only (`transport::ring_link`); each ring has one writer
+//!    and one reader, as in shm.
 
-use super::owned::Owned;
-use super::ring::{Counters, Reader, RingMem, Writer};
+use super::ring::{Counters, RingMem};
+use super::ring_link::{End, Medium, RingLink};
 use super::verbs_conn::{Layout, RankConn};
-use super::{Arrived, IdlePolicy, Transport};
+use super::wake::WakeWords;
+use super::IdlePolicy;
 use rdma_sys as ib;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,8 +72,6 @@ const SIGNAL_EVERY: u32 = 64;
 /// How long a worker waits for room in a send queue (a peer that stopped acknowledging)
 /// before ending the job.
 const SQ_WAIT: Duration = Duration::from_secs(10);
-/// Buffers a worker keeps for envelopes it claims and reads.
-const POOL: usize = 64;
 /// The GID index used (0: the port's default GID).
 const GID_INDEX: u8 = 0;
 
@@ -231,7 +232,7 @@ pub(crate) fn every_rank_has_a_port() -> bool {
 
 /// Every verbs object of the rank and its registered region (invariant 1).
 #[derive(Debug)]
-struct Resources {
+pub(crate) struct Resources {
     dev: Device,
     pd: *mut ib::ibv_pd,
     base: *mut u8,
@@ -470,9 +471,9 @@ struct Remote {
 
 /// The writer's view of a ring in another rank's memory (invariant 2): the local mirror's
 /// counters (`head` is the credit the reader writes back) and data; `put` copies into the
-/// mirror and notes the range for [`End::post_out`] to write.
+/// mirror and notes the range for [`Verbs::published`] to write.
 #[derive(Debug)]
-struct OutRing {
+pub(crate) struct OutRing {
     counters: *const Counters,
     data: *mut u8,
     cap: usize,
@@ -513,7 +514,7 @@ unsafe impl Send for OutRing {}
 /// The reader's view of a ring in this rank's memory, which the writer's NIC fills
 /// (invariant 2).
 #[derive(Debug, Clone, Copy)]
-struct InRing {
+pub(crate) struct InRing {
     counters: *const Counters,
     data: *mut u8,
     cap: usize,
@@ -559,30 +560,69 @@ struct Qp {
 // SAFETY: the queue pair is used by its worker only (invariant 3).
 unsafe impl Send for Qp {}
 
-/// A worker's queue pairs, rings and what waits in them.
+/// The verbs medium of a worker's [`End`]: its completion queue and its queue pairs.
 #[derive(Debug)]
-struct End {
+pub(crate) struct Verbs {
     /// This worker's global id.
     me: usize,
     cq: *mut ib::ibv_cq,
     lkey: u32,
     /// Per rank: the queue pair to it (None for this rank).
     qps: Vec<Option<Qp>>,
-    /// Per destination global worker: the ring this worker writes to it (None on this rank).
-    out: Vec<Option<(OutRing, Writer)>>,
-    backlog: Vec<VecDeque<Vec<u8>>>,
-    waiting: usize,
-    /// Per source global worker of another rank: the ring it writes to this worker.
-    inbound: Vec<(usize, InRing, Reader)>,
-    ready: VecDeque<Arrived>,
-    pool: Vec<Vec<u8>>,
+    /// Workers per rank.
     workers: usize,
 }
 
-// SAFETY: the CQ is used by this worker only (invariant 3).
-unsafe impl Send for End {}
+// SAFETY: the CQ and queue pairs are used by this worker only (invariant 3).
+unsafe impl Send for Verbs {}
 
-impl End {
+impl Medium for Verbs {
+    type Out = OutRing;
+    type In = InRing;
+    type Shared = Arc<Resources>;
+    const NAME: &'static str = "RDMA";
+
+    /// An RDMA write wakes nobody: waiting is the networks' (timed).
+    fn idle_policy(_: &Arc<Resources>) -> IdlePolicy {
+        IdlePolicy::Network
+    }
+
+    fn wake_words(_: &Arc<Resources>) -> Option<Arc<dyn WakeWords>> {
+        None
+    }
+
+    /// Writes the ranges the ring noted, then its new tail, into the remote ring (all on
+    /// the queue pair to its rank: placed in order).
+    fn published(&mut self, to: usize, ring: &OutRing, tail: u64) -> Result<(), String> {
+        let r = to / self.workers;
+        let ranges = std::mem::take(&mut *ring.pending.borrow_mut());
+        let (data, remote) = (ring.data as u64, ring.remote);
+        for (at, len) in ranges {
+            let dst = remote.slot + (super::ring::COUNTERS_BYTES + at) as u64;
+            self.post_write(r, Write::from_mirror(data + at as u64, len, dst, remote.rkey))?;
+        }
+        let word = tail.to_le_bytes();
+        self.post_write(r, Write::word(&word, remote.slot + Layout::TAIL as u64, remote.rkey))
+    }
+
+    /// Writes the new head into the writer's mirror counters (the credit).
+    fn consumed(&mut self, from: usize, ring: &InRing, head: u64) -> Result<(), String> {
+        let word = head.to_le_bytes();
+        let at = ring.credit.slot + Layout::HEAD as u64;
+        self.post_write(from / self.workers, Write::word(&word, at, ring.credit.rkey))
+    }
+
+    fn progress(&mut self) -> Result<(), String> {
+        self.poll_cq()
+    }
+
+    fn describe(&self) -> String {
+        let in_flight: u32 = self.qps.iter().flatten().map(|q| q.outstanding).sum();
+        format!("{in_flight} RDMA writes not yet retired")
+    }
+}
+
+impl Verbs {
     /// Retires completed writes; an error names the rank and the status of a failed one.
     fn poll_cq(&mut self) -> Result<(), String> {
         // SAFETY: a zeroed array of plain work completions that the call fills.
@@ -675,79 +715,6 @@ impl End {
         }
         Ok(())
     }
-
-    /// Writes the ranges the ring to `to` noted, then its new tail, into the remote ring.
-    fn post_out(&mut self, to: usize) -> Result<(), String> {
-        let r = to / self.workers;
-        let Some((ring, w)) = self.out[to].as_ref() else { return Ok(()) };
-        let ranges = std::mem::take(&mut *ring.pending.borrow_mut());
-        let (data, remote, tail) = (ring.data as u64, ring.remote, w.written());
-        for (at, len) in ranges {
-            let dst = remote.slot + (super::ring::COUNTERS_BYTES + at) as u64;
-            self.post_write(r, Write::from_mirror(data + at as u64, len, dst, remote.rkey))?;
-        }
-        let word = tail.to_le_bytes();
-        self.post_write(r, Write::word(&word, remote.slot + Layout::TAIL as u64, remote.rkey))
-    }
-
-    /// Pushes the backlog to `to` on as far as its ring allows; true if any byte moved.
-    fn flush_to(&mut self, to: usize) -> Result<bool, String> {
-        let Some((ring, w)) = self.out[to].as_mut() else { return Ok(false) };
-        let before = w.written();
-        while let Some(msg) = self.backlog[to].front() {
-            if !w.push(ring, msg) {
-                break;
-            }
-            let msg = self.backlog[to].pop_front().expect("front exists");
-            self.waiting -= 1;
-            give(&mut self.pool, msg);
-        }
-        let moved = w.written() != before;
-        if moved {
-            self.post_out(to)?;
-        }
-        Ok(moved)
-    }
-
-    /// Reads every inbound ring, returning credit for what it read; true if an envelope was
-    /// read whole.
-    fn read(&mut self) -> Result<bool, String> {
-        let mut got = false;
-        let mut credits = Vec::new();
-        let workers = self.workers;
-        let End { inbound, ready, pool, .. } = self;
-        for (s, ring, r) in inbound.iter_mut() {
-            let mut moved = false;
-            while r.has_bytes(ring) {
-                let before = ring.counters().head.load(crate::sync::Ordering::Relaxed);
-                let res = r.pull(ring, || pool.pop().unwrap_or_default());
-                moved |= ring.counters().head.load(crate::sync::Ordering::Relaxed) != before;
-                match res {
-                    Ok(Some(bytes)) => {
-                        ready.push_back(Arrived { from_rank: *s / workers, bytes });
-                        got = true;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        return Err(format!(
-                            "the RDMA ring from worker {s} (rank {}) is torn or forged: {e}",
-                            *s / workers
-                        ))
-                    }
-                }
-            }
-            if moved {
-                let head = ring.counters().head.load(crate::sync::Ordering::Relaxed);
-                credits.push((*s / workers, head, ring.credit));
-            }
-        }
-        for (rank, head, credit) in credits {
-            let word = head.to_le_bytes();
-            let at = credit.slot + Layout::HEAD as u64;
-            self.post_write(rank, Write::word(&word, at, credit.rkey))?;
-        }
-        Ok(got)
-    }
 }
 
 /// One RDMA write to post.
@@ -777,39 +744,15 @@ impl Write {
     }
 }
 
-/// Keeps `msg` for reuse if the pool has room.
-fn give(pool: &mut Vec<Vec<u8>>, mut msg: Vec<u8>) {
-    if pool.len() < POOL {
-        msg.clear();
-        pool.push(msg);
-    }
-}
-
-/// What was left in the transport when it closed.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct VerbsLeftovers {
-    /// Envelopes never written whole into their ring.
-    pub(crate) unsent: usize,
-    /// Envelopes read whole and never polled.
-    pub(crate) undelivered: usize,
-}
-
 /// The runtime's transport over RDMA verbs (module docs).
-#[derive(Debug)]
-pub(crate) struct VerbsLink {
-    token: u64,
-    lo: usize,
-    ends: Box<[Owned<End>]>,
-    /// Kept alive while the link lives (invariant 1).
-    _res: Arc<Resources>,
-}
+pub(crate) type VerbsLink = RingLink<Verbs>;
 
 /// Every rank's outcome of set-up step `step`, agreed (`crate::rack::agree_ok`).
 fn agree<T>(step: &str, mine: Result<T, String>) -> Result<T, String> {
     crate::rack::agree_ok(mine).map_err(|e| format!("RDMA verbs transport, {step}: {e}"))
 }
 
-impl VerbsLink {
+impl RingLink<Verbs> {
     /// Sets the transport up for `workers` workers per rank (collective: every rank calls
     /// it, on the thread that runs the run; each step agreed, module docs).
     pub(crate) fn open(
@@ -892,7 +835,7 @@ impl VerbsLink {
                         let r = d / workers;
                         (r != rank).then(|| {
                             let off = layout.outbound(w, d);
-                            let ring = OutRing {
+                            OutRing {
                                 counters: at(off).cast(),
                                 data: at(off + layout.data()),
                                 cap: layout.ring_bytes,
@@ -901,8 +844,7 @@ impl VerbsLink {
                                     slot: conns[r].addr + layout.inbound(g, d % workers) as u64,
                                     rkey: conns[r].rkey,
                                 },
-                            };
-                            (ring, Writer::default())
+                            }
                         })
                     })
                     .collect();
@@ -920,7 +862,7 @@ impl VerbsLink {
                                 rkey: conns[rs].rkey,
                             },
                         };
-                        (s, ring, Reader::new(config.max_envelope_bytes))
+                        (s, ring)
                     })
                     .collect();
                 let qps = (0..ranks)
@@ -929,19 +871,8 @@ impl VerbsLink {
                         (r != rank).then_some(Qp { qp, outstanding: 0, since_signal: 0 })
                     })
                     .collect();
-                Owned::new(End {
-                    me: g,
-                    cq: res.cqs[w],
-                    lkey: res.lkey(),
-                    qps,
-                    out,
-                    backlog: (0..all_workers).map(|_| VecDeque::new()).collect(),
-                    waiting: 0,
-                    inbound,
-                    ready: VecDeque::new(),
-                    pool: Vec::new(),
-                    workers,
-                })
+                let verbs = Verbs { me: g, cq: res.cqs[w], lkey: res.lkey(), qps, workers };
+                End::new(verbs, out, inbound, config.max_envelope_bytes, workers)
             })
             .collect();
         world.barrier();
@@ -951,24 +882,7 @@ impl VerbsLink {
                 res.dev.name, res.dev.port, res.dev.lid, res.dev.mtu
             );
         }
-        Ok(VerbsLink { token, lo, ends, _res: res })
-    }
-
-    /// Runs `f` on worker `g`'s end (taken by that worker only).
-    fn with<R>(&self, g: usize, f: impl FnOnce(&mut End) -> R) -> R {
-        self.ends[g - self.lo].with(f)
-    }
-
-    /// What is left in the transport (after the workers stopped).
-    pub(crate) fn leftovers(&self) -> VerbsLeftovers {
-        let mut left = VerbsLeftovers::default();
-        for e in self.ends.iter() {
-            e.with(|e| {
-                left.unsent += e.waiting;
-                left.undelivered += e.ready.len();
-            });
-        }
-        left
+        Ok(RingLink::new(token, lo, ends, res))
     }
 
     /// Retires every write of this rank (bounded by `limit`), then waits for every rank to
@@ -978,27 +892,27 @@ impl VerbsLink {
         use mpi::traits::*;
         let start = Instant::now();
         let mut mine = Ok(());
-        for e in self.ends.iter() {
-            let r = e.with(|e| {
+        for g in self.workers() {
+            let r = self.with(g, |e| {
                 // Unsignalled writes are retired only by a signalled one after them: a
                 // signalled zero-length write behind the last of each queue pair.
                 // It names a real place of the peer's region (the first ring this worker
                 // writes there), though a zero-length write touches none.
-                for r in 0..e.qps.len() {
-                    let Some(q) = &e.qps[r] else { continue };
-                    let Some(Some((ring, _))) = e.out.get(r * e.workers) else { continue };
+                for r in 0..e.medium.qps.len() {
+                    let Some(q) = &e.medium.qps[r] else { continue };
+                    let Some(ring) = e.out_ring(r * e.medium.workers) else { continue };
                     if q.since_signal > 0 {
                         let Remote { slot, rkey } = ring.remote;
                         let marker = Write { signal: true, ..Write::from_mirror(0, 0, slot, rkey) };
-                        e.post_write(r, marker)?;
+                        e.medium.post_write(r, marker)?;
                     }
                 }
-                while e.qps.iter().flatten().any(|q| q.outstanding > 0) {
-                    e.poll_cq()?;
+                while e.medium.qps.iter().flatten().any(|q| q.outstanding > 0) {
+                    e.medium.poll_cq()?;
                     if start.elapsed() > limit {
                         return Err(format!(
                             "worker {}: writes still in flight after {limit:?}",
-                            e.me
+                            e.medium.me
                         ));
                     }
                     std::thread::yield_now();
@@ -1015,117 +929,9 @@ impl VerbsLink {
     }
 }
 
-impl Transport for VerbsLink {
-    fn token(&self) -> u64 {
-        self.token
-    }
-
-    fn idle_policy(&self) -> IdlePolicy {
-        IdlePolicy::Network
-    }
-
-    fn batch_limits(
-        &self,
-        uniform: Option<&'static crate::channel::record::VTable>,
-    ) -> (usize, usize) {
-        super::mpi::mpi_batch_limits(uniform)
-    }
-
-    fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {
-        Some(self.with(from, |e| e.pool.pop().unwrap_or_else(|| Vec::with_capacity(4096))))
-    }
-
-    fn publish(&self, from: usize, to: usize, msg: Vec<u8>) {
-        let r = self.with(from, |e| {
-            if e.out.get(to).is_none_or(Option::is_none) {
-                return Err(format!(
-                    "the RDMA verbs transport got an envelope for worker {to}, not on another rank"
-                ));
-            }
-            e.backlog[to].push_back(msg);
-            e.waiting += 1;
-            if e.backlog[to].len() == 1 {
-                e.flush_to(to)?;
-            }
-            Ok(())
-        });
-        if let Err(e) = r {
-            crate::rack::abort(1, &e);
-        }
-    }
-
-    fn poll(&self, me: usize) -> Option<Arrived> {
-        self.with(me, |e| e.ready.pop_front())
-    }
-
-    fn release(&self, me: usize, msg: Vec<u8>) {
-        self.with(me, |e| give(&mut e.pool, msg))
-    }
-
-    fn progress(&self, me: usize) -> bool {
-        let r = self.with(me, |e| {
-            let mut moved = false;
-            if e.waiting > 0 {
-                for to in 0..e.backlog.len() {
-                    if !e.backlog[to].is_empty() {
-                        moved |= e.flush_to(to)?;
-                    }
-                }
-            }
-            e.poll_cq()?;
-            e.read().map(|got| got || moved)
-        });
-        match r {
-            Ok(moved) => moved,
-            Err(e) => crate::rack::abort(1, &e),
-        }
-    }
-
-    fn busy(&self, me: usize) -> bool {
-        self.with(me, |e| e.waiting > 0 || !e.ready.is_empty())
-    }
-
-    fn describe(&self, me: usize) -> String {
-        self.with(me, |e| {
-            let in_flight: u32 = e.qps.iter().flatten().map(|q| q.outstanding).sum();
-            let part_read = e.inbound.iter().filter(|(_, _, r)| r.mid_frame()).count();
-            format!(
-                "RDMA rings: {} envelopes waiting for room; {} read and not yet taken; {} rings \
-                 part-way through an envelope; {in_flight} RDMA writes not yet retired",
-                e.waiting,
-                e.ready.len(),
-                part_read
-            )
-        })
-    }
-
-    fn drain(&self, me: usize, limit: Duration) -> bool {
-        let start = Instant::now();
-        loop {
-            let done = self.with(me, |e| -> Result<bool, String> {
-                for to in 0..e.backlog.len() {
-                    if !e.backlog[to].is_empty() {
-                        e.flush_to(to)?;
-                    }
-                }
-                e.poll_cq()?;
-                Ok(e.waiting == 0)
-            });
-            match done {
-                Ok(true) => return true,
-                Ok(false) => {}
-                Err(e) => crate::rack::abort(1, &e),
-            }
-            if start.elapsed() > limit {
-                return false;
-            }
-            std::thread::yield_now();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::ring::{Reader, Writer};
     use super::*;
 
     /// 64-aligned zeroed memory for one ring's slot (counters, then `cap` data bytes).
