@@ -180,7 +180,7 @@ pub use runtime::{
     spawn, spawn_local_on, spawn_on, stats, wait_quiescent, yield_now, Builder, JoinHandle,
     Runtime,
 };
-pub use runtime::{rack_transport_used, rank, ranks};
+pub use runtime::{rack_transport_used, rack_transports, rank, ranks};
 pub use stats::{Anatomy, RankTraffic, Stats, WorkerStats};
 pub use transport::RackTransport;
 pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, TrusteeRef};

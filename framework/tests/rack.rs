@@ -122,30 +122,14 @@ fn rank_side(case: &str, dir: &Path) {
                 .expect("build");
             report_run(rank, rt.run(|| (6 * 7, skein::ranks(), skein::num_workers())));
         }
-        "spawn" => {
-            // main (rank 0) starts a fiber on every global worker; each answers with where it
-            // ran, and starts one more on the next rank, joined before it answers.
-            let rt = skein::Runtime::builder().workers(2).build().expect("build");
-            report_run(
-                rank,
-                rt.run(|| {
-                    let n = skein::num_workers();
-                    let hs: Vec<_> = (0..n)
-                        .map(|g| {
-                            skein::spawn_on(g, (g, n), |(g, n)| {
-                                let next = (g + skein::local_workers()) % n;
-                                let inner = skein::spawn_on(next, g as u64, |from| {
-                                    from * 1000 + skein::current_worker() as u64
-                                });
-                                let here = (skein::current_worker(), skein::rank());
-                                (here, inner.join())
-                            })
-                        })
-                        .map(|h| h.join())
-                        .collect::<Vec<_>>();
-                    hs.into_iter().map(|((g, r), i)| format!("{g}@{r}:{i}")).collect::<Vec<_>>()
-                }),
-            );
+        "spawn" => spawn_everywhere(rank),
+        "spawn-mixed" => {
+            // Ranks 0 and 1 one node, 2 and 3 another (ranks of one host, split): `auto`
+            // mixes the rings within a node with MPI between nodes.
+            std::env::set_var("SKEIN_RANKS_PER_NODE", "2");
+            spawn_everywhere(rank);
+            let used: Vec<&str> = skein::rack_transports().iter().map(|t| t.name()).collect();
+            println!("TRANSPORTS rank={rank} {}", used.join(" "));
         }
         "stats" => {
             // main starts one fiber on every global worker; afterwards `Runtime::stats` shows
@@ -837,7 +821,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 43] = [
+    let cases: [Case; 44] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -853,6 +837,7 @@ fn harness(args: &[String]) {
         ("verbs_without_a_device_fails_on_every_rank", verbs_case),
         ("spawn_on_every_worker_of_2_ranks", |d| spawn_case(d, 2)),
         ("spawn_on_every_worker_of_3_ranks", |d| spawn_case(d, 3)),
+        ("rings_within_nodes_and_mpi_between_on_4_ranks", mixed_case),
         ("stats_show_every_ranks_workers_on_3_ranks", stats_case),
         ("wait_quiescent_across_3_ranks", quiescent_case),
         ("blocked_ranks_are_woken_on_2_ranks_of_2_workers", |d| wake_case(d, 2, 2)),
@@ -1265,6 +1250,32 @@ fn kill_case(dir: &Path) -> Result<(), String> {
     check(l.stderr.contains("rank 1"), "mpirun's message names rank 1", &l)
 }
 
+/// main (rank 0) starts a fiber on every global worker; each answers with where it ran,
+/// and starts one more on the next rank, joined before it answers (2 workers per rank).
+fn spawn_everywhere(rank: usize) {
+    let rt = skein::Runtime::builder().workers(2).build().expect("build");
+    report_run(
+        rank,
+        rt.run(|| {
+            let n = skein::num_workers();
+            let hs: Vec<_> = (0..n)
+                .map(|g| {
+                    skein::spawn_on(g, (g, n), |(g, n)| {
+                        let next = (g + skein::local_workers()) % n;
+                        let inner = skein::spawn_on(next, g as u64, |from| {
+                            from * 1000 + skein::current_worker() as u64
+                        });
+                        let here = (skein::current_worker(), skein::rank());
+                        (here, inner.join())
+                    })
+                })
+                .map(|h| h.join())
+                .collect::<Vec<_>>();
+            hs.into_iter().map(|((g, r), i)| format!("{g}@{r}:{i}")).collect::<Vec<_>>()
+        }),
+    );
+}
+
 /// Launches `case` on `ranks` ranks; checks that mpirun exits 0 and that every rank printed
 /// the same outcome lines (`RUN-OK`/`RUN-ERROR`, without the rank); returns rank 0's.
 fn same_on_every_rank(
@@ -1356,7 +1367,11 @@ fn verbs_case(dir: &Path) -> Result<(), String> {
 }
 
 fn spawn_case(dir: &Path, ranks: usize) -> Result<(), String> {
-    let (l, out) = same_on_every_rank(dir, "spawn", ranks)?;
+    spawn_case_of(dir, "spawn", ranks).map(|_| ())
+}
+
+fn spawn_case_of(dir: &Path, case: &str, ranks: usize) -> Result<Launch, String> {
+    let (l, out) = same_on_every_rank(dir, case, ranks)?;
     let n = 2 * ranks;
     let want: Vec<String> = (0..n)
         .map(|g| {
@@ -1364,7 +1379,45 @@ fn spawn_case(dir: &Path, ranks: usize) -> Result<(), String> {
             format!("{g}@{}:{}", g / 2, g * 1000 + next)
         })
         .collect();
-    check(out == [format!("ok {want:?}")], "every fiber ran where it was sent", &l)
+    check(out == [format!("ok {want:?}")], "every fiber ran where it was sent", &l)?;
+    Ok(l)
+}
+
+/// 4 ranks on 2 nodes of 2 (`SKEIN_RANKS_PER_NODE=2` splits this host): every fiber runs
+/// where it was sent, over the rings within a node and MPI between nodes, and each rank says
+/// which transport reached which rank (unless `SKEIN_TRANSPORT` names one: then that one).
+fn mixed_case(dir: &Path) -> Result<(), String> {
+    let l = spawn_case_of(dir, "spawn-mixed", 4)?;
+    let asked = std::env::var("SKEIN_TRANSPORT").unwrap_or_default();
+    let mixed = matches!(asked.trim(), "" | "auto");
+    for r in 0..4 {
+        let want = if mixed {
+            let (near, far) = ("shm shm", "mpi mpi");
+            if r < 2 {
+                format!("{near} {far}")
+            } else {
+                format!("{far} {near}")
+            }
+        } else {
+            [asked.trim(); 4].join(" ")
+        };
+        check(
+            l.lines(&format!("TRANSPORTS rank={r} ")) == [format!("TRANSPORTS rank={r} {want}")],
+            &format!("rank {r} must say it reached the ranks over {want}"),
+            &l,
+        )?;
+    }
+    if mixed {
+        check(
+            l.stderr.contains(
+                "skein: rack transport: shm within each node, mpi between nodes (nodes: [0, 1], \
+                 [2, 3]; asked: auto)",
+            ),
+            "rank 0 must print the mix at the start",
+            &l,
+        )?;
+    }
+    Ok(())
 }
 
 fn stats_case(dir: &Path) -> Result<(), String> {

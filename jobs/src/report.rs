@@ -484,8 +484,10 @@ impl KernelReport {
             "time": self.time_stats(),
             "teps": teps,
             "runs": self.runs,
-            // The rack transport the runs used (`null`: none, one process).
-            "transport": skein::rack_transport_used().map(|t| t.name()),
+            // The rack transport the runs used (`null`: none, one process; "shm+mpi": the
+            // rings within nodes, MPI between), and per rank as rank 0 reached it.
+            "transport": transport_names(),
+            "transport_per_rank": skein::rack_transports().iter().map(|t| t.name()).collect::<Vec<_>>(),
         })
     }
 
@@ -522,6 +524,18 @@ pub(crate) fn dump_written(path: &Path) {
          report was complete: that dump has no report beside it",
         path.display()
     ));
+}
+
+/// The transports the last run over ranks used, joined by `+` in order of first use from
+/// rank 0 (`shm+mpi` for the rings within nodes and MPI between); `None` without one.
+fn transport_names() -> Option<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for t in skein::rack_transports() {
+        if !names.contains(&t.name()) {
+            names.push(t.name());
+        }
+    }
+    (!names.is_empty()).then(|| names.join("+"))
 }
 
 #[cfg(test)]

@@ -591,3 +591,37 @@ fn the_report_names_the_transport_the_ranks_used() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Ranks on several nodes, some sharing one (made here by `SKEIN_RANKS_PER_NODE=2`: ranks 0
+/// and 1 one node, rank 2 another): `auto` mixes, the rings within the node and MPI
+/// between, says so at the start and per rank in the report, and the run validates.
+#[test]
+fn auto_mixes_the_rings_within_a_node_and_mpi_between_nodes() {
+    if std::env::var("SKEIN_TRANSPORT").is_ok_and(|t| !matches!(t.trim(), "" | "auto")) {
+        return; // A transport asked for by name does not mix.
+    }
+    let dir = temp_dir("mixed");
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        "[graph]\ngenerator = \"kronecker\"\nscale = 9\n[job]\nkernel = \"sssp\"\nroots = 4\n\
+         [runtime]\nranks = 3\nworkers = 2\n[report]\njson = \"r.json\"\n",
+    )
+    .unwrap();
+    let r =
+        launch::mpirun_env(3, &["run", job.to_str().unwrap()], &[("SKEIN_RANKS_PER_NODE", "2")]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "skein: rack transport: shm within each node, mpi between nodes (nodes: [0, 1], [2]; \
+             asked: auto)"
+        ),
+        "{err}"
+    );
+    let json = read_json(&dir.join("r.json"));
+    assert_eq!(json["transport"], "shm+mpi", "{json}");
+    assert_eq!(json["transport_per_rank"], serde_json::json!(["shm", "shm", "mpi"]), "{json}");
+    assert_eq!(json["validated"], true, "{json}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

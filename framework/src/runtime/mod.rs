@@ -265,10 +265,11 @@ impl Builder {
 
     /// How a run over MPI ranks moves envelopes between them (default [`RackTransport::Auto`]:
     /// shared-memory rings when every rank runs on one node, else RDMA verbs where every rank
-    /// has an active RDMA port (feature `rdma`), else MPI messages; or
+    /// has an active RDMA port (feature `rdma`), else the rings within each node that holds
+    /// several ranks and MPI messages between nodes; or
     /// `SKEIN_TRANSPORT=auto|mpi|shm|verbs` in the environment, which [`Builder::default`]
     /// reads). Every run prints the transport it chose when it differs from the last
-    /// (rank 0, to stderr), and [`crate::rack_transport_used`] says it.
+    /// (rank 0, to stderr), and [`crate::rack_transports`] says it per rank.
     /// Every rank must choose the same (checked at the start of every run); ignored outside
     /// `mpirun`.
     ///
@@ -367,26 +368,35 @@ impl Builder {
     }
 }
 
-/// The code (`RackTransport::code`) of the transport of this process's last run over MPI
-/// ranks; 0 before the first.
+/// Per rank, the transport of this process's last run over MPI ranks (empty before the
+/// first).
 #[cfg(feature = "mpi")]
-static TRANSPORT_USED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static TRANSPORTS: Mutex<Vec<RackTransport>> = Mutex::new(Vec::new());
 
-/// The transport this process's last run over MPI ranks moved its envelopes with
-/// ([`RackTransport::Mpi`], [`RackTransport::Shm`] or [`RackTransport::Verbs`]; what `auto`
-/// chose, the same on every rank); `None` before any such run, and always without the `mpi`
-/// feature. Rank 0 also prints it (to stderr) when a run uses another than the last.
-pub fn rack_transport_used() -> Option<RackTransport> {
+/// Per rank of the job, the transport this process's last run over MPI ranks reached it
+/// with ([`RackTransport::Mpi`], [`RackTransport::Shm`] or [`RackTransport::Verbs`]; what
+/// `auto` chose). This rank's own entry is its node's transport (its own workers talk
+/// through in-process slots). A run that mixes has [`RackTransport::Shm`] for the ranks of
+/// this rank's node and [`RackTransport::Mpi`] for the others (`docs/rack-mode.md` §4.6).
+/// Empty before any such run, and always without the `mpi` feature. Rank 0 also prints the
+/// choice (to stderr) when a run chooses otherwise than the last.
+pub fn rack_transports() -> Vec<RackTransport> {
     #[cfg(feature = "mpi")]
     {
-        match TRANSPORT_USED.load(std::sync::atomic::Ordering::Acquire) {
-            1 => return Some(RackTransport::Mpi),
-            2 => return Some(RackTransport::Shm),
-            4 => return Some(RackTransport::Verbs),
-            _ => {}
-        }
+        TRANSPORTS.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
-    None
+    #[cfg(not(feature = "mpi"))]
+    Vec::new()
+}
+
+/// The transport this process's last run over MPI ranks moved its envelopes with, when it
+/// used one for every rank (the same on every rank); `None` before any such run, without
+/// the `mpi` feature, or when the run mixed transports ([`rack_transports`] then says which
+/// per rank).
+pub fn rack_transport_used() -> Option<RackTransport> {
+    let all = rack_transports();
+    let first = *all.first()?;
+    all.iter().all(|&t| t == first).then_some(first)
 }
 
 /// A delegation runtime: `workers` threads, each a trustee of its properties and a scheduler
@@ -645,6 +655,8 @@ impl Runtime {
         enum Opened {
             Mpi(mt::Endpoints, Arc<MpiLink>),
             Shm(Arc<ShmLink>),
+            /// The rings within each node, MPI between nodes.
+            Mixed(mt::Endpoints, Arc<MpiLink>, Arc<ShmLink>),
             #[cfg(feature = "rdma")]
             Verbs(Arc<crate::transport::verbs::VerbsLink>),
         }
@@ -658,21 +670,49 @@ impl Runtime {
         let job_run = outcome::next_job_run();
         let token = crate::rack::job_token().unwrap_or(0);
         const MAX_ENVELOPE: usize = 1 << 30;
-        let open_mpi = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
+        let open_mpi_link = || -> Result<(mt::Endpoints, Arc<MpiLink>)> {
             let config = mt::Config {
                 max_envelope_bytes: MAX_ENVELOPE,
                 window: mt::DEFAULT_WINDOW,
                 body_timeout: mt::BODY_TIMEOUT,
             };
             let (endpoints, eps) = mt::open(w, config).map_err(rack_err)?;
-            let link = Arc::new(MpiLink::new(token, rank, eps));
+            Ok((endpoints, Arc::new(MpiLink::new(token, rank, eps))))
+        };
+        let open_mpi = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
+            let (endpoints, link) = open_mpi_link()?;
             Ok((Opened::Mpi(endpoints, link.clone()), Box::new(link)))
         };
+        // Every rank's node (collective; `auto` and `shm` only).
+        let nodes = match kind {
+            Kind::Auto | Kind::Shm => shm::node_keys().map_err(rack_err)?,
+            Kind::Mpi | Kind::Verbs => Vec::new(),
+        };
+        let one_node = shm::other_node(&nodes).is_none();
         // Collective, and failing on every rank alike (agreed), so that `auto` falls back on
         // every rank or on none.
         let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
             let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
-            ShmLink::open(w, token, job_run, config).map(Arc::new)
+            ShmLink::open(w, token, job_run, config, &nodes).map(Arc::new)
+        };
+        let near: Vec<bool> =
+            nodes.iter().map(|&n| n == nodes.get(rank).copied().unwrap_or(0)).collect();
+        // Some node holds several ranks: the rings pay off within it.
+        let shared_node = nodes.iter().any(|&n| nodes.iter().filter(|&&m| m == n).count() > 1);
+        let open_mixed = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
+            let rings = match open_shm() {
+                Ok(rings) => rings,
+                Err(e) => {
+                    if rank == 0 {
+                        eprintln!("skein: {e}; using the MPI transport instead");
+                    }
+                    return open_mpi();
+                }
+            };
+            let (endpoints, mpi) = open_mpi_link()?;
+            let mixed =
+                crate::transport::mixed::Mixed::new(rings.clone(), mpi.clone(), near.clone(), w);
+            Ok((Opened::Mixed(endpoints, mpi, rings), Box::new(mixed)))
         };
         // Collective, failing on every rank alike: every rank has an active RDMA port and
         // every rank set the queue pairs up, or the error of the first rank that could not.
@@ -698,12 +738,21 @@ impl Runtime {
         };
         let (opened, transport) = match kind {
             Kind::Mpi => open_mpi()?,
-            Kind::Shm => shm_opened(open_shm().map_err(rack_err)?),
+            Kind::Shm => {
+                if let Some(r) = shm::other_node(&nodes) {
+                    return Err(rack_err(format!(
+                        "the shared-memory transport needs every rank on one node; rank {r} runs \
+                         on another node than rank 0 (use SKEIN_TRANSPORT=auto to mix it with \
+                         MPI between nodes, or mpi)"
+                    )));
+                }
+                shm_opened(open_shm().map_err(rack_err)?)
+            }
             #[cfg(feature = "rdma")]
             Kind::Verbs => verbs_opened(open_verbs().map_err(rack_err)?),
             #[cfg(not(feature = "rdma"))]
             Kind::Verbs => match open_verbs().map_err(rack_err)? {},
-            Kind::Auto if shm::one_node() => match open_shm() {
+            Kind::Auto if one_node => match open_shm() {
                 Ok(link) => shm_opened(link),
                 Err(e) => {
                     if rank == 0 {
@@ -723,19 +772,37 @@ impl Runtime {
                     open_mpi()?
                 }
             },
+            // Across nodes, some of which hold several ranks: the rings within them.
+            Kind::Auto if shared_node => open_mixed()?,
             Kind::Auto => open_mpi()?,
         };
+        let one = |t: Kind| vec![t; ranks];
         let used = match &opened {
-            Opened::Mpi(..) => Kind::Mpi,
-            Opened::Shm(..) => Kind::Shm,
+            Opened::Mpi(..) => one(Kind::Mpi),
+            Opened::Shm(..) => one(Kind::Shm),
+            Opened::Mixed(..) => {
+                near.iter().map(|&n| if n { Kind::Shm } else { Kind::Mpi }).collect()
+            }
             #[cfg(feature = "rdma")]
-            Opened::Verbs(..) => Kind::Verbs,
+            Opened::Verbs(..) => one(Kind::Verbs),
         };
-        if TRANSPORT_USED.swap(used.code(), std::sync::atomic::Ordering::AcqRel) != used.code()
-            && rank == 0
-        {
+        let changed = {
+            let mut last = TRANSPORTS.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *last, used.clone()) != used
+        };
+        if changed && rank == 0 {
             // Once per process and change (a job runs many runs).
-            eprintln!("skein: rack transport: {used} between all {ranks} ranks (asked: {kind})");
+            match &opened {
+                Opened::Mixed(..) => eprintln!(
+                    "skein: rack transport: shm within each node, mpi between nodes (nodes: {}; \
+                     asked: {kind})",
+                    shm::describe_nodes(&nodes)
+                ),
+                _ => eprintln!(
+                    "skein: rack transport: {} between all {ranks} ranks (asked: {kind})",
+                    used[0]
+                ),
+            }
         }
         // Over the rings, the detector's rounds go over the rings' board too (no MPI call).
         let all_reduce: Box<dyn quiesce_ranks::AllReduce + Send> = match &opened {
@@ -744,7 +811,9 @@ impl Runtime {
             Opened::Verbs(..) => {
                 Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?)
             }
-            Opened::Mpi(..) => Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?),
+            Opened::Mpi(..) | Opened::Mixed(..) => {
+                Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?)
+            }
         };
         let split = Split::Mpi { job_run, rank, ranks, transport, all_reduce };
         let Some(run_state) = RunState::start(self.cfg.clone(), split) else {
@@ -771,8 +840,10 @@ impl Runtime {
             stats: (rank * w..(rank + 1) * w).map(|g| run_state.stats_of(g)).collect(),
         };
         let aborted = run_state.aborted.load(Ordering::Acquire);
-        match opened {
-            Opened::Mpi(endpoints, link) => match endpoints.close(link.take_endpoints()) {
+        let close_mpi =
+            |report: &mut RankReport, endpoints: mt::Endpoints, link: Arc<MpiLink>| match endpoints
+                .close(link.take_endpoints())
+            {
                 Ok(left) => {
                     if !aborted
                         && (left.sends_in_flight > 0
@@ -785,14 +856,21 @@ impl Runtime {
                     }
                 }
                 Err(e) => report.internal.push(format!("the transport did not close: {e}")),
-            },
-            Opened::Shm(link) => {
-                let left = link.leftovers();
-                if !aborted && (left.unsent > 0 || left.undelivered > 0) {
-                    report
-                        .internal
-                        .push(format!("the transport closed with messages left over: {left:?}"));
-                }
+            };
+        let close_shm = |report: &mut RankReport, link: Arc<ShmLink>| {
+            let left = link.leftovers();
+            if !aborted && (left.unsent > 0 || left.undelivered > 0) {
+                report
+                    .internal
+                    .push(format!("the transport closed with messages left over: {left:?}"));
+            }
+        };
+        match opened {
+            Opened::Mpi(endpoints, link) => close_mpi(&mut report, endpoints, link),
+            Opened::Shm(link) => close_shm(&mut report, link),
+            Opened::Mixed(endpoints, mpi, rings) => {
+                close_mpi(&mut report, endpoints, mpi);
+                close_shm(&mut report, rings);
             }
             #[cfg(feature = "rdma")]
             Opened::Verbs(link) => {

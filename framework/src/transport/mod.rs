@@ -21,6 +21,8 @@
 pub(crate) mod board;
 pub(crate) mod loopback;
 #[cfg(feature = "mpi")]
+pub(crate) mod mixed;
+#[cfg(feature = "mpi")]
 pub(crate) mod mpi;
 #[cfg(feature = "mpi")]
 mod owned;

@@ -347,38 +347,39 @@ pub(crate) struct ShmBoard {
 
 impl ShmBoard {
     fn slot(&self, r: usize) -> *mut BoardSlot {
-        self.words.regions[r].base.cast()
+        let reg = self.words.regions[r].as_ref();
+        reg.expect("the board runs only when every rank shares this node").base.cast()
     }
 }
 
-/// Every rank's workers' futex words (invariant 2), by global worker id; keeps the regions
-/// mapped while it lives.
+/// The workers' futex words (invariant 2) of every rank on this node, by global worker id;
+/// keeps the regions mapped while it lives (by rank: `None` for ranks of other nodes).
 #[derive(Debug, Clone)]
 pub(crate) struct ShmWords {
-    regions: Arc<Vec<Region>>,
+    regions: Arc<Vec<Option<Region>>>,
     workers: usize,
 }
 
 impl ShmWords {
-    /// Global worker `g`'s word (`g` below ranks × workers).
-    fn at(&self, g: usize) -> &WakeWord {
-        let reg = &self.regions[g / self.workers];
+    /// Global worker `g`'s word, if `g` is on a rank of this node.
+    fn at(&self, g: usize) -> Option<&WakeWord> {
+        let reg = self.regions.get(g / self.workers)?.as_ref()?;
         let at = BOARD_BYTES + (g % self.workers) * WAKE_WORD_BYTES;
         debug_assert!(at + WAKE_WORD_BYTES <= reg.len);
         // SAFETY: invariant 2: a `WakeWord` (an atomic, zero-filled: awake) at a 64-aligned
         // place of a live mapping, alive as long as `self` (the `Arc`).
-        unsafe { &*reg.base.add(at).cast::<WakeWord>() }
+        Some(unsafe { &*reg.base.add(at).cast::<WakeWord>() })
     }
 
-    /// Global worker `g`'s word, as a pointer for an [`End`].
+    /// Global worker `g`'s word (a rank of this node), as a pointer for an [`End`].
     fn peer(&self, g: usize) -> Peer {
-        Peer(self.at(g))
+        Peer(self.at(g).expect("a worker of a rank on this node"))
     }
 }
 
 impl WakeWords for ShmWords {
     fn word(&self, g: usize) -> Option<&WakeWord> {
-        (g < self.regions.len() * self.workers).then(|| self.at(g))
+        self.at(g)
     }
 }
 
@@ -412,7 +413,9 @@ unsafe impl BoardMem for ShmBoard {
     }
     fn wake_rank(&self, r: usize) {
         // The detector runs on each rank's first worker.
-        self.words.at(r * self.words.workers).wake_after_fence();
+        if let Some(word) = self.words.at(r * self.words.workers) {
+            word.wake_after_fence();
+        }
     }
 }
 
@@ -436,25 +439,63 @@ fn node_hash() -> u64 {
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     let name =
         if rc == 0 { &buf[..buf.iter().position(|&b| b == 0).unwrap_or(buf.len())] } else { &[] };
-    // FNV-1a: stable across processes (unlike std's randomly keyed hasher).
-    name.iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    fnv1a(0xcbf2_9ce4_8422_2325, name)
 }
 
-/// The first rank that runs on another node than rank 0, if any (collective: an all-gather
-/// of every rank's node name, hashed).
-fn other_node(world: &mpi::topology::SimpleCommunicator) -> Option<usize> {
+/// FNV-1a of `bytes` from `h`: stable across processes (unlike std's randomly keyed hasher).
+fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// `SKEIN_RANKS_PER_NODE`: at most this many consecutive ranks of one host count as one node
+/// (`None`: a node is a host). It only splits hosts, never joins them: set on one machine,
+/// it makes a run mix transports as across machines (tests, and measuring the mix).
+pub(crate) fn ranks_per_node() -> Result<Option<usize>, String> {
+    std::env::var("SKEIN_RANKS_PER_NODE").ok().map(|v| parse_ranks_per_node(&v)).transpose()
+}
+
+/// A value of `SKEIN_RANKS_PER_NODE`: a whole number, 1 or more.
+fn parse_ranks_per_node(v: &str) -> Result<usize, String> {
+    match v.trim().parse::<usize>() {
+        Ok(k) if k >= 1 => Ok(k),
+        _ => {
+            Err(format!("SKEIN_RANKS_PER_NODE={v:?}: expected a whole number of ranks, 1 or more"))
+        }
+    }
+}
+
+/// Every rank's node, as a key equal for ranks that share one (collective: the host names,
+/// hashed, split by [`ranks_per_node`], all-gathered; the setting's errors agreed).
+pub(crate) fn node_keys() -> Result<Vec<u64>, String> {
     use mpi::traits::*;
+    let world = mpi::topology::SimpleCommunicator::world();
+    let rank = usize::try_from(world.rank()).unwrap_or(0);
     let ranks = usize::try_from(world.size()).unwrap_or(1);
-    let mine = [node_hash()];
-    let mut nodes = vec![0u64; ranks];
-    world.all_gather_into(&mine[..], &mut nodes[..]);
-    nodes.iter().position(|&n| n != nodes[0])
+    let split = crate::rack::agree_ok(ranks_per_node())?;
+    let host = node_hash();
+    let mine = [split.map_or(host, |k| fnv1a(host, &((rank / k) as u64).to_le_bytes()))];
+    let mut keys = vec![0u64; ranks];
+    world.all_gather_into(&mine[..], &mut keys[..]);
+    Ok(keys)
 }
 
-/// Whether every rank runs on this rank's node (collective).
-pub(crate) fn one_node() -> bool {
-    other_node(&mpi::topology::SimpleCommunicator::world()).is_none()
+/// The ranks of each node, in order of their first rank (`keys` of [`node_keys`]):
+/// `"[0, 1], [2, 3]"`.
+pub(crate) fn describe_nodes(keys: &[u64]) -> String {
+    let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
+    for (r, &k) in keys.iter().enumerate() {
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, ranks)) => ranks.push(r),
+            None => groups.push((k, vec![r])),
+        }
+    }
+    let list = |ranks: &[usize]| ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
+    groups.iter().map(|(_, ranks)| format!("[{}]", list(ranks))).collect::<Vec<_>>().join(", ")
+}
+
+/// The first rank on another node than rank 0 (`keys` of [`node_keys`]), if any.
+pub(crate) fn other_node(keys: &[u64]) -> Option<usize> {
+    keys.iter().position(|&n| n != keys[0])
 }
 
 /// Every rank's outcome of set-up step `step`, agreed (`crate::rack::agree_ok`).
@@ -463,25 +504,23 @@ fn agree<T>(step: &str, mine: Result<T, String>) -> Result<T, String> {
 }
 
 impl RingLink<Shm> {
-    /// Sets the transport up for `workers` workers per rank (collective: every rank calls it,
-    /// on the thread that runs the run; module docs).
+    /// Sets the transport up for `workers` workers per rank between the ranks of each node
+    /// (`nodes`: every rank's key, of [`node_keys`]): this rank's workers get rings to and
+    /// from the workers of the ranks that share its node, and none to others (collective:
+    /// every rank calls it, on the thread that runs the run; module docs).
     pub(crate) fn open(
         workers: usize,
         token: u64,
         job_run: u32,
         config: Config,
+        nodes: &[u64],
     ) -> Result<ShmLink, String> {
         use mpi::traits::*;
         let world = mpi::topology::SimpleCommunicator::world();
         let rank = usize::try_from(world.rank()).unwrap_or(0);
         let ranks = usize::try_from(world.size()).unwrap_or(1);
         let all_workers = ranks * workers;
-        if let Some(r) = other_node(&world) {
-            return Err(format!(
-                "the shared-memory transport needs every rank on one node; rank {r} runs on \
-                 another node than rank 0 (use SKEIN_TRANSPORT=mpi)"
-            ));
-        }
+        let near = |r: usize| nodes[r] == nodes[rank];
         let ring_bytes = config.ring_bytes(all_workers * workers);
         // Every rank must lay its rings out alike (`SKEIN_SHM_RING_BYTES` is read per rank):
         // a rank mapping another's file with another length would fault past its end.
@@ -515,11 +554,15 @@ impl RingLink<Shm> {
         let mut own = Some(own);
         for r in 0..ranks {
             if r == rank {
-                regions.push(own.take().expect("once"));
+                regions.push(own.take());
+                continue;
+            }
+            if !near(r) {
+                regions.push(None);
                 continue;
             }
             match Region::open(&path_of(token, job_run, r), len) {
-                Ok(reg) => regions.push(reg),
+                Ok(reg) => regions.push(Some(reg)),
                 Err(e) => {
                     opened = Err(e);
                     break;
@@ -552,13 +595,14 @@ impl RingLink<Shm> {
                 let out = (0..all_workers)
                     .map(|to| {
                         let r = to / workers;
-                        (r != rank)
-                            .then(|| ring(&regions[r], g * workers + to % workers, words.peer(to)))
+                        let reg = regions[r].as_ref().filter(|_| r != rank)?;
+                        Some(ring(reg, g * workers + to % workers, words.peer(to)))
                     })
                     .collect();
+                let mine = regions[rank].as_ref().expect("this rank's own region");
                 let inbound = (0..all_workers)
-                    .filter(|s| s / workers != rank)
-                    .map(|s| (s, ring(&regions[rank], s * workers + t, words.peer(s))))
+                    .filter(|s| s / workers != rank && near(s / workers))
+                    .map(|s| (s, ring(mine, s * workers + t, words.peer(s))))
                     .collect();
                 End::new(Shm, out, inbound, config.max_envelope_bytes, workers)
             })

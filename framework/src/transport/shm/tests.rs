@@ -22,3 +22,17 @@ fn memory_file_names_are_per_job_run_and_rank() {
     assert_ne!(a, path_of(0xabc, 2, 0));
     assert_ne!(a, path_of(0xabc, 1, 1));
 }
+
+#[test]
+fn nodes_are_listed_by_their_first_rank_and_the_split_is_checked() {
+    assert_eq!(describe_nodes(&[7, 7, 9, 9]), "[0, 1], [2, 3]");
+    assert_eq!(describe_nodes(&[5, 9, 5]), "[0, 2], [1]");
+    assert_eq!(describe_nodes(&[1]), "[0]");
+    assert_eq!(other_node(&[3, 3, 4]), Some(2));
+    assert_eq!(other_node(&[3, 3]), None);
+    assert_eq!(parse_ranks_per_node(" 2 "), Ok(2));
+    for bad in ["0", "-1", "two", ""] {
+        let e = parse_ranks_per_node(bad).unwrap_err();
+        assert!(e.starts_with("SKEIN_RANKS_PER_NODE=") && e.contains("1 or more"), "{e}");
+    }
+}
