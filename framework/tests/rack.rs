@@ -1689,8 +1689,14 @@ fn job_case(dir: &Path) -> Result<(), String> {
 }
 
 fn outside_case() -> Result<(), String> {
-    // The harness itself runs outside mpirun: rank 0 of 1, no token, runs work as ever.
-    let rt = skein::Runtime::builder().workers(2).build().map_err(|e| e.to_string())?;
+    // The harness itself runs outside mpirun: rank 0 of 1, no token, runs work as ever
+    // (unsplit: `entrust` is local only, and a loopback split in the environment would make
+    // worker 1 another fake rank's).
+    let rt = skein::Runtime::builder()
+        .workers(2)
+        .loopback_ranks(1)
+        .build()
+        .map_err(|e| e.to_string())?;
     let v = rt
         .run(|| skein::trustee(1).entrust(40).apply((), |x, ()| *x + 2))
         .map_err(|e| e.to_string())?;

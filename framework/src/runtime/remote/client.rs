@@ -14,6 +14,49 @@ fn share(words: usize, result: usize, (max_words, max_result): (usize, usize)) -
     w.max(r)
 }
 
+/// What is left of a request envelope's budget (`Builder::envelope_batches` batches), as
+/// its segments are planned or written: each segment after the first costs
+/// [`SEGMENT_SHARE`], and each its [`share`] of its batch limits.
+struct Budget {
+    left: f64,
+    segments: usize,
+}
+
+impl Budget {
+    fn new(batches: u32) -> Budget {
+        Budget { left: f64::from(batches), segments: 0 }
+    }
+
+    /// Opens the next segment: the part of its batch limits it may take (1: a whole batch,
+    /// always for the first), or `None` when the envelope has no room for another.
+    fn open(&mut self) -> Option<f64> {
+        if self.segments > 0 {
+            self.left -= SEGMENT_SHARE;
+            if self.left <= 0.0 {
+                return None;
+            }
+        }
+        Some(if self.segments == 0 { 1.0 } else { self.left.min(1.0) })
+    }
+
+    /// Closes the segment opened last, of `words` words and `result` result bytes under
+    /// batch limits `limits`; true when that used the envelope up.
+    fn spend(&mut self, words: usize, result: usize, limits: (usize, usize)) -> bool {
+        self.segments += 1;
+        self.left -= share(words, result, limits);
+        self.left <= 0.0
+    }
+}
+
+/// `x` scaled by a segment's part of its batch (`Budget::open`), exact for a whole one.
+fn scaled(x: usize, part: f64) -> usize {
+    if part >= 1.0 {
+        x
+    } else {
+        (x as f64 * part) as usize
+    }
+}
+
 impl Worker {
     /// Whether the pair to `trustee` (of another rank) has requests staged and a credit left.
     fn pair_ready(&self, trustee: usize) -> bool {
@@ -34,20 +77,17 @@ impl Worker {
     /// segment's share of its batch limits, plus [`SEGMENT_SHARE`] per segment after the
     /// first, reaches the envelope's budget (`Builder::envelope_batches` batches).
     fn rank_fills_envelope(&self, base: usize) -> bool {
-        let mut left = self.run_state.cfg.envelope_batches as f64;
-        let mut first = true;
+        let mut budget = Budget::new(self.run_state.cfg.envelope_batches);
         for t in (base..base + self.local_n).filter(|&t| self.pair_ready(t)) {
-            if !first {
-                left -= SEGMENT_SHARE;
+            if budget.open().is_none() {
+                return true;
             }
-            first = false;
             let (words, result) = self.clients[t].out(|q| q.staged_size());
             let limits = self.limits_to(t);
             if words >= limits.0 || (result > 0 && result >= limits.1) {
                 return true;
             }
-            left -= share(words, result, limits);
-            if left <= 0.0 {
+            if budget.spend(words, result, limits) {
                 return true;
             }
         }
@@ -90,44 +130,31 @@ impl Worker {
                 seq: self.next_envelope_seq(),
             };
             let mut wr = RequestWriter::new_in(buf, &head);
-            let budget = self.run_state.cfg.envelope_batches as f64;
-            let (mut left, mut segments, mut requests) = (budget, 0usize, 0usize);
+            let mut budget = Budget::new(self.run_state.cfg.envelope_batches);
+            let mut requests = 0usize;
             for t in base..base + self.local_n {
                 if !self.pair_ready(t) {
                     continue;
                 }
-                if segments > 0 {
-                    left -= SEGMENT_SHARE;
-                    if left <= 0.0 {
-                        break;
-                    }
-                }
-                let limits = self.limits_to(t);
                 // At most one batch per segment; less when the envelope has less left.
-                let scaled = |x: usize| {
-                    if segments == 0 || left >= 1.0 {
-                        x
-                    } else {
-                        (x as f64 * left) as usize
-                    }
-                };
+                let Some(part) = budget.open() else { break };
+                let limits = self.limits_to(t);
                 let Some((words, result, count)) =
-                    self.write_segment(&mut wr, t, scaled(limits.0), scaled(limits.1))
+                    self.write_segment(&mut wr, t, scaled(limits.0, part), scaled(limits.1, part))
                 else {
                     // The envelope has no room left for this pair's next request.
                     assert!(
-                        segments > 0,
+                        budget.segments > 0,
                         "skein: a request does not fit in an empty batch to another rank"
                     );
                     break;
                 };
-                segments += 1;
                 requests += count;
-                left -= share(words, result, limits);
-                if left <= 0.0 {
+                if budget.spend(words, result, limits) {
                     break;
                 }
             }
+            let segments = budget.segments;
             let env = wr.finish();
             st.sent_envelope(rank, env.len(), segments, requests, false);
             self.transport().publish(self.index, to, env);

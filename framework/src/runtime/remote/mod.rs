@@ -231,17 +231,37 @@ pub(in crate::runtime) fn landing(client: usize, rank: usize, w: usize) -> usize
 /// the order they were forwarded. One per worker of the run (`RunState::forwarded`).
 #[derive(Debug, Default)]
 pub(crate) struct Forwarded {
-    queue: crate::sync::Mutex<VecDeque<(usize, Vec<u8>)>>,
+    queue: crate::sync::Mutex<ForwardQueue>,
     /// How many wait in `queue` (read without the lock on every loop pass).
     waiting: std::sync::atomic::AtomicUsize,
 }
 
+/// The envelopes waiting, and buffers of served ones kept for the next forwards.
+#[derive(Debug, Default)]
+struct ForwardQueue {
+    waiting: VecDeque<(usize, Vec<u8>)>,
+    spare: Vec<Vec<u8>>,
+}
+
+/// Buffers a [`Forwarded`] queue keeps for reuse.
+const FORWARD_SPARE: usize = 16;
+
 impl Forwarded {
+    fn lock(&self) -> impl std::ops::DerefMut<Target = ForwardQueue> + '_ {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An empty buffer for an envelope of about `len` bytes to this queue's worker: one its
+    /// worker gave back, or a new one.
+    fn buffer(&self, len: usize) -> Vec<u8> {
+        self.lock().spare.pop().unwrap_or_else(|| Vec::with_capacity(len))
+    }
+
     /// Hands an envelope of one segment from `from_rank` to this queue's worker.
     fn push(&self, from_rank: usize, bytes: Vec<u8>) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.push_back((from_rank, bytes));
-        self.waiting.store(q.len(), std::sync::atomic::Ordering::Release);
+        let mut q = self.lock();
+        q.waiting.push_back((from_rank, bytes));
+        self.waiting.store(q.waiting.len(), std::sync::atomic::Ordering::Release);
     }
 
     /// The oldest forwarded envelope, if any.
@@ -249,10 +269,19 @@ impl Forwarded {
         if self.waiting.load(std::sync::atomic::Ordering::Acquire) == 0 {
             return None;
         }
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let r = q.pop_front();
-        self.waiting.store(q.len(), std::sync::atomic::Ordering::Release);
+        let mut q = self.lock();
+        let r = q.waiting.pop_front();
+        self.waiting.store(q.waiting.len(), std::sync::atomic::Ordering::Release);
         r
+    }
+
+    /// Keeps a served envelope's buffer for the next forward to this queue's worker.
+    fn give_back(&self, mut bytes: Vec<u8>) {
+        let mut q = self.lock();
+        if q.spare.len() < FORWARD_SPARE {
+            bytes.clear();
+            q.spare.push(bytes);
+        }
     }
 
     /// How many envelopes wait (the idle policy: `Worker::incoming_due`).
@@ -552,9 +581,11 @@ impl Worker {
         }
         clock.mark(st, Part::Transport);
         // Segments the landing workers of this rank forwarded here (module invariant 4).
-        while let Some((from_rank, bytes)) = self.run_state.forwarded[self.index].pop() {
+        let forwarded = &self.run_state.forwarded[self.index];
+        while let Some((from_rank, bytes)) = forwarded.pop() {
             useful = true;
             let r = self.serve_requests(from_rank, &bytes);
+            forwarded.give_back(bytes);
             clock.mark(st, Part::Serving);
             if let Err(e) = r {
                 self.refuse(e);

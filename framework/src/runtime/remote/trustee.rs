@@ -91,8 +91,11 @@ impl Worker {
                 continue;
             }
             let to = seg.trustee as usize;
-            let fwd = env.forward(&seg, Vec::with_capacity(bytes.len()));
-            self.run_state.forwarded[to].push(from_rank, fwd);
+            // Into a buffer its trustee gave back, or a new one of the envelope's size.
+            let queue = &self.run_state.forwarded[to];
+            let fwd =
+                env.forward(&seg, queue.buffer(crate::wire::envelope::Envelope::forward_len(&seg)));
+            queue.push(from_rank, fwd);
             self.run_state.sleepers.wake(to);
             bump(&self.ctr().stats.segments_forwarded, 1);
         }

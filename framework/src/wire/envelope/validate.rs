@@ -416,6 +416,11 @@ impl<'b> Envelope<'b> {
         buf.extend_from_slice(seg.raw);
         finish(buf, 1)
     }
+
+    /// The length of [`Envelope::forward`]'s envelope for `seg` (to size its buffer).
+    pub(crate) fn forward_len(seg: &Segment<'_>) -> usize {
+        HEADER_BYTES + seg.raw.len()
+    }
 }
 
 impl<'b> Segment<'b> {
