@@ -165,6 +165,11 @@ pub(crate) trait AllReduce: std::fmt::Debug {
     fn waiting_for(&mut self) -> Option<Vec<usize>> {
         None
     }
+    /// Whether another rank has started the next all-reduce, which this rank has not: its
+    /// part is awaited. True where the all-reduce cannot tell (posting is always allowed).
+    fn awaited(&mut self) -> bool {
+        true
+    }
 }
 
 impl<T: AllReduce + ?Sized> AllReduce for Box<T> {
@@ -178,6 +183,10 @@ impl<T: AllReduce + ?Sized> AllReduce for Box<T> {
 
     fn waiting_for(&mut self) -> Option<Vec<usize>> {
         (**self).waiting_for()
+    }
+
+    fn awaited(&mut self) -> bool {
+        (**self).awaited()
     }
 }
 
@@ -566,6 +575,12 @@ impl<A: AllReduce> Detector<A> {
     #[cfg(test)]
     pub(crate) fn round(&self) -> u64 {
         self.round
+    }
+
+    /// Whether another rank has posted a round this rank has not ([`AllReduce::awaited`]):
+    /// false while this rank's own round is outstanding.
+    pub(crate) fn awaited(&mut self) -> bool {
+        !self.posted && self.all_reduce.awaited()
     }
 
     /// All-reduces posted so far.

@@ -851,7 +851,14 @@ impl Worker {
                 // While another worker of the rank works, a round goes out only after a wait
                 // that nobody ended (the safety net: rounds then still tell the other ranks,
                 // and their stall dumps, that this rank lives).
-                let rank_idle = policy != Policy::Rings || self.rank_idle(sleepers);
+                let mut rank_idle = policy != Policy::Rings || self.rank_idle(sleepers);
+                // With more workers than cores, a first worker that awaits a response of its
+                // own (no round can be quiescent) starts no round: it only posts its part of
+                // one another rank started, whose post wakes it (`idle.rs`). Else every short
+                // wait for a response would post a round and wake every other rank.
+                if crowded && rank_idle && policy == Policy::Rings && self.own_work_due() {
+                    rank_idle = self.detector.as_ref().is_some_and(|d| d.borrow_mut().awaited());
+                }
                 let completed = st.all_reduces_completed.load(Ordering::Relaxed);
                 let outstanding = st.all_reduces_posted.load(Ordering::Relaxed) != completed;
                 let stop = self.poll_detector(rank_idle || was_unwoken);

@@ -244,3 +244,44 @@ fn loom_wake_board_completing_post_wakes() {
 fn loom_wake_board_post_without_fence_loses_a_wakeup() {
     board_one_shot(false);
 }
+
+/// A rank that posts its part of a round only once another rank started it (a rank awaiting
+/// a response of its own in a run with more workers than cores, `runtime/idle.rs`): rank 0
+/// arms, looks whether rank 1 posted the round, and blocks if not; rank 1's post must wake it
+/// (`Board::post` wakes every rank that has not posted the round). Then both wait for the
+/// round as usual.
+#[test]
+fn loom_wake_board_started_round_wakes_a_responder() {
+    use crate::runtime::quiesce_ranks::shm::ShmAllReduce;
+    use crate::runtime::quiesce_ranks::AllReduce;
+    use std::sync::Arc;
+    loom::model(|| {
+        let mem = Arc::new(HeapBoard::new(2));
+        let wait = |mem: &Arc<HeapBoard>, ar: &mut ShmAllReduce<Arc<HeapBoard>>, r: usize| loop {
+            mem.word(r).arm();
+            if let Some(s) = ar.test() {
+                mem.word(r).disarm();
+                return s[0];
+            }
+            mem.word(r).block(BLOCK_LIMIT);
+        };
+        let other = mem.clone();
+        let t = loom::thread::spawn(move || {
+            let mut ar = ShmAllReduce::new(Board::new(other.clone(), 1));
+            ar.start(&[2]);
+            wait(&other, &mut ar, 1)
+        });
+        let mut ar = ShmAllReduce::new(Board::new(mem.clone(), 0));
+        loop {
+            mem.word(0).arm();
+            if ar.awaited() {
+                mem.word(0).disarm();
+                break;
+            }
+            mem.word(0).block(BLOCK_LIMIT);
+        }
+        ar.start(&[1]);
+        assert_eq!(wait(&mem, &mut ar, 0), 3);
+        assert_eq!(t.join().unwrap(), 3);
+    });
+}
