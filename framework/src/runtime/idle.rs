@@ -32,14 +32,32 @@
 //! then simply looks again. So a worker never stays parked while work for it is visible, and
 //! the idle policy never relies on a timed sleep for progress.
 //!
+//! # More workers than cores
+//!
+//! Spinning and yielding pay only while the worker being waited for runs on another core.
+//! When the run's workers outnumber the cores this process may use ([`oversubscribed`]: the
+//! workers of one process, or of every rank of the node over the rings, against
+//! `sched_getaffinity`), some worker with work is always waiting for a core, and a waiter
+//! that spins takes it for its whole budget, one that yields hands it to another waiter as
+//! often as not. There the budget is nil ([`Spin::crowded`]): an idle worker arms at once,
+//! re-checks once and blocks; the publication it waits for wakes it. Counted per worker:
+//! parks, yields, and the thread's context switches (`WorkerStats::yields`,
+//! `switches_voluntary`, `switches_involuntary`).
+//!
 //! # Quiescence
 //!
 //! Worker 0 detects quiescence ([`super::quiesce`]) in its idle passes, so it must look
-//! again whenever another worker goes idle: a worker about to park first wakes worker 0
-//! ([`Sleepers::wake`]). Its last task finished before that wake-up (program order, then the
-//! fence), so worker 0's next detection sees it; worker 0 itself runs a detection in the
-//! re-check pass before it parks. Ending the run (shutdown, abort) wakes every worker. (Over
-//! the rings a worker about to block wakes its rank's first worker, which runs the detector
+//! again once every other worker is idle: a worker about to park wakes worker 0
+//! ([`Sleepers::wake`]) if every other worker but worker 0 is armed or parked. Of the last
+//! workers to arm, each stores its flag, fences (`SeqCst`) and then loads the others': the
+//! last fence in that order sees every flag, so at least one of them wakes worker 0 (loom
+//! model `loom_sleepers_last_idle_worker_wakes_the_detector`; without the fence both may
+//! miss: `loom_sleepers_last_idle_without_fence_loses_a_wakeup`). A worker that parks while
+//! another still works leaves worker 0 alone: a detection then could only fail. The last
+//! task of every worker finished before its arm (program order, then the fence), so worker
+//! 0's next detection sees them all; worker 0 itself runs a detection in the re-check pass
+//! before it parks. Ending the run (shutdown, abort) wakes every worker. (Over the rings the
+//! last worker of a rank to block wakes its rank's first worker, which runs the detector
 //! across ranks: below.)
 //!
 //! # Across ranks over the shared-memory rings ([`Policy::Rings`])
@@ -58,9 +76,12 @@
 //! (`WorkerStats::park_timeouts_useful`, which the tests check is 0).
 //!
 //! The cross-rank detector (`super::quiesce_ranks`) runs on each rank's first worker, which
-//! may block too. What wakes it: another rank's post on the board (its round may now be
-//! complete), an arrival, and a worker of its rank about to block (it wakes the rank's first
-//! worker, as worker 0 in one process). It steps in its re-check pass before blocking and in
+//! may block too. What wakes it: another rank's post on the board that completes its round
+//! or starts one it has not posted (`transport/board.rs`), an arrival, and the last worker of
+//! its rank to block (as worker 0 in one process). With more workers than cores, a first
+//! worker that awaits a response of its own posts only a round another rank started (its
+//! post wakes it): a round cannot be quiescent while a response is due, and each short wait
+//! would otherwise start a round that wakes every other rank. It steps in its re-check pass before blocking and in
 //! the pass after a wake-up, and posts its next round only when every other worker of its
 //! rank is armed or blocked (else that worker's blocking wakes it): a rank whose other
 //! workers still work would only add rounds that cannot be quiescent, traded back and forth
