@@ -219,12 +219,16 @@ impl Spin {
 /// Whether `workers` workers, every one of them on this machine (one process, or the ranks
 /// of one node over the shared-memory rings), outnumber the cores this process may run on
 /// (`sched_getaffinity`, through [`std::thread::available_parallelism`], which also honours
-/// a cgroup's CPU quota). `SKEIN_OVERSUBSCRIBED=1` or `=0` in the environment overrides the
-/// count (measurements: both ways of waiting in one build).
+/// a cgroup's CPU quota; counted once per process). `SKEIN_OVERSUBSCRIBED=1` or `=0` in the
+/// environment overrides the count (measurements: both ways of waiting in one build).
 pub(crate) fn oversubscribed(workers: usize) -> bool {
+    static CORES: OnceLock<usize> = OnceLock::new();
     match std::env::var_os("SKEIN_OVERSUBSCRIBED") {
         Some(v) => v != "0" && !v.is_empty(),
-        None => workers > std::thread::available_parallelism().map_or(1, |n| n.get()),
+        None => {
+            workers
+                > *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        }
     }
 }
 
