@@ -561,6 +561,15 @@ impl Worker {
             let lane = pair.lane(seq);
             let max_words = lane.req.data_words();
             let max_result_bytes = lane.resp.data_bytes();
+            // With more workers than cores, while this worker's fibers are ready (`Full`: the
+            // loop passes it only then, `Worker::run_loop`) a batch leaves only once it fills
+            // its slot: each publication may wake a blocked trustee, a context switch.
+            if flush == Flush::Full {
+                let (words, result) = cs.out(|q| q.staged_size());
+                if words + HEADER_WORDS < max_words && (result == 0 || result < max_result_bytes) {
+                    break;
+                }
+            }
             // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
             // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
             // area holds `max_words` words.
@@ -770,9 +779,14 @@ impl Worker {
             } else {
                 Flush::Full
             };
+            // Batches to trustees of this rank are held the same way, but only with more
+            // workers than cores (a trustee then often waits blocked, and every publication
+            // wakes it); else they leave at once.
+            let flush_local = if crowded { flush_remote } else { Flush::Now };
             for trustee in 0..self.n {
                 if trustee != self.index {
-                    useful |= self.poll_client(trustee, flush_remote);
+                    let flush = if self.is_remote(trustee) { flush_remote } else { flush_local };
+                    useful |= self.poll_client(trustee, flush);
                 }
             }
             clock.mark(st, Part::Issuing);
