@@ -40,7 +40,10 @@
 //! `sched_getaffinity`), some worker with work is always waiting for a core, and a waiter
 //! that spins takes it for its whole budget, one that yields hands it to another waiter as
 //! often as not. There the budget is nil ([`Spin::crowded`]): an idle worker arms at once,
-//! re-checks once and blocks; the publication it waits for wakes it. Counted per worker:
+//! re-checks once and blocks; the publication it waits for wakes it. Since every
+//! publication to a blocked worker is then a wake-up and a context switch, a client also
+//! holds its batches to the trustees of its rank while its fibers are ready, until they
+//! fill their slot or age (`Worker::poll_client` with `Flush::Full`). Counted per worker:
 //! parks, yields, and the thread's context switches (`WorkerStats::yields`,
 //! `switches_voluntary`, `switches_involuntary`).
 //!
