@@ -39,6 +39,15 @@ pub struct WorkerStats {
     /// Of those timeouts, the ones whose next loop pass found work: a wake-up that was lost.
     /// Always 0 unless the wake-up protocol is broken (the tests check it).
     pub park_timeouts_useful: u64,
+    /// Idle passes that gave the core away with `sched_yield` (the thread stays runnable).
+    pub yields: u64,
+    /// Context switches of the worker's thread while its loop ran, that it asked for
+    /// (blocking: a park, a futex wait, a timed wait, a blocking system call), from
+    /// `getrusage(RUSAGE_THREAD)` (Linux; 0 elsewhere).
+    pub switches_voluntary: u64,
+    /// Context switches of the worker's thread while its loop ran that it did not ask for:
+    /// preemption, and a `sched_yield` that found another runnable thread.
+    pub switches_involuntary: u64,
     /// Request envelopes this worker sent to other ranks (each carries a batch, a segment,
     /// for one or several trustees of one rank).
     pub envelopes_sent: u64,
@@ -287,6 +296,9 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.parks += w.parks;
         self.park_timeouts += w.park_timeouts;
         self.park_timeouts_useful += w.park_timeouts_useful;
+        self.yields += w.yields;
+        self.switches_voluntary += w.switches_voluntary;
+        self.switches_involuntary += w.switches_involuntary;
         self.envelopes_sent += w.envelopes_sent;
         self.segments_sent += w.segments_sent;
         self.segments_forwarded += w.segments_forwarded;
@@ -324,6 +336,9 @@ pub(crate) struct LiveStats {
     pub(crate) parks: AtomicU64,
     pub(crate) park_timeouts: AtomicU64,
     pub(crate) park_timeouts_useful: AtomicU64,
+    pub(crate) yields: AtomicU64,
+    pub(crate) switches_voluntary: AtomicU64,
+    pub(crate) switches_involuntary: AtomicU64,
     pub(crate) envelopes_sent: AtomicU64,
     pub(crate) segments_sent: AtomicU64,
     pub(crate) segments_forwarded: AtomicU64,
@@ -404,6 +419,9 @@ impl LiveStats {
             parks: l(&self.parks),
             park_timeouts: l(&self.park_timeouts),
             park_timeouts_useful: l(&self.park_timeouts_useful),
+            yields: l(&self.yields),
+            switches_voluntary: l(&self.switches_voluntary),
+            switches_involuntary: l(&self.switches_involuntary),
             envelopes_sent: l(&self.envelopes_sent),
             segments_sent: l(&self.segments_sent),
             segments_forwarded: l(&self.segments_forwarded),

@@ -76,3 +76,68 @@ fn many_more_workers_than_cores_finish_with_exact_counts() {
         .unwrap();
     assert_eq!(total, senders * 200);
 }
+
+#[test]
+fn with_more_workers_than_cores_idle_workers_block_at_once() {
+    // Twice as many workers as this process may use cores: a waiting worker neither spins nor
+    // yields (it would take the core from the worker it waits for), it blocks and is woken.
+    // The results stay exact; the counters say how the workers waited.
+    if std::env::var_os("SKEIN_OVERSUBSCRIBED").is_some() {
+        return; // the override decides instead of the count of cores
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = 2 * cores;
+    let rt = Runtime::builder().workers(n).build().unwrap();
+    let total = rt
+        .run(|| {
+            let n = skein::num_workers();
+            let counters: Vec<_> =
+                (0..n).map(|w| skein::trustee(w).entrust_new(0u64, |x| x)).collect();
+            let counters = std::sync::Arc::new(counters);
+            for w in 0..n {
+                let cs = counters.clone();
+                skein::spawn_local_on(w, move || {
+                    for k in 0..100 {
+                        cs[(w + 1 + k) % cs.len()].apply(1u64, |c, d| *c += d);
+                    }
+                });
+            }
+            skein::wait_quiescent();
+            counters.iter().map(|t| t.apply((), |c, ()| *c)).sum::<u64>()
+        })
+        .unwrap();
+    assert_eq!(total, n as u64 * 100);
+    let s = rt.stats();
+    let yields: u64 = s.workers.iter().map(|w| w.yields).sum();
+    let parks: u64 = s.workers.iter().map(|w| w.parks).sum();
+    assert_eq!(yields, 0, "a worker yielded with {n} workers on {cores} cores");
+    assert!(parks > 0, "no worker blocked with {n} workers on {cores} cores");
+    if cfg!(target_os = "linux") {
+        let switches: u64 = s.workers.iter().map(|w| w.switches_voluntary).sum();
+        assert!(switches > 0, "{parks} parks, yet no voluntary context switch counted");
+    }
+}
+
+#[test]
+fn with_fewer_workers_than_cores_a_waiting_worker_still_spins_first() {
+    // One worker per core at most: the old policy (spin, yield, then park) is kept; a worker
+    // waiting 100 ms for a response yields before it parks.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 || std::env::var_os("SKEIN_OVERSUBSCRIBED").is_some() {
+        return;
+    }
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    rt.run(|| {
+        let t = skein::trustee(1).entrust_new(0u32, |x| x);
+        t.apply((), |c, ()| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            *c += 1;
+        });
+    })
+    .unwrap();
+    assert!(
+        rt.stats().workers[0].yields > 0,
+        "worker 0 never yielded: {:?}",
+        rt.stats().workers[0]
+    );
+}

@@ -55,6 +55,11 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
         "all_reduces_posted": w.all_reduces_posted,
         "all_reduces_completed": w.all_reduces_completed,
         "quiescent_verdicts": w.quiescent_verdicts,
+        "parks": w.parks,
+        "park_timeouts": w.park_timeouts,
+        "yields": w.yields,
+        "switches_voluntary": w.switches_voluntary,
+        "switches_involuntary": w.switches_involuntary,
         "anatomy": anatomy,
     });
     match v {
@@ -97,6 +102,11 @@ pub(crate) fn print(
             w.requests_served,
             w.batches_served,
             w.mean_batch()
+        )?;
+        writeln!(
+            out,
+            "  worker {i}: {} parks ({} unwoken), {} yields, context switches {} voluntary, {} involuntary",
+            w.parks, w.park_timeouts, w.yields, w.switches_voluntary, w.switches_involuntary
         )?;
         if w.envelopes_sent + w.responses_sent > 0 {
             writeln!(

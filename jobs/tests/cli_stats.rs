@@ -55,9 +55,13 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
         }
         assert!(out.contains("to rank 1:") && out.contains("to rank 0:"), "{out}");
         assert!(out.contains("all-reduces"), "{out}");
+        assert!(out.contains(" parks (") && out.contains("context switches"), "{out}");
         let ws = workers(&json);
         assert_eq!(ws.len(), 2);
         for w in &ws {
+            for k in ["parks", "park_timeouts", "yields", "switches_voluntary"] {
+                assert!(w[k].as_u64().is_some(), "{k} missing: {w}");
+            }
             let (sum, total) = parts_sum(w);
             assert_eq!(sum, total, "{w}");
             assert!(w["anatomy"]["passes"].as_u64().unwrap() > 0, "{w}");

@@ -32,14 +32,35 @@
 //! then simply looks again. So a worker never stays parked while work for it is visible, and
 //! the idle policy never relies on a timed sleep for progress.
 //!
+//! # More workers than cores
+//!
+//! Spinning and yielding pay only while the worker being waited for runs on another core.
+//! When the run's workers outnumber the cores this process may use ([`oversubscribed`]: the
+//! workers of one process, or of every rank of the node over the rings, against
+//! `sched_getaffinity`), some worker with work is always waiting for a core, and a waiter
+//! that spins takes it for its whole budget, one that yields hands it to another waiter as
+//! often as not. There the budget is nil ([`Spin::crowded`]): an idle worker arms at once,
+//! re-checks once and blocks; the publication it waits for wakes it. Since every
+//! publication to a blocked worker is then a wake-up and a context switch, a client also
+//! holds its batches to the trustees of its rank while its fibers are ready, until they
+//! fill their slot or age (`Worker::poll_client` with `Flush::Full`). Counted per worker:
+//! parks, yields, and the thread's context switches (`WorkerStats::yields`,
+//! `switches_voluntary`, `switches_involuntary`).
+//!
 //! # Quiescence
 //!
 //! Worker 0 detects quiescence ([`super::quiesce`]) in its idle passes, so it must look
-//! again whenever another worker goes idle: a worker about to park first wakes worker 0
-//! ([`Sleepers::wake`]). Its last task finished before that wake-up (program order, then the
-//! fence), so worker 0's next detection sees it; worker 0 itself runs a detection in the
-//! re-check pass before it parks. Ending the run (shutdown, abort) wakes every worker. (Over
-//! the rings a worker about to block wakes its rank's first worker, which runs the detector
+//! again once every other worker is idle: a worker about to park wakes worker 0
+//! ([`Sleepers::wake`]) if every other worker but worker 0 is armed or parked. Of the last
+//! workers to arm, each stores its flag, fences (`SeqCst`) and then loads the others': the
+//! last fence in that order sees every flag, so at least one of them wakes worker 0 (loom
+//! model `loom_sleepers_last_idle_worker_wakes_the_detector`; without the fence both may
+//! miss: `loom_sleepers_last_idle_without_fence_loses_a_wakeup`). A worker that parks while
+//! another still works leaves worker 0 alone: a detection then could only fail. The last
+//! task of every worker finished before its arm (program order, then the fence), so worker
+//! 0's next detection sees them all; worker 0 itself runs a detection in the re-check pass
+//! before it parks. Ending the run (shutdown, abort) wakes every worker. (Over the rings the
+//! last worker of a rank to block wakes its rank's first worker, which runs the detector
 //! across ranks: below.)
 //!
 //! # Across ranks over the shared-memory rings ([`Policy::Rings`])
@@ -58,9 +79,12 @@
 //! (`WorkerStats::park_timeouts_useful`, which the tests check is 0).
 //!
 //! The cross-rank detector (`super::quiesce_ranks`) runs on each rank's first worker, which
-//! may block too. What wakes it: another rank's post on the board (its round may now be
-//! complete), an arrival, and a worker of its rank about to block (it wakes the rank's first
-//! worker, as worker 0 in one process). It steps in its re-check pass before blocking and in
+//! may block too. What wakes it: another rank's post on the board that completes its round
+//! or starts one it has not posted (`transport/board.rs`), an arrival, and the last worker of
+//! its rank to block (as worker 0 in one process). With more workers than cores, a first
+//! worker that awaits a response of its own posts only a round another rank started (its
+//! post wakes it): a round cannot be quiescent while a response is due, and each short wait
+//! would otherwise start a round that wakes every other rank. It steps in its re-check pass before blocking and in
 //! the pass after a wake-up, and posts its next round only when every other worker of its
 //! rank is armed or blocked (else that worker's blocking wakes it): a rank whose other
 //! workers still work would only add rounds that cannot be quiescent, traded back and forth
@@ -139,20 +163,40 @@ pub(crate) enum Policy {
 /// other processes: the peer needs *this* core), the budget halves, down to
 /// [`SPIN_DUE_MIN`], and the core is given away early; when waits end within it, it grows
 /// back towards [`SPIN_DUE`].
+///
+/// In a run whose workers outnumber the cores ([`Spin::crowded`]) there is no budget at all:
+/// the worker blocks at once.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Spin {
     due: u32,
+    /// The run's workers outnumber the cores ([`oversubscribed`]): never spin nor yield.
+    crowded: bool,
 }
 
 impl Default for Spin {
     fn default() -> Self {
-        Spin { due: SPIN_DUE }
+        Spin { due: SPIN_DUE, crowded: false }
     }
 }
 
 impl Spin {
+    /// The budget of a worker of a run with more workers than cores ([`oversubscribed`]):
+    /// an idle worker arms at once and blocks after one re-check pass. Spinning or yielding
+    /// there only takes the core from the worker it waits for (module docs).
+    pub(crate) fn crowded() -> Spin {
+        Spin { due: 0, crowded: true }
+    }
+
+    /// True for [`Spin::crowded`].
+    pub(crate) fn is_crowded(&self) -> bool {
+        self.crowded
+    }
+
     /// A wait for due work ended after `idle` idle passes (the work arrived).
     pub(crate) fn ended(&mut self, idle: u32) {
+        if self.crowded {
+            return;
+        }
         if idle >= self.due {
             self.due = (self.due / 2).max(SPIN_DUE_MIN);
         } else {
@@ -168,8 +212,47 @@ impl Spin {
     /// Passes spent in `sched_yield` before parking: [`YIELD`] at the full budget, fewer (at
     /// least 2) as it shrinks.
     pub(crate) fn yields(&self) -> u32 {
+        if self.crowded {
+            return 0;
+        }
         (YIELD * self.due / SPIN_DUE).max(2)
     }
+}
+
+/// Whether `workers` workers, every one of them on this machine (one process, or the ranks
+/// of one node over the shared-memory rings), outnumber the cores this process may run on
+/// (`sched_getaffinity`, through [`std::thread::available_parallelism`], which also honours
+/// a cgroup's CPU quota; counted once per process). `SKEIN_OVERSUBSCRIBED=1` or `=0` in the
+/// environment overrides the count (measurements: both ways of waiting in one build).
+pub(crate) fn oversubscribed(workers: usize) -> bool {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    match std::env::var_os("SKEIN_OVERSUBSCRIBED") {
+        Some(v) => v != "0" && !v.is_empty(),
+        None => {
+            workers
+                > *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        }
+    }
+}
+
+/// The calling thread's context switches so far, voluntary and involuntary
+/// (`getrusage(RUSAGE_THREAD)`; (0, 0) where it is not available).
+#[cfg(target_os = "linux")]
+pub(crate) fn thread_switches() -> (u64, u64) {
+    // SAFETY: `ru` is a plain struct on our stack, zero-initialised; getrusage only writes it.
+    // On failure it is left zeroed, which reads as no switches.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru
+    };
+    (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+}
+
+/// The calling thread's context switches (not available on this OS).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn thread_switches() -> (u64, u64) {
+    (0, 0)
 }
 
 impl Policy {
@@ -180,7 +263,13 @@ impl Policy {
         // The yield stretch shrinks with the spin budget: where waits outlast it, yielding
         // only hands the core to other waiting workers, one context switch each.
         let yields = spin.yields();
-        let spin = if due { spin.due() } else { SPIN };
+        let spin = if spin.is_crowded() {
+            0
+        } else if due {
+            spin.due()
+        } else {
+            SPIN
+        };
         if idle < spin {
             return Step::Spin;
         }
@@ -515,6 +604,47 @@ mod loom_tests {
     #[test]
     fn loom_sleepers_no_lost_wakeup() {
         model(true);
+    }
+
+    /// The wake-up of the detecting worker (worker 0, or a rank's first worker) by the last
+    /// worker to go idle (`Worker::run_loop`, "Quiescence" in the module docs): workers 1
+    /// and 2 finish their work, arm (store, fence) and read each other's flag; the one that
+    /// sees the other armed wakes worker 0. When both are idle, one of them must have woken
+    /// it. Without the sleeper's fence both may read the other's flag stale: caught.
+    fn last_idle_model(arm_fence: bool) {
+        loom::model(move || {
+            let sleeping = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+            let woke0 = Arc::new(AtomicBool::new(false));
+            let go = |me: usize| {
+                let (s, w) = (sleeping.clone(), woke0.clone());
+                move || {
+                    // arm
+                    s[me].store(true, Ordering::Relaxed);
+                    if arm_fence {
+                        fence(Ordering::SeqCst);
+                    }
+                    // the other workers of the rank but the first all armed: wake it
+                    if s[1 - me].load(Ordering::Relaxed) {
+                        w.store(true, Ordering::Relaxed);
+                    }
+                }
+            };
+            let t = thread::spawn(go(1));
+            go(0)();
+            t.join().unwrap();
+            assert!(woke0.load(Ordering::Relaxed), "lost wake-up: nobody woke the detector");
+        });
+    }
+
+    #[test]
+    fn loom_sleepers_last_idle_worker_wakes_the_detector() {
+        last_idle_model(true);
+    }
+
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn loom_sleepers_last_idle_without_fence_loses_a_wakeup() {
+        last_idle_model(false);
     }
 
     #[test]

@@ -103,8 +103,14 @@
 //!   of its rank about to block. It posts (`Detector::step` with `may_post`) only when every
 //!   other worker of its rank is armed or blocked (or after a wait nobody ended: the safety
 //!   net's timeout, so that a rank busy on another worker still posts now and then); the last
-//!   of them to block wakes it, and it then posts. A post wakes only ranks whose round it completes later: so after a step
-//!   that posted, the worker tests the new round again at once (it may be complete already:
+//!   of them to block wakes it, and it then posts. With more workers than cores
+//!   (`idle::oversubscribed`) a first worker that awaits a response of its own (no round can
+//!   then be quiescent) posts only a round another rank already started
+//!   ([`Detector::awaited`]): else each of its short waits would start a round and wake every
+//!   other rank. A post wakes the ranks that have not posted its round, and every other rank
+//!   once it completes the round, never a rank whose round it leaves incomplete
+//!   (`transport/board.rs`): so after a step that posted, the worker tests the new round
+//!   again at once (it may be complete already:
 //!   the others posted first, and may even have stopped on its verdict), and after acting on
 //!   a positive verdict it posts the next round in the same call. So a rank whose workers are
 //!   all idle always has its round posted and tested after the others' posts it saw, every
@@ -165,6 +171,11 @@ pub(crate) trait AllReduce: std::fmt::Debug {
     fn waiting_for(&mut self) -> Option<Vec<usize>> {
         None
     }
+    /// Whether another rank has started the next all-reduce, which this rank has not: its
+    /// part is awaited. True where the all-reduce cannot tell (posting is always allowed).
+    fn awaited(&mut self) -> bool {
+        true
+    }
 }
 
 impl<T: AllReduce + ?Sized> AllReduce for Box<T> {
@@ -178,6 +189,10 @@ impl<T: AllReduce + ?Sized> AllReduce for Box<T> {
 
     fn waiting_for(&mut self) -> Option<Vec<usize>> {
         (**self).waiting_for()
+    }
+
+    fn awaited(&mut self) -> bool {
+        (**self).awaited()
     }
 }
 
@@ -566,6 +581,12 @@ impl<A: AllReduce> Detector<A> {
     #[cfg(test)]
     pub(crate) fn round(&self) -> u64 {
         self.round
+    }
+
+    /// Whether another rank has posted a round this rank has not ([`AllReduce::awaited`]):
+    /// false while this rank's own round is outstanding.
+    pub(crate) fn awaited(&mut self) -> bool {
+        !self.posted && self.all_reduce.awaited()
     }
 
     /// All-reduces posted so far.

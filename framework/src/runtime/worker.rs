@@ -561,6 +561,15 @@ impl Worker {
             let lane = pair.lane(seq);
             let max_words = lane.req.data_words();
             let max_result_bytes = lane.resp.data_bytes();
+            // With more workers than cores, while this worker's fibers are ready (`Full`: the
+            // loop passes it only then, `Worker::run_loop`) a batch leaves only once it fills
+            // its slot: each publication may wake a blocked trustee, a context switch.
+            if flush == Flush::Full {
+                let (words, result) = cs.out(|q| q.staged_size());
+                if words + HEADER_WORDS < max_words && (result == 0 || result < max_result_bytes) {
+                    break;
+                }
+            }
             // SAFETY: rule (1) — the lane's previous batch (seq - PIPELINE) has been answered
             // and consumed (acked >= seq - PIPELINE), so its request slot is ours; the data
             // area holds `max_words` words.
@@ -715,7 +724,12 @@ impl Worker {
         // pass then tells whether a wake-up was lost. Set by every park: the next pass steps
         // the detector across ranks (a board post may have woken it).
         let (mut unwoken, mut after_park) = (false, false);
-        let mut spin = idle::Spin::default();
+        // More workers than cores (every worker of a run over the rings is on this node):
+        // block at once, never spin nor yield (`idle.rs`).
+        let crowded = matches!(policy, Policy::Local | Policy::Rings)
+            && idle::oversubscribed(self.run_state.n);
+        let mut spin = if crowded { idle::Spin::crowded() } else { idle::Spin::default() };
+        let switches = idle::thread_switches();
         // Whether the current idle stretch waited for due work (it then teaches `spin`).
         let mut waited_due = false;
         let mut idle: u32 = 0;
@@ -765,9 +779,14 @@ impl Worker {
             } else {
                 Flush::Full
             };
+            // Batches to trustees of this rank are held the same way, but only with more
+            // workers than cores (a trustee then often waits blocked, and every publication
+            // wakes it); else they leave at once.
+            let flush_local = if crowded { flush_remote } else { Flush::Now };
             for trustee in 0..self.n {
                 if trustee != self.index {
-                    useful |= self.poll_client(trustee, flush_remote);
+                    let flush = if self.is_remote(trustee) { flush_remote } else { flush_local };
+                    useful |= self.poll_client(trustee, flush);
                 }
             }
             clock.mark(st, Part::Issuing);
@@ -846,7 +865,14 @@ impl Worker {
                 // While another worker of the rank works, a round goes out only after a wait
                 // that nobody ended (the safety net: rounds then still tell the other ranks,
                 // and their stall dumps, that this rank lives).
-                let rank_idle = policy != Policy::Rings || self.rank_idle(sleepers);
+                let mut rank_idle = policy != Policy::Rings || self.rank_idle(sleepers);
+                // With more workers than cores, a first worker that awaits a response of its
+                // own (no round can be quiescent) starts no round: it only posts its part of
+                // one another rank started, whose post wakes it (`idle.rs`). Else every short
+                // wait for a response would post a round and wake every other rank.
+                if crowded && rank_idle && policy == Policy::Rings && self.own_work_due() {
+                    rank_idle = self.detector.as_ref().is_some_and(|d| d.borrow_mut().awaited());
+                }
                 let completed = st.all_reduces_completed.load(Ordering::Relaxed);
                 let outstanding = st.all_reduces_posted.load(Ordering::Relaxed) != completed;
                 let stop = self.poll_detector(rank_idle || was_unwoken);
@@ -905,6 +931,7 @@ impl Worker {
                 Step::Wait(_)
                     if self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index)) =>
                 {
+                    bump(&st.yields, 1);
                     idle::pause(Step::Yield)
                 }
                 // Work this pass made for this very worker, which no other thread will wake
@@ -917,9 +944,10 @@ impl Worker {
                 }
                 Step::Park => {
                     // The pass after arming found nothing: park. The rank's first worker
-                    // detects quiescence in its idle passes, so it looks again now that this
-                    // worker is idle.
-                    if self.index != self.rank_lo {
+                    // detects quiescence in its idle passes, so it looks again once this
+                    // worker is idle, if every other worker of the rank is idle too: the
+                    // last of them to arm sees the others armed (`idle.rs`, "Quiescence").
+                    if self.index != self.rank_lo && self.rank_idle_but_first(sleepers) {
                         sleepers.wake(self.rank_lo);
                     }
                     bump(&st.parks, 1);
@@ -930,10 +958,18 @@ impl Worker {
                     after_park = true;
                     armed = false;
                 }
-                step => idle::pause(step),
+                step => {
+                    if step == Step::Yield {
+                        bump(&st.yields, 1);
+                    }
+                    idle::pause(step)
+                }
             }
         }
         clock.mark(st, tail);
+        let (voluntary, involuntary) = idle::thread_switches();
+        bump(&st.switches_voluntary, voluntary.wrapping_sub(switches.0));
+        bump(&st.switches_involuntary, involuntary.wrapping_sub(switches.1));
         // Shutdown is only decided at quiescence: every request has been served, so every
         // pending free is eligible now. No request of this run can arrive any more: the
         // export counts of the slots still live are dropped (`docs/rack-mode.md` §5.4), their
@@ -977,6 +1013,14 @@ impl Worker {
     /// parked (this worker armed first, in its re-check pass, or was just woken: `idle.rs`).
     fn rank_idle(&self, sleepers: &idle::Sleepers) -> bool {
         (self.rank_lo..self.rank_lo + self.local_n).all(|g| g == self.index || sleepers.is_armed(g))
+    }
+
+    /// True when every worker of this worker's rank but itself and the rank's first worker
+    /// has announced that it may park, or parked (this worker armed first: the store-buffering
+    /// argument of `idle.rs`, "Quiescence").
+    fn rank_idle_but_first(&self, sleepers: &idle::Sleepers) -> bool {
+        (self.rank_lo + 1..self.rank_lo + self.local_n)
+            .all(|g| g == self.index || sleepers.is_armed(g))
     }
 
     /// True when a fiber of this worker's rank waits in `wait_quiescent` (the anatomy's

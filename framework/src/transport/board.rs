@@ -18,11 +18,28 @@
 //! # Waking a rank that waits for a round
 //!
 //! A rank's first worker (which runs the detector) may block while its round is incomplete
-//! (`transport::wake`). After posting, a rank therefore wakes every other rank's first worker:
-//! its Release store of `posted`, a `SeqCst` fence, then [`BoardMem::wake_rank`], which loads
-//! that worker's futex word and wakes it if armed. The waiting worker armed its word and read
-//! the counts again before blocking: the store-buffering argument of `transport::wake` (loom
-//! model `loom_wake_board_post_wakes_a_waiting_rank`).
+//! (`transport::wake`), and so may a rank whose part of a round is not posted yet (in a run
+//! with more workers than cores a rank that awaits a response of its own posts a round only
+//! when another rank started it: `runtime/idle.rs`). After posting round `i`, a rank
+//! therefore does its Release store of `posted`, a `SeqCst` fence, then
+//! [`BoardMem::wake_rank`] (which loads that rank's first worker's futex word and wakes it if
+//! armed) for every other rank that has not posted round `i`, and, if every rank has posted
+//! it now (this post completed it), for every other rank. The waiting worker armed its word
+//! and read the counts again before blocking: the store-buffering argument of
+//! `transport::wake`.
+//!
+//! Why a rank that posted round `i` is woken only by the post that completes it: it waits
+//! for nothing but the round's completion. Take the posts of round `i` with their fences in
+//! the `SeqCst` order: the last fence's loads see every rank's post, so that poster finds the
+//! round complete and wakes every rank; a rank that armed after that fence reads every post
+//! in its re-check and does not block. Earlier posters may find the round incomplete and
+//! leave the ranks that posted alone: a wake-up then would only have run a rank's detector on
+//! an incomplete round, one context switch each. Loom models
+//! `loom_wake_board_post_wakes_a_waiting_rank` (two ranks, the real board),
+//! `loom_wake_board_three_ranks` (three ranks, one round: a middle poster leaves the first
+//! alone), `loom_wake_board_started_round_wakes_a_responder` (a rank that posts only once
+//! another started the round) and `loom_wake_board_post_without_fence_loses_a_wakeup` (the
+//! broken variant).
 
 use crate::sync::proto::{fence, AtomicU64};
 use crate::sync::Ordering;
@@ -81,8 +98,14 @@ impl<M: BoardMem> Board<M> {
         self.mem.put(self.rank, (round % 2) as usize, values);
         self.mem.posted(self.rank).store(round + 1, Ordering::Release);
         fence(Ordering::SeqCst);
+        // Wake the ranks that have not posted the round (their part is awaited now), and,
+        // once this post completed it, every other rank (module docs). A rank that posted it
+        // and waits for the rest is not woken by a post that leaves it incomplete.
+        let complete = (0..self.mem.ranks()).all(|r| r == self.rank || self.has_posted(r, round));
         for r in (0..self.mem.ranks()).filter(|&r| r != self.rank) {
-            self.mem.wake_rank(r);
+            if complete || !self.has_posted(r, round) {
+                self.mem.wake_rank(r);
+            }
         }
     }
 

@@ -167,3 +167,121 @@ fn loom_wake_board_post_wakes_a_waiting_rank() {
         assert_eq!(mine, vec![10, 12]);
     });
 }
+
+/// The board's all-reduce on three ranks for one round, the real board: each rank posts,
+/// then blocks until the round completes. Only the post that completes the round wakes
+/// (`Board::post`): the first poster's wait must be ended by the last one, never by the
+/// middle one, whose post wakes nobody.
+#[test]
+fn loom_wake_board_three_ranks() {
+    use crate::runtime::quiesce_ranks::shm::ShmAllReduce;
+    use crate::runtime::quiesce_ranks::AllReduce;
+    use std::sync::Arc;
+    loom::model(|| {
+        let mem = Arc::new(HeapBoard::new(3));
+        let run = |mem: Arc<HeapBoard>, r: usize| {
+            let mut ar = ShmAllReduce::new(Board::new(mem.clone(), r));
+            ar.start(&[1 << r]);
+            loop {
+                mem.word(r).arm();
+                if let Some(s) = ar.test() {
+                    mem.word(r).disarm();
+                    return s[0];
+                }
+                mem.word(r).block(BLOCK_LIMIT);
+            }
+        };
+        let ts: Vec<_> = (1..3)
+            .map(|r| {
+                let m = mem.clone();
+                loom::thread::spawn(move || run(m, r))
+            })
+            .collect();
+        assert_eq!(run(mem, 0), 7);
+        for t in ts {
+            assert_eq!(t.join().unwrap(), 7);
+        }
+    });
+}
+
+/// The broken variant of the board's rule (only the post that completes the round wakes):
+/// a poster that tests completion without the fence after its post. Written step by step,
+/// without blocking (as `one_shot`): rank 0 posted round 0, arms and re-checks rank 1's
+/// count; rank 1 posts, then (fence or not) reads rank 0's count and, the round complete,
+/// wakes rank 0. If rank 0's re-check missed rank 1's post it blocks, so rank 1 must then
+/// have seen the round complete and taken rank 0's `ARMED`.
+fn board_one_shot(fence_after_post: bool) {
+    use crate::sync::proto::AtomicU64;
+    loom::model(move || {
+        let posted = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let word = Arc::new(WakeWord::default());
+        let (p2, w2) = (posted.clone(), word.clone());
+        let rank0 = loom::thread::spawn(move || {
+            p2[0].store(1, Ordering::Release);
+            crate::sync::proto::fence(Ordering::SeqCst);
+            w2.arm();
+            p2[1].load(Ordering::Acquire) > 0
+        });
+        posted[1].store(1, Ordering::Release);
+        if fence_after_post {
+            crate::sync::proto::fence(Ordering::SeqCst);
+        }
+        if posted[0].load(Ordering::Acquire) > 0 {
+            word.wake_after_fence();
+        }
+        let saw = rank0.join().unwrap();
+        assert!(saw || !word.is_armed(), "lost wake-up: rank 0 blocks and nobody wakes it");
+    });
+}
+
+#[test]
+fn loom_wake_board_completing_post_wakes() {
+    board_one_shot(true);
+}
+
+#[test]
+#[should_panic(expected = "lost wake-up")]
+fn loom_wake_board_post_without_fence_loses_a_wakeup() {
+    board_one_shot(false);
+}
+
+/// A rank that posts its part of a round only once another rank started it (a rank awaiting
+/// a response of its own in a run with more workers than cores, `runtime/idle.rs`): rank 0
+/// arms, looks whether rank 1 posted the round, and blocks if not; rank 1's post must wake it
+/// (`Board::post` wakes every rank that has not posted the round). Then both wait for the
+/// round as usual.
+#[test]
+fn loom_wake_board_started_round_wakes_a_responder() {
+    use crate::runtime::quiesce_ranks::shm::ShmAllReduce;
+    use crate::runtime::quiesce_ranks::AllReduce;
+    use std::sync::Arc;
+    loom::model(|| {
+        let mem = Arc::new(HeapBoard::new(2));
+        let wait = |mem: &Arc<HeapBoard>, ar: &mut ShmAllReduce<Arc<HeapBoard>>, r: usize| loop {
+            mem.word(r).arm();
+            if let Some(s) = ar.test() {
+                mem.word(r).disarm();
+                return s[0];
+            }
+            mem.word(r).block(BLOCK_LIMIT);
+        };
+        let other = mem.clone();
+        let t = loom::thread::spawn(move || {
+            let mut ar = ShmAllReduce::new(Board::new(other.clone(), 1));
+            ar.start(&[2]);
+            wait(&other, &mut ar, 1)
+        });
+        let mut ar = ShmAllReduce::new(Board::new(mem.clone(), 0));
+        loop {
+            mem.word(0).arm();
+            if ar.awaited() {
+                mem.word(0).disarm();
+                break;
+            }
+            mem.word(0).block(BLOCK_LIMIT);
+        }
+        ar.start(&[1]);
+        assert_eq!(wait(&mem, &mut ar, 0), 3);
+        assert_eq!(t.join().unwrap(), 3);
+    });
+}
