@@ -70,7 +70,7 @@ use std::time::Instant;
 use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
-use crate::adjacency::{Tag, NO_TAG};
+use crate::adjacency::Tag;
 use crate::graph::GraphView;
 use crate::outbox::{Outbox, Packet};
 
@@ -159,8 +159,20 @@ struct SharedFrontier {
     bits: [Vec<AtomicU64>; 2],
 }
 
-/// A vertex's state before it is reached: [`UNREACHED_LEVEL`] and [`NO_TAG`].
-const UNREACHED: u64 = UNREACHED_LEVEL as u64 | (NO_TAG as u64) << 32;
+/// The state of an unreached vertex of `degree` arcs: [`UNREACHED_LEVEL`], and its degree
+/// (at most `u32::MAX`) where the parent goes, so that the visit that reaches it finds the
+/// degree (for the frontier's arcs) in the cache line it writes.
+#[inline]
+fn unreached(degree: u64) -> u64 {
+    u64::from(UNREACHED_LEVEL) | degree.min(u64::from(u32::MAX)) << 32
+}
+
+/// The state of each local vertex of `arcs` before a search ([`unreached`]), into `state`.
+fn fill_unreached(arcs: &crate::adjacency::PartArcs<Tag>, state: &mut [u64]) {
+    for (l, s) in state.iter_mut().enumerate() {
+        *s = unreached(arcs.degree(l as u32));
+    }
+}
 
 /// One partition's BFS state.
 #[derive(Debug)]
@@ -174,8 +186,8 @@ pub(crate) struct BfsPart {
     /// Every partition's handle (given by `crate::parts::connect`), to send visits.
     peers: Arc<Vec<Trust<BfsPart>>>,
     /// Per local vertex, its level (low 32 bits) and its parent's tag (high 32 bits), in
-    /// one word so that a visit reads and writes one cache line; [`UNREACHED`] until the
-    /// vertex is reached.
+    /// one word so that a visit reads and writes one cache line; until the vertex is
+    /// reached, [`UNREACHED_LEVEL`] and its degree ([`unreached`]).
     pub(crate) state: Vec<u64>,
     frontier: Vec<u32>,
     next: Vec<u32>,
@@ -257,8 +269,10 @@ impl BfsPart {
         let dirty = kept.is_some();
         let b = kept.unwrap_or_else(|| {
             let with_arcs = with_arcs(view.bare(part), len);
+            let mut state = vec![0; len];
+            fill_unreached(view.bare(part), &mut state);
             Buffers {
-                state: vec![UNREACHED; len],
+                state,
                 // Each vertex enters a frontier at most once per search: room for all of them
                 // from the start, so that no later search grows (and faults in) these.
                 frontier: Vec::with_capacity(len),
@@ -303,10 +317,9 @@ impl BfsPart {
     /// Visits local vertex `local` at `level` from `parent` (first visit wins).
     #[inline]
     pub(crate) fn visit(&mut self, local: u32, level: u32, parent: Tag) {
-        let l = local as usize;
-        if self.state[l] as u32 == UNREACHED_LEVEL {
-            let degree = self.view.bare(self.part).degree(local);
-            self.reach(local, level, parent, degree);
+        let s = self.state[local as usize];
+        if s as u32 == UNREACHED_LEVEL {
+            self.reach(local, level, parent, s >> 32);
         }
     }
 
@@ -579,11 +592,13 @@ impl Part for BfsPart {
 
     fn write(&self, from: usize, values: &mut [u32], parents: &mut [u64]) {
         let state = &self.state[from..from + values.len()];
-        for (v, &s) in values.iter_mut().zip(state) {
+        for ((v, p), &s) in values.iter_mut().zip(parents.iter_mut()).zip(state) {
             *v = s as u32;
-        }
-        for (p, &s) in parents.iter_mut().zip(state) {
-            *p = self.view.global((s >> 32) as Tag);
+            *p = if s as u32 == UNREACHED_LEVEL {
+                skein_generators::NO_PARENT
+            } else {
+                self.view.global((s >> 32) as Tag)
+            };
         }
     }
 
@@ -595,7 +610,7 @@ impl Part for BfsPart {
     /// the vertices with arcs.
     fn reset(&mut self) {
         if std::mem::take(&mut self.dirty) {
-            self.state.fill(UNREACHED);
+            fill_unreached(self.view.bare(self.part), &mut self.state);
             self.frontier.clear();
             self.next.clear();
             self.sent.fill(0);
