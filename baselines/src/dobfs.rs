@@ -3,7 +3,10 @@
 //!
 //! - `parent[v]` is an `AtomicU64`. An unvisited vertex holds `UNVISITED | degree(v)`, so
 //!   the thread that claims it (compare-and-swap to its parent) learns the degree for free:
-//!   the sum of the claimed degrees (`scout`) is the next frontier's arc count.
+//!   the sum of the claimed degrees (`scout`) is the next frontier's arc count. A visited
+//!   vertex holds its level in the high half and its parent in the low one: a claim writes
+//!   one word, no level array is touched during the search, and the returned vectors are
+//!   written from these words in one pass at the end.
 //! - Top-down step: threads take 64-vertex chunks of the frontier queue and claim
 //!   unvisited neighbours; each keeps the vertices it claimed in a local buffer and appends
 //!   it to the shared queue (one `fetch_add` per buffer, no allocation per level).
@@ -43,8 +46,8 @@ const LOCAL_QUEUE: usize = 1 << 12;
 struct Search<'a> {
     offsets: &'a [u64],
     targets: &'a [u32],
+    /// `UNVISITED | degree`, then `level << 32 | parent` (see the module docs).
     parent: Vec<AtomicU64>,
-    level: Vec<AtomicU32>,
     /// Frontier queue: each vertex enters it at most once, so `n` slots suffice.
     queue: Vec<AtomicU32>,
     tail: AtomicUsize,
@@ -85,13 +88,12 @@ impl Search<'_> {
                         if cur & UNVISITED != 0
                             && p.compare_exchange(
                                 cur,
-                                u64::from(u),
+                                u64::from(depth) << 32 | u64::from(u),
                                 Ordering::Relaxed,
                                 Ordering::Relaxed,
                             )
                             .is_ok()
                         {
-                            self.level[v as usize].store(depth, Ordering::Relaxed);
                             self.todo.clear_atomic(v as usize);
                             scout += cur & !UNVISITED;
                             local.push(v);
@@ -129,8 +131,8 @@ impl Search<'_> {
                         let u = w * 64 + i as usize;
                         for &v in self.neighbors(u) {
                             if front.get(v as usize) {
-                                self.parent[u].store(u64::from(v), Ordering::Relaxed);
-                                self.level[u].store(depth, Ordering::Relaxed);
+                                let word = u64::from(depth) << 32 | u64::from(v);
+                                self.parent[u].store(word, Ordering::Relaxed);
                                 bits |= 1 << i;
                                 awake += 1;
                                 break;
@@ -225,34 +227,26 @@ pub(crate) fn direction_optimizing(
     });
     let (mut parent, mut level) = (std::mem::take(&mut out.parent), std::mem::take(&mut out.level));
     if parent.len() != n || level.len() != n {
-        // Zeroed allocations: the parallel initialisation below maps their pages.
+        // Zeroed allocations: the parallel passes below map their pages.
         (parent, level) = (vec![0; n], vec![0; n]);
     }
     pool.install(|| {
-        parent
-            .par_chunks_mut(64)
-            .zip(level.par_chunks_mut(64))
-            .with_min_len(1 << 8)
-            .enumerate()
-            .for_each(|(w, (ps, ls))| {
-                let mut bits = 0u64;
-                for (i, (p, l)) in ps.iter_mut().zip(ls).enumerate() {
-                    let v = w * 64 + i;
-                    let degree = offsets[v + 1] - offsets[v];
-                    *p = UNVISITED | degree;
-                    *l = UNREACHED_LEVEL;
-                    bits |= u64::from(degree > 0) << i;
-                }
-                todo.store_word(w, bits);
-            })
+        parent.par_chunks_mut(64).with_min_len(1 << 8).enumerate().for_each(|(w, ps)| {
+            let mut bits = 0u64;
+            for (i, p) in ps.iter_mut().enumerate() {
+                let v = w * 64 + i;
+                let degree = offsets[v + 1] - offsets[v];
+                *p = UNVISITED | degree;
+                bits |= u64::from(degree > 0) << i;
+            }
+            todo.store_word(w, bits);
+        })
     });
-    // The same allocations as atomics (same size and alignment: `collect` reuses them).
+    // The same allocation as atomics (same size and alignment: `collect` reuses it).
     let parent: Vec<AtomicU64> = parent.into_iter().map(AtomicU64::new).collect();
-    let level: Vec<AtomicU32> = level.into_iter().map(AtomicU32::new).collect();
-    let s = Search { offsets, targets, parent, level, queue, tail: AtomicUsize::new(1), todo };
+    let s = Search { offsets, targets, parent, queue, tail: AtomicUsize::new(1), todo };
     s.parent[root as usize].store(u64::from(root), Ordering::Relaxed);
     s.todo.clear_atomic(root as usize);
-    s.level[root as usize].store(0, Ordering::Relaxed);
     s.queue[0].store(root, Ordering::Relaxed);
 
     let (mut start, mut end) = (0usize, 1usize);
@@ -260,6 +254,9 @@ pub(crate) fn direction_optimizing(
     let mut scout = csr.degree(u64::from(root));
     let mut depth = 0u32;
     while start < end {
+        // A level shares its word with the UNVISITED bit: 31 bits (a caught panic, an
+        // error of the solver, beyond; only a graph of 2^31 vertices or more gets there).
+        assert!(depth < (1 << 31) - 2, "BFS levels of 2^31 and more are not yet supported");
         if options.alpha > 0 && scout > edges_to_check / options.alpha {
             s.queue_to_bitmap(pool, start, end, &front);
             let mut awake = end - start;
@@ -284,20 +281,22 @@ pub(crate) fn direction_optimizing(
             end = s.tail.load(Ordering::Relaxed);
         }
     }
-    // Unvisited marks become NO_PARENT in place; then the atomics are unwrapped in place
-    // (same size and alignment, so `collect` reuses the allocations: no new pages to fault
-    // in inside the timed search).
-    let Search { mut parent, level, queue, todo, .. } = s;
+    // Each word becomes the parent in place and the level beside it (unvisited: NO_PARENT
+    // and UNREACHED_LEVEL); the atomics are unwrapped in place (same size and alignment,
+    // so `collect` reuses the allocation: no new pages to fault in inside the timed search).
+    let Search { mut parent, queue, todo, .. } = s;
     *scratch = Some(Scratch { queue, front, next, todo });
     pool.install(|| {
-        parent.par_iter_mut().with_min_len(1 << 14).for_each(|p| {
+        parent.par_iter_mut().zip(level.par_iter_mut()).with_min_len(1 << 14).for_each(|(p, l)| {
             let p = p.get_mut();
             if *p & UNVISITED != 0 {
-                *p = NO_PARENT;
+                (*p, *l) = (NO_PARENT, UNREACHED_LEVEL);
+            } else {
+                (*p, *l) = (*p & u64::from(u32::MAX), (*p >> 32) as u32);
             }
         })
     });
     out.parent = parent.into_iter().map(AtomicU64::into_inner).collect();
-    out.level = level.into_iter().map(AtomicU32::into_inner).collect();
+    out.level = level;
     out.root = u64::from(root);
 }
