@@ -24,11 +24,22 @@
 //! bitmaps, used by alternate levels; each partition clears its slice of the one the
 //! previous level used at the start of the next level (when the whole rank has read it:
 //! the main fiber starts a level's drivers only after every driver of the previous one
-//! returned), and of both before a search. The counts [`BfsPart::counts`] (the frontier's arcs
-//! summed as its vertices are reached) feed the switching heuristic (as in GAP: go
-//! bottom-up when the frontier's arcs outweigh the unexplored arcs / alpha, never when
-//! alpha is 0; back top-down when the frontier has fewer than `vertices / beta`
-//! vertices).
+//! returned), and of both before a search. A bottom-up level visits only the vertices still
+//! to do: each partition keeps a bitmap over its local indices of the unreached vertices
+//! that have arcs (`todo`, copied from the partition's bitmap of vertices with arcs at
+//! the start of a search, a bit cleared when a vertex is reached), and walks its set bits,
+//! 64 vertices to a word: reached vertices and those without arcs (about a third of a
+//! Kronecker graph's, never reached) cost nothing after the first level.
+//!
+//! The counts [`BfsPart::counts`] (the frontier's vertices, and its arcs summed as its
+//! vertices are reached) feed the switching heuristic, GAP's (`bfs.cc`): go bottom-up when
+//! the frontier's arcs exceed the arcs not yet examined by a top-down level / alpha
+//! (never when alpha is 0); stay bottom-up while the frontier grows or holds more than
+//! `vertices / beta` vertices; after bottom-up levels, at least one top-down level. The
+//! arcs "not examined" are all arcs less those of every top-down level's frontier (GAP
+//! subtracts 1 for the first top-down level after bottom-up ones), so bottom-up levels do
+//! not lower them: a search does not go back bottom-up for the few vertices of its last
+//! levels (a pass over every unreached vertex for nothing).
 //!
 //! Each level is one round: the main fiber starts a driver fiber on every worker of every
 //! rank (`spawn_on`, argument `(search, level, ..)`; the driver finds its partition's
@@ -59,7 +70,7 @@ use std::time::Instant;
 use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
-use crate::adjacency::{Tag, NO_TAG};
+use crate::adjacency::Tag;
 use crate::graph::GraphView;
 use crate::outbox::{Outbox, Packet};
 
@@ -120,12 +131,24 @@ pub(crate) enum Out {
 /// same worker (`crate::registry::keep_buffers`): a search then faults no fresh pages.
 #[derive(Debug, Default)]
 struct Buffers {
-    level: Vec<u32>,
-    parent: Vec<Tag>,
+    state: Vec<u64>,
     frontier: Vec<u32>,
     next: Vec<u32>,
     sent: Vec<u64>,
     words: Vec<u64>,
+    todo: Vec<u64>,
+    with_arcs: Vec<u64>,
+}
+
+/// Bits over a partition's local indices: set for the vertices with at least one arc.
+fn with_arcs(arcs: &crate::adjacency::PartArcs<Tag>, len: usize) -> Vec<u64> {
+    let mut bits = vec![0u64; len.div_ceil(64)];
+    for l in 0..len as u32 {
+        if arcs.degree(l) > 0 {
+            bits[l as usize / 64] |= 1 << (l % 64);
+        }
+    }
+    bits
 }
 
 /// The frontier of a bottom-up level as one bitmap per rank, over every partition's tags
@@ -134,6 +157,21 @@ struct Buffers {
 #[derive(Debug)]
 struct SharedFrontier {
     bits: [Vec<AtomicU64>; 2],
+}
+
+/// The state of an unreached vertex of `degree` arcs: [`UNREACHED_LEVEL`], and its degree
+/// (at most `u32::MAX`) where the parent goes, so that the visit that reaches it finds the
+/// degree (for the frontier's arcs) in the cache line it writes.
+#[inline]
+fn unreached(degree: u64) -> u64 {
+    u64::from(UNREACHED_LEVEL) | degree.min(u64::from(u32::MAX)) << 32
+}
+
+/// The state of each local vertex of `arcs` before a search ([`unreached`]), into `state`.
+fn fill_unreached(arcs: &crate::adjacency::PartArcs<Tag>, state: &mut [u64]) {
+    for (l, s) in state.iter_mut().enumerate() {
+        *s = unreached(arcs.degree(l as u32));
+    }
 }
 
 /// One partition's BFS state.
@@ -147,14 +185,21 @@ pub(crate) struct BfsPart {
     dirty: bool,
     /// Every partition's handle (given by `crate::parts::connect`), to send visits.
     peers: Arc<Vec<Trust<BfsPart>>>,
-    pub(crate) level: Vec<u32>,
-    pub(crate) parent: Vec<Tag>,
+    /// Per local vertex, its level (low 32 bits) and its parent's tag (high 32 bits), in
+    /// one word so that a visit reads and writes one cache line; until the vertex is
+    /// reached, [`UNREACHED_LEVEL`] and its degree ([`unreached`]).
+    pub(crate) state: Vec<u64>,
     frontier: Vec<u32>,
     next: Vec<u32>,
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
     /// The frontier as bits over the local indices ([`BfsPart::share_frontier`]).
     words: Vec<u64>,
+    /// Bits over the local indices: the vertices with arcs not reached yet (those a
+    /// bottom-up level looks at).
+    todo: Vec<u64>,
+    /// Bits over the local indices: the vertices with arcs (`todo` at the start).
+    with_arcs: Vec<u64>,
     outbox: Outbox<Visit, VISIT_WORDS>,
     /// Arc ranges sent to partitions of this rank ([`HubScan`]).
     scans: Outbox<HubScan, HUB_WORDS>,
@@ -167,8 +212,8 @@ pub(crate) struct BfsPart {
     /// The shared bitmap of the previous level, to clear (this partition's slice) at the
     /// start of the next level, when every partition of the rank has read it.
     stale: Option<usize>,
-    /// Arcs of the vertices not reached yet.
-    unvisited_arcs: u64,
+    /// Arcs of the partition not examined by a top-down level yet ([`BfsCounts::unexamined`]).
+    unexamined: u64,
     /// Arcs of the vertices in `next` (those of `frontier` after [`BfsPart::advance`]).
     next_arcs: u64,
     frontier_arcs: u64,
@@ -183,8 +228,9 @@ pub(crate) struct BfsCounts {
     pub(crate) frontier: u64,
     /// Arcs leaving the new frontier.
     pub(crate) frontier_arcs: u64,
-    /// Arcs of vertices not reached yet.
-    pub(crate) unvisited_arcs: u64,
+    /// Arcs not examined by a top-down level yet (the partition's arcs less those of its
+    /// frontier at every top-down level).
+    pub(crate) unexamined: u64,
 }
 
 // SAFETY: repr(C) of three u64: no address, every bit pattern is a valid value.
@@ -196,7 +242,7 @@ impl std::ops::Add for BfsCounts {
         BfsCounts {
             frontier: self.frontier + o.frontier,
             frontier_arcs: self.frontier_arcs + o.frontier_arcs,
-            unvisited_arcs: self.unvisited_arcs + o.unvisited_arcs,
+            unexamined: self.unexamined + o.unexamined,
         }
     }
 }
@@ -211,9 +257,9 @@ impl BfsPart {
         let np = view.parts.parts();
         let words = view.tags.space(np).div_ceil(64);
         let sent_words = if np > 1 { words } else { 0 };
-        let unvisited_arcs = view.bare(part).num_arcs();
+        let unexamined = view.bare(part).num_arcs();
         let kept = registry::take_buffers::<Buffers>(graph, part)
-            .filter(|b| b.level.len() == len && b.sent.len() == sent_words);
+            .filter(|b| b.state.len() == len && b.sent.len() == sent_words);
         let rank = view.rank_parts(part);
         let shared = registry::shared(graph, rank.start, || SharedFrontier {
             bits: [0, 1].map(|_| (0..words).map(|_| AtomicU64::new(0)).collect()),
@@ -221,15 +267,21 @@ impl BfsPart {
         let (i, k) = (part - rank.start, rank.len());
         let slice = words * i / k..words * (i + 1) / k;
         let dirty = kept.is_some();
-        let b = kept.unwrap_or_else(|| Buffers {
-            level: vec![UNREACHED_LEVEL; len],
-            parent: vec![NO_TAG; len],
-            // Each vertex enters a frontier at most once per search: room for all of them
-            // from the start, so that no later search grows (and faults in) these.
-            frontier: Vec::with_capacity(len),
-            next: Vec::with_capacity(len),
-            sent: vec![0u64; sent_words],
-            words: Vec::new(),
+        let b = kept.unwrap_or_else(|| {
+            let with_arcs = with_arcs(view.bare(part), len);
+            let mut state = vec![0; len];
+            fill_unreached(view.bare(part), &mut state);
+            Buffers {
+                state,
+                // Each vertex enters a frontier at most once per search: room for all of them
+                // from the start, so that no later search grows (and faults in) these.
+                frontier: Vec::with_capacity(len),
+                next: Vec::with_capacity(len),
+                sent: vec![0u64; sent_words],
+                words: Vec::new(),
+                todo: with_arcs.clone(),
+                with_arcs,
+            }
         });
         BfsPart {
             view,
@@ -237,19 +289,20 @@ impl BfsPart {
             part,
             dirty,
             peers: Arc::new(Vec::new()),
-            level: b.level,
-            parent: b.parent,
+            state: b.state,
             frontier: b.frontier,
             next: b.next,
             sent: b.sent,
             words: b.words,
+            todo: b.todo,
+            with_arcs: b.with_arcs,
             outbox: Outbox::new(np),
             scans: Outbox::new(np),
             same_rank: rank.clone(),
             shared,
             slice,
             stale: None,
-            unvisited_arcs,
+            unexamined,
             next_arcs: 0,
             frontier_arcs: 0,
             scanned_arcs: 0,
@@ -264,10 +317,9 @@ impl BfsPart {
     /// Visits local vertex `local` at `level` from `parent` (first visit wins).
     #[inline]
     pub(crate) fn visit(&mut self, local: u32, level: u32, parent: Tag) {
-        let l = local as usize;
-        if self.level[l] == UNREACHED_LEVEL {
-            let degree = self.view.bare(self.part).degree(local);
-            self.reach(local, level, parent, degree);
+        let s = self.state[local as usize];
+        if s as u32 == UNREACHED_LEVEL {
+            self.reach(local, level, parent, s >> 32);
         }
     }
 
@@ -276,10 +328,9 @@ impl BfsPart {
     #[inline]
     fn reach(&mut self, local: u32, level: u32, parent: Tag, degree: u64) {
         let l = local as usize;
-        self.level[l] = level;
-        self.parent[l] = parent;
+        self.state[l] = u64::from(level) | u64::from(parent) << 32;
+        self.todo[l / 64] &= !(1 << (l % 64));
         self.next.push(local);
-        self.unvisited_arcs -= degree;
         self.next_arcs += degree;
     }
 
@@ -310,7 +361,7 @@ impl BfsPart {
         BfsCounts {
             frontier: self.frontier.len() as u64,
             frontier_arcs: self.frontier_arcs,
-            unvisited_arcs: self.unvisited_arcs,
+            unexamined: self.unexamined,
         }
     }
 
@@ -328,7 +379,7 @@ impl BfsPart {
     /// This partition's frontier as bits over its local indices, into `words`.
     fn frontier_bits(&mut self) {
         self.words.clear();
-        self.words.resize(self.level.len().div_ceil(64), 0);
+        self.words.resize(self.state.len().div_ceil(64), 0);
         for &u in &self.frontier {
             self.words[u as usize / 64] |= 1 << (u % 64);
         }
@@ -360,7 +411,8 @@ impl BfsPart {
     }
 
     /// A bottom-up level: every unvisited local vertex with a neighbour in the shared
-    /// frontier of level `level` gets level `level + 1`.
+    /// frontier of level `level` gets level `level + 1`. Only the vertices in `todo` are
+    /// looked at (unreached, with arcs), a word of 64 at a time.
     pub(crate) fn bottom_up(&mut self, level: u32) {
         let view = Arc::clone(&self.view);
         let shared = Arc::clone(&self.shared);
@@ -368,16 +420,18 @@ impl BfsPart {
         let front = &shared.bits[i];
         let arcs = view.bare(self.part);
         let mut scanned = 0;
-        for u in 0..self.level.len() as u32 {
-            if self.level[u as usize] != UNREACHED_LEVEL {
-                continue;
-            }
-            let mine = arcs.arcs(u);
-            for &t in mine {
-                scanned += 1;
-                if front[t as usize / 64].load(Ordering::Relaxed) & (1 << (t % 64)) != 0 {
-                    self.reach(u, level + 1, t, mine.len() as u64);
-                    break;
+        for k in 0..self.todo.len() {
+            let mut bits = self.todo[k];
+            while bits != 0 {
+                let u = k as u32 * 64 + bits.trailing_zeros();
+                bits &= bits - 1;
+                let mine = arcs.arcs(u);
+                for &t in mine {
+                    scanned += 1;
+                    if front[t as usize / 64].load(Ordering::Relaxed) & (1 << (t % 64)) != 0 {
+                        self.reach(u, level + 1, t, mine.len() as u64);
+                        break;
+                    }
                 }
             }
         }
@@ -513,12 +567,13 @@ impl BfsPart {
 impl Drop for BfsPart {
     fn drop(&mut self) {
         let b = Buffers {
-            level: std::mem::take(&mut self.level),
-            parent: std::mem::take(&mut self.parent),
+            state: std::mem::take(&mut self.state),
             frontier: std::mem::take(&mut self.frontier),
             next: std::mem::take(&mut self.next),
             sent: std::mem::take(&mut self.sent),
             words: std::mem::take(&mut self.words),
+            todo: std::mem::take(&mut self.todo),
+            with_arcs: std::mem::take(&mut self.with_arcs),
         };
         registry::keep_buffers(self.graph, self.part, b);
     }
@@ -536,26 +591,34 @@ impl Part for BfsPart {
     }
 
     fn write(&self, from: usize, values: &mut [u32], parents: &mut [u64]) {
-        let len = values.len();
-        values.copy_from_slice(&self.level[from..from + len]);
-        self.view.write_globals(&self.parent[from..from + len], parents);
+        let state = &self.state[from..from + values.len()];
+        for ((v, p), &s) in values.iter_mut().zip(parents.iter_mut()).zip(state) {
+            *v = s as u32;
+            *p = if s as u32 == UNREACHED_LEVEL {
+                skein_generators::NO_PARENT
+            } else {
+                self.view.global((s >> 32) as Tag)
+            };
+        }
     }
 
     fn counters(&self) -> (u64, u64) {
         (self.requests(), self.scanned_arcs)
     }
 
-    /// Clears arrays an earlier search left (nothing for fresh ones).
+    /// Clears arrays an earlier search left (nothing for fresh ones), and sets `todo` to
+    /// the vertices with arcs.
     fn reset(&mut self) {
         if std::mem::take(&mut self.dirty) {
-            self.level.fill(UNREACHED_LEVEL);
-            self.parent.fill(NO_TAG);
+            fill_unreached(self.view.bare(self.part), &mut self.state);
             self.frontier.clear();
             self.next.clear();
             self.sent.fill(0);
             self.next_arcs = 0;
             self.frontier_arcs = 0;
         }
+        self.todo.clear();
+        self.todo.extend_from_slice(&self.with_arcs);
         // Whatever an earlier search (of any partition) left in this slice.
         for bits in &self.shared.bits {
             for w in &bits[self.slice.clone()] {
@@ -571,9 +634,11 @@ impl Part for BfsPart {
 pub(crate) struct Params {
     /// Frontier vertices a driver expands between yields.
     pub(crate) chunk: usize,
-    /// Bottom-up when frontier arcs > unexplored arcs / alpha (0: never).
+    /// Bottom-up when frontier arcs > arcs not examined by top-down levels / alpha (0:
+    /// never).
     pub(crate) alpha: u64,
-    /// Back top-down when the frontier has fewer than `vertices / beta` vertices.
+    /// Back top-down when the frontier stops growing and has at most `vertices / beta`
+    /// vertices.
     pub(crate) beta: u64,
 }
 
@@ -612,14 +677,22 @@ pub(crate) fn search(
     });
     let n = view.parts.num_vertices();
     let (mut level, mut bottom_up) = (0u32, false);
+    // The direction heuristic of Beamer et al. as GAP's `bfs.cc` has it (module docs):
+    // the frontier's arcs (1 after bottom-up levels, as GAP's) against the arcs not
+    // examined by a top-down level yet; the frontier before the last level.
+    // (At the first level the counts are the root partition's alone: its arcs stand for
+    // the unexamined ones, fewer than the graph's, which matters only for a root with a
+    // large share of them or a huge alpha.)
+    let mut scout = counts.frontier_arcs;
+    let mut awake = 0;
     loop {
-        // Direction heuristic of Beamer et al. (as in GAP): go bottom-up when the
-        // frontier's arcs outweigh the unexplored arcs, back when it is small.
-        if !bottom_up {
-            bottom_up = alpha > 0 && counts.frontier_arcs > counts.unvisited_arcs / alpha;
-        } else if counts.frontier < n / beta.max(1) {
-            bottom_up = false;
+        if bottom_up && counts.frontier < awake && counts.frontier <= n / beta.max(1) {
+            (bottom_up, scout) = (false, 1);
         }
+        if !bottom_up {
+            bottom_up = alpha > 0 && scout > counts.unexamined / alpha;
+        }
+        awake = counts.frontier;
         // Each driver returns the counts of its partition's next frontier.
         let drivers = if bottom_up {
             superstep((search, level), bottom_up_driver)
@@ -627,6 +700,7 @@ pub(crate) fn search(
             superstep((search, level, chunk as u64), top_down_driver)
         };
         counts = drivers.into_iter().fold(BfsCounts::default(), |a, b| a + b);
+        scout = counts.frontier_arcs;
         level += 1;
         if counts.frontier == 0 {
             break;
@@ -650,6 +724,7 @@ fn top_down_driver((search, level, chunk): (u64, u32, u64)) -> BfsCounts {
     until_done(&me, (level, chunk), |s, (l, c)| s.expand_chunk(l, c as usize));
     skein::wait_quiescent();
     me.apply((), |s, ()| {
+        s.unexamined -= s.frontier_arcs;
         s.advance();
         s.counts()
     })
@@ -716,7 +791,7 @@ mod tests {
                 .level;
             let mut got = Vec::new();
             for p in &ps {
-                got.extend_from_slice(&p.level);
+                got.extend(p.state.iter().map(|&s| s as u32));
             }
             assert_eq!(got, want, "parts={parts}");
         }

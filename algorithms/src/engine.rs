@@ -159,10 +159,11 @@ pub struct EngineOptions {
     /// more partitions there are (the more of them a partition may run ahead of), the less
     /// each takes ahead. 0: one bucket per round (classic delta-stepping rounds).
     pub round_share: u64,
-    /// BFS goes bottom-up when the frontier's arcs exceed the unvisited vertices'
-    /// arcs / `alpha` (0: never bottom-up).
+    /// BFS goes bottom-up when the frontier's arcs exceed the arcs not yet examined by a
+    /// top-down level / `alpha` (0: never bottom-up), as GAP's `bfs.cc`.
     pub alpha: u64,
-    /// BFS goes back top-down when the frontier has fewer than `vertices / beta` vertices.
+    /// BFS goes back top-down when the frontier stops growing and has at most
+    /// `vertices / beta` vertices, as GAP's `bfs.cc`.
     pub beta: u64,
     /// A testing aid: split the workers into this many fake ranks of one process
     /// ([`skein::Builder::loopback_ranks`]; `workers` counts all of them then). `None`: the
@@ -789,9 +790,10 @@ impl Engine {
     /// Breadth-first search from `root`: hop levels and a parent tree.
     ///
     /// # Complexity
-    /// `O(n + m)` work; one round per level. Memory per partition: 8 bytes per owned
-    /// vertex plus a bit per vertex of the graph (the send filter), and per rank two bits
-    /// per vertex of the graph (the frontier bitmaps); kept across searches.
+    /// `O(n + m)` work; one round per level. Memory per partition: 8 bytes and 2 bits per
+    /// owned vertex (level and parent; the vertices with arcs and those still to do) plus
+    /// a bit per vertex of the graph (the send filter), and per rank two bits per vertex of
+    /// the graph (the frontier bitmaps); kept across searches.
     pub fn bfs(&self, root: u64) -> Result<(BfsResult, SearchStats), EngineError> {
         let (r, stats) = self.bfs_search(root, true, Default::default())?;
         Ok((r.expect("the result travels to every rank"), stats))

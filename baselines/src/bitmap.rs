@@ -27,6 +27,12 @@ impl Bitmap {
         self.words[bit / 64].fetch_or(1 << (bit % 64), Ordering::Relaxed);
     }
 
+    /// Clears one bit; several threads may clear bits of the same word.
+    #[inline]
+    pub(crate) fn clear_atomic(&self, bit: usize) {
+        self.words[bit / 64].fetch_and(!(1 << (bit % 64)), Ordering::Relaxed);
+    }
+
     #[inline]
     pub(crate) fn word(&self, i: usize) -> u64 {
         self.words[i].load(Ordering::Relaxed)

@@ -3,14 +3,21 @@
 //!
 //! - `parent[v]` is an `AtomicU64`. An unvisited vertex holds `UNVISITED | degree(v)`, so
 //!   the thread that claims it (compare-and-swap to its parent) learns the degree for free:
-//!   the sum of the claimed degrees (`scout`) is the next frontier's arc count.
+//!   the sum of the claimed degrees (`scout`) is the next frontier's arc count. A visited
+//!   vertex holds its level in the high half and its parent in the low one: a claim writes
+//!   one word, no level array is touched during the search, and the returned vectors are
+//!   written from these words in one pass at the end.
 //! - Top-down step: threads take 64-vertex chunks of the frontier queue and claim
 //!   unvisited neighbours; each keeps the vertices it claimed in a local buffer and appends
 //!   it to the shared queue (one `fetch_add` per buffer, no allocation per level).
 //! - Bottom-up step: threads take chunks of 64-aligned words of the vertex range; every
 //!   unvisited vertex scans its neighbours and stops at the first one in the frontier
 //!   bitmap. A thread owns whole words of the next bitmap, so it stores them without atomics.
-//! - The frontier queue and both bitmaps are kept by the [`crate::Solver`] for its next
+//!   The unvisited vertices come from a bitmap of those still to do (`todo`: unvisited, with
+//!   at least one arc; set when the search starts, a bit cleared by the top-down claim or by
+//!   the bottom-up step that reaches the vertex), 64 to a word: the visited vertices and those
+//!   without arcs (a third of a Kronecker graph's, never reached) cost nothing.
+//! - The frontier queue and the bitmaps are kept by the [`crate::Solver`] for its next
 //!   search ([`Scratch`]); the parent and level arrays, which the search returns, are
 //!   written into the caller's earlier result when it fits ([`crate::Solver::bfs_into`]):
 //!   a search then allocates nothing and faults no fresh pages.
@@ -39,12 +46,13 @@ const LOCAL_QUEUE: usize = 1 << 12;
 struct Search<'a> {
     offsets: &'a [u64],
     targets: &'a [u32],
-    n: usize,
+    /// `UNVISITED | degree`, then `level << 32 | parent` (see the module docs).
     parent: Vec<AtomicU64>,
-    level: Vec<AtomicU32>,
     /// Frontier queue: each vertex enters it at most once, so `n` slots suffice.
     queue: Vec<AtomicU32>,
     tail: AtomicUsize,
+    /// The unvisited vertices with arcs (see the module docs).
+    todo: Bitmap,
 }
 
 impl Search<'_> {
@@ -80,13 +88,13 @@ impl Search<'_> {
                         if cur & UNVISITED != 0
                             && p.compare_exchange(
                                 cur,
-                                u64::from(u),
+                                u64::from(depth) << 32 | u64::from(u),
                                 Ordering::Relaxed,
                                 Ordering::Relaxed,
                             )
                             .is_ok()
                         {
-                            self.level[v as usize].store(depth, Ordering::Relaxed);
+                            self.todo.clear_atomic(v as usize);
                             scout += cur & !UNVISITED;
                             local.push(v);
                             if local.len() == LOCAL_QUEUE {
@@ -114,22 +122,27 @@ impl Search<'_> {
                     break;
                 }
                 for w in w0..(w0 + BU_CHUNK_WORDS).min(words) {
-                    let mut bits = 0u64;
-                    for u in w * 64..(w * 64 + 64).min(self.n) {
-                        if self.parent[u].load(Ordering::Relaxed) & UNVISITED == 0 {
-                            continue;
-                        }
+                    // This thread is the only one to touch word `w` of `todo` in this step.
+                    let todo = self.todo.word(w);
+                    let (mut left, mut bits) = (todo, 0u64);
+                    while left != 0 {
+                        let i = left.trailing_zeros();
+                        left &= left - 1;
+                        let u = w * 64 + i as usize;
                         for &v in self.neighbors(u) {
                             if front.get(v as usize) {
-                                self.parent[u].store(u64::from(v), Ordering::Relaxed);
-                                self.level[u].store(depth, Ordering::Relaxed);
-                                bits |= 1 << (u % 64);
+                                let word = u64::from(depth) << 32 | u64::from(v);
+                                self.parent[u].store(word, Ordering::Relaxed);
+                                bits |= 1 << i;
                                 awake += 1;
                                 break;
                             }
                         }
                     }
                     next.store_word(w, bits);
+                    if bits != 0 {
+                        self.todo.store_word(w, todo & !bits);
+                    }
                 }
             }
             awake
@@ -178,14 +191,16 @@ impl Search<'_> {
 }
 
 /// The arrays a search uses but does not return, kept by the caller for the next search
-/// of the same graph (no fresh pages to fault in): the frontier queue and the two
+/// of the same graph (no fresh pages to fault in): the frontier queue and the three
 /// bitmaps. Nothing needs clearing: a search writes every queue slot it reads, clears the
-/// frontier bitmap before filling it and stores every word of the next one.
+/// frontier bitmap before filling it, stores every word of the next one and of `todo`
+/// when it starts.
 #[derive(Debug)]
 pub(crate) struct Scratch {
     queue: Vec<AtomicU32>,
     front: Bitmap,
     next: Bitmap,
+    todo: Bitmap,
 }
 
 /// Direction-optimizing BFS from `root` on `pool`'s threads into `out`; `targets` are
@@ -204,30 +219,34 @@ pub(crate) fn direction_optimizing(
     let n = csr.num_vertices() as usize;
     let offsets = csr.offsets();
     let kept = scratch.take().filter(|s| s.queue.len() == n);
-    let Scratch { queue, mut front, mut next } = kept.unwrap_or_else(|| Scratch {
+    let Scratch { queue, mut front, mut next, todo } = kept.unwrap_or_else(|| Scratch {
         queue: pool.install(|| (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect()),
         front: Bitmap::new(n),
         next: Bitmap::new(n),
+        todo: Bitmap::new(n),
     });
     let (mut parent, mut level) = (std::mem::take(&mut out.parent), std::mem::take(&mut out.level));
     if parent.len() != n || level.len() != n {
-        // Zeroed allocations: the parallel initialisation below maps their pages.
+        // Zeroed allocations: the parallel passes below map their pages.
         (parent, level) = (vec![0; n], vec![0; n]);
     }
     pool.install(|| {
-        parent.par_iter_mut().zip(level.par_iter_mut()).with_min_len(1 << 14).enumerate().for_each(
-            |(v, (p, l))| {
-                *p = UNVISITED | (offsets[v + 1] - offsets[v]);
-                *l = UNREACHED_LEVEL;
-            },
-        )
+        parent.par_chunks_mut(64).with_min_len(1 << 8).enumerate().for_each(|(w, ps)| {
+            let mut bits = 0u64;
+            for (i, p) in ps.iter_mut().enumerate() {
+                let v = w * 64 + i;
+                let degree = offsets[v + 1] - offsets[v];
+                *p = UNVISITED | degree;
+                bits |= u64::from(degree > 0) << i;
+            }
+            todo.store_word(w, bits);
+        })
     });
-    // The same allocations as atomics (same size and alignment: `collect` reuses them).
+    // The same allocation as atomics (same size and alignment: `collect` reuses it).
     let parent: Vec<AtomicU64> = parent.into_iter().map(AtomicU64::new).collect();
-    let level: Vec<AtomicU32> = level.into_iter().map(AtomicU32::new).collect();
-    let s = Search { offsets, targets, n, parent, level, queue, tail: AtomicUsize::new(1) };
+    let s = Search { offsets, targets, parent, queue, tail: AtomicUsize::new(1), todo };
     s.parent[root as usize].store(u64::from(root), Ordering::Relaxed);
-    s.level[root as usize].store(0, Ordering::Relaxed);
+    s.todo.clear_atomic(root as usize);
     s.queue[0].store(root, Ordering::Relaxed);
 
     let (mut start, mut end) = (0usize, 1usize);
@@ -235,6 +254,9 @@ pub(crate) fn direction_optimizing(
     let mut scout = csr.degree(u64::from(root));
     let mut depth = 0u32;
     while start < end {
+        // A level shares its word with the UNVISITED bit: 31 bits (a caught panic, an
+        // error of the solver, beyond; only a graph of 2^31 vertices or more gets there).
+        assert!(depth < (1 << 31) - 2, "BFS levels of 2^31 and more are not yet supported");
         if options.alpha > 0 && scout > edges_to_check / options.alpha {
             s.queue_to_bitmap(pool, start, end, &front);
             let mut awake = end - start;
@@ -259,20 +281,22 @@ pub(crate) fn direction_optimizing(
             end = s.tail.load(Ordering::Relaxed);
         }
     }
-    // Unvisited marks become NO_PARENT in place; then the atomics are unwrapped in place
-    // (same size and alignment, so `collect` reuses the allocations: no new pages to fault
-    // in inside the timed search).
-    let Search { mut parent, level, queue, .. } = s;
-    *scratch = Some(Scratch { queue, front, next });
+    // Each word becomes the parent in place and the level beside it (unvisited: NO_PARENT
+    // and UNREACHED_LEVEL); the atomics are unwrapped in place (same size and alignment,
+    // so `collect` reuses the allocation: no new pages to fault in inside the timed search).
+    let Search { mut parent, queue, todo, .. } = s;
+    *scratch = Some(Scratch { queue, front, next, todo });
     pool.install(|| {
-        parent.par_iter_mut().with_min_len(1 << 14).for_each(|p| {
+        parent.par_iter_mut().zip(level.par_iter_mut()).with_min_len(1 << 14).for_each(|(p, l)| {
             let p = p.get_mut();
             if *p & UNVISITED != 0 {
-                *p = NO_PARENT;
+                (*p, *l) = (NO_PARENT, UNREACHED_LEVEL);
+            } else {
+                (*p, *l) = (*p & u64::from(u32::MAX), (*p >> 32) as u32);
             }
         })
     });
     out.parent = parent.into_iter().map(AtomicU64::into_inner).collect();
-    out.level = level.into_iter().map(AtomicU32::into_inner).collect();
+    out.level = level;
     out.root = u64::from(root);
 }

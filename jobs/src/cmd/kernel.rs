@@ -53,8 +53,8 @@ pub(crate) struct Args {
     /// unexplored arcs / ALPHA (0: never).
     #[arg(long, default_value_t = skein_baselines::DEFAULT_ALPHA)]
     pub(crate) alpha: u64,
-    /// Direction-optimizing BFS (rayon, skein): back to top-down when the frontier <
-    /// vertices / BETA.
+    /// Direction-optimizing BFS (rayon, skein): back to top-down when the frontier stops
+    /// growing and has at most vertices / BETA vertices.
     #[arg(long, default_value_t = skein_baselines::DEFAULT_BETA,
           value_parser = at_least_one::<u64>)]
     pub(crate) beta: u64,
