@@ -122,6 +122,11 @@ use crate::registry;
 /// Bins per delta-bucket.
 const SUB: u32 = 16;
 
+/// How far ahead in a bin [`SsspPart::process_bucket`] asks for a vertex's bounds (and its
+/// distance), and for its arcs: see the module docs, "Cost per arc".
+const AHEAD_BOUNDS: usize = 8;
+const AHEAD_ARCS: usize = 4;
+
 /// The least budget of a partition's round, in arcs (see [`SsspPart::new`]): below it, a
 /// round's quiescence wait costs more than the relaxations it holds back.
 const MIN_BUDGET: u64 = 1024;
@@ -350,6 +355,16 @@ impl SsspPart {
         let tags = view.tags;
         let copies = view.all_weighted();
         let (own, same) = (view.own().start, self.same_rank.clone());
+        // Each scan's first arcs are a random read in the sender's copy: ask for all of
+        // them before relaxing the first (a batch holds at most 8).
+        for s in batch.items() {
+            let sender = tags.part(s.parent);
+            if same.contains(&sender) {
+                let copy = &copies[sender - own];
+                copy.prefetch_at(s.start);
+                copy.prefetch_at(s.end.wrapping_sub(1));
+            }
+        }
         for s in batch.items() {
             let sender = tags.part(s.parent);
             let arcs = if same.contains(&sender) {
@@ -457,6 +472,18 @@ impl SsspPart {
                 }
                 continue;
             };
+            // The vertices the next pops take (unless relaxations file new ones first):
+            // their bounds, then their arcs, loaded while this one relaxes (see the module
+            // docs, "Cost per arc").
+            if let Some(v) = self.bins.peek_back(bin, AHEAD_BOUNDS) {
+                arcs.prefetch_bounds(v);
+                if let Some(d) = self.dist.get(v as usize) {
+                    skein::prefetch(d);
+                }
+            }
+            if let Some(v) = self.bins.peek_back(bin, AHEAD_ARCS) {
+                arcs.prefetch_arcs(v);
+            }
             taken += 1;
             if !self.is_live(u, bin) {
                 continue; // stale entry: improved since, or already relaxed
@@ -465,12 +492,25 @@ impl SsspPart {
             self.pending[u as usize / 64] &= !(1 << (u % 64));
             let me = tags.tag(self.part, u);
             let (first, last) = arcs.bounds(u);
-            let (own, _) = arcs.split(u);
-            self.relaxed_arcs += own.len() as u64;
-            for &Arc32 { tag, weight } in own {
-                self.relax(tags.local(tag), du + weight, me);
-            }
-            for (owner, start, end) in arcs.segments_of(first + own.len() as u64, last, tags) {
+            let row = arcs.range(first, last);
+            let own = if row.last().is_some_and(|a| !arcs.is_own(a)) {
+                // Arcs to other partitions at the end: the own ones are a prefix, relaxed
+                // until the first other one (a test per arc that fails once, where a
+                // binary search for the split would wait for one miss after another).
+                let mut i = 0;
+                while let Some(&Arc32 { tag, weight }) = row.get(i).filter(|a| arcs.is_own(a)) {
+                    self.relax(tags.local(tag), du + weight, me);
+                    i += 1;
+                }
+                i
+            } else {
+                for &Arc32 { tag, weight } in row {
+                    self.relax(tags.local(tag), du + weight, me);
+                }
+                row.len()
+            };
+            self.relaxed_arcs += own as u64;
+            for (owner, start, end) in arcs.segments_of(first + own as u64, last, tags) {
                 let scan = if self.same_rank.contains(&owner) {
                     Scan { start, end, parent: me, dist: du }
                 } else {
