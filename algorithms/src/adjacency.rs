@@ -244,8 +244,10 @@ impl<A: Layout> PartArcs<A> {
     /// timing, whatever `local` is.
     #[inline]
     pub fn prefetch_bounds(&self, local: u32) {
-        if let Some(o) = self.offsets.get(local as usize + 1) {
-            skein::prefetch(o);
+        let l = local as usize;
+        if let (Some(s), Some(e)) = (self.offsets.get(l), self.offsets.get(l + 1)) {
+            skein::prefetch(s);
+            skein::prefetch(e);
         }
     }
 

@@ -104,7 +104,7 @@ use std::time::Instant;
 use skein::Trust;
 use skein_buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
-use crate::adjacency::{Arc32, Tag, NO_TAG};
+use crate::adjacency::{Arc32, Tag, Tags, NO_TAG};
 use crate::graph::GraphView;
 use crate::outbox::{Outbox, Packet};
 
@@ -114,7 +114,7 @@ const SCAN_WORDS: usize = 24;
 /// Up to 8 scans for one partition, one request.
 pub(crate) type Batch<T> = Packet<T, SCAN_WORDS>;
 use crate::parts::{
-    collect, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+    collect_into, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
     RoundSpread,
 };
 use crate::registry;
@@ -124,8 +124,10 @@ const SUB: u32 = 16;
 
 /// How far ahead in a bin [`SsspPart::process_bucket`] asks for a vertex's bounds (and its
 /// distance), and for its arcs: see the module docs, "Cost per arc".
-const AHEAD_BOUNDS: usize = 8;
-const AHEAD_ARCS: usize = 4;
+const AHEAD_BOUNDS: usize = 16;
+const AHEAD_ARCS: usize = 8;
+/// How many arcs ahead a relaxation loop asks for a target's distance.
+const AHEAD_DIST: usize = 16;
 
 /// The least budget of a partition's round, in arcs (see [`SsspPart::new`]): below it, a
 /// round's quiescence wait costs more than the relaxations it holds back.
@@ -385,9 +387,28 @@ impl SsspPart {
                 arcs
             };
             self.relaxed_arcs += arcs.len() as u64;
-            for &Arc32 { tag, weight } in arcs {
-                self.relax(tags.local(tag), s.dist + weight, s.parent);
+            self.relax_row(arcs, s.dist, s.parent, tags);
+        }
+    }
+
+    /// Relaxes every arc of `row` (all into this partition) from vertex `parent` at
+    /// distance `d`, asking for the distance [`AHEAD_DIST`] arcs ahead as it goes.
+    #[inline(always)]
+    fn relax_row(&mut self, row: &[Arc32], d: f32, parent: Tag, tags: Tags) {
+        for (i, &Arc32 { tag, weight }) in row.iter().enumerate() {
+            if let Some(a) = row.get(i + AHEAD_DIST) {
+                self.prefetch_dist(tags.local(a.tag));
             }
+            self.relax(tags.local(tag), d + weight, parent);
+        }
+    }
+
+    /// Hints the CPU to load the distance of `local` (nothing when out of range: the
+    /// target of an arc to another partition).
+    #[inline(always)]
+    fn prefetch_dist(&self, local: u32) {
+        if let Some(x) = self.dist.get(local as usize) {
+            skein::prefetch(x);
         }
     }
 
@@ -499,14 +520,15 @@ impl SsspPart {
                 // binary search for the split would wait for one miss after another).
                 let mut i = 0;
                 while let Some(&Arc32 { tag, weight }) = row.get(i).filter(|a| arcs.is_own(a)) {
+                    if let Some(a) = row.get(i + AHEAD_DIST) {
+                        self.prefetch_dist(tags.local(a.tag));
+                    }
                     self.relax(tags.local(tag), du + weight, me);
                     i += 1;
                 }
                 i
             } else {
-                for &Arc32 { tag, weight } in row {
-                    self.relax(tags.local(tag), du + weight, me);
-                }
+                self.relax_row(row, du, me, tags);
                 row.len()
             };
             self.relaxed_arcs += own as u64;
@@ -598,15 +620,18 @@ pub(crate) struct Params {
 
 /// One SSSP search from `root`, run by the main fiber of a runtime whose workers (of every
 /// rank) each own one partition of `view` (registered on every rank as graph `graph`,
-/// `crate::registry`): distances and parents (global ids) indexed by global id, or, with
-/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank); and the
-/// counters, with the arcs each partition relaxed per round ([`RoundSpread`]).
+/// `crate::registry`): distances and parents (global ids) indexed by global id, written
+/// into the vectors `reuse` when they fit (an earlier result's: `crate::parts::gather_into`,
+/// so that a search faults no fresh pages for its result), or, with [`Collect::Slices`],
+/// empty vectors (each rank's slice is left on its rank); and the counters, with the arcs
+/// each partition relaxed per round ([`RoundSpread`]).
 pub(crate) fn search(
     graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
     how: Collect,
+    reuse: (Vec<f32>, Vec<u64>),
 ) -> (Vec<f32>, Vec<u64>, (KernelStats, RoundSpread)) {
     let np = skein::num_workers();
     assert_eq!(np, view.parts.parts(), "one partition per worker of the job");
@@ -653,7 +678,7 @@ pub(crate) fn search(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = collect(graph, search, &parts, &view.parts, how);
+    let g = collect_into(graph, search, &parts, &view.parts, how, reuse);
     disconnect(search, &parts);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, (stats, spread))
@@ -807,7 +832,9 @@ mod tests {
                 };
                 let id = registry::register_graph(Arc::clone(&sh));
                 let r = rt
-                    .run(move || search(id, sh, root, params, Collect::Gather).0)
+                    .run(move || {
+                        search(id, sh, root, params, Collect::Gather, Default::default()).0
+                    })
                     .map_err(|e| e.to_string());
                 registry::unregister_graph(id);
                 r

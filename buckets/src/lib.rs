@@ -426,7 +426,10 @@ mod tests {
         assert_eq!(q.first_from(6), Some(63));
         assert_eq!(q.first_from(64), Some(64));
         assert_eq!(q.len_of(5), 2);
-        assert_eq!((q.peek_back(5, 0), q.peek_back(5, 1), q.peek_back(5, 2)), (Some(5), Some(1), None));
+        assert_eq!(
+            (q.peek_back(5, 0), q.peek_back(5, 1), q.peek_back(5, 2)),
+            (Some(5), Some(1), None)
+        );
         assert_eq!(q.peek_back(1000, 0), None, "beyond the window");
         assert_eq!(q.pop(5), Some(5));
         assert_eq!(q.pop(5), Some(1));
