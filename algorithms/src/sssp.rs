@@ -76,6 +76,23 @@
 //! 16 cores) for 13 rounds at SCALE 20; the shrinking one with the default `round_share`
 //! of 64, 1.11 times for 49 rounds (`docs/performance.md`, "SSSP at many workers").
 //!
+//! # Cost per arc
+//!
+//! The kernel's time is cache misses, not instructions (`docs/performance.md`, "SSSP: the
+//! cost per arc"): per vertex taken, its bounds and the first line of its arcs (random
+//! places in the copy), per arc the target's distance. Nothing of the next vertex is known
+//! to the hardware, but the bin is: [`SsspPart::process_bucket`] looks [`AHEAD_BOUNDS`]
+//! entries down the current bin (the next pops, unless relaxations file new entries there
+//! first, which is rare with bins a sixteenth of a bucket wide) and asks for that vertex's
+//! bounds and distance, and [`AHEAD_ARCS`] entries down for the first and last line of its
+//! arcs, whose bounds have arrived by then; a stale entry's lines are asked for in vain,
+//! which costs bandwidth only. Each relaxation loop asks for the distance of the arc
+//! [`AHEAD_DIST`] places ahead, and a batch of scans asks for the first and last arc of
+//! each of its ranges before relaxing the first. A vertex whose arcs all point into its own
+//! partition (the last one does) relaxes them in one loop with no test per arc; one with
+//! arcs elsewhere relaxes its own ones up to the first other one (a test per arc that fails
+//! once), where a binary search for the split waited for one miss after another.
+//!
 //! # Across ranks
 //!
 //! Nothing above depends on where a partition lives: a batch of scans is the `Plain`
