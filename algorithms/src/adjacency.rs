@@ -239,6 +239,43 @@ impl<A: Layout> PartArcs<A> {
         (self.offsets[l], self.offsets[l + 1])
     }
 
+    /// Hints the CPU to load the bounds of local vertex `local` ([`PartArcs::bounds`]), for
+    /// a kernel that knows which vertex it takes a few steps ahead. Changes nothing but
+    /// timing, whatever `local` is.
+    #[inline]
+    pub fn prefetch_bounds(&self, local: u32) {
+        let l = local as usize;
+        if let (Some(s), Some(e)) = (self.offsets.get(l), self.offsets.get(l + 1)) {
+            skein::prefetch(s);
+            skein::prefetch(e);
+        }
+    }
+
+    /// Hints the CPU to load the first and the last cache line of the arcs of local vertex
+    /// `local` (reading its bounds, best prefetched earlier: [`PartArcs::prefetch_bounds`]).
+    /// Changes nothing but timing, whatever `local` is.
+    #[inline]
+    pub fn prefetch_arcs(&self, local: u32) {
+        let l = local as usize;
+        if let (Some(&s), Some(&e)) = (self.offsets.get(l), self.offsets.get(l + 1)) {
+            if let Some(a) = self.arcs.get(s as usize) {
+                skein::prefetch(a);
+            }
+            if let Some(a) = self.arcs.get((e as usize).wrapping_sub(1)) {
+                skein::prefetch(a);
+            }
+        }
+    }
+
+    /// Hints the CPU to load arc `at` (the start of a range for [`PartArcs::range`]).
+    /// Changes nothing but timing, whatever `at` is.
+    #[inline]
+    pub fn prefetch_at(&self, at: u64) {
+        if let Some(a) = self.arcs.get(at as usize) {
+            skein::prefetch(a);
+        }
+    }
+
     /// True when `a` points into this partition.
     #[inline]
     pub fn is_own(&self, a: &A) -> bool {
@@ -294,7 +331,12 @@ impl<A: Layout> PartArcs<A> {
             }
             let rest = self.range(at, end);
             let owner = tags.part(rest[0].tag());
-            let len = rest.partition_point(|a| tags.part(a.tag()) == owner) as u64;
+            // One owner left (always so with two partitions): no search through the arcs.
+            let len = if tags.part(rest[rest.len() - 1].tag()) == owner {
+                rest.len() as u64
+            } else {
+                rest.partition_point(|a| tags.part(a.tag()) == owner) as u64
+            };
             let seg = (owner, at, at + len);
             at += len;
             Some(seg)

@@ -54,7 +54,7 @@
 //! - results come back with `apply_with`, in chunks of at most 65536 vertices, from the
 //!   partitions of other ranks; those of rank 0 write the result vectors in place, in
 //!   parallel (`crate::output`), into an earlier result's vectors with
-//!   [`Engine::bfs_into`] (no fresh pages per search);
+//!   [`Engine::bfs_into`] and [`Engine::sssp_into`] (no fresh pages per search);
 //! - [`Engine::sssp`] and [`Engine::bfs`] run with [`skein::Runtime::run`], so the result
 //!   travels as bytes and every rank returns the same one.
 //!
@@ -679,8 +679,19 @@ impl Engine {
     /// more workers: see the option). [`SearchStats::round_spread`] tells how evenly the
     /// rounds' work fell on the workers.
     pub fn sssp(&self, root: u64) -> Result<(SsspResult, SearchStats), EngineError> {
-        let (r, stats) = self.sssp_search(root, true)?;
+        let (r, stats) = self.sssp_search(root, true, Default::default())?;
         Ok((r.expect("the result travels to every rank"), stats))
+    }
+
+    /// [`Engine::sssp`] into `out`, an earlier result of this engine (or an empty one), as
+    /// [`Engine::bfs_into`]: its vectors are overwritten in place when they have one entry
+    /// per vertex, so that a search faults no fresh pages for its result (12 bytes per
+    /// vertex); otherwise they are replaced. On an error `out` is left empty or as it was.
+    pub fn sssp_into(&self, root: u64, out: &mut SsspResult) -> Result<SearchStats, EngineError> {
+        let reuse = (std::mem::take(&mut out.dist), std::mem::take(&mut out.parent));
+        let (r, stats) = self.sssp_search(root, true, reuse)?;
+        *out = r.expect("the result travels to every rank");
+        Ok(stats)
     }
 
     /// [`Engine::sssp`] whose result stays where the search's main fiber ran: `Some` on
@@ -691,7 +702,7 @@ impl Engine {
         &self,
         root: u64,
     ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
-        self.sssp_search(root, false)
+        self.sssp_search(root, false, Default::default())
     }
 
     /// [`Engine::sssp`] whose result stays distributed: each rank gets the slice of its
@@ -700,7 +711,9 @@ impl Engine {
     pub fn sssp_local(&self, root: u64) -> Result<(LocalSssp, SearchStats), EngineError> {
         let (params, view, id) = self.sssp_params(root)?;
         let key = registry::new_slices();
-        let run = self.rt.run(move || sssp::search(id, view, root, params, Collect::Slices(key)).2);
+        let run = self.rt.run(move || {
+            sssp::search(id, view, root, params, Collect::Slices(key), Default::default()).2
+        });
         let slices = self.take_slices::<f32>(key);
         let (stats, spread) = run?;
         let stats =
@@ -776,10 +789,11 @@ impl Engine {
         &self,
         root: u64,
         everywhere: bool,
+        reuse: (Vec<f32>, Vec<u64>),
     ) -> Result<(Option<SsspResult>, SearchStats), EngineError> {
         let (params, view, id) = self.sssp_params(root)?;
         let (values, stats) = self.run_search(everywhere, move || {
-            sssp::search(id, view, root, params, Collect::Gather)
+            sssp::search(id, view, root, params, Collect::Gather, reuse)
         })?;
         let (stats, spread) = stats;
         let stats =

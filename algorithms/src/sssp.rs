@@ -76,6 +76,23 @@
 //! 16 cores) for 13 rounds at SCALE 20; the shrinking one with the default `round_share`
 //! of 64, 1.11 times for 49 rounds (`docs/performance.md`, "SSSP at many workers").
 //!
+//! # Cost per arc
+//!
+//! The kernel's time is cache misses, not instructions (`docs/performance.md`, "SSSP: the
+//! cost per arc"): per vertex taken, its bounds and the first line of its arcs (random
+//! places in the copy), per arc the target's distance. Nothing of the next vertex is known
+//! to the hardware, but the bin is: [`SsspPart::process_bucket`] looks [`AHEAD_BOUNDS`]
+//! entries down the current bin (the next pops, unless relaxations file new entries there
+//! first, which is rare with bins a sixteenth of a bucket wide) and asks for that vertex's
+//! bounds and distance, and [`AHEAD_ARCS`] entries down for the first and last line of its
+//! arcs, whose bounds have arrived by then; a stale entry's lines are asked for in vain,
+//! which costs bandwidth only. Each relaxation loop asks for the distance of the arc
+//! [`AHEAD_DIST`] places ahead, and a batch of scans asks for the first and last arc of
+//! each of its ranges before relaxing the first. A vertex whose arcs all point into its own
+//! partition (the last one does) relaxes them in one loop with no test per arc; one with
+//! arcs elsewhere relaxes its own ones up to the first other one (a test per arc that fails
+//! once), where a binary search for the split waited for one miss after another.
+//!
 //! # Across ranks
 //!
 //! Nothing above depends on where a partition lives: a batch of scans is the `Plain`
@@ -104,7 +121,7 @@ use std::time::Instant;
 use skein::Trust;
 use skein_buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
-use crate::adjacency::{Arc32, Tag, NO_TAG};
+use crate::adjacency::{Arc32, Tag, Tags, NO_TAG};
 use crate::graph::GraphView;
 use crate::outbox::{Outbox, Packet};
 
@@ -114,13 +131,20 @@ const SCAN_WORDS: usize = 24;
 /// Up to 8 scans for one partition, one request.
 pub(crate) type Batch<T> = Packet<T, SCAN_WORDS>;
 use crate::parts::{
-    collect, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+    collect_into, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
     RoundSpread,
 };
 use crate::registry;
 
 /// Bins per delta-bucket.
 const SUB: u32 = 16;
+
+/// How far ahead in a bin [`SsspPart::process_bucket`] asks for a vertex's bounds (and its
+/// distance), and for its arcs: see the module docs, "Cost per arc".
+const AHEAD_BOUNDS: usize = 16;
+const AHEAD_ARCS: usize = 8;
+/// How many arcs ahead a relaxation loop asks for a target's distance.
+const AHEAD_DIST: usize = 16;
 
 /// The least budget of a partition's round, in arcs (see [`SsspPart::new`]): below it, a
 /// round's quiescence wait costs more than the relaxations it holds back.
@@ -350,6 +374,16 @@ impl SsspPart {
         let tags = view.tags;
         let copies = view.all_weighted();
         let (own, same) = (view.own().start, self.same_rank.clone());
+        // Each scan's first arcs are a random read in the sender's copy: ask for all of
+        // them before relaxing the first (a batch holds at most 8).
+        for s in batch.items() {
+            let sender = tags.part(s.parent);
+            if same.contains(&sender) {
+                let copy = &copies[sender - own];
+                copy.prefetch_at(s.start);
+                copy.prefetch_at(s.end.wrapping_sub(1));
+            }
+        }
         for s in batch.items() {
             let sender = tags.part(s.parent);
             let arcs = if same.contains(&sender) {
@@ -370,9 +404,28 @@ impl SsspPart {
                 arcs
             };
             self.relaxed_arcs += arcs.len() as u64;
-            for &Arc32 { tag, weight } in arcs {
-                self.relax(tags.local(tag), s.dist + weight, s.parent);
+            self.relax_row(arcs, s.dist, s.parent, tags);
+        }
+    }
+
+    /// Relaxes every arc of `row` (all into this partition) from vertex `parent` at
+    /// distance `d`, asking for the distance [`AHEAD_DIST`] arcs ahead as it goes.
+    #[inline(always)]
+    fn relax_row(&mut self, row: &[Arc32], d: f32, parent: Tag, tags: Tags) {
+        for (i, &Arc32 { tag, weight }) in row.iter().enumerate() {
+            if let Some(a) = row.get(i + AHEAD_DIST) {
+                self.prefetch_dist(tags.local(a.tag));
             }
+            self.relax(tags.local(tag), d + weight, parent);
+        }
+    }
+
+    /// Hints the CPU to load the distance of `local` (nothing when out of range: the
+    /// target of an arc to another partition).
+    #[inline(always)]
+    fn prefetch_dist(&self, local: u32) {
+        if let Some(x) = self.dist.get(local as usize) {
+            skein::prefetch(x);
         }
     }
 
@@ -457,6 +510,18 @@ impl SsspPart {
                 }
                 continue;
             };
+            // The vertices the next pops take (unless relaxations file new ones first):
+            // their bounds, then their arcs, loaded while this one relaxes (see the module
+            // docs, "Cost per arc").
+            if let Some(v) = self.bins.peek_back(bin, AHEAD_BOUNDS) {
+                arcs.prefetch_bounds(v);
+                if let Some(d) = self.dist.get(v as usize) {
+                    skein::prefetch(d);
+                }
+            }
+            if let Some(v) = self.bins.peek_back(bin, AHEAD_ARCS) {
+                arcs.prefetch_arcs(v);
+            }
             taken += 1;
             if !self.is_live(u, bin) {
                 continue; // stale entry: improved since, or already relaxed
@@ -465,12 +530,26 @@ impl SsspPart {
             self.pending[u as usize / 64] &= !(1 << (u % 64));
             let me = tags.tag(self.part, u);
             let (first, last) = arcs.bounds(u);
-            let (own, _) = arcs.split(u);
-            self.relaxed_arcs += own.len() as u64;
-            for &Arc32 { tag, weight } in own {
-                self.relax(tags.local(tag), du + weight, me);
-            }
-            for (owner, start, end) in arcs.segments_of(first + own.len() as u64, last, tags) {
+            let row = arcs.range(first, last);
+            let own = if row.last().is_some_and(|a| !arcs.is_own(a)) {
+                // Arcs to other partitions at the end: the own ones are a prefix, relaxed
+                // until the first other one (a test per arc that fails once, where a
+                // binary search for the split would wait for one miss after another).
+                let mut i = 0;
+                while let Some(&Arc32 { tag, weight }) = row.get(i).filter(|a| arcs.is_own(a)) {
+                    if let Some(a) = row.get(i + AHEAD_DIST) {
+                        self.prefetch_dist(tags.local(a.tag));
+                    }
+                    self.relax(tags.local(tag), du + weight, me);
+                    i += 1;
+                }
+                i
+            } else {
+                self.relax_row(row, du, me, tags);
+                row.len()
+            };
+            self.relaxed_arcs += own as u64;
+            for (owner, start, end) in arcs.segments_of(first + own as u64, last, tags) {
                 let scan = if self.same_rank.contains(&owner) {
                     Scan { start, end, parent: me, dist: du }
                 } else {
@@ -558,15 +637,18 @@ pub(crate) struct Params {
 
 /// One SSSP search from `root`, run by the main fiber of a runtime whose workers (of every
 /// rank) each own one partition of `view` (registered on every rank as graph `graph`,
-/// `crate::registry`): distances and parents (global ids) indexed by global id, or, with
-/// [`Collect::Slices`], empty vectors (each rank's slice is left on its rank); and the
-/// counters, with the arcs each partition relaxed per round ([`RoundSpread`]).
+/// `crate::registry`): distances and parents (global ids) indexed by global id, written
+/// into the vectors `reuse` when they fit (an earlier result's: `crate::parts::gather_into`,
+/// so that a search faults no fresh pages for its result), or, with [`Collect::Slices`],
+/// empty vectors (each rank's slice is left on its rank); and the counters, with the arcs
+/// each partition relaxed per round ([`RoundSpread`]).
 pub(crate) fn search(
     graph: u64,
     view: Arc<GraphView>,
     root: u64,
     params: Params,
     how: Collect,
+    reuse: (Vec<f32>, Vec<u64>),
 ) -> (Vec<f32>, Vec<u64>, (KernelStats, RoundSpread)) {
     let np = skein::num_workers();
     assert_eq!(np, view.parts.parts(), "one partition per worker of the job");
@@ -613,7 +695,7 @@ pub(crate) fn search(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = collect(graph, search, &parts, &view.parts, how);
+    let g = collect_into(graph, search, &parts, &view.parts, how, reuse);
     disconnect(search, &parts);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, (stats, spread))
@@ -767,7 +849,9 @@ mod tests {
                 };
                 let id = registry::register_graph(Arc::clone(&sh));
                 let r = rt
-                    .run(move || search(id, sh, root, params, Collect::Gather).0)
+                    .run(move || {
+                        search(id, sh, root, params, Collect::Gather, Default::default()).0
+                    })
                     .map_err(|e| e.to_string());
                 registry::unregister_graph(id);
                 r

@@ -46,6 +46,7 @@ mod options;
 pub mod oracle;
 mod pagerank;
 mod parents;
+mod prefetch;
 mod seq;
 
 use std::cell::OnceCell;

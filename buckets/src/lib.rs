@@ -325,6 +325,18 @@ impl BucketQueue {
         v
     }
 
+    /// The entry that [`BucketQueue::pop`]`(key)` would return after `back` other pops
+    /// (0: the last entry filed), if `key` is in the window and holds that many; `None`
+    /// for keys beyond it. For looking ahead (prefetching what the next pops will touch).
+    #[inline]
+    pub fn peek_back(&self, key: u64, back: usize) -> Option<u32> {
+        if !self.in_window(key) {
+            return None;
+        }
+        let slot = &self.slots[(key & self.mask) as usize];
+        slot.len().checked_sub(back + 1).map(|i| slot[i])
+    }
+
     /// The last entry filed under `key` (`key >= base`), without removing it.
     #[inline]
     pub fn last(&self, key: u64) -> Option<u32> {
@@ -414,6 +426,11 @@ mod tests {
         assert_eq!(q.first_from(6), Some(63));
         assert_eq!(q.first_from(64), Some(64));
         assert_eq!(q.len_of(5), 2);
+        assert_eq!(
+            (q.peek_back(5, 0), q.peek_back(5, 1), q.peek_back(5, 2)),
+            (Some(5), Some(1), None)
+        );
+        assert_eq!(q.peek_back(1000, 0), None, "beyond the window");
         assert_eq!(q.pop(5), Some(5));
         assert_eq!(q.pop(5), Some(1));
         assert_eq!(q.pop(5), None);

@@ -14,7 +14,7 @@ use crate::graph_source::LoadedGraph;
 use crate::limits;
 use crate::names::{EngineName, Kernel};
 use crate::report::{EngineInfo, KernelOutput};
-use skein_generators::BfsResult;
+use skein_generators::{BfsResult, SsspResult};
 
 /// How to set an engine up (what a job file's `[runtime]` or the CLI flags say).
 #[derive(Debug, Clone)]
@@ -373,15 +373,19 @@ impl<'g> Runner<'g> {
     }
 
     /// [`Runner::run`] that may write into `spare`, an earlier output of this runner (BFS
-    /// results are overwritten in place: no fresh pages per search).
+    /// results, and the skein engine's SSSP results, are overwritten in place: no fresh pages per
+    /// search).
     pub(crate) fn run_reusing(
         &mut self,
         root: u64,
         spare: Option<KernelOutput>,
     ) -> anyhow::Result<KernelOutput> {
-        let mut bfs_out = match spare {
-            Some(KernelOutput::Bfs(r)) => r,
-            _ => BfsResult { root, level: Vec::new(), parent: Vec::new() },
+        let (mut bfs_out, mut sssp_out) = match spare {
+            Some(KernelOutput::Bfs(r)) => (r, None),
+            Some(KernelOutput::Sssp(r)) => {
+                (BfsResult { root, level: Vec::new(), parent: Vec::new() }, Some(r))
+            }
+            _ => (BfsResult { root, level: Vec::new(), parent: Vec::new() }, None),
         };
         Ok(match (&mut self.inner, self.kernel) {
             (Inner::Baseline(s), Kernel::Sssp) => KernelOutput::Sssp(s.sssp(root)?),
@@ -390,9 +394,14 @@ impl<'g> Runner<'g> {
                 KernelOutput::Bfs(bfs_out)
             }
             (Inner::Skein(e, totals), Kernel::Sssp) => {
-                let (r, stats) = e.sssp(root)?;
+                let mut out = sssp_out.take().unwrap_or_else(|| SsspResult {
+                    root,
+                    dist: Vec::new(),
+                    parent: Vec::new(),
+                });
+                let stats = e.sssp_into(root, &mut out)?;
                 totals.add(&stats);
-                KernelOutput::Sssp(r)
+                KernelOutput::Sssp(out)
             }
             (Inner::Skein(e, totals), Kernel::Bfs) => {
                 let stats = e.bfs_into(root, &mut bfs_out)?;
