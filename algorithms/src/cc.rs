@@ -744,12 +744,15 @@ impl Part for CcPart {
 
 /// Connected components of graph `graph`, run by the main fiber, `chunk` vertices per step
 /// of the rounds (the passes take [`PASS`] times more): the labels by global id (empty with
-/// [`Collect::Slices`]) and the kernel's counters.
+/// [`Collect::Slices`]; written into `reuse` when it has one entry per vertex, e.g. the
+/// previous run's labels, so that a repeated run neither zeroes nor faults fresh pages)
+/// and the kernel's counters.
 pub(crate) fn run(
     graph: u64,
     view: Arc<GraphView>,
     chunk: usize,
     how: Collect,
+    reuse: Vec<u64>,
 ) -> (Vec<u64>, KernelStats, CcCounters) {
     let all = parts::entrust_with(graph, CcPart::new);
     let id = parts::connect(&all);
@@ -809,7 +812,11 @@ pub(crate) fn run(
     let counters = counted.iter().fold(CcCounters::default(), |a, &(h, u, p, e, l)| {
         a.add(CcCounters { hooked: h, unhooked: u, pairs: p, edges: e, labels: l })
     });
-    let g = parts::collect(graph, id, &all, &view.parts, how);
+    // The labels alone, into the caller's vector when it fits (no parents).
+    let g = match how {
+        Collect::Gather => parts::gather_values_into(&all, &view.parts, reuse),
+        Collect::Slices(_) => parts::collect(graph, id, &all, &view.parts, how),
+    };
     parts::disconnect(id, &all);
     (g.values, KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs }, counters)
 }
