@@ -68,10 +68,13 @@
 //! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,562
 //! components hooked, 469 vertices not, 696 contracted edges, 2 label rounds.
 //!
-//! Memory: per partition 4 bytes per own vertex (the forest), two bits per own vertex (the
-//! giant flags, the published bits), 8 bytes per candidate and per contracted edge; per
-//! rank one bit per tag of the whole graph and the link matrix (a bit per pair of
-//! partitions), kept with the graph.
+//! Memory: per partition 4 bytes per own vertex (the forest), three bits per own vertex (the
+//! giant flags, the lowered labels, the published bits), 8 bytes per candidate and per
+//! contracted edge, kept with the graph between runs (`registry::keep_buffers`: a repeated
+//! run faults no fresh pages); per rank one bit per tag of the whole graph and the link
+//! matrix (a bit per pair of partitions), kept with the graph. The labels are gathered
+//! alone (no parents vector), into the caller's vector when it fits
+//! ([`crate::Engine::components_into`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,6 +233,7 @@ impl CcCounters {
 struct Buffers {
     parent: Vec<u32>,
     giant: Vec<u64>,
+    low: Vec<u64>,
     mine: Vec<u64>,
     candidates: Vec<(u32, Tag)>,
     edges: Vec<u64>,
@@ -265,6 +269,9 @@ pub(crate) struct CcPart {
     candidates: Vec<(u32, Tag)>,
     /// Labels of the roots neither giant nor labelled by their own id + 1.
     lower: HashMap<u32, u64>,
+    /// A bit per local root: in `lower` (so that the labels of the others, most of them,
+    /// are read without hashing).
+    low: Vec<u64>,
     /// The smallest global id of a root labelled giant here (`u64::MAX`: none).
     gmin: u64,
     /// The giant's label: the smallest `gmin` of every partition (set after the rounds).
@@ -302,6 +309,8 @@ impl CcPart {
         b.parent.extend(0..len);
         b.giant.clear();
         b.giant.resize(words, 0);
+        b.low.clear();
+        b.low.resize(words, 0);
         b.mine.clear();
         b.mine.resize(if np > 1 { words } else { 0 }, 0);
         b.candidates.clear();
@@ -314,6 +323,7 @@ impl CcPart {
             shared,
             joined: vec![false; np],
             giant: b.giant,
+            low: b.low,
             candidates: b.candidates,
             mine: b.mine,
             lower: HashMap::new(),
@@ -394,7 +404,7 @@ impl CcPart {
     fn label(&self, r: u32) -> u64 {
         if self.is_giant(r) {
             GIANT
-        } else if self.lower.is_empty() {
+        } else if self.low[r as usize / 64] >> (r % 64) & 1 == 0 {
             self.first + u64::from(r) + 1
         } else {
             self.lower.get(&r).copied().unwrap_or(self.first + u64::from(r) + 1)
@@ -409,9 +419,12 @@ impl CcPart {
         if label == GIANT {
             self.giant[r as usize / 64] |= 1 << (r % 64);
             self.gmin = self.gmin.min(self.first + u64::from(r));
-            self.lower.remove(&r);
+            if self.lower.remove(&r).is_some() {
+                self.low[r as usize / 64] &= !(1 << (r % 64));
+            }
         } else {
             self.lower.insert(r, label);
+            self.low[r as usize / 64] |= 1 << (r % 64);
         }
         true
     }
@@ -740,6 +753,7 @@ impl Drop for CcPart {
         let b = Buffers {
             parent: std::mem::take(&mut self.parent),
             giant: std::mem::take(&mut self.giant),
+            low: std::mem::take(&mut self.low),
             mine: std::mem::take(&mut self.mine),
             candidates: std::mem::take(&mut self.candidates),
             edges: std::mem::take(&mut self.edges),
