@@ -16,7 +16,9 @@
 //!    vertex found in it, by tag, in an array every partition of its rank reads in memory
 //!    ([`Largest`], `registry::shared`), sent to one partition of every other rank
 //!    (`apply_with`, [`SLICE`] words a request); a vertex that joins it after its visit
-//!    stays unpublished (a subset is all the hook step needs). The two passes also list the
+//!    stays unpublished (a subset is all the hook step needs); the second pass visits the
+//!    vertices in ascending order and points each at its root, found in two loads (its
+//!    parent, visited before, points at a root already). The two passes also list the
 //!    hook step's *candidates*, the vertices outside the largest component with remote
 //!    arcs, each with its first remote arc's target, read next to the arcs the pass reads
 //!    anyway (a vertex without own arcs, a local component of its own and most candidates,
@@ -65,8 +67,8 @@
 //! ends counted); the labels sent in the rounds. The arcs read are the kernel's `arcs`: the
 //! own arcs joined, the candidates' remote arcs read and the probes' arcs (a remote arc is
 //! read at most twice, by a probe and by the hook step, and that only from a largest
-//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,562
-//! components hooked, 469 vertices not, 696 contracted edges, 2 label rounds.
+//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,442
+//! components hooked, 474 vertices not, 706 contracted edges, 2 label rounds.
 //!
 //! Memory: per partition 4 bytes per own vertex (the forest), three bits per own vertex (the
 //! giant flags, the lowered labels, the published bits), 8 bytes per candidate and per

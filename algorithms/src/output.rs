@@ -239,16 +239,18 @@ mod tests {
         }
     }
 
+    /// Two partitions (their index as state) of 5 and 7 vertices, in a run of 2 workers.
+    fn five_and_seven() -> Vec<(Trust<u32>, Range<usize>)> {
+        let parts = ranges(&[5, 7]).into_iter().enumerate();
+        parts.map(|(p, r)| (skein::trustee(p).entrust(p as u32), r)).collect()
+    }
+
     #[test]
     fn fill_into_overwrites_vectors_of_the_right_length_only() {
         let rt = skein::Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
         let (kept, replaced) = rt
             .run_local(|| {
-                let parts: Vec<_> = ranges(&[5, 7])
-                    .into_iter()
-                    .enumerate()
-                    .map(|(p, r)| (skein::trustee(p).entrust(p as u32), r))
-                    .collect();
+                let parts = five_and_seven();
                 let write: Writer<u32, u32> = |p, v, pa| {
                     v.fill(*p + 1);
                     pa.fill(u64::from(*p));
@@ -274,11 +276,7 @@ mod tests {
         let rt = skein::Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
         let (same, out, fresh) = rt
             .run_local(|| {
-                let parts: Vec<_> = ranges(&[5, 7])
-                    .into_iter()
-                    .enumerate()
-                    .map(|(p, r)| (skein::trustee(p).entrust(p as u32), r))
-                    .collect();
+                let parts = five_and_seven();
                 let write: Writer<u32, u32> = |p, v, pa| {
                     assert!(pa.is_empty(), "no parents");
                     v.fill(*p + 1);

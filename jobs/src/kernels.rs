@@ -1,9 +1,12 @@
 //! The kernels without roots: `skein pagerank`, `skein cc`, and job files with `kernel =
 //! "pagerank" | "cc"` (`skein run`). Each run is the whole kernel on the whole graph,
 //! repeated; the report gives the time of each run (wall clock of the call, the same for
-//! every engine), PageRank's iterations and time per iteration, the harmonic mean of the
+//! every engine; the skein engine's components write over the previous run's labels,
+//! `Engine::components_into`, as a caller that repeats would), the page faults per run (in
+//! one process), PageRank's iterations and time per iteration, the harmonic mean of the
 //! arcs per second (the graph's arcs × iterations / time, whatever an engine skips), the
-//! skein kernel's counters (its messages, rounds, the arcs it did read, and its own
+//! skein kernel's own seconds (a run's, less building the partitions and gathering the
+//! result) and counters (its messages, rounds, the arcs it did read, and its own
 //! counters: components hooked and not, pairs sent, contracted edges, labels sent), and
 //! the validation:
 //!
