@@ -16,7 +16,9 @@
 //!    vertex found in it, by tag, in an array every partition of its rank reads in memory
 //!    ([`Largest`], `registry::shared`), sent to one partition of every other rank
 //!    (`apply_with`, [`SLICE`] words a request); a vertex that joins it after its visit
-//!    stays unpublished (a subset is all the hook step needs). The two passes also list the
+//!    stays unpublished (a subset is all the hook step needs); the second pass visits the
+//!    vertices in ascending order and points each at its root, found in two loads (its
+//!    parent, visited before, points at a root already). The two passes also list the
 //!    hook step's *candidates*, the vertices outside the largest component with remote
 //!    arcs, each with its first remote arc's target, read next to the arcs the pass reads
 //!    anyway (a vertex without own arcs, a local component of its own and most candidates,
@@ -65,13 +67,16 @@
 //! ends counted); the labels sent in the rounds. The arcs read are the kernel's `arcs`: the
 //! own arcs joined, the candidates' remote arcs read and the probes' arcs (a remote arc is
 //! read at most twice, by a probe and by the hook step, and that only from a largest
-//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,562
-//! components hooked, 469 vertices not, 696 contracted edges, 2 label rounds.
+//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,442
+//! components hooked, 474 vertices not, 706 contracted edges, 2 label rounds.
 //!
-//! Memory: per partition 4 bytes per own vertex (the forest), two bits per own vertex (the
-//! giant flags, the published bits), 8 bytes per candidate and per contracted edge; per
-//! rank one bit per tag of the whole graph and the link matrix (a bit per pair of
-//! partitions), kept with the graph.
+//! Memory: per partition 4 bytes per own vertex (the forest), three bits per own vertex (the
+//! giant flags, the lowered labels, the published bits), 8 bytes per candidate and per
+//! contracted edge, kept with the graph between runs (`registry::keep_buffers`: a repeated
+//! run faults no fresh pages); per rank one bit per tag of the whole graph and the link
+//! matrix (a bit per pair of partitions), kept with the graph. The labels are gathered
+//! alone (no parents vector), into the caller's vector when it fits
+//! ([`crate::Engine::components_into`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -223,9 +228,24 @@ impl CcCounters {
     }
 }
 
+/// A partition's arrays of one run, kept for the next run of the same graph on the same
+/// worker (`registry::keep_buffers`, when the partition is dropped): a repeated run then
+/// faults no fresh pages for them.
+#[derive(Debug, Default)]
+struct Buffers {
+    parent: Vec<u32>,
+    giant: Vec<u64>,
+    low: Vec<u64>,
+    mine: Vec<u64>,
+    candidates: Vec<(u32, Tag)>,
+    edges: Vec<u64>,
+}
+
 /// One partition's union-find, labels and contracted edges.
 #[derive(Debug)]
 pub(crate) struct CcPart {
+    /// The graph's id in the registry (where [`Buffers`] are kept).
+    graph: u64,
     view: Arc<GraphView>,
     part: usize,
     /// The partition's first global id.
@@ -251,6 +271,9 @@ pub(crate) struct CcPart {
     candidates: Vec<(u32, Tag)>,
     /// Labels of the roots neither giant nor labelled by their own id + 1.
     lower: HashMap<u32, u64>,
+    /// A bit per local root: in `lower` (so that the labels of the others, most of them,
+    /// are read without hashing).
+    low: Vec<u64>,
     /// The smallest global id of a root labelled giant here (`u64::MAX`: none).
     gmin: u64,
     /// The giant's label: the smallest `gmin` of every partition (set after the rounds).
@@ -271,6 +294,9 @@ pub(crate) struct CcPart {
 }
 
 impl CcPart {
+    /// Partition `part`'s state for a run on graph `graph` (its id in the registry), in
+    /// the arrays the previous run of this graph on this worker left
+    /// (`registry::take_buffers`), cleared here on the trustee, or in fresh ones.
     fn new(graph: u64, view: Arc<GraphView>, part: usize) -> CcPart {
         let np = view.parts.parts();
         let first = view.parts.range(part).start;
@@ -279,19 +305,33 @@ impl CcPart {
             let space = view.tags.space(np);
             registry::shared(graph, view.rank_parts(part).start, || Largest::new(space, np))
         });
+        let mut b = registry::take_buffers::<Buffers>(graph, part).unwrap_or_default();
+        let words = (len as usize).div_ceil(64);
+        b.parent.clear();
+        b.parent.extend(0..len);
+        b.giant.clear();
+        b.giant.resize(words, 0);
+        b.low.clear();
+        b.low.resize(words, 0);
+        b.mine.clear();
+        b.mine.resize(if np > 1 { words } else { 0 }, 0);
+        b.candidates.clear();
+        b.edges.clear();
         CcPart {
+            graph,
             first,
-            parent: (0..len).collect(),
+            parent: b.parent,
             largest: NONE,
             shared,
             joined: vec![false; np],
-            giant: vec![0; (len as usize).div_ceil(64)],
-            candidates: Vec::new(),
-            mine: if np > 1 { vec![0; (len as usize).div_ceil(64)] } else { Vec::new() },
+            giant: b.giant,
+            low: b.low,
+            candidates: b.candidates,
+            mine: b.mine,
             lower: HashMap::new(),
             gmin: u64::MAX,
             giant_label: u64::MAX,
-            edges: Vec::new(),
+            edges: b.edges,
             work: Vec::new(),
             changed: Vec::new(),
             peers: Arc::new(Vec::new()),
@@ -314,6 +354,24 @@ impl CcPart {
             x = self.parent[x as usize];
         }
         x
+    }
+
+    /// The root of local vertex `u` in a pass over the vertices in ascending order
+    /// ([`CcPart::join`]), pointing `u` at it. A parent is never above its child (a root is
+    /// the smallest index of its set), so `u`'s parent was visited before and points at its
+    /// root of then: `u`'s root unless a union of the pass linked that root since (a
+    /// [`CcPart::find`] then). Two loads and a branch that rarely fails, where a `find` from
+    /// `u` follows a path of unknown length (at SCALE 20 on 2 workers the join pass took 7
+    /// to 8 ms of a worker's 20 with `find`, 5 to 6 with this).
+    #[inline]
+    fn root_ascending(&mut self, u: u32) -> u32 {
+        let p = self.parent[u as usize];
+        let mut r = self.parent[p as usize];
+        if self.parent[r as usize] != r {
+            r = self.find(r);
+        }
+        self.parent[u as usize] = r;
+        r
     }
 
     /// The root of `x` without changing the forest.
@@ -348,7 +406,7 @@ impl CcPart {
     fn label(&self, r: u32) -> u64 {
         if self.is_giant(r) {
             GIANT
-        } else if self.lower.is_empty() {
+        } else if self.low[r as usize / 64] >> (r % 64) & 1 == 0 {
             self.first + u64::from(r) + 1
         } else {
             self.lower.get(&r).copied().unwrap_or(self.first + u64::from(r) + 1)
@@ -363,9 +421,12 @@ impl CcPart {
         if label == GIANT {
             self.giant[r as usize / 64] |= 1 << (r % 64);
             self.gmin = self.gmin.min(self.first + u64::from(r));
-            self.lower.remove(&r);
+            if self.lower.remove(&r).is_some() {
+                self.low[r as usize / 64] &= !(1 << (r % 64));
+            }
         } else {
             self.lower.insert(r, label);
+            self.low[r as usize / 64] |= 1 << (r % 64);
         }
         true
     }
@@ -449,7 +510,7 @@ impl CcPart {
         let base = tags.tag(self.part, 0) as usize;
         let (mut bits, mut size) = (0u64, 0);
         for u in range.clone() {
-            let mut r = self.find(u);
+            let mut r = self.root_ascending(u);
             // Most vertices are in the largest component already: their row is not split.
             if r != self.largest {
                 // The few vertices left are mostly of low degree: their own arcs (a prefix)
@@ -469,9 +530,7 @@ impl CcPart {
                     }
                 }
             }
-            if r == self.largest {
-                bits |= 1 << (u % 64);
-            }
+            bits |= u64::from(r == self.largest) << (u % 64);
             if u % 64 == 63 || u + 1 == range.end {
                 let from = u - u % 64;
                 shared.write(base + from as usize, (u - from + 1) as usize, bits);
@@ -691,6 +750,20 @@ impl CcPart {
     }
 }
 
+impl Drop for CcPart {
+    fn drop(&mut self) {
+        let b = Buffers {
+            parent: std::mem::take(&mut self.parent),
+            giant: std::mem::take(&mut self.giant),
+            low: std::mem::take(&mut self.low),
+            mine: std::mem::take(&mut self.mine),
+            candidates: std::mem::take(&mut self.candidates),
+            edges: std::mem::take(&mut self.edges),
+        };
+        registry::keep_buffers(self.graph, self.part, b);
+    }
+}
+
 /// Runs on the receiving partition's trustee: a packet of contraction pairs `(local vertex,
 /// the sender's root)`, filed as contracted edges of the vertex's root.
 fn file(p: &mut CcPart, items: &[(u32, Tag)]) {
@@ -744,12 +817,15 @@ impl Part for CcPart {
 
 /// Connected components of graph `graph`, run by the main fiber, `chunk` vertices per step
 /// of the rounds (the passes take [`PASS`] times more): the labels by global id (empty with
-/// [`Collect::Slices`]) and the kernel's counters.
+/// [`Collect::Slices`]; written into `reuse` when it has one entry per vertex, e.g. the
+/// previous run's labels, so that a repeated run neither zeroes nor faults fresh pages)
+/// and the kernel's counters.
 pub(crate) fn run(
     graph: u64,
     view: Arc<GraphView>,
     chunk: usize,
     how: Collect,
+    reuse: Vec<u64>,
 ) -> (Vec<u64>, KernelStats, CcCounters) {
     let all = parts::entrust_with(graph, CcPart::new);
     let id = parts::connect(&all);
@@ -809,7 +885,11 @@ pub(crate) fn run(
     let counters = counted.iter().fold(CcCounters::default(), |a, &(h, u, p, e, l)| {
         a.add(CcCounters { hooked: h, unhooked: u, pairs: p, edges: e, labels: l })
     });
-    let g = parts::collect(graph, id, &all, &view.parts, how);
+    // The labels alone, into the caller's vector when it fits (no parents).
+    let g = match how {
+        Collect::Gather => parts::gather_values_into(&all, &view.parts, reuse),
+        Collect::Slices(_) => parts::collect(graph, id, &all, &view.parts, how),
+    };
     parts::disconnect(id, &all);
     (g.values, KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs }, counters)
 }

@@ -613,14 +613,26 @@ impl Engine {
     /// `SearchStats::counters` the hook and contraction work. Collective under
     /// `mpirun`; the labels travel to every rank.
     pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
+        let mut out = ComponentsResult { label: Vec::new() };
+        let stats = self.components_into(&mut out)?;
+        Ok((out, stats))
+    }
+
+    /// [`Engine::components`] into `out`, an earlier result of this engine (or an empty
+    /// one): its labels are overwritten in place when it has one per vertex, so that a run
+    /// neither zeroes nor faults fresh pages for its result (8 bytes per vertex); otherwise
+    /// they are replaced. On an error `out` is left empty or as it was.
+    pub fn components_into(&self, out: &mut ComponentsResult) -> Result<SearchStats, EngineError> {
         self.prepare_bfs();
         let view = Arc::clone(&self.view);
         let (id, chunk) = (self.graph_id, self.opts.chunk);
+        let reuse = std::mem::take(&mut out.label);
         let (label, stats, counters) =
-            self.rt.run(move || cc::run(id, view, chunk, Collect::Gather))?;
+            self.rt.run(move || cc::run(id, view, chunk, Collect::Gather, reuse))?;
         let mut stats = stats.into_stats(Some(self.rt.stats()));
         stats.counters = counters.named();
-        Ok((ComponentsResult { label }, stats))
+        out.label = label;
+        Ok(stats)
     }
 
     /// [`Engine::pagerank`] whose ranks stay distributed: each rank gets the slice of its
@@ -654,7 +666,7 @@ impl Engine {
         let (id, chunk) = (self.graph_id, self.opts.chunk);
         let key = registry::new_slices();
         let run = self.rt.run(move || {
-            let (_, stats, counters) = cc::run(id, view, chunk, Collect::Slices(key));
+            let (_, stats, counters) = cc::run(id, view, chunk, Collect::Slices(key), Vec::new());
             (stats, counters)
         });
         let slices = self.take_slices::<u64>(key);

@@ -13,6 +13,8 @@
 //!
 //! 1. The ranges handed out are inside both vectors and pairwise disjoint ([`fill`]
 //!    checks this before it hands any out), so no element is reachable by two writers.
+//!    Without a parents vector ([`fill_values_into`]) a range's parents pointer is null
+//!    and becomes an empty slice, never a pointer into anything.
 //! 2. The vectors are not read, moved out of, resized or freed while a writer may
 //!    still run: [`fill`] joins every writer's fiber, also when one of them panics,
 //!    before it touches the vectors again or resumes a panic.
@@ -43,6 +45,7 @@ pub(crate) type Writer<P, V> = fn(&mut P, &mut [V], &mut [u64]) -> (u64, u64);
 /// One writer's range of both vectors, as raw parts that may travel to its trustee.
 struct RawRange<V> {
     values: *mut V,
+    /// Null when the fill has no parents vector ([`fill_values_into`]).
     parents: *mut u64,
     len: usize,
 }
@@ -89,6 +92,41 @@ where
     P: Send + 'static,
     V: Copy + Default + Send + 'static,
 {
+    fill_parts(parts, n, reuse, true, write)
+}
+
+/// [`fill_into`] of the values only, for a kernel without parents: no parents vector is
+/// made (the result's is empty) and every writer gets an empty `parents` slice. `values`
+/// is kept when it has length `n`.
+///
+/// # Panics
+/// As [`fill_into`].
+pub(crate) fn fill_values_into<P, V>(
+    parts: &[(Trust<P>, Range<usize>)],
+    n: usize,
+    values: Vec<V>,
+    write: Writer<P, V>,
+) -> Filled<V>
+where
+    P: Send + 'static,
+    V: Copy + Default + Send + 'static,
+{
+    fill_parts(parts, n, (values, Vec::new()), false, write)
+}
+
+/// [`fill_into`], with a parents vector when `with_parents` (otherwise none, and empty
+/// `parents` slices for the writers).
+fn fill_parts<P, V>(
+    parts: &[(Trust<P>, Range<usize>)],
+    n: usize,
+    reuse: (Vec<V>, Vec<u64>),
+    with_parents: bool,
+    write: Writer<P, V>,
+) -> Filled<V>
+where
+    P: Send + 'static,
+    V: Copy + Default + Send + 'static,
+{
     let mut end = 0;
     for (_, r) in parts {
         assert!(end <= r.start && r.start <= r.end && r.end <= n, "ranges of {n} out of order");
@@ -97,18 +135,26 @@ where
     // Zero-valued defaults (every V used here) come from zeroed allocations: no page
     // is touched until a writer fills it.
     let (mut values, mut parents) = reuse;
-    if values.len() != n || parents.len() != n {
+    if !with_parents {
+        parents = Vec::new();
+        if values.len() != n {
+            values = vec![V::default(); n];
+        }
+    } else if values.len() != n || parents.len() != n {
         values = vec![V::default(); n];
         parents = vec![0u64; n];
     }
-    let (vp, pp) = (values.as_mut_ptr(), parents.as_mut_ptr());
+    // Without parents the writers' `parents` are empty (a null pointer stands for none).
+    let pp = if with_parents { parents.as_mut_ptr() } else { std::ptr::null_mut() };
+    let vp = values.as_mut_ptr();
     let writers: Vec<_> = parts
         .iter()
         .map(|(t, r)| {
             // SAFETY: `r` lies inside both vectors (checked above), so the offsets stay
             // within their allocations.
             let raw = unsafe {
-                RawRange { values: vp.add(r.start), parents: pp.add(r.start), len: r.len() }
+                let parents = if pp.is_null() { pp } else { pp.add(r.start) };
+                RawRange { values: vp.add(r.start), parents, len: r.len() }
             };
             let t = t.clone();
             skein::spawn_local_on(t.trustee().worker(), move || {
@@ -117,10 +163,15 @@ where
                         let raw = raw;
                         // SAFETY: invariants 1-3: this range of both vectors is this
                         // writer's alone, and the vectors stay put until it is joined.
+                        // A null `parents` is none: an empty slice.
                         let (v, pa) = unsafe {
                             (
                                 std::slice::from_raw_parts_mut(raw.values, raw.len),
-                                std::slice::from_raw_parts_mut(raw.parents, raw.len),
+                                if raw.parents.is_null() {
+                                    &mut [][..]
+                                } else {
+                                    std::slice::from_raw_parts_mut(raw.parents, raw.len)
+                                },
                             )
                         };
                         write(s, v, pa)
@@ -188,16 +239,18 @@ mod tests {
         }
     }
 
+    /// Two partitions (their index as state) of 5 and 7 vertices, in a run of 2 workers.
+    fn five_and_seven() -> Vec<(Trust<u32>, Range<usize>)> {
+        let parts = ranges(&[5, 7]).into_iter().enumerate();
+        parts.map(|(p, r)| (skein::trustee(p).entrust(p as u32), r)).collect()
+    }
+
     #[test]
     fn fill_into_overwrites_vectors_of_the_right_length_only() {
         let rt = skein::Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
         let (kept, replaced) = rt
             .run_local(|| {
-                let parts: Vec<_> = ranges(&[5, 7])
-                    .into_iter()
-                    .enumerate()
-                    .map(|(p, r)| (skein::trustee(p).entrust(p as u32), r))
-                    .collect();
+                let parts = five_and_seven();
                 let write: Writer<u32, u32> = |p, v, pa| {
                     v.fill(*p + 1);
                     pa.fill(u64::from(*p));
@@ -216,6 +269,30 @@ mod tests {
         assert!(kept.0, "the vectors were reused");
         assert_eq!((&kept.1, &kept.2), (&want_v, &want_p));
         assert_eq!((&replaced.0, &replaced.1), (&want_v, &want_p));
+    }
+
+    #[test]
+    fn fill_values_into_makes_no_parents_and_reuses_the_values() {
+        let rt = skein::Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
+        let (same, out, fresh) = rt
+            .run_local(|| {
+                let parts = five_and_seven();
+                let write: Writer<u32, u32> = |p, v, pa| {
+                    assert!(pa.is_empty(), "no parents");
+                    v.fill(*p + 1);
+                    (1, 0)
+                };
+                let v = vec![9u32; 12];
+                let at = v.as_ptr() as usize;
+                let out = fill_values_into(&parts, 12, v, write);
+                let fresh = fill_values_into(&parts, 12, Vec::new(), write);
+                (at == out.values.as_ptr() as usize, out, fresh)
+            })
+            .unwrap();
+        let want: Vec<u32> = [vec![1; 5], vec![2; 7]].concat();
+        assert!(same, "the values were reused");
+        assert_eq!((&out.values, out.parents.len(), out.messages), (&want, 0, 2));
+        assert_eq!((&fresh.values, fresh.parents.len()), (&want, 0));
     }
 
     #[test]

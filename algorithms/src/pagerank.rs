@@ -219,7 +219,11 @@ pub(crate) fn run(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let g = parts::collect(graph, id, &all, &view.parts, how);
+    // No parents: the ranks alone (no second vector of the graph's size to zero).
+    let g = match how {
+        Collect::Gather => parts::gather_values_into(&all, &view.parts, Vec::new()),
+        Collect::Slices(_) => parts::collect(graph, id, &all, &view.parts, how),
+    };
     parts::disconnect(id, &all);
     let stats =
         KernelStats { seconds, rounds: u64::from(iterations), messages: g.messages, arcs: g.arcs };

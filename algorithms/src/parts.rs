@@ -5,7 +5,7 @@
 //! on every worker, [`chunks`] of work with yields between, then "everything sent this
 //! round has been applied": [`skein::wait_quiescent`]), cleared between searches ([`reset`])
 //! and its result collected ([`collect`], [`gather`]; [`gather_into`] writes into an
-//! earlier result's vectors).
+//! earlier result's vectors, [`gather_values_into`] the values alone).
 //!
 //! The SSSP, BFS, PageRank and connected-components kernels of this crate are built on these
 //! steps; a kernel of your own is too (`docs/writing-kernels.md`, `examples/pagerank.rs`).
@@ -164,7 +164,8 @@ pub trait Part: Send + Sized + 'static {
         drop(peers);
     }
     /// Writes the values and parents (global ids) of local vertices `from..from + len`
-    /// (`len` is `values.len()`; a kernel without parents leaves `parents` as it is: zeros).
+    /// (`len` is `values.len()`; a kernel without parents leaves `parents` as it is: zeros,
+    /// or empty when the values are gathered alone, [`gather_values_into`]).
     fn write(&self, from: usize, values: &mut [Self::Value], parents: &mut [u64]);
     /// `(requests sent, arcs relaxed or scanned)` of the kernel (default: none counted).
     fn counters(&self) -> (u64, u64) {
@@ -516,6 +517,28 @@ pub fn gather_into<P: Part>(
     partitioning: &Partitioning,
     reuse: (Vec<P::Value>, Vec<u64>),
 ) -> output::Filled<P::Value> {
+    gather_parts(parts, partitioning, reuse, true)
+}
+
+/// [`gather_into`] of the values only, for a kernel without parents: no parents vector is
+/// made (the result's `parents` is empty; [`Part::write`] gets an empty `parents`), and
+/// `values` is overwritten in place when it has one entry per vertex (e.g. the previous
+/// run's result), so that repeated runs neither zero nor fault fresh pages.
+pub fn gather_values_into<P: Part>(
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+    values: Vec<P::Value>,
+) -> output::Filled<P::Value> {
+    gather_parts(parts, partitioning, (values, Vec::new()), false)
+}
+
+/// [`gather_into`], with the parents when `with_parents`.
+fn gather_parts<P: Part>(
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+    reuse: (Vec<P::Value>, Vec<u64>),
+    with_parents: bool,
+) -> output::Filled<P::Value> {
     let range = |p: usize| {
         let r = partitioning.range(p);
         r.start as usize..r.end as usize
@@ -525,24 +548,34 @@ pub fn gather_into<P: Part>(
         .map(|p| (parts[p].clone(), range(p)))
         .collect();
     let n = partitioning.num_vertices() as usize;
-    let mut out = output::fill_into(&local, n, reuse, |s, v, pa| {
+    let write: output::Writer<P, P::Value> = |s, v, pa| {
         s.write(0, v, pa);
         s.counters()
-    });
+    };
+    let mut out = if with_parents {
+        output::fill_into(&local, n, reuse, write)
+    } else {
+        output::fill_values_into(&local, n, reuse.0, write)
+    };
     for (p, t) in parts.iter().enumerate().filter(|(_, t)| !t.is_local()) {
         let r = range(p);
         let mut from = 0;
         while from < r.len() {
             let len = GATHER_CHUNK.min(r.len() - from);
-            let (v, pa) = t.apply_with((from, len), |s: &mut P, (from, len): (usize, usize)| {
-                let mut v = vec![P::Value::default(); len];
-                let mut pa = vec![0u64; len];
-                s.write(from, &mut v, &mut pa);
-                (v, pa)
-            });
+            let (v, pa) = t.apply_with(
+                (from, len, with_parents),
+                |s: &mut P, (from, len, with_parents): (usize, usize, bool)| {
+                    let mut v = vec![P::Value::default(); len];
+                    let mut pa = vec![0u64; if with_parents { len } else { 0 }];
+                    s.write(from, &mut v, &mut pa);
+                    (v, pa)
+                },
+            );
             let at = r.start + from;
             out.values[at..at + len].copy_from_slice(&v);
-            out.parents[at..at + len].copy_from_slice(&pa);
+            if with_parents {
+                out.parents[at..at + len].copy_from_slice(&pa);
+            }
             from += len;
         }
         let (m, a) = t.apply((), |s: &mut P, ()| s.counters());

@@ -79,6 +79,38 @@ fn components_equal_union_find_on_every_split() {
     }
 }
 
+#[test]
+fn repeated_components_reuse_the_labels_and_the_arrays() {
+    // Runs on one engine: each partition takes back the arrays the previous run kept (they
+    // must be cleared), and `components_into` writes over the previous labels in place.
+    let p = skein_generators::kronecker::KroneckerParams::new(10, 1, 2, 3).unwrap();
+    let sparse = Arc::new(Csr::from_edge_list(&skein_generators::kronecker::generate(&p)));
+    for g in [graph(10).0, sparse] {
+        let want = skein_generators::analytics::components_union_find(&g);
+        for (ranks, workers) in SPLITS {
+            let e = Engine::new(Arc::clone(&g), opts(ranks, workers)).unwrap();
+            // Too short: replaced.
+            let mut out = skein_generators::analytics::ComponentsResult { label: vec![7; 3] };
+            let first = e.components_into(&mut out).unwrap();
+            assert_eq!(out.label, want, "{ranks}x{workers}, first run");
+            let at = out.label.as_ptr();
+            for run in 2..=3 {
+                out.label.iter_mut().for_each(|l| *l = u64::MAX);
+                let stats = e.components_into(&mut out).unwrap();
+                assert_eq!(out.label, want, "{ranks}x{workers}, run {run}");
+                assert_eq!(out.label.as_ptr(), at, "{ranks}x{workers}: the labels were reused");
+                // The same work, but for the labels sent: within a label round, an offer
+                // that arrives before a root offers its own lowers what it sends (timing).
+                let work = |c: &[(&'static str, u64)]| -> Vec<(&'static str, u64)> {
+                    c.iter().filter(|c| c.0 != "labels sent").copied().collect()
+                };
+                assert_eq!(work(&stats.counters), work(&first.counters), "{ranks}x{workers}");
+                assert_eq!(stats.arcs, first.arcs, "{ranks}x{workers}, run {run}");
+            }
+        }
+    }
+}
+
 /// A graph of `n` vertices and the edges `(a, b)`.
 fn edges(n: u64, e: &[(u64, u64)]) -> Arc<Csr> {
     let (src, dst) = e.iter().copied().unzip();

@@ -1,9 +1,12 @@
 //! The kernels without roots: `skein pagerank`, `skein cc`, and job files with `kernel =
 //! "pagerank" | "cc"` (`skein run`). Each run is the whole kernel on the whole graph,
 //! repeated; the report gives the time of each run (wall clock of the call, the same for
-//! every engine), PageRank's iterations and time per iteration, the harmonic mean of the
+//! every engine; the skein engine's components write over the previous run's labels,
+//! `Engine::components_into`, as a caller that repeats would), the page faults per run (in
+//! one process), PageRank's iterations and time per iteration, the harmonic mean of the
 //! arcs per second (the graph's arcs × iterations / time, whatever an engine skips), the
-//! skein kernel's counters (its messages, rounds, the arcs it did read, and its own
+//! skein kernel's own seconds (a run's, less building the partitions and gathering the
+//! result) and counters (its messages, rounds, the arcs it did read, and its own
 //! counters: components hooked and not, pairs sent, contracted edges, labels sent), and
 //! the validation:
 //!
@@ -158,6 +161,9 @@ pub(crate) struct Measured {
     pub(crate) threads: usize,
     seconds: Vec<f64>,
     pub(crate) times: crate::report::Stats,
+    /// Page faults of this process during each run (empty where not measured: across
+    /// ranks, or where the system does not say).
+    page_faults: Vec<u64>,
     /// PageRank's iterations (1 for components).
     iterations: u32,
     /// Harmonic mean over the runs of the arcs read per second (arcs × iterations / time).
@@ -205,6 +211,7 @@ impl Measured {
             "threads": self.threads,
             "seconds": self.seconds,
             "time": self.times,
+            "page_faults": self.page_faults,
             "iterations": self.iterations,
             "arcs_per_second_hmean": self.hmean_rate,
             "validated": self.validation.as_ref().map(|v| v.is_ok()),
@@ -241,6 +248,15 @@ impl Measured {
             "{:<32}min {:.4}, mean {:.4}, max {:.4}",
             "seconds per run:", times.min, times.mean, times.max
         )?;
+        if !self.page_faults.is_empty() {
+            let f: Vec<f64> = self.page_faults.iter().map(|&f| f as f64).collect();
+            let f = crate::report::Stats::of(&f);
+            writeln!(
+                o,
+                "{:<32}min {:.0}, mean {:.0}, max {:.0}",
+                "page faults per run:", f.min, f.mean, f.max
+            )?;
+        }
         if let Some(l1) = self.l1 {
             writeln!(o, "{:<32}{} (last L1 change {:.3e})", "iterations:", self.iterations, l1)?;
             writeln!(
@@ -254,6 +270,8 @@ impl Measured {
         let c = &self.skein;
         if !c.kernel_seconds.is_empty() {
             let k = crate::report::Stats::of(&c.kernel_seconds);
+            // The kernel's own seconds: a run's seconds less the partitions' setup and the
+            // gathering of the result.
             writeln!(o, "{:<32}min {:.4}, mean {:.4}", "skein kernel seconds:", k.min, k.mean)?;
             writeln!(o, "{:<32}{}", "skein messages per run:", c.messages)?;
             writeln!(o, "{:<32}{}", "skein rounds per run:", c.rounds)?;
@@ -398,9 +416,10 @@ fn measure(
             anyhow::bail!("engine {engine} is not yet supported for {kernel}")
         }
     };
-    let mut seconds = Vec::new();
+    let (mut seconds, mut faults) = (Vec::new(), Vec::new());
     let (mut skein, mut last) = (SkeinCounts::default(), None);
     for _ in 0..setup.repeat {
+        let before = crate::report::page_faults();
         let start = Instant::now();
         let out = match (&ready, kernel) {
             (Ready::Baseline(s), Kernel::Pagerank) => Output::Ranks(s.pagerank(&setup.params)?),
@@ -411,12 +430,20 @@ fn measure(
                 Output::Ranks(r)
             }
             (Ready::Skein(e), _) => {
-                let (r, stats) = e.components()?;
-                skein.add(stats);
+                // The previous run's labels are written over (as a caller that repeats
+                // would): no fresh pages for the result.
+                let mut r = match last.take() {
+                    Some(Output::Labels(r)) => r,
+                    _ => analytics::ComponentsResult { label: Vec::new() },
+                };
+                skein.add(e.components_into(&mut r)?);
                 Output::Labels(r)
             }
         };
         seconds.push(start.elapsed().as_secs_f64());
+        if let (Some(a), Some(b)) = (before, crate::report::page_faults()) {
+            faults.push(b.saturating_sub(a));
+        }
         last = Some(out);
     }
     drop(ready);
@@ -434,6 +461,7 @@ fn measure(
         threads,
         times: crate::report::Stats::of(&seconds),
         seconds,
+        page_faults: faults,
         iterations,
         hmean_rate,
         skein,

@@ -161,6 +161,7 @@ pub(super) fn execute(
         times: crate::report::Stats::of(&seconds),
         hmean_rate: hmean(&seconds, rows.arcs, iterations),
         seconds,
+        page_faults: Vec::new(),
         iterations,
         skein,
         graph: description,
