@@ -39,7 +39,10 @@
 //! workers of one process, or of every rank of the node over the rings, against
 //! `sched_getaffinity`), some worker with work is always waiting for a core, and a waiter
 //! that spins takes it for its whole budget, one that yields hands it to another waiter as
-//! often as not. There the budget is nil ([`Spin::crowded`]): an idle worker arms at once,
+//! often as not. A run may then wait *crowded* ([`Crowded`], `Builder::crowded_waits`,
+//! `SKEIN_OVERSUBSCRIBED=auto|1`; off by default, since on a quiet 2-core machine it measured
+//! slower than spinning and yielding first, and faster only while other processes loaded the
+//! cores: `docs/performance.md`). Its budget is nil ([`Spin::crowded`]): an idle worker arms at once,
 //! re-checks once and blocks; the publication it waits for wakes it. Since every
 //! publication to a blocked worker is then a wake-up and a context switch, a client also
 //! holds its batches to the trustees of its rank while its fibers are ready, until they
@@ -219,20 +222,45 @@ impl Spin {
     }
 }
 
+/// When a run waits crowded (`Builder::crowded_waits`, `SKEIN_OVERSUBSCRIBED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Crowded {
+    /// Never: spin, yield, then block (the default).
+    Off,
+    /// When the run's workers outnumber the cores ([`oversubscribed`]).
+    Auto,
+    /// Always (measuring both ways of waiting in one build).
+    Always,
+}
+
+impl Crowded {
+    /// `SKEIN_OVERSUBSCRIBED`'s values: `0`, `auto`, `1`.
+    pub(crate) fn parse(v: &str) -> Option<Crowded> {
+        match v.trim() {
+            "0" | "" => Some(Crowded::Off),
+            "auto" => Some(Crowded::Auto),
+            "1" => Some(Crowded::Always),
+            _ => None,
+        }
+    }
+
+    /// Whether a run of `workers` workers (all on this machine) waits crowded.
+    pub(crate) fn applies(self, workers: usize) -> bool {
+        match self {
+            Crowded::Off => false,
+            Crowded::Auto => oversubscribed(workers),
+            Crowded::Always => true,
+        }
+    }
+}
+
 /// Whether `workers` workers, every one of them on this machine (one process, or the ranks
 /// of one node over the shared-memory rings), outnumber the cores this process may run on
 /// (`sched_getaffinity`, through [`std::thread::available_parallelism`], which also honours
-/// a cgroup's CPU quota; counted once per process). `SKEIN_OVERSUBSCRIBED=1` or `=0` in the
-/// environment overrides the count (measurements: both ways of waiting in one build).
+/// a cgroup's CPU quota; counted once per process).
 pub(crate) fn oversubscribed(workers: usize) -> bool {
     static CORES: OnceLock<usize> = OnceLock::new();
-    match std::env::var_os("SKEIN_OVERSUBSCRIBED") {
-        Some(v) => v != "0" && !v.is_empty(),
-        None => {
-            workers
-                > *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        }
-    }
+    workers > *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The calling thread's context switches so far, voluntary and involuntary

@@ -98,6 +98,7 @@ impl Default for Builder {
                 anatomy: env_flag("SKEIN_ANATOMY").unwrap_or(false),
                 aggregate: env_flag("SKEIN_AGGREGATE").unwrap_or(true),
                 envelope_batches: DEFAULT_ENVELOPE_BATCHES,
+                crowded_waits: idle::Crowded::Off,
                 stall_secs: 0,
             },
             slot_explicit: false,
@@ -118,6 +119,17 @@ impl Default for Builder {
                     b.env_error = Some(format!(
                         "SKEIN_ENVELOPE_BATCHES must be a number of batches from 1 to \
                          {MAX_ENVELOPE_BATCHES}, got {v:?}"
+                    ))
+                }
+            }
+        }
+        if let Ok(v) = std::env::var("SKEIN_OVERSUBSCRIBED") {
+            match idle::Crowded::parse(&v) {
+                Some(c) => b.cfg.crowded_waits = c,
+                None => {
+                    b.env_error = Some(format!(
+                        "SKEIN_OVERSUBSCRIBED must be 0 (off), auto (when the workers \
+                         outnumber the cores) or 1 (always), got {v:?}"
                     ))
                 }
             }
@@ -228,6 +240,28 @@ impl Builder {
     /// [`Builder::build`]).
     pub fn envelope_batches(mut self, n: u32) -> Self {
         self.cfg.envelope_batches = n.clamp(1, MAX_ENVELOPE_BATCHES);
+        self
+    }
+
+    /// Whether a run whose workers outnumber the cores this process may use (over the
+    /// shared-memory rings: every rank's workers on the node) waits *crowded*: an idle worker
+    /// blocks at once, without spinning or yielding, a client holds its batches to the
+    /// trustees of its own rank until they fill or age, and over the rings a first worker
+    /// awaiting a response of its own posts only detector rounds another rank started
+    /// (`runtime/idle.rs`, "More workers than cores"). Off by default: on a quiet 2-core
+    /// machine it measured slower than spinning and yielding first (4 ranks of 1 worker
+    /// 0.8x, 2 ranks of 2 workers 0.8x to 0.9x, 4 workers in one process 0.7x to 1x), and
+    /// faster only where other processes loaded the cores (`docs/performance.md`).
+    /// `SKEIN_OVERSUBSCRIBED=auto` (or `0`) in the environment sets the default of every
+    /// runtime; `1` waits crowded whatever the count (for measuring).
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(8).crowded_waits(true).build()?;
+    /// assert_eq!(rt.run(|| 6 * 7)?, 42);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn crowded_waits(mut self, on: bool) -> Self {
+        self.cfg.crowded_waits = if on { idle::Crowded::Auto } else { idle::Crowded::Off };
         self
     }
 

@@ -38,6 +38,9 @@ pub(crate) struct Config {
     /// another rank may hold, over all its segments (`Builder::envelope_batches`,
     /// `SKEIN_ENVELOPE_BATCHES`).
     pub(crate) envelope_batches: u32,
+    /// How workers wait when the run's workers outnumber the cores (`Builder::crowded_waits`,
+    /// `SKEIN_OVERSUBSCRIBED`).
+    pub(crate) crowded_waits: super::idle::Crowded,
     /// Seconds with no task started or finished anywhere before the run prints a stall dump
     /// (`super::stall`); 0: never (a `SIGQUIT` still asks for one).
     pub(crate) stall_secs: u64,

@@ -724,10 +724,11 @@ impl Worker {
         // pass then tells whether a wake-up was lost. Set by every park: the next pass steps
         // the detector across ranks (a board post may have woken it).
         let (mut unwoken, mut after_park) = (false, false);
-        // More workers than cores (every worker of a run over the rings is on this node):
-        // block at once, never spin nor yield (`idle.rs`).
+        // Waiting crowded (`Builder::crowded_waits`; with `auto`, when the workers outnumber
+        // the cores: every worker of a run over the rings is on this node): block at once,
+        // never spin nor yield (`idle.rs`).
         let crowded = matches!(policy, Policy::Local | Policy::Rings)
-            && idle::oversubscribed(self.run_state.n);
+            && self.run_state.cfg.crowded_waits.applies(self.run_state.n);
         let mut spin = if crowded { idle::Spin::crowded() } else { idle::Spin::default() };
         let switches = idle::thread_switches();
         // Whether the current idle stretch waited for due work (it then teaches `spin`).

@@ -103,6 +103,7 @@ fn run_state_counters_are_summed_over_the_rank() {
         anatomy: false,
         aggregate: true,
         envelope_batches: 4,
+        crowded_waits: crate::runtime::idle::Crowded::Off,
         stall_secs: 0,
     };
     let rs = RunState::start(cfg, crate::runtime::run_state::Split::InProcess).expect("a run id");
