@@ -87,7 +87,8 @@ fn with_more_workers_than_cores_idle_workers_block_at_once() {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let n = 2 * cores;
-    let rt = Runtime::builder().workers(n).crowded_waits(true).build().unwrap();
+    // Unsplit (`spawn_local_on` is local only; CI also runs this suite as fake ranks).
+    let rt = Runtime::builder().workers(n).loopback_ranks(1).crowded_waits(true).build().unwrap();
     let total = rt
         .run(|| {
             let n = skein::num_workers();

@@ -65,8 +65,9 @@ impl Transport for Mixed {
         self.rings.poll(me).or_else(|| self.mpi.poll(me))
     }
 
-    /// Into MPI's pool: its receives take buffers from there (the rings' pool refills from
-    /// the envelopes they read).
+    /// Into MPI's pool, which keeps the buffers of its own size (its receives and claims take
+    /// them from there); the rings' pool refills with the envelopes this worker writes into
+    /// them.
     fn release(&self, me: usize, msg: Vec<u8>) {
         self.mpi.release(me, msg)
     }
