@@ -866,7 +866,8 @@ impl Worker {
                 // While another worker of the rank works, a round goes out only after a wait
                 // that nobody ended (the safety net: rounds then still tell the other ranks,
                 // and their stall dumps, that this rank lives).
-                let mut rank_idle = policy != Policy::Rings || self.rank_idle(sleepers);
+                let mut rank_idle =
+                    policy != Policy::Rings || self.rank_idle_except(sleepers, None);
                 // With more workers than cores, a first worker that awaits a response of its
                 // own (no round can be quiescent) starts no round: it only posts its part of
                 // one another rank started, whose post wakes it (`idle.rs`). Else every short
@@ -948,7 +949,9 @@ impl Worker {
                     // detects quiescence in its idle passes, so it looks again once this
                     // worker is idle, if every other worker of the rank is idle too: the
                     // last of them to arm sees the others armed (`idle.rs`, "Quiescence").
-                    if self.index != self.rank_lo && self.rank_idle_but_first(sleepers) {
+                    if self.index != self.rank_lo
+                        && self.rank_idle_except(sleepers, Some(self.rank_lo))
+                    {
                         sleepers.wake(self.rank_lo);
                     }
                     bump(&st.parks, 1);
@@ -1010,18 +1013,14 @@ impl Worker {
         self.clients.iter().any(|c| !c.out(|q| q.is_empty())) || !self.ready.borrow().is_empty()
     }
 
-    /// True when every other worker of this worker's rank has announced that it may park, or
-    /// parked (this worker armed first, in its re-check pass, or was just woken: `idle.rs`).
-    fn rank_idle(&self, sleepers: &idle::Sleepers) -> bool {
-        (self.rank_lo..self.rank_lo + self.local_n).all(|g| g == self.index || sleepers.is_armed(g))
-    }
-
-    /// True when every worker of this worker's rank but itself and the rank's first worker
-    /// has announced that it may park, or parked (this worker armed first: the store-buffering
-    /// argument of `idle.rs`, "Quiescence").
-    fn rank_idle_but_first(&self, sleepers: &idle::Sleepers) -> bool {
-        (self.rank_lo + 1..self.rank_lo + self.local_n)
-            .all(|g| g == self.index || sleepers.is_armed(g))
+    /// True when every worker of this worker's rank but itself and `skip` (if any) has
+    /// announced that it may park, or parked. With no `skip`: this worker armed first, in its
+    /// re-check pass, or was just woken (`idle.rs`). Skipping the rank's first worker: this
+    /// worker armed first, and the store-buffering argument of `idle.rs`, "Quiescence", makes
+    /// the last of them to arm see the others.
+    fn rank_idle_except(&self, sleepers: &idle::Sleepers, skip: Option<usize>) -> bool {
+        (self.rank_lo..self.rank_lo + self.local_n)
+            .all(|g| g == self.index || Some(g) == skip || sleepers.is_armed(g))
     }
 
     /// True when a fiber of this worker's rank waits in `wait_quiescent` (the anatomy's

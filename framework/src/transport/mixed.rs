@@ -65,11 +65,16 @@ impl Transport for Mixed {
         self.rings.poll(me).or_else(|| self.mpi.poll(me))
     }
 
-    /// Into MPI's pool, which keeps the buffers of its own size (its receives and claims take
-    /// them from there); the rings' pool refills with the envelopes this worker writes into
-    /// them.
+    /// Into MPI's pool when it keeps buffers of this capacity (its receives and claims take
+    /// them from there), else into the rings' pool: an envelope read from a ring comes in a
+    /// buffer of the rings' size, which MPI's pool would drop and the next claim for a ring
+    /// would allocate anew.
     fn release(&self, me: usize, msg: Vec<u8>) {
-        self.mpi.release(me, msg)
+        if self.mpi.keeps(me, msg.capacity()) {
+            self.mpi.release(me, msg)
+        } else {
+            self.rings.release(me, msg)
+        }
     }
 
     fn progress(&self, me: usize) -> bool {

@@ -718,10 +718,16 @@ impl Endpoint {
     /// Keeps a buffer that came back for reuse if its capacity is between the pool's and four
     /// times that (a buffer grown by a long envelope beyond that is freed).
     fn recycle(&mut self, data: Vec<u8>) {
-        let cap = self.pool_capacity();
-        if (cap..=4 * cap).contains(&data.capacity()) {
+        if self.keeps(data.capacity()) {
             self.pool.push(data);
         }
+    }
+
+    /// Whether the pool keeps a buffer of `capacity` bytes: [`Endpoint::pool_capacity`] up to
+    /// four times that (a smaller one could not be posted, a larger one would hold memory).
+    pub(crate) fn keeps(&self, capacity: usize) -> bool {
+        let cap = self.pool_capacity();
+        (cap..=4 * cap).contains(&capacity)
     }
 
     /// An empty buffer from the pool, for a caller that fills its own envelope and hands it

@@ -97,6 +97,12 @@ pub(crate) struct MpiLink {
 }
 
 impl MpiLink {
+    /// Whether worker `me`'s pool keeps a released buffer of `capacity` bytes (a mixed run
+    /// hands the others to the rings' pool: `transport::mixed`).
+    pub(crate) fn keeps(&self, me: usize, capacity: usize) -> bool {
+        self.with(me, |e| e.ep.keeps(capacity))
+    }
+
     /// The link of rank `rank` over `endpoints` (one per local worker, in order, from
     /// `endpoint::open`), carrying envelopes of job token `token`.
     pub(crate) fn new(token: u64, rank: usize, endpoints: Vec<Endpoint>) -> MpiLink {
