@@ -693,6 +693,9 @@ impl Runtime {
             Mixed(mt::Endpoints, Arc<MpiLink>, Arc<ShmLink>),
             #[cfg(feature = "rdma")]
             Verbs(Arc<crate::transport::verbs::VerbsLink>),
+            /// The rings within each node, RDMA verbs between nodes.
+            #[cfg(feature = "rdma")]
+            MixedVerbs(Arc<crate::transport::verbs::VerbsLink>, Arc<ShmLink>),
         }
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };
@@ -733,7 +736,46 @@ impl Runtime {
             nodes.iter().map(|&n| n == nodes.get(rank).copied().unwrap_or(0)).collect();
         // Some node holds several ranks: the rings pay off within it.
         let shared_node = nodes.iter().any(|&n| nodes.iter().filter(|&&m| m == n).count() > 1);
+        // The rings within each node (set up already), MPI between nodes.
+        let mixed_mpi =
+            |rings: Arc<ShmLink>| -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
+                let (endpoints, mpi) = open_mpi_link()?;
+                let mixed = crate::transport::mixed::Mixed::new(
+                    rings.clone(),
+                    mpi.clone(),
+                    near.clone(),
+                    w,
+                );
+                Ok((Opened::Mixed(endpoints, mpi, rings), Box::new(mixed)))
+            };
         let open_mixed = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
+            match open_shm() {
+                Ok(rings) => mixed_mpi(rings),
+                Err(e) => {
+                    if rank == 0 {
+                        eprintln!("skein: {e}; using the MPI transport instead");
+                    }
+                    open_mpi()
+                }
+            }
+        };
+        // Collective, failing on every rank alike: every rank has an active RDMA port and
+        // every rank set the queue pairs up, or the error of the first rank that could not.
+        // Between every pair of ranks (`links`), or between nodes only.
+        #[cfg(feature = "rdma")]
+        let open_verbs = |links: &crate::transport::verbs_conn::Links| -> std::result::Result<
+            Arc<crate::transport::verbs::VerbsLink>,
+            String,
+        > {
+            let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
+            crate::transport::verbs::VerbsLink::open(w, token, config, links).map(Arc::new)
+        };
+        #[cfg(feature = "rdma")]
+        let every_pair = crate::transport::verbs_conn::Links::all(ranks);
+        // The rings within each node, verbs between nodes; the rings with MPI where verbs
+        // cannot be set up, MPI alone where the rings cannot.
+        #[cfg(feature = "rdma")]
+        let open_mixed_verbs = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
             let rings = match open_shm() {
                 Ok(rings) => rings,
                 Err(e) => {
@@ -743,21 +785,27 @@ impl Runtime {
                     return open_mpi();
                 }
             };
-            let (endpoints, mpi) = open_mpi_link()?;
-            let mixed =
-                crate::transport::mixed::Mixed::new(rings.clone(), mpi.clone(), near.clone(), w);
-            Ok((Opened::Mixed(endpoints, mpi, rings), Box::new(mixed)))
+            let links = crate::transport::verbs_conn::Links::between_nodes(&nodes);
+            match open_verbs(&links) {
+                Ok(verbs) => {
+                    let mixed = crate::transport::mixed::Mixed::new(
+                        rings.clone(),
+                        verbs.clone(),
+                        near.clone(),
+                        w,
+                    );
+                    Ok((Opened::MixedVerbs(verbs, rings), Box::new(mixed)))
+                }
+                Err(e) => {
+                    if rank == 0 {
+                        eprintln!("skein: {e}; using MPI between the nodes instead");
+                    }
+                    mixed_mpi(rings)
+                }
+            }
         };
-        // Collective, failing on every rank alike: every rank has an active RDMA port and
-        // every rank set the queue pairs up, or the error of the first rank that could not.
-        #[cfg(feature = "rdma")]
-        let open_verbs =
-            || -> std::result::Result<Arc<crate::transport::verbs::VerbsLink>, String> {
-                let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
-                crate::transport::verbs::VerbsLink::open(w, token, config).map(Arc::new)
-            };
         #[cfg(not(feature = "rdma"))]
-        let open_verbs = || -> std::result::Result<std::convert::Infallible, String> {
+        let open_verbs = |()| -> std::result::Result<std::convert::Infallible, String> {
             crate::rack::agree_ok(Err("the RDMA verbs transport was asked for, but skein was \
                  built without the `rdma` feature (build with `--features rdma`, or use \
                  SKEIN_TRANSPORT=shm or mpi)"
@@ -770,6 +818,10 @@ impl Runtime {
         let verbs_opened = |link: Arc<crate::transport::verbs::VerbsLink>| {
             (Opened::Verbs(link.clone()), Box::new(link) as Box<dyn crate::transport::Transport>)
         };
+        // Across nodes, `auto` asks every rank for an active RDMA port (collective, once).
+        #[cfg(feature = "rdma")]
+        let rdma_ports =
+            kind == Kind::Auto && !one_node && crate::transport::verbs::every_rank_has_a_port();
         let (opened, transport) = match kind {
             Kind::Mpi => open_mpi()?,
             Kind::Shm => {
@@ -783,9 +835,9 @@ impl Runtime {
                 shm_opened(open_shm().map_err(rack_err)?)
             }
             #[cfg(feature = "rdma")]
-            Kind::Verbs => verbs_opened(open_verbs().map_err(rack_err)?),
+            Kind::Verbs => verbs_opened(open_verbs(&every_pair).map_err(rack_err)?),
             #[cfg(not(feature = "rdma"))]
-            Kind::Verbs => match open_verbs().map_err(rack_err)? {},
+            Kind::Verbs => match open_verbs(()).map_err(rack_err)? {},
             Kind::Auto if one_node => match open_shm() {
                 Ok(link) => shm_opened(link),
                 Err(e) => {
@@ -795,9 +847,12 @@ impl Runtime {
                     open_mpi()?
                 }
             },
-            // Across nodes: verbs where every rank has an active RDMA port, else MPI.
+            // Across nodes: verbs where every rank has an active RDMA port (with the rings
+            // within the nodes that hold several ranks), else MPI.
             #[cfg(feature = "rdma")]
-            Kind::Auto if crate::transport::verbs::every_rank_has_a_port() => match open_verbs() {
+            Kind::Auto if shared_node && rdma_ports => open_mixed_verbs()?,
+            #[cfg(feature = "rdma")]
+            Kind::Auto if rdma_ports => match open_verbs(&every_pair) {
                 Ok(link) => verbs_opened(link),
                 Err(e) => {
                     if rank == 0 {
@@ -819,6 +874,10 @@ impl Runtime {
             }
             #[cfg(feature = "rdma")]
             Opened::Verbs(..) => one(Kind::Verbs),
+            #[cfg(feature = "rdma")]
+            Opened::MixedVerbs(..) => {
+                near.iter().map(|&n| if n { Kind::Shm } else { Kind::Verbs }).collect()
+            }
         };
         let changed = {
             let mut last = TRANSPORTS.lock().unwrap_or_else(|e| e.into_inner());
@@ -832,6 +891,12 @@ impl Runtime {
                      asked: {kind})",
                     shm::describe_nodes(&nodes)
                 ),
+                #[cfg(feature = "rdma")]
+                Opened::MixedVerbs(..) => eprintln!(
+                    "skein: rack transport: shm within each node, verbs between nodes (nodes: \
+                     {}; asked: {kind})",
+                    shm::describe_nodes(&nodes)
+                ),
                 _ => eprintln!(
                     "skein: rack transport: {} between all {ranks} ranks (asked: {kind})",
                     used[0]
@@ -842,7 +907,7 @@ impl Runtime {
         let all_reduce: Box<dyn quiesce_ranks::AllReduce + Send> = match &opened {
             Opened::Shm(link) => Box::new(quiesce_ranks::shm::ShmAllReduce::new(link.board())),
             #[cfg(feature = "rdma")]
-            Opened::Verbs(..) => {
+            Opened::Verbs(..) | Opened::MixedVerbs(..) => {
                 Box::new(quiesce_ranks::mpi::MpiAllReduce::new().map_err(rack_err)?)
             }
             Opened::Mpi(..) | Opened::Mixed(..) => {
@@ -899,15 +964,9 @@ impl Runtime {
                     .push(format!("the transport closed with messages left over: {left:?}"));
             }
         };
-        match opened {
-            Opened::Mpi(endpoints, link) => close_mpi(&mut report, endpoints, link),
-            Opened::Shm(link) => close_shm(&mut report, link),
-            Opened::Mixed(endpoints, mpi, rings) => {
-                close_mpi(&mut report, endpoints, mpi);
-                close_shm(&mut report, rings);
-            }
-            #[cfg(feature = "rdma")]
-            Opened::Verbs(link) => {
+        #[cfg(feature = "rdma")]
+        let close_verbs =
+            |report: &mut RankReport, link: Arc<crate::transport::verbs::VerbsLink>| {
                 // Collective: every rank's writes retired before any rank's memory goes.
                 if let Err(e) = link.close(std::time::Duration::from_secs(10)) {
                     report.internal.push(format!("the transport did not close: {e}"));
@@ -918,6 +977,20 @@ impl Runtime {
                         .internal
                         .push(format!("the transport closed with messages left over: {left:?}"));
                 }
+            };
+        match opened {
+            Opened::Mpi(endpoints, link) => close_mpi(&mut report, endpoints, link),
+            Opened::Shm(link) => close_shm(&mut report, link),
+            Opened::Mixed(endpoints, mpi, rings) => {
+                close_mpi(&mut report, endpoints, mpi);
+                close_shm(&mut report, rings);
+            }
+            #[cfg(feature = "rdma")]
+            Opened::Verbs(link) => close_verbs(&mut report, link),
+            #[cfg(feature = "rdma")]
+            Opened::MixedVerbs(verbs, rings) => {
+                close_verbs(&mut report, verbs);
+                close_shm(&mut report, rings);
             }
         }
         if rank == 0 {

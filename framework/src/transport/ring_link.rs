@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Buffers a worker keeps for envelopes it claims and reads.
-const POOL: usize = 64;
+pub(crate) const POOL: usize = 64;
 
 /// How bytes reach a remote ring (module docs); one per worker, inside its [`End`].
 pub(crate) trait Medium: Debug + Send {
@@ -239,6 +239,12 @@ impl<M: Medium> RingLink<M> {
     /// What the link keeps for all its workers.
     pub(crate) fn shared(&self) -> &M::Shared {
         &self.shared
+    }
+
+    /// Buffers worker `g`'s pool holds.
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    pub(crate) fn pooled(&self, g: usize) -> usize {
+        self.with(g, |e| e.pool.len())
     }
 
     /// What is left in the transport (after the workers stopped).

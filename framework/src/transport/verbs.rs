@@ -56,7 +56,7 @@
 
 use super::ring::{Counters, RingMem};
 use super::ring_link::{End, Medium, RingLink};
-use super::verbs_conn::{Layout, RankConn};
+use super::verbs_conn::{Layout, Links, RankConn};
 use super::wake::WakeWords;
 use super::IdlePolicy;
 use rdma_sys as ib;
@@ -753,17 +753,26 @@ fn agree<T>(step: &str, mine: Result<T, String>) -> Result<T, String> {
 }
 
 impl RingLink<Verbs> {
-    /// Sets the transport up for `workers` workers per rank (collective: every rank calls
-    /// it, on the thread that runs the run; each step agreed, module docs).
+    /// Sets the transport up for `workers` workers per rank between the ranks `links` links
+    /// (every pair, or the pairs on different nodes of a run that mixes it with the rings
+    /// within each node: `transport::mixed`); collective: every rank calls it, on the thread
+    /// that runs the run; each step agreed, module docs.
     pub(crate) fn open(
         workers: usize,
         token: u64,
         config: super::shm::Config,
+        links: &Links,
     ) -> Result<VerbsLink, String> {
         use mpi::traits::*;
         let world = mpi::topology::SimpleCommunicator::world();
         let rank = usize::try_from(world.rank()).unwrap_or(0);
         let ranks = usize::try_from(world.size()).unwrap_or(1);
+        if links.ranks() != ranks {
+            return agree(
+                "checking the ranks",
+                Err(format!("{} ranks linked, in a job of {ranks}", links.ranks())),
+            );
+        }
         let layout =
             Layout { ranks, workers, ring_bytes: config.ring_bytes(ranks * workers * workers) };
         let len = layout.len().ok_or("the rings' size overflows")?;
@@ -775,10 +784,10 @@ impl RingLink<Verbs> {
             }
             for w in 0..workers {
                 for r in 0..ranks {
-                    if r == rank {
-                        res.qps.push(std::ptr::null_mut());
-                    } else {
+                    if links.linked(rank, r) {
                         res.add_qp(res.cqs[w])?;
+                    } else {
+                        res.qps.push(std::ptr::null_mut());
                     }
                 }
             }
@@ -807,13 +816,13 @@ impl RingLink<Verbs> {
         let conns: Result<Vec<RankConn>, String> = all
             .chunks_exact(words.len())
             .enumerate()
-            .map(|(r, w)| RankConn::decode(r, w, &layout).map_err(|e| e.to_string()))
+            .map(|(r, w)| RankConn::decode(r, w, &layout, links).map_err(|e| e.to_string()))
             .collect();
         let conns = agree("exchanging the connection data", conns)?;
         let connected = (|| {
             for w in 0..workers {
                 for (r, peer) in conns.iter().enumerate() {
-                    if r != rank {
+                    if links.linked(rank, r) {
                         res.connect(res.qps[w * ranks + r], peer, peer.qpn(w, rank), psn)
                             .map_err(|e| format!("worker {w}: {e}"))?;
                     }
@@ -833,7 +842,7 @@ impl RingLink<Verbs> {
                 let out = (0..all_workers)
                     .map(|d| {
                         let r = d / workers;
-                        (r != rank).then(|| {
+                        links.linked(rank, r).then(|| {
                             let off = layout.outbound(w, d);
                             OutRing {
                                 counters: at(off).cast(),
@@ -849,7 +858,7 @@ impl RingLink<Verbs> {
                     })
                     .collect();
                 let inbound = (0..all_workers)
-                    .filter(|s| s / workers != rank)
+                    .filter(|s| links.linked(s / workers, rank))
                     .map(|s| {
                         let off = layout.inbound(s, w);
                         let rs = s / workers;
@@ -868,7 +877,7 @@ impl RingLink<Verbs> {
                 let qps = (0..ranks)
                     .map(|r| {
                         let qp = res.qps[w * ranks + r];
-                        (r != rank).then_some(Qp { qp, outstanding: 0, since_signal: 0 })
+                        links.linked(rank, r).then_some(Qp { qp, outstanding: 0, since_signal: 0 })
                     })
                     .collect();
                 let verbs = Verbs { me: g, cq: res.cqs[w], lkey: res.lkey(), qps, workers };

@@ -16,7 +16,9 @@
 //!   worker `d`: counters (`tail` the writer's own; `head` the credit, written back by `d`'s
 //!   rank with RDMA writes) and a copy of the data, the registered source of the writes.
 //!
-//! Slots of a rank's own workers stay unused (they talk through slots in memory).
+//! Slots of a rank's own workers stay unused (they talk through slots in memory), and so do
+//! those of the ranks it does not link to over verbs ([`Links`]: in a run that mixes the
+//! transports, the ranks of its own node, reached over the shared-memory rings).
 //!
 //! # Connection data
 //!
@@ -24,7 +26,7 @@
 //! (the ranks agreed on their shape before): a magic word, the rank, ranks, workers, ring
 //! size, the port's LID, GID, path MTU, the region's address, length and rkey, the first
 //! packet sequence number, then the number of queue pair `(w, r)` (local worker `w` to rank
-//! `r`) for every `w < W`, `r < ranks`. [`RankConn::decode`] refuses words that do not
+//! `r`) for every `w < W`, `r < ranks`, 0 where the two ranks are not linked ([`Links`]). [`RankConn::decode`] refuses words that do not
 //! describe a rank of this job's shape (wrong magic, rank, shape or ring size, a region
 //! shorter than the layout, numbers out of the verbs' ranges): a mismatch between ranks ends
 //! the run on every rank with the rank named, before any queue pair is connected.
@@ -37,6 +39,35 @@ const MAGIC: u64 = u64::from_le_bytes(*b"SKEINVRB");
 const HEADER_WORDS: usize = 12;
 /// Queue pair numbers and packet sequence numbers are 24-bit.
 const MAX_24: u32 = (1 << 24) - 1;
+
+/// Which pairs of ranks are linked over verbs: ranks on different nodes (a node key per rank;
+/// [`Links::all`] gives each rank a node of its own, so that every pair is linked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Links {
+    nodes: Vec<u64>,
+}
+
+impl Links {
+    /// Every pair of distinct ranks among `ranks`.
+    pub(crate) fn all(ranks: usize) -> Links {
+        Links { nodes: (0..ranks as u64).collect() }
+    }
+
+    /// The pairs of ranks on different nodes (`nodes[r]`: rank `r`'s node key).
+    pub(crate) fn between_nodes(nodes: &[u64]) -> Links {
+        Links { nodes: nodes.to_vec() }
+    }
+
+    /// Ranks described.
+    pub(crate) fn ranks(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether ranks `a` and `b` talk over verbs (never a rank with itself).
+    pub(crate) fn linked(&self, a: usize, b: usize) -> bool {
+        self.nodes[a] != self.nodes[b]
+    }
+}
 
 /// The layout of every rank's registered memory (module docs); the same on every rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,11 +192,13 @@ impl RankConn {
         v
     }
 
-    /// Rank `rank`'s data from `words`, checked against `layout` (this rank's).
+    /// Rank `rank`'s data from `words`, checked against `layout` (this rank's) and `links`
+    /// (a queue pair number exactly towards the ranks `rank` is linked to).
     pub(crate) fn decode(
         rank: usize,
         words: &[u64],
         layout: &Layout,
+        links: &Links,
     ) -> Result<RankConn, ConnError> {
         let bad = |why: String| ConnError { rank, why };
         if words.len() != RankConn::words(layout) {
@@ -218,11 +251,13 @@ impl RankConn {
         let mut qpns = Vec::with_capacity(words.len() - HEADER_WORDS);
         for (i, &q) in words[HEADER_WORDS..].iter().enumerate() {
             let (w, r) = (i / layout.ranks, i % layout.ranks);
-            let ok = if r == rank { q == 0 } else { (1..=u64::from(MAX_24)).contains(&q) };
+            let linked = links.linked(rank, r);
+            let ok = if linked { (1..=u64::from(MAX_24)).contains(&q) } else { q == 0 };
             if !ok {
                 return Err(bad(format!(
                     "queue pair number {q:#x} for its worker {w} to rank {r} (expected 24 bits, \
-                     nonzero, and 0 for itself)"
+                     nonzero, to a rank on another node, and 0 for itself and the ranks of its \
+                     node)"
                 )));
             }
             qpns.push(q as u32);
@@ -263,7 +298,7 @@ mod tests {
             let c = conn(r);
             let words = c.encode();
             assert_eq!(words.len(), RankConn::words(&layout()));
-            let back = RankConn::decode(r, &words, &layout()).unwrap();
+            let back = RankConn::decode(r, &words, &layout(), &Links::all(3)).unwrap();
             assert_eq!(back, c);
             assert_eq!(back.qpn(1, (r + 1) % 3), 100 + (3 + (r + 1) % 3) as u32);
         }
@@ -298,14 +333,42 @@ mod tests {
         for (spoil, says) in cases {
             let mut w = good.clone();
             spoil(&mut w);
-            let e = RankConn::decode(1, &w, &l).unwrap_err();
+            let e = RankConn::decode(1, &w, &l, &Links::all(3)).unwrap_err();
             assert_eq!(e.rank, 1);
             let text = e.to_string();
             assert!(text.starts_with("rank 1's RDMA connection data is refused"), "{text}");
             assert!(text.contains(says), "{says:?} not in {text:?}");
         }
         // Data decoded as another rank's (its place in the all-gather) is refused too.
-        assert!(RankConn::decode(0, &good, &l).unwrap_err().to_string().contains("rank 1"));
+        assert!(RankConn::decode(0, &good, &l, &Links::all(3))
+            .unwrap_err()
+            .to_string()
+            .contains("rank 1"));
+    }
+
+    /// Linked only across nodes: a rank sends no queue pair number to the ranks of its node,
+    /// and one sent there (or one missing towards another node) is refused.
+    #[test]
+    fn queue_pairs_only_towards_other_nodes() {
+        let l = layout();
+        // Ranks 0 and 1 share a node; rank 2 is alone on another.
+        let links = Links::between_nodes(&[5, 5, 9]);
+        assert!(!links.linked(0, 1) && !links.linked(1, 1) && links.linked(1, 2));
+        assert_eq!(links.ranks(), 3);
+        let mut c = conn(1);
+        c.qpns = (0..l.workers * l.ranks)
+            .map(|i| if i % l.ranks == 2 { 100 + i as u32 } else { 0 })
+            .collect();
+        let words = c.encode();
+        assert_eq!(RankConn::decode(1, &words, &l, &links).unwrap(), c);
+        // Every pair linked: the zeros towards rank 0 are refused.
+        let e = RankConn::decode(1, &words, &l, &Links::all(3)).unwrap_err().to_string();
+        assert!(e.contains("queue pair number 0x0 for its worker 0 to rank 0"), "{e}");
+        // A number towards rank 0, on rank 1's own node, is refused.
+        let mut bad = words.clone();
+        bad[HEADER_WORDS] = 77;
+        let e = RankConn::decode(1, &bad, &l, &links).unwrap_err().to_string();
+        assert!(e.contains("queue pair number 0x4d for its worker 0 to rank 0"), "{e}");
     }
 
     /// The slots tile the region: every inbound ring and outbound mirror has its own
