@@ -250,9 +250,13 @@ impl Watchdog {
         let stop = Arc::new(AtomicBool::new(false));
         let (rs2, stop2) = (rs.clone(), stop.clone());
         ACTIVE.fetch_add(1, Ordering::Relaxed);
+        // The quits before this run, read here, before any worker starts: the thread may
+        // first run after a `SIGQUIT` sent to this run (a loaded machine), which it must
+        // still answer.
+        let quits = QUITS.load(Ordering::Relaxed);
         let t = std::thread::Builder::new()
             .name("skein-watchdog".into())
-            .spawn(move || watch(&rs2, &stop2));
+            .spawn(move || watch(&rs2, &stop2, quits));
         match t {
             Ok(t) => Some(Watchdog { stop, thread: Some(t) }),
             Err(_) => {
@@ -290,11 +294,10 @@ fn passes(rs: &RunState, g: usize) -> u64 {
         + s.parks.load(Ordering::Relaxed)
 }
 
-/// The watchdog's loop (module docs).
-fn watch(rs: &RunState, stop: &AtomicBool) {
+/// The watchdog's loop (module docs); `quits`: [`QUITS`] when the run started.
+fn watch(rs: &RunState, stop: &AtomicBool, mut quits: u64) {
     let start = Instant::now();
     let limit = (rs.cfg.stall_secs > 0).then(|| Duration::from_secs(rs.cfg.stall_secs));
-    let mut quits = QUITS.load(Ordering::Relaxed);
     let workers = local_range(rs);
     // Progress: this process's task counts and the detector's last sums.
     let progress = |rs: &RunState| -> u64 {
