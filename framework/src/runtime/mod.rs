@@ -298,9 +298,9 @@ impl Builder {
     }
 
     /// How a run over MPI ranks moves envelopes between them (default [`RackTransport::Auto`]:
-    /// shared-memory rings when every rank runs on one node, else RDMA verbs where every rank
-    /// has an active RDMA port (feature `rdma`), else the rings within each node that holds
-    /// several ranks and MPI messages between nodes; or
+    /// shared-memory rings when every rank runs on one node; across nodes, the rings within
+    /// each node that holds several ranks, and between nodes RDMA verbs where every rank has
+    /// an active RDMA port (feature `rdma`), else MPI messages; or
     /// `SKEIN_TRANSPORT=auto|mpi|shm|verbs` in the environment, which [`Builder::default`]
     /// reads). Every run prints the transport it chose when it differs from the last
     /// (rank 0, to stderr), and [`crate::rack_transports`] says it per rank.

@@ -54,7 +54,8 @@ use crate::channel::record::VTable;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RackTransport {
     /// Rings in shared memory when every rank runs on one node and every rank could set them
-    /// up, else RDMA verbs when every rank has an active RDMA port (feature `rdma`), else MPI
+    /// up; across nodes, the rings within each node that holds several ranks, and between
+    /// nodes RDMA verbs when every rank has an active RDMA port (feature `rdma`), else MPI
     /// messages (the default).
     #[default]
     Auto,
