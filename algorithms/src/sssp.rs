@@ -145,6 +145,8 @@ const AHEAD_BOUNDS: usize = 16;
 const AHEAD_ARCS: usize = 8;
 /// How many arcs ahead a relaxation loop asks for a target's distance.
 const AHEAD_DIST: usize = 16;
+/// How many entries ahead [`SsspPart::split_bucket`] asks for a vertex's distance.
+const AHEAD_SPLIT: usize = 16;
 
 /// The least budget of a partition's round, in arcs (see [`SsspPart::new`]): below it, a
 /// round's quiescence wait costs more than the relaxations it holds back.
@@ -224,6 +226,8 @@ struct Buffers {
     parent: Vec<Tag>,
     pending: Vec<u64>,
     bins: BucketQueue,
+    coarse: BucketQueue,
+    scratch: Vec<u32>,
 }
 
 /// One partition's SSSP state.
@@ -244,8 +248,17 @@ pub(crate) struct SsspPart {
     /// Bit `u` set: `u` is pending (improved since it last relaxed its arcs).
     pending: Vec<u64>,
     outbox: Outbox<Scan, SCAN_WORDS>,
-    /// Local vertices made pending, filed by the bin key of their distance then.
+    /// Local vertices made pending in buckets below `split`, filed by the bin key of
+    /// their distance then.
     bins: BucketQueue,
+    /// Local vertices made pending in buckets `split` and above, filed by bucket (see the
+    /// module docs, "Filing").
+    coarse: BucketQueue,
+    /// Buckets below this are split into `bins`; `coarse` holds no entry below it (its
+    /// base).
+    split: u64,
+    /// A spare vector for [`SsspPart::split_bucket`].
+    scratch: Vec<u32>,
     /// No bin below this key holds an entry.
     cur: u64,
     /// Bin keys of distances.
@@ -293,14 +306,21 @@ impl SsspPart {
         // bin stays inside the window.
         let reach = index.reach(max_weight);
         let window = BucketQueue::window_for(reach);
-        let kept = registry::take_buffers::<Buffers>(graph, part)
-            .filter(|b| b.dist.len() == len && b.bins.window() == window);
+        // Buckets are `SUB` bins: a relaxation reaches `reach / SUB` buckets ahead, plus one
+        // for the floor of each.
+        let coarse_reach = reach / u64::from(SUB) + 2;
+        let coarse_window = BucketQueue::window_for(coarse_reach);
+        let kept = registry::take_buffers::<Buffers>(graph, part).filter(|b| {
+            b.dist.len() == len && b.bins.window() == window && b.coarse.window() == coarse_window
+        });
         let dirty = kept.is_some();
         let b = kept.unwrap_or_else(|| Buffers {
             dist: vec![f32::INFINITY; len],
             parent: vec![NO_TAG; len],
             pending: vec![0; len.div_ceil(64)],
             bins: BucketQueue::new(reach),
+            coarse: BucketQueue::new(coarse_reach),
+            scratch: Vec::new(),
         });
         SsspPart {
             same_rank: view.rank_parts(part),
@@ -314,6 +334,9 @@ impl SsspPart {
             pending: b.pending,
             outbox: Outbox::new(np),
             bins: b.bins,
+            coarse: b.coarse,
+            split: 0,
+            scratch: b.scratch,
             cur: 0,
             index,
             relaxed_arcs: 0,
@@ -437,8 +460,53 @@ impl SsspPart {
         self.parent[l] = parent;
         self.pending[l / 64] |= 1 << (l % 64);
         let bin = self.index.key(d);
-        self.bins.push(bin, local);
-        self.cur = self.cur.min(bin);
+        let bucket = bucket_of(bin);
+        if bucket < self.split {
+            self.bins.push(bin, local);
+            self.cur = self.cur.min(bin);
+        } else {
+            self.coarse.push(bucket, local);
+        }
+    }
+
+    /// The first bin from `from` (at least the bins' base) with an entry, splitting the
+    /// lowest coarse buckets into bins ([`SsspPart::split_bucket`]) while the bins have
+    /// none; `None` when neither holds an entry.
+    fn next_bin(&mut self, from: u64) -> Option<u64> {
+        loop {
+            if let Some(k) = self.bins.first_from(from) {
+                return Some(k);
+            }
+            // Every bin is empty from `from` on (and below it): the lowest coarse bucket
+            // is the next.
+            let c = self.coarse.first_from(self.split)?;
+            self.split_bucket(c);
+        }
+    }
+
+    /// Moves the entries of coarse bucket `c` (the lowest with any) into its bins, each
+    /// under the bin of its vertex's distance now, dropping those whose vertex is no longer
+    /// pending in bucket `c` (relaxed since, or improved into a lower bucket, where it has
+    /// another entry); buckets up to `c` are split from now on.
+    fn split_bucket(&mut self, c: u64) {
+        let mut entries = std::mem::take(&mut self.scratch);
+        self.coarse.swap_out(c, &mut entries);
+        self.split = c + 1;
+        self.coarse.advance(self.split);
+        for (i, &u) in entries.iter().enumerate() {
+            if let Some(&v) = entries.get(i + AHEAD_SPLIT) {
+                self.prefetch_dist(v);
+            }
+            let u_ = u as usize;
+            if self.pending[u_ / 64] & (1 << (u_ % 64)) != 0 {
+                let bin = self.index.key(self.dist[u_]);
+                if bucket_of(bin) == c {
+                    self.bins.push(bin, u);
+                }
+            }
+        }
+        entries.clear();
+        self.scratch = entries;
     }
 
     /// True when `u`, found in bin `bin`, is pending there.
@@ -452,7 +520,7 @@ impl SsspPart {
     /// bucket: relaxations only produce distances at or above the one relaxed).
     /// Drops the stale entries it passes.
     pub(crate) fn next_bucket(&mut self) -> Option<u64> {
-        while let Some(bin) = self.bins.first_from(self.cur) {
+        while let Some(bin) = self.next_bin(self.cur) {
             self.cur = bin;
             while let Some(u) = self.bins.last(bin) {
                 if self.is_live(u, bin) {
@@ -492,6 +560,12 @@ impl SsspPart {
             // live one is in bucket `b` or later.
             self.bins.advance(first);
         }
+        if self.split < b {
+            // Likewise no coarse entry is below bucket `b` (`next_bucket` split buckets up
+            // to its partition's first live vertex, and `b` is at most that).
+            self.coarse.advance(b);
+            self.split = b;
+        }
         self.cur = self.cur.max(first);
         let view = Arc::clone(&self.view);
         let arcs = view.weighted(self.part);
@@ -504,7 +578,7 @@ impl SsspPart {
             }
             let Some(u) = self.bins.pop(bin) else {
                 // Skip to the next non-empty bin, if any.
-                match self.bins.first_from(bin) {
+                match self.next_bin(bin) {
                     Some(k) => self.cur = k,
                     None => break,
                 }
@@ -581,6 +655,8 @@ impl Drop for SsspPart {
             parent: std::mem::take(&mut self.parent),
             pending: std::mem::take(&mut self.pending),
             bins: std::mem::replace(&mut self.bins, BucketQueue::new(0)),
+            coarse: std::mem::replace(&mut self.coarse, BucketQueue::new(0)),
+            scratch: std::mem::take(&mut self.scratch),
         };
         registry::keep_buffers(self.graph, self.part, b);
     }
@@ -614,6 +690,7 @@ impl Part for SsspPart {
             self.parent.fill(NO_TAG);
             self.pending.fill(0);
             self.bins.clear();
+            self.coarse.clear();
         }
     }
 }
@@ -820,7 +897,7 @@ mod tests {
         for delta in [0.002, 70.0, 1e-30] {
             assert!(same(&simulate(&sh, 0, delta, 8), &want), "delta {delta}");
             let part = SsspPart::new(0, Arc::clone(&sh), 0, delta, 100_000.0, 0);
-            assert!(part.bins.window() <= 1 << 15);
+            assert!(part.bins.window() <= 1 << 15 && part.coarse.window() <= 1 << 15);
         }
     }
 
