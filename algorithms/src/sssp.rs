@@ -143,6 +143,9 @@ const SUB: u32 = 16;
 /// distance), and for its arcs: see the module docs, "Cost per arc".
 const AHEAD_BOUNDS: usize = 16;
 const AHEAD_ARCS: usize = 8;
+/// How many cache lines of a row's (or a scan's range's) arcs the lookahead asks for,
+/// besides the last.
+const AHEAD_LINES: u64 = 4;
 /// How many arcs ahead a relaxation loop asks for a target's distance.
 const AHEAD_DIST: usize = 16;
 /// How many entries ahead [`SsspPart::split_bucket`] asks for a vertex's distance.
@@ -403,8 +406,7 @@ impl SsspPart {
             let sender = tags.part(s.parent);
             if same.contains(&sender) {
                 let copy = &copies[sender - own];
-                copy.prefetch_at(s.start);
-                copy.prefetch_at(s.end.wrapping_sub(1));
+                copy.prefetch_range(s.start, s.end, AHEAD_LINES);
             }
         }
         for s in batch.items() {
@@ -594,7 +596,7 @@ impl SsspPart {
                 }
             }
             if let Some(v) = self.bins.peek_back(bin, AHEAD_ARCS) {
-                arcs.prefetch_arcs(v);
+                arcs.prefetch_arcs(v, AHEAD_LINES);
             }
             taken += 1;
             if !self.is_live(u, bin) {
