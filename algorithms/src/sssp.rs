@@ -589,13 +589,14 @@ impl SsspPart {
             // The vertices the next pops take (unless relaxations file new ones first):
             // their bounds, then their arcs, loaded while this one relaxes (see the module
             // docs, "Cost per arc").
-            if let Some(v) = self.bins.peek_back(bin, AHEAD_BOUNDS) {
+            let stop = bins_of(bucket_of(bin)).1;
+            if let Some(v) = self.bins.peek_ahead(bin, stop, AHEAD_BOUNDS) {
                 arcs.prefetch_bounds(v);
                 if let Some(d) = self.dist.get(v as usize) {
                     skein::prefetch(d);
                 }
             }
-            if let Some(v) = self.bins.peek_back(bin, AHEAD_ARCS) {
+            if let Some(v) = self.bins.peek_ahead(bin, stop, AHEAD_ARCS) {
                 arcs.prefetch_arcs(v, AHEAD_LINES);
             }
             taken += 1;
