@@ -9,7 +9,8 @@
 //! Tentative distances live with the owning partition. Vertex `u` is *pending* from
 //! an improvement of `dist[u]` until it relaxes its arcs (one bit per vertex, small
 //! enough to stay in cache where a second array of distances would not). Pending
-//! vertices wait in *bins* of width `delta / 16` by distance (entries are never
+//! vertices wait in *bins* of width `delta / 16` by distance (far ahead, in one vector per
+//! bucket until their bucket comes near: "Filing" below; entries are never
 //! removed: an entry whose vertex is no longer pending in that bin is skipped — lazy
 //! deletion). Globally, distances are cut into buckets of width
 //! `delta` (16 bins) and all partitions work on the same bucket in a round; within the
@@ -27,6 +28,23 @@
 //! found by a bitmap scan instead of a walk over empty bins. The bucket of bin key `k`
 //! is `k / 16` for keys below [`LINEAR_KEYS`] and `k` itself above (where keys are no
 //! longer linear in the distance: each is its own bucket).
+//!
+//! # Filing
+//!
+//! An improvement lands up to the largest weight ahead of the distance relaxed: with the
+//! default delta (`0.002 ×` the largest weight) anywhere in the next 500 buckets, 8,000
+//! bins. Filing it in its bin was a write to the tail of one of thousands of vectors (a
+//! cache miss per improvement, on top of the distance's), and most of those entries went
+//! stale before their bin was taken (at SCALE 20, 1.65 M improvements per search for
+//! 0.65 M vertices taken). So bins exist only for the buckets below `split`: an
+//! improvement into a later bucket is filed under its *bucket* in a second
+//! [`BucketQueue`] (`coarse`, one vector per bucket: about 500 tails, which stay in
+//! cache). When a partition runs out of bins, it splits its lowest coarse bucket
+//! ([`SsspPart::split_bucket`]): each entry whose vertex is still pending in that bucket
+//! goes into its bin, the others are dropped there, in one pass that asks for the
+//! distances ahead of it, instead of each stale entry costing a lookahead and a miss when
+//! its bin is taken. The order in which a partition takes its vertices is the same as with
+//! bins for every bucket.
 //!
 //! # Remote relaxations
 //!
@@ -83,12 +101,14 @@
 //! places in the copy), per arc the target's distance. Nothing of the next vertex is known
 //! to the hardware, but the bin is: [`SsspPart::process_bucket`] looks [`AHEAD_BOUNDS`]
 //! entries down the current bin (the next pops, unless relaxations file new entries there
-//! first, which is rare with bins a sixteenth of a bucket wide) and asks for that vertex's
-//! bounds and distance, and [`AHEAD_ARCS`] entries down for the first and last line of its
-//! arcs, whose bounds have arrived by then; a stale entry's lines are asked for in vain,
-//! which costs bandwidth only. Each relaxation loop asks for the distance of the arc
-//! [`AHEAD_DIST`] places ahead, and a batch of scans asks for the first and last arc of
-//! each of its ranges before relaxing the first. A vertex whose arcs all point into its own
+//! first, which is rare with bins a sixteenth of a bucket wide), and on into the bucket's
+//! next bins when the current one holds fewer ([`BucketQueue::peek_ahead`]), and asks for
+//! that vertex's bounds and distance, and [`AHEAD_ARCS`] entries down for the first
+//! [`AHEAD_LINES`] lines and the last line of its arcs, whose bounds have arrived by then;
+//! a stale entry's lines are asked for in vain, which costs bandwidth only (few are left
+//! after a split). Each relaxation loop asks for the distance of the arc [`AHEAD_DIST`]
+//! places ahead, and a batch of scans asks for the first lines and the last of each of its
+//! ranges before relaxing the first. A vertex whose arcs all point into its own
 //! partition (the last one does) relaxes them in one loop with no test per arc; one with
 //! arcs elsewhere relaxes its own ones up to the first other one (a test per arc that fails
 //! once), where a binary search for the split waited for one miss after another.
