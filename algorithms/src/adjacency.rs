@@ -251,28 +251,35 @@ impl<A: Layout> PartArcs<A> {
         }
     }
 
-    /// Hints the CPU to load the first and the last cache line of the arcs of local vertex
-    /// `local` (reading its bounds, best prefetched earlier: [`PartArcs::prefetch_bounds`]).
+    /// Hints the CPU to load the arcs of local vertex `local` ([`PartArcs::prefetch_range`]
+    /// of its bounds, which it reads: best prefetched earlier, [`PartArcs::prefetch_bounds`]).
     /// Changes nothing but timing, whatever `local` is.
     #[inline]
-    pub fn prefetch_arcs(&self, local: u32) {
+    pub fn prefetch_arcs(&self, local: u32, lines: u64) {
         let l = local as usize;
         if let (Some(&s), Some(&e)) = (self.offsets.get(l), self.offsets.get(l + 1)) {
-            if let Some(a) = self.arcs.get(s as usize) {
-                skein::prefetch(a);
-            }
-            if let Some(a) = self.arcs.get((e as usize).wrapping_sub(1)) {
-                skein::prefetch(a);
-            }
+            self.prefetch_range(s, e, lines);
         }
     }
 
-    /// Hints the CPU to load arc `at` (the start of a range for [`PartArcs::range`]).
-    /// Changes nothing but timing, whatever `at` is.
+    /// Hints the CPU to load the arcs `start..end` (a range for [`PartArcs::range`]): the
+    /// cache lines of its first `lines × 64` bytes, and its last line. Changes nothing but
+    /// timing, whatever the range is.
     #[inline]
-    pub fn prefetch_at(&self, at: u64) {
-        if let Some(a) = self.arcs.get(at as usize) {
-            skein::prefetch(a);
+    pub fn prefetch_range(&self, start: u64, end: u64, lines: u64) {
+        let step = (64 / std::mem::size_of::<A>()).max(1) as u64;
+        let stop = end.min(start.saturating_add(lines.saturating_mul(step)));
+        let mut at = start;
+        while at < stop {
+            if let Some(a) = self.arcs.get(at as usize) {
+                skein::prefetch(a);
+            }
+            at += step;
+        }
+        if end > stop {
+            if let Some(a) = self.arcs.get((end - 1) as usize) {
+                skein::prefetch(a);
+            }
         }
     }
 

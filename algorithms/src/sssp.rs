@@ -9,7 +9,8 @@
 //! Tentative distances live with the owning partition. Vertex `u` is *pending* from
 //! an improvement of `dist[u]` until it relaxes its arcs (one bit per vertex, small
 //! enough to stay in cache where a second array of distances would not). Pending
-//! vertices wait in *bins* of width `delta / 16` by distance (entries are never
+//! vertices wait in *bins* of width `delta / 16` by distance (far ahead, in one vector per
+//! bucket until their bucket comes near: "Filing" below; entries are never
 //! removed: an entry whose vertex is no longer pending in that bin is skipped — lazy
 //! deletion). Globally, distances are cut into buckets of width
 //! `delta` (16 bins) and all partitions work on the same bucket in a round; within the
@@ -27,6 +28,23 @@
 //! found by a bitmap scan instead of a walk over empty bins. The bucket of bin key `k`
 //! is `k / 16` for keys below [`LINEAR_KEYS`] and `k` itself above (where keys are no
 //! longer linear in the distance: each is its own bucket).
+//!
+//! # Filing
+//!
+//! An improvement lands up to the largest weight ahead of the distance relaxed: with the
+//! default delta (`0.002 ×` the largest weight) anywhere in the next 500 buckets, 8,000
+//! bins. Filing it in its bin was a write to the tail of one of thousands of vectors (a
+//! cache miss per improvement, on top of the distance's), and most of those entries went
+//! stale before their bin was taken (at SCALE 20, 1.65 M improvements per search for
+//! 0.65 M vertices taken). So bins exist only for the buckets below `split`: an
+//! improvement into a later bucket is filed under its *bucket* in a second
+//! [`BucketQueue`] (`coarse`, one vector per bucket: about 500 tails, which stay in
+//! cache). When a partition runs out of bins, it splits its lowest coarse bucket
+//! ([`SsspPart::split_bucket`]): each entry whose vertex is still pending in that bucket
+//! goes into its bin, the others are dropped there, in one pass that asks for the
+//! distances ahead of it, instead of each stale entry costing a lookahead and a miss when
+//! its bin is taken. The order in which a partition takes its vertices is the same as with
+//! bins for every bucket.
 //!
 //! # Remote relaxations
 //!
@@ -83,12 +101,14 @@
 //! places in the copy), per arc the target's distance. Nothing of the next vertex is known
 //! to the hardware, but the bin is: [`SsspPart::process_bucket`] looks [`AHEAD_BOUNDS`]
 //! entries down the current bin (the next pops, unless relaxations file new entries there
-//! first, which is rare with bins a sixteenth of a bucket wide) and asks for that vertex's
-//! bounds and distance, and [`AHEAD_ARCS`] entries down for the first and last line of its
-//! arcs, whose bounds have arrived by then; a stale entry's lines are asked for in vain,
-//! which costs bandwidth only. Each relaxation loop asks for the distance of the arc
-//! [`AHEAD_DIST`] places ahead, and a batch of scans asks for the first and last arc of
-//! each of its ranges before relaxing the first. A vertex whose arcs all point into its own
+//! first, which is rare with bins a sixteenth of a bucket wide), and on into the bucket's
+//! next bins when the current one holds fewer ([`BucketQueue::peek_ahead`]), and asks for
+//! that vertex's bounds and distance, and [`AHEAD_ARCS`] entries down for the first
+//! [`AHEAD_LINES`] lines and the last line of its arcs, whose bounds have arrived by then;
+//! a stale entry's lines are asked for in vain, which costs bandwidth only (few are left
+//! after a split). Each relaxation loop asks for the distance of the arc [`AHEAD_DIST`]
+//! places ahead, and a batch of scans asks for the first lines and the last of each of its
+//! ranges before relaxing the first. A vertex whose arcs all point into its own
 //! partition (the last one does) relaxes them in one loop with no test per arc; one with
 //! arcs elsewhere relaxes its own ones up to the first other one (a test per arc that fails
 //! once), where a binary search for the split waited for one miss after another.
@@ -143,8 +163,13 @@ const SUB: u32 = 16;
 /// distance), and for its arcs: see the module docs, "Cost per arc".
 const AHEAD_BOUNDS: usize = 16;
 const AHEAD_ARCS: usize = 8;
+/// How many cache lines of a row's (or a scan's range's) arcs the lookahead asks for,
+/// besides the last.
+const AHEAD_LINES: u64 = 4;
 /// How many arcs ahead a relaxation loop asks for a target's distance.
 const AHEAD_DIST: usize = 16;
+/// How many entries ahead [`SsspPart::split_bucket`] asks for a vertex's distance.
+const AHEAD_SPLIT: usize = 16;
 
 /// The least budget of a partition's round, in arcs (see [`SsspPart::new`]): below it, a
 /// round's quiescence wait costs more than the relaxations it holds back.
@@ -224,6 +249,8 @@ struct Buffers {
     parent: Vec<Tag>,
     pending: Vec<u64>,
     bins: BucketQueue,
+    coarse: BucketQueue,
+    scratch: Vec<u32>,
 }
 
 /// One partition's SSSP state.
@@ -244,8 +271,17 @@ pub(crate) struct SsspPart {
     /// Bit `u` set: `u` is pending (improved since it last relaxed its arcs).
     pending: Vec<u64>,
     outbox: Outbox<Scan, SCAN_WORDS>,
-    /// Local vertices made pending, filed by the bin key of their distance then.
+    /// Local vertices made pending in buckets below `split`, filed by the bin key of
+    /// their distance then.
     bins: BucketQueue,
+    /// Local vertices made pending in buckets `split` and above, filed by bucket (see the
+    /// module docs, "Filing").
+    coarse: BucketQueue,
+    /// Buckets below this are split into `bins`; `coarse` holds no entry below it (its
+    /// base).
+    split: u64,
+    /// A spare vector for [`SsspPart::split_bucket`].
+    scratch: Vec<u32>,
     /// No bin below this key holds an entry.
     cur: u64,
     /// Bin keys of distances.
@@ -293,14 +329,21 @@ impl SsspPart {
         // bin stays inside the window.
         let reach = index.reach(max_weight);
         let window = BucketQueue::window_for(reach);
-        let kept = registry::take_buffers::<Buffers>(graph, part)
-            .filter(|b| b.dist.len() == len && b.bins.window() == window);
+        // Buckets are `SUB` bins: a relaxation reaches `reach / SUB` buckets ahead, plus one
+        // for the floor of each.
+        let coarse_reach = reach / u64::from(SUB) + 2;
+        let coarse_window = BucketQueue::window_for(coarse_reach);
+        let kept = registry::take_buffers::<Buffers>(graph, part).filter(|b| {
+            b.dist.len() == len && b.bins.window() == window && b.coarse.window() == coarse_window
+        });
         let dirty = kept.is_some();
         let b = kept.unwrap_or_else(|| Buffers {
             dist: vec![f32::INFINITY; len],
             parent: vec![NO_TAG; len],
             pending: vec![0; len.div_ceil(64)],
             bins: BucketQueue::new(reach),
+            coarse: BucketQueue::new(coarse_reach),
+            scratch: Vec::new(),
         });
         SsspPart {
             same_rank: view.rank_parts(part),
@@ -314,6 +357,9 @@ impl SsspPart {
             pending: b.pending,
             outbox: Outbox::new(np),
             bins: b.bins,
+            coarse: b.coarse,
+            split: 0,
+            scratch: b.scratch,
             cur: 0,
             index,
             relaxed_arcs: 0,
@@ -380,8 +426,7 @@ impl SsspPart {
             let sender = tags.part(s.parent);
             if same.contains(&sender) {
                 let copy = &copies[sender - own];
-                copy.prefetch_at(s.start);
-                copy.prefetch_at(s.end.wrapping_sub(1));
+                copy.prefetch_range(s.start, s.end, AHEAD_LINES);
             }
         }
         for s in batch.items() {
@@ -437,8 +482,53 @@ impl SsspPart {
         self.parent[l] = parent;
         self.pending[l / 64] |= 1 << (l % 64);
         let bin = self.index.key(d);
-        self.bins.push(bin, local);
-        self.cur = self.cur.min(bin);
+        let bucket = bucket_of(bin);
+        if bucket < self.split {
+            self.bins.push(bin, local);
+            self.cur = self.cur.min(bin);
+        } else {
+            self.coarse.push(bucket, local);
+        }
+    }
+
+    /// The first bin from `from` (at least the bins' base) with an entry, splitting the
+    /// lowest coarse buckets into bins ([`SsspPart::split_bucket`]) while the bins have
+    /// none; `None` when neither holds an entry.
+    fn next_bin(&mut self, from: u64) -> Option<u64> {
+        loop {
+            if let Some(k) = self.bins.first_from(from) {
+                return Some(k);
+            }
+            // Every bin is empty from `from` on (and below it): the lowest coarse bucket
+            // is the next.
+            let c = self.coarse.first_from(self.split)?;
+            self.split_bucket(c);
+        }
+    }
+
+    /// Moves the entries of coarse bucket `c` (the lowest with any) into its bins, each
+    /// under the bin of its vertex's distance now, dropping those whose vertex is no longer
+    /// pending in bucket `c` (relaxed since, or improved into a lower bucket, where it has
+    /// another entry); buckets up to `c` are split from now on.
+    fn split_bucket(&mut self, c: u64) {
+        let mut entries = std::mem::take(&mut self.scratch);
+        self.coarse.swap_out(c, &mut entries);
+        self.split = c + 1;
+        self.coarse.advance(self.split);
+        for (i, &u) in entries.iter().enumerate() {
+            if let Some(&v) = entries.get(i + AHEAD_SPLIT) {
+                self.prefetch_dist(v);
+            }
+            let u_ = u as usize;
+            if self.pending[u_ / 64] & (1 << (u_ % 64)) != 0 {
+                let bin = self.index.key(self.dist[u_]);
+                if bucket_of(bin) == c {
+                    self.bins.push(bin, u);
+                }
+            }
+        }
+        entries.clear();
+        self.scratch = entries;
     }
 
     /// True when `u`, found in bin `bin`, is pending there.
@@ -452,7 +542,7 @@ impl SsspPart {
     /// bucket: relaxations only produce distances at or above the one relaxed).
     /// Drops the stale entries it passes.
     pub(crate) fn next_bucket(&mut self) -> Option<u64> {
-        while let Some(bin) = self.bins.first_from(self.cur) {
+        while let Some(bin) = self.next_bin(self.cur) {
             self.cur = bin;
             while let Some(u) = self.bins.last(bin) {
                 if self.is_live(u, bin) {
@@ -492,6 +582,12 @@ impl SsspPart {
             // live one is in bucket `b` or later.
             self.bins.advance(first);
         }
+        if self.split < b {
+            // Likewise no coarse entry is below bucket `b` (`next_bucket` split buckets up
+            // to its partition's first live vertex, and `b` is at most that).
+            self.coarse.advance(b);
+            self.split = b;
+        }
         self.cur = self.cur.max(first);
         let view = Arc::clone(&self.view);
         let arcs = view.weighted(self.part);
@@ -504,7 +600,7 @@ impl SsspPart {
             }
             let Some(u) = self.bins.pop(bin) else {
                 // Skip to the next non-empty bin, if any.
-                match self.bins.first_from(bin) {
+                match self.next_bin(bin) {
                     Some(k) => self.cur = k,
                     None => break,
                 }
@@ -513,14 +609,15 @@ impl SsspPart {
             // The vertices the next pops take (unless relaxations file new ones first):
             // their bounds, then their arcs, loaded while this one relaxes (see the module
             // docs, "Cost per arc").
-            if let Some(v) = self.bins.peek_back(bin, AHEAD_BOUNDS) {
+            let stop = bins_of(bucket_of(bin)).1;
+            if let Some(v) = self.bins.peek_ahead(bin, stop, AHEAD_BOUNDS) {
                 arcs.prefetch_bounds(v);
                 if let Some(d) = self.dist.get(v as usize) {
                     skein::prefetch(d);
                 }
             }
-            if let Some(v) = self.bins.peek_back(bin, AHEAD_ARCS) {
-                arcs.prefetch_arcs(v);
+            if let Some(v) = self.bins.peek_ahead(bin, stop, AHEAD_ARCS) {
+                arcs.prefetch_arcs(v, AHEAD_LINES);
             }
             taken += 1;
             if !self.is_live(u, bin) {
@@ -581,6 +678,8 @@ impl Drop for SsspPart {
             parent: std::mem::take(&mut self.parent),
             pending: std::mem::take(&mut self.pending),
             bins: std::mem::replace(&mut self.bins, BucketQueue::new(0)),
+            coarse: std::mem::replace(&mut self.coarse, BucketQueue::new(0)),
+            scratch: std::mem::take(&mut self.scratch),
         };
         registry::keep_buffers(self.graph, self.part, b);
     }
@@ -614,6 +713,7 @@ impl Part for SsspPart {
             self.parent.fill(NO_TAG);
             self.pending.fill(0);
             self.bins.clear();
+            self.coarse.clear();
         }
     }
 }
@@ -820,7 +920,7 @@ mod tests {
         for delta in [0.002, 70.0, 1e-30] {
             assert!(same(&simulate(&sh, 0, delta, 8), &want), "delta {delta}");
             let part = SsspPart::new(0, Arc::clone(&sh), 0, delta, 100_000.0, 0);
-            assert!(part.bins.window() <= 1 << 15);
+            assert!(part.bins.window() <= 1 << 15 && part.coarse.window() <= 1 << 15);
         }
     }
 

@@ -337,6 +337,28 @@ impl BucketQueue {
         slot.len().checked_sub(back + 1).map(|i| slot[i])
     }
 
+    /// [`BucketQueue::peek_back`] across keys: the entry that pops from `key` would return
+    /// after `back` others, taking the keys after it in order once it is empty, up to
+    /// `end` (exclusive). `None` past the window (or where it wraps around its array) or
+    /// when the keys hold fewer entries. For looking ahead past the end of a short bin.
+    #[inline]
+    pub fn peek_ahead(&self, key: u64, end: u64, mut back: usize) -> Option<u32> {
+        if !self.in_window(key) {
+            return None;
+        }
+        let mut s = (key & self.mask) as usize;
+        let keys = end.saturating_sub(key).min(self.slots.len() as u64) as usize;
+        let stop = self.slots.len().min(s + keys);
+        loop {
+            let slot = &self.slots[s];
+            if let Some(i) = slot.len().checked_sub(back + 1) {
+                return Some(slot[i]);
+            }
+            back -= slot.len();
+            s = self.first_occupied(s + 1, stop)?;
+        }
+    }
+
     /// The last entry filed under `key` (`key >= base`), without removing it.
     #[inline]
     pub fn last(&self, key: u64) -> Option<u32> {
@@ -431,6 +453,13 @@ mod tests {
             (Some(5), Some(1), None)
         );
         assert_eq!(q.peek_back(1000, 0), None, "beyond the window");
+        // Across keys: 5 holds [1, 5], 63 holds [3].
+        assert_eq!(q.peek_ahead(5, 64, 1), Some(1));
+        assert_eq!(q.peek_ahead(5, 64, 2), Some(3));
+        assert_eq!(q.peek_ahead(5, 63, 2), None, "63 is past the end");
+        assert_eq!(q.peek_ahead(6, 64, 0), Some(3));
+        assert_eq!(q.peek_ahead(5, 64, 3), None);
+        assert_eq!(q.peek_ahead(1000, 2000, 0), None, "beyond the window");
         assert_eq!(q.pop(5), Some(5));
         assert_eq!(q.pop(5), Some(1));
         assert_eq!(q.pop(5), None);
