@@ -519,9 +519,8 @@ impl SsspPart {
             if let Some(&v) = entries.get(i + AHEAD_SPLIT) {
                 self.prefetch_dist(v);
             }
-            let u_ = u as usize;
-            if self.pending[u_ / 64] & (1 << (u_ % 64)) != 0 {
-                let bin = self.index.key(self.dist[u_]);
+            if self.is_pending(u) {
+                let bin = self.index.key(self.dist[u as usize]);
                 if bucket_of(bin) == c {
                     self.bins.push(bin, u);
                 }
@@ -531,11 +530,17 @@ impl SsspPart {
         self.scratch = entries;
     }
 
+    /// True when `u` is pending (improved since it last relaxed its arcs).
+    #[inline]
+    fn is_pending(&self, u: u32) -> bool {
+        let u = u as usize;
+        self.pending[u / 64] & (1 << (u % 64)) != 0
+    }
+
     /// True when `u`, found in bin `bin`, is pending there.
     #[inline]
     fn is_live(&self, u: u32, bin: u64) -> bool {
-        let u = u as usize;
-        self.pending[u / 64] & (1 << (u % 64)) != 0 && self.index.key(self.dist[u]) == bin
+        self.is_pending(u) && self.index.key(self.dist[u as usize]) == bin
     }
 
     /// The bucket of the closest pending vertex, if any (never below the current

@@ -325,22 +325,11 @@ impl BucketQueue {
         v
     }
 
-    /// The entry that [`BucketQueue::pop`]`(key)` would return after `back` other pops
-    /// (0: the last entry filed), if `key` is in the window and holds that many; `None`
-    /// for keys beyond it. For looking ahead (prefetching what the next pops will touch).
-    #[inline]
-    pub fn peek_back(&self, key: u64, back: usize) -> Option<u32> {
-        if !self.in_window(key) {
-            return None;
-        }
-        let slot = &self.slots[(key & self.mask) as usize];
-        slot.len().checked_sub(back + 1).map(|i| slot[i])
-    }
-
-    /// [`BucketQueue::peek_back`] across keys: the entry that pops from `key` would return
-    /// after `back` others, taking the keys after it in order once it is empty, up to
-    /// `end` (exclusive). `None` past the window (or where it wraps around its array) or
-    /// when the keys hold fewer entries. For looking ahead past the end of a short bin.
+    /// The entry that pops from `key` would return after `back` others (0: the last entry
+    /// filed under `key`), taking the keys after it in order once it is empty, up to `end`
+    /// (exclusive; `key + 1` for `key` alone). `None` past the window (or where it wraps
+    /// around its array) or when the keys hold fewer entries. For looking ahead
+    /// (prefetching what the next pops will touch), past the end of a short bin too.
     #[inline]
     pub fn peek_ahead(&self, key: u64, end: u64, mut back: usize) -> Option<u32> {
         if !self.in_window(key) {
@@ -449,10 +438,9 @@ mod tests {
         assert_eq!(q.first_from(64), Some(64));
         assert_eq!(q.len_of(5), 2);
         assert_eq!(
-            (q.peek_back(5, 0), q.peek_back(5, 1), q.peek_back(5, 2)),
+            (q.peek_ahead(5, 6, 0), q.peek_ahead(5, 6, 1), q.peek_ahead(5, 6, 2)),
             (Some(5), Some(1), None)
         );
-        assert_eq!(q.peek_back(1000, 0), None, "beyond the window");
         // Across keys: 5 holds [1, 5], 63 holds [3].
         assert_eq!(q.peek_ahead(5, 64, 1), Some(1));
         assert_eq!(q.peek_ahead(5, 64, 2), Some(3));

@@ -720,6 +720,14 @@ impl Runtime {
             let (endpoints, link) = open_mpi_link()?;
             Ok((Opened::Mpi(endpoints, link.clone()), Box::new(link)))
         };
+        // `auto`'s fallback when a transport could not be set up on every rank (agreed):
+        // rank 0 says why, and every rank takes MPI.
+        let mpi_instead = |e: String| -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
+            if rank == 0 {
+                eprintln!("skein: {e}; using the MPI transport instead");
+            }
+            open_mpi()
+        };
         // Every rank's node (collective; `auto` and `shm` only).
         let nodes = match kind {
             Kind::Auto | Kind::Shm => shm::node_keys().map_err(rack_err)?,
@@ -751,12 +759,7 @@ impl Runtime {
         let open_mixed = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
             match open_shm() {
                 Ok(rings) => mixed_mpi(rings),
-                Err(e) => {
-                    if rank == 0 {
-                        eprintln!("skein: {e}; using the MPI transport instead");
-                    }
-                    open_mpi()
-                }
+                Err(e) => mpi_instead(e),
             }
         };
         // Collective, failing on every rank alike: every rank has an active RDMA port and
@@ -778,12 +781,7 @@ impl Runtime {
         let open_mixed_verbs = || -> Result<(Opened, Box<dyn crate::transport::Transport>)> {
             let rings = match open_shm() {
                 Ok(rings) => rings,
-                Err(e) => {
-                    if rank == 0 {
-                        eprintln!("skein: {e}; using the MPI transport instead");
-                    }
-                    return open_mpi();
-                }
+                Err(e) => return mpi_instead(e),
             };
             let links = crate::transport::verbs_conn::Links::between_nodes(&nodes);
             match open_verbs(&links) {
@@ -840,12 +838,7 @@ impl Runtime {
             Kind::Verbs => match open_verbs(()).map_err(rack_err)? {},
             Kind::Auto if one_node => match open_shm() {
                 Ok(link) => shm_opened(link),
-                Err(e) => {
-                    if rank == 0 {
-                        eprintln!("skein: {e}; using the MPI transport instead");
-                    }
-                    open_mpi()?
-                }
+                Err(e) => mpi_instead(e)?,
             },
             // Across nodes: verbs where every rank has an active RDMA port (with the rings
             // within the nodes that hold several ranks), else MPI.
@@ -854,12 +847,7 @@ impl Runtime {
             #[cfg(feature = "rdma")]
             Kind::Auto if rdma_ports => match open_verbs(&every_pair) {
                 Ok(link) => verbs_opened(link),
-                Err(e) => {
-                    if rank == 0 {
-                        eprintln!("skein: {e}; using the MPI transport instead");
-                    }
-                    open_mpi()?
-                }
+                Err(e) => mpi_instead(e)?,
             },
             // Across nodes, some of which hold several ranks: the rings within them.
             Kind::Auto if shared_node => open_mixed()?,
