@@ -1,5 +1,7 @@
 //! `skein bench micro`: the cost of a fiber switch, of one blocking `apply` round trip
-//! between two workers, and the requests a single trustee serves per second.
+//! between two workers, the requests a single trustee serves per second, and a run that does
+//! nothing (on 1 and on 2 workers: what a run costs beyond its work, its workers' start and
+//! end included).
 
 use crate::host::{write_json, Host, MAX_ITERS};
 use anyhow::Context;
@@ -27,6 +29,18 @@ struct Micro {
     fiber_switch_ns: f64,
     apply_round_trip_ns: f64,
     trustee_serves_per_sec: f64,
+    empty_run_1_worker_us: f64,
+    empty_run_2_workers_us: f64,
+}
+
+/// Microseconds per run of `rt` that does nothing, over `runs` runs (after one to warm up).
+fn empty_run_us(rt: &skein::Runtime, runs: usize) -> anyhow::Result<f64> {
+    rt.run(|| ())?;
+    let t0 = Instant::now();
+    for _ in 0..runs {
+        rt.run(|| ())?;
+    }
+    Ok(t0.elapsed().as_secs_f64() * 1e6 / runs as f64)
 }
 
 pub(crate) fn micro(a: MicroArgs, host: &dyn Host) -> anyhow::Result<()> {
@@ -70,7 +84,13 @@ pub(crate) fn micro(a: MicroArgs, host: &dyn Host) -> anyhow::Result<()> {
         skein::wait_quiescent();
         m as f64 / t0.elapsed().as_secs_f64()
     })?;
+    // Runs that do nothing: a thousandth of the iterations, at least 20.
+    let runs = (n / 1000).max(20);
+    let empty_1 = empty_run_us(&rt1, runs)?;
+    let empty_2 = empty_run_us(&rt2, runs)?;
     let r = Micro {
+        empty_run_1_worker_us: empty_1,
+        empty_run_2_workers_us: empty_2,
         fiber_yield_ns: yield_ns,
         fiber_switch_ns: yield_ns / 2.0,
         apply_round_trip_ns: rtt_ns,
@@ -83,6 +103,8 @@ pub(crate) fn micro(a: MicroArgs, host: &dyn Host) -> anyhow::Result<()> {
         "single trustee, apply_then from 1 worker: {:>7.2} M requests/s",
         r.trustee_serves_per_sec / 1e6
     );
+    println!("empty run, 1 worker:                     {:>8.1} µs", r.empty_run_1_worker_us);
+    println!("empty run, 2 workers:                    {:>8.1} µs", r.empty_run_2_workers_us);
     if let Some(path) = &a.json {
         write_json(host, path, &r)?;
     }

@@ -391,3 +391,55 @@ fn handles_are_one_word() {
     assert_eq!(size_of::<Trust<u64>>(), size_of::<usize>());
     assert_eq!(size_of::<Option<Trust<[u8; 100]>>>(), size_of::<usize>());
 }
+
+#[test]
+fn a_runtime_keeps_its_worker_threads_between_runs() {
+    use std::cell::Cell;
+    thread_local!(static RUNS: Cell<u64> = const { Cell::new(0) });
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    // Every worker counts the runs its thread has served.
+    let count = || {
+        rt.run(|| {
+            let fibers: Vec<_> = (0..skein::num_workers())
+                .map(|g| {
+                    skein::spawn_on(g, (), |()| {
+                        RUNS.with(|r| {
+                            r.set(r.get() + 1);
+                            r.get()
+                        })
+                    })
+                })
+                .collect();
+            fibers.into_iter().map(|f| f.join()).collect::<Vec<u64>>()
+        })
+        .unwrap()
+    };
+    let n = rt.workers();
+    assert_eq!(count(), vec![1; n]);
+    assert_eq!(count(), vec![2; n]);
+    assert_eq!(count(), vec![3; n]);
+}
+
+#[test]
+fn runs_of_one_runtime_from_two_threads_at_once() {
+    let rt = std::sync::Arc::new(Runtime::builder().workers(2).build().unwrap());
+    let threads: Vec<_> = (0..2u64)
+        .map(|k| {
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                (0..20u64)
+                    .map(|i| {
+                        rt.run(move || {
+                            let t = skein::trustee(1).entrust_new(i, |x| x);
+                            t.apply(k, |x, k| *x * 10 + k)
+                        })
+                        .unwrap()
+                    })
+                    .sum::<u64>()
+            })
+        })
+        .collect();
+    let sums: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    // Each thread's runs all ran, on the kept threads or on threads of their own.
+    assert_eq!(sums, vec![1900, 1920]);
+}

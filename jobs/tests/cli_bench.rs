@@ -266,3 +266,25 @@ fn repeated_fetch_add_prints_every_ratio_with_its_spread() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn micro_reports_switches_round_trips_and_empty_runs() {
+    let dir = scratch("micro");
+    let json = dir.join("micro.json");
+    let o = skein(&["bench", "micro", "--iters", "2000", "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("empty run, 2 workers:"), "{}", text(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in [
+        "fiber_yield_ns",
+        "apply_round_trip_ns",
+        "trustee_serves_per_sec",
+        "empty_run_1_worker_us",
+        "empty_run_2_workers_us",
+    ] {
+        let v = r[key].as_f64().unwrap_or_else(|| panic!("{key} missing: {r}"));
+        assert!(v.is_finite() && v > 0.0, "{key}: {v}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

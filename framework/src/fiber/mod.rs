@@ -118,6 +118,16 @@ impl StackPool {
         Ok(StackPool { stacks, size })
     }
 
+    /// A pool of stacks of `size` bytes holding none.
+    pub(crate) fn empty(size: usize) -> StackPool {
+        StackPool { stacks: Vec::new(), size }
+    }
+
+    /// The size of the pool's stacks.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
     /// Takes a stack from the pool or allocates one.
     pub(crate) fn take(&mut self) -> DefaultStack {
         match self.stacks.pop() {

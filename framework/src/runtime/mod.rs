@@ -20,6 +20,7 @@ pub(crate) mod export;
 pub(crate) mod free;
 pub(crate) mod idle;
 pub(crate) mod latch;
+pub(crate) mod pool;
 pub(crate) mod proxy;
 pub(crate) mod quiesce;
 pub(crate) mod quiesce_ranks;
@@ -398,7 +399,11 @@ impl Builder {
                 c.slot_overflow
             )));
         }
-        Ok(Runtime { cfg: self.cfg, last_stats: Mutex::new(Stats::default()) })
+        Ok(Runtime {
+            cfg: self.cfg,
+            last_stats: Mutex::new(Stats::default()),
+            pool: pool::Pool::default(),
+        })
     }
 }
 
@@ -434,11 +439,18 @@ pub fn rack_transport_used() -> Option<RackTransport> {
 }
 
 /// A delegation runtime: `workers` threads, each a trustee of its properties and a scheduler
-/// of fibers. Threads exist only while [`Runtime::run`] runs.
+/// of fibers. The threads start with the first [`Runtime::run`] and are kept, blocked,
+/// between runs (with their fibers' stacks), so that a run does not pay for starting them;
+/// dropping the runtime ends them. So a thread-local value that code on a worker sets is
+/// still there in the next run of the same runtime (on the same worker); a run of the
+/// runtime started while another of its runs goes on (from another thread) gets threads of
+/// its own.
 #[derive(Debug)]
 pub struct Runtime {
     cfg: Config,
     last_stats: Mutex<Stats>,
+    /// The worker threads kept between runs.
+    pool: pool::Pool,
 }
 
 impl Runtime {
@@ -544,49 +556,38 @@ impl Runtime {
     }
 
     /// Starts the workers `lo .. lo + cfg.workers` (global ids) of `run_state`, `main` on
-    /// global worker 0 when it is among them. On a failure to start one, the run is shut down
-    /// and the error is returned beside the threads already started.
+    /// global worker 0 when it is among them, on the threads the runtime keeps between runs
+    /// (`lease`: slots `0 .. cfg.workers`). On a failure to start one, the run is shut down
+    /// and the error is returned beside the workers already started.
     fn start_workers(
         &self,
         run_state: &Arc<RunState>,
+        lease: &mut pool::Lease<'_>,
         lo: usize,
         mut main: Option<impl FnOnce() + Send + 'static>,
-    ) -> (Vec<std::thread::JoinHandle<Result<()>>>, Option<Error>) {
-        let mut handles = Vec::with_capacity(self.cfg.workers);
-        for w in lo..lo + self.cfg.workers {
+    ) -> (Vec<pool::Pending>, Option<Error>) {
+        let mut started = Vec::with_capacity(self.cfg.workers);
+        for (slot, w) in (lo..lo + self.cfg.workers).enumerate() {
             let rs = run_state.clone();
             let m = if w == 0 { main.take() } else { None };
-            let h = std::thread::Builder::new()
-                .name(format!("skein-worker-{w}"))
-                .stack_size(self.cfg.worker_stack_size)
-                .spawn(move || worker_thread(w, rs, m));
-            match h {
-                Ok(h) => handles.push(h),
+            let job: pool::Job = Box::new(move |kept| worker_thread(w, rs, m, kept));
+            let name = || format!("skein-worker-{w}");
+            match lease.start(slot, name, self.cfg.worker_stack_size, job) {
+                Ok(p) => started.push(p),
                 Err(e) => {
                     run_state.stop();
-                    return (handles, Some(Error::Spawn { worker: w, source: e }));
+                    return (started, Some(Error::Spawn { worker: w, source: e }));
                 }
             }
         }
-        (handles, None)
+        (started, None)
     }
 
-    /// Joins the worker threads; their failures (not user panics, which are recorded as the
-    /// run's errors) in order. Then keeps the run's statistics and frees what foreign threads
-    /// handed over after the workers stopped.
-    fn join_workers(
-        &self,
-        run_state: &Arc<RunState>,
-        handles: Vec<std::thread::JoinHandle<Result<()>>>,
-    ) -> Vec<Error> {
-        let mut internal = Vec::new();
-        for h in handles {
-            match h.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => internal.push(e),
-                Err(p) => internal.push(Error::Internal(panic_message(&*p))),
-            }
-        }
+    /// Waits until the workers have finished; their failures (not user panics, which are
+    /// recorded as the run's errors) in order. Then keeps the run's statistics and frees what
+    /// foreign threads handed over after the workers stopped.
+    fn join_workers(&self, run_state: &Arc<RunState>, started: Vec<pool::Pending>) -> Vec<Error> {
+        let internal: Vec<Error> = started.into_iter().filter_map(|p| p.wait().err()).collect();
         *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
             Stats { workers: (0..run_state.n).map(|w| run_state.stats_of(w)).collect() };
         // Frees that arrived from foreign threads after the workers stopped.
@@ -625,9 +626,10 @@ impl Runtime {
         let run_state =
             RunState::start(self.cfg.clone(), Split::InProcess).ok_or(Error::TooManyRuns)?;
         let (main, result) = Self::wrap_main(&run_state, main);
-        let watchdog = stall::Watchdog::start(&run_state);
-        let (handles, spawn_err) = self.start_workers(&run_state, 0, Some(main));
-        let internal = self.join_workers(&run_state, handles);
+        let mut lease = self.pool.lease();
+        let watchdog = stall::Watchdog::start(&run_state, &mut lease, self.cfg.workers);
+        let (started, spawn_err) = self.start_workers(&run_state, &mut lease, 0, Some(main));
+        let internal = self.join_workers(&run_state, started);
         drop(watchdog);
         run_state.end();
         if let Some(e) = spawn_err {
@@ -908,13 +910,14 @@ impl Runtime {
             crate::rack::abort(1, &Error::TooManyRuns.to_string());
         };
         let (main, result) = Self::wrap_main(&run_state, main);
-        let watchdog = stall::Watchdog::start(&run_state);
-        let (handles, spawn_err) = self.start_workers(&run_state, rank * w, Some(main));
+        let mut lease = self.pool.lease();
+        let watchdog = stall::Watchdog::start(&run_state, &mut lease, w);
+        let (started, spawn_err) = self.start_workers(&run_state, &mut lease, rank * w, Some(main));
         if let Some(e) = spawn_err {
             // The other ranks would wait for this one's workers forever: fate sharing.
             crate::rack::abort(1, &e.to_string());
         }
-        let internal = self.join_workers(&run_state, handles);
+        let internal = self.join_workers(&run_state, started);
         drop(watchdog);
         let mut report = RankReport {
             errors: std::mem::take(
@@ -1010,6 +1013,7 @@ fn worker_thread(
     index: usize,
     run_state: Arc<RunState>,
     main: Option<impl FnOnce() + 'static>,
+    kept: &mut pool::Kept,
 ) -> Result<()> {
     crate::rack::mark_worker_thread();
     struct StopOnPanic(Arc<RunState>);
@@ -1028,18 +1032,21 @@ fn worker_thread(
     if run_state.cfg.pin {
         pin_current_thread(index);
     }
-    let w = match Worker::new(index, run_state.clone()) {
+    let w = match Worker::new(index, run_state.clone(), kept.stacks.take()) {
         Ok(w) => w,
         Err(e) => {
             run_state.stop();
             return Err(Error::Spawn { worker: index, source: e });
         }
     };
-    let _entered = context::enter(&w);
-    if let Some(m) = main {
-        w.spawn_local(m);
+    {
+        let _entered = context::enter(&w);
+        if let Some(m) = main {
+            w.spawn_local(m);
+        }
+        w.run_loop();
     }
-    w.run_loop();
+    kept.stacks = Some(w.take_stacks());
     Ok(())
 }
 

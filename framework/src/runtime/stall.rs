@@ -13,7 +13,8 @@
 //!   it answered, once per loop pass (one relaxed load of a line that is written once per
 //!   dump); a worker that sees it move writes its own section (its fibers, its requests, its
 //!   transport queues) from its own thread, where its state lives.
-//! * One watchdog thread per run ([`Watchdog`]) ticks every [`TICK`]: it reads the workers'
+//! * One watchdog per run ([`Watchdog`], on a thread the runtime keeps between runs,
+//!   `super::pool`) ticks every [`TICK`]: it reads the workers'
 //!   published counters, keeps the coarse clock that envelope receipts stamp
 //!   ([`RunStall::heard`]), and on `SIGQUIT` or a stall writes the process's header (counter
 //!   sums, the detector's last round, which ranks were last heard from when, which workers
@@ -33,7 +34,7 @@ use super::run_state::RunState;
 use crate::sync::Arc;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The watchdog's period: the resolution of the clock envelope receipts stamp.
@@ -235,30 +236,56 @@ extern "C" fn on_quit(_sig: libc::c_int) {
     QUITS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The watchdog thread of one run; dropping it stops and joins the thread.
+/// The watchdog of one run, on a thread the runtime keeps between runs (`super::pool`);
+/// dropping it stops the watch and waits until it has ended.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<Stop>,
+    watching: Option<super::pool::Pending>,
+}
+
+/// The watchdog's stop flag, and the condition variable its ticks wait on (a stop ends the
+/// wait at once).
+#[derive(Debug, Default)]
+struct Stop {
+    stopped: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Stop {
+    /// Waits one [`TICK`], or less if the watch is stopped meanwhile; whether it is.
+    fn tick(&self) -> bool {
+        let stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        if *stopped {
+            return true;
+        }
+        let (stopped, _) = self.cv.wait_timeout(stopped, TICK).unwrap_or_else(|e| e.into_inner());
+        *stopped
+    }
 }
 
 impl Watchdog {
-    /// Starts the watchdog of `rs` (and installs the `SIGQUIT` handler, once). `None` if the
-    /// thread cannot start: the run goes on without dumps.
-    pub(crate) fn start(rs: &Arc<RunState>) -> Option<Watchdog> {
+    /// Starts the watchdog of `rs` (and installs the `SIGQUIT` handler, once) on slot `slot`
+    /// of `lease`. `None` if no thread can take it: the run goes on without dumps.
+    pub(crate) fn start(
+        rs: &Arc<RunState>,
+        lease: &mut super::pool::Lease<'_>,
+        slot: usize,
+    ) -> Option<Watchdog> {
         install_sigquit();
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Stop::default());
         let (rs2, stop2) = (rs.clone(), stop.clone());
         ACTIVE.fetch_add(1, Ordering::Relaxed);
         // The quits before this run, read here, before any worker starts: the thread may
         // first run after a `SIGQUIT` sent to this run (a loaded machine), which it must
         // still answer.
         let quits = QUITS.load(Ordering::Relaxed);
-        let t = std::thread::Builder::new()
-            .name("skein-watchdog".into())
-            .spawn(move || watch(&rs2, &stop2, quits));
-        match t {
-            Ok(t) => Some(Watchdog { stop, thread: Some(t) }),
+        let job: super::pool::Job = Box::new(move |_| {
+            watch(&rs2, &stop2, quits);
+            Ok(())
+        });
+        match lease.start(slot, || "skein-watchdog".into(), WATCHDOG_STACK, job) {
+            Ok(watching) => Some(Watchdog { stop, watching: Some(watching) }),
             Err(_) => {
                 ACTIVE.fetch_sub(1, Ordering::Relaxed);
                 None
@@ -267,12 +294,15 @@ impl Watchdog {
     }
 }
 
+/// The watchdog thread's stack (a spawned thread's default).
+const WATCHDOG_STACK: usize = 2 << 20;
+
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
+        *self.stop.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.stop.cv.notify_all();
+        if let Some(w) = self.watching.take() {
+            let _ = w.wait();
         }
         ACTIVE.fetch_sub(1, Ordering::Relaxed);
     }
@@ -295,7 +325,7 @@ fn passes(rs: &RunState, g: usize) -> u64 {
 }
 
 /// The watchdog's loop (module docs); `quits`: [`QUITS`] when the run started.
-fn watch(rs: &RunState, stop: &AtomicBool, mut quits: u64) {
+fn watch(rs: &RunState, stop: &Stop, mut quits: u64) {
     let start = Instant::now();
     let limit = (rs.cfg.stall_secs > 0).then(|| Duration::from_secs(rs.cfg.stall_secs));
     let workers = local_range(rs);
@@ -318,9 +348,8 @@ fn watch(rs: &RunState, stop: &AtomicBool, mut quits: u64) {
     // Per worker: its passes at the last change, and when that was.
     let mut pass_seen: Vec<(u64, Instant)> =
         workers.clone().map(|g| (passes(rs, g), Instant::now())).collect();
-    while !stop.load(Ordering::Acquire) {
-        std::thread::park_timeout(TICK);
-        if stop.load(Ordering::Acquire) {
+    loop {
+        if stop.tick() {
             break;
         }
         let now = Instant::now();

@@ -146,10 +146,20 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(index: usize, run_state: Arc<RunState>) -> std::io::Result<Worker> {
+    /// Worker `index` of the run, with the fiber stacks `stacks` its thread kept from an
+    /// earlier run (`super::pool`) when they have the run's stack size, else fresh ones.
+    pub(crate) fn new(
+        index: usize,
+        run_state: Arc<RunState>,
+        stacks: Option<StackPool>,
+    ) -> std::io::Result<Worker> {
         let n = run_state.n;
         let anatomy = run_state.cfg.anatomy;
-        let pool = StackPool::new(run_state.cfg.stack_size, run_state.cfg.fibers_per_worker)?;
+        let size = run_state.cfg.stack_size;
+        let pool = match stacks {
+            Some(kept) if kept.size() == size => kept,
+            _ => StackPool::new(size, run_state.cfg.fibers_per_worker)?,
+        };
         let local_n = run_state.local_n;
         // Global ids: `index = rank·W + w` (one rank: `rank` 0, `local_n` = n).
         let (rank, rank_lo) = (index / local_n, index / local_n * local_n);
@@ -186,6 +196,13 @@ impl Worker {
             clock: Clock::new(anatomy),
             dump: dump::WorkerDump::default(),
         })
+    }
+
+    /// Takes the fiber stacks this worker holds free, for its thread to keep for the next run
+    /// (`super::pool`); the worker's loop has ended.
+    pub(crate) fn take_stacks(&self) -> StackPool {
+        let size = self.pool.borrow().size();
+        self.pool.replace(StackPool::empty(size))
     }
 
     /// The pair sequence number of the next request batch from this worker to worker `to`
