@@ -173,6 +173,19 @@ pub use error::{Error, Result};
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use forge::{forge_envelope, Forgery};
+
+/// The shared-memory rings this process has set up so far (a run over ranks that reuses the
+/// rings its predecessor kept sets up none); 0 without the `mpi` feature. A test hook.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub fn rack_ring_setups() -> u64 {
+    #[cfg(feature = "mpi")]
+    {
+        transport::shm::setups()
+    }
+    #[cfg(not(feature = "mpi"))]
+    0
+}
 pub use plain::Plain;
 pub use runtime::stall::{request_stall_dump, stall_dumps};
 pub use runtime::{

@@ -230,6 +230,48 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        "many-runs" => {
+            // Runs of two runtimes (1 and 2 workers per rank) in turn, each with round trips
+            // across ranks and `wait_quiescent`, one whose main panics among them: the rings
+            // of a run serve the next run of the same shape (set up again only when the shape
+            // changes), the board's rounds go on from where the last run left them, and every
+            // result is exact.
+            let rts: Vec<skein::Runtime> = [1, 2]
+                .iter()
+                .map(|&w| skein::Runtime::builder().workers(w).build().expect("build"))
+                .collect();
+            let work = |rt: &skein::Runtime, k: u64| {
+                rt.run(move || {
+                    let n = skein::num_workers();
+                    let props: Vec<skein::Trust<u64>> =
+                        (0..n).map(|g| skein::trustee(g).entrust_new(g as u64, |g| g)).collect();
+                    for round in 0..5u64 {
+                        for t in &props {
+                            t.apply_then(round + k, |v, d| *v += d, |_| ());
+                        }
+                        skein::wait_quiescent();
+                    }
+                    props.iter().map(|t| t.apply((), |v, ()| *v)).sum::<u64>()
+                })
+            };
+            let mut sums = Vec::new();
+            let mut setups = Vec::new();
+            for (rt, runs) in [(0, 4), (0, 1), (0, 2), (1, 3), (0, 2)] {
+                for k in 0..runs {
+                    if (rt, runs) == (0, 1) {
+                        let r = rts[0].run(|| -> u64 { panic!("deliberate panic in main") });
+                        sums.push(r.map_or(0, |_| 1));
+                    } else {
+                        sums.push(work(&rts[rt], k).expect("run"));
+                    }
+                }
+                setups.push(skein::rack_ring_setups());
+            }
+            let useful: u64 =
+                rts.iter().flat_map(|rt| rt.stats().workers).map(|w| w.park_timeouts_useful).sum();
+            let rings = skein::rack_transports().contains(&skein::RackTransport::Shm);
+            report_run(rank, Ok::<_, skein::Error>((sums, rings, setups, useful)));
+        }
         "wake-1" | "wake-2" => {
             // Round trips across ranks (a chain of blocking `apply`s through every worker),
             // detached fibers and `wait_quiescent`, with workers that block between them
@@ -821,7 +863,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 44] = [
+    let cases: [Case; 46] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -840,6 +882,8 @@ fn harness(args: &[String]) {
         ("rings_within_nodes_and_mpi_between_on_4_ranks", mixed_case),
         ("stats_show_every_ranks_workers_on_3_ranks", stats_case),
         ("wait_quiescent_across_3_ranks", quiescent_case),
+        ("rings_serve_the_next_run_of_their_shape_on_2_ranks", |d| many_runs_case(d, 2)),
+        ("rings_serve_the_next_run_of_their_shape_on_3_ranks", |d| many_runs_case(d, 3)),
         ("blocked_ranks_are_woken_on_2_ranks_of_2_workers", |d| wake_case(d, 2, 2)),
         ("blocked_ranks_are_woken_on_3_ranks_of_1_worker", |d| wake_case(d, 3, 1)),
         ("more_ranks_than_cores_4_ranks", |d| wake_case(d, 4, 1)),
@@ -1495,6 +1539,33 @@ fn wake_case(dir: &Path, ranks: usize, w: usize) -> Result<(), String> {
         .sum();
     let want = format!("ok (({sum}, {finals:?}), 0)");
     check(out == [want], "exact results and no safety-net timeout that found work", &l)
+}
+
+/// The runs of "many-runs" on `ranks` ranks: exact sums, a failed run among them, and the
+/// rings set up once per change of shape (over the rings; over MPI messages, never).
+fn many_runs_case(dir: &Path, ranks: usize) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "many-runs", ranks)?;
+    // Property g starts at g and gains 5 k + 10 over a run's 5 rounds.
+    let sum = |w: usize, k: u64| -> u64 {
+        let n = (ranks * w) as u64;
+        (0..n).map(|g| g + 5 * k + 10).sum()
+    };
+    let mut sums: Vec<u64> = (0..4).map(|k| sum(1, k)).collect();
+    sums.push(0);
+    sums.extend((0..2).map(|k| sum(1, k)));
+    sums.extend((0..3).map(|k| sum(2, k)));
+    sums.extend((0..2).map(|k| sum(1, k)));
+    let want = |rings: bool| {
+        let setups = if rings { "[1, 1, 1, 2, 3]" } else { "[0, 0, 0, 0, 0]" };
+        format!("ok ({sums:?}, {rings}, {setups}, 0)")
+    };
+    // Over the rings by default; over MPI messages (SKEIN_TRANSPORT=mpi, a rank per node)
+    // there are no rings to keep.
+    check(
+        out == [want(true)] || out == [want(false)],
+        "exact sums, and rings set up once per shape when the run used rings",
+        &l,
+    )
 }
 
 fn remote_panic_case(dir: &Path) -> Result<(), String> {

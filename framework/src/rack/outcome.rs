@@ -55,6 +55,15 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// Whether the run ended as runs end when the runtime works: `main`'s value, or user
+    /// panics or refusals (caught, the run went on to quiescence). A run that ended so left
+    /// every transport empty, on every rank (each rank's close reports leftovers as an
+    /// internal error); the shared-memory rings may serve the next run (`transport::shm`).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn leaves_transport_clean(&self) -> bool {
+        matches!(self, Outcome::Ok(_) | Outcome::Panicked { .. } | Outcome::Refused { .. })
+    }
+
     /// `main`'s encoded value, or the error this outcome is.
     pub(crate) fn into_result(self) -> Result<Vec<u8>, Error> {
         match self {

@@ -738,8 +738,15 @@ impl Runtime {
         let one_node = shm::other_node(&nodes).is_none();
         // Collective, and failing on every rank alike (agreed), so that `auto` falls back on
         // every rank or on none.
+        // The settings the rings were set up or taken with, to keep them at the end.
+        let shm_config = std::cell::Cell::new(None);
         let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
             let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
+            shm_config.set(Some(config));
+            // The rings of the last run, when every rank kept them for this shape.
+            if let Some(link) = shm::reuse(w, config, &nodes) {
+                return Ok(link);
+            }
             ShmLink::open(w, token, job_run, config, &nodes).map(Arc::new)
         };
         let near: Vec<bool> =
@@ -969,6 +976,15 @@ impl Runtime {
                         .push(format!("the transport closed with messages left over: {left:?}"));
                 }
             };
+        // The rings, kept for the next run if this one ends cleanly on every rank.
+        let rings = match &opened {
+            Opened::Shm(rings) | Opened::Mixed(_, _, rings) => Some(rings.clone()),
+            #[cfg(feature = "rdma")]
+            Opened::MixedVerbs(_, rings) => Some(rings.clone()),
+            Opened::Mpi(..) => None,
+            #[cfg(feature = "rdma")]
+            Opened::Verbs(..) => None,
+        };
         match opened {
             Opened::Mpi(endpoints, link) => close_mpi(&mut report, endpoints, link),
             Opened::Shm(link) => close_shm(&mut report, link),
@@ -996,6 +1012,12 @@ impl Runtime {
         run_state.end();
         drop(run_state);
         let decision = outcome::exchange(&report, w).map_err(rack_err)?;
+        // The same decision on every rank: every rank keeps its rings, or none does.
+        if let (Some(rings), Some(config)) = (rings, shm_config.get()) {
+            if decision.outcome.leaves_transport_clean() {
+                shm::keep(w, config, &nodes, rings);
+            }
+        }
         // Every rank's workers, as `Runtime::stats` shows them in one process.
         *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
             Stats { workers: decision.stats };

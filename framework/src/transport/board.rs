@@ -109,6 +109,12 @@ impl<M: BoardMem> Board<M> {
         }
     }
 
+    /// The rounds this rank has posted on the board so far: a run that reuses the board of
+    /// an earlier run (`transport::shm`, "Kept between runs") starts its all-reduces there.
+    pub(crate) fn posted_rounds(&self) -> u64 {
+        self.mem.posted(self.rank).load(Ordering::Acquire)
+    }
+
     /// Whether rank `r` has posted round `round`.
     pub(crate) fn has_posted(&self, r: usize, round: u64) -> bool {
         self.mem.posted(r).load(Ordering::Acquire) > round

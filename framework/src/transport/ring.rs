@@ -194,7 +194,6 @@ impl Writer {
     }
 
     /// True when no frame is part-way through.
-    #[cfg(test)]
     pub(crate) fn between_frames(&self) -> bool {
         self.done == 0
     }

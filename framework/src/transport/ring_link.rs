@@ -254,6 +254,11 @@ impl<M: Medium> RingLink<M> {
             self.with(g, |e| {
                 left.unsent += e.waiting;
                 left.undelivered += e.ready.len();
+                // Bytes still in a ring, or an envelope part-way through one: one each.
+                left.unsent += e.out.iter().flatten().filter(|(_, w)| !w.between_frames()).count();
+                for (_, ring, r) in &mut e.inbound {
+                    left.undelivered += usize::from(r.mid_frame() || r.has_bytes(ring));
+                }
             });
         }
         left

@@ -18,6 +18,21 @@
 //! the step, when one of them cannot go on (ranks on different nodes, no `/dev/shm`, too
 //! little memory); the run then fails on every rank before any envelope moves.
 //!
+//! # Kept between runs
+//!
+//! A job runs many runs (a kernel runs one per search). A run that ended cleanly on every
+//! rank (the outcome every rank agrees on: `main`'s value or a user panic, never an internal
+//! error, a deadlock or an abort) leaves its rings to the next run of the same shape
+//! ([`keep`]): every envelope was delivered (the run's close checked that no byte is left in
+//! a ring or a backlog), every worker stopped, and every rank posted the same rounds on the
+//! board (a run stops on a verdict all ranks reach in the same round, with no all-reduce
+//! outstanding), so the next run's all-reduce starts from the board's count
+//! (`runtime::quiesce_ranks::shm`). The next run takes them ([`reuse`]) when every rank kept
+//! rings of its shape (workers per rank, settings, nodes): one agreement, where a new set-up
+//! takes four collectives, a file made, mapped by every rank and unlinked, and fresh pages
+//! faulted in as the rings fill. The mappings then live until a run of another shape
+//! replaces them, or the process ends (the files are unlinked already).
+//!
 //! # Shape
 //!
 //! The transport is [`RingLink`] over the [`Shm`] medium (`transport::ring_link`, shared
@@ -80,7 +95,7 @@ const DEFAULT_RINGS_BYTES: usize = 64 << 20;
 const RING_BYTES_RANGE: std::ops::RangeInclusive<usize> = (4 << 10)..=(64 << 20);
 
 /// The settings of the shared-memory transport.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Config {
     /// Data bytes of one ring (a power of two in [`RING_BYTES_RANGE`]); `None`: the
     /// default for the job's shape ([`Config::ring_bytes`]).
@@ -498,6 +513,43 @@ pub(crate) fn other_node(keys: &[u64]) -> Option<usize> {
     keys.iter().position(|&n| n != keys[0])
 }
 
+/// The rings a clean run left for the next ([`keep`], module docs "Kept between runs"), with
+/// their shape.
+struct Kept {
+    workers: usize,
+    config: Config,
+    nodes: Vec<u64>,
+    link: Arc<ShmLink>,
+}
+
+static KEPT: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
+
+/// Set-ups of rings in this process ([`ShmLink::open`] calls that made them).
+static SETUPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The rings this process has set up so far (a run that reuses kept rings sets up none).
+pub(crate) fn setups() -> u64 {
+    SETUPS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Keeps `link`, the rings of a run that ended cleanly on every rank (module docs), for the
+/// next run of the same shape. Every rank of the run calls it, or none.
+pub(crate) fn keep(workers: usize, config: Config, nodes: &[u64], link: Arc<ShmLink>) {
+    let kept = Kept { workers, config, nodes: nodes.to_vec(), link };
+    *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
+}
+
+/// The rings the last run kept, if every rank kept rings of this shape (collective: every
+/// rank agrees, or every rank drops what it kept and sets up anew).
+pub(crate) fn reuse(workers: usize, config: Config, nodes: &[u64]) -> Option<Arc<ShmLink>> {
+    let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mine = match kept {
+        Some(k) if k.workers == workers && k.config == config && k.nodes == nodes => Ok(k.link),
+        _ => Err(String::new()),
+    };
+    crate::rack::agree_ok(mine).ok()
+}
+
 /// Every rank's outcome of set-up step `step`, agreed (`crate::rack::agree_ok`).
 fn agree<T>(step: &str, mine: Result<T, String>) -> Result<T, String> {
     crate::rack::agree_ok(mine).map_err(|e| format!("shared-memory transport, {step}: {e}"))
@@ -608,6 +660,7 @@ impl RingLink<Shm> {
             })
             .collect();
         world.barrier();
+        SETUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(RingLink::new(token, lo, ends, words))
     }
 

@@ -29,12 +29,14 @@ pub(crate) struct ShmAllReduce<M> {
 }
 
 impl<M: BoardMem> ShmAllReduce<M> {
-    /// This rank's all-reduce over `board`.
+    /// This rank's all-reduce over `board`, from the next round this rank has to post (0 on
+    /// a new board; on a board kept from an earlier run, the rounds every rank posted there:
+    /// a run ends with no all-reduce outstanding, after the same rounds on every rank).
     pub(crate) fn new(board: Board<M>) -> ShmAllReduce<M> {
         let ranks = board.ranks();
         ShmAllReduce {
+            round: board.posted_rounds(),
             board,
-            round: 0,
             outstanding: false,
             sums: Vec::new(),
             read: vec![false; ranks],
