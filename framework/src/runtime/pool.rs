@@ -27,7 +27,7 @@
 //!    caught inside the worker) reports the panic and ends; its slot starts a new thread at
 //!    the next run. So a thread never serves a second run after unwinding out of one.
 //! 3. Dropping the runtime closes every slot's channel and joins its thread: no thread of a
-//!    runtime outlives it.
+//!    runtime outlives it (but the one the drop runs on, if it is one of them).
 
 use crate::error::{panic_message, Error, Result};
 use crate::fiber::StackPool;
@@ -147,9 +147,14 @@ impl Lease<'_> {
 impl Drop for Pool {
     fn drop(&mut self) {
         let slots = std::mem::take(self.slots.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let me = std::thread::current().id();
         for slot in slots.into_iter().flatten() {
             drop(slot.jobs);
-            let _ = slot.thread.join();
+            // A runtime dropped on one of its own threads (its last handle in a thread-local
+            // of a worker) cannot wait for that thread: it ends when the drop returns.
+            if slot.thread.thread().id() != me {
+                let _ = slot.thread.join();
+            }
         }
     }
 }

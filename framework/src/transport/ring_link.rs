@@ -40,6 +40,12 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The most bytes of a request envelope and of its response when a batch is sized by its
+/// wire bytes (`transport::mpi::batch_limits_within`). Rings have no eager limit to stay
+/// under (an envelope larger than a ring streams through it): the batch limits are those of
+/// the in-process slots, and a uniform batch takes as many records as fit this many bytes.
+pub(crate) const RING_ENVELOPE_BYTES: usize = 16 << 10;
+
 /// Buffers a worker keeps for envelopes it claims and reads.
 pub(crate) const POOL: usize = 64;
 
@@ -295,7 +301,11 @@ impl<M: Medium> Transport for RingLink<M> {
         &self,
         uniform: Option<&'static crate::channel::record::VTable>,
     ) -> (usize, usize) {
-        super::mpi::mpi_batch_limits(uniform)
+        super::mpi::batch_limits_within(
+            RING_ENVELOPE_BYTES,
+            (super::BATCH_WORDS, super::BATCH_RESULT_BYTES),
+            uniform,
+        )
     }
 
     fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {

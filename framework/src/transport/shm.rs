@@ -480,8 +480,16 @@ fn parse_ranks_per_node(v: &str) -> Result<usize, String> {
 }
 
 /// Every rank's node, as a key equal for ranks that share one (collective: the host names,
-/// hashed, split by [`ranks_per_node`], all-gathered; the setting's errors agreed).
+/// hashed, split by [`ranks_per_node`], all-gathered; the setting's errors agreed). Asked
+/// once per process: a rank's node does not change while the job runs, so later runs take
+/// the first answer (every rank keeps the same, so every rank asks at the same call).
 pub(crate) fn node_keys() -> Result<Vec<u64>, String> {
+    static KEYS: std::sync::OnceLock<Result<Vec<u64>, String>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(ask_node_keys).clone()
+}
+
+/// [`node_keys`], asked of every rank.
+fn ask_node_keys() -> Result<Vec<u64>, String> {
     use mpi::traits::*;
     let world = mpi::topology::SimpleCommunicator::world();
     let rank = usize::try_from(world.rank()).unwrap_or(0);
@@ -528,6 +536,7 @@ static KEPT: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
 static SETUPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The rings this process has set up so far (a run that reuses kept rings sets up none).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn setups() -> u64 {
     SETUPS.load(std::sync::atomic::Ordering::Relaxed)
 }

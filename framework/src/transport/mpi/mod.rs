@@ -161,14 +161,24 @@ const MPI_ENVELOPE_BYTES: usize = 4032;
 /// target, argument and completion) are longer than their wire form. Any other batch keeps
 /// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
 pub(super) fn mpi_batch_limits(uniform: Option<&'static VTable>) -> (usize, usize) {
-    let fixed = (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES);
+    batch_limits_within(MPI_ENVELOPE_BYTES, (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES), uniform)
+}
+
+/// The batch limits of a transport whose request envelopes and responses should stay
+/// within `envelope` bytes: a uniform batch takes as many records as keep both under it (as
+/// [`mpi_batch_limits`] explains), any other the `fixed` budget.
+pub(super) fn batch_limits_within(
+    envelope: usize,
+    fixed: (usize, usize),
+    uniform: Option<&'static VTable>,
+) -> (usize, usize) {
     let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt()))) else {
         return fixed;
     };
     if remote.arg_prefixed() || remote.result_prefixed() {
         return fixed;
     }
-    let room = MPI_ENVELOPE_BYTES - HEADER_BYTES - SEGMENT_HEADER_BYTES - 8;
+    let room = envelope - HEADER_BYTES - SEGMENT_HEADER_BYTES - 8;
     let n = (room / (8 + remote.arg_bytes as usize))
         .min(room.checked_div(remote.result_bytes as usize).unwrap_or(usize::MAX));
     if n == 0 {
