@@ -131,7 +131,7 @@ impl std::str::FromStr for RackTransport {
 /// The most words of in-process records one batch to another rank takes from a client's
 /// queue (the size of a worker's scratch buffer, `crate::runtime::remote`): the limit of
 /// [`Transport::batch_limits`].
-pub(crate) const BATCH_WORDS: usize = 1024;
+pub(crate) const BATCH_WORDS: usize = 4096;
 /// The most in-process result bytes of one batch to another rank.
 pub(crate) const BATCH_RESULT_BYTES: usize = 64 << 10;
 
