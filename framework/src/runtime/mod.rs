@@ -741,13 +741,15 @@ impl Runtime {
         // The settings the rings were set up or taken with, to keep them at the end.
         let shm_config = std::cell::Cell::new(None);
         let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
-            let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
+            // The settings, agreed, and the rings of the last run when every rank kept them
+            // for this shape (one collective).
+            let config = shm::Config::from_env(MAX_ENVELOPE);
+            let (config, kept) = shm::agree_and_reuse(w, config, &nodes)?;
             shm_config.set(Some(config));
-            // The rings of the last run, when every rank kept them for this shape.
-            if let Some(link) = shm::reuse(w, config, &nodes) {
-                return Ok(link);
+            match kept {
+                Some(link) => Ok(link),
+                None => ShmLink::open(w, token, job_run, config, &nodes).map(Arc::new),
             }
-            ShmLink::open(w, token, job_run, config, &nodes).map(Arc::new)
         };
         let near: Vec<bool> =
             nodes.iter().map(|&n| n == nodes.get(rank).copied().unwrap_or(0)).collect();

@@ -27,9 +27,9 @@
 //! a ring or a backlog), every worker stopped, and every rank posted the same rounds on the
 //! board (a run stops on a verdict all ranks reach in the same round, with no all-reduce
 //! outstanding), so the next run's all-reduce starts from the board's count
-//! (`runtime::quiesce_ranks::shm`). The next run takes them ([`reuse`]) when every rank kept
-//! rings of its shape (workers per rank, settings, nodes): one agreement, where a new set-up
-//! takes four collectives, a file made, mapped by every rank and unlinked, and fresh pages
+//! (`runtime::quiesce_ranks::shm`). The next run takes them ([`agree_and_reuse`]) when every
+//! rank kept rings of its shape (workers per rank, settings, nodes), in the all-gather that
+//! agrees on the settings anyway, where a new set-up takes four more collectives, a file made, mapped by every rank and unlinked, and fresh pages
 //! faulted in as the rings fill. The mappings then live until a run of another shape
 //! replaces them, or the process ends (the files are unlinked already).
 //!
@@ -548,15 +548,34 @@ pub(crate) fn keep(workers: usize, config: Config, nodes: &[u64], link: Arc<ShmL
     *KEPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(kept);
 }
 
-/// The rings the last run kept, if every rank kept rings of this shape (collective: every
-/// rank agrees, or every rank drops what it kept and sets up anew).
-pub(crate) fn reuse(workers: usize, config: Config, nodes: &[u64]) -> Option<Arc<ShmLink>> {
+/// The settings of this run's rings, agreed, and the rings the last run kept if every rank
+/// kept rings of this shape (collective, one all-gather: a rank whose settings are wrong
+/// fails every rank, naming itself; a rank that kept none, or rings of another shape, makes
+/// every rank drop what it kept and set up anew).
+pub(crate) fn agree_and_reuse(
+    workers: usize,
+    config: Result<Config, String>,
+    nodes: &[u64],
+) -> Result<(Config, Option<Arc<ShmLink>>), String> {
+    use mpi::traits::*;
     let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let mine = match kept {
-        Some(k) if k.workers == workers && k.config == config && k.nodes == nodes => Ok(k.link),
-        _ => Err(String::new()),
+    let kept = match (&config, kept) {
+        (Ok(c), Some(k)) if k.workers == workers && k.config == *c && k.nodes == nodes => {
+            Some(k.link)
+        }
+        _ => None,
     };
-    crate::rack::agree_ok(mine).ok()
+    // 2: this rank's settings are wrong; 1: it kept no rings for this run; 0: it did.
+    let mine = [if config.is_err() { 2u8 } else { u8::from(kept.is_none()) }];
+    let world = mpi::topology::SimpleCommunicator::world();
+    let mut all = vec![0u8; usize::try_from(world.size()).unwrap_or(1)];
+    world.all_gather_into(&mine[..], &mut all[..]);
+    let config = match (config, all.iter().position(|&f| f == 2)) {
+        (Err(e), _) => return Err(e),
+        (Ok(_), Some(r)) => return Err(format!("rank {r} failed (its own error says why)")),
+        (Ok(c), None) => c,
+    };
+    Ok((config, kept.filter(|_| all.iter().all(|&f| f == 0))))
 }
 
 /// Every rank's outcome of set-up step `step`, agreed (`crate::rack::agree_ok`).
