@@ -4,8 +4,8 @@
 //! `clone`, a thread stack mapped and unmapped (with the TLB shootdowns of every unmap), a
 //! signal stack, and the fibers' stacks mapped afresh, about 120 to 190 µs for an empty run
 //! of 1 or 2 workers on the 2-core VM, and more with more workers, since the unmaps
-//! serialise on the process's memory map (`docs/performance.md`, "Runs that keep their
-//! threads"). Kernels run a run per search or per superstep sequence, so that was paid per
+//! serialise on the process's memory map (`docs/performance.md`, "What a run costs, and
+//! batches sized for the rings"). Kernels run a run per search, so that was paid per
 //! search.
 //!
 //! Now the first run of a runtime starts one thread per slot (a worker's, and the stall
