@@ -736,10 +736,10 @@ impl Runtime {
             Kind::Mpi | Kind::Verbs => Vec::new(),
         };
         let one_node = shm::other_node(&nodes).is_none();
-        // Collective, and failing on every rank alike (agreed), so that `auto` falls back on
-        // every rank or on none.
         // The settings the rings were set up or taken with, to keep them at the end.
         let shm_config = std::cell::Cell::new(None);
+        // Collective, and failing on every rank alike (agreed), so that `auto` falls back on
+        // every rank or on none.
         let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
             // The settings, agreed, and the rings of the last run when every rank kept them
             // for this shape (one collective).

@@ -28,10 +28,11 @@
 //! board (a run stops on a verdict all ranks reach in the same round, with no all-reduce
 //! outstanding), so the next run's all-reduce starts from the board's count
 //! (`runtime::quiesce_ranks::shm`). The next run takes them ([`agree_and_reuse`]) when every
-//! rank kept rings of its shape (workers per rank, settings, nodes), in the all-gather that
-//! agrees on the settings anyway, where a new set-up takes four more collectives, a file made, mapped by every rank and unlinked, and fresh pages
-//! faulted in as the rings fill. The mappings then live until a run of another shape
-//! replaces them, or the process ends (the files are unlinked already).
+//! rank kept rings of its shape (workers per rank, settings, nodes), which it says in the
+//! all-gather that agrees on the settings anyway; a new set-up takes four more collectives,
+//! a file made, mapped by every rank and unlinked, and fresh pages faulted in as the rings
+//! fill. The mappings then live until a run of another shape replaces them, or the process
+//! ends (the files are unlinked already).
 //!
 //! # Shape
 //!
