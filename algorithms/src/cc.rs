@@ -91,6 +91,7 @@ use crate::outbox::Outbox;
 use crate::parts::{self, Collect, KernelStats, Part};
 use crate::registry;
 
+
 /// No root.
 const NONE: u32 = u32::MAX;
 /// The label of the giant component: below every vertex's (id + 1).
@@ -238,6 +239,8 @@ struct Buffers {
     low: Vec<u64>,
     mine: Vec<u64>,
     candidates: Vec<(u32, Tag)>,
+    more: Vec<u32>,
+    maybe: Vec<(u32, Tag)>,
     edges: Vec<u64>,
 }
 
@@ -269,6 +272,13 @@ pub(crate) struct CcPart {
     /// remote arc's target ([`CcPart::join`]; read there, next to the own arcs, it is
     /// mostly all the hook step reads of the vertex).
     candidates: Vec<(u32, Tag)>,
+    /// More than one partition: the vertices whose first [`SAMPLE_ROUNDS`] arcs are own and
+    /// that have more arcs ([`CcPart::sample`]), for [`CcPart::join_more`].
+    more: Vec<u32>,
+    /// More than one partition: vertices with own and remote arcs, each with its first
+    /// remote arc's target; those outside the largest component become candidates
+    /// ([`CcPart::list_candidates`]).
+    maybe: Vec<(u32, Tag)>,
     /// Labels of the roots neither giant nor labelled by their own id + 1.
     lower: HashMap<u32, u64>,
     /// A bit per local root: in `lower` (so that the labels of the others, most of them,
@@ -316,6 +326,8 @@ impl CcPart {
         b.mine.clear();
         b.mine.resize(if np > 1 { words } else { 0 }, 0);
         b.candidates.clear();
+        b.more.clear();
+        b.maybe.clear();
         b.edges.clear();
         CcPart {
             graph,
@@ -327,6 +339,8 @@ impl CcPart {
             giant: b.giant,
             low: b.low,
             candidates: b.candidates,
+            more: b.more,
+            maybe: b.maybe,
             mine: b.mine,
             lower: HashMap::new(),
             gmin: u64::MAX,
@@ -354,24 +368,6 @@ impl CcPart {
             x = self.parent[x as usize];
         }
         x
-    }
-
-    /// The root of local vertex `u` in a pass over the vertices in ascending order
-    /// ([`CcPart::join`]), pointing `u` at it. A parent is never above its child (a root is
-    /// the smallest index of its set), so `u`'s parent was visited before and points at its
-    /// root of then: `u`'s root unless a union of the pass linked that root since (a
-    /// [`CcPart::find`] then). Two loads and a branch that rarely fails, where a `find` from
-    /// `u` follows a path of unknown length (at SCALE 20 on 2 workers the join pass took 7
-    /// to 8 ms of a worker's 20 with `find`, 5 to 6 with this).
-    #[inline]
-    fn root_ascending(&mut self, u: u32) -> u32 {
-        let p = self.parent[u as usize];
-        let mut r = self.parent[p as usize];
-        if self.parent[r as usize] != r {
-            r = self.find(r);
-        }
-        self.parent[u as usize] = r;
-        r
     }
 
     /// The root of `x` without changing the forest.
@@ -448,12 +444,18 @@ impl CcPart {
             // a row that starts with a remote arc has no own arc (no search for the split).
             let all = arcs.arcs(u);
             let k = all.iter().take(SAMPLE_ROUNDS).take_while(|a| arcs.is_own(a)).count();
-            if k == 0 && several {
-                if let Some(&t) = all.first() {
+            if several && all.len() > k {
+                if k == 0 {
                     self.arcs += 1;
-                    self.candidates.push((u, t));
+                    self.candidates.push((u, all[0]));
+                    continue;
+                } else if k < SAMPLE_ROUNDS {
+                    // Its only own arcs are the `k` joined here, and `all[k]` is remote.
+                    self.arcs += 1;
+                    self.maybe.push((u, all[k]));
+                } else {
+                    self.more.push(u);
                 }
-                continue;
             }
             let first = &all[..k];
             self.arcs += first.len() as u64;
@@ -483,54 +485,64 @@ impl CcPart {
         self.largest = best.1;
     }
 
-    /// Joins the own arcs of local vertices `range` past their first [`SAMPLE_ROUNDS`]
-    /// (joined by [`CcPart::sample`]), skipping the vertices in the component guessed
-    /// largest: each own arc leaving it is joined from its other end (the own arcs are
-    /// symmetric), so only the arcs inside it are skipped, whose ends are joined already.
-    ///
-    /// With more than one partition (`range` then starts at a multiple of 64) it also
-    /// publishes the vertices found in the largest component (a bit each, [`Largest`]), and
-    /// notes those outside it with remote arcs, the hook step's candidates. A vertex that
-    /// joins the largest component after its visit stays unpublished and a candidate: the
-    /// bits are a subset of the largest component, which is all the hook step needs.
+    /// One partition: joins the own arcs of local vertices `range` past their first
+    /// [`SAMPLE_ROUNDS`] (joined by [`CcPart::sample`]), skipping the vertices in the
+    /// component guessed largest: each own arc leaving it is joined from its other end (the
+    /// own arcs are symmetric), so only the arcs inside it are skipped, whose ends are
+    /// joined already.
     fn join(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
-        let Some(shared) = self.shared.clone() else {
-            for u in range {
-                // One partition: every arc is its own.
-                let own = arcs.arcs(u);
-                if own.len() > SAMPLE_ROUNDS && self.find(u) != self.largest {
-                    self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
-                    own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
-                }
+        for u in range {
+            // One partition: every arc is its own.
+            let own = arcs.arcs(u);
+            if own.len() > SAMPLE_ROUNDS && self.find(u) != self.largest {
+                self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+                own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
             }
-            return;
-        };
-        let base = tags.tag(self.part, 0) as usize;
+        }
+    }
+
+    /// More than one partition: [`CcPart::join`] of the vertices `range` of
+    /// [`CcPart::more`] (those whose first [`SAMPLE_ROUNDS`] arcs are own and that have
+    /// more: no other vertex has own arcs left to join), the own arcs a prefix counted by a
+    /// scan (most of these vertices have few). A vertex outside the largest component with
+    /// remote arcs is noted with its first remote arc's target ([`CcPart::maybe`]).
+    fn join_more(&mut self, range: std::ops::Range<u32>) {
+        let view = Arc::clone(&self.view);
+        let (arcs, tags) = (view.out_arcs(self.part), view.tags);
+        for i in range {
+            let u = self.more[i as usize];
+            if self.find(u) == self.largest {
+                continue;
+            }
+            let all = arcs.arcs(u);
+            let rest = &all[SAMPLE_ROUNDS..];
+            let own = rest.iter().take_while(|a| arcs.is_own(a)).count();
+            self.arcs += own as u64;
+            rest[..own].iter().for_each(|&t| self.union(u, tags.local(t)));
+            if let Some(&t) = rest.get(own) {
+                self.arcs += 1;
+                self.maybe.push((u, t));
+            }
+        }
+    }
+
+    /// More than one partition, after [`CcPart::join_more`] (no union follows): points
+    /// local vertices `range` (starting at a multiple of 64) at their roots and publishes
+    /// those in the largest component (a bit each, [`Largest`] and [`CcPart::mine`]). A
+    /// parent is never above its child (a root is the smallest index of its set) and the
+    /// vertices are visited in ascending order, so a vertex's parent points at its root
+    /// already: two loads, no branch.
+    fn publish(&mut self, range: std::ops::Range<u32>) {
+        let Some(shared) = self.shared.clone() else { return };
+        let base = self.view.tags.tag(self.part, 0) as usize;
         let (mut bits, mut size) = (0u64, 0);
+        let largest = self.largest;
         for u in range.clone() {
-            let mut r = self.root_ascending(u);
-            // Most vertices are in the largest component already: their row is not split.
-            if r != self.largest {
-                // The few vertices left are mostly of low degree: their own arcs (a prefix)
-                // counted by a scan, not `split`'s binary search.
-                let all = arcs.arcs(u);
-                let (own, remote) = all.split_at(all.iter().take_while(|a| arcs.is_own(a)).count());
-                if own.len() > SAMPLE_ROUNDS {
-                    self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
-                    own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
-                    r = self.find(u);
-                }
-                if r != self.largest {
-                    if let (false, Some(&t)) = (own.is_empty(), remote.first()) {
-                        // (A vertex without own arcs was listed by `sample`.)
-                        self.arcs += 1;
-                        self.candidates.push((u, t));
-                    }
-                }
-            }
-            bits |= u64::from(r == self.largest) << (u % 64);
+            let r = self.parent[self.parent[u as usize] as usize];
+            self.parent[u as usize] = r;
+            bits |= u64::from(r == largest) << (u % 64);
             if u % 64 == 63 || u + 1 == range.end {
                 let from = u - u % 64;
                 shared.write(base + from as usize, (u - from + 1) as usize, bits);
@@ -542,6 +554,15 @@ impl CcPart {
         shared.sizes[self.part].fetch_add(size, Ordering::Relaxed);
     }
 
+    /// After [`CcPart::publish`]: the vertices noted by [`CcPart::sample`] and
+    /// [`CcPart::join_more`] outside the largest component become the hook step's
+    /// candidates (after those without own arcs, which [`CcPart::sample`] listed).
+    fn list_candidates(&mut self) {
+        let (parent, largest) = (&self.parent, self.largest);
+        let outside = self.maybe.iter().filter(|&&(u, _)| parent[u as usize] != largest);
+        self.candidates.extend(outside);
+    }
+
     /// Before [`CcPart::sample`]: the candidates and this partition's count of published
     /// vertices cleared.
     /// True with more than one partition (then the local step publishes).
@@ -550,6 +571,8 @@ impl CcPart {
             s.sizes[self.part].store(0, Ordering::Relaxed);
         }
         self.candidates.clear();
+        self.more.clear();
+        self.maybe.clear();
         self.shared.is_some()
     }
 
@@ -758,6 +781,8 @@ impl Drop for CcPart {
             low: std::mem::take(&mut self.low),
             mine: std::mem::take(&mut self.mine),
             candidates: std::mem::take(&mut self.candidates),
+            more: std::mem::take(&mut self.more),
+            maybe: std::mem::take(&mut self.maybe),
             edges: std::mem::take(&mut self.edges),
         };
         registry::keep_buffers(self.graph, self.part, b);
@@ -797,15 +822,24 @@ impl Part for CcPart {
 
     fn write(&self, from: usize, values: &mut [u64], _parents: &mut [u64]) {
         let plain = self.lower.is_empty() && self.gmin == u64::MAX;
+        if plain {
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = self.first + u64::from(self.root((from + i) as u32));
+            }
+            return;
+        }
         for (i, v) in values.iter_mut().enumerate() {
             let r = self.root((from + i) as u32);
-            *v = if plain {
-                self.first + u64::from(r)
+            let (w, b) = (r as usize / 64, r % 64);
+            *v = if self.low[w] >> b & 1 == 1 {
+                // Lowered: an id + 1 (a label in `lower` is never GIANT).
+                self.label(r) - 1
             } else {
-                match self.label(r) {
-                    GIANT => self.giant_label,
-                    l => l - 1,
-                }
+                // The giant's label or its own root's id, without a branch: roots labelled
+                // giant and not lie mixed (isolated vertices among the giant's).
+                let own = self.first + u64::from(r);
+                let giant = (self.giant[w] >> b & 1).wrapping_neg();
+                own ^ ((own ^ self.giant_label) & giant)
             };
         }
     }
@@ -837,10 +871,15 @@ pub(crate) fn run(
         let several = me.apply((), |s, ()| u8::from(s.clear_size())) == 1;
         parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample(r));
         me.apply((), |s, ()| s.guess_largest());
-        parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
         if several {
+            let more = me.apply((), |s, ()| s.more.len());
+            parts::chunks(&me, more, pass as usize, (), |s, (), r| s.join_more(r));
+            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.publish(r));
+            me.apply((), |s, ()| s.list_candidates());
             me.apply((), |s, ()| s.share_bits());
             skein::wait_quiescent();
+        } else {
+            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
         }
     });
     let (mut rounds, mut gmin) = (0, u64::MAX);
