@@ -91,7 +91,6 @@ use crate::outbox::Outbox;
 use crate::parts::{self, Collect, KernelStats, Part};
 use crate::registry;
 
-
 /// No root.
 const NONE: u32 = u32::MAX;
 /// The label of the giant component: below every vertex's (id + 1).

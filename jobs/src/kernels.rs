@@ -407,8 +407,12 @@ fn measure(
             Ready::Baseline(s)
         }
         EngineName::Skein => {
-            let e =
-                SkeinEngine::new(Arc::clone(csr), engines::skein_options(&setup.spec, threads))?;
+            let mut opts = engines::skein_options(&setup.spec, threads);
+            if kernel == Kernel::Cc {
+                // Components' local step follows the vertices: parts balanced by vertices.
+                opts.vertex_arcs = skein_algorithms::CC_VERTEX_ARCS;
+            }
+            let e = SkeinEngine::new(Arc::clone(csr), opts)?;
             e.prepare_bfs();
             Ready::Skein(e)
         }
