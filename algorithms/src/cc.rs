@@ -12,17 +12,22 @@
 //!    component (the most frequent root of [`SAMPLES`] vertices drawn with a fixed seed),
 //!    then joins the remaining own arcs of the vertices outside it only (an own arc leaving
 //!    it is joined from its other end, so the arcs skipped lie inside it). With more than
-//!    one partition the second pass also *publishes* the largest component: one bit per
-//!    vertex found in it, by tag, in an array every partition of its rank reads in memory
-//!    ([`Largest`], `registry::shared`), sent to one partition of every other rank
-//!    (`apply_with`, [`SLICE`] words a request); a vertex that joins it after its visit
-//!    stays unpublished (a subset is all the hook step needs); the second pass visits the
-//!    vertices in ascending order and points each at its root, found in two loads (its
-//!    parent, visited before, points at a root already). The two passes also list the
-//!    hook step's *candidates*, the vertices outside the largest component with remote
-//!    arcs, each with its first remote arc's target, read next to the arcs the pass reads
-//!    anyway (a vertex without own arcs, a local component of its own and most candidates,
-//!    by the first pass, which streams every row).
+//!    one partition the sample pass lists the vertices whose sampled arcs are own and that
+//!    have more arcs (`more`): only they can have own arcs left, so the second pass
+//!    ([`CcPart::join_more`]) visits them alone, not every vertex. A third pass
+//!    ([`CcPart::publish`]) then points every vertex at its root (two loads and no branch:
+//!    no union follows) and *publishes* the largest component: one bit per vertex in it, by
+//!    tag, in an array every partition of its rank reads in memory ([`Largest`],
+//!    `registry::shared`), sent to one partition of every other rank (`apply_with`,
+//!    [`SLICE`] words a request). The passes also note the hook step's *candidates*, the
+//!    vertices outside the largest component with remote arcs, each with its first remote
+//!    arc's target, read next to the arcs the pass reads anyway: the sample pass lists the
+//!    vertices without own arcs (a local component of its own each, and most candidates)
+//!    and notes those with fewer own arcs than it samples, the second pass the others with
+//!    remote arcs; those noted are kept when the third pass finds them outside the largest
+//!    component. The local step's passes read a few arcs of most vertices, so its time
+//!    follows the vertices: `skein cc` balances its parts by vertices
+//!    ([`crate::CC_VERTEX_ARCS`]).
 //! 2. **Probe** (one superstep, no messages on one rank): each partition reads the remote
 //!    arcs of up to [`PROBE_VERTICES`] vertices of its largest component and notes which
 //!    other partitions' largest components they reach: a row of bits of a link matrix
@@ -71,8 +76,8 @@
 //! components hooked, 474 vertices not, 706 contracted edges, 2 label rounds.
 //!
 //! Memory: per partition 4 bytes per own vertex (the forest), three bits per own vertex (the
-//! giant flags, the lowered labels, the published bits), 8 bytes per candidate and per
-//! contracted edge, kept with the graph between runs (`registry::keep_buffers`: a repeated
+//! giant flags, the lowered labels, the published bits), 8 bytes per candidate, per noted
+//! vertex and per contracted edge and 4 per vertex the second pass visits, kept with the graph between runs (`registry::keep_buffers`: a repeated
 //! run faults no fresh pages); per rank one bit per tag of the whole graph and the link
 //! matrix (a bit per pair of partitions), kept with the graph. The labels are gathered
 //! alone (no parents vector), into the caller's vector when it fits
@@ -305,29 +310,16 @@ pub(crate) struct CcPart {
 impl CcPart {
     /// Partition `part`'s state for a run on graph `graph` (its id in the registry), in
     /// the arrays the previous run of this graph on this worker left
-    /// (`registry::take_buffers`), cleared here on the trustee, or in fresh ones.
+    /// (`registry::take_buffers`) or in fresh ones, cleared by [`CcPart::prepare`].
     fn new(graph: u64, view: Arc<GraphView>, part: usize) -> CcPart {
         let np = view.parts.parts();
         let first = view.parts.range(part).start;
-        let len = view.parts.len(part);
         let shared = (np > 1).then(|| {
             let space = view.tags.space(np);
             registry::shared(graph, view.rank_parts(part).start, || Largest::new(space, np))
         });
-        let mut b = registry::take_buffers::<Buffers>(graph, part).unwrap_or_default();
-        let words = (len as usize).div_ceil(64);
-        b.parent.clear();
-        b.parent.extend(0..len);
-        b.giant.clear();
-        b.giant.resize(words, 0);
-        b.low.clear();
-        b.low.resize(words, 0);
-        b.mine.clear();
-        b.mine.resize(if np > 1 { words } else { 0 }, 0);
-        b.candidates.clear();
-        b.more.clear();
-        b.maybe.clear();
-        b.edges.clear();
+        // Cleared by `prepare`, in the local superstep: every worker at once.
+        let b = registry::take_buffers::<Buffers>(graph, part).unwrap_or_default();
         CcPart {
             graph,
             first,
@@ -562,16 +554,29 @@ impl CcPart {
         self.candidates.extend(outside);
     }
 
-    /// Before [`CcPart::sample`]: the candidates and this partition's count of published
-    /// vertices cleared.
-    /// True with more than one partition (then the local step publishes).
-    fn clear_size(&mut self) -> bool {
+    /// Before [`CcPart::sample`], in the local superstep (so on every worker at once, not
+    /// one partition after the other as [`CcPart::new`] runs): the arrays, kept from the
+    /// previous run or new, cleared (every vertex its own root) and this partition's count
+    /// of published vertices zeroed. True with more than one partition (then the local
+    /// step publishes).
+    fn prepare(&mut self) -> bool {
         if let Some(s) = &self.shared {
             s.sizes[self.part].store(0, Ordering::Relaxed);
         }
+        let len = self.view.parts.len(self.part);
+        let words = (len as usize).div_ceil(64);
+        self.parent.clear();
+        self.parent.extend(0..len);
+        for bits in [&mut self.giant, &mut self.low] {
+            bits.clear();
+            bits.resize(words, 0);
+        }
+        self.mine.clear();
+        self.mine.resize(if self.shared.is_some() { words } else { 0 }, 0);
         self.candidates.clear();
         self.more.clear();
         self.maybe.clear();
+        self.edges.clear();
         self.shared.is_some()
     }
 
@@ -866,8 +871,8 @@ pub(crate) fn run(
     let pass = (chunk.max(1) * PASS) as u64;
     parts::superstep((id, pass), |(id, pass)| {
         let me = parts::me::<CcPart>(id);
+        let several = me.apply((), |s, ()| u8::from(s.prepare())) == 1;
         let len = me.apply((), |s, ()| s.parent.len());
-        let several = me.apply((), |s, ()| u8::from(s.clear_size())) == 1;
         parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample(r));
         me.apply((), |s, ()| s.guess_largest());
         if several {
