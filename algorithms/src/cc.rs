@@ -828,15 +828,16 @@ impl Part for CcPart {
     }
 
     fn write(&self, from: usize, values: &mut [u64], _parents: &mut [u64]) {
-        let plain = self.lower.is_empty() && self.gmin == u64::MAX;
-        if plain {
+        if self.shared.is_none() {
+            // One partition: every label is its root's id.
             for (i, v) in values.iter_mut().enumerate() {
                 *v = self.first + u64::from(self.root((from + i) as u32));
             }
             return;
         }
-        for (i, v) in values.iter_mut().enumerate() {
-            let r = self.root((from + i) as u32);
+        // Every vertex points at its root since `publish` (no union follows it, and the
+        // `find`s of the later steps leave such a forest as it is): one load.
+        for (v, &r) in values.iter_mut().zip(&self.parent[from..]) {
             let (w, b) = (r as usize / 64, r % 64);
             *v = if self.low[w] >> b & 1 == 1 {
                 // Lowered: an id + 1 (a label in `lower` is never GIANT).
