@@ -72,8 +72,9 @@
 //! ends counted); the labels sent in the rounds. The arcs read are the kernel's `arcs`: the
 //! own arcs joined, the candidates' remote arcs read and the probes' arcs (a remote arc is
 //! read at most twice, by a probe and by the hook step, and that only from a largest
-//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,442
-//! components hooked, 474 vertices not, 706 contracted edges, 2 label rounds.
+//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`; parts
+//! balanced by vertices, as `skein cc` runs): 99,562 components hooked, 469 vertices not,
+//! 696 contracted edges, 2 label rounds.
 //!
 //! Memory: per partition 4 bytes per own vertex (the forest), three bits per own vertex (the
 //! giant flags, the lowered labels, the published bits), 8 bytes per candidate, per noted

@@ -626,7 +626,9 @@ impl Engine {
     /// labelled by the smallest vertex of its component, for any workers and ranks.
     /// `SearchStats::rounds` counts the label supersteps (none on one partition),
     /// `SearchStats::counters` the hook and contraction work. Collective under
-    /// `mpirun`; the labels travel to every rank.
+    /// `mpirun`; the labels travel to every rank. Its time follows the vertices more than
+    /// the arcs: an engine built with [`EngineOptions::vertex_arcs`] = [`CC_VERTEX_ARCS`]
+    /// gives it parts balanced by vertices (as `skein cc` does).
     pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
         let mut out = ComponentsResult { label: Vec::new() };
         let stats = self.components_into(&mut out)?;
