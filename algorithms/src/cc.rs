@@ -433,7 +433,7 @@ impl CcPart {
     /// fewer own arcs than it joins and a remote one ([`CcPart::maybe`]), and lists those
     /// whose joined arcs are own and that have more ([`CcPart::more`]). (A constant: on one
     /// partition the pass is the plain loop; with the lists' pushes compiled in, unused, it
-    /// took 10 to 15 % more of one worker's time at SCALE 20.)
+    /// took 11 to 16 % more perf samples of one worker at SCALE 20.)
     fn sample<const SEVERAL: bool>(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
