@@ -12,17 +12,22 @@
 //!    component (the most frequent root of [`SAMPLES`] vertices drawn with a fixed seed),
 //!    then joins the remaining own arcs of the vertices outside it only (an own arc leaving
 //!    it is joined from its other end, so the arcs skipped lie inside it). With more than
-//!    one partition the second pass also *publishes* the largest component: one bit per
-//!    vertex found in it, by tag, in an array every partition of its rank reads in memory
-//!    ([`Largest`], `registry::shared`), sent to one partition of every other rank
-//!    (`apply_with`, [`SLICE`] words a request); a vertex that joins it after its visit
-//!    stays unpublished (a subset is all the hook step needs); the second pass visits the
-//!    vertices in ascending order and points each at its root, found in two loads (its
-//!    parent, visited before, points at a root already). The two passes also list the
-//!    hook step's *candidates*, the vertices outside the largest component with remote
-//!    arcs, each with its first remote arc's target, read next to the arcs the pass reads
-//!    anyway (a vertex without own arcs, a local component of its own and most candidates,
-//!    by the first pass, which streams every row).
+//!    one partition the sample pass lists the vertices whose sampled arcs are own and that
+//!    have more arcs (`more`): only they can have own arcs left, so the second pass
+//!    ([`CcPart::join_more`]) visits them alone, not every vertex. A third pass
+//!    ([`CcPart::publish`]) then points every vertex at its root (two loads and no branch:
+//!    no union follows) and *publishes* the largest component: one bit per vertex in it, by
+//!    tag, in an array every partition of its rank reads in memory ([`Largest`],
+//!    `registry::shared`), sent to one partition of every other rank (`apply_with`,
+//!    [`SLICE`] words a request). The passes also note the hook step's *candidates*, the
+//!    vertices outside the largest component with remote arcs, each with its first remote
+//!    arc's target, read next to the arcs the pass reads anyway: the sample pass lists the
+//!    vertices without own arcs (a local component of its own each, and most candidates)
+//!    and notes those with fewer own arcs than it samples, the second pass the others with
+//!    remote arcs; those noted are kept when the third pass finds them outside the largest
+//!    component. The local step's passes read a few arcs of most vertices, so its time
+//!    follows the vertices: `skein cc` balances its parts by vertices
+//!    ([`crate::CC_VERTEX_ARCS`]).
 //! 2. **Probe** (one superstep, no messages on one rank): each partition reads the remote
 //!    arcs of up to [`PROBE_VERTICES`] vertices of its largest component and notes which
 //!    other partitions' largest components they reach: a row of bits of a link matrix
@@ -67,12 +72,13 @@
 //! ends counted); the labels sent in the rounds. The arcs read are the kernel's `arcs`: the
 //! own arcs joined, the candidates' remote arcs read and the probes' arcs (a remote arc is
 //! read at most twice, by a probe and by the hook step, and that only from a largest
-//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`): 99,442
-//! components hooked, 474 vertices not, 706 contracted edges, 2 label rounds.
+//! component outside `J`). At SCALE 20 on 2 workers (`docs/performance.md`; parts
+//! balanced by vertices, as `skein cc` runs): 99,562 components hooked, 469 vertices not,
+//! 696 contracted edges, 2 label rounds.
 //!
 //! Memory: per partition 4 bytes per own vertex (the forest), three bits per own vertex (the
-//! giant flags, the lowered labels, the published bits), 8 bytes per candidate and per
-//! contracted edge, kept with the graph between runs (`registry::keep_buffers`: a repeated
+//! giant flags, the lowered labels, the published bits), 8 bytes per candidate, per noted
+//! vertex and per contracted edge and 4 per vertex the second pass visits, kept with the graph between runs (`registry::keep_buffers`: a repeated
 //! run faults no fresh pages); per rank one bit per tag of the whole graph and the link
 //! matrix (a bit per pair of partitions), kept with the graph. The labels are gathered
 //! alone (no parents vector), into the caller's vector when it fits
@@ -238,6 +244,8 @@ struct Buffers {
     low: Vec<u64>,
     mine: Vec<u64>,
     candidates: Vec<(u32, Tag)>,
+    more: Vec<u32>,
+    maybe: Vec<(u32, Tag)>,
     edges: Vec<u64>,
 }
 
@@ -269,6 +277,13 @@ pub(crate) struct CcPart {
     /// remote arc's target ([`CcPart::join`]; read there, next to the own arcs, it is
     /// mostly all the hook step reads of the vertex).
     candidates: Vec<(u32, Tag)>,
+    /// More than one partition: the vertices whose first [`SAMPLE_ROUNDS`] arcs are own and
+    /// that have more arcs ([`CcPart::sample`]), for [`CcPart::join_more`].
+    more: Vec<u32>,
+    /// More than one partition: vertices with own and remote arcs, each with its first
+    /// remote arc's target; those outside the largest component become candidates
+    /// ([`CcPart::list_candidates`]).
+    maybe: Vec<(u32, Tag)>,
     /// Labels of the roots neither giant nor labelled by their own id + 1.
     lower: HashMap<u32, u64>,
     /// A bit per local root: in `lower` (so that the labels of the others, most of them,
@@ -296,27 +311,16 @@ pub(crate) struct CcPart {
 impl CcPart {
     /// Partition `part`'s state for a run on graph `graph` (its id in the registry), in
     /// the arrays the previous run of this graph on this worker left
-    /// (`registry::take_buffers`), cleared here on the trustee, or in fresh ones.
+    /// (`registry::take_buffers`) or in fresh ones, cleared by [`CcPart::prepare`].
     fn new(graph: u64, view: Arc<GraphView>, part: usize) -> CcPart {
         let np = view.parts.parts();
         let first = view.parts.range(part).start;
-        let len = view.parts.len(part);
         let shared = (np > 1).then(|| {
             let space = view.tags.space(np);
             registry::shared(graph, view.rank_parts(part).start, || Largest::new(space, np))
         });
-        let mut b = registry::take_buffers::<Buffers>(graph, part).unwrap_or_default();
-        let words = (len as usize).div_ceil(64);
-        b.parent.clear();
-        b.parent.extend(0..len);
-        b.giant.clear();
-        b.giant.resize(words, 0);
-        b.low.clear();
-        b.low.resize(words, 0);
-        b.mine.clear();
-        b.mine.resize(if np > 1 { words } else { 0 }, 0);
-        b.candidates.clear();
-        b.edges.clear();
+        // Cleared by `prepare`, in the local superstep: every worker at once.
+        let b = registry::take_buffers::<Buffers>(graph, part).unwrap_or_default();
         CcPart {
             graph,
             first,
@@ -327,6 +331,8 @@ impl CcPart {
             giant: b.giant,
             low: b.low,
             candidates: b.candidates,
+            more: b.more,
+            maybe: b.maybe,
             mine: b.mine,
             lower: HashMap::new(),
             gmin: u64::MAX,
@@ -354,24 +360,6 @@ impl CcPart {
             x = self.parent[x as usize];
         }
         x
-    }
-
-    /// The root of local vertex `u` in a pass over the vertices in ascending order
-    /// ([`CcPart::join`]), pointing `u` at it. A parent is never above its child (a root is
-    /// the smallest index of its set), so `u`'s parent was visited before and points at its
-    /// root of then: `u`'s root unless a union of the pass linked that root since (a
-    /// [`CcPart::find`] then). Two loads and a branch that rarely fails, where a `find` from
-    /// `u` follows a path of unknown length (at SCALE 20 on 2 workers the join pass took 7
-    /// to 8 ms of a worker's 20 with `find`, 5 to 6 with this).
-    #[inline]
-    fn root_ascending(&mut self, u: u32) -> u32 {
-        let p = self.parent[u as usize];
-        let mut r = self.parent[p as usize];
-        if self.parent[r as usize] != r {
-            r = self.find(r);
-        }
-        self.parent[u as usize] = r;
-        r
     }
 
     /// The root of `x` without changing the forest.
@@ -421,7 +409,10 @@ impl CcPart {
         if label == GIANT {
             self.giant[r as usize / 64] |= 1 << (r % 64);
             self.gmin = self.gmin.min(self.first + u64::from(r));
-            if self.lower.remove(&r).is_some() {
+            // Hash only a root in `lower`: the hook step labels some 50 thousand roots
+            // giant per partition at SCALE 20, nearly none of them lowered before.
+            if self.low[r as usize / 64] >> (r % 64) & 1 == 1 {
+                self.lower.remove(&r);
                 self.low[r as usize / 64] &= !(1 << (r % 64));
             }
         } else {
@@ -434,26 +425,35 @@ impl CcPart {
     /// Afforest's first step on local vertices `range`: joins each one's first
     /// [`SAMPLE_ROUNDS`] own arcs.
     ///
-    /// With more than one partition it also lists the vertices without own arcs but with
-    /// remote ones as candidates of the hook step, with their first remote arc's target
-    /// (read here in the order of the arcs, so streamed from memory): such a vertex is a
-    /// local component of its own (no own arc reaches it either: the own arcs are
-    /// symmetric), and most of the hook step's candidates are.
-    fn sample(&mut self, range: std::ops::Range<u32>) {
+    /// With more than one partition (`SEVERAL`) it also lists the vertices without own arcs
+    /// but with remote ones as candidates of the hook step, with their first remote arc's
+    /// target (read here in the order of the arcs, so streamed from memory): such a vertex
+    /// is a local component of its own (no own arc reaches it either: the own arcs are
+    /// symmetric), and most of the hook step's candidates are. It notes the vertices with
+    /// fewer own arcs than it joins and a remote one ([`CcPart::maybe`]), and lists those
+    /// whose joined arcs are own and that have more ([`CcPart::more`]). (A constant: on one
+    /// partition the pass is the plain loop; with the lists' pushes compiled in, unused, it
+    /// took 11 to 16 % more perf samples of one worker at SCALE 20.)
+    fn sample<const SEVERAL: bool>(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
-        let several = self.shared.is_some();
         for u in range {
             // The own arcs are a prefix of the row: the sample needs only its first few, and
             // a row that starts with a remote arc has no own arc (no search for the split).
             let all = arcs.arcs(u);
             let k = all.iter().take(SAMPLE_ROUNDS).take_while(|a| arcs.is_own(a)).count();
-            if k == 0 && several {
-                if let Some(&t) = all.first() {
+            if SEVERAL && all.len() > k {
+                if k == 0 {
                     self.arcs += 1;
-                    self.candidates.push((u, t));
+                    self.candidates.push((u, all[0]));
+                    continue;
+                } else if k < SAMPLE_ROUNDS {
+                    // Its only own arcs are the `k` joined here, and `all[k]` is remote.
+                    self.arcs += 1;
+                    self.maybe.push((u, all[k]));
+                } else {
+                    self.more.push(u);
                 }
-                continue;
             }
             let first = &all[..k];
             self.arcs += first.len() as u64;
@@ -483,54 +483,64 @@ impl CcPart {
         self.largest = best.1;
     }
 
-    /// Joins the own arcs of local vertices `range` past their first [`SAMPLE_ROUNDS`]
-    /// (joined by [`CcPart::sample`]), skipping the vertices in the component guessed
-    /// largest: each own arc leaving it is joined from its other end (the own arcs are
-    /// symmetric), so only the arcs inside it are skipped, whose ends are joined already.
-    ///
-    /// With more than one partition (`range` then starts at a multiple of 64) it also
-    /// publishes the vertices found in the largest component (a bit each, [`Largest`]), and
-    /// notes those outside it with remote arcs, the hook step's candidates. A vertex that
-    /// joins the largest component after its visit stays unpublished and a candidate: the
-    /// bits are a subset of the largest component, which is all the hook step needs.
+    /// One partition: joins the own arcs of local vertices `range` past their first
+    /// [`SAMPLE_ROUNDS`] (joined by [`CcPart::sample`]), skipping the vertices in the
+    /// component guessed largest: each own arc leaving it is joined from its other end (the
+    /// own arcs are symmetric), so only the arcs inside it are skipped, whose ends are
+    /// joined already.
     fn join(&mut self, range: std::ops::Range<u32>) {
         let view = Arc::clone(&self.view);
         let (arcs, tags) = (view.out_arcs(self.part), view.tags);
-        let Some(shared) = self.shared.clone() else {
-            for u in range {
-                // One partition: every arc is its own.
-                let own = arcs.arcs(u);
-                if own.len() > SAMPLE_ROUNDS && self.find(u) != self.largest {
-                    self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
-                    own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
-                }
+        for u in range {
+            // One partition: every arc is its own.
+            let own = arcs.arcs(u);
+            if own.len() > SAMPLE_ROUNDS && self.find(u) != self.largest {
+                self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
+                own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
             }
-            return;
-        };
-        let base = tags.tag(self.part, 0) as usize;
+        }
+    }
+
+    /// More than one partition: [`CcPart::join`] of the vertices `range` of
+    /// [`CcPart::more`] (those whose first [`SAMPLE_ROUNDS`] arcs are own and that have
+    /// more: no other vertex has own arcs left to join), the own arcs a prefix counted by a
+    /// scan (most of these vertices have few). A vertex outside the largest component with
+    /// remote arcs is noted with its first remote arc's target ([`CcPart::maybe`]).
+    fn join_more(&mut self, range: std::ops::Range<u32>) {
+        let view = Arc::clone(&self.view);
+        let (arcs, tags) = (view.out_arcs(self.part), view.tags);
+        for i in range {
+            let u = self.more[i as usize];
+            if self.find(u) == self.largest {
+                continue;
+            }
+            let all = arcs.arcs(u);
+            let rest = &all[SAMPLE_ROUNDS..];
+            let own = rest.iter().take_while(|a| arcs.is_own(a)).count();
+            self.arcs += own as u64;
+            rest[..own].iter().for_each(|&t| self.union(u, tags.local(t)));
+            if let Some(&t) = rest.get(own) {
+                self.arcs += 1;
+                self.maybe.push((u, t));
+            }
+        }
+    }
+
+    /// More than one partition, after [`CcPart::join_more`] (no union follows): points
+    /// local vertices `range` (starting at a multiple of 64) at their roots and publishes
+    /// those in the largest component (a bit each, [`Largest`] and [`CcPart::mine`]). A
+    /// parent is never above its child (a root is the smallest index of its set) and the
+    /// vertices are visited in ascending order, so a vertex's parent points at its root
+    /// already: two loads, no branch.
+    fn publish(&mut self, range: std::ops::Range<u32>) {
+        let Some(shared) = self.shared.clone() else { return };
+        let base = self.view.tags.tag(self.part, 0) as usize;
         let (mut bits, mut size) = (0u64, 0);
+        let largest = self.largest;
         for u in range.clone() {
-            let mut r = self.root_ascending(u);
-            // Most vertices are in the largest component already: their row is not split.
-            if r != self.largest {
-                // The few vertices left are mostly of low degree: their own arcs (a prefix)
-                // counted by a scan, not `split`'s binary search.
-                let all = arcs.arcs(u);
-                let (own, remote) = all.split_at(all.iter().take_while(|a| arcs.is_own(a)).count());
-                if own.len() > SAMPLE_ROUNDS {
-                    self.arcs += (own.len() - SAMPLE_ROUNDS) as u64;
-                    own[SAMPLE_ROUNDS..].iter().for_each(|&t| self.union(u, tags.local(t)));
-                    r = self.find(u);
-                }
-                if r != self.largest {
-                    if let (false, Some(&t)) = (own.is_empty(), remote.first()) {
-                        // (A vertex without own arcs was listed by `sample`.)
-                        self.arcs += 1;
-                        self.candidates.push((u, t));
-                    }
-                }
-            }
-            bits |= u64::from(r == self.largest) << (u % 64);
+            let r = self.parent[self.parent[u as usize] as usize];
+            self.parent[u as usize] = r;
+            bits |= u64::from(r == largest) << (u % 64);
             if u % 64 == 63 || u + 1 == range.end {
                 let from = u - u % 64;
                 shared.write(base + from as usize, (u - from + 1) as usize, bits);
@@ -542,14 +552,38 @@ impl CcPart {
         shared.sizes[self.part].fetch_add(size, Ordering::Relaxed);
     }
 
-    /// Before [`CcPart::sample`]: the candidates and this partition's count of published
-    /// vertices cleared.
-    /// True with more than one partition (then the local step publishes).
-    fn clear_size(&mut self) -> bool {
+    /// After [`CcPart::publish`]: the vertices noted by [`CcPart::sample`] and
+    /// [`CcPart::join_more`] outside the largest component become the hook step's
+    /// candidates (after those without own arcs, which [`CcPart::sample`] listed).
+    fn list_candidates(&mut self) {
+        let (parent, largest) = (&self.parent, self.largest);
+        let outside = self.maybe.iter().filter(|&&(u, _)| parent[u as usize] != largest);
+        self.candidates.extend(outside);
+    }
+
+    /// Before [`CcPart::sample`], in the local superstep (so on every worker at once, not
+    /// one partition after the other as [`CcPart::new`] runs): the arrays, kept from the
+    /// previous run or new, cleared (every vertex its own root) and this partition's count
+    /// of published vertices zeroed. True with more than one partition (then the local
+    /// step publishes).
+    fn prepare(&mut self) -> bool {
         if let Some(s) = &self.shared {
             s.sizes[self.part].store(0, Ordering::Relaxed);
         }
+        let len = self.view.parts.len(self.part);
+        let words = (len as usize).div_ceil(64);
+        self.parent.clear();
+        self.parent.extend(0..len);
+        for bits in [&mut self.giant, &mut self.low] {
+            bits.clear();
+            bits.resize(words, 0);
+        }
+        self.mine.clear();
+        self.mine.resize(if self.shared.is_some() { words } else { 0 }, 0);
         self.candidates.clear();
+        self.more.clear();
+        self.maybe.clear();
+        self.edges.clear();
         self.shared.is_some()
     }
 
@@ -758,6 +792,8 @@ impl Drop for CcPart {
             low: std::mem::take(&mut self.low),
             mine: std::mem::take(&mut self.mine),
             candidates: std::mem::take(&mut self.candidates),
+            more: std::mem::take(&mut self.more),
+            maybe: std::mem::take(&mut self.maybe),
             edges: std::mem::take(&mut self.edges),
         };
         registry::keep_buffers(self.graph, self.part, b);
@@ -796,16 +832,26 @@ impl Part for CcPart {
     }
 
     fn write(&self, from: usize, values: &mut [u64], _parents: &mut [u64]) {
-        let plain = self.lower.is_empty() && self.gmin == u64::MAX;
-        for (i, v) in values.iter_mut().enumerate() {
-            let r = self.root((from + i) as u32);
-            *v = if plain {
-                self.first + u64::from(r)
+        if self.shared.is_none() {
+            // One partition: every label is its root's id.
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = self.first + u64::from(self.root((from + i) as u32));
+            }
+            return;
+        }
+        // Every vertex points at its root since `publish` (no union follows it, and the
+        // `find`s of the later steps leave such a forest as it is): one load.
+        for (v, &r) in values.iter_mut().zip(&self.parent[from..]) {
+            let (w, b) = (r as usize / 64, r % 64);
+            *v = if self.low[w] >> b & 1 == 1 {
+                // Lowered: an id + 1 (a label in `lower` is never GIANT).
+                self.label(r) - 1
             } else {
-                match self.label(r) {
-                    GIANT => self.giant_label,
-                    l => l - 1,
-                }
+                // The giant's label or its own root's id, without a branch: roots labelled
+                // giant and not lie mixed (isolated vertices among the giant's).
+                let own = self.first + u64::from(r);
+                let giant = (self.giant[w] >> b & 1).wrapping_neg();
+                own ^ ((own ^ self.giant_label) & giant)
             };
         }
     }
@@ -833,14 +879,23 @@ pub(crate) fn run(
     let pass = (chunk.max(1) * PASS) as u64;
     parts::superstep((id, pass), |(id, pass)| {
         let me = parts::me::<CcPart>(id);
+        let several = me.apply((), |s, ()| u8::from(s.prepare())) == 1;
         let len = me.apply((), |s, ()| s.parent.len());
-        let several = me.apply((), |s, ()| u8::from(s.clear_size())) == 1;
-        parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample(r));
-        me.apply((), |s, ()| s.guess_largest());
-        parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
         if several {
+            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample::<true>(r));
+        } else {
+            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample::<false>(r));
+        }
+        me.apply((), |s, ()| s.guess_largest());
+        if several {
+            let more = me.apply((), |s, ()| s.more.len());
+            parts::chunks(&me, more, pass as usize, (), |s, (), r| s.join_more(r));
+            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.publish(r));
+            me.apply((), |s, ()| s.list_candidates());
             me.apply((), |s, ()| s.share_bits());
             skein::wait_quiescent();
+        } else {
+            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
         }
     });
     let (mut rounds, mut gmin) = (0, u64::MAX);

@@ -172,7 +172,20 @@ pub struct EngineOptions {
     /// How the runtime's MPI ranks move requests ([`skein::Builder::rack_transport`]).
     /// `None`: the runtime's default (the `SKEIN_TRANSPORT` variable, else auto).
     pub rack_transport: Option<skein::RackTransport>,
+    /// In one process, where the parts are balanced by their work: what a vertex counts
+    /// for, in arcs ([`crate::Partitioning::balanced_by`]; default
+    /// [`crate::partition::VERTEX_ARCS`], what SSSP, BFS and PageRank cost). A kernel whose
+    /// work follows the vertices gets even parts with a large value: `skein cc` runs its
+    /// engine with [`CC_VERTEX_ARCS`]. Across processes the parts are equal blocks anyway.
+    pub vertex_arcs: u64,
 }
+
+/// [`EngineOptions::vertex_arcs`] for connected components: parts balanced by vertices
+/// (within a coarse block). Components' union-find reads at most two arcs of most vertices
+/// (Afforest's sample, `cc.rs`), so its local step's time follows the vertices: at SCALE 20
+/// on 2 workers the parts balanced by arcs gave worker 0 548,864 vertices and worker 1
+/// 499,712.
+pub const CC_VERTEX_ARCS: u64 = u32::MAX as u64;
 
 impl Default for EngineOptions {
     fn default() -> Self {
@@ -188,6 +201,7 @@ impl Default for EngineOptions {
             beta: 18,
             loopback_ranks: None,
             rack_transport: None,
+            vertex_arcs: crate::partition::VERTEX_ARCS,
         }
     }
 }
@@ -481,7 +495,8 @@ impl Engine {
             (summary.bad.map(|(a, w)| (a as usize, w)), summary.max)
         };
         let own = if ranks > 1 { rank * opts.workers..(rank + 1) * opts.workers } else { 0..parts };
-        let view = GraphView::new(rows, parts, per_rank, own).map_err(EngineError::Options)?;
+        let view = GraphView::new(rows, parts, per_rank, own, opts.vertex_arcs)
+            .map_err(EngineError::Options)?;
         let delta = opts.delta.unwrap_or_else(|| default_delta(max_weight));
         let view = Arc::new(view);
         registry::insert_graph(id, Arc::clone(&view));
@@ -611,7 +626,9 @@ impl Engine {
     /// labelled by the smallest vertex of its component, for any workers and ranks.
     /// `SearchStats::rounds` counts the label supersteps (none on one partition),
     /// `SearchStats::counters` the hook and contraction work. Collective under
-    /// `mpirun`; the labels travel to every rank.
+    /// `mpirun`; the labels travel to every rank. Its time follows the vertices more than
+    /// the arcs: an engine built with [`EngineOptions::vertex_arcs`] = [`CC_VERTEX_ARCS`]
+    /// gives it parts balanced by vertices (as `skein cc` does).
     pub fn components(&self) -> Result<(ComponentsResult, SearchStats), EngineError> {
         let mut out = ComponentsResult { label: Vec::new() };
         let stats = self.components_into(&mut out)?;

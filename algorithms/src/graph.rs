@@ -152,13 +152,15 @@ pub struct GraphView {
 
 impl GraphView {
     /// Partitions the graph of `rows` over `parts` parts, `per_rank` to a rank, of which
-    /// this process owns `own`; fails when the tags cannot encode it or the rows of `own`
-    /// are not held.
+    /// this process owns `own`, balanced counting a vertex as `vertex_arcs` arcs
+    /// ([`Partitioning::balanced_by`]) where the parts are balanced; fails when the tags
+    /// cannot encode it or the rows of `own` are not held.
     pub(crate) fn new(
         rows: Rows,
         parts: usize,
         per_rank: usize,
         own: Range<usize>,
+        vertex_arcs: u64,
     ) -> Result<GraphView, String> {
         assert!(per_rank >= 1 && parts % per_rank == 0 && own.end <= parts);
         let n = rows.num_vertices();
@@ -168,7 +170,7 @@ impl GraphView {
         // ranks holding their own rows were built for them before any degree was known,
         // and a rank's slice of a result is its `rank_bounds` range either way.
         let parts = if own == (0..parts) && held.range() == (0..n) {
-            Partitioning::balanced(held.offsets, parts)
+            Partitioning::balanced_by(held.offsets, parts, vertex_arcs)
         } else {
             Partitioning::new(n, parts)
         };
@@ -204,7 +206,7 @@ impl GraphView {
     /// A view of the whole graph `graph` over `parts` parts in one rank.
     #[cfg(test)]
     pub(crate) fn whole(graph: Arc<Csr>, parts: usize) -> Result<GraphView, String> {
-        GraphView::new(Rows::Whole(graph), parts, parts, 0..parts)
+        GraphView::new(Rows::Whole(graph), parts, parts, 0..parts, crate::partition::VERTEX_ARCS)
     }
 
     /// The rows this process holds (`RowsRef::range`: every vertex in one process, the

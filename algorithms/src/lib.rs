@@ -40,7 +40,7 @@ mod sssp;
 
 pub use engine::{
     default_delta, Engine, EngineError, EngineOptions, LocalBfs, LocalComponents, LocalSssp,
-    SearchStats, DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA, DEFAULT_ROUND_SHARE,
+    SearchStats, CC_VERTEX_ARCS, DEFAULT_DELTA, DEFAULT_RELATIVE_DELTA, DEFAULT_ROUND_SHARE,
 };
 pub use partition::{rank_bounds, Partitioning};
 pub use skein_generators::distributed::analytics::LocalPageRank;

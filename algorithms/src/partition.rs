@@ -102,6 +102,18 @@ impl Partitioning {
     /// If `parts` is 0 or `offsets` is empty, or a part would hold more than `u32::MAX`
     /// vertices (local indices are `u32`).
     pub fn balanced(offsets: &[u64], parts: usize) -> Partitioning {
+        Partitioning::balanced_by(offsets, parts, VERTEX_ARCS)
+    }
+
+    /// [`Partitioning::balanced`] with each vertex counted as `vertex_arcs` arcs instead of
+    /// [`VERTEX_ARCS`]: a kernel whose work follows the vertices more than the arcs (the
+    /// components' union-find reads at most a few arcs of most vertices) balances its
+    /// parts by vertices with a large `vertex_arcs` (`u32::MAX`: by vertices alone, within
+    /// a coarse block). Deterministic as `balanced`.
+    ///
+    /// # Panics
+    /// As [`Partitioning::balanced`].
+    pub fn balanced_by(offsets: &[u64], parts: usize, vertex_arcs: u64) -> Partitioning {
         assert!(parts >= 1, "a partitioning needs at least one part");
         let n = offsets.len() as u64 - 1;
         // The smallest blocks that still leave at most 2 * BLOCKS_PER_PART per part.
@@ -112,9 +124,10 @@ impl Partitioning {
         }
         let blocks = n.div_ceil(1 << shift) as usize;
         let work = |lo: u64, hi: u64| {
-            offsets[hi as usize] - offsets[lo as usize] + VERTEX_ARCS * (hi - lo)
+            u128::from(offsets[hi as usize] - offsets[lo as usize])
+                + u128::from(vertex_arcs) * u128::from(hi - lo)
         };
-        let total = work(0, n) as u128;
+        let total = work(0, n);
         // Part `p` starts at the block edge nearest to where the running work reaches
         // `p * total / parts` (never before the previous part's start).
         let mut starts = Vec::with_capacity(parts + 1);
@@ -127,7 +140,7 @@ impl Partitioning {
                     break;
                 }
                 let (lo, hi) = ((b as u64) << shift, (((b + 1) as u64) << shift).min(n));
-                let w = work(lo, hi) as u128;
+                let w = work(lo, hi);
                 // Take block `b` while its middle is before the goal.
                 if done + w / 2 >= goal {
                     break;
@@ -294,19 +307,29 @@ mod tests {
     /// owners' blocks contiguous and in order, and each part's work within one coarse
     /// block's (the heaviest) of its share.
     fn check_balanced(offsets: &[u64], parts: usize) {
+        check_balanced_by(offsets, parts, VERTEX_ARCS);
+        assert_eq!(
+            Partitioning::balanced(offsets, parts),
+            Partitioning::balanced_by(offsets, parts, VERTEX_ARCS)
+        );
+    }
+
+    /// [`check_balanced`] of [`Partitioning::balanced_by`] with `vertex_arcs`.
+    fn check_balanced_by(offsets: &[u64], parts: usize, vertex_arcs: u64) {
         let n = offsets.len() as u64 - 1;
-        let p = Partitioning::balanced(offsets, parts);
-        assert_eq!(p, Partitioning::balanced(offsets, parts), "deterministic");
+        let p = Partitioning::balanced_by(offsets, parts, vertex_arcs);
+        assert_eq!(p, Partitioning::balanced_by(offsets, parts, vertex_arcs), "deterministic");
         check_cover(&p, n, parts);
         let Owner::Table { shift, .. } = p.owner else { panic!("a table") };
         let work = |r: Range<u64>| {
-            offsets[r.end as usize] - offsets[r.start as usize] + VERTEX_ARCS * (r.end - r.start)
+            u128::from(offsets[r.end as usize] - offsets[r.start as usize])
+                + u128::from(vertex_arcs) * u128::from(r.end - r.start)
         };
         let block = (0..n.div_ceil(1 << shift))
             .map(|b| work(b << shift..((b + 1) << shift).min(n)))
             .max()
             .unwrap_or(0);
-        let share = work(0..n) / parts as u64;
+        let share = work(0..n) / parts as u128;
         for part in 0..parts {
             let w = work(p.range(part));
             assert!(w <= share + block + 1, "part {part}: {w} > {share} + {block}");
@@ -321,6 +344,22 @@ mod tests {
                 check_balanced(&offsets(n, |_| 0), parts);
             }
         }
+    }
+
+    #[test]
+    fn parts_balanced_by_vertices_hold_about_as_many_each() {
+        // Hubs in the first eighth: by arcs part 0 holds few vertices, by vertices a quarter.
+        let n = 1 << 14;
+        let o = offsets(n, |v| if v < n / 8 { 64 } else { 2 });
+        for parts in [1, 2, 3, 4, 7] {
+            check_balanced_by(&o, parts, u64::from(u32::MAX));
+            check_balanced_by(&offsets(1000, |v| v % 5), parts, 16);
+        }
+        let p = Partitioning::balanced_by(&o, 4, u64::from(u32::MAX));
+        let sizes: Vec<u64> = (0..4).map(|q| p.range(q).end - p.range(q).start).collect();
+        let Owner::Table { shift, .. } = p.owner else { panic!("a table") };
+        assert!(sizes.iter().all(|&s| s.abs_diff(n / 4) <= 1 << shift), "{sizes:?}");
+        assert!(Partitioning::balanced(&o, 4).range(0).end < n / 8, "by arcs: hubs apart");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use common::{graph, opts, SPLITS};
 
 use std::sync::Arc;
 
-use skein_algorithms::Engine;
+use skein_algorithms::{Engine, EngineOptions};
 use skein_baselines::{Engine as Baseline, Options, Solver};
 use skein_generators::analytics::{check_components, check_pagerank, PageRankParams};
 use skein_generators::{Csr, EdgeList};
@@ -57,10 +57,13 @@ fn components_equal_union_find_on_every_split() {
             let s = Solver::new(engine, &g, &Options::with_threads(2)).unwrap();
             assert_eq!(s.components().unwrap().label, want, "{engine}");
         }
-        for (ranks, workers) in SPLITS {
-            let e = Engine::new(Arc::clone(&g), opts(ranks, workers)).unwrap();
+        // Parts balanced by arcs and by vertices (as `skein cc` runs it).
+        let by = [skein_algorithms::partition::VERTEX_ARCS, skein_algorithms::CC_VERTEX_ARCS];
+        for ((ranks, workers), vertex_arcs) in SPLITS.into_iter().flat_map(|s| by.map(|v| (s, v))) {
+            let o = EngineOptions { vertex_arcs, ..opts(ranks, workers) };
+            let e = Engine::new(Arc::clone(&g), o).unwrap();
             let (got, stats) = e.components().unwrap();
-            assert_eq!(got.label, want, "{ranks}x{workers}");
+            assert_eq!(got.label, want, "{ranks}x{workers}, vertex_arcs {vertex_arcs}");
             check_components(&g, &got.label).unwrap();
             // Own arcs are read at most once (by the union-find), remote arcs at most twice
             // (a probe and the hook step, when a largest component is outside the giant

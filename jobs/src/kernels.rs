@@ -2,7 +2,8 @@
 //! "pagerank" | "cc"` (`skein run`). Each run is the whole kernel on the whole graph,
 //! repeated; the report gives the time of each run (wall clock of the call, the same for
 //! every engine; the skein engine's components write over the previous run's labels,
-//! `Engine::components_into`, as a caller that repeats would), the page faults per run (in
+//! `Engine::components_into`, as a caller that repeats would, on parts balanced by
+//! vertices, `CC_VERTEX_ARCS`, which its time follows), the page faults per run (in
 //! one process), PageRank's iterations and time per iteration, the harmonic mean of the
 //! arcs per second (the graph's arcs × iterations / time, whatever an engine skips), the
 //! skein kernel's own seconds (a run's, less building the partitions and gathering the
@@ -407,8 +408,12 @@ fn measure(
             Ready::Baseline(s)
         }
         EngineName::Skein => {
-            let e =
-                SkeinEngine::new(Arc::clone(csr), engines::skein_options(&setup.spec, threads))?;
+            let mut opts = engines::skein_options(&setup.spec, threads);
+            if kernel == Kernel::Cc {
+                // Components' local step follows the vertices: parts balanced by vertices.
+                opts.vertex_arcs = skein_algorithms::CC_VERTEX_ARCS;
+            }
+            let e = SkeinEngine::new(Arc::clone(csr), opts)?;
             e.prepare_bfs();
             Ready::Skein(e)
         }
