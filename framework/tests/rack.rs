@@ -230,6 +230,43 @@ fn rank_side(case: &str, dir: &Path) {
                 }),
             );
         }
+        "batch-bytes" => {
+            // The same stream of small requests from rank 0 to a property on rank 1, with the
+            // default batches and with `rack_batch_bytes(16384)`: every request served once,
+            // and the larger setting carries more of them per request envelope (over the
+            // rings; over MPI messages the setting changes nothing).
+            let per_envelope = |bytes: Option<usize>| {
+                let mut b = skein::Runtime::builder().workers(1);
+                if let Some(bytes) = bytes {
+                    b = b.rack_batch_bytes(bytes);
+                }
+                let rt = b.build().expect("build");
+                let sum = rt
+                    .run(|| {
+                        let t = skein::trustee(1).entrust_new(0u64, |v| v);
+                        for i in 0..20_000u64 {
+                            t.apply_then(i, |v, i| *v += i, |()| ());
+                        }
+                        skein::wait_quiescent();
+                        t.apply((), |v, ()| *v)
+                    })
+                    .expect("run");
+                let w0 = &rt.stats().workers[0];
+                (sum, w0.mean_envelope())
+            };
+            let (small_sum, small) = per_envelope(None);
+            let (large_sum, large) = per_envelope(Some(16384));
+            let rings = skein::rack_transports().contains(&skein::RackTransport::Shm);
+            report_run(
+                rank,
+                Ok::<_, skein::Error>((small_sum, large_sum, rings, !rings || large > small)),
+            );
+            if rank == 0 {
+                println!(
+                    "BATCHES requests per envelope: default {small:.1}, 16384 bytes {large:.1}"
+                );
+            }
+        }
         "many-runs" => {
             // Runs of two runtimes (1 and 2 workers per rank) in turn, each with round trips
             // across ranks and `wait_quiescent`, one whose main panics among them: the rings
@@ -863,7 +900,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 46] = [
+    let cases: [Case; 47] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -882,6 +919,7 @@ fn harness(args: &[String]) {
         ("rings_within_nodes_and_mpi_between_on_4_ranks", mixed_case),
         ("stats_show_every_ranks_workers_on_3_ranks", stats_case),
         ("wait_quiescent_across_3_ranks", quiescent_case),
+        ("larger_rack_batches_carry_more_requests_per_envelope", batch_bytes_case),
         ("rings_serve_the_next_run_of_their_shape_on_2_ranks", |d| many_runs_case(d, 2)),
         ("rings_serve_the_next_run_of_their_shape_on_3_ranks", |d| many_runs_case(d, 3)),
         ("blocked_ranks_are_woken_on_2_ranks_of_2_workers", |d| wake_case(d, 2, 2)),
@@ -1539,6 +1577,19 @@ fn wake_case(dir: &Path, ranks: usize, w: usize) -> Result<(), String> {
         .sum();
     let want = format!("ok (({sum}, {finals:?}), 0)");
     check(out == [want], "exact results and no safety-net timeout that found work", &l)
+}
+
+/// "batch-bytes": every request served, and more per envelope with larger batches.
+fn batch_bytes_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "batch-bytes", 2)?;
+    let sum = 20_000u64 * 19_999 / 2;
+    let ok = |rings: bool| format!("ok ({sum}, {sum}, {rings}, true)");
+    check(
+        out == [ok(true)] || out == [ok(false)],
+        "every request served once with either batch size, and more requests per envelope \
+         with 16384 bytes over the rings",
+        &l,
+    )
 }
 
 /// The runs of "many-runs" on `ranks` ranks: exact sums, a failed run among them, and the

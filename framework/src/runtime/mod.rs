@@ -67,6 +67,11 @@ fn env_flag(name: &str) -> Option<bool> {
     std::env::var_os(name).map(|v| v != "0" && !v.is_empty())
 }
 
+/// The accepted values of [`Builder::rack_batch_bytes`].
+const RACK_BATCH_BYTES: std::ops::RangeInclusive<usize> = 1024..=65536;
+/// The default of [`Builder::rack_batch_bytes`]: the MPI transport's envelope.
+const DEFAULT_RACK_BATCH_BYTES: usize = 4032;
+
 /// The most batches' worth one request envelope may hold ([`Builder::envelope_batches`]).
 const MAX_ENVELOPE_BATCHES: u32 = 16;
 /// The default of [`Builder::envelope_batches`]: measured on 2 ranks of 2 and 4 workers
@@ -99,6 +104,7 @@ impl Default for Builder {
                 anatomy: env_flag("SKEIN_ANATOMY").unwrap_or(false),
                 aggregate: env_flag("SKEIN_AGGREGATE").unwrap_or(true),
                 envelope_batches: DEFAULT_ENVELOPE_BATCHES,
+                rack_batch_bytes: DEFAULT_RACK_BATCH_BYTES,
                 crowded_waits: idle::Crowded::Off,
                 stall_secs: 0,
             },
@@ -120,6 +126,19 @@ impl Default for Builder {
                     b.env_error = Some(format!(
                         "SKEIN_ENVELOPE_BATCHES must be a number of batches from 1 to \
                          {MAX_ENVELOPE_BATCHES}, got {v:?}"
+                    ))
+                }
+            }
+        }
+        if let Ok(v) = std::env::var("SKEIN_RACK_BATCH_BYTES") {
+            match v.trim().parse::<usize>() {
+                Ok(n) if RACK_BATCH_BYTES.contains(&n) => b.cfg.rack_batch_bytes = n,
+                _ => {
+                    b.env_error = Some(format!(
+                        "SKEIN_RACK_BATCH_BYTES must be a number of bytes from {} to {}, got \
+                         {v:?}",
+                        RACK_BATCH_BYTES.start(),
+                        RACK_BATCH_BYTES.end()
                     ))
                 }
             }
@@ -241,6 +260,21 @@ impl Builder {
     /// [`Builder::build`]).
     pub fn envelope_batches(mut self, n: u32) -> Self {
         self.cfg.envelope_batches = n.clamp(1, MAX_ENVELOPE_BATCHES);
+        self
+    }
+
+    /// The most bytes one batch to another rank takes on the wire over the rings (shared
+    /// memory within a node, RDMA verbs between nodes), when its requests are all of one
+    /// closure type with a fixed-size argument (otherwise the budget scales with it). The
+    /// default, 4032, is the MPI transport's (an envelope under Open MPI's 4096-byte eager
+    /// limit), which the MPI transport always keeps; the rings take any length. Larger
+    /// batches carry more requests per envelope: on 2 ranks of a 2-core machine 8192 made
+    /// the 32-byte echo 1.6x faster and SSSP about 5 % slower (`docs/performance.md`, "What a
+    /// run costs, and batches sized for the rings"). Values outside 1024 to 65536 are
+    /// clamped. `SKEIN_RACK_BATCH_BYTES=n` in the environment sets the default of every
+    /// runtime (a value outside that range is reported by [`Builder::build`]).
+    pub fn rack_batch_bytes(mut self, bytes: usize) -> Self {
+        self.cfg.rack_batch_bytes = bytes.clamp(*RACK_BATCH_BYTES.start(), *RACK_BATCH_BYTES.end());
         self
     }
 
@@ -743,7 +777,7 @@ impl Runtime {
         let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
             // The settings, agreed, and the rings of the last run when every rank kept them
             // for this shape (one collective).
-            let config = shm::Config::from_env(MAX_ENVELOPE);
+            let config = shm::Config::from_env(MAX_ENVELOPE, self.cfg.rack_batch_bytes);
             let (config, kept) = shm::agree_and_reuse(w, config, &nodes)?;
             shm_config.set(Some(config));
             match kept {
@@ -781,7 +815,10 @@ impl Runtime {
             Arc<crate::transport::verbs::VerbsLink>,
             String,
         > {
-            let config = crate::rack::agree_ok(shm::Config::from_env(MAX_ENVELOPE))?;
+            let config = crate::rack::agree_ok(shm::Config::from_env(
+                MAX_ENVELOPE,
+                self.cfg.rack_batch_bytes,
+            ))?;
             crate::transport::verbs::VerbsLink::open(w, token, config, links).map(Arc::new)
         };
         #[cfg(feature = "rdma")]

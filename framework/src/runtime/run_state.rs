@@ -38,6 +38,9 @@ pub(crate) struct Config {
     /// another rank may hold, over all its segments (`Builder::envelope_batches`,
     /// `SKEIN_ENVELOPE_BATCHES`).
     pub(crate) envelope_batches: u32,
+    /// The most wire bytes of a uniform batch to another rank over the rings
+    /// (`Builder::rack_batch_bytes`).
+    pub(crate) rack_batch_bytes: usize,
     /// How workers wait when the run's workers outnumber the cores (`Builder::crowded_waits`,
     /// `SKEIN_OVERSUBSCRIBED`).
     pub(crate) crowded_waits: super::idle::Crowded,

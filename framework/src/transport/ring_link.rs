@@ -40,12 +40,6 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The most bytes of a request envelope and of its response when a batch is sized by its
-/// wire bytes (`transport::mpi::batch_limits_within`). Rings have no eager limit to stay
-/// under (an envelope larger than a ring streams through it): the batch limits are those of
-/// the in-process slots, and a uniform batch takes as many records as fit this many bytes.
-pub(crate) const RING_ENVELOPE_BYTES: usize = 16 << 10;
-
 /// Buffers a worker keeps for envelopes it claims and reads.
 pub(crate) const POOL: usize = 64;
 
@@ -218,6 +212,8 @@ pub(crate) struct Leftovers {
 #[derive(Debug)]
 pub(crate) struct RingLink<M: Medium> {
     token: u64,
+    /// The most wire bytes of a uniform batch to another rank (`Builder::rack_batch_bytes`).
+    batch_bytes: usize,
     /// This rank's first global worker.
     lo: usize,
     ends: Box<[Owned<End<M>>]>,
@@ -225,9 +221,17 @@ pub(crate) struct RingLink<M: Medium> {
 }
 
 impl<M: Medium> RingLink<M> {
-    /// The link of this rank's workers `lo..lo + ends.len()`.
-    pub(crate) fn new(token: u64, lo: usize, ends: Vec<End<M>>, shared: M::Shared) -> Self {
-        RingLink { token, lo, ends: ends.into_iter().map(Owned::new).collect(), shared }
+    /// The link of this rank's workers `lo..lo + ends.len()`, with batches to another rank
+    /// of at most `batch_bytes` on the wire.
+    pub(crate) fn new(
+        token: u64,
+        lo: usize,
+        ends: Vec<End<M>>,
+        shared: M::Shared,
+        batch_bytes: usize,
+    ) -> Self {
+        let ends = ends.into_iter().map(Owned::new).collect();
+        RingLink { token, batch_bytes, lo, ends, shared }
     }
 
     /// Runs `f` on worker `g`'s end (taken by that worker only, or after every worker
@@ -301,11 +305,8 @@ impl<M: Medium> Transport for RingLink<M> {
         &self,
         uniform: Option<&'static crate::channel::record::VTable>,
     ) -> (usize, usize) {
-        super::mpi::batch_limits_within(
-            RING_ENVELOPE_BYTES,
-            (super::BATCH_WORDS, super::BATCH_RESULT_BYTES),
-            uniform,
-        )
+        // The rings take any length: the batch is as long as the setting asks.
+        super::mpi::batch_limits_within(self.batch_bytes, uniform)
     }
 
     fn claim(&self, from: usize, _to: usize) -> Option<Vec<u8>> {

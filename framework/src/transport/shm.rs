@@ -103,11 +103,17 @@ pub(crate) struct Config {
     pub(crate) ring_bytes: Option<usize>,
     /// The largest envelope a reader accepts.
     pub(crate) max_envelope_bytes: usize,
+    /// The most wire bytes of a uniform batch to another rank (`Builder::rack_batch_bytes`).
+    pub(crate) batch_bytes: usize,
 }
 
 impl Config {
-    /// The ring size `SKEIN_SHM_RING_BYTES` asks for, or the default.
-    pub(crate) fn from_env(max_envelope_bytes: usize) -> Result<Config, String> {
+    /// The ring size `SKEIN_SHM_RING_BYTES` asks for, or the default; batches of at most
+    /// `batch_bytes` on the wire.
+    pub(crate) fn from_env(
+        max_envelope_bytes: usize,
+        batch_bytes: usize,
+    ) -> Result<Config, String> {
         let ring_bytes = match std::env::var("SKEIN_SHM_RING_BYTES") {
             Err(_) => None,
             Ok(v) => match v.trim().parse::<usize>() {
@@ -121,7 +127,7 @@ impl Config {
                 }
             },
         };
-        Ok(Config { ring_bytes, max_envelope_bytes })
+        Ok(Config { ring_bytes, max_envelope_bytes, batch_bytes })
     }
 
     /// The data bytes of each of `rings` rings per rank: the setting, or the default for that
@@ -690,7 +696,7 @@ impl RingLink<Shm> {
             .collect();
         world.barrier();
         SETUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(RingLink::new(token, lo, ends, words))
+        Ok(RingLink::new(token, lo, ends, words, config.batch_bytes))
     }
 
     /// This rank's handle of the ranks' board (one all-reduce at a time; module docs).

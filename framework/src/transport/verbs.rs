@@ -891,7 +891,7 @@ impl RingLink<Verbs> {
                 res.dev.name, res.dev.port, res.dev.lid, res.dev.mtu
             );
         }
-        Ok(RingLink::new(token, lo, ends, res))
+        Ok(RingLink::new(token, lo, ends, res, config.batch_bytes))
     }
 
     /// Retires every write of this rank (bounded by `limit`), then waits for every rank to

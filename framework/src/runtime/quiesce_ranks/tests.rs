@@ -103,6 +103,7 @@ fn run_state_counters_are_summed_over_the_rank() {
         anatomy: false,
         aggregate: true,
         envelope_batches: 4,
+        rack_batch_bytes: 4032,
         crowded_waits: crate::runtime::idle::Crowded::Off,
         stall_secs: 0,
     };

@@ -161,17 +161,21 @@ const MPI_ENVELOPE_BYTES: usize = 4032;
 /// target, argument and completion) are longer than their wire form. Any other batch keeps
 /// the fixed budget ([`MPI_BATCH_WORDS`], [`MPI_BATCH_RESULT_BYTES`]).
 pub(super) fn mpi_batch_limits(uniform: Option<&'static VTable>) -> (usize, usize) {
-    batch_limits_within(MPI_ENVELOPE_BYTES, (MPI_BATCH_WORDS, MPI_BATCH_RESULT_BYTES), uniform)
+    batch_limits_within(MPI_ENVELOPE_BYTES, uniform)
 }
 
 /// The batch limits of a transport whose request envelopes and responses should stay
 /// within `envelope` bytes: a uniform batch takes as many records as keep both under it (as
-/// [`mpi_batch_limits`] explains), any other the `fixed` budget.
+/// [`mpi_batch_limits`] explains), any other the fixed budget of [`MPI_ENVELOPE_BYTES`]
+/// scaled to `envelope` (within [`BATCH_WORDS`] and [`BATCH_RESULT_BYTES`]).
 pub(super) fn batch_limits_within(
     envelope: usize,
-    fixed: (usize, usize),
     uniform: Option<&'static VTable>,
 ) -> (usize, usize) {
+    let fixed = (
+        (MPI_BATCH_WORDS * envelope / MPI_ENVELOPE_BYTES).min(BATCH_WORDS),
+        (MPI_BATCH_RESULT_BYTES * envelope / MPI_ENVELOPE_BYTES).min(BATCH_RESULT_BYTES),
+    );
     let Some((vt, remote)) = uniform.and_then(|vt| Some((vt, vt.remote?.vt()))) else {
         return fixed;
     };

@@ -121,7 +121,7 @@ fn pair(cap: usize, slots: &[Slot; 2]) -> (RingLink<Recording>, RingLink<Recordi
     let (a_to_b, b_to_a) = (slots[0].ring(cap), slots[1].ring(cap));
     let a = End::new(Recording::default(), vec![None, Some(a_to_b)], vec![(1, b_to_a)], 1 << 20, 1);
     let b = End::new(Recording::default(), vec![Some(b_to_a), None], vec![(0, a_to_b)], 1 << 20, 1);
-    (RingLink::new(7, 0, vec![a], ()), RingLink::new(7, 1, vec![b], ()))
+    (RingLink::new(7, 0, vec![a], (), 4032), RingLink::new(7, 1, vec![b], (), 4032))
 }
 
 #[test]

@@ -5,13 +5,13 @@ use super::*;
 
 #[test]
 fn default_rings_shrink_with_many_workers_and_a_setting_wins() {
-    let c = Config { ring_bytes: None, max_envelope_bytes: 1 << 30 };
+    let c = Config { ring_bytes: None, max_envelope_bytes: 1 << 30, batch_bytes: 4032 };
     assert_eq!(c.ring_bytes(16), 256 << 10, "16 ranks of 1 worker");
     assert_eq!(c.ring_bytes(16 * 8), 256 << 10, "2 ranks of 8 workers: 128 rings");
     assert_eq!(c.ring_bytes(512), 128 << 10);
     assert_eq!(c.ring_bytes(256 * 16), 16 << 10, "16 ranks of 16 workers");
     assert_eq!(c.ring_bytes(1 << 20), 16 << 10, "never below the smallest default");
-    let set = Config { ring_bytes: Some(4 << 10), max_envelope_bytes: 1 << 30 };
+    let set = Config { ring_bytes: Some(4 << 10), max_envelope_bytes: 1 << 30, batch_bytes: 4032 };
     assert_eq!(set.ring_bytes(16), 4 << 10);
 }
 
