@@ -288,3 +288,28 @@ fn micro_reports_switches_round_trips_and_empty_runs() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_rack_batch_size_out_of_range_is_refused_by_name() {
+    for bad in ["12", "1000000", "lots"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_skein"))
+            .args(["bench", "micro", "--iters", "10"])
+            .env("SKEIN_RACK_BATCH_BYTES", bad)
+            .output()
+            .expect("running skein");
+        assert!(!o.status.success(), "{bad}: {}", text(&o));
+        assert!(
+            text(&o)
+                .contains("SKEIN_RACK_BATCH_BYTES must be a number of bytes from 1024 to 65536"),
+            "{bad}: {}",
+            text(&o)
+        );
+        assert!(!text(&o).contains("panicked"), "{bad}: {}", text(&o));
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["bench", "micro", "--iters", "10"])
+        .env("SKEIN_RACK_BATCH_BYTES", "8192")
+        .output()
+        .expect("running skein");
+    assert!(o.status.success(), "{}", text(&o));
+}

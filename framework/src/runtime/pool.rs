@@ -172,6 +172,10 @@ fn spawn_slot(name: String, stack_size: usize) -> std::io::Result<Slot> {
                         let _ = done.send(r);
                     }
                     Err(p) => {
+                        // Closed before the result goes: once the run has it, a job sent to
+                        // this slot fails to send and gets a new thread (invariant 2), never
+                        // waits in a channel nobody will read.
+                        drop(rx);
                         let _ = done.send(Err(Error::Internal(panic_message(&*p))));
                         return;
                     }
