@@ -9,6 +9,8 @@
 //!   requests a single trustee serves per second.
 //! * `echo` and `ping` ([`echo`]) — request throughput and round trips, beside MPI baselines
 //!   with `--mpi` (`mpi_baselines`, `mpi_rma`: feature `mpi`).
+//! * `rounds` (`rounds`) — what an empty round costs across the job's ranks (a superstep
+//!   ended by quiescence, and quiescence alone), with the counters that explain it.
 //!
 //! The crate measures; the program that runs it decides what it accepts and how files are
 //! written, through [`Host`]: `skein bench` refuses the same counts, with the same reasons,
@@ -27,6 +29,7 @@ pub mod micro;
 mod mpi_baselines;
 #[cfg(feature = "mpi")]
 mod mpi_rma;
+mod rounds;
 pub mod spread;
 mod traffic;
 
@@ -50,13 +53,19 @@ enum BenchCmd {
     Echo(echo::EchoArgs),
     /// Ping: one blocking round trip at a time (µs); with --mpi, beside an MPI ping-pong.
     Ping(echo::PingArgs),
+    /// Rounds: what an empty round costs across the ranks of an mpirun (µs per round: a
+    /// superstep ended by quiescence, and quiescence alone), with its counters.
+    Rounds(rounds::RoundsArgs),
 }
 
 impl Args {
-    /// Whether this benchmark runs on every rank of an `mpirun` (echo, ping and fetch-add:
-    /// they run across the ranks, and only rank 0 prints).
+    /// Whether this benchmark runs on every rank of an `mpirun` (echo, ping, rounds and
+    /// fetch-add: they run across the ranks, and only rank 0 prints).
     pub fn runs_on_every_rank(&self) -> bool {
-        matches!(self.cmd, BenchCmd::Echo(_) | BenchCmd::Ping(_) | BenchCmd::FetchAdd(_))
+        matches!(
+            self.cmd,
+            BenchCmd::Echo(_) | BenchCmd::Ping(_) | BenchCmd::Rounds(_) | BenchCmd::FetchAdd(_)
+        )
     }
 }
 
@@ -67,5 +76,6 @@ pub fn run(args: Args, host: &dyn Host) -> anyhow::Result<()> {
         BenchCmd::Micro(a) => micro::micro(a, host),
         BenchCmd::Echo(a) => echo::echo(a, host),
         BenchCmd::Ping(a) => echo::ping(a, host),
+        BenchCmd::Rounds(a) => rounds::rounds(a, host),
     }
 }

@@ -268,6 +268,35 @@ fn repeated_fetch_add_prints_every_ratio_with_its_spread() {
 }
 
 #[test]
+fn rounds_time_empty_rounds_in_one_process() {
+    let dir = scratch("rounds");
+    let json = dir.join("rounds.json");
+    let args = ["bench", "rounds", "--workers", "2", "--rounds", "50", "--repeat", "1"];
+    let o = skein(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("µs/round"), "{}", text(&o));
+    let rows = json_rows(&json);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (r, shape) in rows.iter().zip(["superstep", "quiescence"]) {
+        assert_eq!(r["shape"], shape, "{r}");
+        assert_eq!((r["ranks"].as_u64(), r["workers_per_rank"].as_u64()), (Some(1), Some(2)));
+        assert!(r["us_per_round"].as_f64().is_some_and(|v| v > 0.0), "{r}");
+        // One process: worker 0 detects quiescence from the counters, no all-reduce.
+        assert_eq!(r["all_reduces"].as_f64(), Some(0.0), "{r}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    for (args, want) in [
+        (&["--rounds", "0"][..], "--rounds: must be at least 1"),
+        (&["--workers", "0"][..], "--workers: must be at least 1"),
+        (&["--repeat", "0"][..], "--repeat: must be at least 1"),
+    ] {
+        let o = skein(&[&["bench", "rounds"][..], args].concat());
+        assert!(!o.status.success() && text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{args:?}: {}", text(&o));
+    }
+}
+
+#[test]
 fn micro_reports_switches_round_trips_and_empty_runs() {
     let dir = scratch("micro");
     let json = dir.join("micro.json");

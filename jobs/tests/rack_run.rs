@@ -82,6 +82,27 @@ fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
 }
 
 #[test]
+fn rounds_across_3_ranks_take_two_all_reduces_each_at_least() {
+    // Between two quiescent verdicts the detector completes at least two all-reduces (the
+    // waves of one detection; the one after a wake-up cannot be quiescent): a round across
+    // ranks that took fewer would have skipped a wave.
+    let dir = temp_dir("rounds");
+    let json = dir.join("rounds.json");
+    let args = ["bench", "rounds", "--rounds", "40", "--repeat", "2"];
+    let r = mpirun(3, &[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let rows = read_json(&json);
+    let rows = rows.as_array().expect("an array of rows");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        assert_eq!(row["ranks"], 3, "{row}");
+        assert!(row["us_per_round"].as_f64().is_some_and(|v| v > 0.0), "{row}");
+        assert!(row["all_reduces"].as_f64().is_some_and(|a| a >= 2.0), "{row}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn fetch_add_baselines_check_themselves_on_3_ranks() {
     // The 7 counters dealt unevenly over 3 ranks (3, 2, 2); a rate for every (dist, K,
     // implementation). Each is checked by the command, which fails on a mismatch: the MPI

@@ -50,6 +50,17 @@
 //! parks, yields, and the thread's context switches (`WorkerStats::yields`,
 //! `switches_voluntary`, `switches_involuntary`).
 //!
+//! Without crowded waits, one kind of wait is still cut short over the rings when the ranks'
+//! workers outnumber the cores: a wait with nothing due (no response to this worker, no
+//! request announced to it: the end of a round, a detector round) spins its [`SPIN`] passes,
+//! yields twice and blocks ([`Spin::calm`]), where it used to yield up to [`YIELD`] times.
+//! Such waits are what every rank does between the rounds of a kernel; at 4 and 8 ranks on
+//! 2 cores the idle ranks yielded 400 to 900 times per round and never blocked, handing the
+//! core around each other while the rank whose post would end the round waited for one
+//! (`skein bench rounds`: an empty round 3 to 5 times slower than with blocking). Waits
+//! for due work keep their adaptive budget: blocking there measured slower (a blocked rank
+//! serves the requests sent to it only once it is woken and scheduled).
+//!
 //! # Quiescence
 //!
 //! Worker 0 detects quiescence ([`super::quiesce`]) in its idle passes, so it must look
@@ -124,6 +135,9 @@ const SPIN_DUE_MIN: u32 = 16;
 /// Most loop passes spent in `sched_yield` after spinning, before parking (at the full
 /// spin budget: [`Spin::yields`]).
 pub(crate) const YIELD: u32 = 256;
+/// Passes spent in `sched_yield` before blocking by a wait with nothing due, in a run whose
+/// workers outnumber the cores ([`Spin::calm`]).
+const CALM_YIELDS: u32 = 2;
 /// In a loopback split: passes spent in `sched_yield` before timed waits, when nothing is due.
 const LOOPBACK_YIELD: u32 = 2048;
 /// Over MPI: passes spent in `sched_yield` before the timed wait ([`MPI_WAIT`]).
@@ -188,6 +202,15 @@ impl Spin {
     /// there only takes the core from the worker it waits for (module docs).
     pub(crate) fn crowded() -> Spin {
         Spin { due: 0, crowded: true }
+    }
+
+    /// The budget of a wait with nothing due (no response, no announced request: the end
+    /// of a round, a detector round, requests nobody announced) in a run whose workers
+    /// outnumber the cores ([`oversubscribed`]): spin [`SPIN`] passes, yield [`CALM_YIELDS`]
+    /// times, then block. Such a wait that outlasts its spinning waits for a worker without
+    /// a core, and a long yield stretch only passes the core around the other waiters.
+    pub(crate) fn calm() -> Spin {
+        Spin { due: SPIN_DUE * CALM_YIELDS / YIELD, crowded: false }
     }
 
     /// True for [`Spin::crowded`].
@@ -454,6 +477,18 @@ mod tests {
         // Work on its way: spin longer, but still park in the end (the publisher wakes us).
         assert_eq!(p.step(SPIN + YIELD, true, &s), Step::Spin);
         assert_eq!(p.step(SPIN_DUE + YIELD, true, &s), Step::Park);
+    }
+
+    #[test]
+    fn a_calm_wait_spins_yields_twice_then_blocks_and_due_waits_keep_their_budget() {
+        let (p, c) = (Policy::Rings, Spin::calm());
+        assert_eq!(p.step(SPIN - 1, false, &c), Step::Spin);
+        assert_eq!(p.step(SPIN, false, &c), Step::Yield);
+        assert_eq!(p.step(SPIN + CALM_YIELDS - 1, false, &c), Step::Yield);
+        assert_eq!(p.step(SPIN + CALM_YIELDS, false, &c), Step::Park);
+        // The default budget yields YIELD times where the calm one blocks.
+        assert_eq!(p.step(SPIN + CALM_YIELDS, false, &Spin::default()), Step::Yield);
+        assert!(!c.is_crowded());
     }
 
     #[test]

@@ -747,6 +747,10 @@ impl Worker {
         let crowded = matches!(policy, Policy::Local | Policy::Rings)
             && self.run_state.cfg.crowded_waits.applies(self.run_state.n);
         let mut spin = if crowded { idle::Spin::crowded() } else { idle::Spin::default() };
+        // Waits with nothing due, over the rings in a run whose workers outnumber the cores:
+        // spin, yield twice, block (`Spin::calm`). Waits for due work keep `spin`.
+        let calm = (!crowded && policy == Policy::Rings && idle::oversubscribed(self.run_state.n))
+            .then(idle::Spin::calm);
         let switches = idle::thread_switches();
         // Whether the current idle stretch waited for due work (it then teaches `spin`).
         let mut waited_due = false;
@@ -943,7 +947,11 @@ impl Worker {
                     Part::Idle
                 };
             }
-            match policy.step(idle, due || incoming, &spin) {
+            let budget = match &calm {
+                Some(calm) if !(due || incoming) => calm,
+                _ => &spin,
+            };
+            match policy.step(idle, due || incoming, budget) {
                 // Over MPI a pass already waits in an MPI call: no `pause` on top; and no
                 // timed wait while sends or receives are under way (they need progress calls).
                 Step::Spin if policy == Policy::Ranks => {}

@@ -1,0 +1,180 @@
+//! `skein bench rounds`: what a round costs when it carries no work. Bucketed SSSP and BFS
+//! run one round per bucket or level; across ranks each round ends with quiescence detected
+//! by the ranks' all-reduces, so a round's fixed cost is paid hundreds of times per search.
+//!
+//! Two shapes of empty round, on every worker of every rank of the job:
+//!
+//! * **superstep**: `main` starts a fiber on every worker, each waits in
+//!   `skein::wait_quiescent`, and `main` joins them (the kernels' round: a spawn to every
+//!   worker, quiescence, a join);
+//! * **quiescence**: one fiber per worker calls `skein::wait_quiescent` once per round (the
+//!   round's end alone: every rank learns that the previous round is over).
+//!
+//! Reported per round: microseconds, and the counters that explain them, summed over the
+//! job's workers: detector all-reduces (per rank), parks, `sched_yield`s and context
+//! switches.
+
+use crate::host::{write_json, Host};
+use anyhow::Context;
+use std::time::Instant;
+
+/// Most rounds per measurement.
+const MAX_ROUNDS: usize = 10_000_000;
+
+/// Arguments of `skein bench rounds`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RoundsArgs {
+    /// Rack transport across the ranks of an `mpirun` (`auto`, `mpi`, `shm` or `verbs`, the
+    /// last with feature `rdma`; default: `SKEIN_TRANSPORT`, else `auto`: shared-memory rings
+    /// on one node).
+    #[arg(long)]
+    transport: Option<skein::RackTransport>,
+    /// Workers per rank (per process).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Rounds per measurement.
+    #[arg(long, default_value_t = 2000)]
+    rounds: usize,
+    /// Measure each shape this many times, interleaved, and report the median.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Write the rows as JSON to this file (rank 0).
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+/// One shape's measurement: the median repetition (by time per round).
+#[derive(Debug, Clone, serde::Serialize)]
+struct RoundsRow {
+    shape: &'static str,
+    ranks: usize,
+    workers_per_rank: usize,
+    rounds: usize,
+    us_per_round: f64,
+    /// Fastest and slowest repetition, µs per round.
+    us_min: f64,
+    us_max: f64,
+    /// Per round, summed over the job's workers (all-reduces: per rank).
+    all_reduces: f64,
+    parks: f64,
+    yields: f64,
+    switches: f64,
+}
+
+/// `skein bench rounds`.
+pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
+    host.check_count(a.workers, host.max_workers(), "the runtime's limit")
+        .map_err(|e| anyhow::anyhow!("--workers: {e}"))?;
+    host.check_count(a.rounds, MAX_ROUNDS, "it would run for hours")
+        .map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
+    host.check_count(a.repeat, host.max_repeat(), "more add nothing to a median but run time")
+        .map_err(|e| anyhow::anyhow!("--repeat: {e}"))?;
+    let rt = crate::echo::transport(skein::Runtime::builder(), a.transport)
+        .workers(a.workers)
+        .build()
+        .context("building the skein runtime")?;
+    let (ranks, n) = (skein::ranks(), a.rounds as u64);
+    let rank0 = skein::rank() == 0;
+    if rank0 {
+        println!(
+            "rounds: empty rounds on {ranks} rank(s) x {} worker(s); {} rounds per \
+             measurement, median of {} interleaved repetitions",
+            a.workers, a.rounds, a.repeat
+        );
+        println!(
+            "superstep: main starts a fiber on every worker, each waits for quiescence, main \
+             joins them; quiescence: a fiber on every worker waits for quiescence once per round"
+        );
+    }
+    let shapes: [(&'static str, Shape); 2] =
+        [("superstep", superstep_rounds), ("quiescence", quiescence_rounds)];
+    let mut samples: Vec<Vec<(f64, skein::WorkerStats)>> = vec![Vec::new(); shapes.len()];
+    for _ in 0..a.repeat {
+        for (i, (_, f)) in shapes.iter().enumerate() {
+            let f = *f;
+            let us = rt.run(move || f(n))?;
+            samples[i].push((us, rt.stats().total()));
+        }
+    }
+    let rows: Vec<RoundsRow> = shapes
+        .iter()
+        .zip(samples)
+        .map(|(&(shape, _), mut s)| {
+            s.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let (us, t) = &s[s.len() / 2];
+            let per = |x: u64| x as f64 / a.rounds as f64;
+            RoundsRow {
+                shape,
+                ranks,
+                workers_per_rank: a.workers,
+                rounds: a.rounds,
+                us_per_round: *us,
+                us_min: s[0].0,
+                us_max: s[s.len() - 1].0,
+                all_reduces: per(t.all_reduces_completed) / ranks as f64,
+                parks: per(t.parks),
+                yields: per(t.yields),
+                switches: per(t.switches_voluntary + t.switches_involuntary),
+            }
+        })
+        .collect();
+    if !rank0 {
+        return Ok(());
+    }
+    println!(
+        "{:<11} {:>12} {:>18} {:>12} {:>8} {:>8} {:>9}",
+        "shape", "µs/round", "(min-max)", "all-reduces", "parks", "yields", "switches"
+    );
+    for r in &rows {
+        println!(
+            "{:<11} {:>12.1} {:>18} {:>12.2} {:>8.1} {:>8.1} {:>9.1}",
+            r.shape,
+            r.us_per_round,
+            format!("({:.1}-{:.1})", r.us_min, r.us_max),
+            r.all_reduces,
+            r.parks,
+            r.yields,
+            r.switches
+        );
+    }
+    if let Some(path) = &a.json {
+        write_json(host, path, &rows)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// A shape of empty round: `n` rounds of it, run as `main`; µs per round.
+type Shape = fn(u64) -> f64;
+
+/// `n` rounds of a spawn to every worker, quiescence, and a join; µs per round.
+fn superstep_rounds(n: u64) -> f64 {
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let fibers: Vec<_> = (0..skein::num_workers())
+            .map(|g| skein::spawn_on(g, (), |()| skein::wait_quiescent()))
+            .collect();
+        for f in fibers {
+            f.join();
+        }
+    }
+    t0.elapsed().as_secs_f64() * 1e6 / n as f64
+}
+
+/// One fiber per worker waiting for quiescence `n` times; µs per round.
+fn quiescence_rounds(n: u64) -> f64 {
+    let t0 = Instant::now();
+    let fibers: Vec<_> = (0..skein::num_workers())
+        .map(|g| {
+            skein::spawn_on(g, n, |n| {
+                for _ in 0..n {
+                    skein::wait_quiescent();
+                }
+            })
+        })
+        .collect();
+    for f in fibers {
+        f.join();
+    }
+    t0.elapsed().as_secs_f64() * 1e6 / n as f64
+}
