@@ -2,13 +2,14 @@
 # Skein's rack mode against MPI on the same ranks, in one go: request throughput (echo), one
 # blocking round trip (ping) and fetch-and-add on counters spread over the ranks, each beside
 # its rsmpi baselines (AML-style aggregation, one message per request, ping-pong, aggregated
-# increments and one-sided MPI_Accumulate). Rank 0 prints every table; the rows are also
-# written as JSON.
+# increments and one-sided MPI_Accumulate), and what an empty round costs across the ranks
+# (no MPI baseline). Rank 0 prints every table; the rows are also written as JSON.
 #
 # Usage:
 #   jobs/scripts/rack-bench.sh [RANKS [OUT_DIR]]
 #     RANKS    ranks to launch (default 2)
-#     OUT_DIR  where echo.json, ping.json and fetch-add.json go (default reports/rack-bench)
+#     OUT_DIR  where echo.json, ping.json, fetch-add.json and rounds.json go (default
+#              reports/rack-bench)
 #
 # Needs Open MPI (scripts/install-mpi.sh installs it). The commands it runs, under
 # `mpirun -np RANKS` (one worker per rank, the MPI side one thread per rank):
@@ -16,6 +17,7 @@
 #   skein bench ping --mpi --sizes 8,4096 --repeat 3
 #   skein bench fetch-add --mpi --workers 1 --impls apply_then,array \
 #       --objects 1,1024,1000000 --dist uniform --ops 4000000 --repeat 3
+#   skein bench rounds --rounds 2000 --repeat 3
 #
 # Environment:
 #   SKEIN        the skein binary to run (default: build target/release/skein with
@@ -61,10 +63,12 @@ if [[ "${QUICK:-}" == 1 ]]; then
     echo_args=(--sizes 8,4096 --requests 2000)
     ping_args=(--sizes 8 --iters 200)
     add_args=(--objects 1,7 --ops 5000)
+    rounds_args=(--rounds 20 --repeat 1)
 else
     echo_args=(--sizes 8,32,256,4096 --seconds 1 --repeat 3)
     ping_args=(--sizes 8,4096 --repeat 3)
     add_args=(--objects 1,1024,1000000 --ops 4000000 --repeat 3)
+    rounds_args=(--rounds 2000 --repeat 3)
 fi
 
 set -x
@@ -72,3 +76,4 @@ set -x
 "${launch[@]}" bench ping --mpi "${ping_args[@]}" --json "$out/ping.json"
 "${launch[@]}" bench fetch-add --mpi --workers 1 --impls apply_then,array --dist uniform \
     "${add_args[@]}" --json "$out/fetch-add.json"
+"${launch[@]}" bench rounds "${rounds_args[@]}" --json "$out/rounds.json"

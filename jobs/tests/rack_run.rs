@@ -177,6 +177,9 @@ fn the_rack_bench_script_runs_every_benchmark_beside_mpi() {
             "{file}"
         );
     }
+    let rounds = read_json(&dir.join("rounds.json"));
+    let shapes: Vec<_> = rounds.as_array().expect("rows").iter().map(|r| &r["shape"]).collect();
+    assert_eq!(shapes, ["superstep", "quiescence"], "{rounds}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
