@@ -251,7 +251,7 @@ fn median_rows<R: Clone>(reps: &[Vec<R>], key: impl Fn(&R) -> f64) -> Vec<R> {
         .collect()
 }
 
-fn check_repeat(repeat: usize, host: &dyn Host) -> anyhow::Result<()> {
+pub(crate) fn check_repeat(repeat: usize, host: &dyn Host) -> anyhow::Result<()> {
     host.check_count(repeat, host.max_repeat(), "more add nothing to a median but run time")
         .map_err(|e| anyhow::anyhow!("--repeat: {e}"))
 }

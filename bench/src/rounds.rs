@@ -67,8 +67,9 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--workers: {e}"))?;
     host.check_count(a.rounds, MAX_ROUNDS, "it would run for hours")
         .map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
-    host.check_count(a.repeat, host.max_repeat(), "more add nothing to a median but run time")
-        .map_err(|e| anyhow::anyhow!("--repeat: {e}"))?;
+    crate::echo::check_repeat(a.repeat, host)?;
+    // A worker runs one fiber of a round at a time, and worker 0 `main` beside it.
+    host.check_engine(a.workers, 2, *host.slot_size_range().start()).map_err(anyhow::Error::msg)?;
     let rt = crate::echo::transport(skein::Runtime::builder(), a.transport)
         .workers(a.workers)
         .build()
