@@ -146,6 +146,10 @@ pub(crate) struct EchoRow {
     pub(crate) requests_per_sec: f64,
     /// Payload bytes per second in each direction (answered × size / seconds), in MB/s.
     pub(crate) mb_per_sec: f64,
+    /// Skein across ranks: requests per request envelope to another rank, over every worker
+    /// of the run (the aggregation the batches got).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) requests_per_envelope: Option<f64>,
 }
 
 impl EchoRow {
@@ -158,6 +162,7 @@ impl EchoRow {
             seconds,
             requests_per_sec: rate,
             mb_per_sec: rate * size as f64 / 1e6,
+            requests_per_envelope: None,
         }
     }
 }
@@ -459,18 +464,20 @@ fn mpi_echo_rows(
 fn print_echo_table(rows: &[EchoRow], reps: &[Vec<EchoRow>], sizes: &[usize]) {
     let width = rows.iter().map(|r| r.imp.len()).max().unwrap_or(4).max(4);
     println!(
-        "{:<width$} {:>6} {:>12} {:>8} {:>10} {:>10}",
-        "impl", "size", "answered", "secs", "M req/s", "MB/s"
+        "{:<width$} {:>6} {:>12} {:>8} {:>10} {:>10} {:>8}",
+        "impl", "size", "answered", "secs", "M req/s", "MB/s", "req/env"
     );
     for r in rows {
+        let per_env = r.requests_per_envelope.map_or("-".to_string(), |x| format!("{x:.1}"));
         println!(
-            "{:<width$} {:>6} {:>12} {:>8.3} {:>10.3} {:>10.1}",
+            "{:<width$} {:>6} {:>12} {:>8.3} {:>10.3} {:>10.1} {:>8}",
             r.imp,
             r.size,
             r.answered,
             r.seconds,
             r.requests_per_sec / 1e6,
-            r.mb_per_sec
+            r.mb_per_sec,
+            per_env
         );
     }
     // Skein against each MPI baseline, per size: the median of the repetitions' ratios and
@@ -506,7 +513,14 @@ fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRo
         let s =
             EchoSetup { size, seconds: a.seconds, requests: a.requests, remote_only, seed: a.seed };
         let (answered, secs) = with_size!(size, skein_echo(&rt, s, a.fibers, a.window))?;
-        rows.push(EchoRow::new(label.clone(), size, answered, secs));
+        let mut row = EchoRow::new(label.clone(), size, answered, secs);
+        // The counters of the run just made (every rank's workers).
+        let t = rt.stats().total();
+        if t.envelopes_sent > 0 {
+            row.requests_per_envelope =
+                Some(t.remote_requests_sent as f64 / t.envelopes_sent as f64);
+        }
+        rows.push(row);
     }
     Ok(rows)
 }

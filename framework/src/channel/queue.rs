@@ -47,6 +47,14 @@ pub(crate) struct RecordQueue {
     /// which can only turn a uniform rest into "not known to be uniform".
     vt_or: usize,
     vt_and: usize,
+    /// The vtable address of the record pushed last, and how many records pushed in a row
+    /// (staged or not) end with that type: when no more records than that are staged, they
+    /// are all of that type, so [`RecordQueue::restaged`] makes `(vt_or, vt_and)` exact again
+    /// after a partial send. Without it one record of another type (a `spawn_on` among a
+    /// stream of `apply_then`s) made the queue "not known to be uniform" until it drained,
+    /// which a queue that is never empty (a client ahead of its credits) never does.
+    tail_vt: usize,
+    tail_run: usize,
 }
 
 /// `(vt_or, vt_and)` of no records.
@@ -73,6 +81,8 @@ impl Default for RecordQueue {
             staged_result_bytes: 0,
             vt_or: NO_VT.0,
             vt_and: NO_VT.1,
+            tail_vt: 0,
+            tail_run: 0,
         }
     }
 }
@@ -220,8 +230,11 @@ impl RecordQueue {
         self.tail = tail + words;
         self.staged = staged;
         self.staged_result_bytes += vt.result_bytes as usize;
-        self.vt_or |= vt as *const VTable as usize;
-        self.vt_and &= vt as *const VTable as usize;
+        let vt_addr = vt as *const VTable as usize;
+        self.vt_or |= vt_addr;
+        self.vt_and &= vt_addr;
+        self.tail_run = if self.tail_vt == vt_addr { self.tail_run + 1 } else { 1 };
+        self.tail_vt = vt_addr;
         // SAFETY: `reserve_words` made room for the whole record at `tail`, past every live
         // record; the buffer is 8-aligned; `vt` and the fit are the caller's promise.
         unsafe {
@@ -284,10 +297,20 @@ impl RecordQueue {
         self.in_flight += n;
         self.staged -= n;
         self.staged_result_bytes -= bytes;
+        self.restaged();
+        (w, n, uniform && n > 0)
+    }
+
+    /// Brings `(vt_or, vt_and)` up to date after staged records left from the front: the
+    /// identity when none is left, exact when those left are all in the run of like records
+    /// pushed last (else they keep covering records that left, which is only pessimistic).
+    #[inline]
+    fn restaged(&mut self) {
         if self.staged == 0 {
             (self.vt_or, self.vt_and) = NO_VT;
+        } else if self.staged <= self.tail_run {
+            (self.vt_or, self.vt_and) = (self.tail_vt, self.tail_vt);
         }
-        (w, n, uniform && n > 0)
     }
 
     /// Moves all of `other`'s staged records to the back of this queue, in order (`other`
@@ -311,6 +334,14 @@ impl RecordQueue {
         // With nothing staged here, (vt_or, vt_and) is NO_VT, the identity of this merge.
         self.vt_or |= other.vt_or;
         self.vt_and &= other.vt_and;
+        // The run pushed last: `other`'s, longer by this queue's when `other` is one run of
+        // the same type (everything of `other` is staged: nothing in flight).
+        self.tail_run = if other.tail_vt == self.tail_vt && other.tail_run >= other.staged {
+            self.tail_run + other.staged
+        } else {
+            other.tail_run.min(other.staged)
+        };
+        self.tail_vt = other.tail_vt;
         self.tail += w;
         self.staged += other.staged;
         self.staged_result_bytes += other.staged_result_bytes;
@@ -322,6 +353,7 @@ impl RecordQueue {
         (self.head, self.sent_end, self.tail) = (0, 0, 0);
         (self.in_flight, self.staged, self.staged_result_bytes) = (0, 0, 0);
         (self.vt_or, self.vt_and) = NO_VT;
+        (self.tail_vt, self.tail_run) = (0, 0);
     }
 
     /// Runs the completions of the first `n` requests in flight (`n` at most their number), in
@@ -442,9 +474,7 @@ impl Drop for Consume<'_> {
             q.sent_end += w;
             q.staged -= n;
             q.staged_result_bytes -= bytes;
-            if q.staged == 0 {
-                (q.vt_or, q.vt_and) = NO_VT;
-            }
+            q.restaged();
         } else {
             q.in_flight -= n;
         }

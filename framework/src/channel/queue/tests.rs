@@ -83,6 +83,54 @@ fn staging_limit_and_uniformity() {
 }
 
 #[test]
+fn a_queue_that_never_drains_is_uniform_again_once_an_odd_record_has_left() {
+    let log: Log = Rc::default();
+    let mut cell = 0u64;
+    let mut q = RecordQueue::default();
+    // An odd record (another type) ahead of a stream of like ones.
+    let k = 7u64;
+    q.push::<NoResult, _, _>(
+        &mut cell as *mut u64 as *mut u8,
+        move |_, _| (k == 0).then(|| unreachable!()),
+        |_| {},
+    );
+    for i in 0..30u64 {
+        add(&mut q, &mut cell, i, &log);
+    }
+    assert!(q.uniform().is_null(), "mixed while the odd record is staged");
+    let mut slot = vec![0u64; 200];
+    let mut resp = vec![0u64; 200];
+    // Batches of 10 words; the queue is topped up after each, so it never drains.
+    for round in 0..6u64 {
+        // SAFETY: `slot` holds 200 words; the batch is served and completed below.
+        let (_, n, uni) = unsafe { q.send_to(slot.as_mut_ptr(), 10, 80) };
+        assert!(n > 0);
+        assert_eq!(uni, round > 0, "only the batch with the odd record is mixed (round {round})");
+        // SAFETY: `n` records were copied to `slot`; `resp` has room for their results.
+        let panics = unsafe { serve_batch(slot.as_ptr(), n, uni, resp.as_mut_ptr() as *mut u8) };
+        q.complete_front(n, uni, resp.as_ptr() as *const u8, panics);
+        assert!(!q.uniform().is_null(), "like records only are staged after round {round}");
+        add(&mut q, &mut cell, 100 + round, &log);
+    }
+    // Another odd record at the tail: mixed again, and the run starts over behind it.
+    q.push::<NoResult, _, _>(&mut cell as *mut u64 as *mut u8, |_, _| None, |_| {});
+    assert!(q.uniform().is_null());
+    q.run_local(q.staged());
+    assert!(q.is_empty());
+    // Appending a uniform queue of the same type to an empty one keeps it uniform.
+    let mut other = RecordQueue::default();
+    for i in 0..3u64 {
+        add(&mut other, &mut cell, i, &log);
+        add(&mut q, &mut cell, i, &log);
+    }
+    q.run_local(2);
+    q.append(&mut other);
+    assert_eq!(q.staged(), 4);
+    assert!(!q.uniform().is_null());
+    q.run_local(4);
+}
+
+#[test]
 fn remote_round_trip_in_order() {
     let log: Log = Rc::default();
     let mut cells = vec![0u64; 10];
