@@ -518,13 +518,64 @@ impl InArcs {
     /// none.
     #[inline]
     pub(crate) fn group(&self, src: Tag) -> &[Arc32] {
+        match self.slot_present(src) {
+            Some(k) => &self.arcs[self.offsets[k] as usize..self.offsets[k + 1] as usize],
+            None => &[],
+        }
+    }
+
+    /// Hints the CPU to load what [`InArcs::group`] reads first for `src`: its bit's word and
+    /// the count before it. The first of three stages a batch of scans takes over all its
+    /// sources before relaxing any (`crate::sssp`, "Cost per arc"): a group is found through
+    /// three loads that each wait for the one before, so a scan of a few arcs otherwise
+    /// waits for three misses in a row before its first arc. Changes nothing but timing.
+    #[inline]
+    pub(crate) fn prefetch_index(&self, src: Tag) {
+        let w = self.bit(src) / 64;
+        if let (Some(b), Some(c)) = (self.bits.get(w), self.before.get(w)) {
+            skein::prefetch(b);
+            skein::prefetch(c);
+        }
+    }
+
+    /// The second stage: hints the CPU to load `src`'s group bounds (reading the index
+    /// words the first stage asked for).
+    #[inline]
+    pub(crate) fn prefetch_bounds(&self, src: Tag) {
+        if let Some(k) = self.slot_present(src) {
+            if let Some(o) = self.offsets.get(k) {
+                skein::prefetch(o);
+            }
+            // The end bound, when it starts the next line.
+            if k % 8 == 7 {
+                if let Some(o) = self.offsets.get(k + 1) {
+                    skein::prefetch(o);
+                }
+            }
+        }
+    }
+
+    /// The third stage: hints the CPU to load the first `lines` cache lines of `src`'s
+    /// group of arcs and its last line (reading the bounds the second stage asked for).
+    #[inline]
+    pub(crate) fn prefetch_group(&self, src: Tag, lines: usize) {
+        let g = self.group(src);
+        for a in g.iter().step_by(64 / std::mem::size_of::<Arc32>()).take(lines) {
+            skein::prefetch(a);
+        }
+        if let Some(a) = g.last() {
+            skein::prefetch(a);
+        }
+    }
+
+    /// The index of source `src` among the sources present, or `None` when it has no arcs
+    /// into the part (or lies outside the index).
+    #[inline]
+    fn slot_present(&self, src: Tag) -> Option<usize> {
         let i = self.bit(src);
         match self.bits.get(i / 64) {
-            Some(&w) if w & (1 << (i % 64)) != 0 => {
-                let k = self.slot(src);
-                &self.arcs[self.offsets[k] as usize..self.offsets[k + 1] as usize]
-            }
-            _ => &[],
+            Some(&w) if w & (1 << (i % 64)) != 0 => Some(self.slot(src)),
+            _ => None,
         }
     }
 
@@ -814,6 +865,10 @@ mod tests {
                     let mut want: Vec<(u64, f32)> =
                         csr.arcs(u).filter(|&(v, _)| p.locate(v).0 == part).collect();
                     want.sort_by_key(key);
+                    // The prefetch stages read what `group` reads, and change nothing.
+                    ix.prefetch_index(tags.tag(q, l));
+                    ix.prefetch_bounds(tags.tag(q, l));
+                    ix.prefetch_group(tags.tag(q, l), 4);
                     let mut got: Vec<(u64, f32)> = ix
                         .group(tags.tag(q, l))
                         .iter()

@@ -108,7 +108,14 @@
 //! a stale entry's lines are asked for in vain, which costs bandwidth only (few are left
 //! after a split). Each relaxation loop asks for the distance of the arc [`AHEAD_DIST`]
 //! places ahead, and a batch of scans asks for the first lines and the last of each of its
-//! ranges before relaxing the first. A vertex whose arcs all point into its own
+//! ranges before relaxing the first. A scan from another rank finds its arcs through three
+//! loads that each need the one before (the source's index words, its group's bounds, the
+//! arcs: `InArcs::group`), so a batch of them asks in three stages, each over all its
+//! scans: their misses overlap instead of following each other. With 8 ranks of a
+//! `kron:18` graph a scan holds about 4 arcs, so those three misses were most of its
+//! cost (`docs/performance.md`, "Scans from other ranks").
+//!
+//! A vertex whose arcs all point into its own
 //! partition (the last one does) relaxes them in one loop with no test per arc; one with
 //! arcs elsewhere relaxes its own ones up to the first other one (a test per arc that fails
 //! once), where a binary search for the split waited for one miss after another.
@@ -421,12 +428,30 @@ impl SsspPart {
         let copies = view.all_weighted();
         let (own, same) = (view.own().start, self.same_rank.clone());
         // Each scan's first arcs are a random read in the sender's copy: ask for all of
-        // them before relaxing the first (a batch holds at most 8).
+        // them before relaxing the first (a batch holds at most 8). A scan from another
+        // rank finds its arcs through three loads in a row (`InArcs::group`): each stage
+        // asks for one of them for every such scan of the batch, so their misses overlap.
+        // (In one process every sender is of the same rank, and no in-arcs are built.)
+        let remote = batch.items().iter().filter(|s| !same.contains(&tags.part(s.parent)));
+        let ins = remote.clone().next().map(|_| view.in_arcs(self.part));
+        if let Some(ins) = ins {
+            for s in remote.clone() {
+                ins.prefetch_index(s.parent);
+            }
+            for s in remote.clone() {
+                ins.prefetch_bounds(s.parent);
+            }
+        }
         for s in batch.items() {
             let sender = tags.part(s.parent);
             if same.contains(&sender) {
                 let copy = &copies[sender - own];
                 copy.prefetch_range(s.start, s.end, AHEAD_LINES);
+            }
+        }
+        if let Some(ins) = ins {
+            for s in remote {
+                ins.prefetch_group(s.parent, AHEAD_LINES as usize);
             }
         }
         for s in batch.items() {
