@@ -338,11 +338,23 @@ impl<A: Layout> PartArcs<A> {
             }
             let rest = self.range(at, end);
             let owner = tags.part(rest[0].tag());
+            let same = |a: &A| tags.part(a.tag()) == owner;
             // One owner left (always so with two partitions): no search through the arcs.
-            let len = if tags.part(rest[rest.len() - 1].tag()) == owner {
+            let len = if same(&rest[rest.len() - 1]) {
                 rest.len() as u64
             } else {
-                rest.partition_point(|a| tags.part(a.tag()) == owner) as u64
+                // A galloping search from the segment's start: a segment is short (a
+                // vertex's arcs split over the partitions), so it ends within the first
+                // lines, which the lookahead asked for; a binary search over the whole rest
+                // waited for one miss after another (`docs/performance.md`, "Scans from
+                // other ranks"). `rest[lo]` is the owner's, the first other arc lies in
+                // `lo + 1 ..= hi` (the last arc is another owner's).
+                let mut hi = 1;
+                while hi < rest.len() && same(&rest[hi]) {
+                    hi *= 2;
+                }
+                let (lo, hi) = (hi / 2, hi.min(rest.len() - 1));
+                (lo + 1 + rest[lo + 1..hi].partition_point(same)) as u64
             };
             let seg = (owner, at, at + len);
             at += len;
