@@ -296,7 +296,7 @@ impl<A: Layout> PartArcs<A> {
     #[inline]
     pub fn own_len(&self, arcs: &[A]) -> usize {
         match arcs.last() {
-            Some(a) if !self.is_own(a) => arcs.partition_point(|a| self.is_own(a)),
+            Some(a) if !self.is_own(a) => prefix_len(arcs, |a| self.is_own(a)),
             _ => arcs.len(),
         }
     }
@@ -343,18 +343,7 @@ impl<A: Layout> PartArcs<A> {
             let len = if same(&rest[rest.len() - 1]) {
                 rest.len() as u64
             } else {
-                // A galloping search from the segment's start: a segment is short (a
-                // vertex's arcs split over the partitions), so it ends within the first
-                // lines, which the lookahead asked for; a binary search over the whole rest
-                // waited for one miss after another (`docs/performance.md`, "Scans from
-                // other ranks"). `rest[lo]` is the owner's, the first other arc lies in
-                // `lo + 1 ..= hi` (the last arc is another owner's).
-                let mut hi = 1;
-                while hi < rest.len() && same(&rest[hi]) {
-                    hi *= 2;
-                }
-                let (lo, hi) = (hi / 2, hi.min(rest.len() - 1));
-                (lo + 1 + rest[lo + 1..hi].partition_point(same)) as u64
+                prefix_len(rest, same) as u64
             };
             let seg = (owner, at, at + len);
             at += len;
@@ -378,6 +367,29 @@ impl<A: Layout> PartArcs<A> {
     pub fn heap_bytes(&self) -> u64 {
         (self.offsets.len() * 8 + self.arcs.len() * std::mem::size_of::<A>()) as u64
     }
+}
+
+/// How many items of `xs` satisfy `pred`, which holds for a prefix of them and not for
+/// the last: a galloping search from the start (probes 1, 2, 4, ... items in, then a
+/// binary search in the last stretch). A vertex's own arcs, and each segment of its arcs
+/// to one other partition, are short when the partitions are many, so their end lies in
+/// the first lines of the row, which the kernels' lookahead asked for; a binary search
+/// over the whole row probed its middle, one miss after another (`docs/performance.md`,
+/// "Scans from other ranks").
+#[inline]
+fn prefix_len<T>(xs: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    debug_assert!(xs.last().is_some_and(|x| !pred(x)), "the last item must fail");
+    // `xs[lo]` satisfies `pred` (or `lo` is 0), `xs[hi]` does not: the first item that
+    // fails lies in `lo + 1 ..= hi` (`lo` itself when it is 0 and `xs[0]` fails).
+    let mut hi = 1;
+    if !xs.first().is_some_and(&pred) {
+        return 0;
+    }
+    while hi < xs.len() && pred(&xs[hi]) {
+        hi *= 2;
+    }
+    let (lo, hi) = (hi / 2, hi.min(xs.len() - 1));
+    lo + 1 + xs[lo + 1..hi].partition_point(pred)
 }
 
 /// The arcs into one part from the vertices of the *other ranks'* parts, grouped by
@@ -745,6 +757,18 @@ pub(crate) fn build<A: Layout>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_len_agrees_with_partition_point() {
+        for len in 1..=70usize {
+            for k in 0..len {
+                // `k` items pass, the rest (at least the last) fail.
+                let xs: Vec<bool> = (0..len).map(|i| i < k).collect();
+                assert_eq!(prefix_len(&xs, |&x| x), k, "len {len}, prefix {k}");
+                assert_eq!(prefix_len(&xs, |&x| x), xs.partition_point(|&x| x));
+            }
+        }
+    }
     use skein_generators::Csr;
 
     #[test]
