@@ -9,8 +9,9 @@
 //! copied: [`RecordQueue::run_local`] runs request and completion in place.
 //!
 //! The queue also tracks whether its staged records are all of one type (two words updated
-//! without branches on every push), so that a batch of them, or a local run, takes the type's
-//! own loop ([`super::batch`]).
+//! without branches on every push, and the run of like records pushed last, which makes them
+//! exact again after a partial send: [`RecordQueue::restaged`]), so that a batch of them, or
+//! a local run, takes the type's own loop ([`super::batch`]).
 //!
 //! The unsafe code relies on the record invariants of [`super::record`]; the queue is where
 //! invariant 1 (which records are staged, which in flight) is maintained.
