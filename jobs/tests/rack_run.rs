@@ -73,12 +73,27 @@ fn a_rank_count_the_job_does_not_expect_is_refused_on_every_rank() {
 fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
     // One worker per rank: 2 workers in all, each sending to the other rank's (the
     // one-process refusal of a single worker is in `cli_bench.rs`).
+    let dir = temp_dir("echo");
+    let json = dir.join("echo.json");
     let args = ["bench", "echo", "--workers", "1", "--dest", "remote", "--sizes", "8,32"];
-    let r = mpirun(2, &[&args[..], &["--requests", "20000"]].concat());
+    let r = mpirun(
+        2,
+        &[&args[..], &["--requests", "20000", "--json", json.to_str().unwrap()]].concat(),
+    );
     let out = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{out}{}", String::from_utf8_lossy(&r.stderr));
     assert!(out.contains("uniformly random other workers"), "{out}");
     assert_eq!(out.matches("skein (2 ranks x 1 workers)").count(), 2, "{out}");
+    assert!(out.contains("req/env"), "{out}");
+    // Every request went to the other rank, in envelopes of at least one request each.
+    let rows = read_json(&json);
+    let rows = rows.as_array().expect("an array of rows");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        let per = row["requests_per_envelope"].as_f64();
+        assert!(per.is_some_and(|p| (1.0..=40_000.0).contains(&p)), "{row}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
