@@ -133,9 +133,10 @@ impl Layout for Arc32 {
 }
 
 /// One arc of a partition: its target's tag and its weight; or, in a copy that summarizes
-/// the arcs to other ranks ([`build`] with `far`), one such summary: the owner's tag of
-/// local index 0 and the number of arcs to that owner in the weight's bits
-/// ([`Arc32::count`]).
+/// the arcs to other ranks ([`build`] with `far`), one of the two entries of such a
+/// summary: the owner's tag of local index 0, and in the weight's bits
+/// ([`Arc32::count`]) the number of arcs to that owner, then their address in the
+/// owner's in-arcs ([`PartArcs::far_group`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C)]
 pub struct Arc32 {
@@ -222,6 +223,10 @@ pub struct PartArcs<A: Layout> {
     own_tags: Tag,
     own_span: u32,
     arcs: Vec<A>,
+    /// Far groups summarized ([`build`] with `far`): each takes [`FAR_ENTRIES`] entries.
+    far_groups: u64,
+    /// The sum of [`far_print`] over the far groups.
+    far_print: u64,
 }
 
 impl<A: Layout> PartArcs<A> {
@@ -358,14 +363,32 @@ impl<A: Layout> PartArcs<A> {
         e - s
     }
 
-    /// Arcs of the whole partition.
+    /// Arcs of the whole partition (entries: a far owner a vertex reaches counts once).
     pub fn num_arcs(&self) -> u64 {
-        self.arcs.len() as u64
+        self.arcs.len() as u64 - self.far_groups * (FAR_ENTRIES - 1)
+    }
+
+    /// The sum of [`far_print`] over this partition's far groups (0 without `far`).
+    pub(crate) fn far_print(&self) -> u64 {
+        self.far_print
     }
 
     /// Bytes held by the arrays.
     pub fn heap_bytes(&self) -> u64 {
         (self.offsets.len() * 8 + self.arcs.len() * std::mem::size_of::<A>()) as u64
+    }
+}
+
+impl PartArcs<Arc32> {
+    /// The count and the address of a far group: the entries `range(start, end)` of a
+    /// segment to a part of another rank ([`build`] with `far`). The arcs of the group are
+    /// `count` in-arcs of the owner from this part, from `address` on
+    /// ([`InArcs::addressed`]).
+    #[inline]
+    pub(crate) fn far_group(&self, start: u64, end: u64) -> (u64, u64) {
+        debug_assert_eq!(end - start, FAR_ENTRIES, "a far group's entries");
+        let e = self.range(start, end);
+        (e[0].count(), e[1].count())
     }
 }
 
@@ -411,6 +434,13 @@ fn prefix_len<T>(xs: &[T], pred: impl Fn(&T) -> bool) -> usize {
 /// query). About `T/8 + T/16` bytes for a tag space of `T` (under 0.2 byte per remote
 /// tag) plus 8 bytes per source present, plus 8 bytes per in-arc. Building it takes a
 /// temporary count of 8 bytes per tag of the other ranks (one part at a time).
+///
+/// The kernel does not search the index: groups lie in tag order, so the groups of one
+/// sender part form one span (`part_base`) in the order of its local indices, and the
+/// sender, which knows how many arcs its earlier vertices have into this part, sends the
+/// group's place in that span ([`InArcs::addressed`]). The index checks that place (the
+/// senders' and the receivers' fingerprints, [`InArcs::print`]; and in debug builds every
+/// scan against [`InArcs::group`]).
 #[derive(Debug, Default)]
 pub(crate) struct InArcs {
     /// The tags of the part's own rank, `gap_lo .. gap_lo + gap_len`, have no bit: a tag
@@ -424,6 +454,12 @@ pub(crate) struct InArcs {
     offsets: Vec<u64>,
     /// Each arc's target (in the part) and weight.
     arcs: Vec<Arc32>,
+    /// `part_base[q]..part_base[q + 1]`: the arcs from the vertices of part `q` (empty for
+    /// the parts of the own rank). A sender addresses its group within its part's span
+    /// ([`InArcs::addressed`]).
+    part_base: Vec<u64>,
+    /// The sum of [`far_print`] over the groups, as their senders compute it.
+    print: u64,
 }
 
 impl InArcs {
@@ -513,7 +549,75 @@ impl InArcs {
         drop(dense);
         ix.offsets = offsets;
         ix.arcs = arcs;
+        // Tags, hence groups, ascend with the part: each part's groups are one span, in the
+        // order of its local indices, as its own build numbers them.
+        ix.part_base = (0..=parts.parts())
+            .map(|q| {
+                let t = tags.tag(q, 0);
+                let pos = if t < ix.gap_lo {
+                    t as usize
+                } else {
+                    (t.max(ix.gap_lo + ix.gap_len) - ix.gap_len) as usize
+                };
+                ix.offsets[ix.rank_of(pos.min(space))]
+            })
+            .collect();
+        let mut k = 0;
+        for (w, &word) in ix.bits.iter().enumerate() {
+            let mut rest = word;
+            while rest != 0 {
+                let i = w * 64 + rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                let t = if i < ix.gap_lo as usize { i as Tag } else { i as Tag + ix.gap_len };
+                let q = tags.part(t);
+                let (lo, hi) = (ix.offsets[k], ix.offsets[k + 1]);
+                let term = far_print(q, p, u64::from(tags.local(t)), hi - lo, lo - ix.part_base[q]);
+                ix.print = ix.print.wrapping_add(term);
+                k += 1;
+            }
+        }
         ix
+    }
+
+    /// The number of set bits before bit index `i` (at most the bits' length).
+    fn rank_of(&self, i: usize) -> usize {
+        let (w, b) = (i / 64, i % 64);
+        match self.bits.get(w) {
+            Some(&word) => (self.before[w] + (word & ((1u64 << b) - 1)).count_ones()) as usize,
+            None => self.offsets.len() - 1,
+        }
+    }
+
+    /// The arcs `start..end` of the span of part `q` (a sender's address and count,
+    /// [`PartArcs::far_group`]): the group of the sender's vertex when the graph is
+    /// symmetric. `None` when the range leaves the span.
+    #[inline]
+    pub(crate) fn addressed(&self, q: usize, start: u64, end: u64) -> Option<&[Arc32]> {
+        let (lo, hi) = (*self.part_base.get(q)?, *self.part_base.get(q + 1)?);
+        if start > end || end > hi - lo {
+            return None;
+        }
+        Some(&self.arcs[(lo + start) as usize..(lo + end) as usize])
+    }
+
+    /// Hints the CPU to load the first `lines` cache lines and the last line of
+    /// [`InArcs::addressed`]`(q, start, end)`. Changes nothing but timing.
+    #[inline]
+    pub(crate) fn prefetch_addressed(&self, q: usize, start: u64, end: u64, lines: usize) {
+        if let Some(g) = self.addressed(q, start, end) {
+            for a in g.iter().step_by(64 / std::mem::size_of::<Arc32>()).take(lines) {
+                skein::prefetch(a);
+            }
+            if let Some(a) = g.last() {
+                skein::prefetch(a);
+            }
+        }
+    }
+
+    /// The sum of [`far_print`] over this part's groups: over a job's parts, equal to the
+    /// sum of [`PartArcs::far_print`] exactly when every scan addresses its own group.
+    pub(crate) fn print(&self) -> u64 {
+        self.print
     }
 
     /// The bit of tag `t` (of another rank).
@@ -545,50 +649,6 @@ impl InArcs {
         match self.slot_present(src) {
             Some(k) => &self.arcs[self.offsets[k] as usize..self.offsets[k + 1] as usize],
             None => &[],
-        }
-    }
-
-    /// Hints the CPU to load what [`InArcs::group`] reads first for `src`: its bit's word and
-    /// the count before it. The first of three stages a batch of scans takes over all its
-    /// sources before relaxing any (`crate::sssp`, "Cost per arc"): a group is found through
-    /// three loads that each wait for the one before, so a scan of a few arcs otherwise
-    /// waits for three misses in a row before its first arc. Changes nothing but timing.
-    #[inline]
-    pub(crate) fn prefetch_index(&self, src: Tag) {
-        let w = self.bit(src) / 64;
-        if let (Some(b), Some(c)) = (self.bits.get(w), self.before.get(w)) {
-            skein::prefetch(b);
-            skein::prefetch(c);
-        }
-    }
-
-    /// The second stage: hints the CPU to load `src`'s group bounds (reading the index
-    /// words the first stage asked for).
-    #[inline]
-    pub(crate) fn prefetch_bounds(&self, src: Tag) {
-        if let Some(k) = self.slot_present(src) {
-            if let Some(o) = self.offsets.get(k) {
-                skein::prefetch(o);
-            }
-            // The end bound, when it starts the next line.
-            if k % 8 == 7 {
-                if let Some(o) = self.offsets.get(k + 1) {
-                    skein::prefetch(o);
-                }
-            }
-        }
-    }
-
-    /// The third stage: hints the CPU to load the first `lines` cache lines of `src`'s
-    /// group of arcs and its last line (reading the bounds the second stage asked for).
-    #[inline]
-    pub(crate) fn prefetch_group(&self, src: Tag, lines: usize) {
-        let g = self.group(src);
-        for a in g.iter().step_by(64 / std::mem::size_of::<Arc32>()).take(lines) {
-            skein::prefetch(a);
-        }
-        if let Some(a) = g.last() {
-            skein::prefetch(a);
         }
     }
 
@@ -639,10 +699,12 @@ const BLOCK: usize = 1 << 10;
 /// which hold them, into one [`PartArcs`] per part, in parallel.
 ///
 /// With `far: Some(w)` (parts of `w` workers to a rank), the arcs of a vertex to each part
-/// of *another rank* are summarized in one entry ([`Arc32::count`]): an SSSP scan to such
-/// a part names the sender and the count only, and the receiver relaxes its in-arcs
-/// ([`InArcs`]), so the sender need not hold those arcs. [`PartArcs::degree`] and
-/// [`PartArcs::num_arcs`] then count entries, not arcs.
+/// of *another rank* are summarized in [`FAR_ENTRIES`] entries ([`PartArcs::far_group`]):
+/// their count, and their address in that part's in-arcs ([`InArcs`]) from this part (the
+/// arcs to it of this part's earlier vertices: [`InArcs`] groups sources in tag order). An
+/// SSSP scan to such a part names the sender and that range, and the receiver relaxes its
+/// in-arcs there, so the sender need not hold those arcs. [`PartArcs::degree`] then counts
+/// entries, and [`PartArcs::num_arcs`] counts a summary once.
 pub(crate) fn build<A: Layout>(
     rows: RowsRef<'_>,
     parts: &Partitioning,
@@ -667,29 +729,51 @@ pub(crate) fn build<A: Layout>(
             (0..np).map(|owner| far.is_some_and(|w| owner / w != p / w)).collect();
         let is_far = |owner: usize| far_owners[owner];
         let mut local_offsets = filled_vec(src.len(), 0u64);
+        // With `far`: per block of BLOCK vertices, the arcs its vertices have to each far
+        // owner, then (below) the arcs to each far owner of the blocks before it: where the
+        // block's first group lies in that owner's in-arcs from this part.
+        let mut far_before: Vec<Vec<u64>> = Vec::new();
         if far.is_none() {
             local_offsets.par_iter_mut().zip(src).for_each(|(o, &s)| *o = s - base);
         } else {
-            // Each vertex's entries: its arcs to near owners, one per far owner reached.
-            local_offsets[1..].par_chunks_mut(BLOCK).enumerate().for_each(|(b, out)| {
-                let mut seen = vec![usize::MAX; np];
-                for (i, o) in out.iter_mut().enumerate() {
-                    let l = b * BLOCK + i;
-                    let mut n = 0;
-                    for &v in &targets[src[l] as usize..src[l + 1] as usize] {
-                        let owner = parts.owner(v);
-                        if !is_far(owner) {
-                            n += 1;
-                        } else if seen[owner] != l {
-                            seen[owner] = l;
-                            n += 1;
+            // Each vertex's entries: its arcs to near owners, two per far owner reached.
+            far_before = local_offsets[1..]
+                .par_chunks_mut(BLOCK)
+                .enumerate()
+                .map(|(b, out)| {
+                    let mut seen = vec![usize::MAX; np];
+                    let mut to_far = vec![0u64; np];
+                    for (i, o) in out.iter_mut().enumerate() {
+                        let l = b * BLOCK + i;
+                        let mut n = 0;
+                        for &v in &targets[src[l] as usize..src[l + 1] as usize] {
+                            let owner = parts.owner(v);
+                            if !is_far(owner) {
+                                n += 1;
+                            } else {
+                                to_far[owner] += 1;
+                                if seen[owner] != l {
+                                    seen[owner] = l;
+                                    n += FAR_ENTRIES;
+                                }
+                            }
                         }
+                        *o = n;
                     }
-                    *o = n;
-                }
-            });
+                    to_far
+                })
+                .collect();
             for l in 1..local_offsets.len() {
                 local_offsets[l] += local_offsets[l - 1];
+            }
+            // Exclusive prefix sums over the blocks, per owner.
+            let mut sum = vec![0u64; np];
+            for block in &mut far_before {
+                for (s, c) in sum.iter_mut().zip(block.iter_mut()) {
+                    let n = *c;
+                    *c = *s;
+                    *s += n;
+                }
             }
         }
         let mut arcs = filled_vec(local_offsets[len] as usize, A::new(0, 0.0));
@@ -706,10 +790,14 @@ pub(crate) fn build<A: Layout>(
         // Order of the owners' groups: this part first, then the others ascending.
         let rank = |owner: usize| if owner == p { 0 } else { owner + 1 };
         let lo_offsets = &local_offsets;
-        blocks.into_par_iter().enumerate().for_each(|(b, out)| {
+        let far_before = &far_before;
+        let print = blocks.into_par_iter().enumerate().map(|(b, out)| {
             let first = lo_offsets[b * BLOCK];
             let mut at = vec![0usize; np + 2];
             let mut count = vec![0usize; np + 2];
+            // Where the next far group lies in its owner's in-arcs from this part.
+            let mut address = far_before.get(b).cloned().unwrap_or_default();
+            let (mut print, mut groups) = (0u64, 0u64);
             for l in b * BLOCK..((b + 1) * BLOCK).min(len) {
                 let (s, e) = (lo_offsets[l], lo_offsets[l + 1]);
                 let src = src[l] as usize..src[l + 1] as usize;
@@ -722,8 +810,11 @@ pub(crate) fn build<A: Layout>(
                 }
                 at[0] = 0;
                 for g in 0..np + 1 {
-                    let size =
-                        if g > 0 && is_far(g - 1) { count[g + 1].min(1) } else { count[g + 1] };
+                    let size = if g > 0 && is_far(g - 1) {
+                        count[g + 1].min(1) * FAR_ENTRIES as usize
+                    } else {
+                        count[g + 1]
+                    };
                     at[g + 1] = at[g] + size;
                 }
                 for (&v, &w) in targets[src.clone()].iter().zip(&weights[src.clone()]) {
@@ -740,18 +831,55 @@ pub(crate) fn build<A: Layout>(
                         let owner = parts.owner(v);
                         let n = count[owner + 2];
                         if is_far(owner) && n > 0 {
+                            let at = at[owner + 1];
+                            let a = address[owner];
+                            print = print.wrapping_add(far_print(p, owner, l as u64, n as u64, a));
                             let n = u32::try_from(n).expect("under 2^32 arcs to one part");
-                            dst[at[owner + 1]] = A::new(tags.tag(owner, 0), f32::from_bits(n));
+                            let a = u32::try_from(a)
+                                .expect("under 2^32 arcs from one part to another rank's part");
+                            dst[at] = A::new(tags.tag(owner, 0), f32::from_bits(n));
+                            dst[at + 1] = A::new(tags.tag(owner, 0), f32::from_bits(a));
+                            address[owner] += u64::from(n);
+                            groups += 1;
                             count[owner + 2] = 0;
                         }
                     }
                 }
             }
+            (print, groups)
         });
+        let (far_print, far_groups) =
+            print.reduce(|| (0, 0), |a, b| (a.0.wrapping_add(b.0), a.1 + b.1));
         let own_tags = tags.tag(p, 0);
-        PartArcs { offsets: local_offsets, own_tags, own_span: 1 << tags.shift(), arcs }
+        let own_span = 1 << tags.shift();
+        PartArcs { offsets: local_offsets, own_tags, own_span, arcs, far_groups, far_print }
     })
     .collect()
+}
+
+/// Entries of a partition's copy per far owner a vertex reaches ([`build`] with `far`):
+/// the count ([`Arc32::count`]) and the address of the group in the owner's in-arcs.
+pub(crate) const FAR_ENTRIES: u64 = 2;
+
+/// One far group's term in the fingerprints that [`PartArcs::far_print`] and
+/// [`InArcs::print`] sum: sender part `q`, receiver part `p`, the source's local index, its
+/// arcs to `p` and the group's address in `p`'s in-arcs from `q`. The sums over every part
+/// of a job agree when every scan across ranks addresses its own group (a symmetric graph)
+/// and differ otherwise, but for a 2^-64 chance.
+pub(crate) fn far_print(q: usize, p: usize, local: u64, count: u64, address: u64) -> u64 {
+    let mut x = mix((q as u64) << 32 | p as u64);
+    for word in [local, count, address] {
+        x = mix(x ^ word);
+    }
+    x
+}
+
+/// splitmix64's finalizer: a bijection of `u64` whose outputs look independent.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 #[cfg(test)]
@@ -901,10 +1029,6 @@ mod tests {
                     let mut want: Vec<(u64, f32)> =
                         csr.arcs(u).filter(|&(v, _)| p.locate(v).0 == part).collect();
                     want.sort_by_key(key);
-                    // The prefetch stages read what `group` reads, and change nothing.
-                    ix.prefetch_index(tags.tag(q, l));
-                    ix.prefetch_bounds(tags.tag(q, l));
-                    ix.prefetch_group(tags.tag(q, l), 4);
                     let mut got: Vec<(u64, f32)> = ix
                         .group(tags.tag(q, l))
                         .iter()
@@ -943,7 +1067,8 @@ mod tests {
 
     /// Checks the summarizing copies against the full ones `full` for every split of
     /// `p`'s parts into ranks: the near arcs are the same, and each far owner reached
-    /// has one entry holding the number of arcs to it.
+    /// has two entries: the number of arcs to it, and the address at which the owner's
+    /// in-arcs hold them; and the senders' and the receivers' fingerprints agree.
     fn check_summaries(csr: &Csr, p: &Partitioning, tags: Tags, full: &[PartArcs<Arc32>]) {
         let rows = RowsRef {
             first: 0,
@@ -952,8 +1077,24 @@ mod tests {
             weights: csr.weights(),
         };
         let np = p.parts();
+        let arcs = |rev: bool| {
+            let mut all: Vec<(u64, u64, u32)> = (0..csr.num_vertices())
+                .flat_map(|u| csr.arcs(u).map(move |(v, w)| (u, v, w.to_bits())))
+                .map(|(u, v, w)| if rev { (v, u, w) } else { (u, v, w) })
+                .collect();
+            all.sort_unstable();
+            all
+        };
+        let symmetric = arcs(false) == arcs(true);
         for w in (1..=np).filter(|w| np % w == 0) {
             let sum: Vec<PartArcs<Arc32>> = build(rows, p, tags, 0..np, Some(w));
+            let ins: Vec<InArcs> = (0..np)
+                .map(|q| InArcs::build(rows, p, tags, q, q / w * w..q / w * w + w))
+                .collect();
+            let sent = sum.iter().fold(0u64, |s, a| s.wrapping_add(a.far_print()));
+            let held = ins.iter().fold(0u64, |s, a| s.wrapping_add(a.print()));
+            // An asymmetric graph's in-arcs are not its groups (`sssp` refuses it).
+            assert!(!symmetric || sent == held, "{w} workers per rank: the fingerprints");
             for v in 0..csr.num_vertices() {
                 let (owner, local) = p.locate(v);
                 assert_eq!(sum[owner].split(local).0, full[owner].split(local).0, "v={v}");
@@ -965,8 +1106,19 @@ mod tests {
                     if q / w == owner / w {
                         assert_eq!(sum[owner].range(sa, sb), full[owner].range(a, b));
                     } else {
-                        assert_eq!(sb - sa, 1, "one entry for a far owner");
-                        assert_eq!(sum[owner].range(sa, sb)[0].count(), b - a, "v={v} owner {q}");
+                        assert_eq!(sb - sa, FAR_ENTRIES, "two entries for a far owner");
+                        let (n, at) = sum[owner].far_group(sa, sb);
+                        assert_eq!(n, b - a, "v={v} owner {q}");
+                        let me = tags.tag(owner, local);
+                        if !symmetric {
+                            continue;
+                        }
+                        let group = ins[q].addressed(owner, at, at + n);
+                        assert_eq!(group, Some(ins[q].group(me)), "v={v} owner {q}");
+                        assert_eq!(ins[q].addressed(owner, at, at + n + 1).is_some(), {
+                            // One arc more fits only while the span goes on.
+                            ins[q].part_base[owner] + at + n < ins[q].part_base[owner + 1]
+                        });
                     }
                 }
                 let entries = sum[owner].segments(local, tags).count();

@@ -108,12 +108,12 @@
 //! a stale entry's lines are asked for in vain, which costs bandwidth only (few are left
 //! after a split). Each relaxation loop asks for the distance of the arc [`AHEAD_DIST`]
 //! places ahead, and a batch of scans asks for the first lines and the last of each of its
-//! ranges before relaxing the first. A scan from another rank finds its arcs through three
-//! loads that each need the one before (the source's index words, its group's bounds, the
-//! arcs: `InArcs::group`), so a batch of them asks in three stages, each over all its
-//! scans: their misses overlap instead of following each other. With 8 ranks of a
-//! `kron:18` graph a scan holds about 4 arcs, so those three misses were most of its
-//! cost (`docs/performance.md`, "Scans from other ranks").
+//! ranges before relaxing the first, wherever the range lies (the sender's copy, or the
+//! receiver's in-arcs for a scan from another rank). A scan from another rank once found
+//! its arcs through three loads that each needed the one before (the source's index words,
+//! its group's bounds, the arcs); with 8 ranks of a `kron:18` graph a scan holds about 4
+//! arcs, so those misses were most of its cost. It now carries its group's address (below,
+//! "Across ranks"): one load (`docs/performance.md`, "Scans that carry their address").
 //!
 //! A vertex whose arcs all point into its own
 //! partition (the last one does) relaxes them in one loop with no test per arc; one with
@@ -130,19 +130,26 @@
 //! registry, whose view holds the arcs of that rank's own partitions only
 //! (`crate::graph`). A scan between partitions of the same rank names a range of the
 //! sender's copy, which the receiver reads in shared memory (in one process, the only
-//! case); a scan from a partition of another rank names only the sender, its distance and
-//! how many arcs it has into the receiver (start 0, end that count: the sender's copy
-//! keeps a one-entry summary per such partition), and the receiver relaxes its *in-arcs*
-//! from the sender (`crate::adjacency::InArcs`, built from its own rows since the graph is
-//! symmetric), checking that there are as many. Their order may differ from the sender's
-//! row: the distances are minima of the same binary32 sums, so they are bit-identical
-//! (parents may differ where paths tie).
+//! case); a scan from a partition of another rank names the sender, its distance, and
+//! where its arcs lie among the receiver's *in-arcs* (`crate::adjacency::InArcs`, built by
+//! the receiver from its own rows since the graph is symmetric). The receiver's in-arcs are
+//! grouped by source in tag order, so one sender partition's groups form one span, in the
+//! order of its local indices: the sender knows each group's place in that span without
+//! asking (the arcs of its earlier vertices to that receiver), and its copy keeps two
+//! entries per such partition reached (the count and that address,
+//! `crate::adjacency::PartArcs::far_group`) in place of the arcs. The scan is `start..end`
+//! in the sender's span, which the receiver reads directly. That the addresses are right
+//! (the graph symmetric) is checked once per graph before its first search: the senders'
+//! and the receivers' fingerprints of every group agree (`check_symmetric`); a range that
+//! still leaves its span ends the search with the same error. The in-arcs' order may differ
+//! from the sender's row: the distances are minima of the same binary32 sums, so they are
+//! bit-identical (parents may differ where paths tie).
 //!
 //! Each tentative distance is one binary32 addition `dist[u] + w`, so the final
 //! distances are the exact binary32 shortest paths of the Graph500 reference, whatever
 //! the order in which relaxations arrive or the number of workers.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use skein::Trust;
@@ -393,6 +400,13 @@ impl SsspPart {
     }
 
     /// Requests this partition sent.
+    /// The fingerprints of this partition's far groups as a sender
+    /// ([`crate::adjacency::PartArcs::far_print`]) and of the groups it holds as a receiver
+    /// ([`crate::adjacency::InArcs::print`]).
+    pub(crate) fn prints(&self) -> (u64, u64) {
+        (self.view.weighted(self.part).far_print(), self.view.in_arcs(self.part).print())
+    }
+
     pub(crate) fn requests(&self) -> u64 {
         self.outbox.requests
     }
@@ -427,51 +441,37 @@ impl SsspPart {
         let tags = view.tags;
         let copies = view.all_weighted();
         let (own, same) = (view.own().start, self.same_rank.clone());
-        // Each scan's first arcs are a random read in the sender's copy: ask for all of
-        // them before relaxing the first (a batch holds at most 8). A scan from another
-        // rank finds its arcs through three loads in a row (`InArcs::group`): each stage
-        // asks for one of them for every such scan of the batch, so their misses overlap.
-        // (In one process every sender is of the same rank, and no in-arcs are built.)
-        let remote = batch.items().iter().filter(|s| !same.contains(&tags.part(s.parent)));
-        let ins = remote.clone().next().map(|_| view.in_arcs(self.part));
-        if let Some(ins) = ins {
-            for s in remote.clone() {
-                ins.prefetch_index(s.parent);
-            }
-            for s in remote.clone() {
-                ins.prefetch_bounds(s.parent);
-            }
-        }
+        // Each scan's first arcs are a random read, in the sender's copy (a scan from this
+        // rank) or in this partition's in-arcs (from another rank, at the address the
+        // sender gave): ask for all of them before relaxing the first (a batch holds at
+        // most 8). (In one process every sender is of the same rank, and no in-arcs are
+        // built.)
+        let ins = batch
+            .items()
+            .iter()
+            .any(|s| !same.contains(&tags.part(s.parent)))
+            .then(|| view.in_arcs(self.part));
         for s in batch.items() {
             let sender = tags.part(s.parent);
             if same.contains(&sender) {
-                let copy = &copies[sender - own];
-                copy.prefetch_range(s.start, s.end, AHEAD_LINES);
-            }
-        }
-        if let Some(ins) = ins {
-            for s in remote {
-                ins.prefetch_group(s.parent, AHEAD_LINES as usize);
+                copies[sender - own].prefetch_range(s.start, s.end, AHEAD_LINES);
+            } else if let Some(ins) = ins {
+                ins.prefetch_addressed(sender, s.start, s.end, AHEAD_LINES as usize);
             }
         }
         for s in batch.items() {
             let sender = tags.part(s.parent);
-            let arcs = if same.contains(&sender) {
-                copies[sender - own].range(s.start, s.end)
-            } else {
-                let arcs = view.in_arcs(self.part).group(s.parent);
-                if arcs.len() as u64 != s.end.wrapping_sub(s.start) {
-                    panic!(
-                        "the graph is not symmetric: vertex {} has {} arcs into partition {} \
-                         but that partition's rows have {} arcs to it (the kernels across ranks \
-                         need every arc u -> v to have its reverse v -> u with the same weight)",
-                        view.global(s.parent),
-                        s.end.wrapping_sub(s.start),
-                        self.part,
-                        arcs.len()
+            let arcs = match ins {
+                Some(ins) if !same.contains(&sender) => {
+                    let arcs = ins.addressed(sender, s.start, s.end);
+                    debug_assert!(
+                        arcs.is_none_or(|a| a == ins.group(s.parent)),
+                        "scan from {} addresses another group",
+                        s.parent
                     );
+                    arcs.unwrap_or_else(|| asymmetric(&view, s.parent, self.part))
                 }
-                arcs
+                _ => copies[sender - own].range(s.start, s.end),
             };
             self.relaxed_arcs += arcs.len() as u64;
             self.relax_row(arcs, s.dist, s.parent, tags);
@@ -680,9 +680,10 @@ impl SsspPart {
                 let scan = if self.same_rank.contains(&owner) {
                     Scan { start, end, parent: me, dist: du }
                 } else {
-                    // A summary: the receiver relaxes its in-arcs from `me`, as many.
-                    let n = arcs.range(start, end)[0].count();
-                    Scan { start: 0, end: n, parent: me, dist: du }
+                    // A summary: the receiver relaxes its in-arcs from `me`, as many, from
+                    // the address in its span of this partition's groups.
+                    let (n, address) = arcs.far_group(start, end);
+                    Scan { start: address, end: address + n, parent: me, dist: du }
                 };
                 self.outbox.push(owner, scan, send);
             }
@@ -792,6 +793,7 @@ pub(crate) fn search(
             })
         })
         .collect();
+    check_symmetric(graph, &parts);
     let search = registry::new_search();
     connect_as(search, &parts);
     reset::<SsspPart>(search);
@@ -829,6 +831,46 @@ pub(crate) fn search(
     disconnect(search, &parts);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
     (g.values, g.parents, (stats, spread))
+}
+
+/// Checks once per graph, before its first search, that every scan across ranks will find
+/// its sender's arcs at the address the sender gives (the graph is symmetric): the
+/// fingerprints of the groups as the senders see them and as the receivers hold them sum to
+/// the same over every partition ([`crate::adjacency::far_print`]). Panics (the run ends
+/// with that error) when they differ. Nothing to check in one process.
+fn check_symmetric(graph: u64, parts: &[Trust<SsspPart>]) {
+    static CHECKED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+    let lock = || CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    if lock().contains(&graph) {
+        return;
+    }
+    let (mut sent, mut held) = (0u64, 0u64);
+    for t in parts {
+        let (s, h) = t.apply((), |s, ()| s.prints());
+        sent = sent.wrapping_add(s);
+        held = held.wrapping_add(h);
+    }
+    if sent != held {
+        panic!(
+            "the graph is not symmetric: the arcs its partitions have to other ranks are not \
+             the reverses of the arcs those ranks have to them (the kernels across ranks need \
+             every arc u -> v to have its reverse v -> u with the same weight)"
+        );
+    }
+    lock().push(graph);
+}
+
+/// Ends the search: a scan from `parent` named arcs that partition `part` does not hold
+/// from it (an asymmetric graph that [`check_symmetric`]'s fingerprints missed).
+#[cold]
+#[inline(never)]
+fn asymmetric(view: &GraphView, parent: Tag, part: usize) -> ! {
+    panic!(
+        "the graph is not symmetric: vertex {} names more arcs into partition {part} than that \
+         partition's rows have to it (the kernels across ranks need every arc u -> v to have \
+         its reverse v -> u with the same weight)",
+        view.global(parent)
+    )
 }
 
 /// A driver fiber on the trustee of its partition (`spawn_on`, argument `(search, bucket,
