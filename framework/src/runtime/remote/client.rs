@@ -59,6 +59,7 @@ fn scaled(x: usize, part: f64) -> usize {
 
 impl Worker {
     /// Whether the pair to `trustee` (of another rank) has requests staged and a credit left.
+    #[inline]
     fn pair_ready(&self, trustee: usize) -> bool {
         let cs = &self.clients[trustee];
         cs.sent.get() - cs.acked.get() < IN_FLIGHT && cs.out(|q| q.has_staged())
@@ -105,7 +106,18 @@ impl Worker {
     /// while fibers are ready, the worker loop aggregates a rank's requests until they fill
     /// an envelope, the worker is about to go idle, or a few busy passes went by
     /// (`Worker::run_loop`, `AGGREGATE_PASSES`).
+    ///
+    /// Inline, the test alone: an idle pass polls every other rank, mostly with nothing
+    /// staged, and the envelope's writing is a large out-of-line frame.
+    #[inline]
     pub(in crate::runtime) fn poll_remote(&self, rank: usize, flush: Flush) -> bool {
+        let base = rank * self.local_n;
+        (base..base + self.local_n).any(|t| self.pair_ready(t)) && self.send_remote(rank, flush)
+    }
+
+    /// [`Worker::poll_remote`] once some pair to rank `rank` has requests staged and a credit.
+    #[inline(never)]
+    fn send_remote(&self, rank: usize, flush: Flush) -> bool {
         let base = rank * self.local_n;
         let mut useful = false;
         while (base..base + self.local_n).any(|t| self.pair_ready(t)) {
