@@ -71,7 +71,7 @@ use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
 use crate::adjacency::Tag;
-use crate::graph::GraphView;
+use crate::graph::{GraphView, OwnView};
 use crate::outbox::{Outbox, Packet};
 
 /// Words of a visit packet: 8 visits of 8 bytes.
@@ -177,7 +177,7 @@ fn fill_unreached(arcs: &crate::adjacency::PartArcs<Tag>, state: &mut [u64]) {
 /// One partition's BFS state.
 #[derive(Debug)]
 pub(crate) struct BfsPart {
-    view: Arc<GraphView>,
+    view: OwnView,
     /// The graph's id in the registry (where the buffers go back when the search ends).
     graph: u64,
     part: usize,
@@ -284,7 +284,7 @@ impl BfsPart {
             }
         });
         BfsPart {
-            view,
+            view: OwnView::new(view),
             graph,
             part,
             dirty,
@@ -337,7 +337,7 @@ impl BfsPart {
     /// Applies a batch of arc scans from partitions of this rank: their targets get
     /// `level`.
     pub(crate) fn scan_batch(&mut self, batch: &Packet<HubScan, HUB_WORDS>, level: u32) {
-        let view = Arc::clone(&self.view);
+        let view = self.view.clone();
         let tags = view.tags;
         for s in batch.items() {
             let arcs = view.bare(tags.part(s.parent)).range(s.start, s.end);
@@ -414,7 +414,7 @@ impl BfsPart {
     /// frontier of level `level` gets level `level + 1`. Only the vertices in `todo` are
     /// looked at (unreached, with arcs), a word of 64 at a time.
     pub(crate) fn bottom_up(&mut self, level: u32) {
-        let view = Arc::clone(&self.view);
+        let view = self.view.clone();
         let shared = Arc::clone(&self.shared);
         let i = level as usize % 2;
         let front = &shared.bits[i];
@@ -458,7 +458,7 @@ impl BfsPart {
         send: &mut impl FnMut(usize, Out),
     ) -> bool {
         self.clear_stale();
-        let view = Arc::clone(&self.view);
+        let view = self.view.clone();
         let arcs = view.bare(self.part);
         let tags = view.tags;
         for _ in 0..limit {

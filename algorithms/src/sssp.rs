@@ -156,7 +156,7 @@ use skein::Trust;
 use skein_buckets::{BucketIndex, BucketQueue, LINEAR_KEYS};
 
 use crate::adjacency::{Arc32, Tag, Tags, NO_TAG};
-use crate::graph::GraphView;
+use crate::graph::{GraphView, OwnView};
 use crate::outbox::{Outbox, Packet};
 
 /// Words of a scan packet: 8 scans of 24 bytes.
@@ -270,7 +270,7 @@ struct Buffers {
 /// One partition's SSSP state.
 #[derive(Debug)]
 pub(crate) struct SsspPart {
-    view: Arc<GraphView>,
+    view: OwnView,
     /// The graph's id in the registry (where the buffers go back when the search ends).
     graph: u64,
     part: usize,
@@ -361,7 +361,7 @@ impl SsspPart {
         });
         SsspPart {
             same_rank: view.rank_parts(part),
-            view,
+            view: OwnView::new(view),
             graph,
             part,
             dirty,
@@ -437,7 +437,7 @@ impl SsspPart {
                 panic!("injected panic in a scan of partition {p}");
             }
         }
-        let view = Arc::clone(&self.view);
+        let view = self.view.clone();
         let tags = view.tags;
         let copies = view.all_weighted();
         let (own, same) = (view.own().start, self.same_rank.clone());
@@ -619,7 +619,7 @@ impl SsspPart {
             self.split = b;
         }
         self.cur = self.cur.max(first);
-        let view = Arc::clone(&self.view);
+        let view = self.view.clone();
         let arcs = view.weighted(self.part);
         let tags = view.tags;
         let mut taken = 0;
