@@ -113,6 +113,9 @@ fn rank_side(case: &str, dir: &Path) {
             // The transport the run chose (the same on every rank).
             let used = skein::rack_transport_used().map(|t| t.name()).unwrap_or("none");
             println!("USED rank={rank} {used}");
+            // And per rank (different ones when the job spans nodes).
+            let per: Vec<&str> = skein::rack_transports().iter().map(|t| t.name()).collect();
+            println!("PER rank={rank} {}", per.join(","));
         }
         "verbs" => {
             let rt = skein::Runtime::builder()
@@ -1393,10 +1396,36 @@ fn run_case(dir: &Path, ranks: usize) -> Result<(), String> {
     check(out == [want], "main's value, ranks and global workers", &l)?;
     // On one node `auto` takes the shared-memory rings; SKEIN_TRANSPORT may ask otherwise.
     let asked = std::env::var("SKEIN_TRANSPORT").unwrap_or_default();
-    let expect = match asked.trim() {
-        "" | "auto" => "shm",
-        other => other,
+    // SKEIN_RANKS_PER_NODE below the ranks makes the job span nodes: `auto` then takes the
+    // rings within each node and MPI between them, a different transport per rank (MPI for
+    // all when every node holds one rank).
+    let per_node = std::env::var("SKEIN_RANKS_PER_NODE").ok().and_then(|v| v.trim().parse().ok());
+    let expect = match (asked.trim(), per_node) {
+        ("" | "auto", Some(1)) => "mpi",
+        ("" | "auto", _) => "shm",
+        (other, _) => other,
     };
+    if let Some(k) = per_node.filter(|&k: &usize| k > 1 && k < ranks && expect == "shm") {
+        for r in 0..ranks {
+            let per: Vec<&str> =
+                (0..ranks).map(|j| if j / k == r / k { "shm" } else { "mpi" }).collect();
+            check(
+                l.lines(&format!("USED rank={r} ")) == [format!("USED rank={r} none")]
+                    && l.lines(&format!("PER rank={r} "))
+                        == [format!("PER rank={r} {}", per.join(","))],
+                &format!("rank {r} must say it reached its node by shm and the others by mpi"),
+                &l,
+            )?;
+        }
+        return check(
+            l.stderr
+                .matches("skein: rack transport: shm within each node, mpi between nodes")
+                .count()
+                == 1,
+            "rank 0 (alone) must print the transports at the start",
+            &l,
+        );
+    }
     for r in 0..ranks {
         check(
             l.lines(&format!("USED rank={r} ")) == [format!("USED rank={r} {expect}")],
