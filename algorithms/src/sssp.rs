@@ -399,7 +399,6 @@ impl SsspPart {
         (some, b, arcs)
     }
 
-    /// Requests this partition sent.
     /// The fingerprints of this partition's far groups as a sender
     /// ([`crate::adjacency::PartArcs::far_print`]) and of the groups it holds as a receiver
     /// ([`crate::adjacency::InArcs::print`]).
@@ -407,6 +406,7 @@ impl SsspPart {
         (self.view.weighted(self.part).far_print(), self.view.in_arcs(self.part).print())
     }
 
+    /// Requests this partition sent.
     pub(crate) fn requests(&self) -> u64 {
         self.outbox.requests
     }
@@ -866,9 +866,9 @@ fn check_symmetric(graph: u64, parts: &[Trust<SsspPart>]) {
 #[inline(never)]
 fn asymmetric(view: &GraphView, parent: Tag, part: usize) -> ! {
     panic!(
-        "the graph is not symmetric: vertex {} names more arcs into partition {part} than that \
-         partition's rows have to it (the kernels across ranks need every arc u -> v to have \
-         its reverse v -> u with the same weight)",
+        "the graph is not symmetric: vertex {} names arcs into partition {part} that its rows \
+         do not have from that vertex's partition (the kernels across ranks need every arc \
+         u -> v to have its reverse v -> u with the same weight)",
         view.global(parent)
     )
 }
