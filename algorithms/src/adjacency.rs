@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 use skein_generators::hugepage::filled_vec;
+use skein_generators::splitmix::SplitMix64;
 
 use crate::partition::Partitioning;
 
@@ -867,19 +868,13 @@ pub(crate) const FAR_ENTRIES: u64 = 2;
 /// of a job agree when every scan across ranks addresses its own group (a symmetric graph)
 /// and differ otherwise, but for a 2^-64 chance.
 pub(crate) fn far_print(q: usize, p: usize, local: u64, count: u64, address: u64) -> u64 {
+    // SplitMix64's step from a state: a bijection of `u64` whose outputs look independent.
+    let mix = |x: u64| SplitMix64::from_state(x).next_u64();
     let mut x = mix((q as u64) << 32 | p as u64);
     for word in [local, count, address] {
         x = mix(x ^ word);
     }
     x
-}
-
-/// splitmix64's finalizer: a bijection of `u64` whose outputs look independent.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 #[cfg(test)]
