@@ -50,16 +50,23 @@
 //! parks, yields, and the thread's context switches (`WorkerStats::yields`,
 //! `switches_voluntary`, `switches_involuntary`).
 //!
-//! Without crowded waits, one kind of wait is still cut short over the rings when the ranks'
-//! workers outnumber the cores: a wait with nothing due (no response to this worker, no
-//! request announced to it: the end of a round, a detector round) spins its [`SPIN`] passes,
-//! yields twice and blocks ([`Spin::calm`]), where it used to yield up to [`YIELD`] times.
-//! Such waits are what every rank does between the rounds of a kernel; at 4 and 8 ranks on
-//! 2 cores the idle ranks yielded 400 to 900 times per round and never blocked, handing the
-//! core around each other while the rank whose post would end the round waited for one
-//! (`skein bench rounds`: an empty round 3 to 5 times slower than with blocking). Waits
-//! for due work keep their adaptive budget: blocking there measured slower (a blocked rank
-//! serves the requests sent to it only once it is woken and scheduled).
+//! Without crowded waits, waits are still cut short when the workers outnumber the cores (in
+//! one process, or over the rings, whose ranks' workers are all on this node):
+//!
+//! * A wait with nothing due (no response to this worker, no request announced to it: the
+//!   end of a round, a detector round) spins its [`SPIN`] passes, yields twice and blocks
+//!   ([`Spin::calm`]), where it used to yield up to [`YIELD`] times. Such waits are what
+//!   every rank does between the rounds of a kernel; at 4 and 8 ranks on 2 cores the idle
+//!   ranks yielded 400 to 900 times per round and never blocked, handing the core around
+//!   each other while the rank whose post would end the round waited for one (`skein bench
+//!   rounds`: an empty round 3 to 5 times slower than with blocking).
+//! * A wait for due work keeps its adaptive budget, but one that grows to [`SPIN_DUE_OVER`]
+//!   passes, not [`SPIN_DUE`] ([`Spin::oversubscribed`]). Up to 2,048 passes of spinning
+//!   (about a millisecond) held the core for a whole time slice of the scheduler while
+//!   the worker that would answer waited for it: BFS at 1 x 8 and 2 x 4 on 2 cores ran 1.5
+//!   to 2 times faster with the cap, SSSP level. Blocking at once there measured slower
+//!   (a blocked worker serves the requests sent to it only once it is woken and
+//!   scheduled).
 //!
 //! # Quiescence
 //!
@@ -132,6 +139,10 @@ pub(crate) const SPIN: u32 = 64;
 pub(crate) const SPIN_DUE: u32 = 2048;
 /// The fewest passes the adaptive budget spins while work is due.
 const SPIN_DUE_MIN: u32 = 16;
+/// The most passes the adaptive budget spins while work is due, in a run whose workers
+/// outnumber the cores ([`Spin::oversubscribed`]); its yield stretch shrinks with it, to
+/// `YIELD * SPIN_DUE_OVER / SPIN_DUE` (8) yields.
+const SPIN_DUE_OVER: u32 = 64;
 /// Most loop passes spent in `sched_yield` after spinning, before parking (at the full
 /// spin budget: [`Spin::yields`]).
 pub(crate) const YIELD: u32 = 256;
@@ -186,13 +197,15 @@ pub(crate) enum Policy {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Spin {
     due: u32,
+    /// The most the budget grows back to: [`SPIN_DUE`], or [`SPIN_DUE_OVER`].
+    max: u32,
     /// The run's workers outnumber the cores ([`oversubscribed`]): never spin nor yield.
     crowded: bool,
 }
 
 impl Default for Spin {
     fn default() -> Self {
-        Spin { due: SPIN_DUE, crowded: false }
+        Spin { due: SPIN_DUE, max: SPIN_DUE, crowded: false }
     }
 }
 
@@ -201,7 +214,7 @@ impl Spin {
     /// an idle worker arms at once and blocks after one re-check pass. Spinning or yielding
     /// there only takes the core from the worker it waits for (module docs).
     pub(crate) fn crowded() -> Spin {
-        Spin { due: 0, crowded: true }
+        Spin { due: 0, max: 0, crowded: true }
     }
 
     /// The budget of a wait with nothing due (no response, no announced request: the end
@@ -210,7 +223,18 @@ impl Spin {
     /// times, then block. Such a wait that outlasts its spinning waits for a worker without
     /// a core, and a long yield stretch only passes the core around the other waiters.
     pub(crate) fn calm() -> Spin {
-        Spin { due: SPIN_DUE * CALM_YIELDS / YIELD, crowded: false }
+        let due = SPIN_DUE * CALM_YIELDS / YIELD;
+        Spin { due, max: due, crowded: false }
+    }
+
+    /// The budget of a worker of a run whose workers outnumber the cores ([`oversubscribed`])
+    /// that does not wait crowded: it adapts as the default one does, but grows to
+    /// [`SPIN_DUE_OVER`] passes at most (and yields 8 times at most). A wait that outlasts
+    /// that many passes waits for a worker without a core; spinning longer only keeps the
+    /// core from it until the scheduler's time slice ends (about a millisecond:
+    /// `docs/performance.md`, "Short spins on shared cores").
+    pub(crate) fn oversubscribed() -> Spin {
+        Spin { due: SPIN_DUE_OVER, max: SPIN_DUE_OVER, crowded: false }
     }
 
     /// True for [`Spin::crowded`].
@@ -226,7 +250,7 @@ impl Spin {
         if idle >= self.due {
             self.due = (self.due / 2).max(SPIN_DUE_MIN);
         } else {
-            self.due = (self.due + self.due / 8 + 1).min(SPIN_DUE);
+            self.due = (self.due + self.due / 8 + 1).min(self.max);
         }
     }
 
@@ -510,6 +534,28 @@ mod tests {
             s.ended(1);
         }
         assert_eq!(s.due(), SPIN_DUE);
+    }
+
+    #[test]
+    fn an_oversubscribed_budget_adapts_below_its_cap() {
+        let mut s = Spin::oversubscribed();
+        assert_eq!(s.due(), SPIN_DUE_OVER);
+        assert_eq!(s.yields(), YIELD * SPIN_DUE_OVER / SPIN_DUE);
+        assert_eq!(Policy::Local.step(SPIN_DUE_OVER - 1, true, &s), Step::Spin);
+        assert_eq!(Policy::Local.step(SPIN_DUE_OVER, true, &s), Step::Yield);
+        assert_eq!(Policy::Rings.step(SPIN_DUE_OVER + s.yields(), true, &s), Step::Park);
+        // Waits that end within the budget never grow it past the cap ...
+        for _ in 0..200 {
+            s.ended(1);
+        }
+        assert_eq!(s.due(), SPIN_DUE_OVER);
+        // ... and waits that outlast it shrink it to the common floor.
+        for _ in 0..20 {
+            let b = s.due();
+            s.ended(b + 1);
+        }
+        assert_eq!((s.due(), s.yields()), (SPIN_DUE_MIN, 2));
+        assert!(!s.is_crowded());
     }
 
     #[test]

@@ -746,11 +746,21 @@ impl Worker {
         // never spin nor yield (`idle.rs`).
         let crowded = matches!(policy, Policy::Local | Policy::Rings)
             && self.run_state.cfg.crowded_waits.applies(self.run_state.n);
-        let mut spin = if crowded { idle::Spin::crowded() } else { idle::Spin::default() };
-        // Waits with nothing due, over the rings in a run whose workers outnumber the cores:
-        // spin, yield twice, block (`Spin::calm`). Waits for due work keep `spin`.
-        let calm = (!crowded && policy == Policy::Rings && idle::oversubscribed(self.run_state.n))
-            .then(idle::Spin::calm);
+        // In one process, or over the rings (every worker of the run on this node), whether
+        // the run's workers outnumber the cores.
+        let over = matches!(policy, Policy::Local | Policy::Rings)
+            && idle::oversubscribed(self.run_state.n);
+        // With more workers than cores, waits for due work spin SPIN_DUE_OVER passes at most
+        // (`Spin::oversubscribed`), and waits with nothing due spin, yield twice and block
+        // (`Spin::calm`).
+        let mut spin = if crowded {
+            idle::Spin::crowded()
+        } else if over {
+            idle::Spin::oversubscribed()
+        } else {
+            idle::Spin::default()
+        };
+        let calm = (!crowded && over).then(idle::Spin::calm);
         let switches = idle::thread_switches();
         // Whether the current idle stretch waited for due work (it then teaches `spin`).
         let mut waited_due = false;
