@@ -63,7 +63,7 @@
 //! * A wait for due work keeps its adaptive budget, but one that grows to [`SPIN_DUE_OVER`]
 //!   passes, not [`SPIN_DUE`] ([`Spin::oversubscribed`]). Up to 2,048 passes of spinning
 //!   (about a millisecond) held the core for a whole time slice of the scheduler while
-//!   the worker that would answer waited for it: BFS at 1 x 8 and 2 x 4 on 2 cores ran 1.5
+//!   the worker that would answer waited for it: BFS at 1 x 8 and 2 x 4 on 2 cores ran 1.4
 //!   to 2 times faster with the cap, SSSP level. Blocking at once there measured slower
 //!   (a blocked worker serves the requests sent to it only once it is woken and
 //!   scheduled).
