@@ -741,15 +741,13 @@ impl Worker {
         // pass then tells whether a wake-up was lost. Set by every park: the next pass steps
         // the detector across ranks (a board post may have woken it).
         let (mut unwoken, mut after_park) = (false, false);
+        // In one process, or over the rings, every worker of the run is on this node.
+        let one_node = matches!(policy, Policy::Local | Policy::Rings);
         // Waiting crowded (`Builder::crowded_waits`; with `auto`, when the workers outnumber
-        // the cores: every worker of a run over the rings is on this node): block at once,
-        // never spin nor yield (`idle.rs`).
-        let crowded = matches!(policy, Policy::Local | Policy::Rings)
-            && self.run_state.cfg.crowded_waits.applies(self.run_state.n);
-        // In one process, or over the rings (every worker of the run on this node), whether
-        // the run's workers outnumber the cores.
-        let over = matches!(policy, Policy::Local | Policy::Rings)
-            && idle::oversubscribed(self.run_state.n);
+        // the cores): block at once, never spin nor yield (`idle.rs`).
+        let crowded = one_node && self.run_state.cfg.crowded_waits.applies(self.run_state.n);
+        // Whether the run's workers outnumber this node's cores.
+        let over = one_node && idle::oversubscribed(self.run_state.n);
         // With more workers than cores, waits for due work spin SPIN_DUE_OVER passes at most
         // (`Spin::oversubscribed`), and waits with nothing due spin, yield twice and block
         // (`Spin::calm`).
