@@ -270,7 +270,7 @@ pub(crate) fn json_f32(x: f32) -> serde_json::Value {
 
 enum Inner<'g> {
     Baseline(Solver<'g>),
-    Skein(SkeinEngine, SkeinTotals),
+    Skein(Box<SkeinEngine>, SkeinTotals),
 }
 
 /// A ready engine for one graph and kernel.
@@ -347,7 +347,7 @@ impl<'g> Runner<'g> {
                     Kernel::Sssp => engine.prepare_sssp(),
                     Kernel::Bfs | Kernel::Pagerank | Kernel::Cc => engine.prepare_bfs(),
                 }
-                Inner::Skein(engine, SkeinTotals::default())
+                Inner::Skein(Box::new(engine), SkeinTotals::default())
             }
             // Refused by `spec.check()` above, with the reason.
             EngineName::SkeinRack | EngineName::Graph500Mpi => {

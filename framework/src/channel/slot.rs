@@ -122,6 +122,23 @@ impl Slot {
         unsafe { &*(self.base.as_ptr() as *const SlotHeader) }
     }
 
+    /// Puts the slot back in the state [`Slot::new`] leaves it in, for the next run of a
+    /// runtime that keeps its slots (`crate::runtime::run_state`): sequence 0, no batch, no
+    /// panics (a list left by an aborted run is dropped here). The data area keeps its bytes:
+    /// they are initialized (zeroed by `new`, written since), and rules (1)-(3) let nobody
+    /// read a byte before its owner has written it again.
+    pub(crate) fn reset(&mut self) {
+        let h = self.header();
+        h.seq.store(0, Ordering::Relaxed);
+        // SAFETY: `&mut self`: no other thread uses the slot (its run has ended), so the
+        // header fields are ours.
+        h.words.with_mut(|p| unsafe { *p = 0 });
+        // SAFETY: as above.
+        h.count.with_mut(|p| unsafe { *p = 0 });
+        // SAFETY: as above.
+        drop(h.panics.with_mut(|p| std::mem::take(unsafe { &mut *p })));
+    }
+
     /// Capacity of the data area in 8-byte words.
     pub(crate) fn data_words(&self) -> usize {
         self.data_bytes / 8
@@ -239,6 +256,21 @@ pub(crate) struct SlotPair {
 impl SlotPair {
     pub(crate) fn new(overflow: usize) -> SlotPair {
         SlotPair { lanes: std::array::from_fn(|_| Lane::new(overflow)) }
+    }
+
+    /// Back to the state [`SlotPair::new`] leaves it in ([`Slot::reset`]).
+    pub(crate) fn reset(&mut self) {
+        for lane in &mut self.lanes {
+            lane.req.reset();
+            lane.resp.reset();
+        }
+    }
+
+    /// True when the pair's slots were made with `overflow` bytes of overflow block (those a
+    /// runtime with that setting would make).
+    pub(crate) fn fits(&self, overflow: usize) -> bool {
+        let bytes = PRIMARY_DATA + overflow.next_multiple_of(128);
+        self.lanes.iter().all(|l| l.req.data_bytes == bytes && l.resp.data_bytes == bytes)
     }
 
     /// The lane that carries batch `seq`.

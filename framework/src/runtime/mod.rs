@@ -31,6 +31,9 @@ pub(crate) mod spawn;
 pub(crate) mod stall;
 pub(crate) mod worker;
 
+#[cfg(all(test, not(fw_loom)))]
+mod kept_tests;
+
 pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
 
 use crate::error::{panic_message, Error, Result};
@@ -437,6 +440,7 @@ impl Builder {
             cfg: self.cfg,
             last_stats: Mutex::new(Stats::default()),
             pool: pool::Pool::default(),
+            kept_pairs: Mutex::new(None),
         })
     }
 }
@@ -474,8 +478,8 @@ pub fn rack_transport_used() -> Option<RackTransport> {
 
 /// A delegation runtime: `workers` threads, each a trustee of its properties and a scheduler
 /// of fibers. The threads start with the first [`Runtime::run`] and are kept, blocked,
-/// between runs (with their fibers' stacks), so that a run does not pay for starting them;
-/// dropping the runtime ends them. So a thread-local value that code on a worker sets is
+/// between runs (with their fibers' stacks and the slots between them), so that a run does
+/// not pay for starting them; dropping the runtime ends them. So a thread-local value that code on a worker sets is
 /// still there in the next run of the same runtime (on the same worker); a run of the
 /// runtime started while another of its runs goes on (from another thread) gets threads of
 /// its own.
@@ -485,6 +489,9 @@ pub struct Runtime {
     last_stats: Mutex<Stats>,
     /// The worker threads kept between runs.
     pool: pool::Pool,
+    /// The slot pairs of the last run that ended, for the next one
+    /// ([`RunState::into_pairs`]; a run started meanwhile makes its own).
+    kept_pairs: Mutex<Option<Box<[crate::channel::slot::SlotPair]>>>,
 }
 
 impl Runtime {
@@ -496,6 +503,19 @@ impl Runtime {
     /// Number of workers.
     pub fn workers(&self) -> usize {
         self.cfg.workers
+    }
+
+    /// The slot pairs kept from the last run, if any (for [`RunState::start`]).
+    fn take_pairs(&self) -> Option<Box<[crate::channel::slot::SlotPair]>> {
+        self.kept_pairs.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Ends a run whose workers have stopped, and keeps its slot pairs for the next run.
+    fn keep_pairs(&self, run_state: Arc<RunState>) {
+        run_state.end();
+        if let Some(p) = run_state.into_pairs() {
+            *self.kept_pairs.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        }
     }
 
     /// Per-worker counters of the last completed [`Runtime::run`]. Over MPI ranks they are
@@ -657,37 +677,38 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let run_state =
-            RunState::start(self.cfg.clone(), Split::InProcess).ok_or(Error::TooManyRuns)?;
+        let run_state = RunState::start(self.cfg.clone(), Split::InProcess, self.take_pairs())
+            .ok_or(Error::TooManyRuns)?;
         let (main, result) = Self::wrap_main(&run_state, main);
         let mut lease = self.pool.lease();
         let watchdog = stall::Watchdog::start(&run_state, &mut lease, self.cfg.workers);
         let (started, spawn_err) = self.start_workers(&run_state, &mut lease, 0, Some(main));
         let internal = self.join_workers(&run_state, started);
         drop(watchdog);
-        run_state.end();
+        let main_result = result.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut errors =
+            std::mem::take(&mut *run_state.errors.lock().unwrap_or_else(|e| e.into_inner()));
+        let aborted = run_state.aborted.load(Ordering::Acquire);
+        let deadlock = *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner());
+        // Ends the run (its workers have stopped).
+        self.keep_pairs(run_state);
         if let Some(e) = spawn_err {
             return Err(e);
         }
         if let Some(e) = internal.into_iter().next() {
             return Err(e);
         }
-        let main_result = result.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let mut errors =
-            std::mem::take(&mut *run_state.errors.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(Err(p)) = &main_result {
             errors.insert(0, format!("main fiber panicked: {}", panic_message(&**p)));
         }
         if !errors.is_empty() {
             let (first, count) = (errors[0].clone(), errors.len());
-            if run_state.aborted.load(Ordering::Acquire) {
+            if aborted {
                 return Err(Error::Refused { first, count });
             }
             return Err(Error::Panicked { first, count });
         }
-        if let Some((blocked, main_finished)) =
-            *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner())
-        {
+        if let Some((blocked, main_finished)) = deadlock {
             return Err(Error::Deadlock { blocked, main_finished });
         }
         match main_result {
@@ -951,7 +972,7 @@ impl Runtime {
             }
         };
         let split = Split::Mpi { job_run, rank, ranks, transport, all_reduce };
-        let Some(run_state) = RunState::start(self.cfg.clone(), split) else {
+        let Some(run_state) = RunState::start(self.cfg.clone(), split, self.take_pairs()) else {
             // The other ranks are in the run already: fate sharing.
             crate::rack::abort(1, &Error::TooManyRuns.to_string());
         };
@@ -1048,8 +1069,7 @@ impl Runtime {
                 None => Err(MainFailure::Missing),
             });
         }
-        run_state.end();
-        drop(run_state);
+        self.keep_pairs(run_state);
         let decision = outcome::exchange(&report, w).map_err(rack_err)?;
         // The same decision on every rank: every rank keeps its rings, or none does.
         if let (Some(rings), Some(config)) = (rings, shm_config.get()) {

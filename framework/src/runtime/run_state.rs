@@ -180,13 +180,23 @@ impl Drop for RunState {
 impl RunState {
     /// The shared state of a new run, registered for [`free::find_run`]; `None` when no run
     /// id is free ([`crate::run_ids`]).
-    pub(crate) fn start(cfg: Config, split: Split) -> Option<Arc<RunState>> {
-        let s = Arc::new(RunState::new(cfg, crate::run_ids::acquire()?, split));
+    ///
+    /// `kept` are the slot pairs of an earlier run of the same runtime
+    /// ([`RunState::into_pairs`]), used when they are as many and as large as this run's:
+    /// a run of many workers then allocates and faults in no fresh slots (W² pairs of four
+    /// slots, 8 KiB each by default: 2 MiB at 8 workers, which `free` gave back to the
+    /// system at every run's end and the next run faulted in again).
+    pub(crate) fn start(
+        cfg: Config,
+        split: Split,
+        kept: Option<Box<[SlotPair]>>,
+    ) -> Option<Arc<RunState>> {
+        let s = Arc::new(RunState::new(cfg, crate::run_ids::acquire()?, split, kept));
         free::register_run(&s);
         Some(s)
     }
 
-    fn new(cfg: Config, run_id: u32, split: Split) -> RunState {
+    fn new(cfg: Config, run_id: u32, split: Split, kept: Option<Box<[SlotPair]>>) -> RunState {
         let w = cfg.workers;
         type Parts = (usize, usize, Option<usize>, Option<Box<dyn crate::transport::Transport>>);
         let mut job_run = run_id;
@@ -243,6 +253,13 @@ impl RunState {
         let here = if mpi_rank.is_some() { local_n } else { n };
         // Over the rings the workers wait on futex words the other ranks reach.
         let sleepers = Sleepers::new(n, transport.as_deref().and_then(|t| t.wake_words()));
+        let pairs = kept
+            .filter(|k| {
+                k.len() == pair_stride * pair_stride && k.iter().all(|p| p.fits(cfg.slot_overflow))
+            })
+            .unwrap_or_else(|| {
+                (0..pair_stride * pair_stride).map(|_| SlotPair::new(cfg.slot_overflow)).collect()
+            });
         RunState {
             stall: super::stall::RunStall::new(ranks, here),
             forwarded: (0..if ranks > 1 { n } else { 0 })
@@ -262,9 +279,7 @@ impl RunState {
             n,
             run_id,
             job_run,
-            pairs: (0..pair_stride * pair_stride)
-                .map(|_| SlotPair::new(cfg.slot_overflow))
-                .collect(),
+            pairs,
             counters: (0..n).map(|_| WorkerCounters::with_ranks(n, ranks)).collect(),
             cfg,
             shutdown: AtomicBool::new(false),
@@ -274,6 +289,20 @@ impl RunState {
             deadlock: Mutex::new(None),
             foreign_frees: ForeignFrees::new(),
         }
+    }
+
+    /// Ends the run ([`RunState::end`]) and returns its slot pairs, reset for the next run of
+    /// the same runtime ([`SlotPair::reset`]), when nothing else holds the run's state any
+    /// more (its workers and watchdog have stopped and dropped theirs); else `None`, and they
+    /// go with the state.
+    pub(crate) fn into_pairs(self: Arc<Self>) -> Option<Box<[SlotPair]>> {
+        let mut rs = Arc::try_unwrap(self).ok()?;
+        rs.end();
+        let mut pairs = std::mem::take(&mut rs.pairs);
+        for p in pairs.iter_mut() {
+            p.reset();
+        }
+        Some(pairs)
     }
 
     /// The all-reduce of rank `rank` for quiescence detection, once (the rank's first worker

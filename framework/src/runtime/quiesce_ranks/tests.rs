@@ -107,7 +107,8 @@ fn run_state_counters_are_summed_over_the_rank() {
         crowded_waits: crate::runtime::idle::Crowded::Off,
         stall_secs: 0,
     };
-    let rs = RunState::start(cfg, crate::runtime::run_state::Split::InProcess).expect("a run id");
+    let rs =
+        RunState::start(cfg, crate::runtime::run_state::Split::InProcess, None).expect("a run id");
     let c = &rs.counters;
     proto::bump(&c[0].created, 2);
     proto::bump(&c[1].issued[2], 3);
