@@ -371,6 +371,25 @@ fn rank_side(case: &str, dir: &Path) {
                 }));
             });
             report_run(rank, detached);
+            // A report longer than the exchange's head, and a decision longer than its first
+            // broadcast (`rack/outcome.rs`): a 20,000-byte panic message recorded on the last
+            // rank (by a fiber spawned there: a message that crosses ranks is cut at 4 KiB).
+            let long = rt.run(|| {
+                drop(skein::spawn_on(skein::num_workers() - 1, 0u8, |_| -> u8 {
+                    drop(skein::spawn(|| -> u8 { panic!("long {}", "x".repeat(20_000)) }));
+                    0
+                }));
+            });
+            let whole = match &long {
+                Err(skein::Error::Panicked { first, count }) => {
+                    (first.contains(&"x".repeat(20_000)), *count)
+                }
+                _ => (false, 0),
+            };
+            report_run(rank, Ok::<_, skein::Error>(whole));
+            // A value of main longer than the head (it travels in rank 0's report).
+            let big = rt.run(|| (0..5_000u64).collect::<Vec<u64>>());
+            report_run(rank, big.map(|v| (v.len(), v.iter().sum::<u64>())));
         }
         "property" => {
             // Properties on every worker of every rank: made by main (rank 0) and by a driver
@@ -1650,7 +1669,7 @@ fn many_runs_case(dir: &Path, ranks: usize) -> Result<(), String> {
 
 fn remote_panic_case(dir: &Path) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "remote-panic", 2)?;
-    check(out.len() == 2, "two runs", &l)?;
+    check(out.len() == 4, "four runs", &l)?;
     check(
         out[0] == "ok \"rank 1 worker 3: deliberate remote panic\"",
         "join resumes the remote panic, naming rank and worker",
@@ -1662,7 +1681,13 @@ fn remote_panic_case(dir: &Path) -> Result<(), String> {
             && out[1].contains("deliberate detached panic"),
         "a detached remote panic fails the run on every rank, naming the rank",
         &l,
-    )
+    )?;
+    check(
+        out[2] == "ok (true, 1)",
+        "a run with a long panic fails with its whole message on every rank",
+        &l,
+    )?;
+    check(out[3] == "ok (5000, 12497500)", "a long value of main reaches every rank", &l)
 }
 
 fn property_case(dir: &Path, ranks: usize) -> Result<(), String> {

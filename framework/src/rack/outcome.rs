@@ -1,8 +1,9 @@
 //! The end of a run over MPI ranks (`docs/rack-mode.md` §1.2 item 6): every rank reports
 //! what happened on it to rank 0, rank 0 decides the run's one outcome and every rank
 //! returns it. This file holds the reports, the decision (a pure function, tested without
-//! MPI) and, behind the `mpi` feature, the exchange (`MPI_Gatherv` to rank 0, then
-//! `MPI_Bcast` of the decision as bytes).
+//! MPI) and, behind the `mpi` feature, the exchange (a gather of every report's head to
+//! rank 0, then a broadcast of the decision as bytes; longer ones in a second gather or
+//! broadcast).
 
 use crate::error::Error;
 use crate::stats::WorkerStats;
@@ -140,9 +141,39 @@ pub(crate) struct Decision {
     pub(crate) stats: Vec<WorkerStats>,
 }
 
+/// Bytes each rank sends rank 0 in the first collective of [`exchange`]: its report's length
+/// (8 bytes), then as much of the report as fits.
+#[cfg(feature = "mpi")]
+const HEAD_BYTES: usize = 4096;
+
+/// Bytes of rank 0's first broadcast in [`exchange`]: what follows (8 bytes: [`DECIDED`],
+/// [`DECIDED_LONG`] or [`SEND_REST`]), the decision's length (8 bytes), then as much of the
+/// decision as fits.
+#[cfg(feature = "mpi")]
+const CAST_BYTES: usize = 16384;
+
+/// The broadcast holds the whole decision.
+#[cfg(feature = "mpi")]
+const DECIDED: u64 = 1;
+/// The broadcast holds the decision's first bytes; the rest follows in a second broadcast.
+#[cfg(feature = "mpi")]
+const DECIDED_LONG: u64 = 2;
+/// A report did not fit its head: every rank sends the rest of its own (a second gather),
+/// then rank 0 broadcasts again.
+#[cfg(feature = "mpi")]
+const SEND_REST: u64 = 3;
+
 /// Sends this rank's report to rank 0, which decides; returns the decision (the outcome and
 /// the job's statistics), the same on every rank. `workers` is the number of workers per rank.
 /// **Collective** (every rank, on the thread that called `Runtime::run`).
+///
+/// Two collectives when the reports and the decision are short, as at the end of most runs
+/// (a few hundred bytes of statistics per worker): a gather of a fixed head of every
+/// report ([`HEAD_BYTES`]) and a broadcast of the decision ([`CAST_BYTES`]). Each collective
+/// costs a hand-over through every rank, which on ranks that share cores is most of what a
+/// run of a small search costs beside its rounds. A longer report (a long panic message,
+/// a large value of `main`) takes a gather of the rests; a longer decision, a second
+/// broadcast.
 #[cfg(feature = "mpi")]
 pub(crate) fn exchange(report: &RankReport, workers: usize) -> Result<Decision, String> {
     use mpi::datatype::PartitionMut;
@@ -154,46 +185,89 @@ pub(crate) fn exchange(report: &RankReport, workers: usize) -> Result<Decision, 
     let root = world.process_at_rank(0);
     let ranks = usize::try_from(world.size()).unwrap_or(1);
     let mine = crate::wire::codec::encode(report).map_err(|e| e.to_string())?;
-    let len = Count::try_from(mine.len()).map_err(|_| "a rank report above 2 GiB")?;
-    let mut decided: Vec<u8> = Vec::new();
+    Count::try_from(mine.len()).map_err(|_| "a rank report above 2 GiB")?;
+    let fits = mine.len().min(HEAD_BYTES - 8);
+    let mut head = vec![0u8; HEAD_BYTES];
+    head[..8].copy_from_slice(&(mine.len() as u64).to_le_bytes());
+    head[8..8 + fits].copy_from_slice(&mine[..fits]);
+    let rest = &mine[fits..];
+    let mut cast = vec![0u8; CAST_BYTES];
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
     if world.rank() == 0 {
-        let mut lens = vec![0 as Count; ranks];
-        root.gather_into_root(&len, &mut lens[..]);
-        let displs: Vec<Count> = lens
-            .iter()
-            .scan(0 as Count, |at, &l| {
-                let d = *at;
-                *at += l;
-                Some(d)
-            })
+        let mut heads = vec![0u8; ranks * HEAD_BYTES];
+        root.gather_into_root(&head[..], &mut heads[..]);
+        let lens: Vec<usize> = heads.chunks(HEAD_BYTES).map(|h| word(h, 0) as usize).collect();
+        let mut all: Vec<Vec<u8>> = heads
+            .chunks(HEAD_BYTES)
+            .zip(&lens)
+            .map(|(h, &len)| h[8..8 + len.min(HEAD_BYTES - 8)].to_vec())
             .collect();
-        let total: usize = lens.iter().map(|&l| l as usize).sum();
-        let mut all = vec![0u8; total];
-        {
-            let mut part = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
-            root.gather_varcount_into_root(&mine[..], &mut part);
-        }
-        let mut reports = Vec::with_capacity(ranks);
-        for (&d, &l) in displs.iter().zip(&lens) {
-            let bytes = &all[d as usize..(d + l) as usize];
-            match crate::wire::codec::decode::<RankReport>(bytes) {
-                Ok(rep) => reports.push(rep),
-                Err(e) => reports.push(RankReport {
-                    internal: vec![format!("its end-of-run report does not decode: {e}")],
-                    ..RankReport::default()
-                }),
+        if lens.iter().any(|&l| l > HEAD_BYTES - 8) {
+            cast[..8].copy_from_slice(&SEND_REST.to_le_bytes());
+            root.broadcast_into(&mut cast[..]);
+            let counts: Vec<Count> = lens
+                .iter()
+                .map(|&l| Count::try_from(l.saturating_sub(HEAD_BYTES - 8)).unwrap_or(0))
+                .collect();
+            let displs: Vec<Count> = counts
+                .iter()
+                .scan(0 as Count, |at, &c| {
+                    let d = *at;
+                    *at += c;
+                    Some(d)
+                })
+                .collect();
+            let total: usize = counts.iter().map(|&c| c as usize).sum();
+            let mut rests = vec![0u8; total];
+            {
+                let mut part = PartitionMut::new(&mut rests[..], &counts[..], &displs[..]);
+                root.gather_varcount_into_root(rest, &mut part);
+            }
+            for ((r, &d), &c) in all.iter_mut().zip(&displs).zip(&counts) {
+                r.extend_from_slice(&rests[d as usize..(d + c) as usize]);
             }
         }
+        let reports: Vec<RankReport> = all
+            .iter()
+            .map(|bytes| {
+                crate::wire::codec::decode::<RankReport>(bytes).unwrap_or_else(|e| RankReport {
+                    internal: vec![format!("its end-of-run report does not decode: {e}")],
+                    ..RankReport::default()
+                })
+            })
+            .collect();
         let decision = Decision { outcome: decide(&reports), stats: job_stats(&reports, workers) };
-        decided = crate::wire::codec::encode(&decision).map_err(|e| e.to_string())?;
-    } else {
-        root.gather_into(&len);
-        root.gather_varcount_into(&mine[..]);
+        let decided = crate::wire::codec::encode(&decision).map_err(|e| e.to_string())?;
+        let first = decided.len().min(CAST_BYTES - 16);
+        let kind = if first == decided.len() { DECIDED } else { DECIDED_LONG };
+        cast[..8].copy_from_slice(&kind.to_le_bytes());
+        cast[8..16].copy_from_slice(&(decided.len() as u64).to_le_bytes());
+        cast[16..16 + first].copy_from_slice(&decided[..first]);
+        root.broadcast_into(&mut cast[..]);
+        if kind == DECIDED_LONG {
+            let mut more = decided[first..].to_vec();
+            root.broadcast_into(&mut more[..]);
+        }
+        return Ok(decision);
     }
-    let mut n = decided.len() as u64;
-    root.broadcast_into(&mut n);
-    decided.resize(n as usize, 0);
-    root.broadcast_into(&mut decided[..]);
+    root.gather_into(&head[..]);
+    root.broadcast_into(&mut cast[..]);
+    if word(&cast, 0) == SEND_REST {
+        root.gather_varcount_into(rest);
+        root.broadcast_into(&mut cast[..]);
+    }
+    let (kind, len) = (word(&cast, 0), word(&cast, 8) as usize);
+    let first = len.min(CAST_BYTES - 16);
+    let mut decided = cast[16..16 + first].to_vec();
+    match kind {
+        DECIDED => {}
+        DECIDED_LONG => {
+            let mut more = vec![0u8; len - first];
+            root.broadcast_into(&mut more[..]);
+            decided.extend_from_slice(&more);
+        }
+        k => return Err(format!("rank 0 broadcast an end-of-run message of kind {k}")),
+    }
     crate::wire::codec::decode::<Decision>(&decided).map_err(|e| e.to_string())
 }
 
