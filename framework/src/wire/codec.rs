@@ -1,6 +1,6 @@
 //! The one codec of skein: bincode 2.0.1 through serde, standard configuration. Values
 //! that hold handles (`skein::Trust`) go through `skein::codec`, which is this codec with the
-//! handles' trailer written by the layer that owns them ([`Handles`]).
+//! handles' trailer written by the layer that owns them (the private `Handles` trait).
 //!
 //! ```
 //! let bytes = skein::wire::codec::encode(&(7u32, "seven".to_string())).unwrap();
