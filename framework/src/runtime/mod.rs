@@ -479,10 +479,10 @@ pub fn rack_transport_used() -> Option<RackTransport> {
 /// A delegation runtime: `workers` threads, each a trustee of its properties and a scheduler
 /// of fibers. The threads start with the first [`Runtime::run`] and are kept, blocked,
 /// between runs (with their fibers' stacks and the slots between them), so that a run does
-/// not pay for starting them; dropping the runtime ends them. So a thread-local value that code on a worker sets is
-/// still there in the next run of the same runtime (on the same worker); a run of the
-/// runtime started while another of its runs goes on (from another thread) gets threads of
-/// its own.
+/// not pay for starting them; dropping the runtime ends them. So a thread-local value that
+/// code on a worker sets is still there in the next run of the same runtime (on the same
+/// worker); a run of the runtime started while another of its runs goes on (from another
+/// thread) gets threads and slots of its own.
 #[derive(Debug)]
 pub struct Runtime {
     cfg: Config,
