@@ -20,11 +20,13 @@
 //! 64-bit words, as on any graph of more than 64 vertices per partition, it builds the words
 //! in a buffer of its own and stores them, no atomic OR per vertex) and sends them, as one
 //! bitmap over its own vertices, to one partition of every *other* rank, which merges
-//! them into its rank's bitmap: in one process no message at all. A rank keeps two such
-//! bitmaps, used by alternate levels; each partition clears its slice of the one the
-//! previous level used at the start of the next level (when the whole rank has read it:
-//! the main fiber starts a level's drivers only after every driver of the previous one
-//! returned), and of both before a search. A bottom-up level visits only the vertices still
+//! them into its rank's bitmap: in one process no message at all. After a bottom-up level
+//! a partition shares its next frontier at once, before the quiescence that ends the level
+//! (a bottom-up level is often followed by another, which then needs no quiescence of its
+//! own for the shares). A rank keeps three such bitmaps, by level modulo 3: one read, the
+//! next written ahead, the previous one cleared (each partition its slice, at the start of
+//! the level after it was read), with a quiescence every partition waited in between each
+//! write, read and clear of one bitmap; all three are cleared before a search. A bottom-up level visits only the vertices still
 //! to do: each partition keeps a bitmap over its local indices of the unreached vertices
 //! that have arcs (`todo`, copied from the partition's bitmap of vertices with arcs at
 //! the start of a search, a bit cleared when a vertex is reached), and walks its set bits,
@@ -41,11 +43,18 @@
 //! not lower them: a search does not go back bottom-up for the few vertices of its last
 //! levels (a pass over every unreached vertex for nothing).
 //!
-//! Each level is one round: the main fiber starts a driver fiber on every worker of every
-//! rank (`spawn_on`, argument `(search, level, ..)`; the driver finds its partition's
-//! handle in its rank's registry, `crate::registry`), which waits for quiescence over
-//! every rank (every visit of the level applied everywhere) and returns the counts of its
-//! next frontier. Levels do not depend on the number of workers or ranks.
+//! Each level is one round, and one driver fiber per partition runs all of them: the main
+//! fiber starts a driver on every worker of every rank once per search (`spawn_on`; the
+//! driver finds its partition's handle in its rank's registry, `crate::registry`). A level
+//! ends with `skein::wait_quiescent_sum` over every rank (every visit of the level applied
+//! everywhere), and its lanes carry the next frontier's counts: each partition adds the
+//! vertices it reaches and their arcs where it reaches them (in the visits' closures, in its
+//! driver's steps: [`BfsPart::publish`]), so every driver reads the same sums and takes the
+//! same direction, with no join and no new spawn between levels (`levels_driver`). The
+//! vertices a partition reaches are kept by the level's parity, since a driver past a
+//! level's end may send visits of the level after while this partition's driver has not
+//! yet made its next level the frontier. Levels do not depend on the number of workers or
+//! ranks.
 //!
 //! Across ranks the code is the same: a batch of visits is the `Plain` argument of an
 //! `apply_then` (a packet of 8 visits and the level, 80 bytes),
@@ -79,7 +88,7 @@ const VISIT_WORDS: usize = 8;
 /// Words of a hub-scan packet: 8 scans of 24 bytes.
 const HUB_WORDS: usize = 24;
 use crate::parts::{
-    collect_into, connect_as, disconnect, reset, superstep, until_done, Collect, KernelStats, Part,
+    collect_into, connect_as, disconnect, superstep, until_done, Collect, KernelStats, Part,
 };
 use crate::registry;
 
@@ -133,7 +142,7 @@ pub(crate) enum Out {
 struct Buffers {
     state: Vec<u64>,
     frontier: Vec<u32>,
-    next: Vec<u32>,
+    next: [Vec<u32>; 2],
     sent: Vec<u64>,
     words: Vec<u64>,
     todo: Vec<u64>,
@@ -152,11 +161,13 @@ fn with_arcs(arcs: &crate::adjacency::PartArcs<Tag>, len: usize) -> Vec<u64> {
 }
 
 /// The frontier of a bottom-up level as one bitmap per rank, over every partition's tags
-/// (see the module docs): two, alternating by level, so that one is cleared while the
-/// other is in use.
+/// (see the module docs): three, by level modulo 3, so that while one is read (the level's
+/// bottom-up step) the next is written (the next level's frontier, shared ahead) and the
+/// previous one is cleared, each step separated from the last use of its bitmap by a
+/// quiescence every partition of the rank waited in ([`levels_driver`]).
 #[derive(Debug)]
 struct SharedFrontier {
-    bits: [Vec<AtomicU64>; 2],
+    bits: [Vec<AtomicU64>; 3],
 }
 
 /// The state of an unreached vertex of `degree` arcs: [`UNREACHED_LEVEL`], and its degree
@@ -190,7 +201,11 @@ pub(crate) struct BfsPart {
     /// reached, [`UNREACHED_LEVEL`] and its degree ([`unreached`]).
     pub(crate) state: Vec<u64>,
     frontier: Vec<u32>,
-    next: Vec<u32>,
+    /// The vertices reached at a level, by the level's parity: those of the next level, and
+    /// (early) those of the level after it, which the drivers that passed a level's end
+    /// reach while this partition's driver has not made the next level its frontier yet
+    /// ([`BfsPart::advance`]).
+    next: [Vec<u32>; 2],
     /// One bit per tag: already sent a visit this search.
     sent: Vec<u64>,
     /// The frontier as bits over the local indices ([`BfsPart::share_frontier`]).
@@ -209,13 +224,14 @@ pub(crate) struct BfsPart {
     shared: Arc<SharedFrontier>,
     /// The words of each shared bitmap this partition clears.
     slice: std::ops::Range<usize>,
-    /// The shared bitmap of the previous level, to clear (this partition's slice) at the
-    /// start of the next level, when every partition of the rank has read it.
-    stale: Option<usize>,
     /// Arcs of the partition not examined by a top-down level yet ([`BfsCounts::unexamined`]).
     unexamined: u64,
-    /// Arcs of the vertices in `next` (those of `frontier` after [`BfsPart::advance`]).
-    next_arcs: u64,
+    /// Arcs of the vertices in `next`, by parity (those of `frontier` after
+    /// [`BfsPart::advance`]).
+    next_arcs: [u64; 2],
+    /// What of `next` and `next_arcs` (vertices, arcs), by parity, was added to the worker's
+    /// lanes ([`BfsPart::publish`]).
+    published: [(u64, u64); 2],
     frontier_arcs: u64,
     pub(crate) scanned_arcs: u64,
 }
@@ -236,16 +252,6 @@ pub(crate) struct BfsCounts {
 // SAFETY: repr(C) of three u64: no address, every bit pattern is a valid value.
 unsafe impl skein::Plain for BfsCounts {}
 
-impl std::ops::Add for BfsCounts {
-    type Output = BfsCounts;
-    fn add(self, o: BfsCounts) -> BfsCounts {
-        BfsCounts {
-            frontier: self.frontier + o.frontier,
-            frontier_arcs: self.frontier_arcs + o.frontier_arcs,
-            unexamined: self.unexamined + o.unexamined,
-        }
-    }
-}
 
 impl BfsPart {
     /// Partition `part`'s state for a search on graph `graph` (its id in the registry):
@@ -262,7 +268,7 @@ impl BfsPart {
             .filter(|b| b.state.len() == len && b.sent.len() == sent_words);
         let rank = view.rank_parts(part);
         let shared = registry::shared(graph, rank.start, || SharedFrontier {
-            bits: [0, 1].map(|_| (0..words).map(|_| AtomicU64::new(0)).collect()),
+            bits: [0, 1, 2].map(|_| (0..words).map(|_| AtomicU64::new(0)).collect()),
         });
         let (i, k) = (part - rank.start, rank.len());
         let slice = words * i / k..words * (i + 1) / k;
@@ -276,7 +282,7 @@ impl BfsPart {
                 // Each vertex enters a frontier at most once per search: room for all of them
                 // from the start, so that no later search grows (and faults in) these.
                 frontier: Vec::with_capacity(len),
-                next: Vec::with_capacity(len),
+                next: [Vec::with_capacity(len), Vec::with_capacity(len)],
                 sent: vec![0u64; sent_words],
                 words: Vec::new(),
                 todo: with_arcs.clone(),
@@ -301,9 +307,9 @@ impl BfsPart {
             same_rank: rank.clone(),
             shared,
             slice,
-            stale: None,
             unexamined,
-            next_arcs: 0,
+            next_arcs: [0; 2],
+            published: [(0, 0); 2],
             frontier_arcs: 0,
             scanned_arcs: 0,
         }
@@ -330,8 +336,9 @@ impl BfsPart {
         let l = local as usize;
         self.state[l] = u64::from(level) | u64::from(parent) << 32;
         self.todo[l / 64] &= !(1 << (l % 64));
-        self.next.push(local);
-        self.next_arcs += degree;
+        let p = level as usize % 2;
+        self.next[p].push(local);
+        self.next_arcs[p] += degree;
     }
 
     /// Applies a batch of arc scans from partitions of this rank: their targets get
@@ -365,14 +372,12 @@ impl BfsPart {
         }
     }
 
-    /// Clears this partition's slice of the shared bitmap the previous level used, if it
-    /// was a bottom-up level (every partition of the rank has read it by now: a level's
-    /// drivers all end before the next level's start).
-    fn clear_stale(&mut self) {
-        if let Some(i) = self.stale.take() {
-            for w in &self.shared.bits[i][self.slice.clone()] {
-                w.store(0, Ordering::Relaxed);
-            }
+    /// Clears this partition's slice of the shared bitmap of level `level` (the previous
+    /// level's, whose frontier was shared: [`levels_driver`] calls this once every partition
+    /// of the rank has read it, and before any writes it again).
+    pub(crate) fn clear_shared(&mut self, level: u32) {
+        for w in &self.shared.bits[level as usize % 3][self.slice.clone()] {
+            w.store(0, Ordering::Relaxed);
         }
     }
 
@@ -416,8 +421,7 @@ impl BfsPart {
     pub(crate) fn bottom_up(&mut self, level: u32) {
         let view = self.view.clone();
         let shared = Arc::clone(&self.shared);
-        let i = level as usize % 2;
-        let front = &shared.bits[i];
+        let front = &shared.bits[level as usize % 3];
         let arcs = view.bare(self.part);
         let mut scanned = 0;
         for k in 0..self.todo.len() {
@@ -436,16 +440,35 @@ impl BfsPart {
             }
         }
         self.scanned_arcs += scanned;
-        self.stale = Some(i);
         self.frontier.clear();
     }
 
-    /// Makes the vertices visited last round the frontier; returns its size.
-    pub(crate) fn advance(&mut self) -> usize {
-        std::mem::swap(&mut self.frontier, &mut self.next);
-        self.next.clear();
-        self.frontier_arcs = std::mem::take(&mut self.next_arcs);
+    /// Makes the vertices reached at `level` the frontier; returns its size.
+    pub(crate) fn advance(&mut self, level: u32) -> usize {
+        let p = level as usize % 2;
+        std::mem::swap(&mut self.frontier, &mut self.next[p]);
+        self.next[p].clear();
+        self.frontier_arcs = std::mem::take(&mut self.next_arcs[p]);
+        self.published[p] = (0, 0);
         self.frontier.len()
+    }
+
+    /// Adds what this partition reached since its last call (vertices, and their arcs) to
+    /// lanes 0 and 1 of its worker (`skein::quiescent_add`): every driver reads the next
+    /// frontier's counts, summed over every partition, in the totals of the quiescence that
+    /// ends the level ([`search`]). Called by the code that reaches vertices in the runtime
+    /// (the visits' and scans' closures, a driver's expansion and bottom-up step).
+    fn publish(&mut self) {
+        let (mut vertices, mut arcs) = (0, 0);
+        for p in 0..2 {
+            let now = (self.next[p].len() as u64, self.next_arcs[p]);
+            vertices += now.0 - self.published[p].0;
+            arcs += now.1 - self.published[p].1;
+            self.published[p] = now;
+        }
+        if vertices > 0 {
+            skein::quiescent_add([vertices, arcs, 0, 0]);
+        }
     }
 
     /// Expands up to `limit` vertices of the frontier (level `level`): their
@@ -457,7 +480,6 @@ impl BfsPart {
         limit: usize,
         send: &mut impl FnMut(usize, Out),
     ) -> bool {
-        self.clear_stale();
         let view = self.view.clone();
         let arcs = view.bare(self.part);
         let tags = view.tags;
@@ -509,26 +531,33 @@ impl BfsPart {
     /// requests (`Plain` batches), from the delegated context this runs in.
     pub(crate) fn expand_chunk(&mut self, level: u32, limit: usize) -> bool {
         let peers = Arc::clone(&self.peers);
-        self.expand(level, limit, &mut |owner, out| match out {
+        let more = self.expand(level, limit, &mut |owner, out| match out {
             Out::Visits(batch) => peers[owner].apply_then(
                 (batch, level + 1),
-                |t, (batch, level)| t.visit_batch(&batch, level),
+                |t, (batch, level)| {
+                    t.visit_batch(&batch, level);
+                    t.publish();
+                },
                 |()| (),
             ),
             Out::Scans(batch) => peers[owner].apply_then(
                 (batch, level + 1),
-                |t, (batch, level)| t.scan_batch(&batch, level),
+                |t, (batch, level)| {
+                    t.scan_batch(&batch, level);
+                    t.publish();
+                },
                 |()| (),
             ),
-        })
+        });
+        self.publish();
+        more
     }
 
     /// Puts this partition's frontier (level `level`) into its rank's shared bitmap and
     /// sends it, as bits over its local indices (data, through the codec), to one
     /// partition of every other rank, which merges it into that rank's bitmap.
     pub(crate) fn share_frontier(&mut self, level: u32) {
-        self.clear_stale();
-        let i = level as usize % 2;
+        let i = level as usize % 3;
         let tags = self.view.tags;
         self.frontier_bits();
         if tags.shift() >= 6 {
@@ -612,9 +641,10 @@ impl Part for BfsPart {
         if std::mem::take(&mut self.dirty) {
             fill_unreached(self.view.bare(self.part), &mut self.state);
             self.frontier.clear();
-            self.next.clear();
+            self.next.iter_mut().for_each(Vec::clear);
             self.sent.fill(0);
-            self.next_arcs = 0;
+            self.next_arcs = [0; 2];
+            self.published = [(0, 0); 2];
             self.frontier_arcs = 0;
         }
         self.todo.clear();
@@ -625,7 +655,6 @@ impl Part for BfsPart {
                 w.store(0, Ordering::Relaxed);
             }
         }
-        self.stale = None;
     }
 }
 
@@ -667,82 +696,174 @@ pub(crate) fn search(
         .collect();
     let search = registry::new_search();
     connect_as(search, &parts);
-    reset::<BfsPart>(search);
+    // Every partition clears what the previous search left, and tells its arcs and its
+    // worker's lanes: their sums are the search's baseline (nothing adds to the lanes now).
+    let base = superstep(search, start_driver).into_iter().fold(Start::default(), |a, b| a + b);
     let start = Instant::now();
     let (rp, rl) = view.parts.locate(root);
-    let mut counts = parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
+    let root = parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
         s.visit(rl, 0, tag);
-        s.advance();
+        s.advance(0);
         s.counts()
     });
-    let n = view.parts.num_vertices();
-    let (mut level, mut bottom_up) = (0u32, false);
+    let levels = Levels {
+        search,
+        chunk: chunk as u64,
+        alpha,
+        beta,
+        vertices: view.parts.num_vertices(),
+        arcs: base.arcs,
+        lanes: [base.lanes[0], base.lanes[1]],
+        root,
+    };
+    // One driver per partition runs every level; each returns the number of levels.
+    let drivers = superstep(levels, levels_driver);
+    debug_assert!(drivers.iter().all(|&l| l == drivers[0]), "the drivers agree");
+    let seconds = start.elapsed().as_secs_f64();
+    let g = collect_into(graph, search, &parts, &view.parts, how, reuse);
+    disconnect(search, &parts);
+    let stats = KernelStats { seconds, rounds: drivers[0], messages: g.messages, arcs: g.arcs };
+    (g.values, g.parents, stats)
+}
+
+/// What a partition tells [`search`] before it starts: its arcs, and its worker's lanes
+/// (`skein::quiescent_lanes`); summed over the partitions.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C)]
+struct Start {
+    arcs: u64,
+    lanes: [u64; skein::QUIESCENT_LANES],
+}
+
+// SAFETY: repr(C) of u64s: no address, every bit pattern is a valid value.
+unsafe impl skein::Plain for Start {}
+
+impl std::ops::Add for Start {
+    type Output = Start;
+    fn add(self, o: Start) -> Start {
+        Start {
+            arcs: self.arcs + o.arcs,
+            lanes: std::array::from_fn(|i| self.lanes[i].wrapping_add(o.lanes[i])),
+        }
+    }
+}
+
+/// Before a search, in a fiber on the trustee of its partition: [`Part::reset`], then what
+/// [`Start`] holds.
+fn start_driver(search: u64) -> Start {
+    let me = crate::parts::me::<BfsPart>(search);
+    let arcs = me.apply((), |s, ()| {
+        s.reset();
+        s.view.bare(s.part).num_arcs()
+    });
+    Start { arcs, lanes: skein::quiescent_lanes() }
+}
+
+/// The argument of a search's drivers ([`levels_driver`]).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+struct Levels {
+    search: u64,
+    chunk: u64,
+    alpha: u64,
+    beta: u64,
+    /// Vertices of the graph.
+    vertices: u64,
+    /// Arcs of every partition.
+    arcs: u64,
+    /// Lanes 0 and 1 summed over every worker before the search.
+    lanes: [u64; 2],
+    /// The root partition's counts after the root was reached.
+    root: BfsCounts,
+}
+
+// SAFETY: repr(C) of u64s: no address, every bit pattern is a valid value.
+unsafe impl skein::Plain for Levels {}
+
+/// Every level of a search, in a driver fiber on the trustee of its partition (`spawn_on`),
+/// one per partition. A top-down level expands the partition's frontier, yielding every
+/// `chunk` vertices. A bottom-up level needs the whole frontier in its rank's shared bitmap:
+/// the partition shares its own and waits for quiescence (every partition's share applied),
+/// unless it shared it ahead, at the end of a bottom-up level; then its unvisited vertices
+/// find their parents locally, the reached ones become its next frontier, and it shares
+/// that one ahead (a bottom-up level is often followed by another; when it is not, the
+/// bitmap is only cleared).
+///
+/// Either ends with `skein::wait_quiescent_sum`: every visit of the level has been applied
+/// everywhere, and the totals of lanes 0 and 1 (the vertices every partition reached, and
+/// their arcs: [`BfsPart::publish`]) less those at the level's start are the next
+/// frontier's counts, the same on every driver. So every driver takes the same direction
+/// at every level, and stops at the same one: the heuristic runs here, once per driver,
+/// with no round trip to the main fiber between levels. Returns the number of levels.
+///
+/// The shared bitmaps (three, by level modulo 3): the one of level `l` is written by the
+/// shares of level `l` (before the quiescence that ends level `l − 1` when shared ahead,
+/// else before the one the level waits in first), read by the bottom-up step of level `l`
+/// (before the quiescence that ends it), and cleared at the start of level `l + 1` (before
+/// the quiescence that ends that level), each partition its slice; it is written again at
+/// level `l + 3`, after that quiescence. So on each bitmap writes, reads and clears are
+/// separated by a quiescence every partition waited in.
+fn levels_driver(a: Levels) -> u64 {
+    let me = crate::parts::me::<BfsPart>(a.search);
     // The direction heuristic of Beamer et al. as GAP's `bfs.cc` has it (module docs):
     // the frontier's arcs (1 after bottom-up levels, as GAP's) against the arcs not
     // examined by a top-down level yet; the frontier before the last level.
     // (At the first level the counts are the root partition's alone: its arcs stand for
     // the unexamined ones, fewer than the graph's, which matters only for a root with a
     // large share of them or a huge alpha.)
+    let mut counts = a.root;
+    let mut unexamined = a.arcs;
+    let mut before = a.lanes;
     let mut scout = counts.frontier_arcs;
-    let mut awake = 0;
+    let (mut level, mut bottom_up, mut awake) = (0u32, false, 0);
+    // Whether the frontier of the previous level, and that of this one, were shared.
+    let (mut shared_before, mut shared) = (false, false);
     loop {
-        if bottom_up && counts.frontier < awake && counts.frontier <= n / beta.max(1) {
+        if shared_before {
+            me.apply(level - 1, |s, l| s.clear_shared(l));
+        }
+        if bottom_up && counts.frontier < awake && counts.frontier <= a.vertices / a.beta.max(1) {
             (bottom_up, scout) = (false, 1);
         }
         if !bottom_up {
-            bottom_up = alpha > 0 && scout > counts.unexamined / alpha;
+            bottom_up = a.alpha > 0 && scout > counts.unexamined / a.alpha;
         }
         awake = counts.frontier;
-        // Each driver returns the counts of its partition's next frontier.
-        let drivers = if bottom_up {
-            superstep((search, level), bottom_up_driver)
+        let shares_next = bottom_up;
+        if bottom_up {
+            if !shared {
+                me.apply(level, |s, level| s.share_frontier(level));
+                skein::wait_quiescent();
+                shared = true;
+            }
+            me.apply(level, |s, level| {
+                s.bottom_up(level);
+                s.publish();
+                s.advance(level + 1);
+                s.share_frontier(level + 1);
+            });
         } else {
-            superstep((search, level, chunk as u64), top_down_driver)
-        };
-        counts = drivers.into_iter().fold(BfsCounts::default(), |a, b| a + b);
+            until_done(&me, (level, a.chunk), |s, (l, c)| s.expand_chunk(l, c as usize));
+            unexamined -= counts.frontier_arcs;
+        }
+        let totals = skein::wait_quiescent_sum();
+        let next = [totals[0].wrapping_sub(before[0]), totals[1].wrapping_sub(before[1])];
+        before = [totals[0], totals[1]];
+        if !bottom_up {
+            // The partition's own counts follow as before (`BfsPart::counts`).
+            me.apply(level, |s, level| {
+                s.unexamined -= s.frontier_arcs;
+                s.advance(level + 1);
+            });
+        }
+        counts = BfsCounts { frontier: next[0], frontier_arcs: next[1], unexamined };
         scout = counts.frontier_arcs;
         level += 1;
+        (shared_before, shared) = (shared, shares_next);
         if counts.frontier == 0 {
-            break;
+            return u64::from(level);
         }
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let g = collect_into(graph, search, &parts, &view.parts, how, reuse);
-    disconnect(search, &parts);
-    let rounds = u64::from(level);
-    let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
-    (g.values, g.parents, stats)
-}
-
-/// A top-down level, in a driver fiber on the trustee of its partition (`spawn_on`,
-/// argument `(search, level, chunk)`): expands the partition's frontier at `level`,
-/// yielding every `chunk` vertices; then waits until every visit of the round has been
-/// applied everywhere, makes the vertices visited this round the next frontier and returns
-/// its counts.
-fn top_down_driver((search, level, chunk): (u64, u32, u64)) -> BfsCounts {
-    let me = crate::parts::me::<BfsPart>(search);
-    until_done(&me, (level, chunk), |s, (l, c)| s.expand_chunk(l, c as usize));
-    skein::wait_quiescent();
-    me.apply((), |s, ()| {
-        s.unexamined -= s.frontier_arcs;
-        s.advance();
-        s.counts()
-    })
-}
-
-/// A bottom-up level, in a driver fiber on the trustee of its partition (`spawn_on`,
-/// argument `(search, level)`): sends the partition's frontier bitmap to every partition,
-/// waits until every partition holds the whole frontier, then lets the partition's
-/// unvisited vertices find their parents locally. Returns the counts of the next frontier.
-fn bottom_up_driver((search, level): (u64, u32)) -> BfsCounts {
-    let me = crate::parts::me::<BfsPart>(search);
-    me.apply(level, |s, level| s.share_frontier(level));
-    skein::wait_quiescent();
-    me.apply(level, |s, level| {
-        s.bottom_up(level);
-        s.advance();
-        s.counts()
-    })
 }
 
 #[cfg(test)]
@@ -769,7 +890,7 @@ mod tests {
             ps[rp].visit(rl, 0, sh.tag(root));
             let mut level = 0;
             loop {
-                let total: usize = ps.iter_mut().map(BfsPart::advance).sum();
+                let total: usize = ps.iter_mut().map(|p| p.advance(level)).sum();
                 if total == 0 {
                     break;
                 }

@@ -166,3 +166,57 @@ fn shutdown_with_requests_in_flight() {
     .unwrap();
     assert_eq!(hits.load(std::sync::atomic::Ordering::Relaxed), 10_000);
 }
+
+/// `wait_quiescent_sum`: rounds of drivers on every worker, each sending to every other
+/// worker a fiber that counts on its own worker with `quiescent_add`; every driver of a round
+/// gets the same job-wide totals, exact (everything of its round, and of the rounds before,
+/// is in them), for 1 to 4 workers (and for the fake ranks of the loopback suites). A
+/// baseline summed from `quiescent_lanes` in a superstep equals the totals.
+#[test]
+fn wait_quiescent_sum_gives_every_waiter_the_exact_totals() {
+    for w in 1..=4usize {
+        let rt = Runtime::builder().workers(w).build().unwrap();
+        rt.run(move || {
+            let n = skein::num_workers();
+            for round in 1..=3u64 {
+                let drivers: Vec<_> = (0..n)
+                    .map(|g| {
+                        skein::spawn_on(g, (round, n as u64), |(round, n)| {
+                            let me = skein::current_worker() as u64;
+                            for to in 0..n {
+                                // A detached fiber on worker `to`, which adds there.
+                                drop(skein::spawn_on(to as usize, (round, me), |(round, me)| {
+                                    skein::quiescent_add([1, round, me, 0]);
+                                }));
+                            }
+                            // Counted on the driver's own worker, before it waits.
+                            skein::quiescent_add([0, 0, 0, 1]);
+                            skein::wait_quiescent_sum()
+                        })
+                    })
+                    .collect();
+                let totals: Vec<[u64; skein::QUIESCENT_LANES]> =
+                    drivers.into_iter().map(|d| d.join()).collect();
+                let n = n as u64;
+                // Rounds 1..=round: n * n fibers each, adding the round and their sender.
+                let want = [
+                    round * n * n,
+                    n * n * round * (round + 1) / 2,
+                    round * n * (n * (n - 1) / 2),
+                    round * n,
+                ];
+                for t in &totals {
+                    assert_eq!(*t, want, "workers={w} round={round}");
+                }
+                // The lanes of every worker, summed now that nothing adds: the same totals.
+                let mine: Vec<[u64; skein::QUIESCENT_LANES]> = (0..n as usize)
+                    .map(|g| skein::spawn_on(g, (), |()| skein::quiescent_lanes()))
+                    .map(|h| h.join())
+                    .collect();
+                let base = mine.iter().fold([0u64; 4], |a, l| std::array::from_fn(|i| a[i] + l[i]));
+                assert_eq!(base, want, "workers={w} round={round}: baseline");
+            }
+        })
+        .unwrap();
+    }
+}

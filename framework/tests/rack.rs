@@ -229,7 +229,24 @@ fn rank_side(case: &str, dir: &Path) {
                         }
                         skein::wait_quiescent();
                     }
-                    "quiescent three times".to_string()
+                    // Drivers on every worker of every rank: each starts a fiber on the next
+                    // worker that counts there (`quiescent_add`), then waits for the sums;
+                    // every driver must get the same exact totals.
+                    let drivers: Vec<_> = (0..n)
+                        .map(|g| {
+                            skein::spawn_on(g, n, |n| {
+                                let g = skein::current_worker();
+                                drop(skein::spawn_on((g + 1) % n, g as u64, |g| {
+                                    skein::quiescent_add([1, g, 0, 0]);
+                                }));
+                                skein::quiescent_add([0, 0, 1, 0]);
+                                skein::wait_quiescent_sum()
+                            })
+                        })
+                        .collect();
+                    let totals: Vec<_> = drivers.into_iter().map(|d| d.join()).collect();
+                    let agree = totals.iter().all(|t| *t == totals[0]);
+                    format!("quiescent three times, totals {:?}, agreed {agree}", totals[0])
                 }),
             );
         }
@@ -1608,7 +1625,9 @@ fn silent_case(dir: &Path) -> Result<(), String> {
 
 fn quiescent_case(dir: &Path) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "quiescent", 3)?;
-    check(out == ["ok \"quiescent three times\""], "wait_quiescent across ranks", &l)
+    // 3 ranks of 2 workers: 6 drivers, senders 0 + 1 + ... + 5 = 15.
+    let want = "ok \"quiescent three times, totals [6, 15, 6, 0], agreed true\"";
+    check(out == [want], "wait_quiescent and wait_quiescent_sum across ranks", &l)
 }
 
 /// `ranks` ranks of `w` workers (4 and 8 ranks: more than the cores of a 2-core machine):

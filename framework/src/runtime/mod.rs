@@ -1197,6 +1197,65 @@ pub fn wait_quiescent() {
     w.wait_quiescent();
 }
 
+/// How many counters [`quiescent_add`] adds to and [`wait_quiescent_sum`] sums.
+pub const QUIESCENT_LANES: usize = 4;
+
+/// Adds `values` to the calling worker's *lanes*: [`QUIESCENT_LANES`] counters (wrapping)
+/// that the quiescence detector sums over every worker of every rank, so that
+/// [`wait_quiescent_sum`] returns their job-wide totals. Callable from any code that runs on
+/// a worker: a fiber, a delegated closure on its trustee, a continuation.
+///
+/// This lets a kernel learn what a round did (vertices reached, arcs relaxed) from the
+/// quiescence that ends the round, with no gather of its own: a trustee counts what it
+/// applies as it applies it, and every driver reads the same totals when the round ends.
+///
+/// # Panics
+/// Outside a runtime.
+pub fn quiescent_add(values: [u64; QUIESCENT_LANES]) {
+    context::expect("quiescent_add").add_to_lanes(values);
+}
+
+/// The calling worker's own lanes ([`quiescent_add`]): what code on this worker added so far
+/// in this run. Summed over every worker at a moment when nothing adds to them (say, in the
+/// fibers of a superstep that follows a quiescence), they are the totals a
+/// [`wait_quiescent_sum`] would return then: a baseline to subtract from later totals.
+///
+/// # Panics
+/// Outside a runtime.
+pub fn quiescent_lanes() -> [u64; QUIESCENT_LANES] {
+    context::expect("quiescent_lanes").lanes()
+}
+
+/// [`wait_quiescent`], returning the totals of the lanes ([`quiescent_add`]) over every worker
+/// of every rank since the run started (wrapping sums), as they were at the quiescence that
+/// woke the caller. They are exact (nothing runs during quiescence, so nothing adds), and
+/// every fiber that one quiescence wakes, on every worker and rank, gets the same totals.
+/// Across ranks they travel in the detector's all-reduce: no message of their own.
+///
+/// A round's own counts are the difference between the totals at its end and those at its
+/// start (the previous round's end, or a baseline from [`quiescent_lanes`]).
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// # rt.run(|| {
+/// let t = skein::trustee(1).entrust(0u64);
+/// for i in 1..=10 {
+///     // Each closure counts on its trustee what it applied.
+///     t.apply_then(i, |c, i| { *c += i; skein::quiescent_add([1, i, 0, 0]) }, |()| ());
+/// }
+/// let [calls, sum, ..] = skein::wait_quiescent_sum();
+/// assert_eq!((calls, sum), (10, 55));
+/// # }).unwrap();
+/// ```
+///
+/// # Panics
+/// Outside a fiber or in delegated context.
+pub fn wait_quiescent_sum() -> [u64; QUIESCENT_LANES] {
+    let w = context::expect("wait_quiescent_sum");
+    w.note_wait(stall::Wait::Quiescence);
+    w.wait_quiescent()
+}
+
 /// Index of the worker running the caller.
 ///
 /// # Panics

@@ -57,9 +57,11 @@
 //!
 //! Both contradict the choice of `Z`. So no task is ever created again and all counted tasks are
 //! finished: the job is quiescent at the moment between the waves and stays so until the
-//! detector itself wakes someone. In particular the gauges (`parked`, `quiesce_waiters`) read
+//! detector itself wakes someone. In particular the gauges (`parked`, `quiesce_waiters`, and
+//! the lanes of `skein::quiescent_add`, which only code running inside a task changes) read
 //! after a positive detection are exact, which is how worker 0 tells "wake the
-//! `wait_quiescent` callers" from "the job is done" from "deadlock".
+//! `wait_quiescent` callers" from "the job is done" from "deadlock", and what every woken
+//! `wait_quiescent_sum` returns.
 //!
 //! No timeouts are involved anywhere; a detection is only a handful of loads per worker, done
 //! when worker 0 has nothing else to do.
@@ -116,14 +118,21 @@ pub(crate) fn detect(w: &Worker) -> bool {
     crate::sync::bump(&w.ctr().stats.quiescent_verdicts, 1);
     // Quiescent: nothing changes until we act (see the proof above), so these sums are exact.
     let mut waiting_elsewhere = false;
+    // The lanes are gauges too: exact now, and the same totals for every waiter woken here.
+    let totals = run_state.counters.iter().fold([0u64; crate::QUIESCENT_LANES], |mut t, c| {
+        for (t, lane) in t.iter_mut().zip(&c.lanes) {
+            *t = t.wrapping_add(lane.load(Ordering::Acquire));
+        }
+        t
+    });
     for worker in 0..w.n {
         let q = run_state.counters[worker].quiesce_waiters.load(Ordering::Acquire);
         if q > 0 {
             if worker == w.index {
-                w.wake_quiesce_waiters();
+                w.wake_quiesce_waiters(totals);
             } else {
                 waiting_elsewhere = true;
-                w.post(worker, || context::expect("wake").wake_quiesce_waiters());
+                w.post(worker, move || context::expect("wake").wake_quiesce_waiters(totals));
             }
         }
     }

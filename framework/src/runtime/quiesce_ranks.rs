@@ -26,10 +26,12 @@
 //!    rank's `wait_quiescent` waiters, or stop ([`Verdict::action`]; the caller does this);
 //! 2. read `C` = the rank's creation counters (Acquire): wave 2 of detection `d − 1`;
 //! 3. read `F` = the rank's `finished` counters (Acquire): wave 1 of detection `d`; then
-//!    the gauges `parked`, `quiesce_waiters`, `main_done`;
-//! 4. post the all-reduce of `[C, F, parked, waiters, main_done]`. When it completes,
-//!    detection `d − 1` is positive iff `ΣF(d − 1) == ΣC(d − 1)` (`ΣF(d − 1)` came with
-//!    all-reduce `d − 1`), and every rank computes the same [`Verdict`] from the same sums.
+//!    the gauges `parked`, `quiesce_waiters`, `main_done`, `aborted` and the lanes of
+//!    `skein::quiescent_add`;
+//! 4. post the all-reduce of `[C, F, parked, waiters, main_done, aborted, lanes]`. When it
+//!    completes, detection `d − 1` is positive iff `ΣF(d − 1) == ΣC(d − 1)` (`ΣF(d − 1)`
+//!    came with all-reduce `d − 1`), and every rank computes the same [`Verdict`] from the
+//!    same sums.
 //!
 //! A rank with work keeps taking part: the all-reduce is non-blocking, and a busy rank only
 //! makes every rank's detection lag, never wait.
@@ -75,7 +77,9 @@
 //!   call after a positive verdict: the caller must act in between.
 //! * The gauges read in step 3 of round `d` are exact for a positive detection `d − 1`: the
 //!   job is quiescent from the completion of all-reduce `d − 1` on, and nothing but the
-//!   detector's own action (step 1 of round `d + 1`) changes them.
+//!   detector's own action (step 1 of round `d + 1`) changes them. The lanes of
+//!   `skein::quiescent_add` are such gauges (only code running inside a task adds to them),
+//!   so every fiber a positive verdict wakes, on every rank, gets the same exact totals.
 //! * Agreement: every rank sees the same sums, hence the same verdict in the same round; all
 //!   ranks wake their waiters, or all stop, or all report the same deadlock. A rank must not
 //!   override a verdict with local state (that would break agreement).
@@ -111,13 +115,18 @@
 //!   once it completes the round, never a rank whose round it leaves incomplete
 //!   (`transport/board.rs`): so after a step that posted, the worker tests the new round
 //!   again at once (it may be complete already:
-//!   the others posted first, and may even have stopped on its verdict), and after acting on
-//!   a positive verdict it posts the next round in the same call. So a rank whose workers are
-//!   all idle always has its round posted and tested after the others' posts it saw, every
-//!   rank's idle first worker is woken when the round it waits for completes, and no step the
-//!   proof needs waits for a timeout. A delayed
-//!   post changes nothing in the argument above (`Detector::step`). A rank with work still
-//!   posts every 16,384 busy passes of its first worker, as before.
+//!   the others posted first, and may even have stopped on its verdict). After acting on a
+//!   positive verdict, a rank that had no waiters of its own posts the next round in the same
+//!   call; a rank that woke waiters posts it once it is idle again (its first worker's next
+//!   idle step with every other worker armed or blocked, as after any work), so that the
+//!   round's wave 1 counts the woken fibers' segments finished and its detection can be the
+//!   next positive one: a round's end then takes two all-reduces, not three (posted at
+//!   once, wave 1 would find the woken waiters unfinished; `skein bench rounds`,
+//!   `docs/performance.md`). So a rank whose workers are all idle always has its round
+//!   posted and tested after the others' posts it saw, every rank's idle first worker is
+//!   woken when the round it waits for completes, and no step the proof needs waits for a
+//!   timeout. A delayed post changes nothing in the argument above (`Detector::step`). A
+//!   rank with work still posts every 16,384 busy passes of its first worker, as before.
 //! * **Aborts.** A run stopped before quiescence (a refused envelope) cannot wait for
 //!   quiescence, which will never come, and a rank that stops alone leaves the others
 //!   waiting for its part of the next round. So over MPI an abort only sets
@@ -375,6 +384,8 @@ pub(crate) trait RankCounters {
 pub(crate) struct Gauges {
     pub(crate) parked: u64,
     pub(crate) quiesce_waiters: u64,
+    /// The lanes of `skein::quiescent_add` (wrapping sums).
+    pub(crate) lanes: [u64; crate::QUIESCENT_LANES],
     pub(crate) main_done: bool,
     /// The run was aborted on some rank (a refused envelope, a corrupt release): every rank
     /// stops in the round that sees it, quiescent or not (its requests may be lost).
@@ -401,6 +412,7 @@ pub(crate) fn worker_gauges(c: &WorkerCounters) -> Gauges {
     Gauges {
         parked: c.parked.load(Ordering::Acquire),
         quiesce_waiters: c.quiesce_waiters.load(Ordering::Acquire),
+        lanes: c.lanes.each_ref().map(|l| l.load(Ordering::Acquire)),
         main_done: false,
         aborted: false,
     }
@@ -420,6 +432,7 @@ impl RankCounters for [WorkerCounters] {
         self.iter().map(worker_gauges).fold(Gauges::default(), |a, g| Gauges {
             parked: a.parked.wrapping_add(g.parked),
             quiesce_waiters: a.quiesce_waiters.wrapping_add(g.quiesce_waiters),
+            lanes: std::array::from_fn(|i| a.lanes[i].wrapping_add(g.lanes[i])),
             main_done: false,
             aborted: false,
         })
@@ -487,7 +500,9 @@ const PARKED: usize = 2;
 const WAITERS: usize = 3;
 const MAIN_DONE: usize = 4;
 const ABORTED: usize = 5;
-const LEN: usize = 6;
+/// The lanes of `skein::quiescent_add`, `LANES..LEN`.
+const LANES: usize = 6;
+const LEN: usize = LANES + crate::QUIESCENT_LANES;
 
 /// The outcome of detection `detection`, the same on every rank (computed from the same
 /// sums).
@@ -666,6 +681,7 @@ impl<A: AllReduce> Detector<A> {
                 quiesce_waiters: sums[WAITERS],
                 main_done: sums[MAIN_DONE] > 0,
                 aborted: sums[ABORTED] > 0,
+                lanes: std::array::from_fn(|i| sums[LANES + i]),
             },
         }
     }
@@ -689,6 +705,7 @@ impl<A: AllReduce> Detector<A> {
         v[WAITERS] = g.quiesce_waiters;
         v[MAIN_DONE] = u64::from(g.main_done);
         v[ABORTED] = u64::from(g.aborted);
+        v[LANES..].copy_from_slice(&g.lanes);
         // Step 4.
         self.all_reduce.start(&v);
         self.posted = true;

@@ -64,6 +64,9 @@ pub(crate) struct WorkerCounters {
     pub(crate) parked: AtomicU64,
     /// Fibers parked in `wait_quiescent` right now.
     pub(crate) quiesce_waiters: AtomicU64,
+    /// What code on this worker added with `skein::quiescent_add` so far in this run (wrapping
+    /// sums, per lane): a gauge the detector sums at quiescence (`wait_quiescent_sum`).
+    pub(crate) lanes: [AtomicU64; crate::QUIESCENT_LANES],
     /// `issued[trustee]`: requests this worker has queued for `trustee` (local ones for
     /// itself). Each is also a task created on this worker.
     pub(crate) issued: Arc<[AtomicU64]>,
@@ -86,6 +89,7 @@ impl WorkerCounters {
             finished: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             quiesce_waiters: AtomicU64::new(0),
+            lanes: std::array::from_fn(|_| AtomicU64::new(0)),
             issued: (0..n).map(|_| AtomicU64::new(0)).collect(),
             stats: LiveStats::new(ranks),
         }

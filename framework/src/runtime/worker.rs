@@ -132,6 +132,9 @@ pub(crate) struct Worker {
     /// lookups of remote targets, pending `Release`s, the end of the run.
     pub(super) owner: Option<RefCell<Owner<PropPtr>>>,
     quiesce_waiters: RefCell<Vec<u32>>,
+    /// The job's lane totals at the quiescence that last woke this worker's
+    /// `wait_quiescent` callers (`wait_quiescent_sum` returns them).
+    lane_totals: Cell<[u64; crate::QUIESCENT_LANES]>,
     next_spawn: Cell<usize>,
     /// The loop's phase timer (`super::anatomy`; off unless `Builder::anatomy`).
     pub(super) clock: Clock,
@@ -192,6 +195,7 @@ impl Worker {
             frees: PendingFrees::default(),
             owner,
             quiesce_waiters: RefCell::default(),
+            lane_totals: Cell::new([0; crate::QUIESCENT_LANES]),
             next_spawn: Cell::new(index),
             clock: Clock::new(anatomy),
             dump: dump::WorkerDump::default(),
@@ -379,14 +383,32 @@ impl Worker {
         t
     }
 
-    /// Blocks the current fiber until the job is quiescent (see [`super::quiesce`]).
-    pub(crate) fn wait_quiescent(&self) {
+    /// Blocks the current fiber until the job is quiescent (see [`super::quiesce`]); returns
+    /// the job's lane totals at that quiescence (`skein::wait_quiescent_sum`).
+    pub(crate) fn wait_quiescent(&self) -> [u64; crate::QUIESCENT_LANES] {
         self.check_may_block("wait_quiescent");
         let id = self.current.get().expect("fiber");
         self.quiesce_waiters.borrow_mut().push(id);
         let c = self.ctr();
         proto::set(&c.quiesce_waiters, c.quiesce_waiters.load(Ordering::Relaxed) + 1);
         self.park();
+        // Woken by `wake_quiesce_waiters`, which set the totals first; no later quiescence
+        // can have overwritten them: this fiber's segment is unfinished until it parks or
+        // returns, so no detection is positive before it has run.
+        self.lane_totals.get()
+    }
+
+    /// Adds `values` to this worker's lanes (`skein::quiescent_add`). Only this worker's
+    /// thread writes them (plain load and Release store, as every counter here).
+    pub(crate) fn add_to_lanes(&self, values: [u64; crate::QUIESCENT_LANES]) {
+        for (lane, v) in self.ctr().lanes.iter().zip(values) {
+            proto::set(lane, lane.load(Ordering::Relaxed).wrapping_add(v));
+        }
+    }
+
+    /// This worker's lanes (`skein::quiescent_lanes`).
+    pub(crate) fn lanes(&self) -> [u64; crate::QUIESCENT_LANES] {
+        self.ctr().lanes.each_ref().map(|l| l.load(Ordering::Relaxed))
     }
 
     /// True when a fiber of this worker waits in `wait_quiescent`.
@@ -400,8 +422,9 @@ impl Worker {
     }
 
     /// Wakes every fiber of this worker that waits in `wait_quiescent` (on a positive
-    /// detection, [`super::quiesce`]).
-    pub(crate) fn wake_quiesce_waiters(&self) {
+    /// detection, [`super::quiesce`]), with the job's lane totals at that quiescence.
+    pub(crate) fn wake_quiesce_waiters(&self, totals: [u64; crate::QUIESCENT_LANES]) {
+        self.lane_totals.set(totals);
         let ws = std::mem::take(&mut *self.quiesce_waiters.borrow_mut());
         for id in ws {
             self.wake_parked(id);
@@ -678,11 +701,16 @@ impl Worker {
         match v.action() {
             Action::Continue => false,
             Action::WakeWaiters => {
-                self.wake_rank_waiters();
-                // Acted on: the next round may be posted now (the detector posts it on this
-                // call), so that a worker that blocks next has its round posted and the other
-                // ranks' posts wake it (`idle.rs`, over the rings).
-                self.poll_detector(may_post)
+                // The next round is posted once this rank is idle again: its wave 1, read
+                // after the woken fibers ran, can then be the next positive detection (posted
+                // now, it would read the waiters' tasks unfinished, and the next positive
+                // verdict would come one all-reduce later). A rank with no waiters of its own
+                // is idle now and posts at once, as it would after a negative verdict.
+                if self.wake_rank_waiters(v.gauges.lanes) {
+                    false
+                } else {
+                    self.poll_detector(may_post)
+                }
             }
             Action::Stop { deadlock } => {
                 if v.gauges.aborted {
@@ -701,23 +729,25 @@ impl Worker {
 
     /// Wakes the `wait_quiescent` callers of this worker's rank: its own, and a wake-up
     /// posted to each other worker of the rank that has some (then published at once, as
-    /// [`quiesce::detect`] does).
-    fn wake_rank_waiters(&self) {
-        let mut posted = false;
+    /// [`quiesce::detect`] does). True when the rank had any.
+    fn wake_rank_waiters(&self, totals: [u64; crate::QUIESCENT_LANES]) -> bool {
+        let (mut posted, mut any) = (false, false);
         for g in self.rank_lo..self.rank_lo + self.local_n {
             if self.run_state.counters[g].quiesce_waiters.load(Ordering::Acquire) == 0 {
                 continue;
             }
+            any = true;
             if g == self.index {
-                self.wake_quiesce_waiters();
+                self.wake_quiesce_waiters(totals);
             } else {
                 posted = true;
-                self.post(g, || super::context::expect("wake").wake_quiesce_waiters());
+                self.post(g, move || super::context::expect("wake").wake_quiesce_waiters(totals));
             }
         }
         if posted {
             self.flush_requests();
         }
+        any
     }
 
     // ----- the loop ---------------------------------------------------------------------

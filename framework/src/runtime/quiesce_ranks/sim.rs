@@ -50,6 +50,8 @@ struct World {
     parked: u64,
     waiters: u64,
     main_done: bool,
+    /// The lanes' truth: what every served closure added (`skein::quiescent_add`).
+    lanes: [u64; crate::QUIESCENT_LANES],
     /// Tasks the work may still create in this phase (main's wake-up renews it).
     budget: u64,
     /// How often a detector's read is preceded by worker steps (percent).
@@ -179,6 +181,12 @@ impl World {
         let m = self.requests.swap_remove(j);
         match m.kind {
             Kind::Work { spawns, nested, .. } => {
+                // The closure counts what it applied (`Worker::add_to_lanes`: plain load and
+                // Release store by its trustee), a lane picked at random.
+                let (lane, v) = (self.rng.below(crate::QUIESCENT_LANES), self.rng.below(1000));
+                let c = &self.ctr(m.trustee).lanes[lane];
+                proto::set(c, c.load(Ordering::Relaxed) + v as u64);
+                self.lanes[lane] += v as u64;
                 for _ in 0..spawns {
                     if self.take_budget() {
                         let steps = self.rng.below(4) as u32;
@@ -274,6 +282,7 @@ impl RankCounters for Reader<'_> {
         Gauges {
             parked: g.iter().map(|g| g.parked).sum(),
             quiesce_waiters: g.iter().map(|g| g.quiesce_waiters).sum(),
+            lanes: std::array::from_fn(|i| g.iter().map(|g| g.lanes[i]).sum()),
             main_done: self.rank == 0 && self.world.borrow().main_done,
             aborted: false,
         }
@@ -307,6 +316,7 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
         parked: 0,
         waiters: 0,
         main_done: false,
+        lanes: [0; crate::QUIESCENT_LANES],
         budget: BUDGET,
         interleave: rng.below(60),
         park_forever: s.park_forever,
@@ -373,6 +383,7 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
                 let truth = Gauges {
                     parked: w.parked,
                     quiesce_waiters: w.waiters,
+                    lanes: w.lanes,
                     main_done: w.main_done,
                     aborted: false,
                 };

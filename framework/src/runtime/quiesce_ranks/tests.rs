@@ -119,7 +119,7 @@ fn run_state_counters_are_summed_over_the_rank() {
     proto::set(&c[0].quiesce_waiters, 1);
     proto::set(&c[0].parked, 1);
     assert_eq!((rs.created(), rs.finished()), (9, 6));
-    let g = Gauges { parked: 3, quiesce_waiters: 1, main_done: false, aborted: false };
+    let g = Gauges { parked: 3, quiesce_waiters: 1, main_done: false, ..Gauges::default() };
     assert_eq!(rs.gauges(), g);
     rs.main_done.store(true, Ordering::Release);
     assert_eq!(rs.gauges(), Gauges { main_done: true, ..g });
@@ -128,7 +128,7 @@ fn run_state_counters_are_summed_over_the_rank() {
 /// The actions every rank takes on a verdict.
 #[test]
 fn verdict_actions() {
-    let g = Gauges { parked: 0, quiesce_waiters: 0, main_done: true, aborted: false };
+    let g = Gauges { main_done: true, ..Gauges::default() };
     let v = Verdict { detection: 4, quiescent: true, finished: 7, created: 7, gauges: g };
     assert_eq!(v.action(), Action::Stop { deadlock: None });
     assert_eq!(Verdict { quiescent: false, ..v }.action(), Action::Continue);
