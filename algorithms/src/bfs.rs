@@ -26,10 +26,13 @@
 //! own for the shares). A rank keeps three such bitmaps, by level modulo 3: one read, the
 //! next written ahead, the previous one cleared (each partition its slice, at the start of
 //! the level after it was read), with a quiescence every partition waited in between each
-//! write, read and clear of one bitmap; all three are cleared before a search. A bottom-up level visits only the vertices still
-//! to do: each partition keeps a bitmap over its local indices of the unreached vertices
-//! that have arcs (`todo`, copied from the partition's bitmap of vertices with arcs at
-//! the start of a search, a bit cleared when a vertex is reached), and walks its set bits,
+//! write, read and clear of one bitmap; all three are cleared before a search. (Stale bits
+//! would not change a result: they name vertices reached at earlier levels, which no
+//! unreached vertex of the symmetric graph neighbours; the clearing keeps the bitmaps
+//! exact.) A bottom-up level visits only the vertices still to do: each partition keeps a
+//! bitmap over its local indices of the unreached vertices that have arcs (`todo`, copied
+//! from the partition's bitmap of vertices with arcs at the start of a search, a bit
+//! cleared when a vertex is reached), and walks its set bits,
 //! 64 vertices to a word: reached vertices and those without arcs (about a third of a
 //! Kronecker graph's, never reached) cost nothing after the first level.
 //!
@@ -251,7 +254,6 @@ pub(crate) struct BfsCounts {
 
 // SAFETY: repr(C) of three u64: no address, every bit pattern is a valid value.
 unsafe impl skein::Plain for BfsCounts {}
-
 
 impl BfsPart {
     /// Partition `part`'s state for a search on graph `graph` (its id in the registry):

@@ -512,7 +512,6 @@ impl Runtime {
 
     /// Ends a run whose workers have stopped, and keeps its slot pairs for the next run.
     fn keep_pairs(&self, run_state: Arc<RunState>) {
-        run_state.end();
         if let Some(p) = run_state.into_pairs() {
             *self.kept_pairs.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
         }

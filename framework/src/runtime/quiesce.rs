@@ -128,11 +128,14 @@ pub(crate) fn detect(w: &Worker) -> bool {
     for worker in 0..w.n {
         let q = run_state.counters[worker].quiesce_waiters.load(Ordering::Acquire);
         if q > 0 {
+            // Exactly the `q` counted now: a fiber that parks on `worker` before this
+            // wake-up reaches it (started by what the woken ones do) waits for the next
+            // quiescence.
             if worker == w.index {
-                w.wake_quiesce_waiters(totals);
+                w.wake_quiesce_waiters(totals, q);
             } else {
                 waiting_elsewhere = true;
-                w.post(worker, move || context::expect("wake").wake_quiesce_waiters(totals));
+                w.post(worker, move || context::expect("wake").wake_quiesce_waiters(totals, q));
             }
         }
     }

@@ -80,6 +80,17 @@
 //!   detector's own action (step 1 of round `d + 1`) changes them. The lanes of
 //!   `skein::quiescent_add` are such gauges (only code running inside a task adds to them),
 //!   so every fiber a positive verdict wakes, on every rank, gets the same exact totals.
+//! * **Whom a verdict wakes.** The ranks act on one verdict at different times: the round
+//!   that decides it completes on each rank when that rank tests it. A rank that acted
+//!   first may start work (its `main` spawns fibers on other ranks, its woken drivers send
+//!   requests) that reaches a rank which has not acted yet, and park a new `wait_quiescent`
+//!   caller there. That caller did not wait in the verdict's quiescence, and waking it would
+//!   end its wait early (seen under the MPI transport). So a rank wakes, on each of its
+//!   workers, only the first `k` waiters in the worker's list, `k` being that worker's
+//!   `quiesce_waiters` read by the post whose round decided the verdict
+//!   ([`Detector::waiters`]: exact, like the other gauges, and earlier waiters were all
+//!   woken by earlier verdicts); later ones wait for a later quiescence. In one process the
+//!   same holds for the wake-ups worker 0 posts to the other workers (`quiesce::detect`).
 //! * Agreement: every rank sees the same sums, hence the same verdict in the same round; all
 //!   ranks wake their waiters, or all stop, or all report the same deadlock. A rank must not
 //!   override a verdict with local state (that would break agreement).
@@ -122,11 +133,14 @@
 //!   round's wave 1 counts the woken fibers' segments finished and its detection can be the
 //!   next positive one: a round's end then takes two all-reduces, not three (posted at
 //!   once, wave 1 would find the woken waiters unfinished; `skein bench rounds`,
-//!   `docs/performance.md`). So a rank whose workers are all idle always has its round
-//!   posted and tested after the others' posts it saw, every rank's idle first worker is
-//!   woken when the round it waits for completes, and no step the proof needs waits for a
-//!   timeout. A delayed post changes nothing in the argument above (`Detector::step`). A
-//!   rank with work still posts every 16,384 busy passes of its first worker, as before.
+//!   `docs/performance.md`). Over MPI messages and in a loopback split, where an idle pass
+//!   may wait (50 µs over MPI) and rounds go out every 32 idle passes, a worker that owes
+//!   that post steps on every idle pass until it has posted. So a rank whose workers are
+//!   all idle always has its round posted and tested after the others' posts it saw, every
+//!   rank's idle first worker is woken when the round it waits for completes, and no step
+//!   the proof needs waits for a timeout. A delayed post changes nothing in the argument
+//!   above (`Detector::step`). A rank with work still posts every 16,384 busy passes of its
+//!   first worker, as before.
 //! * **Aborts.** A run stopped before quiescence (a refused envelope) cannot wait for
 //!   quiescence, which will never come, and a rank that stops alone leaves the others
 //!   waiting for its part of the next round. So over MPI an abort only sets
@@ -377,6 +391,13 @@ pub(crate) trait RankCounters {
     /// The gauges: fibers parked, fibers in `wait_quiescent`, and whether `main` returned
     /// (true only on the rank that runs `main`).
     fn gauges(&self) -> Gauges;
+    /// Each worker's `quiesce_waiters` (Acquire), in worker order, into `out` (read after
+    /// the gauges): which waiters a positive verdict may wake ([`Detector::waiters`]). Empty
+    /// where the caller does not wake waiters by these counts (the tests' and models'
+    /// readers).
+    fn waiters_each(&self, out: &mut Vec<u64>) {
+        out.clear();
+    }
 }
 
 /// A rank's gauges (read after wave 1), or their all-reduced sums.
@@ -459,6 +480,11 @@ impl RankView<'_> {
 impl RankCounters for RankView<'_> {
     fn finished(&self) -> u64 {
         self.workers().finished()
+    }
+
+    fn waiters_each(&self, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend(self.workers().iter().map(|c| c.quiesce_waiters.load(Ordering::Acquire)));
     }
 
     fn created(&self) -> u64 {
@@ -568,6 +594,8 @@ pub(crate) struct Detector<A> {
     /// All-reduces posted and completed so far (statistics only; the proof ignores them).
     posts: u64,
     completions: u64,
+    /// Each worker's waiters as the last post read them ([`RankCounters::waiters_each`]).
+    waiters: Vec<u64>,
 }
 
 impl<A: AllReduce> Detector<A> {
@@ -582,6 +610,7 @@ impl<A: AllReduce> Detector<A> {
             wave2_early: false,
             posts: 0,
             completions: 0,
+            waiters: Vec::new(),
         }
     }
 
@@ -602,6 +631,18 @@ impl<A: AllReduce> Detector<A> {
     /// false while this rank's own round is outstanding.
     pub(crate) fn awaited(&mut self) -> bool {
         !self.posted && self.all_reduce.awaited()
+    }
+
+    /// Each worker's fibers in `wait_quiescent` when this rank posted the round whose
+    /// completion decided the verdict [`Detector::step`] just returned (a positive one is
+    /// returned before the next post). Exactly those fibers are the waiters of that
+    /// quiescence on this rank, the first ones in each worker's list: a fiber that parked
+    /// after the post did so after some rank acted on the verdict (nothing changes during
+    /// quiescence), so it waits for a later quiescence, and waking it now would end its
+    /// wait early. (Another rank may act on a verdict, and what it then does may reach
+    /// this rank and park a new waiter, before this rank has tested the same round.)
+    pub(crate) fn waiters(&self) -> &[u64] {
+        &self.waiters
     }
 
     /// All-reduces posted so far.
@@ -706,6 +747,7 @@ impl<A: AllReduce> Detector<A> {
         v[MAIN_DONE] = u64::from(g.main_done);
         v[ABORTED] = u64::from(g.aborted);
         v[LANES..].copy_from_slice(&g.lanes);
+        counters.waiters_each(&mut self.waiters);
         // Step 4.
         self.all_reduce.start(&v);
         self.posted = true;

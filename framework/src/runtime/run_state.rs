@@ -300,8 +300,9 @@ impl RunState {
     /// more (its workers and watchdog have stopped and dropped theirs); else `None`, and they
     /// go with the state.
     pub(crate) fn into_pairs(self: Arc<Self>) -> Option<Box<[SlotPair]>> {
+        // Ended whether or not the pairs can be kept: another holder may never drop it.
+        self.end();
         let mut rs = Arc::try_unwrap(self).ok()?;
-        rs.end();
         let mut pairs = std::mem::take(&mut rs.pairs);
         for p in pairs.iter_mut() {
             p.reset();

@@ -135,6 +135,10 @@ pub(crate) struct Worker {
     /// The job's lane totals at the quiescence that last woke this worker's
     /// `wait_quiescent` callers (`wait_quiescent_sum` returns them).
     lane_totals: Cell<[u64; crate::QUIESCENT_LANES]>,
+    /// This worker's detector (across ranks) woke waiters and has not posted its next round
+    /// yet: it steps on every idle pass until it has, not every `DETECT_EVERY` (over MPI an
+    /// idle pass may wait 50 µs; not over the rings, where it posts in its re-check pass).
+    post_owed: Cell<bool>,
     next_spawn: Cell<usize>,
     /// The loop's phase timer (`super::anatomy`; off unless `Builder::anatomy`).
     pub(super) clock: Clock,
@@ -196,6 +200,7 @@ impl Worker {
             owner,
             quiesce_waiters: RefCell::default(),
             lane_totals: Cell::new([0; crate::QUIESCENT_LANES]),
+            post_owed: Cell::new(false),
             next_spawn: Cell::new(index),
             clock: Clock::new(anatomy),
             dump: dump::WorkerDump::default(),
@@ -421,11 +426,17 @@ impl Worker {
         !self.ready.borrow().is_empty()
     }
 
-    /// Wakes every fiber of this worker that waits in `wait_quiescent` (on a positive
-    /// detection, [`super::quiesce`]), with the job's lane totals at that quiescence.
-    pub(crate) fn wake_quiesce_waiters(&self, totals: [u64; crate::QUIESCENT_LANES]) {
+    /// Wakes the first `count` fibers of this worker that wait in `wait_quiescent` (on a
+    /// positive detection, [`super::quiesce`]: those that were waiting in the quiescence it
+    /// found; later ones wait for a later one), with the job's lane totals at that
+    /// quiescence.
+    pub(crate) fn wake_quiesce_waiters(&self, totals: [u64; crate::QUIESCENT_LANES], count: u64) {
         self.lane_totals.set(totals);
-        let ws = std::mem::take(&mut *self.quiesce_waiters.borrow_mut());
+        let ws: Vec<u32> = {
+            let mut all = self.quiesce_waiters.borrow_mut();
+            let k = usize::try_from(count).unwrap_or(usize::MAX).min(all.len());
+            all.drain(..k).collect()
+        };
         for id in ws {
             self.wake_parked(id);
             let c = self.ctr();
@@ -690,8 +701,17 @@ impl Worker {
                 }
             }
         }
+        if d.posted_count() != posted {
+            self.post_owed.set(false);
+        }
         bump(&st.all_reduces_posted, d.posted_count() - posted);
         bump(&st.all_reduces_completed, d.completed_count() - completed);
+        // The waiters a positive verdict wakes: those its round's post counted.
+        let waiters = if v.is_some_and(|v| v.action() == Action::WakeWaiters) {
+            d.waiters().to_vec()
+        } else {
+            Vec::new()
+        };
         drop(d);
         let Some(v) = v else { return false };
         if v.quiescent {
@@ -706,7 +726,8 @@ impl Worker {
                 // now, it would read the waiters' tasks unfinished, and the next positive
                 // verdict would come one all-reduce later). A rank with no waiters of its own
                 // is idle now and posts at once, as it would after a negative verdict.
-                if self.wake_rank_waiters(v.gauges.lanes) {
+                if self.wake_rank_waiters(v.gauges.lanes, &waiters) {
+                    self.post_owed.set(true);
                     false
                 } else {
                     self.poll_detector(may_post)
@@ -727,21 +748,24 @@ impl Worker {
         }
     }
 
-    /// Wakes the `wait_quiescent` callers of this worker's rank: its own, and a wake-up
-    /// posted to each other worker of the rank that has some (then published at once, as
-    /// [`quiesce::detect`] does). True when the rank had any.
-    fn wake_rank_waiters(&self, totals: [u64; crate::QUIESCENT_LANES]) -> bool {
+    /// Wakes the `wait_quiescent` callers of this worker's rank that the verdict's
+    /// quiescence counted (`waiters[i]` on the rank's worker `i`: `Detector::waiters`): its
+    /// own, and a wake-up posted to each other worker of the rank that has some (then
+    /// published at once, as [`quiesce::detect`] does). True when the rank had any.
+    fn wake_rank_waiters(&self, totals: [u64; crate::QUIESCENT_LANES], waiters: &[u64]) -> bool {
         let (mut posted, mut any) = (false, false);
-        for g in self.rank_lo..self.rank_lo + self.local_n {
-            if self.run_state.counters[g].quiesce_waiters.load(Ordering::Acquire) == 0 {
+        for (g, &k) in (self.rank_lo..).zip(waiters) {
+            if k == 0 {
                 continue;
             }
             any = true;
             if g == self.index {
-                self.wake_quiesce_waiters(totals);
+                self.wake_quiesce_waiters(totals, k);
             } else {
                 posted = true;
-                self.post(g, move || super::context::expect("wake").wake_quiesce_waiters(totals));
+                self.post(g, move || {
+                    super::context::expect("wake").wake_quiesce_waiters(totals, k)
+                });
             }
         }
         if posted {
@@ -921,7 +945,10 @@ impl Worker {
             // (`idle` saturates: from then on, every pass.)
             // Over the rings also in the re-check pass before blocking and after a wake-up, and
             // a round is posted only once the rank's other workers are idle (`idle.rs`).
-            if idle % DETECT_EVERY == 0 || idle == u32::MAX || armed || woke {
+            // A round owed after waking waiters: on every idle pass, where a pass may wait
+            // (over MPI, 50 µs); over the rings the re-check pass before blocking posts it.
+            let owed = policy != Policy::Rings && self.post_owed.get();
+            if idle % DETECT_EVERY == 0 || idle == u32::MAX || armed || woke || owed {
                 // While another worker of the rank works, a round goes out only after a wait
                 // that nobody ended (the safety net: rounds then still tell the other ranks,
                 // and their stall dumps, that this rank lives).
