@@ -155,7 +155,9 @@
 //!   between single counter reads of the detector's waves. Every positive verdict is checked
 //!   against the truth (no task alive, sums equal to every task ever created, exact gauges),
 //!   for promptness, and for agreement; the broken variant (wave 2 before the all-reduce) is
-//!   caught.
+//!   caught. Every wake-up is checked too: a waiter woken by a verdict must have parked
+//!   before any rank acted on it; a rank that wakes every waiter it finds (not only those
+//!   [`Detector::waiters`] counted) is caught.
 //! * `threaded_tests`: ranks as real threads exchanging requests over channels: agreement and
 //!   counting under real concurrency (a smoke test; its interleavings are coarse).
 //! * `loom_tests`: two ranks of one worker over the real detector and the real

@@ -7,6 +7,7 @@ fn setups(early: bool) -> impl Iterator<Item = Setup> {
         workers: 1 + (seed / 3 % 3) as usize,
         early,
         park_forever: false,
+        wake_all: false,
     })
 }
 
@@ -37,12 +38,25 @@ fn wave2_before_the_all_reduce_is_caught() {
     assert!(failures > 0, "the broken detector passed every schedule");
 }
 
+/// A rank that wakes every waiter it finds when it acts on a verdict (not only those its
+/// post counted) must be caught: a rank that acted first starts work that parks a new
+/// waiter on a rank that has not acted yet, which then ends that waiter's wait early.
+#[test]
+fn waking_waiters_the_verdict_did_not_count_is_caught() {
+    let failures = setups(false)
+        .map(|s| Setup { wake_all: true, ..s })
+        .filter(|s| run(s).is_err_and(|e| e.contains("was woken by it")))
+        .count();
+    assert!(failures > 0, "waking every waiter passed every schedule");
+}
+
 /// A fiber parked for good: every rank stops with the same deadlock report.
 #[test]
 fn deadlock_is_reported_by_every_rank() {
     let mut reported = 0;
     for seed in 0..200 {
-        let s = Setup { seed, ranks: 3, workers: 2, early: false, park_forever: true };
+        let s =
+            Setup { seed, ranks: 3, workers: 2, early: false, park_forever: true, wake_all: false };
         let o = run(&s).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         if let Some(d) = o.deadlock {
             assert_eq!(d, (1, true), "seed {seed}");

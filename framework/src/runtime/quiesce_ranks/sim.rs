@@ -15,8 +15,9 @@ enum Kind {
     /// A delegated closure: spawns fibers on its trustee, maybe issues a request of its
     /// own; the completion on the client maybe spawns a fiber.
     Work { spawns: u32, nested: bool, then_spawn: bool },
-    /// The detector's wake-up post from worker 0 of a rank to another worker of it.
-    Wake,
+    /// The detector's wake-up post from worker 0 of a rank to another worker of it: the
+    /// first `count` waiters there, for the verdict of `detection`.
+    Wake { count: u64, detection: u64 },
 }
 
 struct Msg {
@@ -34,6 +35,9 @@ pub(super) struct Setup {
     pub(super) early: bool,
     /// A fiber parks for good: the end must be reported as a deadlock.
     pub(super) park_forever: bool,
+    /// The broken wake-up the tests must catch: a rank wakes every waiter it finds when it
+    /// acts on a verdict, not only those the verdict's post counted (`Detector::waiters`).
+    pub(super) wake_all: bool,
 }
 
 struct World {
@@ -41,7 +45,15 @@ struct World {
     w: usize,
     counters: Vec<Arc<Vec<WorkerCounters>>>,
     running: Vec<Vec<Fib>>,
-    waiting: Vec<Vec<Fib>>,
+    /// Parked in `wait_quiescent`, in the order they parked, each with its place in the
+    /// order of every park of the run (`parks`).
+    waiting: Vec<Vec<(u64, Fib)>>,
+    parks: u64,
+    /// Per detection acted on, `parks` when the first rank acted on it: a waiter that
+    /// parked later was not waiting in that quiescence, and must not be woken by it.
+    first_acted: std::collections::HashMap<u64, u64>,
+    /// The first waiter woken by a verdict it did not wait in.
+    early_wake: Option<String>,
     requests: Vec<Msg>,
     responses: Vec<Msg>,
     /// The truth: tasks created and not finished, tasks ever created, gauges.
@@ -100,8 +112,16 @@ impl World {
         proto::set(c, c.load(Ordering::Relaxed).wrapping_add_signed(delta));
     }
 
-    fn wake(&mut self, gid: usize) {
-        for mut f in std::mem::take(&mut self.waiting[gid]) {
+    /// Wakes the first `count` waiters of worker `gid` for the verdict of `detection`.
+    fn wake(&mut self, gid: usize, count: u64, detection: u64) {
+        let k = usize::try_from(count).unwrap_or(usize::MAX).min(self.waiting[gid].len());
+        let woken: Vec<(u64, Fib)> = self.waiting[gid].drain(..k).collect();
+        for (parked, mut f) in woken {
+            if parked >= self.first_acted[&detection] && self.early_wake.is_none() {
+                self.early_wake = Some(format!(
+                    "worker {gid}: a waiter that parked after some rank acted on detection                      {detection} was woken by it"
+                ));
+            }
             if f.main {
                 self.budget = BUDGET;
                 f.steps = 1 + self.rng.below(6) as u32;
@@ -169,7 +189,8 @@ impl World {
     /// `Worker::wait_quiescent`: a waiter, parked (its segment finishes).
     fn wait_quiescent(&mut self, gid: usize, i: usize) {
         let f = self.running[gid].swap_remove(i);
-        self.waiting[gid].push(f);
+        self.waiting[gid].push((self.parks, f));
+        self.parks += 1;
         self.set(&self.ctr(gid).quiesce_waiters, 1);
         self.set(&self.ctr(gid).parked, 1);
         self.waiters += 1;
@@ -199,7 +220,7 @@ impl World {
                     self.issue(m.trustee, t, kind);
                 }
             }
-            Kind::Wake => self.wake(m.trustee),
+            Kind::Wake { count, detection } => self.wake(m.trustee, count, detection),
         }
         // The response is sent after the closure returned (T2).
         self.responses.push(m);
@@ -287,6 +308,11 @@ impl RankCounters for Reader<'_> {
             aborted: false,
         }
     }
+
+    fn waiters_each(&self, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend(self.each(|c| c.quiesce_waiters.load(Ordering::Acquire)));
+    }
 }
 
 /// What a correct run showed.
@@ -308,6 +334,9 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
             .collect(),
         running: (0..gids).map(|_| Vec::new()).collect(),
         waiting: (0..gids).map(|_| Vec::new()).collect(),
+        parks: 0,
+        first_acted: std::collections::HashMap::new(),
+        early_wake: None,
         requests: Vec::new(),
         responses: Vec::new(),
         w: s.workers,
@@ -352,6 +381,9 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
         }
         if step > 1_000_000 {
             return Err(format!("no end after {step} steps: {verdicts:?}"));
+        }
+        if let Some(e) = world.borrow().early_wake.clone() {
+            return Err(e);
         }
         let worker_turn = world.borrow().events() > 0 && rng.below(100) >= poll_percent;
         if worker_turn {
@@ -412,11 +444,18 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
                 wakes += 1;
                 let mut w = world.borrow_mut();
                 w.quiet_at = None;
+                let parks = w.parks;
+                w.first_acted.entry(v.detection).or_insert(parks);
+                // The waiters the verdict's post counted, worker by worker (the broken
+                // variant: all of them).
+                let counted = detectors[r].waiters().to_vec();
+                let count = |i: usize| if s.wake_all { u64::MAX } else { counted[i] };
                 let base = r * s.workers;
-                w.wake(base);
-                for v in 1..s.workers {
-                    if !w.waiting[base + v].is_empty() {
-                        w.issue(base, base + v, Kind::Wake);
+                w.wake(base, count(0), v.detection);
+                for i in 1..s.workers {
+                    if !w.waiting[base + i].is_empty() && count(i) > 0 {
+                        let kind = Kind::Wake { count: count(i), detection: v.detection };
+                        w.issue(base, base + i, kind);
                     }
                 }
                 if w.live == 0 {
