@@ -61,14 +61,37 @@
 //!
 //! # Rounds
 //!
-//! The main fiber runs one round per pass: it starts a driver fiber on every worker of
-//! every rank (`spawn_on`, argument `(search, bucket, chunk)`; the driver finds its
-//! partition's handle in its rank's registry, `crate::registry`), which works through its
-//! partition's pending vertices from the round's bucket on, in chunks (`apply` on its own
-//! worker: an inline call), yielding between chunks so that its worker serves incoming
-//! scans; then it waits for quiescence over every rank (every scan of the round applied
-//! everywhere) and returns its partition's next non-empty bucket. The next round's bucket
-//! is the minimum: rounds jump over empty buckets, however many.
+//! The main fiber starts one driver fiber per partition, on its worker of its rank, once
+//! per search (`spawn_on`, argument `(search, chunk)`; the driver finds its partition's
+//! handle in its rank's registry, `crate::registry`), and joins them when the search is
+//! over: between rounds there is no spawn and no join, only a quiescence. In each round a
+//! driver works through its partition's pending vertices from the round's bucket on, in
+//! chunks (`apply` on its own worker: an inline call), yielding between chunks so that its
+//! worker serves incoming scans; then it waits for quiescence over every rank
+//! (`skein::wait_quiescent_totals`: every scan of the round applied everywhere). That
+//! quiescence also gives every driver the next round's bucket, the lowest non-empty bucket
+//! of every partition: rounds jump over empty buckets, however many.
+//!
+//! # Rounds across ranks: the next bucket at quiescence
+//!
+//! Each partition keeps its lowest pending bucket in its worker's minimum lane 0
+//! (`skein::quiescent_min`), whose minimum over every worker the quiescence hands to every
+//! driver. The driver sets it ([`SsspPart::tell_next`], `u64::MAX` for none) once its
+//! round's work is done, from its bins; every batch of scans applied after that lowers it
+//! to the bucket of the lowest vertex the batch filed ([`SsspPart::tell_lower`]). At the
+//! round's quiescence it is exactly the partition's lowest pending bucket: a vertex pending
+//! then was pending when the driver set the lane (and counted, unless improved since,
+//! which lowered the lane to its new bucket) or was improved after (and lowered it); and
+//! the lane's value is that of a vertex still pending, since nothing takes a vertex after
+//! the driver's set. (A lowering before the set, by the driver's own relaxations or early
+//! scans, is overwritten by it.)
+//!
+//! A driver past a round's quiescence may send the next round's scans to a partition whose
+//! driver has not woken yet. They are that round's work, as scans arriving during a round
+//! always were; only the count of arcs per round (the [`RoundSpread`] statistics) must
+//! tell them apart: a scan names its round, and a partition counts arcs by the round's
+//! parity, taking a round's count after its quiescence, before any scan two rounds later
+//! can come ([`SsspPart::end_round`]).
 //!
 //! A round's bucket `b` is the lowest with a pending vertex anywhere, and each partition
 //! takes all of bucket `b` (refilled by its own relaxations and by scans arriving during
@@ -304,8 +327,17 @@ pub(crate) struct SsspPart {
     pub(crate) relaxed_arcs: u64,
     /// `relaxed_arcs` when the current round started ([`SsspPart::start_round`]).
     round_start: u64,
-    /// `relaxed_arcs` when the last round ended ([`SsspPart::end_round`]).
-    round_end: u64,
+    /// The round this partition's driver works in ([`SsspPart::start_round`]).
+    round: u64,
+    /// The arcs relaxed here in the rounds of each parity, its own and those of the scans
+    /// it received (a scan names its round): the driver takes the count of a round when
+    /// it ends ([`SsspPart::end_round`]), before any scan of the round after next can come.
+    round_arcs: [u64; 2],
+    /// The arcs relaxed here in each round of the search, in order ([`SsspPart::end_round`]).
+    arcs_by_round: Vec<u64>,
+    /// The lowest bin key this partition filed a vertex in since it last told its lowest
+    /// bucket ([`SsspPart::tell_next`], [`SsspPart::tell_lower`]); `u64::MAX`: none.
+    low_bin: u64,
     /// Arcs this partition relaxes in a round before it stops taking buckets past the
     /// round's first (see the module docs, "Rounds"); 0: one bucket per round.
     budget: u64,
@@ -378,25 +410,60 @@ impl SsspPart {
             index,
             relaxed_arcs: 0,
             round_start: 0,
-            round_end: 0,
+            round: 0,
+            round_arcs: [0; 2],
+            arcs_by_round: Vec::new(),
+            low_bin: u64::MAX,
             budget,
             #[cfg(test)]
             fault: None,
         }
     }
 
-    /// Starts a round: the arcs relaxed from now on count against the round's budget.
-    pub(crate) fn start_round(&mut self) {
+    /// Starts round `round`: the arcs relaxed from now on count against the round's
+    /// budget, and in the round's count.
+    pub(crate) fn start_round(&mut self, round: u64) {
         self.round_start = self.relaxed_arcs;
+        self.round = round;
     }
 
-    /// Ends a round (all its scans applied everywhere): the arcs this partition relaxed
-    /// since the previous round ended, its own and those of the scans it received, and its
-    /// next bucket ([`SsspPart::next_bucket`]) as `(1, bucket)`, or `(0, 0)` when none.
-    pub(crate) fn end_round(&mut self) -> (u64, u64, u64) {
-        let arcs = self.relaxed_arcs - std::mem::replace(&mut self.round_end, self.relaxed_arcs);
-        let (some, b) = self.next_bucket().map_or((0, 0), |b| (1, b));
-        (some, b, arcs)
+    /// Ends round `round` (all its scans applied everywhere): records the arcs this
+    /// partition relaxed in it, its own and those of the scans it received.
+    pub(crate) fn end_round(&mut self, round: u64) {
+        let arcs = std::mem::take(&mut self.round_arcs[(round % 2) as usize]);
+        self.arcs_by_round.push(arcs);
+    }
+
+    /// Counts `n` arcs relaxed here in round `round`.
+    #[inline]
+    fn count_arcs(&mut self, round: u64, n: u64) {
+        self.relaxed_arcs += n;
+        self.round_arcs[(round % 2) as usize] += n;
+    }
+
+    /// The arcs relaxed here in each round of the search (taken).
+    pub(crate) fn take_arcs_by_round(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.arcs_by_round)
+    }
+
+    /// Tells this partition's lowest bucket ([`SsspPart::next_bucket`]; `u64::MAX` when it
+    /// has none) as its worker's minimum lane 0 (`skein::quiescent_set_min`). Its driver
+    /// does it once its round's work is done; the scans that come after lower it
+    /// ([`SsspPart::tell_lower`]), so that it is this partition's lowest bucket at the
+    /// round's quiescence (see the module docs, "Rounds across ranks").
+    pub(crate) fn tell_next(&mut self) {
+        let b = self.next_bucket().unwrap_or(u64::MAX);
+        self.low_bin = u64::MAX;
+        skein::quiescent_set_min(0, b);
+    }
+
+    /// Lowers the worker's minimum lane 0 to the bucket of the lowest vertex filed since
+    /// the partition last told it (in the closure that applies a batch of scans).
+    pub(crate) fn tell_lower(&mut self) {
+        let bin = std::mem::replace(&mut self.low_bin, u64::MAX);
+        if bin != u64::MAX {
+            skein::quiescent_min(0, bucket_of(bin));
+        }
     }
 
     /// The fingerprints of this partition's far groups as a sender
@@ -429,7 +496,7 @@ impl SsspPart {
     /// from another rank is relaxed over this partition's in-arcs from its sender
     /// ([`crate::adjacency::InArcs`]), which must have as many arcs as the range (a check
     /// of the graph's symmetry).
-    pub(crate) fn scan_batch(&mut self, batch: &Batch<Scan>) {
+    pub(crate) fn scan_batch(&mut self, batch: &Batch<Scan>, round: u64) {
         #[cfg(test)]
         if let Some(Fault::Scan(p)) = self.fault {
             if p == self.part {
@@ -473,7 +540,7 @@ impl SsspPart {
                 }
                 _ => copies[sender - own].range(s.start, s.end),
             };
-            self.relaxed_arcs += arcs.len() as u64;
+            self.count_arcs(round, arcs.len() as u64);
             self.relax_row(arcs, s.dist, s.parent, tags);
         }
     }
@@ -507,6 +574,7 @@ impl SsspPart {
         self.parent[l] = parent;
         self.pending[l / 64] |= 1 << (l % 64);
         let bin = self.index.key(d);
+        self.low_bin = self.low_bin.min(bin);
         let bucket = bucket_of(bin);
         if bucket < self.split {
             self.bins.push(bin, local);
@@ -675,7 +743,7 @@ impl SsspPart {
                 self.relax_row(row, du, me, tags);
                 row.len()
             };
-            self.relaxed_arcs += own as u64;
+            self.count_arcs(self.round, own as u64);
             for (owner, start, end) in arcs.segments_of(first + own as u64, last, tags) {
                 let scan = if self.same_rank.contains(&owner) {
                     Scan { start, end, parent: me, dist: du }
@@ -693,12 +761,25 @@ impl SsspPart {
     }
 
     /// [`SsspPart::process_bucket`] with the scans sent to their owners as delegated
-    /// requests (`Plain` batches), from the delegated context this runs in.
+    /// requests (`Plain` batches, with the round), from the delegated context this runs
+    /// in. Each owner lowers its worker's minimum lane 0 as it applies them. The entries
+    /// taken are added to lane [`TAKEN_LANE`].
     pub(crate) fn process_chunk(&mut self, b: u64, limit: usize) -> usize {
-        let peers = Arc::clone(&self.peers);
-        self.process_bucket(b, limit, &mut |owner, batch| {
-            peers[owner].apply_then(batch, |t, batch| t.scan_batch(&batch), |()| ());
-        })
+        let (peers, round) = (Arc::clone(&self.peers), self.round);
+        let taken = self.process_bucket(b, limit, &mut |owner, batch| {
+            peers[owner].apply_then(
+                (batch, round),
+                |t, (batch, round)| {
+                    t.scan_batch(&batch, round);
+                    t.tell_lower();
+                },
+                |()| (),
+            );
+        });
+        let mut lanes = [0; skein::QUIESCENT_LANES];
+        lanes[TAKEN_LANE] = taken as u64;
+        skein::quiescent_add(lanes);
+        taken
     }
 }
 
@@ -746,8 +827,14 @@ impl Part for SsspPart {
             self.bins.clear();
             self.coarse.clear();
         }
+        self.round_arcs = [0; 2];
+        self.arcs_by_round.clear();
+        self.low_bin = u64::MAX;
     }
 }
+
+/// The lane (`skein::quiescent_add`) where the drivers count the entries they take.
+const TAKEN_LANE: usize = 3;
 
 /// What one search needs besides the graph and the root.
 #[derive(Debug, Clone, Copy)]
@@ -808,25 +895,19 @@ pub(crate) fn search(
     parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
         s.relax(rl, 0.0, tag);
     });
-    let mut bucket = 0u64;
-    let mut rounds = 0u64;
+    // One driver per partition runs every round; each returns the number of rounds.
+    let drivers = superstep((search, chunk as u64), rounds_driver);
+    debug_assert!(drivers.iter().all(|&r| r == drivers[0]), "the drivers agree");
+    let (seconds, rounds) = (start.elapsed().as_secs_f64(), drivers[0]);
+    let by_part: Vec<Vec<u64>> =
+        parts.iter().map(|t| t.apply_with((), |s, ()| s.take_arcs_by_round())).collect();
     let mut spread = RoundSpread::default();
     let mut arcs = Vec::with_capacity(np);
-    loop {
-        rounds += 1;
-        // Each driver returns its partition's next bucket and its arcs of the round, read
-        // after quiescence.
-        let ends = superstep((search, bucket, chunk as u64), driver);
+    for r in 0..rounds as usize {
         arcs.clear();
-        arcs.extend(ends.iter().map(|&(_, _, a)| a));
+        arcs.extend(by_part.iter().map(|a| a.get(r).copied().unwrap_or(0)));
         spread.add_round(&arcs);
-        let next = ends.into_iter().filter(|&(some, _, _)| some != 0).map(|(_, b, _)| b).min();
-        match next {
-            Some(b) => bucket = b,
-            None => break,
-        }
     }
-    let seconds = start.elapsed().as_secs_f64();
     let g = collect_into(graph, search, &parts, &view.parts, how, reuse);
     disconnect(search, &parts);
     let stats = KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs };
@@ -873,17 +954,41 @@ fn asymmetric(view: &GraphView, parent: Tag, part: usize) -> ! {
     )
 }
 
-/// A driver fiber on the trustee of its partition (`spawn_on`, argument `(search, bucket,
-/// chunk)`): works through bucket `bucket` of the partition, yielding every `chunk`
-/// vertices; then waits until every relaxation of the round has been applied everywhere
-/// and returns [`SsspPart::end_round`]: the partition's next bucket and its arcs of the
-/// round.
-fn driver((search, bucket, chunk): (u64, u64, u64)) -> (u64, u64, u64) {
+/// Every round of a search, in a driver fiber on the trustee of its partition
+/// (`spawn_on`, argument `(search, chunk)`), one per partition. Each round ends with
+/// `skein::wait_quiescent_totals`: every relaxation of the round has been applied
+/// everywhere, and minimum lane 0 is the lowest bucket of every partition
+/// ([`SsspPart::tell_next`]), the same on every driver: the next round's bucket, or
+/// `u64::MAX` when no vertex is pending anywhere (the search is over). A round works
+/// through that bucket of the partition, yielding every `chunk` vertices. Returns the
+/// number of rounds.
+///
+/// A round in which no partition took an entry although a bucket was pending means that a
+/// driver is gone (it panicked: its partition's lane still names the bucket it did not
+/// take): every other driver returns then, and the main fiber's join of the one that
+/// panicked ends the run with its error, where the rounds would otherwise go on forever.
+fn rounds_driver((search, chunk): (u64, u64)) -> u64 {
     let me = crate::parts::me::<SsspPart>(search);
-    me.apply((), |s, ()| s.start_round());
-    until_done(&me, (bucket, chunk), |s, (b, c)| s.process_chunk(b, c as usize) > 0);
-    skein::wait_quiescent();
-    me.apply((), |s, ()| s.end_round())
+    // The root's bucket on its partition, none on the others.
+    me.apply((), |s, ()| s.tell_next());
+    let (mut round, mut taken) = (0u64, 0u64);
+    loop {
+        let t = skein::wait_quiescent_totals();
+        let (bucket, before) = (t.mins[0], std::mem::replace(&mut taken, t.sums[TAKEN_LANE]));
+        if round > 0 {
+            me.apply(round - 1, |s, r| s.end_round(r));
+            if bucket != u64::MAX && taken == before {
+                return round; // a driver is gone (above)
+            }
+        }
+        if bucket == u64::MAX {
+            return round;
+        }
+        me.apply(round, |s, r| s.start_round(r));
+        until_done(&me, (bucket, chunk), |s, (b, c)| s.process_chunk(b, c as usize) > 0);
+        me.apply((), |s, ()| s.tell_next());
+        round += 1;
+    }
 }
 
 #[cfg(test)]
@@ -915,12 +1020,12 @@ mod tests {
         loop {
             let mut msgs = Vec::new();
             for part in parts.iter_mut() {
-                part.start_round();
+                part.start_round(0);
                 while part.process_bucket(b, 5, &mut |o, batch| msgs.push((o, batch))) > 0 {}
             }
             msgs.reverse();
             for (o, batch) in msgs {
-                parts[o].scan_batch(&batch);
+                parts[o].scan_batch(&batch, 0);
             }
             match parts.iter_mut().filter_map(|p| p.next_bucket()).min() {
                 Some(nb) => b = nb,

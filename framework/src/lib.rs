@@ -190,8 +190,10 @@ pub use plain::Plain;
 pub use runtime::stall::{request_stall_dump, stall_dumps};
 pub use runtime::{
     current_worker, in_delegated_context, local_workers, num_workers, pin_current_thread,
-    quiescent_add, quiescent_lanes, rank_of, spawn, spawn_local_on, spawn_on, stats,
-    wait_quiescent, wait_quiescent_sum, yield_now, Builder, JoinHandle, Runtime, QUIESCENT_LANES,
+    quiescent_add, quiescent_lanes, quiescent_min, quiescent_mins, quiescent_set_min, rank_of,
+    spawn, spawn_local_on, spawn_on, stats, wait_quiescent, wait_quiescent_sum,
+    wait_quiescent_totals, yield_now, Builder, JoinHandle, QuiescentTotals, Runtime,
+    QUIESCENT_LANES, QUIESCENT_MINS,
 };
 pub use runtime::{rack_transport_used, rack_transports, rank, ranks};
 pub use stats::{Anatomy, RankTraffic, Stats, WorkerStats};

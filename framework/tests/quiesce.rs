@@ -171,12 +171,16 @@ fn shutdown_with_requests_in_flight() {
 /// worker a fiber that counts on its own worker with `quiescent_add`; every driver of a round
 /// gets the same job-wide totals, exact (everything of its round, and of the rounds before,
 /// is in them), for 1 to 4 workers (and for the fake ranks of the loopback suites). A
-/// baseline summed from `quiescent_lanes` in a superstep equals the totals.
+/// baseline summed from `quiescent_lanes` in a superstep equals the totals. The minimum
+/// lanes likewise: one that each driver sets (higher each round), one that fibers on every
+/// worker only lower; a run starts with none (`u64::MAX`).
 #[test]
 fn wait_quiescent_sum_gives_every_waiter_the_exact_totals() {
     for w in 1..=4usize {
         let rt = Runtime::builder().workers(w).build().unwrap();
         rt.run(move || {
+            // No worker has set a minimum lane yet.
+            assert_eq!(skein::wait_quiescent_totals().mins, [u64::MAX; skein::QUIESCENT_MINS]);
             let n = skein::num_workers();
             for round in 1..=3u64 {
                 let drivers: Vec<_> = (0..n)
@@ -184,19 +188,29 @@ fn wait_quiescent_sum_gives_every_waiter_the_exact_totals() {
                         skein::spawn_on(g, (round, n as u64), |(round, n)| {
                             let me = skein::current_worker() as u64;
                             for to in 0..n {
-                                // A detached fiber on worker `to`, which adds there.
+                                // A detached fiber on worker `to`, which adds there and only
+                                // ever lowers minimum lane 1 there.
                                 drop(skein::spawn_on(to as usize, (round, me), |(round, me)| {
                                     skein::quiescent_add([1, round, me, 0]);
+                                    let to = skein::current_worker() as u64;
+                                    skein::quiescent_min(1, 1_000_000 - 100 * round - me - to);
                                 }));
                             }
-                            // Counted on the driver's own worker, before it waits.
+                            // Counted on the driver's own worker, before it waits; minimum
+                            // lane 0 set there, higher each round. Half the drivers wait
+                            // for the sums alone.
                             skein::quiescent_add([0, 0, 0, 1]);
-                            skein::wait_quiescent_sum()
+                            skein::quiescent_set_min(0, 100 * round + me);
+                            if me % 2 == 0 {
+                                let t = skein::wait_quiescent_totals();
+                                (t.sums, t.mins, 1u64)
+                            } else {
+                                (skein::wait_quiescent_sum(), [0; 2], 0)
+                            }
                         })
                     })
                     .collect();
-                let totals: Vec<[u64; skein::QUIESCENT_LANES]> =
-                    drivers.into_iter().map(|d| d.join()).collect();
+                let totals: Vec<_> = drivers.into_iter().map(|d| d.join()).collect();
                 let n = n as u64;
                 // Rounds 1..=round: n * n fibers each, adding the round and their sender.
                 let want = [
@@ -205,16 +219,30 @@ fn wait_quiescent_sum_gives_every_waiter_the_exact_totals() {
                     round * n * (n * (n - 1) / 2),
                     round * n,
                 ];
-                for t in &totals {
-                    assert_eq!(*t, want, "workers={w} round={round}");
+                let low = [100 * round, 1_000_000 - 100 * round - 2 * (n - 1)];
+                for &(sums, mins, has_mins) in &totals {
+                    assert_eq!(sums, want, "workers={w} round={round}");
+                    if has_mins == 1 {
+                        assert_eq!(mins, low, "workers={w} round={round}: minima");
+                    }
                 }
-                // The lanes of every worker, summed now that nothing adds: the same totals.
-                let mine: Vec<[u64; skein::QUIESCENT_LANES]> = (0..n as usize)
-                    .map(|g| skein::spawn_on(g, (), |()| skein::quiescent_lanes()))
+                // The lanes of every worker, summed now that nothing adds: the same totals;
+                // and the lowest of their minimum lanes, the same minima.
+                let mine: Vec<_> = (0..n as usize)
+                    .map(|g| {
+                        skein::spawn_on(g, (), |()| {
+                            (skein::quiescent_lanes(), skein::quiescent_mins())
+                        })
+                    })
                     .map(|h| h.join())
                     .collect();
-                let base = mine.iter().fold([0u64; 4], |a, l| std::array::from_fn(|i| a[i] + l[i]));
+                let base =
+                    mine.iter().fold([0u64; 4], |a, (l, _)| std::array::from_fn(|i| a[i] + l[i]));
                 assert_eq!(base, want, "workers={w} round={round}: baseline");
+                let least = mine
+                    .iter()
+                    .fold([u64::MAX; 2], |a, (_, m)| std::array::from_fn(|i| a[i].min(m[i])));
+                assert_eq!(least, low, "workers={w} round={round}: the workers' own minima");
             }
         })
         .unwrap();

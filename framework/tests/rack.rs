@@ -230,23 +230,30 @@ fn rank_side(case: &str, dir: &Path) {
                         skein::wait_quiescent();
                     }
                     // Drivers on every worker of every rank: each starts a fiber on the next
-                    // worker that counts there (`quiescent_add`), then waits for the sums;
-                    // every driver must get the same exact totals.
+                    // worker that counts there (`quiescent_add`) and lowers its minimum lane
+                    // 1, sets its own minimum lane 0, then waits; every driver must get the
+                    // same exact sums and minima.
                     let drivers: Vec<_> = (0..n)
                         .map(|g| {
                             skein::spawn_on(g, n, |n| {
                                 let g = skein::current_worker();
                                 drop(skein::spawn_on((g + 1) % n, g as u64, |g| {
                                     skein::quiescent_add([1, g, 0, 0]);
+                                    skein::quiescent_min(1, 100 - g);
                                 }));
                                 skein::quiescent_add([0, 0, 1, 0]);
-                                skein::wait_quiescent_sum()
+                                skein::quiescent_set_min(0, 10 + g as u64);
+                                let t = skein::wait_quiescent_totals();
+                                (t.sums, t.mins)
                             })
                         })
                         .collect();
                     let totals: Vec<_> = drivers.into_iter().map(|d| d.join()).collect();
                     let agree = totals.iter().all(|t| *t == totals[0]);
-                    format!("quiescent three times, totals {:?}, agreed {agree}", totals[0])
+                    let (sums, mins) = totals[0];
+                    format!(
+                        "quiescent three times, totals {sums:?}, minima {mins:?}, agreed {agree}"
+                    )
                 }),
             );
         }
@@ -1626,7 +1633,7 @@ fn silent_case(dir: &Path) -> Result<(), String> {
 fn quiescent_case(dir: &Path) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "quiescent", 3)?;
     // 3 ranks of 2 workers: 6 drivers, senders 0 + 1 + ... + 5 = 15.
-    let want = "ok \"quiescent three times, totals [6, 15, 6, 0], agreed true\"";
+    let want = "ok \"quiescent three times, totals [6, 15, 6, 0], minima [10, 95], agreed true\"";
     check(out == [want], "wait_quiescent and wait_quiescent_sum across ranks", &l)
 }
 

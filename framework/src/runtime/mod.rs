@@ -1252,7 +1252,105 @@ pub fn quiescent_lanes() -> [u64; QUIESCENT_LANES] {
 pub fn wait_quiescent_sum() -> [u64; QUIESCENT_LANES] {
     let w = context::expect("wait_quiescent_sum");
     w.note_wait(stall::Wait::Quiescence);
+    w.wait_quiescent().sums
+}
+
+/// How many minimum lanes [`quiescent_min`] lowers and [`wait_quiescent_totals`] reduces.
+pub const QUIESCENT_MINS: usize = 2;
+
+/// What a quiescence tells the fibers it wakes ([`wait_quiescent_totals`]), the same on every
+/// worker of every rank: the lanes' totals and the minimum lanes' minima.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuiescentTotals {
+    /// The lanes of [`quiescent_add`], summed (wrapping) over every worker of every rank.
+    pub sums: [u64; QUIESCENT_LANES],
+    /// The minimum lanes of [`quiescent_min`] and [`quiescent_set_min`], their minimum over
+    /// every worker of every rank (`u64::MAX` where no worker lowered one).
+    pub mins: [u64; QUIESCENT_MINS],
+}
+
+impl Default for QuiescentTotals {
+    /// No sum yet, every minimum unset (`u64::MAX`).
+    fn default() -> QuiescentTotals {
+        QuiescentTotals { sums: [0; QUIESCENT_LANES], mins: [u64::MAX; QUIESCENT_MINS] }
+    }
+}
+
+impl QuiescentTotals {
+    /// Combines the totals of two sets of workers: sums add (wrapping), minima take the
+    /// lower.
+    #[must_use]
+    pub fn combine(self, o: QuiescentTotals) -> QuiescentTotals {
+        QuiescentTotals {
+            sums: std::array::from_fn(|i| self.sums[i].wrapping_add(o.sums[i])),
+            mins: std::array::from_fn(|i| self.mins[i].min(o.mins[i])),
+        }
+    }
+}
+
+/// Lowers the calling worker's minimum lane `lane` to `value` when it is below it: one of
+/// [`QUIESCENT_MINS`] per-worker values (`u64::MAX` at the start of a run) whose minimum over
+/// every worker of every rank the quiescence detector hands to [`wait_quiescent_totals`].
+/// Callable from any code that runs on a worker, as [`quiescent_add`].
+///
+/// Unlike a lane, a minimum lane is a *value*, not a count: it is read at quiescence as it
+/// is then. A kernel keeps it equal to something of its partition that it needs the minimum
+/// of when its round ends (its lowest pending bucket, say): it sets it when it knows it
+/// ([`quiescent_set_min`], which may raise it) and lowers it wherever the value may drop
+/// after that (in the closures that serve the round's requests), so that it is exact when
+/// the round's quiescence reads it.
+///
+/// # Panics
+/// Outside a runtime, or when `lane >= QUIESCENT_MINS`.
+pub fn quiescent_min(lane: usize, value: u64) {
+    context::expect("quiescent_min").lower_min(lane, value, false);
+}
+
+/// Sets the calling worker's minimum lane `lane` to `value`, raising it or lowering it
+/// ([`quiescent_min`]): `u64::MAX` withdraws this worker from that minimum.
+///
+/// # Panics
+/// Outside a runtime, or when `lane >= QUIESCENT_MINS`.
+pub fn quiescent_set_min(lane: usize, value: u64) {
+    context::expect("quiescent_set_min").lower_min(lane, value, true);
+}
+
+/// [`wait_quiescent`], returning what the quiescence that woke the caller found: the totals
+/// of the lanes ([`wait_quiescent_sum`]) and the minima of the minimum lanes
+/// ([`quiescent_min`]) over every worker of every rank. Both are exact (nothing runs during
+/// quiescence), the same for every fiber one quiescence wakes, and travel in the detector's
+/// all-reduce across ranks.
+///
+/// ```
+/// # let rt = skein::Runtime::builder().workers(3).build().unwrap();
+/// # rt.run(|| {
+/// // Each worker's lowest value of a round: the lowest of all of them, at its end.
+/// let fibers: Vec<_> = (0..3u64)
+///     .map(|w| {
+///         skein::spawn_on(w as usize, w, |w| {
+///             skein::quiescent_set_min(0, 10 + w);
+///             skein::wait_quiescent_totals().mins[0]
+///         })
+///     })
+///     .collect();
+/// assert!(fibers.into_iter().all(|f| f.join() == 10));
+/// # }).unwrap();
+/// ```
+///
+/// # Panics
+/// Outside a fiber or in delegated context.
+pub fn wait_quiescent_totals() -> QuiescentTotals {
+    let w = context::expect("wait_quiescent_totals");
+    w.note_wait(stall::Wait::Quiescence);
     w.wait_quiescent()
+}
+
+/// The calling worker's own minimum lanes ([`quiescent_min`]).
+///
+/// # Panics
+/// Outside a runtime.
+pub fn quiescent_mins() -> [u64; QUIESCENT_MINS] {
+    context::expect("quiescent_mins").mins()
 }
 
 /// Index of the worker running the caller.

@@ -58,7 +58,8 @@
 //! Both contradict the choice of `Z`. So no task is ever created again and all counted tasks are
 //! finished: the job is quiescent at the moment between the waves and stays so until the
 //! detector itself wakes someone. In particular the gauges (`parked`, `quiesce_waiters`, and
-//! the lanes of `skein::quiescent_add`, which only code running inside a task changes) read
+//! the lanes of `skein::quiescent_add` and the minimum lanes of `skein::quiescent_min`, which
+//! only code running inside a task changes) read
 //! after a positive detection are exact, which is how worker 0 tells "wake the
 //! `wait_quiescent` callers" from "the job is done" from "deadlock", and what every woken
 //! `wait_quiescent_sum` returns.
@@ -119,12 +120,11 @@ pub(crate) fn detect(w: &Worker) -> bool {
     // Quiescent: nothing changes until we act (see the proof above), so these sums are exact.
     let mut waiting_elsewhere = false;
     // The lanes are gauges too: exact now, and the same totals for every waiter woken here.
-    let totals = run_state.counters.iter().fold([0u64; crate::QUIESCENT_LANES], |mut t, c| {
-        for (t, lane) in t.iter_mut().zip(&c.lanes) {
-            *t = t.wrapping_add(lane.load(Ordering::Acquire));
-        }
-        t
-    });
+    let totals = run_state
+        .counters
+        .iter()
+        .map(|c| crate::runtime::quiesce_ranks::worker_gauges(c).totals)
+        .fold(crate::QuiescentTotals::default(), crate::QuiescentTotals::combine);
     for worker in 0..w.n {
         let q = run_state.counters[worker].quiesce_waiters.load(Ordering::Acquire);
         if q > 0 {

@@ -180,7 +180,8 @@ use std::collections::VecDeque;
 /// ranks of one group (one handle per rank).
 ///
 /// Collective: every rank starts its `i`-th all-reduce with a vector of the same length, and
-/// the `i`-th result is the element-wise wrapping sum of every rank's `i`-th vector. The
+/// the `i`-th result is every rank's `i`-th vector folded element-wise by [`fold`] (a
+/// wrapping sum, the maximum from word [`MAXIMA`] on). The
 /// result is complete on a rank only after every rank has started its `i`-th all-reduce
 /// (transport condition T1 of the module docs), and what each rank did before `start`
 /// happens before what any rank does after `test` returned the result.
@@ -200,6 +201,20 @@ pub(crate) trait AllReduce: std::fmt::Debug {
     /// part is awaited. True where the all-reduce cannot tell (posting is always allowed).
     fn awaited(&mut self) -> bool {
         true
+    }
+}
+
+/// Where the words of an all-reduced vector stop being summed and start being maximized:
+/// the detector's vector holds the minimum lanes there, as complements (`!min`), whose
+/// maximum is the complement of the minimum, and whose identity is 0 as the sum's is.
+pub(crate) const MAXIMA: usize = LEN - crate::QUIESCENT_MINS;
+
+/// Folds `v` into `acc`, word by word: a wrapping sum below [`MAXIMA`], the maximum from
+/// there on. Every [`AllReduce`] combines its ranks' vectors with it.
+#[inline]
+pub(crate) fn fold(acc: &mut [u64], v: &[u64]) {
+    for (i, (a, &v)) in acc.iter_mut().zip(v).enumerate() {
+        *a = if i < MAXIMA { a.wrapping_add(v) } else { (*a).max(v) };
     }
 }
 
@@ -325,9 +340,7 @@ impl AllReduce for ThreadsAllReduce {
                 values.len(),
                 r.sums.len()
             );
-            for (s, v) in r.sums.iter_mut().zip(values) {
-                *s = s.wrapping_add(*v);
-            }
+            fold(&mut r.sums, values);
             r.contributed += 1;
         });
         self.outstanding = true;
@@ -403,16 +416,30 @@ pub(crate) trait RankCounters {
 }
 
 /// A rank's gauges (read after wave 1), or their all-reduced sums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Gauges {
     pub(crate) parked: u64,
     pub(crate) quiesce_waiters: u64,
-    /// The lanes of `skein::quiescent_add` (wrapping sums).
-    pub(crate) lanes: [u64; crate::QUIESCENT_LANES],
+    /// The lanes of `skein::quiescent_add` (wrapping sums) and the minimum lanes of
+    /// `skein::quiescent_min` (minima).
+    pub(crate) totals: crate::QuiescentTotals,
     pub(crate) main_done: bool,
     /// The run was aborted on some rank (a refused envelope, a corrupt release): every rank
     /// stops in the round that sees it, quiescent or not (its requests may be lost).
     pub(crate) aborted: bool,
+}
+
+impl Default for Gauges {
+    /// The gauges of no worker: zero sums, no minimum (`u64::MAX`).
+    fn default() -> Gauges {
+        Gauges {
+            parked: 0,
+            quiesce_waiters: 0,
+            totals: crate::QuiescentTotals::default(),
+            main_done: false,
+            aborted: false,
+        }
+    }
 }
 
 /// `finished` of one worker (Acquire): its part of wave 1.
@@ -435,7 +462,10 @@ pub(crate) fn worker_gauges(c: &WorkerCounters) -> Gauges {
     Gauges {
         parked: c.parked.load(Ordering::Acquire),
         quiesce_waiters: c.quiesce_waiters.load(Ordering::Acquire),
-        lanes: c.lanes.each_ref().map(|l| l.load(Ordering::Acquire)),
+        totals: crate::QuiescentTotals {
+            sums: c.lanes.each_ref().map(|l| l.load(Ordering::Acquire)),
+            mins: c.mins.each_ref().map(|m| m.load(Ordering::Acquire)),
+        },
         main_done: false,
         aborted: false,
     }
@@ -455,7 +485,7 @@ impl RankCounters for [WorkerCounters] {
         self.iter().map(worker_gauges).fold(Gauges::default(), |a, g| Gauges {
             parked: a.parked.wrapping_add(g.parked),
             quiesce_waiters: a.quiesce_waiters.wrapping_add(g.quiesce_waiters),
-            lanes: std::array::from_fn(|i| a.lanes[i].wrapping_add(g.lanes[i])),
+            totals: a.totals.combine(g.totals),
             main_done: false,
             aborted: false,
         })
@@ -528,9 +558,12 @@ const PARKED: usize = 2;
 const WAITERS: usize = 3;
 const MAIN_DONE: usize = 4;
 const ABORTED: usize = 5;
-/// The lanes of `skein::quiescent_add`, `LANES..LEN`.
+/// The lanes of `skein::quiescent_add`, `LANES..MINS`.
 const LANES: usize = 6;
-const LEN: usize = LANES + crate::QUIESCENT_LANES;
+/// The minimum lanes of `skein::quiescent_min`, complemented (`!min`: [`fold`] maximizes
+/// them), `MINS..LEN`.
+const MINS: usize = LANES + crate::QUIESCENT_LANES;
+const LEN: usize = MINS + crate::QUIESCENT_MINS;
 
 /// The outcome of detection `detection`, the same on every rank (computed from the same
 /// sums).
@@ -724,7 +757,10 @@ impl<A: AllReduce> Detector<A> {
                 quiesce_waiters: sums[WAITERS],
                 main_done: sums[MAIN_DONE] > 0,
                 aborted: sums[ABORTED] > 0,
-                lanes: std::array::from_fn(|i| sums[LANES + i]),
+                totals: crate::QuiescentTotals {
+                    sums: std::array::from_fn(|i| sums[LANES + i]),
+                    mins: std::array::from_fn(|i| !sums[MINS + i]),
+                },
             },
         }
     }
@@ -748,7 +784,10 @@ impl<A: AllReduce> Detector<A> {
         v[WAITERS] = g.quiesce_waiters;
         v[MAIN_DONE] = u64::from(g.main_done);
         v[ABORTED] = u64::from(g.aborted);
-        v[LANES..].copy_from_slice(&g.lanes);
+        v[LANES..MINS].copy_from_slice(&g.totals.sums);
+        for (w, m) in v[MINS..].iter_mut().zip(g.totals.mins) {
+            *w = !m;
+        }
         counters.waiters_each(&mut self.waiters);
         // Step 4.
         self.all_reduce.start(&v);

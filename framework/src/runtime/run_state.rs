@@ -67,6 +67,9 @@ pub(crate) struct WorkerCounters {
     /// What code on this worker added with `skein::quiescent_add` so far in this run (wrapping
     /// sums, per lane): a gauge the detector sums at quiescence (`wait_quiescent_sum`).
     pub(crate) lanes: [AtomicU64; crate::QUIESCENT_LANES],
+    /// The minimum lanes of `skein::quiescent_min` (`u64::MAX` until set): values, read at
+    /// quiescence as they are, whose minimum the detector hands to `wait_quiescent_totals`.
+    pub(crate) mins: [AtomicU64; crate::QUIESCENT_MINS],
     /// `issued[trustee]`: requests this worker has queued for `trustee` (local ones for
     /// itself). Each is also a task created on this worker.
     pub(crate) issued: Arc<[AtomicU64]>,
@@ -90,6 +93,7 @@ impl WorkerCounters {
             parked: AtomicU64::new(0),
             quiesce_waiters: AtomicU64::new(0),
             lanes: std::array::from_fn(|_| AtomicU64::new(0)),
+            mins: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
             issued: (0..n).map(|_| AtomicU64::new(0)).collect(),
             stats: LiveStats::new(ranks),
         }

@@ -134,7 +134,7 @@ pub(crate) struct Worker {
     quiesce_waiters: RefCell<Vec<u32>>,
     /// The job's lane totals at the quiescence that last woke this worker's
     /// `wait_quiescent` callers (`wait_quiescent_sum` returns them).
-    lane_totals: Cell<[u64; crate::QUIESCENT_LANES]>,
+    lane_totals: Cell<crate::QuiescentTotals>,
     /// This worker's detector (across ranks) woke waiters and has not posted its next round
     /// yet: it steps on every idle pass until it has, not every `DETECT_EVERY` (over MPI an
     /// idle pass may wait 50 µs; not over the rings, where it posts in its re-check pass).
@@ -199,7 +199,7 @@ impl Worker {
             frees: PendingFrees::default(),
             owner,
             quiesce_waiters: RefCell::default(),
-            lane_totals: Cell::new([0; crate::QUIESCENT_LANES]),
+            lane_totals: Cell::new(crate::QuiescentTotals::default()),
             post_owed: Cell::new(false),
             next_spawn: Cell::new(index),
             clock: Clock::new(anatomy),
@@ -389,8 +389,8 @@ impl Worker {
     }
 
     /// Blocks the current fiber until the job is quiescent (see [`super::quiesce`]); returns
-    /// the job's lane totals at that quiescence (`skein::wait_quiescent_sum`).
-    pub(crate) fn wait_quiescent(&self) -> [u64; crate::QUIESCENT_LANES] {
+    /// the job's lane totals and minima at that quiescence (`skein::wait_quiescent_totals`).
+    pub(crate) fn wait_quiescent(&self) -> crate::QuiescentTotals {
         self.check_may_block("wait_quiescent");
         let id = self.current.get().expect("fiber");
         self.quiesce_waiters.borrow_mut().push(id);
@@ -409,6 +409,23 @@ impl Worker {
         for (lane, v) in self.ctr().lanes.iter().zip(values) {
             proto::set(lane, lane.load(Ordering::Relaxed).wrapping_add(v));
         }
+    }
+
+    /// Sets this worker's minimum lane `lane` to `value` (`set`: `skein::quiescent_set_min`)
+    /// or lowers it to `value` when below (`skein::quiescent_min`). Only this worker's
+    /// thread writes it (plain load and Release store).
+    pub(crate) fn lower_min(&self, lane: usize, value: u64, set: bool) {
+        let Some(m) = self.ctr().mins.get(lane) else {
+            panic!("minimum lane {lane} does not exist (there are {})", crate::QUIESCENT_MINS)
+        };
+        if set || value < m.load(Ordering::Relaxed) {
+            proto::set(m, value);
+        }
+    }
+
+    /// This worker's minimum lanes (`skein::quiescent_mins`).
+    pub(crate) fn mins(&self) -> [u64; crate::QUIESCENT_MINS] {
+        self.ctr().mins.each_ref().map(|m| m.load(Ordering::Relaxed))
     }
 
     /// This worker's lanes (`skein::quiescent_lanes`).
@@ -430,7 +447,7 @@ impl Worker {
     /// positive detection, [`super::quiesce`]: those that were waiting in the quiescence it
     /// found; later ones wait for a later one), with the job's lane totals at that
     /// quiescence.
-    pub(crate) fn wake_quiesce_waiters(&self, totals: [u64; crate::QUIESCENT_LANES], count: u64) {
+    pub(crate) fn wake_quiesce_waiters(&self, totals: crate::QuiescentTotals, count: u64) {
         self.lane_totals.set(totals);
         let ws: Vec<u32> = {
             let mut all = self.quiesce_waiters.borrow_mut();
@@ -726,7 +743,7 @@ impl Worker {
                 // now, it would read the waiters' tasks unfinished, and the next positive
                 // verdict would come one all-reduce later). A rank with no waiters of its own
                 // is idle now and posts at once, as it would after a negative verdict.
-                if self.wake_rank_waiters(v.gauges.lanes, &waiters) {
+                if self.wake_rank_waiters(v.gauges.totals, &waiters) {
                     self.post_owed.set(true);
                     false
                 } else {
@@ -752,7 +769,7 @@ impl Worker {
     /// quiescence counted (`waiters[i]` on the rank's worker `i`: `Detector::waiters`): its
     /// own, and a wake-up posted to each other worker of the rank that has some (then
     /// published at once, as [`quiesce::detect`] does). True when the rank had any.
-    fn wake_rank_waiters(&self, totals: [u64; crate::QUIESCENT_LANES], waiters: &[u64]) -> bool {
+    fn wake_rank_waiters(&self, totals: crate::QuiescentTotals, waiters: &[u64]) -> bool {
         let (mut posted, mut any) = (false, false);
         for (g, &k) in (self.rank_lo..).zip(waiters) {
             if k == 0 {

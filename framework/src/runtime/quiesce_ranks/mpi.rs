@@ -212,9 +212,7 @@ impl AllReduce for MpiAllReduce {
         // Every request is complete: the buffers are ours again (invariant 2).
         let len = self.send.len();
         for block in self.recv.chunks_exact(len.max(1)) {
-            for (s, &v) in self.send.iter_mut().zip(block) {
-                *s = s.wrapping_add(v);
-            }
+            super::fold(&mut self.send, block);
         }
         Some(&self.send)
     }

@@ -70,9 +70,7 @@ impl<M: BoardMem + std::fmt::Debug> AllReduce for ShmAllReduce<M> {
             if !self.board.read(r, self.round, &mut self.scratch) {
                 return None;
             }
-            for (s, v) in self.sums.iter_mut().zip(&self.scratch) {
-                *s = s.wrapping_add(*v);
-            }
+            super::fold(&mut self.sums, &self.scratch);
             self.read[r] = true;
         }
         self.outstanding = false;

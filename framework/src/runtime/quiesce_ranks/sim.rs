@@ -208,6 +208,11 @@ impl World {
                 let c = &self.ctr(m.trustee).lanes[lane];
                 proto::set(c, c.load(Ordering::Relaxed) + v as u64);
                 self.lanes[lane] += v as u64;
+                // And sets one of its minimum lanes (`Worker::lower_min`), half the time.
+                if self.rng.below(2) == 0 {
+                    let (k, v) = (self.rng.below(crate::QUIESCENT_MINS), self.rng.below(1000));
+                    proto::set(&self.ctr(m.trustee).mins[k], v as u64);
+                }
                 for _ in 0..spawns {
                     if self.take_budget() {
                         let steps = self.rng.below(4) as u32;
@@ -303,7 +308,7 @@ impl RankCounters for Reader<'_> {
         Gauges {
             parked: g.iter().map(|g| g.parked).sum(),
             quiesce_waiters: g.iter().map(|g| g.quiesce_waiters).sum(),
-            lanes: std::array::from_fn(|i| g.iter().map(|g| g.lanes[i]).sum()),
+            totals: g.iter().fold(crate::QuiescentTotals::default(), |a, g| a.combine(g.totals)),
             main_done: self.rank == 0 && self.world.borrow().main_done,
             aborted: false,
         }
@@ -415,7 +420,18 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
                 let truth = Gauges {
                     parked: w.parked,
                     quiesce_waiters: w.waiters,
-                    lanes: w.lanes,
+                    totals: crate::QuiescentTotals {
+                        sums: w.lanes,
+                        // The minimum lanes as every worker holds them now.
+                        mins: std::array::from_fn(|i| {
+                            {
+                                (0..w.gids())
+                                    .map(|g| w.ctr(g).mins[i].load(Ordering::Relaxed))
+                                    .min()
+                            }
+                            .unwrap_or(u64::MAX)
+                        }),
+                    },
                     main_done: w.main_done,
                     aborted: false,
                 };

@@ -164,3 +164,22 @@ fn threads_all_reduce_refuses_mismatched_lengths() {
     g[0].start(&[1]);
     g[1].start(&[1, 2]);
 }
+
+/// The detector's vector folds by sum below `MAXIMA` and by maximum from there on (the
+/// complemented minimum lanes), with 0 the identity of both.
+#[test]
+fn fold_sums_then_maximizes() {
+    let mut acc = vec![0u64; LEN];
+    let mut a = vec![1u64; LEN];
+    let mut b = vec![u64::MAX; LEN];
+    for (i, (a, b)) in a.iter_mut().zip(&mut b).enumerate().skip(MAXIMA) {
+        *a = !(5 + i as u64);
+        *b = !(7 + i as u64);
+    }
+    fold(&mut acc, &a);
+    fold(&mut acc, &b);
+    for (i, &v) in acc.iter().enumerate() {
+        let want = if i < MAXIMA { 0 } else { !(5 + i as u64) };
+        assert_eq!(v, want, "word {i}");
+    }
+}
