@@ -895,10 +895,13 @@ pub(crate) fn search(
     parts[rp].apply((rl, view.tag(root)), |s, (rl, tag)| {
         s.relax(rl, 0.0, tag);
     });
-    // One driver per partition runs every round; each returns the number of rounds.
+    // One driver per partition runs every round; each returns the number of rounds, and
+    // whether it stopped on a round that took nothing (a driver that panicked: its join
+    // above resumed that panic).
     let drivers = superstep((search, chunk as u64), rounds_driver);
     debug_assert!(drivers.iter().all(|&r| r == drivers[0]), "the drivers agree");
-    let (seconds, rounds) = (start.elapsed().as_secs_f64(), drivers[0]);
+    let (seconds, (rounds, stuck)) = (start.elapsed().as_secs_f64(), drivers[0]);
+    assert!(stuck == 0, "SSSP: a round took no vertex while one was pending, and no driver failed");
     let by_part: Vec<Vec<u64>> =
         parts.iter().map(|t| t.apply_with((), |s, ()| s.take_arcs_by_round())).collect();
     let mut spread = RoundSpread::default();
@@ -965,9 +968,10 @@ fn asymmetric(view: &GraphView, parent: Tag, part: usize) -> ! {
 ///
 /// A round in which no partition took an entry although a bucket was pending means that a
 /// driver is gone (it panicked: its partition's lane still names the bucket it did not
-/// take): every other driver returns then, and the main fiber's join of the one that
-/// panicked ends the run with its error, where the rounds would otherwise go on forever.
-fn rounds_driver((search, chunk): (u64, u64)) -> u64 {
+/// take): every other driver returns then (with 1 as its second value), and the main
+/// fiber's join of the one that panicked ends the run with its error, where the rounds
+/// would otherwise go on forever.
+fn rounds_driver((search, chunk): (u64, u64)) -> (u64, u64) {
     let me = crate::parts::me::<SsspPart>(search);
     // The root's bucket on its partition, none on the others.
     me.apply((), |s, ()| s.tell_next());
@@ -978,11 +982,11 @@ fn rounds_driver((search, chunk): (u64, u64)) -> u64 {
         if round > 0 {
             me.apply(round - 1, |s, r| s.end_round(r));
             if bucket != u64::MAX && taken == before {
-                return round; // a driver is gone (above)
+                return (round, 1); // a driver is gone (above)
             }
         }
         if bucket == u64::MAX {
-            return round;
+            return (round, 0);
         }
         me.apply(round, |s, r| s.start_round(r));
         until_done(&me, (bucket, chunk), |s, (b, c)| s.process_chunk(b, c as usize) > 0);
