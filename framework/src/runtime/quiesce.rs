@@ -57,12 +57,11 @@
 //!
 //! Both contradict the choice of `Z`. So no task is ever created again and all counted tasks are
 //! finished: the job is quiescent at the moment between the waves and stays so until the
-//! detector itself wakes someone. In particular the gauges (`parked`, `quiesce_waiters`, and
-//! the lanes of `skein::quiescent_add` and the minimum lanes of `skein::quiescent_min`, which
-//! only code running inside a task changes) read
-//! after a positive detection are exact, which is how worker 0 tells "wake the
-//! `wait_quiescent` callers" from "the job is done" from "deadlock", and what every woken
-//! `wait_quiescent_sum` returns.
+//! detector itself wakes someone. In particular the gauges (`parked`, `quiesce_waiters`, the
+//! lanes of `skein::quiescent_add` and the minimum lanes of `skein::quiescent_min`, which
+//! only code running inside a task changes) read after a positive detection are exact,
+//! which is how worker 0 tells "wake the `wait_quiescent` callers" from "the job is done"
+//! from "deadlock", and what every woken `wait_quiescent_totals` returns.
 //!
 //! No timeouts are involved anywhere; a detection is only a handful of loads per worker, done
 //! when worker 0 has nothing else to do.

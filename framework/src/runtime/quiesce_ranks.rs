@@ -26,9 +26,10 @@
 //!    rank's `wait_quiescent` waiters, or stop ([`Verdict::action`]; the caller does this);
 //! 2. read `C` = the rank's creation counters (Acquire): wave 2 of detection `d − 1`;
 //! 3. read `F` = the rank's `finished` counters (Acquire): wave 1 of detection `d`; then
-//!    the gauges `parked`, `quiesce_waiters`, `main_done`, `aborted` and the lanes of
-//!    `skein::quiescent_add`;
-//! 4. post the all-reduce of `[C, F, parked, waiters, main_done, aborted, lanes]`. When it
+//!    the gauges `parked`, `quiesce_waiters`, `main_done`, `aborted`, the lanes of
+//!    `skein::quiescent_add` and the minimum lanes of `skein::quiescent_min`;
+//! 4. post the all-reduce of `[C, F, parked, waiters, main_done, aborted, lanes, !mins]`
+//!    (every word summed but the complemented minima, maximized: [`fold`]). When it
 //!    completes, detection `d − 1` is positive iff `ΣF(d − 1) == ΣC(d − 1)` (`ΣF(d − 1)`
 //!    came with all-reduce `d − 1`), and every rank computes the same [`Verdict`] from the
 //!    same sums.
@@ -78,8 +79,9 @@
 //! * The gauges read in step 3 of round `d` are exact for a positive detection `d − 1`: the
 //!   job is quiescent from the completion of all-reduce `d − 1` on, and nothing but the
 //!   detector's own action (step 1 of round `d + 1`) changes them. The lanes of
-//!   `skein::quiescent_add` are such gauges (only code running inside a task adds to them),
-//!   so every fiber a positive verdict wakes, on every rank, gets the same exact totals.
+//!   `skein::quiescent_add` and the minimum lanes of `skein::quiescent_min` are such gauges
+//!   (only code running inside a task changes them), so every fiber a positive verdict
+//!   wakes, on every rank, gets the same exact totals and minima.
 //! * **Whom a verdict wakes.** The ranks act on one verdict at different times: the round
 //!   that decides it completes on each rank when that rank tests it. A rank that acted
 //!   first may start work (its `main` spawns fibers on other ranks, its woken drivers send

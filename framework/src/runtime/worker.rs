@@ -132,8 +132,8 @@ pub(crate) struct Worker {
     /// lookups of remote targets, pending `Release`s, the end of the run.
     pub(super) owner: Option<RefCell<Owner<PropPtr>>>,
     quiesce_waiters: RefCell<Vec<u32>>,
-    /// The job's lane totals at the quiescence that last woke this worker's
-    /// `wait_quiescent` callers (`wait_quiescent_sum` returns them).
+    /// The job's lane totals and minima at the quiescence that last woke this worker's
+    /// `wait_quiescent` callers (`wait_quiescent_totals` returns them).
     lane_totals: Cell<crate::QuiescentTotals>,
     /// This worker's detector (across ranks) woke waiters and has not posted its next round
     /// yet: it steps on every idle pass until it has, not every `DETECT_EVERY` (over MPI an
@@ -445,8 +445,8 @@ impl Worker {
 
     /// Wakes the first `count` fibers of this worker that wait in `wait_quiescent` (on a
     /// positive detection, [`super::quiesce`]: those that were waiting in the quiescence it
-    /// found; later ones wait for a later one), with the job's lane totals at that
-    /// quiescence.
+    /// found; later ones wait for a later one), with the job's lane totals and minima at
+    /// that quiescence.
     pub(crate) fn wake_quiesce_waiters(&self, totals: crate::QuiescentTotals, count: u64) {
         self.lane_totals.set(totals);
         let ws: Vec<u32> = {
