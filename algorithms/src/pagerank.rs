@@ -1,7 +1,8 @@
 //! PageRank on the public building blocks ([`crate::parts`]): pull style, with the
 //! contributions of every vertex (`rank / degree`) shared per rank.
 //!
-//! Each iteration is two supersteps:
+//! One driver fiber per partition runs every iteration (`main` starts them once and joins
+//! them once); each iteration is two steps, each ending in a quiescence over every rank:
 //!
 //! 1. **scatter**: every partition writes its vertices' contributions into its rank's
 //!    contribution array (one `f64` per vertex of the graph, shared by the rank's partitions
@@ -9,8 +10,14 @@
 //!    64 Ki vertices (`apply_with_then`), to one partition of every *other* rank, which copies
 //!    them into that rank's array; then quiescence: every rank's array is whole;
 //! 2. **pull**: every vertex sums its neighbours' contributions in the graph's order (its
-//!    row), `new = (1 - d) / n + d · (sum + dangling / n)`, and each partition returns the
-//!    L1 change of its vertices.
+//!    row), `new = (1 - d) / n + d · (sum + dangling / n)`, and each partition adds the L1
+//!    change of its vertices to its worker's lanes ([`add_l1`]); then quiescence: every
+//!    driver reads the same L1 change of the iteration (`skein::wait_quiescent_sum`, less
+//!    the totals of the first quiescence) and stops, or goes on, at the same iteration.
+//!
+//! No array is written while another reads it: a scatter of iteration `i + 1` comes after
+//! the quiescence that ends every pull of iteration `i`, and a pull after the one that ends
+//! every scatter.
 //!
 //! **Identical results.** The sums run in the graph's order, whatever the partitioning, and
 //! the rest is the same expression in every engine (`skein_baselines::pagerank`), so the
@@ -36,6 +43,25 @@ use crate::registry;
 
 /// Vertices per serialized contribution slice sent to another rank.
 const SLICE: usize = 1 << 16;
+
+/// Bits of each of the three lanes that carry an L1 change (64.64 fixed point, below
+/// 2^129): each partition's limbs are below 2^43, so the limbs of up to 2^20 partitions sum
+/// in a lane with no carry lost.
+const LIMB: u32 = 43;
+
+/// Adds `l1` (64.64 fixed point) to the calling worker's lanes 0 to 2, in limbs of
+/// [`LIMB`] bits (`skein::quiescent_add`).
+fn add_l1(l1: u128) {
+    let mask = (1u128 << LIMB) - 1;
+    let limb = |i: u32| ((l1 >> (LIMB * i)) & mask) as u64;
+    skein::quiescent_add([limb(0), limb(1), limb(2), 0]);
+}
+
+/// The L1 change added between two lane totals ([`add_l1`]).
+fn l1_between(before: [u64; skein::QUIESCENT_LANES], after: [u64; skein::QUIESCENT_LANES]) -> u128 {
+    (0..3)
+        .fold(0u128, |x, i| x + (u128::from(after[i].wrapping_sub(before[i])) << (LIMB * i as u32)))
+}
 
 /// The contributions of every vertex of the graph, one array per rank (f64 bits).
 #[derive(Debug)]
@@ -158,6 +184,50 @@ impl PrPart {
     }
 }
 
+/// The argument of the drivers ([`iterate`]).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+struct Iterate {
+    id: u64,
+    chunk: u64,
+    /// Vertices of the graph, and the isolated ones.
+    n: u64,
+    k: u64,
+    damping: f64,
+    tolerance: f64,
+    max_iterations: u64,
+}
+
+// SAFETY: repr(C) of u64s and f64s: no address, every bit pattern is a valid value.
+unsafe impl skein::Plain for Iterate {}
+
+/// Every iteration, in a driver fiber on the trustee of its partition (module docs): returns
+/// the iterations run and the last L1 change (its bits; infinity when none ran).
+fn iterate(a: Iterate) -> (u64, u64) {
+    let me = parts::me::<PrPart>(a.id);
+    let len = me.apply((), |s, ()| s.rank.len());
+    let chunk = a.chunk as usize;
+    let (mut r_iso, mut iterations, mut l1) = (1.0 / a.n as f64, 0u64, f64::INFINITY);
+    while iterations < a.max_iterations {
+        parts::chunks(&me, len, chunk, (), |s, (), r| s.scatter(r));
+        me.apply((), |s, ()| s.share());
+        // Every rank's contributions are whole; nothing adds to the lanes until the pulls.
+        let before = skein::wait_quiescent_sum();
+        let dangle = analytics::dangle(a.n, a.k, r_iso);
+        let x =
+            parts::chunks_sum(&me, len, chunk, (a.damping, dangle), |s, (d, x), r| s.pull(r, d, x));
+        add_l1(x);
+        let after = skein::wait_quiescent_sum();
+        r_iso = analytics::update(a.damping, a.n, 0.0, dangle);
+        iterations += 1;
+        l1 = analytics::from_fixed(l1_between(before, after));
+        if l1 < a.tolerance {
+            break;
+        }
+    }
+    (iterations, l1.to_bits())
+}
+
 impl Part for PrPart {
     type Value = f64;
 
@@ -194,30 +264,20 @@ pub(crate) fn run(
         .iter()
         .sum();
     let start = Instant::now();
-    let d = params.damping;
-    let (mut r_iso, mut iterations, mut l1) = (1.0 / n as f64, 0u32, f64::INFINITY);
-    let chunk = chunk as u64;
-    while iterations < params.max_iterations {
-        parts::superstep((id, chunk), |(id, chunk)| {
-            let me = parts::me::<PrPart>(id);
-            let len = me.apply((), |s, ()| s.rank.len());
-            parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.scatter(r));
-            me.apply((), |s, ()| s.share());
-            skein::wait_quiescent();
-        });
-        let dangle = analytics::dangle(n, k, r_iso);
-        let sums = parts::superstep((id, chunk, (d, dangle)), |(id, chunk, args)| {
-            let me = parts::me::<PrPart>(id);
-            let len = me.apply((), |s, ()| s.rank.len());
-            parts::chunks_sum(&me, len, chunk as usize, args, |s, (d, x), r| s.pull(r, d, x))
-        });
-        r_iso = analytics::update(d, n, 0.0, dangle);
-        iterations += 1;
-        l1 = analytics::from_fixed(sums.iter().sum());
-        if l1 < params.tolerance {
-            break;
-        }
-    }
+    let args = Iterate {
+        id,
+        chunk: chunk as u64,
+        n,
+        k,
+        damping: params.damping,
+        tolerance: params.tolerance,
+        max_iterations: u64::from(params.max_iterations),
+    };
+    // One driver per partition runs every iteration; each returns the iterations it ran and
+    // the last L1 change (bits), the same on every driver.
+    let ends = parts::superstep(args, iterate);
+    debug_assert!(ends.iter().all(|&e| e == ends[0]), "the drivers agree");
+    let (iterations, l1) = (ends[0].0 as u32, f64::from_bits(ends[0].1));
     let seconds = start.elapsed().as_secs_f64();
     // No parents: the ranks alone (no second vector of the graph's size to zero).
     let g = match how {
