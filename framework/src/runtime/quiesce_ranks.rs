@@ -418,7 +418,8 @@ pub(crate) trait RankCounters {
 }
 
 /// A rank's gauges (read after wave 1), or their all-reduced sums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// (The default is that of no worker: zero sums, no minimum, as `QuiescentTotals::default`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Gauges {
     pub(crate) parked: u64,
     pub(crate) quiesce_waiters: u64,
@@ -429,19 +430,6 @@ pub(crate) struct Gauges {
     /// The run was aborted on some rank (a refused envelope, a corrupt release): every rank
     /// stops in the round that sees it, quiescent or not (its requests may be lost).
     pub(crate) aborted: bool,
-}
-
-impl Default for Gauges {
-    /// The gauges of no worker: zero sums, no minimum (`u64::MAX`).
-    fn default() -> Gauges {
-        Gauges {
-            parked: 0,
-            quiesce_waiters: 0,
-            totals: crate::QuiescentTotals::default(),
-            main_done: false,
-            aborted: false,
-        }
-    }
 }
 
 /// `finished` of one worker (Acquire): its part of wave 1.

@@ -424,12 +424,9 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
                         sums: w.lanes,
                         // The minimum lanes as every worker holds them now.
                         mins: std::array::from_fn(|i| {
-                            {
-                                (0..w.gids())
-                                    .map(|g| w.ctr(g).mins[i].load(Ordering::Relaxed))
-                                    .min()
-                            }
-                            .unwrap_or(u64::MAX)
+                            (0..w.gids())
+                                .map(|g| w.ctr(g).mins[i].load(Ordering::Relaxed))
+                                .fold(u64::MAX, u64::min)
                         }),
                     },
                     main_done: w.main_done,
