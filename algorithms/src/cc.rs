@@ -5,7 +5,7 @@
 //! component *hooks* to the giant component by one arc read, and min-label propagation runs
 //! only over the few local components left. Most arcs are never read.
 //!
-//! 1. **Local** (one superstep): each partition joins the ends of its own arcs (those within
+//! 1. **Local** (no messages on one rank): each partition joins the ends of its own arcs (those within
 //!    the partition) in a union-find over its local indices whose roots are the smallest
 //!    index of their set, so a local component's root is its smallest vertex. Afforest: it
 //!    first joins each vertex's first [`SAMPLE_ROUNDS`] own arcs, guesses the largest local
@@ -28,12 +28,12 @@
 //!    component. The local step's passes read a few arcs of most vertices, so its time
 //!    follows the vertices: `skein cc` balances its parts by vertices
 //!    ([`crate::CC_VERTEX_ARCS`]).
-//! 2. **Probe** (one superstep, no messages on one rank): each partition reads the remote
+//! 2. **Probe** (no messages on one rank): each partition reads the remote
 //!    arcs of up to [`PROBE_VERTICES`] vertices of its largest component and notes which
 //!    other partitions' largest components they reach: a row of bits of a link matrix
 //!    (with each largest component's size) in the same shared array, sent to the other
 //!    ranks likewise.
-//! 3. **Hook** (one superstep): every partition computes the same classes of linked largest
+//! 3. **Hook**: every partition computes the same classes of linked largest
 //!    components from the matrix; the class of the most vertices is the *giant*, `J`. The
 //!    largest component of a partition in `J` is labelled [`GIANT`] (one outside `J` makes
 //!    all its vertices with remote arcs candidates). Then each candidate outside a
@@ -58,6 +58,11 @@
 //!    one (a bound on all its root's labels). A round ends at quiescence, the kernel when no
 //!    label dropped. Each partition keeps the smallest id of its roots labelled giant; the
 //!    smallest over all partitions is the giant's label.
+//!
+//! One driver per partition runs the four steps ([`components_driver`]), each step ended by
+//! a quiescence every driver waits in (the local step's only with more than one partition);
+//! the rounds learn whether another must follow, and the giant's label, from the lanes of
+//! that quiescence. `main` spawns the drivers once and joins them once per run.
 //!
 //! Each component ends labelled by its smallest vertex, for any workers and ranks (the result
 //! is a fixed point, not an order): a component labelled giant is joined to the giant class
@@ -319,7 +324,7 @@ impl CcPart {
             let space = view.tags.space(np);
             registry::shared(graph, view.rank_parts(part).start, || Largest::new(space, np))
         });
-        // Cleared by `prepare`, in the local superstep: every worker at once.
+        // Cleared by `prepare`, in the local step: every worker at once.
         let b = registry::take_buffers::<Buffers>(graph, part).unwrap_or_default();
         CcPart {
             graph,
@@ -561,7 +566,7 @@ impl CcPart {
         self.candidates.extend(outside);
     }
 
-    /// Before [`CcPart::sample`], in the local superstep (so on every worker at once, not
+    /// Before [`CcPart::sample`], in the local step (so on every worker at once, not
     /// one partition after the other as [`CcPart::new`] runs): the arrays, kept from the
     /// previous run or new, cleared (every vertex its own root) and this partition's count
     /// of published vertices zeroed. True with more than one partition (then the local
@@ -740,16 +745,17 @@ impl CcPart {
     }
 
     /// After the hook step's quiescence: sorts and deduplicates the contracted edges; the
-    /// first round's work is every root with one. Returns the work and the smallest id
-    /// labelled giant here.
-    fn group(&mut self) -> (u64, u64) {
+    /// first round's work is every root with one (pushed to [`CcPart::changed`], as a
+    /// dropped label is). Returns how many it pushed.
+    fn group(&mut self) -> u64 {
         self.edges.sort_unstable();
         self.edges.dedup();
         self.counters.edges = self.edges.len() as u64;
-        self.work.clear();
-        self.work.extend(self.edges.iter().map(|&e| (e >> 32) as u32));
-        self.work.dedup();
-        (self.work.len() as u64, self.gmin)
+        // No offer comes before the quiescence that follows (the rounds start after it).
+        debug_assert!(self.changed.is_empty());
+        self.changed.extend(self.edges.iter().map(|&e| (e >> 32) as u32));
+        self.changed.dedup();
+        self.changed.len() as u64
     }
 
     /// Offers the labels of the work list's roots `range` to their contracted neighbours.
@@ -773,14 +779,14 @@ impl CcPart {
         self.offers.flush_to(&peers, receive);
     }
 
-    /// Makes the roots whose label dropped the next round's work; returns how many, and
-    /// the smallest id labelled giant here.
-    fn advance(&mut self) -> (u64, u64) {
+    /// Makes the roots pushed to [`CcPart::changed`] since the last call (the first time:
+    /// those of [`CcPart::group`] too) the next round's work; returns how many.
+    fn advance(&mut self) -> usize {
         self.work.clear();
         self.work.append(&mut self.changed);
         self.work.sort_unstable();
         self.work.dedup();
-        (self.work.len() as u64, self.gmin)
+        self.work.len()
     }
 }
 
@@ -811,12 +817,21 @@ fn file(p: &mut CcPart, items: &[(u32, Tag)]) {
 
 /// Runs on the receiving partition's trustee: a packet of label offers `(local vertex,
 /// label)`, for the vertex's root.
+///
+/// Counts the roots whose label dropped in lane 0 and lowers minimum lane [`GMIN_LANE`] to
+/// the partition's smallest id labelled giant ([`components_driver`]).
 fn receive(p: &mut CcPart, items: &[(u32, u64)]) {
+    let before = p.changed.len();
     for &(l, label) in items {
         let r = p.find(l);
         if p.lower_to(r, label) {
             p.changed.push(r);
         }
+    }
+    let dropped = (p.changed.len() - before) as u64;
+    if dropped > 0 {
+        skein::quiescent_add([dropped, 0, 0, 0]);
+        skein::quiescent_min(GMIN_LANE, p.gmin);
     }
 }
 
@@ -866,6 +881,9 @@ impl Part for CcPart {
 /// [`Collect::Slices`]; written into `reuse` when it has one entry per vertex, e.g. the
 /// previous run's labels, so that a repeated run neither zeroes nor faults fresh pages)
 /// and the kernel's counters.
+///
+/// One driver per partition runs every step ([`components_driver`]); `main` spawns them
+/// once and joins them once.
 pub(crate) fn run(
     graph: u64,
     view: Arc<GraphView>,
@@ -877,67 +895,13 @@ pub(crate) fn run(
     let id = parts::connect(&all);
     let start = Instant::now();
     let pass = (chunk.max(1) * PASS) as u64;
-    parts::superstep((id, pass), |(id, pass)| {
-        let me = parts::me::<CcPart>(id);
-        let several = me.apply((), |s, ()| u8::from(s.prepare())) == 1;
-        let len = me.apply((), |s, ()| s.parent.len());
-        if several {
-            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample::<true>(r));
-        } else {
-            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.sample::<false>(r));
-        }
-        me.apply((), |s, ()| s.guess_largest());
-        if several {
-            let more = me.apply((), |s, ()| s.more.len());
-            parts::chunks(&me, more, pass as usize, (), |s, (), r| s.join_more(r));
-            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.publish(r));
-            me.apply((), |s, ()| s.list_candidates());
-            me.apply((), |s, ()| s.share_bits());
-            skein::wait_quiescent();
-        } else {
-            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.join(r));
-        }
-    });
-    let (mut rounds, mut gmin) = (0, u64::MAX);
-    if view.parts.parts() > 1 {
-        parts::superstep(id, |id| {
-            parts::me::<CcPart>(id).apply((), |s, ()| s.probe());
-            skein::wait_quiescent();
-        });
-        let hooked = parts::superstep((id, pass), |(id, pass)| {
-            let me = parts::me::<CcPart>(id);
-            let len = me.apply((), |s, ()| {
-                s.classes();
-                s.candidates.len()
-            });
-            parts::chunks(&me, len, pass as usize, (), |s, (), r| s.hook(r));
-            skein::wait_quiescent();
-            me.apply((), |s, ()| s.group())
-        });
-        let mut active: u64 = hooked.iter().map(|a| a.0).sum();
-        gmin = hooked.iter().map(|a| a.1).min().unwrap_or(u64::MAX);
-        while active > 0 {
-            let round = parts::superstep((id, chunk as u64), |(id, chunk)| {
-                let me = parts::me::<CcPart>(id);
-                let len = me.apply((), |s, ()| s.work.len());
-                parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.propagate(r));
-                skein::wait_quiescent();
-                me.apply((), |s, ()| s.advance())
-            });
-            rounds += 1;
-            active = round.iter().map(|a| a.0).sum();
-            gmin = round.iter().map(|a| a.1).min().unwrap_or(u64::MAX);
-        }
-    }
+    let several = u64::from(view.parts.parts() > 1);
+    let done = parts::superstep((id, pass, chunk as u64, several), components_driver);
     let seconds = start.elapsed().as_secs_f64();
-    let counted = parts::superstep((id, gmin), |(id, gmin)| {
-        parts::me::<CcPart>(id).apply(gmin, |s, gmin| {
-            s.giant_label = gmin;
-            let c = s.counters;
-            (c.hooked, c.unhooked, c.pairs, c.edges, c.labels)
-        })
-    });
-    let counters = counted.iter().fold(CcCounters::default(), |a, &(h, u, p, e, l)| {
+    // Every driver ran the same rounds: they all stop at the same quiescence.
+    let rounds = done.first().map_or(0, |d| d.0);
+    debug_assert!(done.iter().all(|d| d.0 == rounds), "the drivers disagree on the rounds");
+    let counters = done.iter().fold(CcCounters::default(), |a, &(_, [h, u, p, e, l])| {
         a.add(CcCounters { hooked: h, unhooked: u, pairs: p, edges: e, labels: l })
     });
     // The labels alone, into the caller's vector when it fits (no parents).
@@ -947,4 +911,90 @@ pub(crate) fn run(
     };
     parts::disconnect(id, &all);
     (g.values, KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs }, counters)
+}
+
+/// The minimum lane ([`skein::quiescent_min`]) of the smallest id labelled giant.
+const GMIN_LANE: usize = 1;
+
+/// One partition's driver ([`run`]): every step of the kernel, each ended by a quiescence
+/// that every driver waits in (so no partition starts a step before every partition has
+/// finished the one before, as a join of the drivers would ensure, with no round trip to
+/// `main`). Returns the rounds and the partition's counters (`hooked`, `unhooked`,
+/// `pairs`, `edges`, `labels`).
+///
+/// The rounds learn what they need from the quiescence that ends them
+/// (`skein::wait_quiescent_totals`), the same on every driver:
+///
+/// * whether a round must follow: lane 0 counts the roots whose label dropped
+///   ([`receive`]): each drop is the next round's work of its partition. The hook step's
+///   work (the roots with a contracted edge, [`CcPart::group`]) is counted likewise, and
+///   waited for, before the first round. A round follows while the lane grew since the quiescence before.
+///   A driver past a quiescence may offer labels to a partition whose driver has not
+///   woken yet; those drops are counted in the round that follows, and that partition's
+///   [`CcPart::advance`] takes them into the same round's work (they were pushed before
+///   it). So when the lane did not grow during a round, no root holds a dropped label not
+///   yet offered. (A round may so find no work left: it costs one quiescence.)
+/// * the giant's label: minimum lane [`GMIN_LANE`], set by each partition to its smallest
+///   id labelled giant ([`CcPart::gmin`]) after the hook step, and lowered by every offer
+///   that labels a root giant ([`receive`]): exact at each quiescence, as a partition's
+///   `gmin` only drops.
+fn components_driver((id, pass, chunk, several): (u64, u64, u64, u64)) -> (u64, [u64; 5]) {
+    let me = parts::me::<CcPart>(id);
+    let pass = pass as usize;
+    // 1. Local.
+    let many = me.apply((), |s, ()| u8::from(s.prepare())) == 1;
+    let len = me.apply((), |s, ()| s.parent.len());
+    if many {
+        parts::chunks(&me, len, pass, (), |s, (), r| s.sample::<true>(r));
+    } else {
+        parts::chunks(&me, len, pass, (), |s, (), r| s.sample::<false>(r));
+    }
+    me.apply((), |s, ()| s.guess_largest());
+    if many {
+        let more = me.apply((), |s, ()| s.more.len());
+        parts::chunks(&me, more, pass, (), |s, (), r| s.join_more(r));
+        parts::chunks(&me, len, pass, (), |s, (), r| s.publish(r));
+        me.apply((), |s, ()| s.list_candidates());
+        me.apply((), |s, ()| s.share_bits());
+        skein::wait_quiescent();
+    } else {
+        parts::chunks(&me, len, pass, (), |s, (), r| s.join(r));
+    }
+    let mut rounds = 0;
+    let mut gmin = u64::MAX;
+    if several == 1 {
+        // 2. Probe.
+        me.apply((), |s, ()| s.probe());
+        skein::wait_quiescent();
+        // 3. Hook.
+        let len = me.apply((), |s, ()| {
+            s.classes();
+            s.candidates.len()
+        });
+        parts::chunks(&me, len, pass, (), |s, (), r| s.hook(r));
+        let mut before = skein::wait_quiescent_sum()[0];
+        me.apply((), |s, ()| {
+            let work = s.group();
+            skein::quiescent_set_min(GMIN_LANE, s.gmin);
+            skein::quiescent_add([work, 0, 0, 0]);
+        });
+        // 4. Rounds.
+        loop {
+            let t = skein::wait_quiescent_totals();
+            gmin = t.mins[GMIN_LANE];
+            let grown = t.sums[0].wrapping_sub(before);
+            before = t.sums[0];
+            if grown == 0 {
+                break;
+            }
+            let len = me.apply((), |s, ()| s.advance());
+            parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.propagate(r));
+            rounds += 1;
+        }
+    }
+    me.apply((rounds, gmin), |s, (rounds, gmin)| {
+        s.giant_label = gmin;
+        let c = s.counters;
+        (rounds, [c.hooked, c.unhooked, c.pairs, c.edges, c.labels])
+    })
 }
