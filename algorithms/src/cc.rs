@@ -895,8 +895,7 @@ pub(crate) fn run(
     let id = parts::connect(&all);
     let start = Instant::now();
     let pass = (chunk.max(1) * PASS) as u64;
-    let several = u64::from(view.parts.parts() > 1);
-    let done = parts::superstep((id, pass, chunk as u64, several), components_driver);
+    let done = parts::superstep((id, pass, chunk as u64), components_driver);
     let seconds = start.elapsed().as_secs_f64();
     // Every driver ran the same rounds: they all stop at the same quiescence.
     let rounds = done.first().map_or(0, |d| d.0);
@@ -938,10 +937,10 @@ const GMIN_LANE: usize = 1;
 ///   id labelled giant ([`CcPart::gmin`]) after the hook step, and lowered by every offer
 ///   that labels a root giant ([`receive`]): exact at each quiescence, as a partition's
 ///   `gmin` only drops.
-fn components_driver((id, pass, chunk, several): (u64, u64, u64, u64)) -> (u64, [u64; 5]) {
+fn components_driver((id, pass, chunk): (u64, u64, u64)) -> (u64, [u64; 5]) {
     let me = parts::me::<CcPart>(id);
     let pass = pass as usize;
-    // 1. Local.
+    // 1. Local (`prepare`: true with more than one partition).
     let many = me.apply((), |s, ()| u8::from(s.prepare())) == 1;
     let len = me.apply((), |s, ()| s.parent.len());
     if many {
@@ -962,7 +961,7 @@ fn components_driver((id, pass, chunk, several): (u64, u64, u64, u64)) -> (u64, 
     }
     let mut rounds = 0;
     let mut gmin = u64::MAX;
-    if several == 1 {
+    if many {
         // 2. Probe.
         me.apply((), |s, ()| s.probe());
         skein::wait_quiescent();

@@ -624,7 +624,8 @@ impl Engine {
     /// hooked to the giant component by one arc into another partition's largest one, then
     /// min-label propagation over the few local components left, `crate::cc`): each vertex
     /// labelled by the smallest vertex of its component, for any workers and ranks.
-    /// `SearchStats::rounds` counts the label supersteps (none on one partition),
+    /// `SearchStats::rounds` counts the label rounds (none on one partition; the same on
+    /// every rank, though one more may run when offers race ahead of a round's start),
     /// `SearchStats::counters` the hook and contraction work. Collective under
     /// `mpirun`; the labels travel to every rank. Its time follows the vertices more than
     /// the arcs: an engine built with [`EngineOptions::vertex_arcs`] = [`CC_VERTEX_ARCS`]
