@@ -70,12 +70,14 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
 
 /// The breakdown, per worker: the loop's time by part (when timed), envelopes and bytes per
 /// destination rank, requests per batch and per envelope, the detector's rounds.
+/// `what` names the `count` units the times are summed over: `search(es)`, `run(s)`.
 pub(crate) fn print(
     stats: &skein::Stats,
-    searches: u64,
+    count: u64,
+    what: &str,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    writeln!(out, "anatomy (per worker; times summed over {searches} search(es)):")?;
+    writeln!(out, "anatomy (per worker; times summed over {count} {what}):")?;
     for (i, w) in stats.workers.iter().enumerate() {
         let a = &w.anatomy;
         if a.passes > 0 {

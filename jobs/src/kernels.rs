@@ -80,6 +80,13 @@ pub(crate) struct Args {
     /// Skip the validation.
     #[arg(long)]
     no_validate: bool,
+    /// Print the runtime's round anatomy (skein engine), summed over the runs: the worker
+    /// loop's time by part (serving, issuing, transport, detector, waiting for a response or
+    /// for quiescence, idle), envelopes and bytes per destination rank, requests per batch,
+    /// the detector's rounds. Turns the loop timing on (`SKEIN_ANATOMY=1`); the JSON report
+    /// has the counters either way (`skein_workers`).
+    #[arg(long)]
+    stats: bool,
     /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
     #[arg(value_name = "GRAPH")]
     graph: String,
@@ -95,12 +102,17 @@ struct Setup {
     validate: bool,
     json: Option<PathBuf>,
     dump: Option<PathBuf>,
+    /// Print the runtime's anatomy (`--stats`).
+    stats: bool,
 }
 
 /// `skein pagerank` / `skein cc`.
 pub(crate) fn run_cli(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     use crate::agree::field;
     crate::agree::agree(&[field("command", kernel), field("arguments", format!("{args:?}"))])?;
+    if args.stats {
+        crate::anatomy::enable();
+    }
     let mut spec = EngineSpec::new(args.engine, args.threads.unwrap_or(0));
     spec.fibers = args.fibers;
     spec.pin = args.pin;
@@ -116,6 +128,7 @@ pub(crate) fn run_cli(kernel: Kernel, args: Args) -> anyhow::Result<()> {
         validate: !args.no_validate,
         json: args.json,
         dump: args.dump,
+        stats: args.stats,
     };
     let spec = args.graph.parse::<GraphSpec>()?;
     #[cfg(feature = "mpi")]
@@ -232,6 +245,20 @@ impl Measured {
             for (name, n) in &k.counters {
                 json[format!("skein_{}", name.replace(' ', "_"))] = (*n).into();
             }
+            let workers: Vec<serde_json::Value> = k
+                .runtime
+                .workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let mut o = crate::anatomy::worker_json(w);
+                    o.insert("worker".into(), i.into());
+                    o.insert("requests_served".into(), w.requests_served.into());
+                    o.insert("batches_served".into(), w.batches_served.into());
+                    serde_json::Value::Object(o)
+                })
+                .collect();
+            json["skein_workers"] = workers.into();
         }
         json
     }
@@ -286,10 +313,13 @@ impl Measured {
     }
 }
 
-/// The skein kernel's counters over the runs: every run's kernel time, the last run's counts.
+/// The skein kernel's counters over the runs: every run's kernel time, the last run's counts,
+/// the runtime's counters summed over the runs.
 #[derive(Debug, Default)]
 struct SkeinCounts {
     kernel_seconds: Vec<f64>,
+    /// The runtime's per-worker counters (every rank's workers), summed over the runs.
+    runtime: skein::Stats,
     messages: u64,
     rounds: u64,
     /// Arcs the kernel read, all partitions together.
@@ -302,6 +332,9 @@ impl SkeinCounts {
     /// Adds a run's statistics.
     fn add(&mut self, stats: skein_algorithms::SearchStats) {
         self.kernel_seconds.push(stats.seconds);
+        if let Some(rt) = &stats.runtime {
+            self.runtime.accumulate(rt);
+        }
         (self.messages, self.rounds, self.arcs_read) = (stats.messages, stats.rounds, stats.arcs);
         self.counters = stats.counters;
     }
@@ -335,6 +368,7 @@ fn job_setup(job: &Job, engine: EngineName) -> Setup {
         validate: job.validate,
         json: job.json.clone(),
         dump: job.dump.clone(),
+        stats: false,
     }
 }
 
@@ -496,7 +530,15 @@ fn execute(
 
 /// Prints the report, writes `--json`, and fails when validation failed.
 fn finish(setup: &Setup, m: Measured, job: Option<serde_json::Value>) -> anyhow::Result<()> {
-    m.print(&mut std::io::stdout().lock())?;
+    {
+        let mut out = std::io::stdout().lock();
+        m.print(&mut out)?;
+        let runs = m.skein.kernel_seconds.len() as u64;
+        if setup.stats && runs > 0 {
+            crate::anatomy::print(&m.skein.runtime, runs, "run(s)", &mut out)?;
+        }
+        out.flush()?;
+    }
     if let Some(path) = &setup.json {
         let mut json = m.to_json(&setup.params);
         if let Some(job) = job {

@@ -1,5 +1,5 @@
-//! `skein sssp|bfs --stats`: the runtime's round anatomy in the printed report, and its
-//! counters in the JSON report (issue 30, item 1). Counts and the shape of the breakdown
+//! `skein sssp|bfs|pagerank|cc --stats`: the runtime's round anatomy in the printed report,
+//! and its counters in the JSON report (issue 30, item 1). Counts and the shape of the breakdown
 //! only, never times.
 
 mod common;
@@ -78,6 +78,40 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
         // Every request segment has its response (one envelope per segment and trustee).
         let sum = |k: &str| ws.iter().map(|w| w[k].as_u64().unwrap()).sum::<u64>();
         assert_eq!(sum("segments_sent"), sum("responses_sent"));
+    }
+}
+
+#[test]
+fn stats_of_the_kernels_without_roots_sum_over_their_runs() {
+    for (kernel, messages) in [("pagerank", true), ("cc", false)] {
+        let json = tmp(&format!("{kernel}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_skein"))
+            .args([kernel, "--engine", "skein", "-t", "2", "--repeat", "2", "--stats", "--json"])
+            .arg(&json)
+            .arg("kron:9")
+            .env("SKEIN_LOOPBACK_RANKS", "2")
+            .env("SKEIN_PROGRESS", "0")
+            .env_remove("SKEIN_ANATOMY")
+            .output()
+            .expect("skein runs");
+        let out = check(&out, kernel);
+        assert!(out.contains("validation:") && out.contains("passed"), "{out}");
+        assert!(out.contains("anatomy (per worker; times summed over 2 run(s))"), "{out}");
+        assert!(out.contains("wait_quiescence") && out.contains("quiescent verdicts"), "{out}");
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let ws = j["skein_workers"].as_array().expect("skein_workers");
+        assert_eq!(ws.len(), 2, "{j}");
+        for w in ws {
+            let (sum, total) = parts_sum(w);
+            assert_eq!(sum, total, "{w}");
+            assert!(total > 0, "{w}");
+            assert!(w["quiescent_verdicts"].as_u64().unwrap() > 0, "{w}");
+        }
+        if messages {
+            // PageRank shares its slice with the other (fake) rank every iteration.
+            assert!(ws.iter().all(|w| w["envelopes_sent"].as_u64().unwrap() > 0), "{j}");
+        }
     }
 }
 

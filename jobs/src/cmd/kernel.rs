@@ -179,7 +179,7 @@ fn finish(
     if let Some(totals) = totals {
         totals.print(&mut out)?;
         if args.stats {
-            crate::anatomy::print(&totals.runtime, totals.searches, &mut out)?;
+            crate::anatomy::print(&totals.runtime, totals.searches, "search(es)", &mut out)?;
         }
     }
     out.flush()?;
