@@ -11,6 +11,32 @@ pub(crate) fn enable() {
     std::env::set_var("SKEIN_ANATOMY", "1");
 }
 
+/// Every worker's counters as JSON objects (the `trustees.workers` of a search report, the
+/// `skein_workers` of a PageRank or components report): what it served and sent, and
+/// [`worker_json`]'s counters.
+pub(crate) fn workers_json(stats: &skein::Stats) -> Vec<serde_json::Value> {
+    stats
+        .workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let mut o = serde_json::Map::new();
+            o.insert("worker".into(), i.into());
+            o.insert("requests_served".into(), w.requests_served.into());
+            o.insert("batches_served".into(), w.batches_served.into());
+            o.insert("mean_batch".into(), w.mean_batch().into());
+            o.insert("requests_sent".into(), w.requests_sent.into());
+            o.insert("local_requests".into(), w.local_requests.into());
+            o.insert("fibers_run".into(), w.fibers_run.into());
+            o.insert("useful_polls".into(), w.useful_polls.into());
+            o.insert("idle_polls".into(), w.idle_polls.into());
+            o.insert("busy_fraction".into(), w.busy_fraction().into());
+            o.extend(worker_json(w));
+            serde_json::Value::Object(o)
+        })
+        .collect()
+}
+
 /// The transport, detector and timing counters of one worker, for its JSON object.
 pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, serde_json::Value> {
     let to_ranks: Vec<serde_json::Value> = w

@@ -127,33 +127,7 @@ impl SkeinTotals {
 
     /// The `trustees` object of a JSON report.
     pub(crate) fn to_json(&self) -> serde_json::Value {
-        let workers: Vec<serde_json::Value> = self
-            .runtime
-            .workers
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                serde_json::json!({
-                    "worker": i,
-                    "requests_served": w.requests_served,
-                    "batches_served": w.batches_served,
-                    "mean_batch": w.mean_batch(),
-                    "requests_sent": w.requests_sent,
-                    "local_requests": w.local_requests,
-                    "fibers_run": w.fibers_run,
-                    "useful_polls": w.useful_polls,
-                    "idle_polls": w.idle_polls,
-                    "busy_fraction": w.busy_fraction(),
-                })
-            })
-            .zip(&self.runtime.workers)
-            .map(|(mut v, w)| {
-                if let Some(o) = v.as_object_mut() {
-                    o.extend(crate::anatomy::worker_json(w));
-                }
-                v
-            })
-            .collect();
+        let workers = crate::anatomy::workers_json(&self.runtime);
         let mut json = serde_json::json!({
             "rounds": self.rounds,
             "messages": self.messages,

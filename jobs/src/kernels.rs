@@ -245,20 +245,7 @@ impl Measured {
             for (name, n) in &k.counters {
                 json[format!("skein_{}", name.replace(' ', "_"))] = (*n).into();
             }
-            let workers: Vec<serde_json::Value> = k
-                .runtime
-                .workers
-                .iter()
-                .enumerate()
-                .map(|(i, w)| {
-                    let mut o = crate::anatomy::worker_json(w);
-                    o.insert("worker".into(), i.into());
-                    o.insert("requests_served".into(), w.requests_served.into());
-                    o.insert("batches_served".into(), w.batches_served.into());
-                    serde_json::Value::Object(o)
-                })
-                .collect();
-            json["skein_workers"] = workers.into();
+            json["skein_workers"] = crate::anatomy::workers_json(&k.runtime).into();
         }
         json
     }
