@@ -746,16 +746,17 @@ impl CcPart {
 
     /// After the hook step's quiescence: sorts and deduplicates the contracted edges; the
     /// first round's work is every root with one (pushed to [`CcPart::changed`], as a
-    /// dropped label is). Returns how many it pushed.
+    /// dropped label is). Returns how many roots have one.
     fn group(&mut self) -> u64 {
         self.edges.sort_unstable();
         self.edges.dedup();
         self.counters.edges = self.edges.len() as u64;
-        // No offer comes before the quiescence that follows (the rounds start after it).
-        debug_assert!(self.changed.is_empty());
-        self.changed.extend(self.edges.iter().map(|&e| (e >> 32) as u32));
-        self.changed.dedup();
-        self.changed.len() as u64
+        // Offers of the first round may have come already (`components_driver`): they stay,
+        // and the roots of the (sorted) edges join them, once each.
+        let before = self.changed.len();
+        let roots = self.edges.chunk_by(|a, b| a >> 32 == b >> 32).map(|g| (g[0] >> 32) as u32);
+        self.changed.extend(roots);
+        (self.changed.len() - before) as u64
     }
 
     /// Offers the labels of the work list's roots `range` to their contracted neighbours.
@@ -925,14 +926,16 @@ const GMIN_LANE: usize = 1;
 /// (`skein::wait_quiescent_totals`), the same on every driver:
 ///
 /// * whether a round must follow: lane 0 counts the roots whose label dropped
-///   ([`receive`]): each drop is the next round's work of its partition. The hook step's
-///   work (the roots with a contracted edge, [`CcPart::group`]) is counted likewise, and
-///   waited for, before the first round. A round follows while the lane grew since the quiescence before.
-///   A driver past a quiescence may offer labels to a partition whose driver has not
-///   woken yet; those drops are counted in the round that follows, and that partition's
-///   [`CcPart::advance`] takes them into the same round's work (they were pushed before
-///   it). So when the lane did not grow during a round, no root holds a dropped label not
-///   yet offered. (A round may so find no work left: it costs one quiescence.)
+///   ([`receive`]): each drop is the next round's work of its partition. A round follows
+///   while the lane grew during the round. A driver past a quiescence may offer labels to a
+///   partition whose driver has not woken yet (or, in the first round, not yet grouped
+///   its contracted edges); those drops are counted in the round that follows, and that
+///   partition's [`CcPart::advance`] takes them into the same round's work (they were
+///   pushed before it). So when the lane did not grow during a round, no root holds a
+///   dropped label not yet offered. (A round may so find no work left: it costs one
+///   quiescence.) The first round runs in any case: the hook step's work (the roots with
+///   a contracted edge, [`CcPart::group`]) is counted on lane 1 only for the rounds'
+///   count, which counts the first round when some partition had work.
 /// * the giant's label: minimum lane [`GMIN_LANE`], set by each partition to its smallest
 ///   id labelled giant ([`CcPart::gmin`]) after the hook step, and lowered by every offer
 ///   that labels a root giant ([`receive`]): exact at each quiescence, as a partition's
@@ -971,24 +974,28 @@ fn components_driver((id, pass, chunk): (u64, u64, u64)) -> (u64, [u64; 5]) {
             s.candidates.len()
         });
         parts::chunks(&me, len, pass, (), |s, (), r| s.hook(r));
-        let mut before = skein::wait_quiescent_sum()[0];
+        let mut before = skein::wait_quiescent_sum();
         me.apply((), |s, ()| {
             let work = s.group();
             skein::quiescent_set_min(GMIN_LANE, s.gmin);
-            skein::quiescent_add([work, 0, 0, 0]);
+            skein::quiescent_add([0, work, 0, 0]);
         });
         // 4. Rounds.
         loop {
-            let t = skein::wait_quiescent_totals();
-            gmin = t.mins[GMIN_LANE];
-            let grown = t.sums[0].wrapping_sub(before);
-            before = t.sums[0];
-            if grown == 0 {
-                break;
-            }
             let len = me.apply((), |s, ()| s.advance());
             parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.propagate(r));
-            rounds += 1;
+            let t = skein::wait_quiescent_totals();
+            gmin = t.mins[GMIN_LANE];
+            let [dropped, work, ..] =
+                std::array::from_fn::<u64, 2, _>(|i| t.sums[i].wrapping_sub(before[i]));
+            before = t.sums;
+            // The first round counts when some partition had work (lane 1: the hook step's).
+            if rounds > 0 || work > 0 {
+                rounds += 1;
+            }
+            if dropped == 0 {
+                break;
+            }
         }
     }
     me.apply((rounds, gmin), |s, (rounds, gmin)| {
