@@ -5,34 +5,31 @@
 //! component *hooks* to the giant component by one arc read, and min-label propagation runs
 //! only over the few local components left. Most arcs are never read.
 //!
-//! 1. **Local** (no messages on one rank): each partition joins the ends of its own arcs (those within
-//!    the partition) in a union-find over its local indices whose roots are the smallest
-//!    index of their set, so a local component's root is its smallest vertex. Afforest: it
-//!    first joins each vertex's first [`SAMPLE_ROUNDS`] own arcs, guesses the largest local
-//!    component (the most frequent root of [`SAMPLES`] vertices drawn with a fixed seed),
-//!    then joins the remaining own arcs of the vertices outside it only (an own arc leaving
-//!    it is joined from its other end, so the arcs skipped lie inside it). With more than
-//!    one partition the sample pass lists the vertices whose sampled arcs are own and that
-//!    have more arcs (`more`): only they can have own arcs left, so the second pass
-//!    ([`CcPart::join_more`]) visits them alone, not every vertex. A third pass
-//!    ([`CcPart::publish`]) then points every vertex at its root (two loads and no branch:
-//!    no union follows) and *publishes* the largest component: one bit per vertex in it, by
-//!    tag, in an array every partition of its rank reads in memory ([`Largest`],
-//!    `registry::shared`), sent to one partition of every other rank (`apply_with`,
-//!    [`SLICE`] words a request). The passes also note the hook step's *candidates*, the
-//!    vertices outside the largest component with remote arcs, each with its first remote
-//!    arc's target, read next to the arcs the pass reads anyway: the sample pass lists the
-//!    vertices without own arcs (a local component of its own each, and most candidates)
-//!    and notes those with fewer own arcs than it samples, the second pass the others with
-//!    remote arcs; those noted are kept when the third pass finds them outside the largest
-//!    component. The local step's passes read a few arcs of most vertices, so its time
-//!    follows the vertices: `skein cc` balances its parts by vertices
+//! 1. **Local** (no messages on one rank): each partition joins the ends of its own arcs (those
+//!    within the partition) in a union-find over its local indices whose roots are the smallest
+//!    index of their set, so a local component's root is its smallest vertex. Afforest: it first
+//!    joins each vertex's first [`SAMPLE_ROUNDS`] own arcs, guesses the largest local component
+//!    (the most frequent root of [`SAMPLES`] vertices drawn with a fixed seed), then joins the
+//!    remaining own arcs of the vertices outside it only (an own arc leaving it is joined from its
+//!    other end, so the arcs skipped lie inside it). With more than one partition the sample pass
+//!    lists the vertices whose sampled arcs are own and that have more arcs (`more`): only they can
+//!    have own arcs left, so the second pass ([`CcPart::join_more`]) visits them alone, not every
+//!    vertex. A third pass ([`CcPart::publish`]) then points every vertex at its root (two loads
+//!    and no branch: no union follows) and *publishes* the largest component: one bit per vertex in
+//!    it, by tag, in an array every partition of its rank reads in memory ([`Largest`],
+//!    `registry::shared`), sent to one partition of every other rank (`apply_with`, [`SLICE`] words
+//!    a request). The passes also note the hook step's *candidates*, the vertices outside the
+//!    largest component with remote arcs, each with its first remote arc's target, read next to the
+//!    arcs the pass reads anyway: the sample pass lists the vertices without own arcs (a local
+//!    component of its own each, and most candidates) and notes those with fewer own arcs than it
+//!    samples, the second pass the others with remote arcs; those noted are kept when the third
+//!    pass finds them outside the largest component. The local step's passes read a few arcs of
+//!    most vertices, so its time follows the vertices: `skein cc` balances its parts by vertices
 //!    ([`crate::CC_VERTEX_ARCS`]).
-//! 2. **Probe** (no messages on one rank): each partition reads the remote
-//!    arcs of up to [`PROBE_VERTICES`] vertices of its largest component and notes which
-//!    other partitions' largest components they reach: a row of bits of a link matrix
-//!    (with each largest component's size) in the same shared array, sent to the other
-//!    ranks likewise.
+//! 2. **Probe** (no messages on one rank): each partition reads the remote arcs of up to
+//!    [`PROBE_VERTICES`] vertices of its largest component and notes which other partitions'
+//!    largest components they reach: a row of bits of a link matrix (with each largest component's
+//!    size) in the same shared array, sent to the other ranks likewise.
 //! 3. **Hook**: every partition computes the same classes of linked largest
 //!    components from the matrix; the class of the most vertices is the *giant*, `J`. The
 //!    largest component of a partition in `J` is labelled [`GIANT`] (one outside `J` makes
@@ -60,7 +57,8 @@
 //!    smallest over all partitions is the giant's label.
 //!
 //! One driver per partition runs the four steps ([`components_driver`]), each step ended by
-//! a quiescence every driver waits in (the local step's only with more than one partition);
+//! a quiescence every driver waits in (with one partition the kernel is the local step alone,
+//! and waits in none);
 //! the rounds learn whether another must follow, and the giant's label, from the lanes of
 //! that quiescence. `main` spawns the drivers once and joins them once per run.
 //!
