@@ -984,8 +984,8 @@ fn components_driver((id, pass, chunk): (u64, u64, u64)) -> (u64, [u64; 5]) {
             parts::chunks(&me, len, chunk as usize, (), |s, (), r| s.propagate(r));
             let t = skein::wait_quiescent_totals();
             gmin = t.mins[GMIN_LANE];
-            let [dropped, work, ..] =
-                std::array::from_fn::<u64, 2, _>(|i| t.sums[i].wrapping_sub(before[i]));
+            let dropped = t.sums[0].wrapping_sub(before[0]);
+            let work = t.sums[1].wrapping_sub(before[1]);
             before = t.sums;
             // The first round counts when some partition had work (lane 1: the hook step's).
             if rounds > 0 || work > 0 {
