@@ -79,6 +79,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use skein::codec::Raw;
 use skein::Trust;
 use skein_generators::UNREACHED_LEVEL;
 
@@ -579,14 +580,15 @@ impl BfsPart {
         if mine.len() == np {
             return; // one rank
         }
-        let bits = self.words.clone();
         let mut first = 0;
         while first < np {
             let rank = self.view.rank_parts(first);
             if rank != mine {
                 self.peers[rank.start].apply_with_then(
-                    (self.part, i, bits.clone()),
-                    |s, (part, i, bits): (usize, usize, Vec<u64>)| s.merge_frontier(part, i, &bits),
+                    (self.part, i, Raw(self.words.clone())),
+                    |s, (part, i, bits): (usize, usize, Raw<u64>)| {
+                        s.merge_frontier(part, i, &bits.0)
+                    },
                     |()| (),
                 );
             }

@@ -92,6 +92,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use skein::codec::Raw;
 use skein::Trust;
 
 use crate::adjacency::Tag;
@@ -600,11 +601,11 @@ impl CcPart {
         for other in self.other_ranks() {
             for (k, words) in self.mine.chunks(SLICE).enumerate() {
                 self.peers[other].apply_with_then(
-                    (p, size, len, (k * SLICE) as u64, words.to_vec()),
-                    |s: &mut CcPart, (p, size, len, at, words): (u64, u64, u64, u64, Vec<u64>)| {
+                    (p, size, len, (k * SLICE) as u64, Raw(words.to_vec())),
+                    |s: &mut CcPart, (p, size, len, at, words): (u64, u64, u64, u64, Raw<u64>)| {
                         let shared = s.shared.as_ref().expect("more than one partition");
                         let base = s.view.tags.tag(p as usize, 0) as usize;
-                        for (i, &w) in words.iter().enumerate() {
+                        for (i, &w) in words.0.iter().enumerate() {
                             let from = (at as usize + i) * 64;
                             shared.write(base + from, (len as usize - from).min(64), w);
                         }
@@ -664,10 +665,10 @@ impl CcPart {
         }
         for other in self.other_ranks() {
             self.peers[other].apply_with_then(
-                (at as u64, row.clone()),
-                |s: &mut CcPart, (at, row): (u64, Vec<u64>)| {
+                (at as u64, Raw(row.clone())),
+                |s: &mut CcPart, (at, row): (u64, Raw<u64>)| {
                     let shared = s.shared.as_ref().expect("more than one partition");
-                    for (w, v) in shared.links[at as usize..].iter().zip(row) {
+                    for (w, v) in shared.links[at as usize..].iter().zip(row.0) {
                         w.store(v, Ordering::Relaxed);
                     }
                 },

@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use skein::codec::Raw;
 use skein::Trust;
 use skein_generators::analytics::{self, PageRankParams};
 
@@ -146,9 +147,9 @@ impl PrPart {
                         .map(|b| b.load(Ordering::Relaxed))
                         .collect();
                     self.peers[other.start].apply_with_then(
-                        ((first + from) as u64, vals),
-                        |s: &mut PrPart, (at, vals): (u64, Vec<u64>)| {
-                            for (b, v) in s.shared.bits[at as usize..].iter().zip(vals) {
+                        ((first + from) as u64, Raw(vals)),
+                        |s: &mut PrPart, (at, vals): (u64, Raw<u64>)| {
+                            for (b, v) in s.shared.bits[at as usize..].iter().zip(vals.0) {
                                 b.store(v, Ordering::Relaxed);
                             }
                         },

@@ -167,6 +167,7 @@ pub mod wire;
 pub mod codec {
     pub use crate::trust::travel::{decode, encode};
     pub use crate::wire::codec::CodecError;
+    pub use crate::wire::raw::{Raw, RawNumber};
 }
 
 pub use error::{Error, Result};

@@ -34,4 +34,5 @@
 pub(crate) mod code_id;
 pub mod codec;
 pub(crate) mod envelope;
+pub mod raw;
 pub(crate) mod remote;
