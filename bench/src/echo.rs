@@ -27,6 +27,7 @@ use crate::host::{write_json, Host, MAX_ITERS};
 use crate::spread::Spread;
 use crate::traffic::{dest, quota, read_stamp, stamp, EchoSetup};
 use anyhow::{bail, Context};
+use skein::codec::Raw;
 use skein_generators::splitmix::SplitMix64;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -547,7 +548,8 @@ pub(crate) fn transport(b: skein::Builder, t: Option<skein::RackTransport>) -> s
 /// How a payload of one size travels. Sizes a record holds inline (up to 256 bytes) go as the
 /// request's `skein::Plain` argument to a closure that captures nothing: the travel rule's
 /// form, which rack mode can send to another rank. Bigger payloads exceed the inline bound of
-/// that form (the `apply_with` serialized form is for them across ranks); here they are
+/// that form (the `apply_with` serialized form is for them across ranks, a
+/// `skein::codec::Raw` byte string: a `Vec<u8>` would be encoded byte by byte); here they are
 /// captured by an `*_local` closure, which the runtime boxes in the record (one allocation
 /// each way), as the benchmark's note says.
 trait Payload: Copy + 'static {
@@ -594,14 +596,14 @@ macro_rules! boxed_payload {
                         then,
                     );
                 } else {
-                    // Another rank: the serialized form travels.
+                    // Another rank: the serialized form travels, as one byte string.
                     t.apply_with_then(
-                        p.to_vec(),
-                        |c, v: Vec<u8>| {
+                        Raw(p.to_vec()),
+                        |c, v: Raw<u8>| {
                             *c += 1;
                             v
                         },
-                        move |v: Vec<u8>| then(v.try_into().unwrap_or([0; $n])),
+                        move |v: Raw<u8>| then(v.0.try_into().unwrap_or([0; $n])),
                     );
                 }
             }
@@ -612,11 +614,11 @@ macro_rules! boxed_payload {
                         p
                     })
                 } else {
-                    let v: Vec<u8> = t.apply_with(p.to_vec(), |c, v: Vec<u8>| {
+                    let v: Raw<u8> = t.apply_with(Raw(p.to_vec()), |c, v: Raw<u8>| {
                         *c += 1;
                         v
                     });
-                    v.try_into().unwrap_or([0; $n])
+                    v.0.try_into().unwrap_or([0; $n])
                 }
             }
         }

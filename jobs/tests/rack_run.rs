@@ -72,10 +72,11 @@ fn a_rank_count_the_job_does_not_expect_is_refused_on_every_rank() {
 #[test]
 fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
     // One worker per rank: 2 workers in all, each sending to the other rank's (the
-    // one-process refusal of a single worker is in `cli_bench.rs`).
+    // one-process refusal of a single worker is in `cli_bench.rs`). 4096 bytes travel as
+    // `apply_with` arguments (a `skein::codec::Raw` byte string), the others inline.
     let dir = temp_dir("echo");
     let json = dir.join("echo.json");
-    let args = ["bench", "echo", "--workers", "1", "--dest", "remote", "--sizes", "8,32"];
+    let args = ["bench", "echo", "--workers", "1", "--dest", "remote", "--sizes", "8,32,4096"];
     let r = mpirun(
         2,
         &[&args[..], &["--requests", "20000", "--json", json.to_str().unwrap()]].concat(),
@@ -83,12 +84,12 @@ fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
     let out = String::from_utf8_lossy(&r.stdout);
     assert!(r.status.success(), "{out}{}", String::from_utf8_lossy(&r.stderr));
     assert!(out.contains("uniformly random other workers"), "{out}");
-    assert_eq!(out.matches("skein (2 ranks x 1 workers)").count(), 2, "{out}");
+    assert_eq!(out.matches("skein (2 ranks x 1 workers)").count(), 3, "{out}");
     assert!(out.contains("req/env"), "{out}");
     // Every request went to the other rank, in envelopes of at least one request each.
     let rows = read_json(&json);
     let rows = rows.as_array().expect("an array of rows");
-    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows.len(), 3, "{rows:?}");
     for row in rows {
         let per = row["requests_per_envelope"].as_f64();
         assert!(per.is_some_and(|p| (1.0..=40_000.0).contains(&p)), "{row}");
