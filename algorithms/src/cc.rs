@@ -904,10 +904,7 @@ pub(crate) fn run(
         a.add(CcCounters { hooked: h, unhooked: u, pairs: p, edges: e, labels: l })
     });
     // The labels alone, into the caller's vector when it fits (no parents).
-    let g = match how {
-        Collect::Gather => parts::gather_values_into(&all, &view.parts, reuse),
-        Collect::Slices(_) => parts::collect(graph, id, &all, &view.parts, how),
-    };
+    let g = parts::collect_values_into(graph, id, &all, &view.parts, how, reuse);
     parts::disconnect(id, &all);
     (g.values, KernelStats { seconds, rounds, messages: g.messages, arcs: g.arcs }, counters)
 }

@@ -281,10 +281,7 @@ pub(crate) fn run(
     let (iterations, l1) = (ends[0].0 as u32, f64::from_bits(ends[0].1));
     let seconds = start.elapsed().as_secs_f64();
     // No parents: the ranks alone (no second vector of the graph's size to zero).
-    let g = match how {
-        Collect::Gather => parts::gather_values_into(&all, &view.parts, Vec::new()),
-        Collect::Slices(_) => parts::collect(graph, id, &all, &view.parts, how),
-    };
+    let g = parts::collect_values_into(graph, id, &all, &view.parts, how, Vec::new());
     parts::disconnect(id, &all);
     let stats =
         KernelStats { seconds, rounds: u64::from(iterations), messages: g.messages, arcs: g.arcs };

@@ -5,7 +5,8 @@
 //! on every worker, [`chunks`] of work with yields between, then "everything sent this
 //! round has been applied": [`skein::wait_quiescent`]), cleared between searches ([`reset`])
 //! and its result collected ([`collect`], [`gather`]; [`gather_into`] writes into an
-//! earlier result's vectors, [`gather_values_into`] the values alone).
+//! earlier result's vectors, [`gather_values_into`] and [`collect_values_into`] the values
+//! alone).
 //!
 //! The SSSP, BFS, PageRank and connected-components kernels of this crate are built on these
 //! steps; a kernel of your own is too (`docs/writing-kernels.md`, `examples/pagerank.rs`).
@@ -456,27 +457,54 @@ pub fn collect_into<P: Part>(
 ) -> output::Filled<P::Value> {
     match how {
         Collect::Gather => gather_into(parts, partitioning, reuse),
-        Collect::Slices(key) => {
-            let lw = skein::local_workers();
-            let fibers: Vec<_> = (0..skein::ranks())
-                .map(|r| skein::spawn_on(r * lw, (graph, search, key), file_slice::<P>))
-                .collect();
-            let (mut messages, mut arcs) = (0, 0);
-            for f in fibers {
-                let (m, a) = f.join();
-                messages += m;
-                arcs += a;
-            }
-            output::Filled { values: Vec::new(), parents: Vec::new(), messages, arcs }
-        }
+        Collect::Slices(key) => file_slices::<P>(graph, search, key, true),
     }
 }
 
-/// A fiber on the first worker of a rank (argument `(graph, search, key)`): writes the
-/// values and parents of the rank's partitions into one slice over the rank's vertices
-/// (each partition its range, in parallel: [`output::fill`]), files it under `key` in
-/// this process (`crate::registry::stash_slice`) and returns the partitions' counters.
-fn file_slice<P: Part>((graph, search, key): (u64, u64, u64)) -> (u64, u64) {
+/// [`collect_into`] of the values only, for a kernel without parents: no parents vector
+/// is made, gathered ([`gather_values_into`], into `values` when it fits) or filed (each
+/// rank's slice has empty parents).
+pub fn collect_values_into<P: Part>(
+    graph: u64,
+    search: u64,
+    parts: &[Trust<P>],
+    partitioning: &Partitioning,
+    how: Collect,
+    values: Vec<P::Value>,
+) -> output::Filled<P::Value> {
+    match how {
+        Collect::Gather => gather_values_into(parts, partitioning, values),
+        Collect::Slices(key) => file_slices::<P>(graph, search, key, false),
+    }
+}
+
+/// [`Collect::Slices`]: a [`file_slice`] fiber on the first worker of every rank, the
+/// partitions' counters summed.
+fn file_slices<P: Part>(
+    graph: u64,
+    search: u64,
+    key: u64,
+    with_parents: bool,
+) -> output::Filled<P::Value> {
+    let lw = skein::local_workers();
+    let arg = (graph, search, key, u64::from(with_parents));
+    let fibers: Vec<_> =
+        (0..skein::ranks()).map(|r| skein::spawn_on(r * lw, arg, file_slice::<P>)).collect();
+    let (mut messages, mut arcs) = (0, 0);
+    for f in fibers {
+        let (m, a) = f.join();
+        messages += m;
+        arcs += a;
+    }
+    output::Filled { values: Vec::new(), parents: Vec::new(), messages, arcs }
+}
+
+/// A fiber on the first worker of a rank (argument `(graph, search, key, with_parents)`):
+/// writes the values, and the parents when `with_parents` is 1, of the rank's partitions
+/// into one slice over the rank's vertices (each partition its range, in parallel:
+/// [`output::fill`]), files it under `key` in this process (`crate::registry::stash_slice`;
+/// empty parents without them) and returns the partitions' counters.
+fn file_slice<P: Part>((graph, search, key, with_parents): (u64, u64, u64, u64)) -> (u64, u64) {
     let view = registry::graph(graph);
     let (lw, r) = (skein::local_workers(), skein::rank());
     let first = view.parts.range(r * lw).start;
@@ -487,10 +515,16 @@ fn file_slice<P: Part>((graph, search, key): (u64, u64, u64)) -> (u64, u64) {
             (registry::part::<P>(search, g), (rg.start - first) as usize..(rg.end - first) as usize)
         })
         .collect();
-    let out = output::fill(&local, (end - first) as usize, |s, v, pa| {
+    let write: output::Writer<P, P::Value> = |s, v, pa| {
         s.write(0, v, pa);
         s.counters()
-    });
+    };
+    let n = (end - first) as usize;
+    let out = if with_parents == 1 {
+        output::fill(&local, n, write)
+    } else {
+        output::fill_values_into(&local, n, Vec::new(), write)
+    };
     registry::stash_slice(key, r, (out.values, out.parents));
     (out.messages, out.arcs)
 }
