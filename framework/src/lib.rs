@@ -157,7 +157,10 @@ pub mod wire;
 
 /// Values that carry handles, as bytes: the wire codec ([`wire::codec`]) with the
 /// [`Trust`]s inside a value moved in a trailer, weight and all (`apply_with` arguments and
-/// results travel this way). Encode and decode on a worker of the handles' run.
+/// results travel this way). Encode and decode on a worker of the handles' run. Bulk numbers
+/// (a bitmap's words, `f64` bits kept as `u64`) travel faster as a [`codec::Raw`]: one byte
+/// string, where the codec writes the integers of a `Vec` as varints and a `Vec<u8>` byte
+/// by byte.
 ///
 /// ```
 /// let bytes = skein::codec::encode(&(7u32, "seven".to_string())).unwrap();
