@@ -26,6 +26,7 @@
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -41,6 +42,19 @@ pub trait RawNumber: Copy + sealed::Sealed {
     fn write_le(self, to: &mut [u8]);
     /// The number whose little-endian bytes are `from` (`SIZE` bytes).
     fn read_le(from: &[u8]) -> Self;
+    /// The little-endian bytes of `numbers`, one after another (bytes are their own bytes:
+    /// borrowed, not copied).
+    fn slice_to_le(numbers: &[Self]) -> Cow<'_, [u8]> {
+        let mut bytes = vec![0u8; numbers.len() * Self::SIZE];
+        for (to, &x) in bytes.chunks_exact_mut(Self::SIZE).zip(numbers) {
+            x.write_le(to);
+        }
+        Cow::Owned(bytes)
+    }
+    /// The numbers whose little-endian bytes are `bytes` (a multiple of `SIZE` long).
+    fn vec_from_le(bytes: &[u8]) -> Vec<Self> {
+        bytes.chunks_exact(Self::SIZE).map(Self::read_le).collect()
+    }
 }
 
 macro_rules! raw_numbers {
@@ -62,7 +76,26 @@ macro_rules! raw_numbers {
     )*};
 }
 
-raw_numbers!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64);
+raw_numbers!(u16, u32, u64, i8, i16, i32, i64, f32, f64);
+
+impl sealed::Sealed for u8 {}
+impl RawNumber for u8 {
+    const SIZE: usize = 1;
+    #[inline]
+    fn write_le(self, to: &mut [u8]) {
+        to[0] = self;
+    }
+    #[inline]
+    fn read_le(from: &[u8]) -> Self {
+        from[0]
+    }
+    fn slice_to_le(numbers: &[u8]) -> Cow<'_, [u8]> {
+        Cow::Borrowed(numbers)
+    }
+    fn vec_from_le(bytes: &[u8]) -> Vec<u8> {
+        bytes.to_vec()
+    }
+}
 
 /// A `Vec<T>` that serializes as the little-endian bytes of its numbers (module docs): for
 /// bulk data in `apply_with` arguments and results, where the codec's varints cost more than
@@ -82,11 +115,7 @@ pub struct Raw<T: RawNumber>(pub Vec<T>);
 impl<T: RawNumber> Raw<T> {
     /// The numbers' little-endian bytes, one after another.
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        let mut bytes = vec![0u8; self.0.len() * T::SIZE];
-        for (to, &x) in bytes.chunks_exact_mut(T::SIZE).zip(&self.0) {
-            x.write_le(to);
-        }
-        bytes
+        T::slice_to_le(&self.0).into_owned()
     }
 
     /// The numbers whose little-endian bytes are `bytes`; `None` when its length is not a
@@ -95,13 +124,13 @@ impl<T: RawNumber> Raw<T> {
         if bytes.len() % T::SIZE != 0 {
             return None;
         }
-        Some(Raw(bytes.chunks_exact(T::SIZE).map(T::read_le).collect()))
+        Some(Raw(T::vec_from_le(bytes)))
     }
 }
 
 impl<T: RawNumber> Serialize for Raw<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(&self.to_le_bytes())
+        s.serialize_bytes(&T::slice_to_le(&self.0))
     }
 }
 
