@@ -7,7 +7,7 @@ use skein::Runtime;
 
 #[test]
 fn idle_worker_sleeps_instead_of_spinning() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
+    let rt = Runtime::builder().workers(2).worker_threads(2).build().unwrap();
     rt.run(|| {
         // Worker 1 has nothing to do: no fibers, no requests for it, none of its own in flight.
         // Block worker 0's thread (not just the fiber) for a while.
@@ -30,7 +30,7 @@ fn a_worker_waiting_for_a_response_parks_until_it_arrives() {
     // workers than cores, the very worker that would answer); a parked worker polls a few
     // thousand times, then blocks until the response's publication wakes it. (One process:
     // across ranks, fake or real, a worker waits in short timed steps instead.)
-    let rt = Runtime::builder().workers(2).loopback_ranks(1).build().unwrap();
+    let rt = Runtime::builder().workers(2).worker_threads(2).loopback_ranks(1).build().unwrap();
     let got = rt.run(|| {
         let t = skein::trustee(1).entrust_new(0u32, |x| x);
         t.apply((), |c, ()| {
@@ -87,8 +87,15 @@ fn with_more_workers_than_cores_idle_workers_block_at_once() {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let n = 2 * cores;
-    // Unsplit (`spawn_local_on` is local only; CI also runs this suite as fake ranks).
-    let rt = Runtime::builder().workers(n).loopback_ranks(1).crowded_waits(true).build().unwrap();
+    // Unsplit (`spawn_local_on` is local only; CI also runs this suite as fake ranks), and a
+    // thread per worker (shared threads would not outnumber the cores).
+    let rt = Runtime::builder()
+        .workers(n)
+        .worker_threads(n)
+        .loopback_ranks(1)
+        .crowded_waits(true)
+        .build()
+        .unwrap();
     let total = rt
         .run(|| {
             let n = skein::num_workers();
@@ -144,7 +151,7 @@ fn with_fewer_workers_than_cores_a_waiting_worker_still_spins_first() {
     if cores < 2 || std::env::var_os("SKEIN_OVERSUBSCRIBED").is_some() {
         return;
     }
-    let rt = Runtime::builder().workers(2).crowded_waits(true).build().unwrap();
+    let rt = Runtime::builder().workers(2).worker_threads(2).crowded_waits(true).build().unwrap();
     // (How many times depends on the adaptive budget: on a loaded machine earlier waits
     // shrink it, and the 100 ms wait yields fewer than its full 256 times.)
     assert!(worker_0_yields_waiting_for_a_slow_response(rt) > 0, "worker 0 never yielded");
@@ -160,7 +167,9 @@ fn by_default_crowded_workers_still_spin_and_yield_first() {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Unsplit: a split run's fake ranks never park (CI also runs this suite as fake ranks).
-    let rt = Runtime::builder().workers(2 * cores).loopback_ranks(1).build().unwrap();
+    // A thread per worker: shared threads would not outnumber the cores.
+    let n = 2 * cores;
+    let rt = Runtime::builder().workers(n).worker_threads(n).loopback_ranks(1).build().unwrap();
     // ... but briefly: with more workers than cores a wait spins 64 passes at most and
     // yields 8 times at most before it parks (`Spin::oversubscribed`), where one worker per
     // core yields 256 times. Worker 0 waits a handful of times in this run.

@@ -396,7 +396,8 @@ fn handles_are_one_word() {
 fn a_runtime_keeps_its_worker_threads_between_runs() {
     use std::cell::Cell;
     thread_local!(static RUNS: Cell<u64> = const { Cell::new(0) });
-    let rt = Runtime::builder().workers(2).build().unwrap();
+    // A thread per worker (workers sharing a thread would count its runs twice).
+    let rt = Runtime::builder().workers(2).worker_threads(2).build().unwrap();
     // Every worker counts the runs its thread has served.
     let count = || {
         rt.run(|| {

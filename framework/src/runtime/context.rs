@@ -1,11 +1,14 @@
 //! The thread-local pointer from a worker thread to its [`Worker`].
 //!
 //! # Invariant
-//! `WORKER` is non-null exactly while the worker thread runs its loop inside [`enter`]'s guard;
-//! the `Worker` it points to is owned by that thread's stack frame and outlives the guard. All
-//! code that can observe the pointer (fibers, delegated closures, continuations) runs on that
-//! thread, inside the loop, so the reference handed out is valid for as long as it is used.
-//! References are never stored anywhere that outlives the loop.
+//! `WORKER` is non-null exactly while the worker thread runs its loop (or, on a thread that
+//! workers share, one pass of a worker's loop: `super::worker::looping::run_shared`) inside
+//! [`enter`]'s guard; the `Worker` it points to is owned by that thread's stack frame and
+//! outlives the guard. All code that can observe the pointer (fibers, delegated closures,
+//! continuations) runs on that thread, inside that worker's loop or pass, so the reference
+//! handed out is valid for as long as it is used. References are never stored anywhere that
+//! outlives the loop. (A fiber always resumes inside the pass of the worker it belongs to,
+//! so it never observes another worker of its thread.)
 
 use super::worker::Worker;
 use std::cell::Cell;

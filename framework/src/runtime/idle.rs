@@ -34,9 +34,19 @@
 //!
 //! # More workers than cores
 //!
+//! In one process (not split into ranks) workers beyond the cores share threads by default
+//! (`Builder::worker_threads`, `worker/looping.rs`): a worker that waits for another of its
+//! thread hands it the thread within a pass, and the policy below applies to the thread
+//! (it pauses only in a sweep where none of its workers did anything, by the smallest step
+//! they asked for, and parks once every one of them armed and re-checked: loom model
+//! `loom_shared_thread_no_lost_wakeup`, and its broken variant that skips a re-check,
+//! `loom_shared_thread_without_every_recheck_loses_a_wakeup`). What follows concerns the
+//! threads that still outnumber the cores: the ranks of a node over the rings (a thread per
+//! worker), or a run asked for more threads than cores.
+//!
 //! Spinning and yielding pay only while the worker being waited for runs on another core.
-//! When the run's workers outnumber the cores this process may use ([`oversubscribed`]: the
-//! workers of one process, or of every rank of the node over the rings, against
+//! When the run's threads outnumber the cores this process may use ([`oversubscribed`]: the
+//! threads of one process, or the workers of every rank of the node over the rings, against
 //! `sched_getaffinity`), some worker with work is always waiting for a core, and a waiter
 //! that spins takes it for its whole budget, one that yields hands it to another waiter as
 //! often as not. A run may then wait *crowded* ([`Crowded`], `Builder::crowded_waits`,
@@ -291,23 +301,29 @@ impl Crowded {
         }
     }
 
-    /// Whether a run of `workers` workers (all on this machine) waits crowded.
-    pub(crate) fn applies(self, workers: usize) -> bool {
+    /// Whether a run of `threads` worker threads (all on this machine) waits crowded.
+    pub(crate) fn applies(self, threads: usize) -> bool {
         match self {
             Crowded::Off => false,
-            Crowded::Auto => oversubscribed(workers),
+            Crowded::Auto => oversubscribed(threads),
             Crowded::Always => true,
         }
     }
 }
 
-/// Whether `workers` workers, every one of them on this machine (one process, or the ranks
-/// of one node over the shared-memory rings), outnumber the cores this process may run on
-/// (`sched_getaffinity`, through [`std::thread::available_parallelism`], which also honours
-/// a cgroup's CPU quota; counted once per process).
-pub(crate) fn oversubscribed(workers: usize) -> bool {
+/// Whether `threads` worker threads, every one of them on this machine (one process, or the
+/// ranks of one node over the shared-memory rings), outnumber the cores this process may run
+/// on ([`cores`]).
+pub(crate) fn oversubscribed(threads: usize) -> bool {
+    threads > cores()
+}
+
+/// The cores this process may run on (`sched_getaffinity`, through
+/// [`std::thread::available_parallelism`], which also honours a cgroup's CPU quota; counted
+/// once per process).
+pub(crate) fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
-    workers > *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The calling thread's context switches so far, voluntary and involuntary
@@ -760,5 +776,71 @@ mod loom_tests {
     #[should_panic(expected = "lost wake-up")]
     fn loom_sleepers_waker_without_fence_loses_a_wakeup() {
         model(false);
+    }
+
+    /// Two workers on one thread (`worker/looping.rs`, `run_shared`): the thread arms each
+    /// (in the sweeps before), then re-checks each (the sweep in which it parks), and parks
+    /// only if neither re-check found work; two publishers each make work for one of them
+    /// and wake it (the thread's token, shared by both entries). Every publication must be
+    /// seen by its worker's re-check or unpark the thread. With `rearm_between`, worker A's
+    /// re-check comes before worker B's arm (a sweep in which A was ready to park and B only
+    /// armed), and the thread parks only after a further re-check of both, as `run_shared`
+    /// does. The broken variant parks after re-checking the last worker it armed only.
+    fn shared_thread_model(rearm_between: bool, recheck_both: bool) {
+        loom::model(move || {
+            let sleeping = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+            let work = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+            let unparked = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+            let (s2, w2) = (sleeping.clone(), work.clone());
+            let thread = thread::spawn(move || {
+                let arm = |me: usize| {
+                    s2[me].store(true, Ordering::Relaxed);
+                    fence(Ordering::SeqCst);
+                };
+                let recheck = |me: usize| w2[me].load(Ordering::Acquire);
+                arm(0);
+                if rearm_between && recheck(0) {
+                    return [true, false];
+                }
+                arm(1);
+                // The sweep that parks: both re-checks after both arms.
+                [recheck_both && recheck(0), recheck(1)]
+            });
+            let publish = |me: usize| {
+                let (s, w, u) = (sleeping.clone(), work.clone(), unparked.clone());
+                move || {
+                    w[me].store(true, Ordering::Release);
+                    fence(Ordering::SeqCst);
+                    if s[me].load(Ordering::Relaxed) {
+                        u[me].store(true, Ordering::Relaxed);
+                    }
+                }
+            };
+            let other = thread::spawn(publish(1));
+            publish(0)();
+            other.join().unwrap();
+            let saw = thread.join().unwrap();
+            for me in 0..2 {
+                // A thread that saw any work does not park; one that saw none parks, and
+                // each publication must then have unparked it.
+                let parked = !saw[0] && !saw[1];
+                assert!(
+                    !parked || unparked[me].load(Ordering::Relaxed),
+                    "lost wake-up: the shared thread parked with worker {me}'s work unseen"
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn loom_shared_thread_no_lost_wakeup() {
+        shared_thread_model(false, true);
+        shared_thread_model(true, true);
+    }
+
+    #[test]
+    #[should_panic(expected = "lost wake-up")]
+    fn loom_shared_thread_without_every_recheck_loses_a_wakeup() {
+        shared_thread_model(false, false);
     }
 }

@@ -110,6 +110,7 @@ impl Default for Builder {
                 rack_batch_bytes: DEFAULT_RACK_BATCH_BYTES,
                 crowded_waits: idle::Crowded::Off,
                 stall_secs: 0,
+                worker_threads: 0,
             },
             slot_explicit: false,
             env_error: None,
@@ -153,6 +154,17 @@ impl Default for Builder {
                     b.env_error = Some(format!(
                         "SKEIN_OVERSUBSCRIBED must be 0 (off), auto (when the workers \
                          outnumber the cores) or 1 (always), got {v:?}"
+                    ))
+                }
+            }
+        }
+        if let Ok(v) = std::env::var("SKEIN_WORKER_THREADS") {
+            match v.trim().parse::<usize>() {
+                Ok(t) => b.cfg.worker_threads = t,
+                Err(_) => {
+                    b.env_error = Some(format!(
+                        "SKEIN_WORKER_THREADS must be a number of threads (0: as many as the \
+                         cores when the workers outnumber them), got {v:?}"
                     ))
                 }
             }
@@ -300,6 +312,33 @@ impl Builder {
     /// ```
     pub fn crowded_waits(mut self, on: bool) -> Self {
         self.cfg.crowded_waits = if on { idle::Crowded::Auto } else { idle::Crowded::Off };
+        self
+    }
+
+    /// How many threads run the workers of a run in one process (not split into ranks):
+    /// `0` (the default) for as many as the cores this process may use when the workers
+    /// outnumber them, else one per worker; `t` for `t` threads (at most one per worker).
+    /// Workers that share a thread run a pass of their loop each in turn
+    /// (`runtime/worker/looping.rs`): a worker that waits for another of its thread hands it
+    /// the thread at once, where a thread of its own would wait for a core. Results do not
+    /// depend on it (the workers, their partitions and their trustees are the same); a fiber
+    /// that blocks its thread (a busy loop that never yields, a lock held while waiting for
+    /// another worker) blocks every worker of that thread. Runs over ranks, and loopback
+    /// splits, keep one thread per worker. `SKEIN_WORKER_THREADS=t` in the environment sets
+    /// the default of every runtime.
+    ///
+    /// ```
+    /// // Eight workers on one thread.
+    /// let rt = skein::Runtime::builder().workers(8).worker_threads(1).build()?;
+    /// let sum = rt.run(|| {
+    ///     let handles: Vec<_> = (0..8).map(|w| skein::spawn_on(w, w as u64, |w| w * w)).collect();
+    ///     handles.into_iter().map(|h| h.join()).sum::<u64>()
+    /// })?;
+    /// assert_eq!(sum, 140);
+    /// # Ok::<(), skein::Error>(())
+    /// ```
+    pub fn worker_threads(mut self, threads: usize) -> Self {
+        self.cfg.worker_threads = threads;
         self
     }
 
@@ -619,17 +658,36 @@ impl Runtime {
         lo: usize,
         mut main: Option<impl FnOnce() + Send + 'static>,
     ) -> (Vec<pool::Pending>, Option<Error>) {
-        let mut started = Vec::with_capacity(self.cfg.workers);
-        for (slot, w) in (lo..lo + self.cfg.workers).enumerate() {
+        // Workers share threads only in one process, unsplit (`RunState::threads`): thread
+        // `t` of `T` runs the consecutive workers `t·W/T .. (t+1)·W/T`.
+        let (workers, threads) = (self.cfg.workers, run_state.threads.clamp(1, self.cfg.workers));
+        let shared = run_state.ranks == 1 && run_state.mpi_rank.is_none() && threads < workers;
+        let groups = if shared { threads } else { workers };
+        let mut started = Vec::with_capacity(groups);
+        for slot in 0..groups {
+            let ids = lo + slot * workers / groups..lo + (slot + 1) * workers / groups;
             let rs = run_state.clone();
-            let m = if w == 0 { main.take() } else { None };
-            let job: pool::Job = Box::new(move |kept| worker_thread(w, rs, m, kept));
-            let name = || format!("skein-worker-{w}");
+            let m = if ids.contains(&0) { main.take() } else { None };
+            let first = ids.start;
+            let name = || {
+                if ids.len() == 1 {
+                    format!("skein-worker-{first}")
+                } else {
+                    format!("skein-workers-{first}-{}", ids.end - 1)
+                }
+            };
+            let job: pool::Job = Box::new({
+                let ids = ids.clone();
+                // Pinned as worker `w` would be (`Builder::pin`), or a shared thread by its
+                // place among the threads.
+                let pin_at = if ids.len() == 1 { first } else { slot };
+                move |kept| worker_thread(ids, pin_at, rs, m, kept)
+            });
             match lease.start(slot, name, self.cfg.worker_stack_size, job) {
                 Ok(p) => started.push(p),
                 Err(e) => {
                     run_state.stop();
-                    return (started, Some(Error::Spawn { worker: w, source: e }));
+                    return (started, Some(Error::Spawn { worker: first, source: e }));
                 }
             }
         }
@@ -1090,7 +1148,8 @@ impl Runtime {
 type MainSlot<R> = Arc<Mutex<Option<std::thread::Result<R>>>>;
 
 fn worker_thread(
-    index: usize,
+    ids: std::ops::Range<usize>,
+    pin_at: usize,
     run_state: Arc<RunState>,
     main: Option<impl FnOnce() + 'static>,
     kept: &mut pool::Kept,
@@ -1110,23 +1169,30 @@ fn worker_thread(
     }
     let _stop = StopOnPanic(run_state.clone());
     if run_state.cfg.pin {
-        pin_current_thread(index);
+        pin_current_thread(pin_at);
     }
-    let w = match Worker::new(index, run_state.clone(), kept.stacks.take()) {
-        Ok(w) => w,
-        Err(e) => {
-            run_state.stop();
-            return Err(Error::Spawn { worker: index, source: e });
+    let mut workers = Vec::with_capacity(ids.len());
+    for index in ids.clone() {
+        match Worker::new(index, run_state.clone(), kept.stacks.pop()) {
+            Ok(w) => workers.push(w),
+            Err(e) => {
+                run_state.stop();
+                return Err(Error::Spawn { worker: index, source: e });
+            }
         }
-    };
-    {
-        let _entered = context::enter(&w);
-        if let Some(m) = main {
-            w.spawn_local(m);
-        }
+    }
+    if let Some(m) = main {
+        // Global worker 0 is the first of its thread's workers.
+        let _entered = context::enter(&workers[0]);
+        workers[0].spawn_local(m);
+    }
+    if let [w] = &workers[..] {
+        let _entered = context::enter(w);
         w.run_loop();
+    } else {
+        worker::looping::run_shared(&workers);
     }
-    kept.stacks = Some(w.take_stacks());
+    kept.stacks.extend(workers.iter().map(|w| w.take_stacks()));
     Ok(())
 }
 

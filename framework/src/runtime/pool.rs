@@ -36,11 +36,12 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
-/// What a thread keeps from one run to the next: its fibers' stacks (of one size: a
-/// runtime's stack size never changes).
+/// What a thread keeps from one run to the next: its workers' fiber stacks (of one size: a
+/// runtime's stack size never changes; one pool per worker the thread ran, several when
+/// workers share it).
 #[derive(Debug, Default)]
 pub(crate) struct Kept {
-    pub(crate) stacks: Option<StackPool>,
+    pub(crate) stacks: Vec<StackPool>,
 }
 
 /// A run's work for one thread, with the thread's kept state.
@@ -194,8 +195,8 @@ mod tests {
     fn probe(out: Sender<(ThreadId, usize)>) -> Job {
         Box::new(move |kept: &mut Kept| {
             // The kept stacks stand in for any kept state: count the jobs in their size.
-            let runs = kept.stacks.as_ref().map_or(0, StackPool::size);
-            kept.stacks = Some(StackPool::empty(runs + 1));
+            let runs = kept.stacks.pop().map_or(0, |s| s.size());
+            kept.stacks.push(StackPool::empty(runs + 1));
             let _ = out.send((std::thread::current().id(), runs));
             Ok(())
         })

@@ -47,6 +47,19 @@ pub(crate) struct Config {
     /// Seconds with no task started or finished anywhere before the run prints a stall dump
     /// (`super::stall`); 0: never (a `SIGQUIT` still asks for one).
     pub(crate) stall_secs: u64,
+    /// Threads that run the workers of a run in one process (`Builder::worker_threads`,
+    /// `SKEIN_WORKER_THREADS`): 0 for as many as the cores when the workers outnumber them.
+    pub(crate) worker_threads: usize,
+}
+
+impl Config {
+    /// The threads that run this configuration's workers in one process, unsplit
+    /// (`super::worker::looping`): `worker_threads` (0: the cores this process may use,
+    /// [`super::idle::cores`]), at least 1 and at most one per worker.
+    pub(crate) fn threads(&self) -> usize {
+        let t = if self.worker_threads == 0 { super::idle::cores() } else { self.worker_threads };
+        t.clamp(1, self.workers.max(1))
+    }
 }
 
 /// Counters one worker publishes to the others (single writer: that worker, with
@@ -124,6 +137,11 @@ pub(crate) enum Split {
 #[derive(Debug)]
 pub(crate) struct RunState {
     pub(crate) n: usize,
+    /// The threads that run the workers on this node: [`Config::threads`] in one process
+    /// unsplit (workers then share threads, `super::worker::looping`), else every worker of
+    /// the node has its own (`n`: over the rings, every rank's). The idle policy's count of
+    /// what competes for the cores (`super::idle::oversubscribed`).
+    pub(crate) threads: usize,
     /// Distinguishes this run from every other run whose handles exist ([`crate::run_ids`]):
     /// a handle of another run is refused without touching memory.
     pub(crate) run_id: u32,
@@ -284,6 +302,7 @@ impl RunState {
             all_reduces: Mutex::new(all_reduces),
             aborted: AtomicBool::new(false),
             ended: AtomicBool::new(false),
+            threads: if ranks == 1 && mpi_rank.is_none() { cfg.threads() } else { n },
             n,
             run_id,
             job_run,

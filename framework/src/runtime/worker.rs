@@ -10,11 +10,10 @@
 //! delegated closures, continuations) is first moved out of the worker's structures (a request
 //! queue whose requests run is taken out of its cell whole, [`ClientSide::take_out`]).
 
-use super::anatomy::{Clock, Part};
+use super::anatomy::Clock;
 use super::export::Owner;
-use super::free::{self, PendingFrees};
-use super::idle::{self, Policy, Step};
-use super::quiesce;
+use super::free::PendingFrees;
+use super::idle;
 use super::quiesce_ranks::{Action, Detector, RankView};
 use super::remote::Flush;
 use super::run_state::{AllReduceBox, RunState, WorkerCounters};
@@ -28,11 +27,11 @@ use crate::fiber::{self, Fiber, StackPool};
 use crate::property::PropPtr;
 use crate::sync::proto::{self, AtomicU64};
 use crate::sync::{bump, Arc, Ordering};
-use crate::transport::IdlePolicy;
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::collections::VecDeque;
 
 mod dump;
+pub(crate) mod looping;
 
 /// Client-side state of one (this worker, trustee) pair; the trustee may be this worker.
 #[derive(Default)]
@@ -114,7 +113,7 @@ pub(crate) struct Worker {
     /// The transport's per-worker state, in a split run (MPI or loopback).
     pub(super) remote: Option<Box<super::remote::RemoteSide>>,
     /// Quiescence detection across ranks, on the first worker of each rank of a split run
-    /// (`super::quiesce_ranks`); one rank's worker 0 uses [`quiesce::detect`] instead.
+    /// (`super::quiesce_ranks`); one rank's worker 0 uses [`super::quiesce::detect`] instead.
     detector: Option<RefCell<Detector<AllReduceBox>>>,
     pub(super) clients: Box<[ClientSide]>,
     pub(super) trustees: Box<[TrusteeSide]>,
@@ -768,7 +767,7 @@ impl Worker {
     /// Wakes the `wait_quiescent` callers of this worker's rank that the verdict's
     /// quiescence counted (`waiters[i]` on the rank's worker `i`: `Detector::waiters`): its
     /// own, and a wake-up posted to each other worker of the rank that has some (then
-    /// published at once, as [`quiesce::detect`] does). True when the rank had any.
+    /// published at once, as [`super::quiesce::detect`] does). True when the rank had any.
     fn wake_rank_waiters(&self, totals: crate::QuiescentTotals, waiters: &[u64]) -> bool {
         let (mut posted, mut any) = (false, false);
         for (g, &k) in (self.rank_lo..).zip(waiters) {
@@ -789,327 +788,6 @@ impl Worker {
             self.flush_requests();
         }
         any
-    }
-
-    // ----- the loop ---------------------------------------------------------------------
-
-    /// Runs the worker loop until shutdown.
-    pub(crate) fn run_loop(&self) {
-        // The transport's kind of waiting (`crate::transport::IdlePolicy`): none in one process
-        // (workers park), in memory (a loopback split), or over a network (MPI).
-        let policy = match self.run_state.transport.as_deref().map(|t| t.idle_policy()) {
-            None => Policy::Local,
-            Some(IdlePolicy::Memory) => Policy::Loopback,
-            Some(IdlePolicy::Network) => Policy::Ranks,
-            Some(IdlePolicy::Rings) => Policy::Rings,
-        };
-        let sleepers = &self.run_state.sleepers;
-        sleepers.register(self.index);
-        // Set while this worker has announced that it may park (`idle`): the next idle pass
-        // is the re-check, after which it parks.
-        let mut armed = false;
-        // Set by a park that ended unwoken (a futex word's safety net: `idle.rs`); the next
-        // pass then tells whether a wake-up was lost. Set by every park: the next pass steps
-        // the detector across ranks (a board post may have woken it).
-        let (mut unwoken, mut after_park) = (false, false);
-        // In one process, or over the rings, every worker of the run is on this node.
-        let one_node = matches!(policy, Policy::Local | Policy::Rings);
-        // Waiting crowded (`Builder::crowded_waits`; with `auto`, when the workers outnumber
-        // the cores): block at once, never spin nor yield (`idle.rs`).
-        let crowded = one_node && self.run_state.cfg.crowded_waits.applies(self.run_state.n);
-        // Whether the run's workers outnumber this node's cores.
-        let over = one_node && idle::oversubscribed(self.run_state.n);
-        // With more workers than cores, waits for due work spin SPIN_DUE_OVER passes at most
-        // (`Spin::oversubscribed`), and waits with nothing due spin, yield twice and block
-        // (`Spin::calm`).
-        let mut spin = if crowded {
-            idle::Spin::crowded()
-        } else if over {
-            idle::Spin::oversubscribed()
-        } else {
-            idle::Spin::default()
-        };
-        let calm = (!crowded && over).then(idle::Spin::calm);
-        let switches = idle::thread_switches();
-        // Whether the current idle stretch waited for due work (it then teaches `spin`).
-        let mut waited_due = false;
-        let mut idle: u32 = 0;
-        let mut busy_passes: u32 = 0;
-        let mut incoming = false;
-        // The anatomy (`super::anatomy`): what the end of the previous pass was.
-        let st = &self.ctr().stats;
-        let clock = &self.clock;
-        let mut tail = Part::Idle;
-        // Passes since the last pass that flushed every batch to another rank.
-        let mut held: u32 = 0;
-        let aggregate = self.run_state.cfg.aggregate;
-        loop {
-            clock.mark(st, tail);
-            clock.pass(st);
-            // A stall dump asked for (`super::stall`): this worker's section.
-            self.check_dump();
-            let mut useful = false;
-            // 1. ready fibers, FIFO (only those ready now; newly readied ones wait a pass).
-            let n = self.ready.borrow().len();
-            for _ in 0..n {
-                let Some(id) = self.ready.borrow_mut().pop_front() else { break };
-                self.run_fiber(id);
-                useful = true;
-            }
-            clock.mark(st, Part::Issuing);
-            // 2. trustee role: local queue, then incoming slots.
-            useful |= self.run_local();
-            // Slots exist between the workers of one rank only.
-            for client in self.rank_lo..self.rank_lo + self.local_n {
-                if client != self.index {
-                    useful |= self.serve(client);
-                }
-            }
-            clock.mark(st, Part::Serving);
-            // 3. client role: responses, continuations, flushes. Batches to other ranks leave
-            // at once when no fiber is ready (nothing here will add to them before the next
-            // pass but what the trustee role serves: a fiber blocked in `apply` waits for
-            // this very batch); while fibers are ready, when full and every AGGREGATE_PASSES
-            // passes (a fiber that yields in a loop keeps every pass busy); the rest when the
-            // worker is about to go idle (below).
-            held = held.wrapping_add(1);
-            let flush_remote = if !aggregate || !self.has_ready_fibers() {
-                Flush::Now
-            } else if held % AGGREGATE_PASSES == 0 {
-                Flush::Aged
-            } else {
-                Flush::Full
-            };
-            // Batches to trustees of this rank are held the same way, but only with more
-            // workers than cores (a trustee then often waits blocked, and every publication
-            // wakes it); else they leave at once.
-            let flush_local = if crowded { flush_remote } else { Flush::Now };
-            for trustee in 0..self.n {
-                if trustee != self.index {
-                    let flush = if self.is_remote(trustee) { flush_remote } else { flush_local };
-                    useful |= self.poll_client(trustee, flush);
-                }
-            }
-            clock.mark(st, Part::Issuing);
-            // 4. in a split run, the envelopes that arrived: requests to serve, responses to
-            // complete. After the flushes: the requests the fibers just issued leave before
-            // this pass's MPI progress call, not after it (a round trip across ranks waits
-            // for one call less), and a fiber woken by a response here runs at the top of
-            // the next pass, whose flushes send what it issues.
-            if self.remote.is_some() {
-                useful |= self.poll_transport();
-                // Served counts of remote clients change only above: the `Release`s they
-                // complete are applied here (an owner exists exactly in a split run).
-                if let Some(o) = &self.owner {
-                    useful |= self.process_releases(o);
-                }
-            }
-            useful |= self.frees.process(self);
-            clock.mark(st, Part::Serving);
-            // About to go idle: what is staged for other ranks leaves now (aggregation per
-            // destination rank, `Worker::poll_remote`). Not needed when step 3 sent
-            // everything: a pass that did nothing useful staged nothing after it.
-            if !useful && flush_remote != Flush::Now && self.remote.is_some() {
-                for rank in (0..self.run_state.ranks).filter(|&r| r != self.rank) {
-                    useful |= self.poll_remote(rank, Flush::Now);
-                }
-                held = 0;
-                clock.mark(st, Part::Issuing);
-            }
-            tail = Part::Issuing;
-            let woke = std::mem::take(&mut after_park);
-            let was_unwoken = std::mem::take(&mut unwoken);
-            if was_unwoken && useful {
-                bump(&st.park_timeouts_useful, 1);
-            }
-            if useful {
-                if armed {
-                    sleepers.disarm(self.index);
-                    armed = false;
-                }
-                if waited_due {
-                    spin.ended(idle);
-                    waited_due = false;
-                }
-                idle = 0;
-                incoming = false;
-                bump(&st.useful_polls, 1);
-                busy_passes = busy_passes.wrapping_add(1);
-                // A rank's detector also runs now and then while its first worker is busy:
-                // every rank's detection waits for each rank's part of a round. Rarely: each
-                // step posts the next all-reduce (a message to every other rank,
-                // `quiesce_ranks::mpi`), in the way of the requests.
-                if busy_passes % DETECT_BUSY_EVERY == 0 {
-                    let stop = self.poll_detector(true);
-                    clock.mark(st, Part::Detector);
-                    if stop {
-                        break;
-                    }
-                }
-                continue;
-            }
-            bump(&st.idle_polls, 1);
-            if self.run_state.shutdown.load(Ordering::Acquire) {
-                break;
-            }
-            let took_frees = free::take_foreign(self);
-            idle = idle.saturating_add(1);
-            // Across ranks, every DETECT_EVERY idle passes (also while a response is due: a
-            // rank waiting for an answer must still take part in the rounds, or an abort
-            // elsewhere could never reach it). Not on every pass: each completed round posts
-            // the next all-reduce, and rounds back to back would keep every rank's progress
-            // engine busy with them, in the way of the requests.
-            // (`idle` saturates: from then on, every pass.)
-            // Over the rings also in the re-check pass before blocking and after a wake-up, and
-            // a round is posted only once the rank's other workers are idle (`idle.rs`).
-            // A round owed after waking waiters: on every idle pass, where a pass may wait
-            // (over MPI, 50 µs); over the rings the re-check pass before blocking posts it.
-            let owed = policy != Policy::Rings && self.post_owed.get();
-            if idle % DETECT_EVERY == 0 || idle == u32::MAX || armed || woke || owed {
-                // While another worker of the rank works, a round goes out only after a wait
-                // that nobody ended (the safety net: rounds then still tell the other ranks,
-                // and their stall dumps, that this rank lives).
-                let mut rank_idle =
-                    policy != Policy::Rings || self.rank_idle_except(sleepers, None);
-                // With more workers than cores, a first worker that awaits a response of its
-                // own (no round can be quiescent) starts no round: it only posts its part of
-                // one another rank started, whose post wakes it (`idle.rs`). Else every short
-                // wait for a response would post a round and wake every other rank.
-                if crowded && rank_idle && policy == Policy::Rings && self.own_work_due() {
-                    rank_idle = self.detector.as_ref().is_some_and(|d| d.borrow_mut().awaited());
-                }
-                let completed = st.all_reduces_completed.load(Ordering::Relaxed);
-                let outstanding = st.all_reduces_posted.load(Ordering::Relaxed) != completed;
-                let stop = self.poll_detector(rank_idle || was_unwoken);
-                // A round outstanding before an unwoken park that completed after it: its last
-                // post did not wake this worker (a lost wake-up, as a useful pass would be).
-                if was_unwoken
-                    && outstanding
-                    && st.all_reduces_completed.load(Ordering::Relaxed) != completed
-                {
-                    bump(&st.park_timeouts_useful, 1);
-                }
-                clock.mark(st, Part::Detector);
-                if stop {
-                    break;
-                }
-            }
-            // A response is due, or (below) requests are on their way to us: spin longer
-            // before giving the core away (a busy peer's pass takes a while), then yield, then
-            // park (the peer's publication wakes us) or, over MPI, wait briefly between polls.
-            let due = self.own_work_due();
-            // Worker 0 detects quiescence every 16 idle passes, on every pass after a long
-            // stretch, and always in the pass before it parks (`armed`): the other workers
-            // wake it when they park, and nobody else would run the detection.
-            if !due
-                && self.detector.is_none()
-                && self.index == 0
-                && (idle % 16 == 0 || armed || idle > idle::SPIN + idle::YIELD)
-            {
-                bump(&st.detector_steps, 1);
-                let stop = quiesce::detect(self);
-                clock.mark(st, Part::Detector);
-                if stop {
-                    break;
-                }
-            }
-            // Requests on their way to us: treated like a due response. Other workers'
-            // counters are only read every SPIN passes: reading a client's `issued` line on
-            // every idle pass would pull it away from that client's hot path.
-            if !due && idle % idle::SPIN == 0 {
-                incoming = self.incoming_due();
-            }
-            waited_due |= due || incoming;
-            if clock.on() {
-                tail = if due {
-                    Part::WaitResponse
-                } else if self.rank_waits_quiescence() {
-                    Part::WaitQuiescence
-                } else {
-                    Part::Idle
-                };
-            }
-            let budget = match &calm {
-                Some(calm) if !(due || incoming) => calm,
-                _ => &spin,
-            };
-            match policy.step(idle, due || incoming, budget) {
-                // Over MPI a pass already waits in an MPI call: no `pause` on top; and no
-                // timed wait while sends or receives are under way (they need progress calls).
-                Step::Spin if policy == Policy::Ranks => {}
-                Step::Wait(_)
-                    if self.run_state.transport.as_deref().is_some_and(|t| t.busy(self.index)) =>
-                {
-                    bump(&st.yields, 1);
-                    idle::pause(Step::Yield)
-                }
-                // Work this pass made for this very worker, which no other thread will wake
-                // it for: frees taken over, fibers the detector just woke (`detect` wakes
-                // the `wait_quiescent` callers of worker 0 after `due` was computed).
-                Step::Park if took_frees || self.has_ready_fibers() => {}
-                Step::Park if !armed => {
-                    sleepers.arm(self.index);
-                    armed = true;
-                }
-                Step::Park => {
-                    // The pass after arming found nothing: park. The rank's first worker
-                    // detects quiescence in its idle passes, so it looks again once this
-                    // worker is idle, if every other worker of the rank is idle too: the
-                    // last of them to arm sees the others armed (`idle.rs`, "Quiescence").
-                    if self.index != self.rank_lo
-                        && self.rank_idle_except(sleepers, Some(self.rank_lo))
-                    {
-                        sleepers.wake(self.rank_lo);
-                    }
-                    bump(&st.parks, 1);
-                    if !sleepers.park(self.index) {
-                        bump(&st.park_timeouts, 1);
-                        unwoken = true;
-                    }
-                    after_park = true;
-                    armed = false;
-                }
-                step => {
-                    if step == Step::Yield {
-                        bump(&st.yields, 1);
-                    }
-                    idle::pause(step)
-                }
-            }
-        }
-        clock.mark(st, tail);
-        let (voluntary, involuntary) = idle::thread_switches();
-        bump(&st.switches_voluntary, voluntary.wrapping_sub(switches.0));
-        bump(&st.switches_involuntary, involuntary.wrapping_sub(switches.1));
-        // Shutdown is only decided at quiescence: every request has been served, so every
-        // pending free is eligible now. No request of this run can arrive any more: the
-        // export counts of the slots still live are dropped (`docs/rack-mode.md` §5.4), their
-        // last local counts going down the free path below.
-        if let Some(o) = &self.owner {
-            o.borrow_mut().end_of_run();
-        }
-        free::take_foreign(self);
-        self.frees.process(self);
-        debug_assert!(self.frees.is_empty() || self.run_state.aborted.load(Ordering::Acquire));
-        // Every envelope of the run has been received (quiescence across ranks): complete
-        // this worker's sends before the transport is closed. An aborted run may have
-        // rendezvous sends that a stopped peer never receives: give up on those after a while
-        // (their buffers are leaked, never freed under MPI's feet).
-        if matches!(policy, Policy::Ranks | Policy::Rings) {
-            if let Some(t) = self.run_state.transport.as_deref() {
-                let limit = std::time::Duration::from_secs(5);
-                if !t.drain(self.index, limit) && !self.run_state.aborted.load(Ordering::Acquire) {
-                    self.run_state.record_error(format!(
-                        "rank {} worker {}: sends still incomplete {limit:?} after the run ended",
-                        self.rank, self.index
-                    ));
-                }
-            }
-        }
-        // Deadlocked fibers (reported as Error::Deadlock) are leaked, never unwound.
-        for f in self.fibers.borrow_mut().drain(..).flatten() {
-            std::mem::forget(f);
-        }
     }
 
     /// While [`Worker::own_work_due`] or [`Worker::incoming_due`] holds the idle policy

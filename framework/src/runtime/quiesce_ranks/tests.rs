@@ -106,6 +106,7 @@ fn run_state_counters_are_summed_over_the_rank() {
         rack_batch_bytes: 4032,
         crowded_waits: crate::runtime::idle::Crowded::Off,
         stall_secs: 0,
+        worker_threads: 0,
     };
     let rs =
         RunState::start(cfg, crate::runtime::run_state::Split::InProcess, None).expect("a run id");
