@@ -132,7 +132,8 @@
 //!   repository). Needs Open MPI and libclang (`scripts/install-mpi.sh` in the repository).
 //!
 //! Environment variables read: `SKEIN_LOOPBACK_RANKS` ([`Builder::default`]: split every
-//! runtime into fake ranks, a testing aid), and, with the `mpi` feature, the MPI launcher's
+//! runtime into fake ranks, a testing aid), `SKEIN_WORKER_THREADS`
+//! ([`Builder::worker_threads`]), the tuning switches [`Builder::default`] lists, and, with the `mpi` feature, the MPI launcher's
 //! (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`, `PMIX_RANK`) to tell whether the process runs under
 //! `mpirun`.
 

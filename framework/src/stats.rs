@@ -31,7 +31,8 @@ pub struct WorkerStats {
     pub idle_polls: u64,
     /// Times the worker blocked (gave its core away) until another thread made work for it
     /// (in one process, and across ranks over the shared-memory rings, where a thread of
-    /// another rank wakes it; over MPI a worker waits briefly instead).
+    /// another rank wakes it; over MPI a worker waits briefly instead). Where workers share
+    /// a thread, a park of the thread counts once on each of its workers.
     pub parks: u64,
     /// Of those, the blocks no thread ended: the safety net's timeout (over the rings only;
     /// never needed for progress).
@@ -43,10 +44,13 @@ pub struct WorkerStats {
     pub yields: u64,
     /// Context switches of the worker's thread while its loop ran, that it asked for
     /// (blocking: a park, a futex wait, a timed wait, a blocking system call), from
-    /// `getrusage(RUSAGE_THREAD)` (Linux; 0 elsewhere).
+    /// `getrusage(RUSAGE_THREAD)` (Linux; 0 elsewhere). Where workers share a thread
+    /// (`Builder::worker_threads`), the thread's switches are counted on its first worker,
+    /// and 0 on the others.
     pub switches_voluntary: u64,
     /// Context switches of the worker's thread while its loop ran that it did not ask for:
-    /// preemption, and a `sched_yield` that found another runnable thread.
+    /// preemption, and a `sched_yield` that found another runnable thread (counted as
+    /// `switches_voluntary` where workers share a thread).
     pub switches_involuntary: u64,
     /// Request envelopes this worker sent to other ranks (each carries a batch, a segment,
     /// for one or several trustees of one rank).

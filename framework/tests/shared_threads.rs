@@ -3,8 +3,14 @@
 //! (responses, joins, quiescence, deadlock) working when the worker waited for runs on the
 //! waiting worker's own thread.
 
-use skein::{Error, Runtime};
+use skein::{Builder, Error, Runtime};
 use std::collections::BTreeSet;
+
+/// A runtime unsplit whatever `SKEIN_LOOPBACK_RANKS` says (CI also runs this suite as fake
+/// ranks, which keep a thread per worker).
+fn builder() -> Builder {
+    Runtime::builder().loopback_ranks(1)
+}
 
 /// The name of the thread that runs each worker (a fiber spawned there reads it).
 fn thread_of_each_worker(rt: &Runtime) -> Vec<String> {
@@ -34,11 +40,8 @@ fn thread_of_each_worker(rt: &Runtime) -> Vec<String> {
 
 #[test]
 fn workers_share_the_threads_asked_for() {
-    if std::env::var_os("SKEIN_LOOPBACK_RANKS").is_some() {
-        return; // split runs keep a thread per worker
-    }
     for (workers, threads) in [(8, 1), (8, 3), (5, 2), (4, 4), (3, 8)] {
-        let rt = Runtime::builder().workers(workers).worker_threads(threads).build().unwrap();
+        let rt = builder().workers(workers).worker_threads(threads).build().unwrap();
         let names = thread_of_each_worker(&rt);
         let distinct: BTreeSet<_> = names.iter().collect();
         assert_eq!(distinct.len(), threads.min(workers), "{workers} workers: {names:?}");
@@ -54,14 +57,12 @@ fn workers_share_the_threads_asked_for() {
 
 #[test]
 fn by_default_workers_share_threads_only_beyond_the_cores() {
-    if std::env::var_os("SKEIN_LOOPBACK_RANKS").is_some()
-        || std::env::var_os("SKEIN_WORKER_THREADS").is_some()
-    {
+    if std::env::var_os("SKEIN_WORKER_THREADS").is_some() {
         return; // the environment decides
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     for workers in [cores, 2 * cores + 1] {
-        let rt = Runtime::builder().workers(workers).build().unwrap();
+        let rt = builder().workers(workers).build().unwrap();
         let distinct: BTreeSet<_> = thread_of_each_worker(&rt).into_iter().collect();
         assert_eq!(distinct.len(), workers.min(cores), "{workers} workers on {cores} cores");
     }
@@ -72,7 +73,7 @@ fn shared_threads_give_exact_counts_and_wait_for_each_other() {
     // Every worker sends to every other, through blocking `apply` and through `apply_then`,
     // and waits in quiescence; with 1, 2 and 3 threads for 6 workers, and a thread each.
     for threads in [1, 2, 3, 6] {
-        let rt = Runtime::builder().workers(6).worker_threads(threads).build().unwrap();
+        let rt = builder().workers(6).worker_threads(threads).build().unwrap();
         for _ in 0..3 {
             let (total, echoed) = rt
                 .run(|| {
@@ -115,10 +116,7 @@ fn shared_threads_give_exact_counts_and_wait_for_each_other() {
 fn a_blocked_worker_holds_up_only_its_own_thread() {
     // Worker 3 (on the second of two threads) answers after 100 ms; worker 0 waits for it,
     // and the workers of the first thread still serve each other meanwhile.
-    if std::env::var_os("SKEIN_LOOPBACK_RANKS").is_some() {
-        return; // spawn_local_on needs one rank
-    }
-    let rt = Runtime::builder().workers(4).worker_threads(2).build().unwrap();
+    let rt = builder().workers(4).worker_threads(2).build().unwrap();
     let got = rt
         .run(|| {
             let slow = skein::trustee(3).entrust_new(0u32, |x| x);
@@ -140,7 +138,7 @@ fn a_blocked_worker_holds_up_only_its_own_thread() {
 fn a_deadlock_is_reported_with_shared_threads() {
     // Main locks a latch it holds already, after work on every worker: quiescence with a
     // parked fiber, detected by worker 0 on the thread it shares.
-    let rt = Runtime::builder().workers(4).worker_threads(1).build().unwrap();
+    let rt = builder().workers(4).worker_threads(1).build().unwrap();
     let r = rt.run(|| {
         let t = skein::trustee(3).entrust_new(0u32, |x| x);
         t.apply_then(1u32, |c, d| *c += d, |()| {});

@@ -4,7 +4,10 @@
 //! A [`Clock`] reads `Instant::now()` at the boundaries of a loop pass's phases (and once per
 //! envelope a pass handles), never per request, and adds the time since the previous read to
 //! the part that the stretch belonged to. Every stretch goes to exactly one part, so the parts
-//! tile the loop from the worker's first pass to its last. Off, a mark is one predictable
+//! tile the loop from the worker's first pass to its last. Where workers share a thread
+//! (`Builder::worker_threads`), the time between two passes of a worker (the other workers'
+//! passes) goes to the part its previous pass ended in, as a park's time does: the worker
+//! waited for its thread. Off, a mark is one predictable
 //! branch on a field of the worker.
 
 use crate::stats::LiveStats;

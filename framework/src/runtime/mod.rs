@@ -91,7 +91,8 @@ impl Default for Builder {
     /// number of ranks is reported by [`Builder::build`]. `SKEIN_ANATOMY=1` turns the loop
     /// timing on ([`Builder::anatomy`]); `SKEIN_AGGREGATE=0` sends the requests staged for
     /// another rank on every loop pass instead of holding them until a batch is full or the
-    /// worker goes idle (for measuring the aggregation).
+    /// worker goes idle (for measuring the aggregation). `SKEIN_WORKER_THREADS=t` sets
+    /// [`Builder::worker_threads`].
     fn default() -> Self {
         let mut b = Builder {
             cfg: Config {
