@@ -7,7 +7,8 @@ use skein::{Builder, Error, Runtime};
 use std::collections::BTreeSet;
 
 /// A runtime unsplit whatever `SKEIN_LOOPBACK_RANKS` says (CI also runs this suite as fake
-/// ranks, which keep a thread per worker).
+/// ranks, which keep a thread per worker; ranks over the rings, which share threads too,
+/// are run by `tests/rack.rs` under `SKEIN_WORKER_THREADS=1` in CI).
 fn builder() -> Builder {
     Runtime::builder().loopback_ranks(1)
 }

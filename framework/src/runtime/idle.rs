@@ -40,9 +40,11 @@
 //! (it pauses only in a sweep where none of its workers did anything, by the smallest step
 //! they asked for, and parks once every one of them armed and re-checked: loom model
 //! `loom_shared_thread_no_lost_wakeup`, and its broken variant that skips a re-check,
-//! `loom_shared_thread_without_every_recheck_loses_a_wakeup`). What follows concerns the
-//! threads that still outnumber the cores: the ranks of a node over the rings (a thread per
-//! worker), or a run asked for more threads than cores.
+//! `loom_shared_thread_without_every_recheck_loses_a_wakeup`). Over the rings each rank
+//! shares threads among its workers the same way, a thread's workers waiting on one futex
+//! word. What follows concerns the threads that still outnumber the cores: the ranks of a
+//! node together (each running as many threads as the cores it may use), or a run asked for
+//! more threads than cores.
 //!
 //! Spinning and yielding pay only while the worker being waited for runs on another core.
 //! When the run's threads outnumber the cores this process may use ([`oversubscribed`]: the
@@ -458,6 +460,22 @@ impl Sleepers {
         true
     }
 
+    /// Parks the thread that runs the workers `ids` (`worker/looping.rs`, every one of them
+    /// armed, after their re-check passes) until a wake-up of any of them, then disarms them:
+    /// in one process the thread's park token (every entry names the thread), over the rings
+    /// the futex word they share (the first one's, `transport::wake::thread_group`). False
+    /// when nobody woke it (a futex word's safety net).
+    pub(crate) fn park_shared(&self, ids: std::ops::Range<usize>) -> bool {
+        if let Some(word) = self.word(ids.start) {
+            return word.block(BLOCK_LIMIT) == Blocked::Woken;
+        }
+        std::thread::park();
+        for w in ids {
+            self.disarm(w);
+        }
+        true
+    }
+
     /// True when the workers wait on futex words (over the rings: `Policy::Rings`).
     pub(crate) fn on_words(&self) -> bool {
         self.words.is_some()
@@ -610,6 +628,9 @@ mod tests {
     impl WakeWords for HeapWords {
         fn word(&self, g: usize) -> Option<&crate::transport::wake::WakeWord> {
             self.0.get(g)
+        }
+        fn threads_of(&self, _rank: usize) -> usize {
+            self.0.len()
         }
     }
 

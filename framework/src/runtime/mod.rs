@@ -316,17 +316,20 @@ impl Builder {
         self
     }
 
-    /// How many threads run the workers of a run in one process (not split into ranks):
-    /// `0` (the default) for as many as the cores this process may use when the workers
+    /// How many threads run the workers of a process (of a run in one process, or of a rank
+    /// over the shared-memory rings): `0` (the default) for as many as the cores this
+    /// process may use when the workers
     /// outnumber them, else one per worker; `t` for `t` threads (at most one per worker).
     /// Workers that share a thread run a pass of their loop each in turn
     /// (`runtime/worker/looping.rs`): a worker that waits for another of its thread hands it
     /// the thread at once, where a thread of its own would wait for a core. Results do not
     /// depend on it (the workers, their partitions and their trustees are the same); a fiber
     /// that blocks its thread (a busy loop that never yields, a lock held while waiting for
-    /// another worker) blocks every worker of that thread. Runs over ranks, and loopback
-    /// splits, keep one thread per worker. `SKEIN_WORKER_THREADS=t` in the environment sets
-    /// the default of every runtime.
+    /// another worker) blocks every worker of that thread. Over the shared-memory rings each
+    /// rank does the same with its own workers and cores (the workers of a thread wait on one
+    /// futex word, which the other ranks learn at set-up, `transport/shm.rs`); over MPI
+    /// messages and in loopback splits every worker keeps a thread of its own.
+    /// `SKEIN_WORKER_THREADS=t` in the environment sets the default of every runtime.
     ///
     /// ```
     /// // Eight workers on one thread.
@@ -659,14 +662,17 @@ impl Runtime {
         lo: usize,
         mut main: Option<impl FnOnce() + Send + 'static>,
     ) -> (Vec<pool::Pending>, Option<Error>) {
-        // Workers share threads only in one process, unsplit (`RunState::threads`): thread
-        // `t` of `T` runs the consecutive workers `t·W/T .. (t+1)·W/T`.
-        let (workers, threads) = (self.cfg.workers, run_state.threads.clamp(1, self.cfg.workers));
-        let shared = run_state.ranks == 1 && run_state.mpi_rank.is_none() && threads < workers;
-        let groups = if shared { threads } else { workers };
+        // Workers share threads in one process unsplit, and over the shared-memory rings
+        // (`RunState::rank_threads`): thread `t` of `T` runs the consecutive workers
+        // `t·W/T .. (t+1)·W/T` (`transport::wake::thread_group`, by which the rings' wakers
+        // find the word a group waits on).
+        let workers = self.cfg.workers;
+        let groups = run_state.rank_threads.clamp(1, workers);
         let mut started = Vec::with_capacity(groups);
         for slot in 0..groups {
-            let ids = lo + slot * workers / groups..lo + (slot + 1) * workers / groups;
+            let block =
+                crate::transport::wake::thread_group(slot * workers / groups, workers, groups);
+            let ids = lo + block.start..lo + block.end;
             let rs = run_state.clone();
             let m = if ids.contains(&0) { main.take() } else { None };
             let first = ids.start;
@@ -856,7 +862,11 @@ impl Runtime {
         let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
             // The settings, agreed, and the rings of the last run when every rank kept them
             // for this shape (one collective).
-            let config = shm::Config::from_env(MAX_ENVELOPE, self.cfg.rack_batch_bytes);
+            let config = shm::Config::from_env(
+                MAX_ENVELOPE,
+                self.cfg.rack_batch_bytes,
+                self.cfg.worker_threads,
+            );
             let (config, kept) = shm::agree_and_reuse(w, config, &nodes)?;
             shm_config.set(Some(config));
             match kept {
@@ -897,6 +907,7 @@ impl Runtime {
             let config = crate::rack::agree_ok(shm::Config::from_env(
                 MAX_ENVELOPE,
                 self.cfg.rack_batch_bytes,
+                0,
             ))?;
             crate::transport::verbs::VerbsLink::open(w, token, config, links).map(Arc::new)
         };

@@ -142,6 +142,10 @@ pub(crate) struct RunState {
     /// the node has its own (`n`: over the rings, every rank's). The idle policy's count of
     /// what competes for the cores (`super::idle::oversubscribed`).
     pub(crate) threads: usize,
+    /// The threads that run this process's workers: fewer than its workers where they share
+    /// threads (in one process, [`Config::threads`]; over the shared-memory rings, what the
+    /// ranks agreed, `transport::shm`), else one per worker.
+    pub(crate) rank_threads: usize,
     /// Distinguishes this run from every other run whose handles exist ([`crate::run_ids`]):
     /// a handle of another run is refused without touching memory.
     pub(crate) run_id: u32,
@@ -278,7 +282,18 @@ impl RunState {
         };
         let here = if mpi_rank.is_some() { local_n } else { n };
         // Over the rings the workers wait on futex words the other ranks reach.
-        let sleepers = Sleepers::new(n, transport.as_deref().and_then(|t| t.wake_words()));
+        let words = transport.as_deref().and_then(|t| t.wake_words());
+        // The threads that run the workers: shared in one process unsplit, and over the rings
+        // as the ranks agreed (each group on the word of its first worker).
+        let (threads, rank_threads) = match (&words, mpi_rank) {
+            (Some(ws), Some(r)) => {
+                let here = ws.threads_of(r).clamp(1, local_n);
+                (((0..ranks).map(|q| ws.threads_of(q)).sum::<usize>()).max(here), here)
+            }
+            (None, None) if ranks == 1 => (cfg.threads(), cfg.threads()),
+            _ => (n, here),
+        };
+        let sleepers = Sleepers::new(n, words);
         let pairs = kept
             .filter(|k| {
                 k.len() == pair_stride * pair_stride && k.iter().all(|p| p.fits(cfg.slot_overflow))
@@ -302,7 +317,8 @@ impl RunState {
             all_reduces: Mutex::new(all_reduces),
             aborted: AtomicBool::new(false),
             ended: AtomicBool::new(false),
-            threads: if ranks == 1 && mpi_rank.is_none() { cfg.threads() } else { n },
+            threads,
+            rank_threads,
             n,
             run_id,
             job_run,

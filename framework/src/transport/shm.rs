@@ -56,6 +56,12 @@
 //! wakes every other rank's first worker (`transport::board`). The threads of the rank wake
 //! the same words (`Sleepers`).
 //!
+//! Where a rank runs its workers on fewer threads than workers (`Builder::worker_threads`:
+//! by default as many threads as the cores the process may use), the workers of a thread
+//! wait on the word of its first worker (`transport::wake::thread_group`): every rank says
+//! its thread count in the set-up's all-gather, and [`ShmWords`] maps a worker to its
+//! thread's word, for the rings' writers (their `peer`) as for the rank's own threads.
+//!
 //! # Layout of a region
 //!
 //! The board's slot ([`BOARD_BYTES`]), then the `W` futex words of the rank's workers
@@ -76,7 +82,7 @@
 use super::board::{BoardMem, BOARD_VALUES};
 use super::ring::{Counters, RingMem, COUNTERS_BYTES};
 use super::ring_link::{End, Medium, RingLink};
-use super::wake::{WakeWord, WakeWords, WAKE_WORD_BYTES};
+use super::wake::{thread_group, WakeWord, WakeWords, WAKE_WORD_BYTES};
 use super::IdlePolicy;
 use std::ffi::CString;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -105,14 +111,29 @@ pub(crate) struct Config {
     pub(crate) max_envelope_bytes: usize,
     /// The most wire bytes of a uniform batch to another rank (`Builder::rack_batch_bytes`).
     pub(crate) batch_bytes: usize,
+    /// The threads this rank's workers should share (`Builder::worker_threads`; 0: the cores
+    /// this process may use, divided among the ranks of its node): [`Config::threads_here`].
+    pub(crate) threads: usize,
 }
 
 impl Config {
+    /// The threads that run this rank's `workers`: [`Config::threads`], or by default the
+    /// `cores` this process may use (as in one process: `Builder::worker_threads`), never more
+    /// than one per worker. Workers beyond that share threads (`runtime/worker/looping.rs`),
+    /// each group waiting on the futex word of its first worker ([`ShmWords`]). (Dividing a
+    /// node's cores among its ranks measured slower for SSSP with `--bind-to none`: 2 ranks
+    /// of 4 workers on 2 cores, one thread each, 0.82x; `docs/performance.md`.)
+    pub(crate) fn threads_here(&self, workers: usize, cores: usize) -> usize {
+        let t = if self.threads == 0 { cores } else { self.threads };
+        t.clamp(1, workers.max(1))
+    }
+
     /// The ring size `SKEIN_SHM_RING_BYTES` asks for, or the default; batches of at most
     /// `batch_bytes` on the wire.
     pub(crate) fn from_env(
         max_envelope_bytes: usize,
         batch_bytes: usize,
+        threads: usize,
     ) -> Result<Config, String> {
         let ring_bytes = match std::env::var("SKEIN_SHM_RING_BYTES") {
             Err(_) => None,
@@ -127,7 +148,7 @@ impl Config {
                 }
             },
         };
-        Ok(Config { ring_bytes, max_envelope_bytes, batch_bytes })
+        Ok(Config { ring_bytes, max_envelope_bytes, batch_bytes, threads })
     }
 
     /// The data bytes of each of `rings` rings per rank: the setting, or the default for that
@@ -380,13 +401,19 @@ impl ShmBoard {
 pub(crate) struct ShmWords {
     regions: Arc<Vec<Option<Region>>>,
     workers: usize,
+    /// Every rank's thread count (agreed at set-up; 0 for a rank on another node): a worker
+    /// waits on the word of the first worker of its thread ([`thread_group`]).
+    threads: Arc<Vec<usize>>,
 }
 
 impl ShmWords {
-    /// Global worker `g`'s word, if `g` is on a rank of this node.
+    /// Global worker `g`'s word (the first of its thread's workers'), if `g` is on a rank of
+    /// this node.
     fn at(&self, g: usize) -> Option<&WakeWord> {
-        let reg = self.regions.get(g / self.workers)?.as_ref()?;
-        let at = BOARD_BYTES + (g % self.workers) * WAKE_WORD_BYTES;
+        let rank = g / self.workers;
+        let reg = self.regions.get(rank)?.as_ref()?;
+        let first = thread_group(g % self.workers, self.workers, self.threads[rank]).start;
+        let at = BOARD_BYTES + first * WAKE_WORD_BYTES;
         debug_assert!(at + WAKE_WORD_BYTES <= reg.len);
         // SAFETY: invariant 2: a `WakeWord` (an atomic, zero-filled: awake) at a 64-aligned
         // place of a live mapping, alive as long as `self` (the `Arc`).
@@ -402,6 +429,9 @@ impl ShmWords {
 impl WakeWords for ShmWords {
     fn word(&self, g: usize) -> Option<&WakeWord> {
         self.at(g)
+    }
+    fn threads_of(&self, rank: usize) -> usize {
+        self.threads.get(rank).copied().unwrap_or(0)
     }
 }
 
@@ -611,9 +641,14 @@ impl RingLink<Shm> {
         let ring_bytes = config.ring_bytes(all_workers * workers);
         // Every rank must lay its rings out alike (`SKEIN_SHM_RING_BYTES` is read per rank):
         // a rank mapping another's file with another length would fault past its end.
-        let mine = [ring_bytes as u64];
-        let mut sizes = vec![0u64; ranks];
-        world.all_gather_into(&mine[..], &mut sizes[..]);
+        // And every rank learns the threads each rank of its node runs its workers on, whose
+        // groups share a futex word (`ShmWords`).
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let here = config.threads_here(workers, cores);
+        let mine = [ring_bytes as u64, here as u64];
+        let mut gathered = vec![0u64; 2 * ranks];
+        world.all_gather_into(&mine[..], &mut gathered[..]);
+        let sizes: Vec<u64> = gathered.iter().step_by(2).copied().collect();
         if let Some(r) = sizes.iter().position(|&b| b != sizes[0]) {
             return Err(format!(
                 "every rank must use the same ring size (SKEIN_SHM_RING_BYTES): rank 0 uses {} \
@@ -621,6 +656,8 @@ impl RingLink<Shm> {
                 sizes[0], sizes[r]
             ));
         }
+        let threads: Vec<usize> =
+            (0..ranks).map(|r| if near(r) { gathered[2 * r + 1] as usize } else { 0 }).collect();
         let stride = COUNTERS_BYTES + ring_bytes;
         let len = all_workers
             .checked_mul(workers)
@@ -673,7 +710,7 @@ impl RingLink<Shm> {
                 peer,
             }
         };
-        let words = ShmWords { regions: Arc::new(regions), workers };
+        let words = ShmWords { regions: Arc::new(regions), workers, threads: Arc::new(threads) };
         let regions = &words.regions;
         let lo = rank * workers;
         let ends = (0..workers)

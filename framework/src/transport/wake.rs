@@ -207,8 +207,22 @@ fn futex_wake(w: &WakeWord) {
 /// The futex words of a run's workers, reachable by global worker id (the words of every rank
 /// where the memory is shared, `transport::shm`).
 pub(crate) trait WakeWords: Send + Sync + std::fmt::Debug {
-    /// Global worker `g`'s word, if this process reaches it.
+    /// Global worker `g`'s word, if this process reaches it. Workers that share a thread
+    /// share the word of the first of them ([`thread_group`]).
     fn word(&self, g: usize) -> Option<&WakeWord>;
+    /// The threads that run rank `rank`'s workers (0 for a rank this process does not reach).
+    fn threads_of(&self, rank: usize) -> usize;
+}
+
+/// The workers (local indices of a rank of `workers`) that share a thread with worker `i`,
+/// when the rank runs them on `threads` threads: thread `t` runs `t·W/T .. (t+1)·W/T`
+/// (`runtime/worker/looping.rs`). Every waker of every rank computes the same groups from the
+/// same counts (`transport::shm` agrees on them).
+pub(crate) fn thread_group(i: usize, workers: usize, threads: usize) -> std::ops::Range<usize> {
+    let t = threads.clamp(1, workers.max(1));
+    // The thread of `i`: the last `k` with `k·W/T <= i`.
+    let k = ((i + 1) * t).div_ceil(workers.max(1)).saturating_sub(1);
+    k * workers / t..(k + 1) * workers / t
 }
 
 #[cfg(all(test, fw_loom))]

@@ -31,6 +31,19 @@
 //! runtime (`apply`, a join, a latch, `wait_quiescent`, `yield_now` in a loop); a fiber that
 //! blocks its thread (a busy loop that never yields, a blocking lock held across workers)
 //! blocks every worker of that thread.
+//!
+//! # Over the shared-memory rings
+//!
+//! A rank shares threads among its workers in the same way (`RunState::rank_threads`: as
+//! many as the cores the process may use, `transport::shm::Config::threads_here`). There a
+//! blocked worker waits on a futex word in the memory the ranks share, which other processes
+//! wake; the workers of a thread all use the word of its first worker
+//! (`transport::wake::thread_group`, the same blocks as `start_workers`'), every rank
+//! having learnt every rank's thread count at set-up. The thread arms that word once per
+//! worker and blocks on it as above; a disarm by one of its workers (a useful pass) is
+//! followed by that worker's arm before the thread can block again, so the word is armed
+//! whenever it blocks, and the argument of `transport/wake.rs` holds. Over MPI messages and
+//! in loopback splits every worker keeps a thread of its own.
 
 use super::super::anatomy::Part;
 use super::super::idle::{self, Policy, Step};
@@ -452,9 +465,9 @@ impl Worker {
     }
 }
 
-/// Runs the loops of `workers` (consecutive global ids, of one process run without ranks:
-/// `Policy::Local`) on the calling thread, a pass of each in turn, until every one of them
-/// has stopped (module docs).
+/// Runs the loops of `workers` (consecutive global ids of one rank: in one process unsplit,
+/// `Policy::Local`, or over the rings, `Policy::Rings`) on the calling thread, a pass of each
+/// in turn, until every one of them has stopped (module docs).
 pub(crate) fn run_shared(workers: &[Worker]) {
     let (Some(first), Some(last)) = (workers.first(), workers.last()) else { return };
     let ids = first.index..last.index + 1;
@@ -466,7 +479,9 @@ pub(crate) fn run_shared(workers: &[Worker]) {
             w.loop_state(Some(ids.clone()))
         })
         .collect();
-    debug_assert!(states.iter().all(|s| s.policy == Policy::Local));
+    // In one process the thread's park token, over the rings the futex word of its first
+    // worker, which every worker of the thread waits on (`transport::wake::thread_group`).
+    debug_assert!(states.iter().all(|s| matches!(s.policy, Policy::Local | Policy::Rings)));
     let mut stopped = vec![false; workers.len()];
     let mut left = workers.len();
     while left > 0 {
@@ -499,11 +514,10 @@ pub(crate) fn run_shared(workers: &[Worker]) {
         }
         if park {
             // Every live worker armed in an earlier sweep and found nothing in this one.
-            std::thread::park();
+            let woken = sleepers.park_shared(ids.clone());
             for (i, w) in workers.iter().enumerate() {
                 if !stopped[i] {
-                    sleepers.disarm(w.index);
-                    w.parked(&mut states[i], true);
+                    w.parked(&mut states[i], woken);
                 }
             }
         } else {

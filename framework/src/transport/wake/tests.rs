@@ -113,3 +113,24 @@ fn a_rank_blocked_on_its_round_is_woken_by_a_board_post() {
     assert!(blocks <= 1, "one post, one wake-up");
     assert_eq!(ar.test().map(|s| s[0]), Some(3));
 }
+
+#[test]
+fn thread_groups_tile_the_workers_in_blocks() {
+    for workers in 1..=17 {
+        for threads in 1..=workers + 2 {
+            let t = threads.min(workers);
+            let mut starts = Vec::new();
+            for i in 0..workers {
+                let g = thread_group(i, workers, threads);
+                assert!(g.contains(&i), "{i} of {workers} on {threads}: {g:?}");
+                let k = starts.iter().position(|&s| s == g.start).unwrap_or_else(|| {
+                    starts.push(g.start);
+                    starts.len() - 1
+                });
+                // The k-th block is `k·W/T .. (k+1)·W/T`, as the runtime starts them.
+                assert_eq!(g, k * workers / t..(k + 1) * workers / t);
+            }
+            assert_eq!(starts.len(), t, "{workers} workers on {threads} threads");
+        }
+    }
+}
