@@ -47,8 +47,9 @@ pub(crate) struct Config {
     /// Seconds with no task started or finished anywhere before the run prints a stall dump
     /// (`super::stall`); 0: never (a `SIGQUIT` still asks for one).
     pub(crate) stall_secs: u64,
-    /// Threads that run the workers of a run in one process (`Builder::worker_threads`,
-    /// `SKEIN_WORKER_THREADS`): 0 for as many as the cores when the workers outnumber them.
+    /// Threads that run the workers of a process (a run in one process, or a rank over the
+    /// rings: `Builder::worker_threads`, `SKEIN_WORKER_THREADS`): 0 for as many as the cores
+    /// when the workers outnumber them.
     pub(crate) worker_threads: usize,
 }
 
@@ -138,9 +139,10 @@ pub(crate) enum Split {
 pub(crate) struct RunState {
     pub(crate) n: usize,
     /// The threads that run the workers on this node: [`Config::threads`] in one process
-    /// unsplit (workers then share threads, `super::worker::looping`), else every worker of
-    /// the node has its own (`n`: over the rings, every rank's). The idle policy's count of
-    /// what competes for the cores (`super::idle::oversubscribed`).
+    /// unsplit (workers then share threads, `super::worker::looping`); over the rings the sum
+    /// of every rank's (as agreed at set-up, `transport::shm`); else one per worker (`n`).
+    /// The idle policy's count of what competes for the cores
+    /// (`super::idle::oversubscribed`).
     pub(crate) threads: usize,
     /// The threads that run this process's workers: fewer than its workers where they share
     /// threads (in one process, [`Config::threads`]; over the shared-memory rings, what the

@@ -111,8 +111,8 @@ pub(crate) struct Config {
     pub(crate) max_envelope_bytes: usize,
     /// The most wire bytes of a uniform batch to another rank (`Builder::rack_batch_bytes`).
     pub(crate) batch_bytes: usize,
-    /// The threads this rank's workers should share (`Builder::worker_threads`; 0: the cores
-    /// this process may use, divided among the ranks of its node): [`Config::threads_here`].
+    /// The threads this rank's workers should share (`Builder::worker_threads`; 0: as many as
+    /// the cores this process may use): [`Config::threads_here`].
     pub(crate) threads: usize,
 }
 
