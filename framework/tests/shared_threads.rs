@@ -5,6 +5,8 @@
 
 use skein::{Builder, Error, Runtime};
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// A runtime unsplit whatever `SKEIN_LOOPBACK_RANKS` says (CI also runs this suite as fake
 /// ranks, which keep a thread per worker; ranks over the rings, which share threads too,
@@ -114,25 +116,37 @@ fn shared_threads_give_exact_counts_and_wait_for_each_other() {
 }
 
 #[test]
-fn a_blocked_worker_holds_up_only_its_own_thread() {
-    // Worker 3 (on the second of two threads) answers after 100 ms; worker 0 waits for it,
-    // and the workers of the first thread still serve each other meanwhile.
+fn a_held_thread_leaves_the_other_threads_running() {
+    // Worker 3 (on the second of two threads) holds its thread in a closure until worker 0
+    // (on the first) has had 50 answers from worker 1 (the first thread too): it can only
+    // see them if the first thread goes on while the second is held. (It gives up after
+    // 10 s, far beyond the milliseconds the answers take, so that a regression fails
+    // instead of hanging.)
+    static ANSWERED: AtomicU32 = AtomicU32::new(0);
+    ANSWERED.store(0, Ordering::SeqCst);
     let rt = builder().workers(4).worker_threads(2).build().unwrap();
     let got = rt
         .run(|| {
-            let slow = skein::trustee(3).entrust_new(0u32, |x| x);
+            let held = skein::trustee(3).entrust_new(0u32, |x| x);
             let near = skein::trustee(1).entrust_new(0u32, |x| x);
             let side = skein::spawn_local_on(0, move || {
-                (0..50).map(|_| near.apply(1u32, |c, d| *c + d)).sum::<u32>()
+                for _ in 0..50 {
+                    near.apply(1u32, |c, d| *c += d);
+                    ANSWERED.fetch_add(1, Ordering::SeqCst);
+                }
+                near.apply((), |c, ()| *c)
             });
-            let answer = slow.apply((), |c, ()| {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                *c + 7
+            let seen = held.apply((), |_, ()| {
+                let start = Instant::now();
+                while ANSWERED.load(Ordering::SeqCst) < 50 && start.elapsed().as_secs() < 10 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                ANSWERED.load(Ordering::SeqCst)
             });
-            (answer, side.join())
+            (seen, side.join())
         })
         .unwrap();
-    assert_eq!(got, (7, 50));
+    assert_eq!(got, (50, 50), "the first thread stood still while the second was held");
 }
 
 #[test]

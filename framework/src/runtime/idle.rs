@@ -169,8 +169,9 @@ const MPI_YIELD: u32 = 1 << 12;
 /// that a round trip across ranks pays it rarely, long enough to hand the core over.
 const MPI_WAIT: Duration = Duration::from_micros(50);
 
-/// What an idle loop pass does before the next one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an idle loop pass does before the next one, from the shortest pause to the longest
+/// (the order `worker/looping.rs` takes the smallest of).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Step {
     /// Spin: the work is expected within a few passes.
     Spin,

@@ -862,11 +862,8 @@ impl Runtime {
         let open_shm = || -> std::result::Result<Arc<ShmLink>, String> {
             // The settings, agreed, and the rings of the last run when every rank kept them
             // for this shape (one collective).
-            let config = shm::Config::from_env(
-                MAX_ENVELOPE,
-                self.cfg.rack_batch_bytes,
-                self.cfg.worker_threads,
-            );
+            let config =
+                shm::Config::from_env(MAX_ENVELOPE, self.cfg.rack_batch_bytes, self.cfg.threads());
             let (config, kept) = shm::agree_and_reuse(w, config, &nodes)?;
             shm_config.set(Some(config));
             match kept {
@@ -907,7 +904,7 @@ impl Runtime {
             let config = crate::rack::agree_ok(shm::Config::from_env(
                 MAX_ENVELOPE,
                 self.cfg.rack_batch_bytes,
-                0,
+                self.cfg.threads(),
             ))?;
             crate::transport::verbs::VerbsLink::open(w, token, config, links).map(Arc::new)
         };

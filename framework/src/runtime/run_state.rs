@@ -54,9 +54,11 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// The threads that run this configuration's workers in one process, unsplit
-    /// (`super::worker::looping`): `worker_threads` (0: the cores this process may use,
-    /// [`super::idle::cores`]), at least 1 and at most one per worker.
+    /// The threads that run this configuration's workers in one process (unsplit, or a rank
+    /// over the rings: `super::worker::looping`): `worker_threads` (0: the cores this
+    /// process may use, [`super::idle::cores`]), at least 1 and at most one per worker. (Over
+    /// the rings, dividing a node's cores among its ranks instead measured slower for SSSP:
+    /// `docs/performance.md`, "Workers that share threads".)
     pub(crate) fn threads(&self) -> usize {
         let t = if self.worker_threads == 0 { super::idle::cores() } else { self.worker_threads };
         t.clamp(1, self.workers.max(1))

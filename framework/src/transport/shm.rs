@@ -111,23 +111,14 @@ pub(crate) struct Config {
     pub(crate) max_envelope_bytes: usize,
     /// The most wire bytes of a uniform batch to another rank (`Builder::rack_batch_bytes`).
     pub(crate) batch_bytes: usize,
-    /// The threads this rank's workers should share (`Builder::worker_threads`; 0: as many as
-    /// the cores this process may use): [`Config::threads_here`].
+    /// The threads that run this rank's workers (the runtime's `Config::threads`: at least 1,
+    /// at most one per worker). Workers beyond that share threads
+    /// (`runtime/worker/looping.rs`), each group waiting on the futex word of its first
+    /// worker ([`ShmWords`]).
     pub(crate) threads: usize,
 }
 
 impl Config {
-    /// The threads that run this rank's `workers`: [`Config::threads`], or by default the
-    /// `cores` this process may use (as in one process: `Builder::worker_threads`), never more
-    /// than one per worker. Workers beyond that share threads (`runtime/worker/looping.rs`),
-    /// each group waiting on the futex word of its first worker ([`ShmWords`]). (Dividing a
-    /// node's cores among its ranks measured slower for SSSP with `--bind-to none`: 2 ranks
-    /// of 4 workers on 2 cores, one thread each, 0.82x; `docs/performance.md`.)
-    pub(crate) fn threads_here(&self, workers: usize, cores: usize) -> usize {
-        let t = if self.threads == 0 { cores } else { self.threads };
-        t.clamp(1, workers.max(1))
-    }
-
     /// The ring size `SKEIN_SHM_RING_BYTES` asks for, or the default; batches of at most
     /// `batch_bytes` on the wire.
     pub(crate) fn from_env(
@@ -401,19 +392,19 @@ impl ShmBoard {
 pub(crate) struct ShmWords {
     regions: Arc<Vec<Option<Region>>>,
     workers: usize,
-    /// Every rank's thread count (agreed at set-up; 0 for a rank on another node): a worker
-    /// waits on the word of the first worker of its thread ([`thread_group`]).
+    /// Every rank's thread count (agreed at set-up; 0 for a rank on another node).
     threads: Arc<Vec<usize>>,
+    /// Per global worker, the local index of the word it waits on: its thread's first
+    /// worker's ([`thread_group`]), computed once at set-up (wakers look it up per wake).
+    word_of: Arc<Vec<usize>>,
 }
 
 impl ShmWords {
     /// Global worker `g`'s word (the first of its thread's workers'), if `g` is on a rank of
     /// this node.
     fn at(&self, g: usize) -> Option<&WakeWord> {
-        let rank = g / self.workers;
-        let reg = self.regions.get(rank)?.as_ref()?;
-        let first = thread_group(g % self.workers, self.workers, self.threads[rank]).start;
-        let at = BOARD_BYTES + first * WAKE_WORD_BYTES;
+        let reg = self.regions.get(g / self.workers)?.as_ref()?;
+        let at = BOARD_BYTES + self.word_of[g] * WAKE_WORD_BYTES;
         debug_assert!(at + WAKE_WORD_BYTES <= reg.len);
         // SAFETY: invariant 2: a `WakeWord` (an atomic, zero-filled: awake) at a 64-aligned
         // place of a live mapping, alive as long as `self` (the `Arc`).
@@ -643,8 +634,7 @@ impl RingLink<Shm> {
         // a rank mapping another's file with another length would fault past its end.
         // And every rank learns the threads each rank of its node runs its workers on, whose
         // groups share a futex word (`ShmWords`).
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let here = config.threads_here(workers, cores);
+        let here = config.threads.clamp(1, workers);
         let mine = [ring_bytes as u64, here as u64];
         let mut gathered = vec![0u64; 2 * ranks];
         world.all_gather_into(&mine[..], &mut gathered[..]);
@@ -710,7 +700,15 @@ impl RingLink<Shm> {
                 peer,
             }
         };
-        let words = ShmWords { regions: Arc::new(regions), workers, threads: Arc::new(threads) };
+        let word_of = (0..all_workers)
+            .map(|g| thread_group(g % workers, workers, threads[g / workers].max(1)).start)
+            .collect();
+        let words = ShmWords {
+            regions: Arc::new(regions),
+            workers,
+            threads: Arc::new(threads),
+            word_of: Arc::new(word_of),
+        };
         let regions = &words.regions;
         let lo = rank * workers;
         let ends = (0..workers)

@@ -35,7 +35,7 @@
 //! # Over the shared-memory rings
 //!
 //! A rank shares threads among its workers in the same way (`RunState::rank_threads`: as
-//! many as the cores the process may use, `transport::shm::Config::threads_here`). There a
+//! many as the cores the process may use, `Config::threads`, told to `transport::shm`). There a
 //! blocked worker waits on a futex word in the memory the ranks share, which other processes
 //! wake; the workers of a thread all use the word of its first worker
 //! (`transport::wake::thread_group`, the same blocks as `start_workers`'), every rank
@@ -500,7 +500,7 @@ pub(crate) fn run_shared(workers: &[Worker]) {
                 Pass::Again => (again, park) = (true, false),
                 Pass::Idle(step) => {
                     park = false;
-                    pause = smaller(pause, step);
+                    pause = pause.min(step);
                 }
                 Pass::Park => {}
                 Pass::Stop => {
@@ -527,22 +527,5 @@ pub(crate) fn run_shared(workers: &[Worker]) {
     for (w, s) in workers.iter().zip(&states) {
         let _entered = context::enter(w);
         w.end_loop(s);
-    }
-}
-
-/// The shorter of two pauses: spinning, then yielding, then waiting, then parking.
-fn smaller(a: Step, b: Step) -> Step {
-    fn rank(s: Step) -> u8 {
-        match s {
-            Step::Spin => 0,
-            Step::Yield => 1,
-            Step::Wait(_) => 2,
-            Step::Park => 3,
-        }
-    }
-    if rank(b) < rank(a) {
-        b
-    } else {
-        a
     }
 }

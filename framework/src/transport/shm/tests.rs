@@ -5,7 +5,7 @@ use super::*;
 
 #[test]
 fn default_rings_shrink_with_many_workers_and_a_setting_wins() {
-    let c = Config { ring_bytes: None, max_envelope_bytes: 1 << 30, batch_bytes: 4032, threads: 0 };
+    let c = Config { ring_bytes: None, max_envelope_bytes: 1 << 30, batch_bytes: 4032, threads: 1 };
     assert_eq!(c.ring_bytes(16), 256 << 10, "16 ranks of 1 worker");
     assert_eq!(c.ring_bytes(16 * 8), 256 << 10, "2 ranks of 8 workers: 128 rings");
     assert_eq!(c.ring_bytes(512), 128 << 10);
@@ -18,19 +18,6 @@ fn default_rings_shrink_with_many_workers_and_a_setting_wins() {
         threads: 0,
     };
     assert_eq!(set.ring_bytes(16), 4 << 10);
-}
-
-#[test]
-fn a_rank_runs_its_workers_on_at_most_its_cores() {
-    let auto =
-        Config { ring_bytes: None, max_envelope_bytes: 1 << 30, batch_bytes: 4032, threads: 0 };
-    assert_eq!(auto.threads_here(4, 2), 2, "4 workers, 2 cores");
-    assert_eq!(auto.threads_here(4, 1), 1, "mpirun --bind-to core: one core per rank");
-    assert_eq!(auto.threads_here(4, 16), 4, "a thread per worker when they fit");
-    assert_eq!(auto.threads_here(1, 16), 1);
-    let asked = Config { threads: 3, ..auto };
-    assert_eq!(asked.threads_here(4, 16), 3);
-    assert_eq!(asked.threads_here(2, 16), 2, "at most one thread per worker");
 }
 
 #[test]
