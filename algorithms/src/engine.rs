@@ -172,6 +172,11 @@ pub struct EngineOptions {
     /// How the runtime's MPI ranks move requests ([`skein::Builder::rack_transport`]).
     /// `None`: the runtime's default (the `SKEIN_TRANSPORT` variable, else auto).
     pub rack_transport: Option<skein::RackTransport>,
+    /// Threads that run a process's workers ([`skein::Builder::worker_threads`]): `Some(t)`
+    /// for `t` (at most one per worker), `Some(0)` for as many as the process's cores when the
+    /// workers outnumber them. `None`: the runtime's default (the `SKEIN_WORKER_THREADS`
+    /// variable, else `0`).
+    pub worker_threads: Option<usize>,
     /// In one process, where the parts are balanced by their work: what a vertex counts
     /// for, in arcs ([`crate::Partitioning::balanced_by`]; default
     /// [`crate::partition::VERTEX_ARCS`], what SSSP, BFS and PageRank cost). A kernel whose
@@ -201,6 +206,7 @@ impl Default for EngineOptions {
             beta: 18,
             loopback_ranks: None,
             rack_transport: None,
+            worker_threads: None,
             vertex_arcs: crate::partition::VERTEX_ARCS,
         }
     }
@@ -413,6 +419,9 @@ impl Engine {
         }
         if let Some(t) = opts.rack_transport {
             builder = builder.rack_transport(t);
+        }
+        if let Some(t) = opts.worker_threads {
+            builder = builder.worker_threads(t);
         }
         let rt = builder.build()?;
         // Processes of the job (the runtime's ranks but for a loopback split's fake ones).

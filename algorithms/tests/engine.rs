@@ -378,3 +378,47 @@ fn grids_with_integer_weights_match_dijkstra() {
         }
     }
 }
+
+/// `EngineOptions::worker_threads`: the engine's workers share the threads asked for (a
+/// fiber on each worker reads its thread's name), and the kernels give the reference's
+/// results on them.
+#[test]
+fn workers_on_shared_threads_give_the_reference_results() {
+    let g = graph(10);
+    let (root, levels, dists) = root0(10);
+    for threads in [1, 2] {
+        let opts = EngineOptions {
+            workers: 4,
+            worker_threads: Some(threads),
+            // One process unsplit (fake ranks keep a thread per worker).
+            loopback_ranks: Some(1),
+            chunk: 16,
+            ..EngineOptions::default()
+        };
+        let e = Engine::new(Arc::clone(&g), opts).unwrap();
+        let names = e
+            .run(|| {
+                let fibers: Vec<_> = (0..skein::num_workers())
+                    .map(|w| {
+                        skein::spawn_on(w, (), |()| {
+                            let name = std::thread::current().name().unwrap_or("").to_string();
+                            let mut bytes = [0u8; 32];
+                            let n = name.len().min(32);
+                            bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
+                            bytes
+                        })
+                    })
+                    .collect();
+                fibers.into_iter().map(|f| f.join().to_vec()).collect::<Vec<_>>()
+            })
+            .unwrap();
+        let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), threads, "{threads} threads for 4 workers");
+        let (r, _) = e.sssp(root).unwrap();
+        let got: Vec<u32> = r.dist.iter().map(|d| d.to_bits()).collect();
+        assert!(got == dists, "{threads} threads: distances differ");
+        let (b, _) = e.bfs(root).unwrap();
+        assert!(b.level == levels, "{threads} threads: levels differ");
+        validate_bfs(&g, &b).unwrap();
+    }
+}

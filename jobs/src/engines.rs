@@ -33,6 +33,9 @@ pub(crate) struct EngineSpec {
     pub(crate) beta: u64,
     /// How Skein's ranks move requests under mpirun (None: `SKEIN_TRANSPORT`, else auto).
     pub(crate) transport: Option<skein::RackTransport>,
+    /// Threads that run a process's Skein workers (None: `SKEIN_WORKER_THREADS`, else 0: as
+    /// many as the cores when the workers outnumber them; `skein::Builder::worker_threads`).
+    pub(crate) worker_threads: Option<usize>,
 }
 
 /// Under `mpirun` with more than one rank only the skein engine runs across the ranks (the
@@ -59,7 +62,40 @@ impl EngineSpec {
             alpha: skein_baselines::DEFAULT_ALPHA,
             beta: skein_baselines::DEFAULT_BETA,
             transport: None,
+            worker_threads: None,
         }
+    }
+
+    /// Refuses worker threads for another engine than skein, and more threads than the
+    /// `workers` it runs.
+    pub(crate) fn check_worker_threads(&self, workers: usize) -> anyhow::Result<()> {
+        let Some(t) = self.worker_threads else { return Ok(()) };
+        if self.engine != EngineName::Skein {
+            anyhow::bail!(
+                "{} engine: --worker-threads is a setting of the skein engine only",
+                self.engine
+            );
+        }
+        if t > workers {
+            anyhow::bail!(
+                "--worker-threads: {t} threads for {workers} workers: at most one thread per \
+                 worker (0: as many as the cores when the workers outnumber them)"
+            );
+        }
+        Ok(())
+    }
+
+    /// How job `job` runs `engine`: its `[runtime]` section. The worker threads are the skein
+    /// engine's alone (a job compared across engines runs the others without them).
+    pub(crate) fn of_job(job: &crate::job::Job, engine: EngineName) -> EngineSpec {
+        let mut spec = EngineSpec::new(engine, job.workers);
+        spec.fibers = job.fibers;
+        spec.pin = job.pin;
+        spec.transport = job.transport;
+        if engine == EngineName::Skein {
+            spec.worker_threads = job.worker_threads;
+        }
+        spec
     }
 
     /// Checks the thread and fiber counts against [`limits::check_engine`] (the same
@@ -86,6 +122,7 @@ impl EngineSpec {
             self.threads
         };
         let skein = self.engine == EngineName::Skein;
+        self.check_worker_threads(threads)?;
         limits::check_engine(skein, threads, self.fibers, EngineOptions::default().slot_bytes)
             .map_err(|e| anyhow::anyhow!("{} engine: {e}", self.engine))?;
         Ok(threads)
@@ -216,6 +253,7 @@ pub(crate) fn skein_options(spec: &EngineSpec, threads: usize) -> EngineOptions 
         alpha: spec.alpha,
         beta: spec.beta,
         rack_transport: spec.transport,
+        worker_threads: spec.worker_threads,
         ..EngineOptions::default()
     }
 }
@@ -234,6 +272,12 @@ pub(crate) fn skein_settings(
         settings.insert("beta".into(), opts.beta.into());
     }
     settings.insert("slot_bytes".into(), opts.slot_bytes.into());
+    // As asked (`--worker-threads`, `[runtime] worker_threads`); absent: the runtime's
+    // default (`SKEIN_WORKER_THREADS`, else as many as the cores when the workers outnumber
+    // them).
+    if let Some(t) = opts.worker_threads {
+        settings.insert("worker_threads".into(), t.into());
+    }
     settings
 }
 

@@ -42,6 +42,9 @@ A job file is TOML with four sections; only [graph] is required:
   workers = 2               # skein workers or rayon threads (1 to 4096, memory permitting)
   fibers = 8                # fibers per skein worker (bounded by memory and vm.max_map_count)
   pin = false               # pin workers to cores
+  worker_threads = 2        # optional: threads that run a process's skein workers, which
+                            # share them (1 to workers; 0 or absent: SKEIN_WORKER_THREADS,
+                            # else as many as the cores when the workers outnumber them)
   ranks = 2                 # optional: the mpirun rank count this job expects (rack mode;
                             # workers is then per rank); a different count is an error.
                             # Under mpirun the graph is split: each rank keeps only its own
@@ -133,6 +136,10 @@ pub(crate) struct Job {
     /// default, `SKEIN_TRANSPORT` or auto).
     #[serde(serialize_with = "transport_name")]
     pub(crate) transport: Option<skein::RackTransport>,
+    /// Threads that run a process's skein workers (`[runtime] worker_threads`; `None`: the
+    /// runtime's default, `SKEIN_WORKER_THREADS` or as many as the cores when the workers
+    /// outnumber them).
+    pub(crate) worker_threads: Option<usize>,
     pub(crate) json: Option<PathBuf>,
     pub(crate) dump: Option<PathBuf>,
     /// PageRank: at most this many iterations.
@@ -182,6 +189,7 @@ struct RuntimeSection {
     pin: Option<bool>,
     ranks: Option<Spanned<usize>>,
     transport: Option<Spanned<String>>,
+    worker_threads: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -540,6 +548,7 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         pin: None,
         ranks: None,
         transport: None,
+        worker_threads: None,
     });
     if let Some(r) = &runtime.ranks {
         let (want, have) = (*r.get_ref(), skein::ranks());
@@ -597,6 +606,22 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
             None => ctx.whole(Some(key), e),
         }
     })?;
+    let worker_threads = match &runtime.worker_threads {
+        None => None,
+        Some(t) if *t.get_ref() == 0 => None,
+        Some(t) if *t.get_ref() > workers => {
+            return Err(ctx.at(
+                "runtime.worker_threads",
+                t.span(),
+                format!(
+                    "{} threads for {workers} workers: at most one thread per worker (0 or \
+                     no key: as many as the cores when the workers outnumber them)",
+                    t.get_ref()
+                ),
+            ))
+        }
+        Some(t) => Some(*t.get_ref()),
+    };
     let report = raw.report.unwrap_or(ReportSection { json: None, dump: None });
     let out_path = |key: &str, p: Option<Spanned<PathBuf>>| -> Result<Option<PathBuf>, JobError> {
         let Some(p) = p else { return Ok(None) };
@@ -620,6 +645,7 @@ fn check(ctx: &Ctx<'_>, raw: JobFile) -> Result<Job, JobError> {
         fibers,
         pin: runtime.pin.unwrap_or(false),
         transport,
+        worker_threads,
         json,
         dump,
         iterations,
@@ -764,6 +790,36 @@ json = "out/r.json"
             parse_str("[graph]\ngenerator = \"kronecker\"\nscale = \"big\"\n", &[]).unwrap_err();
         assert!(e.starts_with("jobs/test.toml:line 3"), "{e}");
         assert!(e.contains("graph.scale"), "{e}");
+    }
+
+    /// `[runtime] worker_threads`: 1 to `workers` threads for the skein engine's workers; 0
+    /// or no key is the runtime's default; more threads than workers are refused, naming the
+    /// file, the line and the key.
+    #[test]
+    fn the_worker_threads_key_is_parsed_and_checked() {
+        let base = "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[runtime]\nworkers = 4\n";
+        assert_eq!(parse_str(base, &[]).unwrap().worker_threads, None);
+        assert_eq!(
+            parse_str(&format!("{base}worker_threads = 0\n"), &[]).unwrap().worker_threads,
+            None
+        );
+        for t in [1, 2, 4] {
+            let job = parse_str(&format!("{base}worker_threads = {t}\n"), &[]).unwrap();
+            assert_eq!(job.worker_threads, Some(t));
+            assert_eq!(serde_json::to_value(&job).unwrap()["worker_threads"], t);
+            // The skein engine runs with them; the others without (a job compared across
+            // engines).
+            let skein = crate::engines::EngineSpec::of_job(&job, EngineName::Skein);
+            assert_eq!(skein.worker_threads, Some(t));
+            assert_eq!(skein.check().unwrap(), 4);
+            let rayon = crate::engines::EngineSpec::of_job(&job, EngineName::Rayon);
+            assert_eq!(rayon.worker_threads, None);
+        }
+        let e = parse_str(&format!("{base}worker_threads = 5\n"), &[]).unwrap_err();
+        assert!(e.starts_with("jobs/test.toml:line 6: key `runtime.worker_threads`"), "{e}");
+        assert!(e.contains("5 threads for 4 workers: at most one thread per worker"), "{e}");
+        let e = parse_str(&format!("{base}worker_threads = -1\n"), &[]).unwrap_err();
+        assert!(e.starts_with("jobs/test.toml:line 6"), "{e}");
     }
 
     /// `[runtime] transport` takes SKEIN_TRANSPORT's choices; anything else is refused

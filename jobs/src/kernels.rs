@@ -59,6 +59,12 @@ pub(crate) struct Args {
     /// Pin the skein engine's workers to cores.
     #[arg(long)]
     pin: bool,
+    /// Threads that run a process's skein workers: the workers share them, consecutive
+    /// workers on one thread (at most one thread per worker; 0: as many as the cores when
+    /// the workers outnumber them, else one per worker). Default: `SKEIN_WORKER_THREADS`,
+    /// else 0.
+    #[arg(long, value_name = "T")]
+    worker_threads: Option<usize>,
     /// Measured runs of the whole kernel.
     #[arg(long, value_name = "N", default_value_t = 3,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -116,6 +122,7 @@ pub(crate) fn run_cli(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     let mut spec = EngineSpec::new(args.engine, args.threads.unwrap_or(0));
     spec.fibers = args.fibers;
     spec.pin = args.pin;
+    spec.worker_threads = args.worker_threads;
     let setup = Setup {
         kernel,
         spec,
@@ -339,13 +346,9 @@ pub(crate) struct Reference(Option<analytics::PageRankResult>);
 
 /// The setup of job `job` with engine `engine` (the job's own engine in `skein run`).
 fn job_setup(job: &Job, engine: EngineName) -> Setup {
-    let mut spec = EngineSpec::new(engine, job.workers);
-    spec.fibers = job.fibers;
-    spec.pin = job.pin;
-    spec.transport = job.transport;
     Setup {
         kernel: job.kernel,
-        spec,
+        spec: EngineSpec::of_job(job, engine),
         repeat: 3,
         params: PageRankParams {
             tolerance: job.tolerance,
@@ -414,7 +417,13 @@ fn measure(
 ) -> anyhow::Result<Measured> {
     let (kernel, engine) = (setup.kernel, setup.spec.engine);
     engines::check_ranks(engine)?;
-    let threads = if engine == EngineName::Seq { 1 } else { setup.spec.check()? };
+    let threads = if engine == EngineName::Seq {
+        // Refuses the skein engine's settings that make no sense here (its own check does).
+        setup.spec.check_worker_threads(1)?;
+        1
+    } else {
+        setup.spec.check()?
+    };
     anyhow::ensure!(
         setup.params.tolerance >= 0.0 && setup.params.tolerance.is_finite(),
         "--tolerance must be a finite number >= 0"

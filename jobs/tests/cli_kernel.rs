@@ -249,6 +249,38 @@ fn zero_counts_and_contradicting_roots_are_refused() {
     assert!(line("harmonic_mean_TEPS:").contains("(!: the Graph500 headline figure)"), "{out}");
 }
 
+/// `--worker-threads`: the skein engine's workers share that many threads, with the same
+/// results (validated) and the setting in the JSON report; more threads than workers, or
+/// the setting for another engine, are refused by name.
+#[test]
+fn worker_threads_run_the_workers_and_are_checked() {
+    let json = tmp("bfs-worker-threads.json");
+    let out = ok(&[
+        "bfs",
+        "--engine",
+        "skein",
+        "--threads",
+        "4",
+        "--worker-threads",
+        "1",
+        "--roots",
+        "2",
+        "--json",
+        s(&json),
+        "kron:10",
+    ]);
+    assert!(out.contains("worker_threads:"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["settings"]["worker_threads"], 1, "{report}");
+    let e = fails(&["bfs", "--engine", "skein", "-t", "2", "--worker-threads", "3", "kron:6"]);
+    assert!(e.contains("3 threads for 2 workers: at most one thread per worker"), "{e}");
+    for (cmd, engine) in [("bfs", "rayon"), ("cc", "seq")] {
+        let e = fails(&[cmd, "--engine", engine, "--worker-threads", "1", "kron:6"]);
+        assert!(e.contains("--worker-threads is a setting of the skein engine only"), "{e}");
+    }
+}
+
 /// The address-space limit (`ulimit -v`) counts in the memory figure: a run that would
 /// pass it is refused with the memory message, never aborted in an allocation. A small
 /// figure is printed in MiB or KiB, never as `0.0 GiB`.

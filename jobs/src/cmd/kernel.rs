@@ -26,6 +26,12 @@ pub(crate) struct Args {
     /// Pin the skein engine's workers to cores.
     #[arg(long)]
     pub(crate) pin: bool,
+    /// Threads that run a process's skein workers: the workers share them, consecutive
+    /// workers on one thread (at most one thread per worker; 0: as many as the cores when
+    /// the workers outnumber them, else one per worker). Default: `SKEIN_WORKER_THREADS`,
+    /// else 0.
+    #[arg(long, value_name = "T")]
+    pub(crate) worker_threads: Option<usize>,
     /// Number of search roots: the first N of the Graph500 root sequence of the graph.
     #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_ROOTS,
           conflicts_with = "root")]
@@ -94,6 +100,7 @@ fn digest(kernel: Kernel, args: &Args) -> Vec<crate::agree::Field> {
         field("--threads", format!("{:?}", args.threads)),
         field("--fibers", args.fibers),
         field("--pin", args.pin),
+        field("--worker-threads", format!("{:?}", args.worker_threads)),
         field("--roots", args.roots),
         field("--root", format!("{:?}", args.root)),
         field("--warmup", args.warmup),
@@ -124,6 +131,7 @@ pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     let mut spec = EngineSpec::new(args.engine, args.threads.unwrap_or(0));
     spec.fibers = args.fibers;
     spec.pin = args.pin;
+    spec.worker_threads = args.worker_threads;
     spec.delta = args.delta;
     spec.alpha = args.alpha;
     spec.beta = args.beta;

@@ -81,7 +81,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     }
     let graph = load_graph(&job)?;
     let roots = job_roots(&job, &graph)?;
-    let spec = engine_spec(&job, job.engine);
+    let spec = EngineSpec::of_job(&job, job.engine);
     let (report, totals) = run_engine(&job, &graph, &roots, &spec, job.dump.as_deref())?;
     finish(&job, &report, totals.as_ref())
 }
@@ -147,7 +147,7 @@ fn run_distributed(job: &Job) -> anyhow::Result<(KernelReport, crate::engines::S
         Roots::Count(n) => (&[], *n),
         Roots::List(list) => (list, list.len() as u64),
     };
-    let spec = engine_spec(job, job.engine);
+    let spec = EngineSpec::of_job(job, job.engine);
     crate::dist_run::run(&crate::dist_run::DistKernel {
         kernel: job.kernel,
         graph,
@@ -201,7 +201,7 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
                 graph500_mpi::build()?;
             }
             EngineName::Seq | EngineName::Rayon | EngineName::Skein => {
-                engine_spec(&job, engine)
+                EngineSpec::of_job(&job, engine)
                     .check()
                     .with_context(|| format!("{}: [runtime]", job.source.display()))?;
             }
@@ -299,7 +299,7 @@ pub(crate) fn compare(args: CompareArgs) -> anyhow::Result<()> {
             });
             continue;
         }
-        let spec = engine_spec(&job, engine);
+        let spec = EngineSpec::of_job(&job, engine);
         let (report, totals) = run_engine(&job, &graph, &roots, &spec, None)?;
         if let Err(e) = report.ensure_valid() {
             failures.push(e);
@@ -401,14 +401,6 @@ struct Row {
     hmean: f64,
     validation: String,
     json: serde_json::Value,
-}
-
-fn engine_spec(job: &Job, engine: EngineName) -> EngineSpec {
-    let mut spec = EngineSpec::new(engine, job.workers);
-    spec.fibers = job.fibers;
-    spec.pin = job.pin;
-    spec.transport = job.transport;
-    spec
 }
 
 fn load_graph(job: &Job) -> anyhow::Result<LoadedGraph> {
