@@ -84,6 +84,10 @@ pub struct WorkerStats {
     pub all_reduces_posted: u64,
     /// All-reduces of the detector across ranks that completed here.
     pub all_reduces_completed: u64,
+    /// Posts of the detector across ranks this worker held back because its rank had a task
+    /// open (a response it awaited, a fiber not yet parked): no detection of that round could
+    /// have been positive (over the shared-memory rings).
+    pub posts_held: u64,
     /// Detections that found the run quiescent (woke `wait_quiescent` callers, or stopped
     /// the run).
     pub quiescent_verdicts: u64,
@@ -321,6 +325,7 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.detector_steps += w.detector_steps;
         self.all_reduces_posted += w.all_reduces_posted;
         self.all_reduces_completed += w.all_reduces_completed;
+        self.posts_held += w.posts_held;
         self.quiescent_verdicts += w.quiescent_verdicts;
         self.anatomy += &w.anatomy;
     }
@@ -358,6 +363,7 @@ pub(crate) struct LiveStats {
     pub(crate) detector_steps: AtomicU64,
     pub(crate) all_reduces_posted: AtomicU64,
     pub(crate) all_reduces_completed: AtomicU64,
+    pub(crate) posts_held: AtomicU64,
     pub(crate) quiescent_verdicts: AtomicU64,
     /// [`Anatomy::passes`], then the parts in the order of [`Anatomy::parts`].
     pub(crate) anatomy: [AtomicU64; 8],
@@ -450,6 +456,7 @@ impl LiveStats {
             detector_steps: l(&self.detector_steps),
             all_reduces_posted: l(&self.all_reduces_posted),
             all_reduces_completed: l(&self.all_reduces_completed),
+            posts_held: l(&self.posts_held),
             quiescent_verdicts: l(&self.quiescent_verdicts),
             anatomy: {
                 let a = |i: usize| l(&self.anatomy[i]);

@@ -80,6 +80,7 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
         "detector_steps": w.detector_steps,
         "all_reduces_posted": w.all_reduces_posted,
         "all_reduces_completed": w.all_reduces_completed,
+        "posts_held": w.posts_held,
         "quiescent_verdicts": w.quiescent_verdicts,
         "parks": w.parks,
         "park_timeouts": w.park_timeouts,
@@ -165,12 +166,13 @@ pub(crate) fn print(
             let passes = w.useful_polls + w.idle_polls;
             writeln!(
                 out,
-                "  worker {i}: detector {} steps ({:.1} loop passes apart), all-reduces {} posted, {} completed, {} quiescent verdicts",
+                "  worker {i}: detector {} steps ({:.1} loop passes apart), all-reduces {} posted, {} completed, {} quiescent verdicts; {} posts held (a task of the rank open)",
                 w.detector_steps,
                 passes as f64 / w.detector_steps as f64,
                 w.all_reduces_posted,
                 w.all_reduces_completed,
-                w.quiescent_verdicts
+                w.quiescent_verdicts,
+                w.posts_held
             )?;
         }
     }

@@ -114,10 +114,10 @@
 //! The cross-rank detector (`super::quiesce_ranks`) runs on each rank's first worker, which
 //! may block too. What wakes it: another rank's post on the board that completes its round
 //! or starts one it has not posted (`transport/board.rs`), an arrival, and the last worker of
-//! its rank to block (as worker 0 in one process). With more workers than cores, a first
-//! worker that awaits a response of its own posts only a round another rank started (its
-//! post wakes it): a round cannot be quiescent while a response is due, and each short wait
-//! would otherwise start a round that wakes every other rank. It steps in its re-check pass before blocking and in
+//! its rank to block (as worker 0 in one process). It holds its post back while a task of
+//! its rank is open (a response it awaits, a fiber not yet parked): no detection of that
+//! round could be positive, and each post wakes every other rank (`super::quiesce_ranks`,
+//! "Posts that would be wasted"); the task's end wakes it, and it holds 10 ms at most. It steps in its re-check pass before blocking and in
 //! the pass after a wake-up, and posts its next round only when every other worker of its
 //! rank is armed or blocked (else that worker's blocking wakes it): a rank whose other
 //! workers still work would only add rounds that cannot be quiescent, traded back and forth

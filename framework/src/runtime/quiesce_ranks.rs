@@ -117,14 +117,13 @@
 //!   block between steps. It steps in the pass that re-checks before blocking and in the pass
 //!   after a wake-up, and it is woken by every other rank's post on the board (the post that
 //!   completes its round among them: `transport/board.rs`), by arrivals, and by each worker
-//!   of its rank about to block. It posts (`Detector::step` with `may_post`) only when every
-//!   other worker of its rank is armed or blocked (or after a wait nobody ended: the safety
-//!   net's timeout, so that a rank busy on another worker still posts now and then); the last
-//!   of them to block wakes it, and it then posts. With more workers than cores
-//!   (`idle::oversubscribed`) a first worker that awaits a response of its own (no round can
-//!   then be quiescent) posts only a round another rank already started
-//!   ([`Detector::awaited`]): else each of its short waits would start a round and wake every
-//!   other rank. A post wakes the ranks that have not posted its round, and every other rank
+//!   of its rank about to block. It posts (`Detector::step` with [`Post::UnlessWasted`]) only
+//!   when every other worker of its rank is armed or blocked (or, with [`Post::Yes`], after a
+//!   wait nobody ended: the safety net's timeout, so that a rank busy on another worker
+//!   still posts now and then); the last of them to block wakes it, and it then posts. It
+//!   holds the post back while a task of its rank is open (below, "Posts that would be
+//!   wasted"): the task's end wakes it (a response's arrival, the last worker of the rank to
+//!   block), and it posts then. A post wakes the ranks that have not posted its round, and every other rank
 //!   once it completes the round, never a rank whose round it leaves incomplete
 //!   (`transport/board.rs`): so after a step that posted, the worker tests the new round
 //!   again at once (it may be complete already:
@@ -148,6 +147,38 @@
 //!   waiting for its part of the next round. So over MPI an abort only sets
 //!   `RunState::aborted`; the gauge `aborted` travels in the next round's all-reduce, and a
 //!   verdict whose sums show it is `Stop` on every rank, quiescent or not.
+//!
+//! # Posts that would be wasted
+//!
+//! A rank that has a task open (created and not finished: a response it awaits, a fiber
+//! woken and not yet parked) when it would post round `d` takes part only in negative
+//! detections with that post. `Detector::post` reads, after wave 1 `F(d)`, the rank's
+//! creation counters once more, `C'`; `C' >= F(d)` per worker (fact (i) above), and
+//! `C' != F(d)` means a task open at that read. Then:
+//!
+//! * detection `d` is negative: its wave 2 `C(d)`, read after all-reduce `d`, is at least
+//!   `C'` (monotonic), so `C(d) > F(d)` on this rank, and `C >= F` on every other;
+//! * detection `d − 1`, which all-reduce `d` decides, is negative too: were it positive, the
+//!   job would be quiescent from the completion of all-reduce `d − 1` on until a rank acts on
+//!   that verdict, which needs all-reduce `d`, which needs this post; so no task would be
+//!   open at this read.
+//!
+//! So with [`Post::UnlessWasted`] such a post is not made: its reads are dropped, and the
+//! round is posted by a later step, with reads of its own. A delayed post changes nothing in
+//! the argument above (`Detector::step`), and since both detections it would have decided
+//! were negative, no verdict comes later than it would have, counted in detections. Over the
+//! rings the worker loop holds such posts back
+//! (`Worker::pass`): each would wake every other rank for nothing, and on a machine with
+//! more ranks than cores every such wake-up costs a context switch (`skein bench rounds`
+//! and the kernels' all-reduces per verdict, `docs/performance.md`). The rank's own abort
+//! always goes out. The task's end wakes the worker. A hold lasts 10 ms at most
+//! (`worker/looping.rs`, `HOLD_LIMIT`), and a wait nobody ended (the safety net's timeout,
+//! `transport::wake::BLOCK_LIMIT`) ends it too: the worker then posts with [`Post::Yes`].
+//! So a task that stays open (a fiber that works for long, a response that will never come
+//! because another rank aborted) keeps no round from the other ranks for longer: the posts
+//! tell them, and their stall dumps, that this rank lives, and an abort elsewhere reaches
+//! this rank in such a round. A busy rank's posts every 16,384 busy passes are
+//! [`Post::Yes`] too.
 
 //! # Checks
 //!
@@ -157,13 +188,16 @@
 //!   between single counter reads of the detector's waves. Every positive verdict is checked
 //!   against the truth (no task alive, sums equal to every task ever created, exact gauges),
 //!   for promptness, and for agreement; the broken variant (wave 2 before the all-reduce) is
-//!   caught. Every wake-up is checked too: a waiter woken by a verdict must have parked
+//!   caught. The same checks hold with every post that would be wasted held back
+//!   ([`Post::UnlessWasted`] on every step); a hold that kept back posts that were not
+//!   wasted would leave a quiet job undetected (checked by hand: the schedules never end). Every wake-up is checked too: a waiter woken by a verdict must have parked
 //!   before any rank acted on it; a rank that wakes every waiter it finds (not only those
 //!   [`Detector::waiters`] counted) is caught.
 //! * `threaded_tests`: ranks as real threads exchanging requests over channels: agreement and
 //!   counting under real concurrency (a smoke test; its interleavings are coarse).
 //! * `loom_tests`: two ranks of one worker over the real detector and the real
-//!   [`ThreadsAllReduce`] under loom, and the same broken variant, caught.
+//!   [`ThreadsAllReduce`] under loom, posting on every step and holding back the posts that
+//!   would be wasted, and the same broken variant, caught.
 //! * `mpi::tests` (feature `mpi`): the test binary re-launched under `mpirun -np 3`.
 
 #[cfg(feature = "mpi")]
@@ -199,11 +233,6 @@ pub(crate) trait AllReduce: std::fmt::Debug {
     fn waiting_for(&mut self) -> Option<Vec<usize>> {
         None
     }
-    /// Whether another rank has started the next all-reduce, which this rank has not: its
-    /// part is awaited. True where the all-reduce cannot tell (posting is always allowed).
-    fn awaited(&mut self) -> bool {
-        true
-    }
 }
 
 /// Where the words of an all-reduced vector stop being summed and start being maximized:
@@ -231,10 +260,6 @@ impl<T: AllReduce + ?Sized> AllReduce for Box<T> {
 
     fn waiting_for(&mut self) -> Option<Vec<usize>> {
         (**self).waiting_for()
-    }
-
-    fn awaited(&mut self) -> bool {
-        (**self).awaited()
     }
 }
 
@@ -603,6 +628,18 @@ impl Verdict {
     }
 }
 
+/// When [`Detector::step`] may post the next round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Post {
+    /// Not now: the round waits for a later step.
+    No,
+    /// Now.
+    Yes,
+    /// Now, unless the post would be wasted: this rank has a task open as it reads its wave
+    /// 1 (module docs, "Posts that would be wasted").
+    UnlessWasted,
+}
+
 /// The pipelined detector of one rank (module docs): run by worker 0 of the rank, from its
 /// idle loop, through [`Detector::poll`], which never blocks.
 #[derive(Debug)]
@@ -616,9 +653,11 @@ pub(crate) struct Detector<A> {
     /// The broken variant the tests must catch: wave 2 of detection `d` read in round `d`
     /// right after its wave 1, before the all-reduce (so before the other ranks' wave 1).
     wave2_early: bool,
-    /// All-reduces posted and completed so far (statistics only; the proof ignores them).
+    /// All-reduces posted and completed so far, and posts held back because they would have
+    /// been wasted (statistics only; the proof ignores them).
     posts: u64,
     completions: u64,
+    held: u64,
     /// Each worker's waiters as the last post read them ([`RankCounters::waiters_each`]).
     waiters: Vec<u64>,
 }
@@ -635,6 +674,7 @@ impl<A: AllReduce> Detector<A> {
             wave2_early: false,
             posts: 0,
             completions: 0,
+            held: 0,
             waiters: Vec::new(),
         }
     }
@@ -650,12 +690,6 @@ impl<A: AllReduce> Detector<A> {
     #[cfg(test)]
     pub(crate) fn round(&self) -> u64 {
         self.round
-    }
-
-    /// Whether another rank has posted a round this rank has not ([`AllReduce::awaited`]):
-    /// false while this rank's own round is outstanding.
-    pub(crate) fn awaited(&mut self) -> bool {
-        !self.posted && self.all_reduce.awaited()
     }
 
     /// Each worker's fibers in `wait_quiescent` when this rank posted the round whose
@@ -680,6 +714,11 @@ impl<A: AllReduce> Detector<A> {
         self.completions
     }
 
+    /// Posts held back so far because this rank had a task open ([`Post::UnlessWasted`]).
+    pub(crate) fn held_count(&self) -> u64 {
+        self.held
+    }
+
     /// For a stall dump: the round outstanding, if one is, and the ranks whose part of it has
     /// not arrived (when the all-reduce can tell).
     pub(crate) fn outstanding(&mut self) -> Option<(u64, Option<Vec<usize>>)> {
@@ -697,23 +736,21 @@ impl<A: AllReduce> Detector<A> {
     // The worker loop calls `step`; the tests and models call this.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn poll<K: RankCounters + ?Sized>(&mut self, counters: &K) -> Option<Verdict> {
-        self.step(counters, true)
+        self.step(counters, Post::Yes)
     }
 
-    /// [`Detector::poll`], posting a round only if `may_post` (else the next round waits for
-    /// a later call that allows it). Delaying a post keeps the proof: each post still reads
-    /// wave 2 then wave 1 in program order after the previous round completed, and T1 is
-    /// about the posts that happen; a delay only makes detection lag (the caller must allow a
-    /// post eventually: "How the worker loop calls it").
+    /// [`Detector::poll`], posting a round only as `post` allows (else the next round waits
+    /// for a later call that allows it). Delaying a post keeps the proof: each post still
+    /// reads wave 2 then wave 1 in program order after the previous round completed, and T1
+    /// is about the posts that happen; a delay only makes detection lag (the caller must allow
+    /// a post eventually: "How the worker loop calls it").
     pub(crate) fn step<K: RankCounters + ?Sized>(
         &mut self,
         counters: &K,
-        may_post: bool,
+        post: Post,
     ) -> Option<Verdict> {
         if !self.posted {
-            if may_post {
-                self.post(counters);
-            }
+            self.post(counters, post);
             return None;
         }
         let sums: [u64; LEN] = self.all_reduce.test()?.try_into().unwrap_or_else(|_| {
@@ -730,8 +767,8 @@ impl<A: AllReduce> Detector<A> {
         };
         self.prev_finished = sums[F];
         self.round += 1;
-        if may_post && !verdict.is_some_and(|v| v.quiescent) {
-            self.post(counters);
+        if !verdict.is_some_and(|v| v.quiescent) {
+            self.post(counters, post);
         }
         verdict
     }
@@ -756,9 +793,15 @@ impl<A: AllReduce> Detector<A> {
     }
 
     /// Round `self.round`, steps 2 to 4 (module docs; step 1 is the caller's action on the
-    /// previous verdict).
-    fn post<K: RankCounters + ?Sized>(&mut self, counters: &K) {
+    /// previous verdict), as `post` allows: not at all with [`Post::No`], and with
+    /// [`Post::UnlessWasted`] not when this rank has a task open after its wave 1 (module
+    /// docs, "Posts that would be wasted": the reads are then dropped, and the round is
+    /// posted by a later call, with reads of its own).
+    fn post<K: RankCounters + ?Sized>(&mut self, counters: &K, post: Post) {
         debug_assert!(!self.posted);
+        if post == Post::No {
+            return;
+        }
         let mut v = [0u64; LEN];
         if !self.wave2_early && self.round > 0 {
             // Step 2: wave 2 of detection round − 1, after all-reduce round − 1 completed.
@@ -777,6 +820,12 @@ impl<A: AllReduce> Detector<A> {
         v[LANES..MINS].copy_from_slice(&g.totals.sums);
         for (w, m) in v[MINS..].iter_mut().zip(g.totals.mins) {
             *w = !m;
+        }
+        // A task of this rank open now (read after wave 1, so `created >= finished`): both
+        // detections this round would take part in are negative. Its own abort always goes.
+        if post == Post::UnlessWasted && !g.aborted && counters.created() != v[F] {
+            self.held += 1;
+            return;
         }
         counters.waiters_each(&mut self.waiters);
         // Step 4.

@@ -14,7 +14,7 @@ use super::anatomy::Clock;
 use super::export::Owner;
 use super::free::PendingFrees;
 use super::idle;
-use super::quiesce_ranks::{Action, Detector, RankView};
+use super::quiesce_ranks::{Action, Detector, Post, RankView};
 use super::remote::Flush;
 use super::run_state::{AllReduceBox, RunState, WorkerCounters};
 use crate::channel::batch::{serve_batch, tag_count, untag_count};
@@ -690,7 +690,7 @@ impl Worker {
     /// One step of this rank's detector (`super::quiesce_ranks`), if this worker runs one;
     /// acts on a positive verdict before the next step, as the proof requires. True when the
     /// run stops (every rank stops in the same round).
-    fn poll_detector(&self, may_post: bool) -> bool {
+    fn poll_detector(&self, post: Post) -> bool {
         let Some(d) = &self.detector else { return false };
         if self.run_state.shutdown.load(Ordering::Acquire) {
             // Stopping already (in a loopback split an abort stops every fake rank at once,
@@ -701,8 +701,8 @@ impl Worker {
         let st = &self.ctr().stats;
         bump(&st.detector_steps, 1);
         let mut d = d.borrow_mut();
-        let (posted, completed) = (d.posted_count(), d.completed_count());
-        let mut v = d.step(&view, may_post);
+        let (posted, completed, held) = (d.posted_count(), d.completed_count(), d.held_count());
+        let mut v = d.step(&view, post);
         if self.run_state.sleepers.on_words() {
             // Over the rings, a worker may block after this step: a round it just posted may
             // be complete already (the other ranks posted first and wait for this one's next
@@ -711,7 +711,7 @@ impl Worker {
             let mut last = posted;
             while d.posted_count() != last && !v.is_some_and(|v| v.action() != Action::Continue) {
                 last = d.posted_count();
-                match d.step(&view, may_post) {
+                match d.step(&view, post) {
                     Some(next) => v = Some(next),
                     None => break,
                 }
@@ -722,6 +722,7 @@ impl Worker {
         }
         bump(&st.all_reduces_posted, d.posted_count() - posted);
         bump(&st.all_reduces_completed, d.completed_count() - completed);
+        bump(&st.posts_held, d.held_count() - held);
         // The waiters a positive verdict wakes: those its round's post counted.
         let waiters = if v.is_some_and(|v| v.action() == Action::WakeWaiters) {
             d.waiters().to_vec()
@@ -746,7 +747,7 @@ impl Worker {
                     self.post_owed.set(true);
                     false
                 } else {
-                    self.poll_detector(may_post)
+                    self.poll_detector(post)
                 }
             }
             Action::Stop { deadlock } => {

@@ -18,9 +18,9 @@
 //! # Waking a rank that waits for a round
 //!
 //! A rank's first worker (which runs the detector) may block while its round is incomplete
-//! (`transport::wake`), and so may a rank whose part of a round is not posted yet (in a run
-//! with more workers than cores a rank that awaits a response of its own posts a round only
-//! when another rank started it: `runtime/idle.rs`). After posting round `i`, a rank
+//! (`transport::wake`), and so may a rank whose part of a round is not posted yet (its other
+//! workers work, or it holds its post back while a task of its rank is open:
+//! `runtime/quiesce_ranks.rs`). After posting round `i`, a rank
 //! therefore does its Release store of `posted`, a `SeqCst` fence, then
 //! [`BoardMem::wake_rank`] (which loads that rank's first worker's futex word and wakes it if
 //! armed) for every other rank that has not posted round `i`, and, if every rank has posted

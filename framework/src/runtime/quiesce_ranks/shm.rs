@@ -78,12 +78,6 @@ impl<M: BoardMem + std::fmt::Debug> AllReduce for ShmAllReduce<M> {
         Some(&self.sums)
     }
 
-    fn awaited(&mut self) -> bool {
-        !self.outstanding
-            && (0..self.read.len())
-                .any(|r| r != self.board.rank() && self.board.has_posted(r, self.round))
-    }
-
     fn waiting_for(&mut self) -> Option<Vec<usize>> {
         let round = self.round;
         Some(

@@ -38,6 +38,9 @@ pub(super) struct Setup {
     /// The broken wake-up the tests must catch: a rank wakes every waiter it finds when it
     /// acts on a verdict, not only those the verdict's post counted (`Detector::waiters`).
     pub(super) wake_all: bool,
+    /// Every poll holds a post back that would be wasted (`Post::UnlessWasted`, as the worker
+    /// loop over the rings); else every poll posts (`Post::Yes`).
+    pub(super) hold: bool,
 }
 
 struct World {
@@ -327,6 +330,8 @@ pub(super) struct Outcome {
     pub(super) wakes: u64,
     pub(super) tasks: u64,
     pub(super) deadlock: Option<(u64, bool)>,
+    /// Posts held back (`Setup::hold`).
+    pub(super) held: u64,
 }
 
 /// Runs the simulation of `s`; `Err` names the first property that failed.
@@ -401,7 +406,8 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
         }
         let reader =
             Reader { world: &world, counters: world.borrow().counters[r].clone(), rank: r };
-        let v = detectors[r].poll(&reader);
+        let post = if s.hold { Post::UnlessWasted } else { Post::Yes };
+        let v = detectors[r].step(&reader, post);
         world.borrow_mut().rounds[r] = detectors[r].round();
         let Some(v) = v else { continue };
         // (c) Agreement: every rank's k-th verdict is the first rank's k-th verdict.
@@ -490,5 +496,6 @@ pub(super) fn run(s: &Setup) -> Result<Outcome, String> {
     if w.live != 0 || w.waiters != 0 || !w.main_done {
         return Err(format!("stopped with {} task(s) alive, {} waiter(s)", w.live, w.waiters));
     }
-    Ok(Outcome { detections: first.len() as u64, wakes, tasks: w.created, deadlock })
+    let held = detectors.iter().map(Detector::held_count).sum();
+    Ok(Outcome { detections: first.len() as u64, wakes, tasks: w.created, deadlock, held })
 }

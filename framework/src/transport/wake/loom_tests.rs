@@ -245,11 +245,11 @@ fn loom_wake_board_post_without_fence_loses_a_wakeup() {
     board_one_shot(false);
 }
 
-/// A rank that posts its part of a round only once another rank started it (a rank awaiting
-/// a response of its own in a run with more workers than cores, `runtime/idle.rs`): rank 0
-/// arms, looks whether rank 1 posted the round, and blocks if not; rank 1's post must wake it
-/// (`Board::post` wakes every rank that has not posted the round). Then both wait for the
-/// round as usual.
+/// `Board::post` wakes every rank that has not posted the round: rank 0 arms, looks whether
+/// rank 1 posted the round, and blocks if not; rank 1's post must wake it. Then both wait for
+/// the round as usual. (A rank may block without its part of a round posted: while another
+/// worker of its rank works, or while it holds its post back with a task open,
+/// `runtime/quiesce_ranks.rs`.)
 #[test]
 fn loom_wake_board_started_round_wakes_a_responder() {
     use crate::runtime::quiesce_ranks::shm::ShmAllReduce;
@@ -272,9 +272,10 @@ fn loom_wake_board_started_round_wakes_a_responder() {
             wait(&other, &mut ar, 1)
         });
         let mut ar = ShmAllReduce::new(Board::new(mem.clone(), 0));
+        let view = Board::new(mem.clone(), 0);
         loop {
             mem.word(0).arm();
-            if ar.awaited() {
+            if view.has_posted(1, 0) {
                 mem.word(0).disarm();
                 break;
             }
