@@ -117,8 +117,9 @@
 //! its rank to block (as worker 0 in one process). It holds its post back while a task of
 //! its rank is open (a response it awaits, a fiber not yet parked): no detection of that
 //! round could be positive, and each post wakes every other rank (`super::quiesce_ranks`,
-//! "Posts that would be wasted"); the task's end wakes it, and it holds 10 ms at most. It steps in its re-check pass before blocking and in
-//! the pass after a wake-up, and posts its next round only when every other worker of its
+//! "Posts that would be wasted"); the task's end wakes it, and after 10 ms of holding it
+//! posts anyway. It steps in its re-check pass before blocking and in the pass after a
+//! wake-up, and posts its next round only when every other worker of its
 //! rank is armed or blocked (else that worker's blocking wakes it): a rank whose other
 //! workers still work would only add rounds that cannot be quiescent, traded back and forth
 //! with the other ranks' idle first workers (`Worker::poll_detector`). While they work, a

@@ -123,8 +123,8 @@
 //!   still posts now and then); the last of them to block wakes it, and it then posts. It
 //!   holds the post back while a task of its rank is open (below, "Posts that would be
 //!   wasted"): the task's end wakes it (a response's arrival, the last worker of the rank to
-//!   block), and it posts then. A post wakes the ranks that have not posted its round, and every other rank
-//!   once it completes the round, never a rank whose round it leaves incomplete
+//!   block), and it posts then. A post wakes the ranks that have not posted its round, and
+//!   every other rank once it completes the round, never a rank whose round it leaves incomplete
 //!   (`transport/board.rs`): so after a step that posted, the worker tests the new round
 //!   again at once (it may be complete already:
 //!   the others posted first, and may even have stopped on its verdict). After acting on a
@@ -171,9 +171,10 @@
 //! (`Worker::pass`): each would wake every other rank for nothing, and on a machine with
 //! more ranks than cores every such wake-up costs a context switch (`skein bench rounds`
 //! and the kernels' all-reduces per verdict, `docs/performance.md`). The rank's own abort
-//! always goes out. The task's end wakes the worker. A hold lasts 10 ms at most
-//! (`worker/looping.rs`, `HOLD_LIMIT`), and a wait nobody ended (the safety net's timeout,
-//! `transport::wake::BLOCK_LIMIT`) ends it too: the worker then posts with [`Post::Yes`].
+//! always goes out. The task's end wakes the worker. After 10 ms of holding
+//! (`worker/looping.rs`, `HOLD_LIMIT`) its next step posts with [`Post::Yes`], and so does
+//! the step after a wait nobody ended (the safety net's timeout,
+//! `transport::wake::BLOCK_LIMIT`, 50 ms).
 //! So a task that stays open (a fiber that works for long, a response that will never come
 //! because another rank aborted) keeps no round from the other ranks for longer: the posts
 //! tell them, and their stall dumps, that this rank lives, and an abort elsewhere reaches
@@ -190,7 +191,8 @@
 //!   for promptness, and for agreement; the broken variant (wave 2 before the all-reduce) is
 //!   caught. The same checks hold with every post that would be wasted held back
 //!   ([`Post::UnlessWasted`] on every step); a hold that kept back posts that were not
-//!   wasted would leave a quiet job undetected (checked by hand: the schedules never end). Every wake-up is checked too: a waiter woken by a verdict must have parked
+//!   wasted would leave a quiet job undetected (checked by hand: the schedules never end).
+//!   Every wake-up is checked too: a waiter woken by a verdict must have parked
 //!   before any rank acted on it; a rank that wakes every waiter it finds (not only those
 //!   [`Detector::waiters`] counted) is caught.
 //! * `threaded_tests`: ranks as real threads exchanging requests over channels: agreement and

@@ -106,11 +106,13 @@ pub(crate) struct LoopState {
     held_since: Option<Instant>,
 }
 
-/// How long the detector's worker holds a post back while a task of its rank is open: a
-/// task that stays open longer (a fiber that works for a while, a response that will never
-/// come because another rank aborted) no longer keeps the round from the other ranks. The
-/// posts tell them, and their stall dumps, that this rank lives, and carry an abort. A hold
-/// pays off for a response on its way (microseconds to a few scheduler ticks).
+/// How long the detector's worker holds a post back while a task of its rank is open: its
+/// first detector step after that posts (a blocked worker steps at its next wake-up, at the
+/// latest at the futex wait's safety net, `transport::wake::BLOCK_LIMIT`). So a task that
+/// stays open longer (a fiber that works for a while, a response that will never come
+/// because another rank aborted) no longer keeps the round from the other ranks: the posts
+/// tell them, and their stall dumps, that this rank lives, and carry an abort. A hold pays
+/// off for a response on its way (microseconds to a few scheduler ticks).
 const HOLD_LIMIT: Duration = Duration::from_millis(10);
 
 impl Worker {
@@ -342,9 +344,8 @@ impl Worker {
             // past `HOLD_LIMIT`, posts anyway (an abort elsewhere, whose rank will never
             // answer, then reaches this rank in that round: `quiesce_ranks`, "Posts that
             // would be wasted").
-            let hold = policy == Policy::Rings
-                && !was_unwoken
-                && s.held_since.is_none_or(|t| t.elapsed() < HOLD_LIMIT);
+            let hold =
+                policy == Policy::Rings && s.held_since.is_none_or(|t| t.elapsed() < HOLD_LIMIT);
             let post = match (rank_idle, was_unwoken) {
                 (true, false) if hold => Post::UnlessWasted,
                 (true, _) | (_, true) => Post::Yes,
