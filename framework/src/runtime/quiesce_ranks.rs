@@ -172,7 +172,7 @@
 //! more ranks than cores every such wake-up costs a context switch (`skein bench rounds`
 //! and the kernels' all-reduces per verdict, `docs/performance.md`). The rank's own abort
 //! always goes out. The task's end wakes the worker. After 10 ms of holding
-//! (`worker/looping.rs`, `HOLD_LIMIT`) its next step posts with [`Post::Yes`], and so does
+//! (`worker.rs`, `HOLD_LIMIT`) its next step posts with [`Post::Yes`], and so does
 //! the step after a wait nobody ended (the safety net's timeout,
 //! `transport::wake::BLOCK_LIMIT`, 50 ms).
 //! So a task that stays open (a fiber that works for long, a response that will never come

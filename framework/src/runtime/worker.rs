@@ -138,6 +138,9 @@ pub(crate) struct Worker {
     /// yet: it steps on every idle pass until it has, not every `DETECT_EVERY` (over MPI an
     /// idle pass may wait 50 µs; not over the rings, where it posts in its re-check pass).
     post_owed: Cell<bool>,
+    /// Since when this worker's detector has held its next post back ([`Post::UnlessWasted`]);
+    /// after [`HOLD_LIMIT`] its next step posts anyway.
+    held_since: Cell<Option<std::time::Instant>>,
     next_spawn: Cell<usize>,
     /// The loop's phase timer (`super::anatomy`; off unless `Builder::anatomy`).
     pub(super) clock: Clock,
@@ -200,6 +203,7 @@ impl Worker {
             quiesce_waiters: RefCell::default(),
             lane_totals: Cell::new(crate::QuiescentTotals::default()),
             post_owed: Cell::new(false),
+            held_since: Cell::new(None),
             next_spawn: Cell::new(index),
             clock: Clock::new(anatomy),
             dump: dump::WorkerDump::default(),
@@ -692,6 +696,10 @@ impl Worker {
     /// run stops (every rank stops in the same round).
     fn poll_detector(&self, post: Post) -> bool {
         let Some(d) = &self.detector else { return false };
+        let post = match (post, self.held_since.get()) {
+            (Post::UnlessWasted, Some(t)) if t.elapsed() >= HOLD_LIMIT => Post::Yes,
+            _ => post,
+        };
         if self.run_state.shutdown.load(Ordering::Acquire) {
             // Stopping already (in a loopback split an abort stops every fake rank at once,
             // and a stopped rank leaves the all-reduce group): no further round.
@@ -719,6 +727,9 @@ impl Worker {
         }
         if d.posted_count() != posted {
             self.post_owed.set(false);
+            self.held_since.set(None);
+        } else if d.held_count() != held && self.held_since.get().is_none() {
+            self.held_since.set(Some(std::time::Instant::now()));
         }
         bump(&st.all_reduces_posted, d.posted_count() - posted);
         bump(&st.all_reduces_completed, d.completed_count() - completed);
@@ -833,6 +844,16 @@ impl Worker {
 /// Passes that requests to another rank may wait for a fuller batch while the worker stays
 /// busy (`Worker::run_loop`); an idle pass sends them at once.
 const AGGREGATE_PASSES: u32 = 16;
+
+/// How long the detector's worker holds a post back while a task of its rank is open
+/// ([`Post::UnlessWasted`]): its first detector step after that posts (a blocked worker steps
+/// at its next wake-up, at the latest at the futex wait's safety net,
+/// `transport::wake::BLOCK_LIMIT`). So a task that stays open longer (a fiber that works for
+/// a while, a response that will never come because another rank aborted) no longer keeps
+/// the round from the other ranks: the posts tell them, and their stall dumps, that this
+/// rank lives, and carry an abort. A hold pays off for a response on its way (microseconds
+/// to a few scheduler ticks).
+const HOLD_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Idle passes between two steps of the detector across ranks (`Worker::poll_detector`).
 const DETECT_EVERY: u32 = 32;

@@ -53,7 +53,6 @@ use super::super::{context, free, quiesce};
 use super::{Worker, AGGREGATE_PASSES, DETECT_BUSY_EVERY, DETECT_EVERY};
 use crate::sync::{bump, Ordering};
 use crate::transport::IdlePolicy;
-use std::time::{Duration, Instant};
 
 /// What a pass ended with: what the worker's thread does before its next pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,19 +100,7 @@ pub(crate) struct LoopState {
     /// The rank's first worker runs on this worker's thread (a shared thread): no need to
     /// wake it before parking.
     first_on_thread: bool,
-    /// Since when the detector's worker has held its next post back ([`Post::UnlessWasted`]);
-    /// after [`HOLD_LIMIT`] it posts anyway.
-    held_since: Option<Instant>,
 }
-
-/// How long the detector's worker holds a post back while a task of its rank is open: its
-/// first detector step after that posts (a blocked worker steps at its next wake-up, at the
-/// latest at the futex wait's safety net, `transport::wake::BLOCK_LIMIT`). So a task that
-/// stays open longer (a fiber that works for a while, a response that will never come
-/// because another rank aborted) no longer keeps the round from the other ranks: the posts
-/// tell them, and their stall dumps, that this rank lives, and carry an abort. A hold pays
-/// off for a response on its way (microseconds to a few scheduler ticks).
-const HOLD_LIMIT: Duration = Duration::from_millis(10);
 
 impl Worker {
     /// The state of this worker's loop, on a thread of its own (`shared`: the workers with
@@ -162,7 +149,6 @@ impl Worker {
             held: 0,
             aggregate: self.run_state.cfg.aggregate,
             first_on_thread: shared.is_some_and(|r| r.contains(&self.rank_lo)),
-            held_since: None,
         }
     }
 
@@ -302,11 +288,7 @@ impl Worker {
             // step posts the next all-reduce (a message to every other rank,
             // `quiesce_ranks::mpi`), in the way of the requests.
             if s.busy_passes % DETECT_BUSY_EVERY == 0 {
-                let posted = st.all_reduces_posted.load(Ordering::Relaxed);
                 let stop = self.poll_detector(Post::Yes);
-                if st.all_reduces_posted.load(Ordering::Relaxed) != posted {
-                    s.held_since = None;
-                }
                 clock.mark(st, Part::Detector);
                 if stop {
                     return Pass::Stop;
@@ -340,27 +322,22 @@ impl Worker {
             // Over the rings a rank with a task open (a response it awaits, a fiber not yet
             // parked) holds its post back: no detection of that round could be positive, and
             // each post wakes the other ranks. The task's end wakes this worker (a response's
-            // arrival, the last worker of the rank to block). A wait nobody ended, or a hold
-            // past `HOLD_LIMIT`, posts anyway (an abort elsewhere, whose rank will never
-            // answer, then reaches this rank in that round: `quiesce_ranks`, "Posts that
-            // would be wasted").
-            let hold =
-                policy == Policy::Rings && s.held_since.is_none_or(|t| t.elapsed() < HOLD_LIMIT);
-            let post = match (rank_idle, was_unwoken) {
-                (true, false) if hold => Post::UnlessWasted,
-                (true, _) | (_, true) => Post::Yes,
-                (false, false) => Post::No,
+            // arrival, the last worker of the rank to block). A wait nobody ended posts
+            // anyway, and so does a hold past `HOLD_LIMIT` (`Worker::poll_detector`): an
+            // abort elsewhere, whose rank will never answer, then reaches this rank in that
+            // round (`quiesce_ranks`, "Posts that would be wasted").
+            let post = if was_unwoken {
+                Post::Yes
+            } else if !rank_idle {
+                Post::No
+            } else if policy == Policy::Rings {
+                Post::UnlessWasted
+            } else {
+                Post::Yes
             };
             let completed = st.all_reduces_completed.load(Ordering::Relaxed);
-            let posted = st.all_reduces_posted.load(Ordering::Relaxed);
-            let outstanding = posted != completed;
-            let held = st.posts_held.load(Ordering::Relaxed);
+            let outstanding = st.all_reduces_posted.load(Ordering::Relaxed) != completed;
             let stop = self.poll_detector(post);
-            if st.all_reduces_posted.load(Ordering::Relaxed) != posted {
-                s.held_since = None;
-            } else if st.posts_held.load(Ordering::Relaxed) != held && s.held_since.is_none() {
-                s.held_since = Some(Instant::now());
-            }
             // A round outstanding before an unwoken park that completed after it: its last
             // post did not wake this worker (a lost wake-up, as a useful pass would be).
             if was_unwoken
