@@ -52,6 +52,15 @@ pub struct WorkerStats {
     /// preemption, and a `sched_yield` that found another runnable thread (counted as
     /// `switches_voluntary` where workers share a thread).
     pub switches_involuntary: u64,
+    /// Nanoseconds the worker's thread ran on a core while its loop ran, from
+    /// `/proc/thread-self/schedstat` (Linux with scheduler statistics; 0 elsewhere). Counted
+    /// as the switches are where workers share a thread. Against the loop's wall time
+    /// ([`Anatomy::total_ns`]) it tells a worker that had a core from one that waited for it.
+    pub on_core_ns: u64,
+    /// Nanoseconds the worker's thread was runnable but waited for a core while its loop ran
+    /// (the scheduler's run queue; same source as `on_core_ns`): the time lost to other
+    /// threads when the runnable threads outnumber the cores.
+    pub runnable_ns: u64,
     /// Request envelopes this worker sent to other ranks (each carries a batch, a segment,
     /// for one or several trustees of one rank).
     pub envelopes_sent: u64,
@@ -307,6 +316,8 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.yields += w.yields;
         self.switches_voluntary += w.switches_voluntary;
         self.switches_involuntary += w.switches_involuntary;
+        self.on_core_ns += w.on_core_ns;
+        self.runnable_ns += w.runnable_ns;
         self.envelopes_sent += w.envelopes_sent;
         self.segments_sent += w.segments_sent;
         self.segments_forwarded += w.segments_forwarded;
@@ -348,6 +359,8 @@ pub(crate) struct LiveStats {
     pub(crate) yields: AtomicU64,
     pub(crate) switches_voluntary: AtomicU64,
     pub(crate) switches_involuntary: AtomicU64,
+    pub(crate) on_core_ns: AtomicU64,
+    pub(crate) runnable_ns: AtomicU64,
     pub(crate) envelopes_sent: AtomicU64,
     pub(crate) segments_sent: AtomicU64,
     pub(crate) segments_forwarded: AtomicU64,
@@ -432,6 +445,8 @@ impl LiveStats {
             yields: l(&self.yields),
             switches_voluntary: l(&self.switches_voluntary),
             switches_involuntary: l(&self.switches_involuntary),
+            on_core_ns: l(&self.on_core_ns),
+            runnable_ns: l(&self.runnable_ns),
             envelopes_sent: l(&self.envelopes_sent),
             segments_sent: l(&self.segments_sent),
             segments_forwarded: l(&self.segments_forwarded),

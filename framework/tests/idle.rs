@@ -177,3 +177,31 @@ fn by_default_crowded_workers_still_spin_and_yield_first() {
     assert!(yields > 0, "worker 0 never yielded");
     assert!(yields < 64, "worker 0 yielded {yields} times with more workers than cores");
 }
+
+/// A worker that computes for a while has that time on a core counted
+/// (`WorkerStats::on_core_ns`), where the kernel keeps scheduler statistics; the counters are
+/// there (0) where it does not.
+#[test]
+fn a_worker_that_computes_has_its_time_on_a_core_counted() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let x = rt
+        .run(|| {
+            let t = skein::trustee(1).entrust_new(1u64, |x| x);
+            t.apply((), |x, ()| {
+                for i in 0..20_000_000u64 {
+                    *x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+                }
+                *x
+            })
+        })
+        .unwrap();
+    std::hint::black_box(x);
+    let s = rt.stats();
+    if cfg!(target_os = "linux") && std::path::Path::new("/proc/thread-self/schedstat").exists() {
+        // Summed: where workers share a thread, its times are counted on its first worker.
+        let on_core: u64 = s.workers.iter().map(|w| w.on_core_ns).sum();
+        assert!(on_core > 0, "20 M multiplications, no time on a core: {s:?}");
+    } else {
+        assert!(s.workers.iter().all(|w| w.on_core_ns == 0 && w.runnable_ns == 0));
+    }
+}

@@ -87,11 +87,35 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
         "yields": w.yields,
         "switches_voluntary": w.switches_voluntary,
         "switches_involuntary": w.switches_involuntary,
+        "on_core_ns": w.on_core_ns,
+        "runnable_ns": w.runnable_ns,
         "anatomy": anatomy,
     });
     match v {
         serde_json::Value::Object(m) => m,
         _ => unreachable!("a JSON object"),
+    }
+}
+
+/// The thread's time on a core and waiting for one, as parts of the loop's time (`loop_ns`,
+/// when timed) or in ms; nothing where the kernel counted neither.
+fn thread_times(w: &skein::WorkerStats, loop_ns: u64) -> String {
+    if w.on_core_ns == 0 && w.runnable_ns == 0 {
+        return String::new();
+    }
+    if loop_ns > 0 {
+        let pc = |ns: u64| 100.0 * ns as f64 / loop_ns as f64;
+        format!(
+            "; on a core {:.1}% of the loop's time, waiting for a core {:.1}%",
+            pc(w.on_core_ns),
+            pc(w.runnable_ns)
+        )
+    } else {
+        format!(
+            "; on a core {:.1} ms, waiting for a core {:.1} ms",
+            w.on_core_ns as f64 / 1e6,
+            w.runnable_ns as f64 / 1e6
+        )
     }
 }
 
@@ -134,8 +158,13 @@ pub(crate) fn print(
         )?;
         writeln!(
             out,
-            "  worker {i}: {} parks ({} unwoken), {} yields, context switches {} voluntary, {} involuntary",
-            w.parks, w.park_timeouts, w.yields, w.switches_voluntary, w.switches_involuntary
+            "  worker {i}: {} parks ({} unwoken), {} yields, context switches {} voluntary, {} involuntary{}",
+            w.parks,
+            w.park_timeouts,
+            w.yields,
+            w.switches_voluntary,
+            w.switches_involuntary,
+            thread_times(w, a.total_ns())
         )?;
         if w.envelopes_sent + w.responses_sent > 0 {
             writeln!(

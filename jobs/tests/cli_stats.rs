@@ -59,8 +59,19 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
         let ws = workers(&json);
         assert_eq!(ws.len(), 2);
         for w in &ws {
-            for k in ["parks", "park_timeouts", "yields", "switches_voluntary"] {
+            for k in [
+                "parks",
+                "park_timeouts",
+                "yields",
+                "switches_voluntary",
+                "on_core_ns",
+                "runnable_ns",
+            ] {
                 assert!(w[k].as_u64().is_some(), "{k} missing: {w}");
+            }
+            // The thread's times are printed where the kernel counted them.
+            if w["on_core_ns"].as_u64().unwrap() > 0 {
+                assert!(out.contains("% of the loop's time, waiting for a core"), "{out}");
             }
             let (sum, total) = parts_sum(w);
             assert_eq!(sum, total, "{w}");

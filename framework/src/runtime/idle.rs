@@ -59,8 +59,10 @@
 //! publication to a blocked worker is then a wake-up and a context switch, a client also
 //! holds its batches to the trustees of its rank while its fibers are ready, until they
 //! fill their slot or age (`Worker::poll_client` with `Flush::Full`). Counted per worker:
-//! parks, yields, and the thread's context switches (`WorkerStats::yields`,
-//! `switches_voluntary`, `switches_involuntary`).
+//! parks, yields, the thread's context switches (`WorkerStats::yields`,
+//! `switches_voluntary`, `switches_involuntary`), and its time on a core and waiting for one
+//! (`on_core_ns`, `runnable_ns`: [`thread_times`]): a worker that waited for a core most of
+//! its loop shows where the cores went.
 //!
 //! Without crowded waits, waits are still cut short when the workers outnumber the cores (in
 //! one process, or over the rings, whose ranks' workers are all on this node):
@@ -330,10 +332,39 @@ pub(crate) fn cores() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// The calling thread's context switches so far, voluntary and involuntary
-/// (`getrusage(RUSAGE_THREAD)`; (0, 0) where it is not available).
+/// What the kernel counted of the calling thread so far: its context switches and its time
+/// on a core and waiting for one ([`thread_times`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ThreadTimes {
+    /// Context switches it asked for (blocking, a timed wait).
+    pub(crate) voluntary: u64,
+    /// Context switches it did not ask for (preemption, a `sched_yield` that found another
+    /// runnable thread).
+    pub(crate) involuntary: u64,
+    /// Nanoseconds it ran on a core.
+    pub(crate) on_core_ns: u64,
+    /// Nanoseconds it was runnable but waited for a core (the scheduler's run queue).
+    pub(crate) runnable_ns: u64,
+}
+
+impl ThreadTimes {
+    /// What happened between `start` and `self` (counters that went back read as 0).
+    pub(crate) fn since(self, start: ThreadTimes) -> ThreadTimes {
+        ThreadTimes {
+            voluntary: self.voluntary.saturating_sub(start.voluntary),
+            involuntary: self.involuntary.saturating_sub(start.involuntary),
+            on_core_ns: self.on_core_ns.saturating_sub(start.on_core_ns),
+            runnable_ns: self.runnable_ns.saturating_sub(start.runnable_ns),
+        }
+    }
+}
+
+/// The calling thread's [`ThreadTimes`]: the switches from `getrusage(RUSAGE_THREAD)`, the
+/// times from `/proc/thread-self/schedstat` (its first two fields: time on a core, time
+/// waiting on a run queue, in ns). Whatever is not available reads as 0: the switches off
+/// Linux, the times where the kernel has no scheduler statistics.
 #[cfg(target_os = "linux")]
-pub(crate) fn thread_switches() -> (u64, u64) {
+pub(crate) fn thread_times() -> ThreadTimes {
     // SAFETY: `ru` is a plain struct on our stack, zero-initialised; getrusage only writes it.
     // On failure it is left zeroed, which reads as no switches.
     let ru = unsafe {
@@ -341,13 +372,30 @@ pub(crate) fn thread_switches() -> (u64, u64) {
         libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
         ru
     };
-    (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+    let (on_core_ns, runnable_ns) = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| parse_schedstat(&s))
+        .unwrap_or((0, 0));
+    ThreadTimes {
+        voluntary: ru.ru_nvcsw as u64,
+        involuntary: ru.ru_nivcsw as u64,
+        on_core_ns,
+        runnable_ns,
+    }
 }
 
-/// The calling thread's context switches (not available on this OS).
+/// The calling thread's [`ThreadTimes`] (not available on this OS: zeros).
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn thread_switches() -> (u64, u64) {
-    (0, 0)
+pub(crate) fn thread_times() -> ThreadTimes {
+    ThreadTimes::default()
+}
+
+/// `(on a core, waiting on a run queue)` in ns from a `schedstat` line
+/// (`"<on core> <run queue> <time slices>"`); `None` if it does not read so.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn parse_schedstat(s: &str) -> Option<(u64, u64)> {
+    let mut fields = s.split_ascii_whitespace().map(str::parse::<u64>);
+    Some((fields.next()?.ok()?, fields.next()?.ok()?))
 }
 
 impl Policy {
@@ -527,6 +575,30 @@ impl Sleepers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedstat_lines_parse_and_thread_times_move_forward() {
+        assert_eq!(parse_schedstat("375095437 1302668 77\n"), Some((375_095_437, 1_302_668)));
+        assert_eq!(parse_schedstat("12 34"), Some((12, 34)));
+        assert_eq!(parse_schedstat("12"), None);
+        assert_eq!(parse_schedstat("x 1 2"), None);
+        assert_eq!(parse_schedstat(""), None);
+        let start = thread_times();
+        // Some work on a core: the time counted on it cannot go back.
+        let mut x = 1u64;
+        for i in 0..2_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+        let d = thread_times().since(start);
+        // A counter that went back (another thread's reading) is no time, not a wrap.
+        let back = ThreadTimes { on_core_ns: 5, runnable_ns: 1, ..start };
+        assert_eq!(back.since(ThreadTimes { on_core_ns: 7, ..start }).on_core_ns, 0);
+        // Where the kernel keeps scheduler statistics, that work shows as time on a core.
+        #[cfg(target_os = "linux")]
+        if std::path::Path::new("/proc/thread-self/schedstat").exists() && start.on_core_ns > 0 {
+            assert!(d.on_core_ns > 0, "2 M multiplications took no time on a core: {d:?}");
+        }
+    }
 
     #[test]
     fn local_workers_spin_then_yield_then_park() {

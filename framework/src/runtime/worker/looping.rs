@@ -84,9 +84,9 @@ pub(crate) struct LoopState {
     crowded: bool,
     spin: idle::Spin,
     calm: Option<idle::Spin>,
-    /// The thread's context switches when the loop started (counted by the thread's first
-    /// worker only: `None` for the others of a shared thread).
-    switches: Option<(u64, u64)>,
+    /// The thread's context switches and times when the loop started (counted by the
+    /// thread's first worker only: `None` for the others of a shared thread).
+    thread_start: Option<idle::ThreadTimes>,
     /// Whether the current idle stretch waited for due work (it then teaches `spin`).
     waited_due: bool,
     idle: u32,
@@ -140,7 +140,7 @@ impl Worker {
             crowded,
             spin,
             calm: (!crowded && over).then(idle::Spin::calm),
-            switches: first.then(idle::thread_switches),
+            thread_start: first.then(idle::thread_times),
             waited_due: false,
             idle: 0,
             busy_passes: 0,
@@ -438,10 +438,12 @@ impl Worker {
     pub(crate) fn end_loop(&self, s: &LoopState) {
         let st = &self.ctr().stats;
         self.clock.mark(st, s.tail);
-        if let Some(switches) = s.switches {
-            let (voluntary, involuntary) = idle::thread_switches();
-            bump(&st.switches_voluntary, voluntary.wrapping_sub(switches.0));
-            bump(&st.switches_involuntary, involuntary.wrapping_sub(switches.1));
+        if let Some(start) = s.thread_start {
+            let d = idle::thread_times().since(start);
+            bump(&st.switches_voluntary, d.voluntary);
+            bump(&st.switches_involuntary, d.involuntary);
+            bump(&st.on_core_ns, d.on_core_ns);
+            bump(&st.runnable_ns, d.runnable_ns);
         }
         // Shutdown is only decided at quiescence: every request has been served, so every
         // pending free is eligible now. No request of this run can arrive any more: the
