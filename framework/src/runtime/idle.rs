@@ -47,9 +47,10 @@
 //! more threads than cores.
 //!
 //! Spinning and yielding pay only while the worker being waited for runs on another core.
-//! When the run's threads outnumber the cores this process may use ([`oversubscribed`]: the
-//! threads of one process, or the workers of every rank of the node over the rings, against
-//! `sched_getaffinity`), some worker with work is always waiting for a core, and a waiter
+//! When the run's threads outnumber the cores they share ([`oversubscribed`]: the threads of
+//! one process against the cores it may use, or over the rings the threads of every rank of
+//! the node against the union of the ranks' `sched_getaffinity` masks, [`run_cores`]: ranks
+//! a launcher bound to a core each share no core), some worker with work is always waiting for a core, and a waiter
 //! that spins takes it for its whole budget, one that yields hands it to another waiter as
 //! often as not. A run may then wait *crowded* ([`Crowded`], `Builder::crowded_waits`,
 //! `SKEIN_OVERSUBSCRIBED=auto|1`; off by default, since on a quiet 2-core machine it measured
@@ -307,21 +308,45 @@ impl Crowded {
         }
     }
 
-    /// Whether a run of `threads` worker threads (all on this machine) waits crowded.
-    pub(crate) fn applies(self, threads: usize) -> bool {
+    /// Whether a run of `threads` worker threads on `cores` cores (all on this machine,
+    /// [`run_cores`]) waits crowded.
+    pub(crate) fn applies(self, threads: usize, cores: usize) -> bool {
         match self {
             Crowded::Off => false,
-            Crowded::Auto => oversubscribed(threads),
+            Crowded::Auto => oversubscribed(threads, cores),
             Crowded::Always => true,
         }
     }
 }
 
 /// Whether `threads` worker threads, every one of them on this machine (one process, or the
-/// ranks of one node over the shared-memory rings), outnumber the cores this process may run
-/// on ([`cores`]).
-pub(crate) fn oversubscribed(threads: usize) -> bool {
-    threads > cores()
+/// ranks of one node over the shared-memory rings), outnumber the `cores` they share
+/// ([`run_cores`]).
+pub(crate) fn oversubscribed(threads: usize, cores: usize) -> bool {
+    threads > cores
+}
+
+/// The cores a run's threads on this machine share: this process's ([`cores`]) in one
+/// process; over the shared-memory rings, the union of the affinity masks of the node's ranks
+/// (`node_union`, [`crate::transport::wake::WakeWords::node_cores`]; 0: unknown), so that
+/// ranks a launcher bound to one core each (Open MPI binds two ranks to a core each by
+/// default) do not count as 2 threads on 1 core. A CPU quota that caps this process below
+/// its affinity (a cgroup's, which [`cores`] honours) caps the node's cores too: its ranks
+/// run in the same cgroup.
+pub(crate) fn run_cores(node_union: Option<usize>) -> usize {
+    let own = cores();
+    match node_union {
+        None | Some(0) => own,
+        Some(union) => {
+            let affinity =
+                crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);
+            if affinity > own {
+                union.min(own)
+            } else {
+                union
+            }
+        }
+    }
 }
 
 /// The cores this process may run on (`sched_getaffinity`, through
@@ -601,6 +626,18 @@ mod tests {
     }
 
     #[test]
+    fn the_run_cores_are_the_nodes_where_the_ranks_told_them() {
+        use crate::transport::wake::{affinity_mask, union_cores};
+        assert_eq!(run_cores(None), cores());
+        assert_eq!(run_cores(Some(0)), cores());
+        // Two ranks bound to a core each: 2 threads on 2 cores, not on this rank's one.
+        let capped = union_cores([&affinity_mask()[..]]) > cores();
+        assert_eq!(run_cores(Some(cores() + 3)), if capped { cores() } else { cores() + 3 });
+        assert!(!oversubscribed(2, run_cores(Some(2))) || capped);
+        assert!(oversubscribed(3, 2) && !oversubscribed(2, 2));
+    }
+
+    #[test]
     fn local_workers_spin_then_yield_then_park() {
         let (p, s) = (Policy::Local, Spin::default());
         assert_eq!(p.step(0, false, &s), Step::Spin);
@@ -705,6 +742,9 @@ mod tests {
         }
         fn threads_of(&self, _rank: usize) -> usize {
             self.0.len()
+        }
+        fn node_cores(&self) -> usize {
+            0
         }
     }
 

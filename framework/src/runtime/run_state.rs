@@ -146,6 +146,9 @@ pub(crate) struct RunState {
     /// The idle policy's count of what competes for the cores
     /// (`super::idle::oversubscribed`).
     pub(crate) threads: usize,
+    /// The cores [`RunState::threads`] share ([`super::idle::run_cores`]): this process's, or
+    /// over the rings those of every rank of the node together.
+    pub(crate) cores: usize,
     /// The threads that run this process's workers: fewer than its workers where they share
     /// threads (in one process, [`Config::threads`]; over the shared-memory rings, what the
     /// ranks agreed, `transport::shm`), else one per worker.
@@ -297,6 +300,7 @@ impl RunState {
             (None, None) if ranks == 1 => (cfg.threads(), cfg.threads()),
             _ => (n, here),
         };
+        let cores = super::idle::run_cores(words.as_ref().map(|ws| ws.node_cores()));
         let sleepers = Sleepers::new(n, words);
         let pairs = kept
             .filter(|k| {
@@ -322,6 +326,7 @@ impl RunState {
             aborted: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             threads,
+            cores,
             rank_threads,
             n,
             run_id,

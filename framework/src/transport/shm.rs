@@ -82,7 +82,9 @@
 use super::board::{BoardMem, BOARD_VALUES};
 use super::ring::{Counters, RingMem, COUNTERS_BYTES};
 use super::ring_link::{End, Medium, RingLink};
-use super::wake::{thread_group, WakeWord, WakeWords, WAKE_WORD_BYTES};
+use super::wake::{
+    affinity_mask, thread_group, union_cores, WakeWord, WakeWords, AFFINITY_WORDS, WAKE_WORD_BYTES,
+};
 use super::IdlePolicy;
 use std::ffi::CString;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -397,6 +399,9 @@ pub(crate) struct ShmWords {
     /// Per global worker, the local index of the word it waits on: its thread's first
     /// worker's ([`thread_group`]), computed once at set-up (wakers look it up per wake).
     word_of: Arc<Vec<usize>>,
+    /// The CPUs in the union of the affinity masks of this node's ranks (agreed at set-up;
+    /// 0 when no rank could tell).
+    node_cores: usize,
 }
 
 impl ShmWords {
@@ -423,6 +428,9 @@ impl WakeWords for ShmWords {
     }
     fn threads_of(&self, rank: usize) -> usize {
         self.threads.get(rank).copied().unwrap_or(0)
+    }
+    fn node_cores(&self) -> usize {
+        self.node_cores
     }
 }
 
@@ -633,12 +641,17 @@ impl RingLink<Shm> {
         // Every rank must lay its rings out alike (`SKEIN_SHM_RING_BYTES` is read per rank):
         // a rank mapping another's file with another length would fault past its end.
         // And every rank learns the threads each rank of its node runs its workers on, whose
-        // groups share a futex word (`ShmWords`).
+        // groups share a futex word (`ShmWords`), and the cores it may run on: their union
+        // over the node is what the node's threads share (`WakeWords::node_cores`).
         let here = config.threads.clamp(1, workers);
-        let mine = [ring_bytes as u64, here as u64];
-        let mut gathered = vec![0u64; 2 * ranks];
+        const EACH: usize = 2 + AFFINITY_WORDS;
+        let mut mine = [0u64; EACH];
+        mine[0] = ring_bytes as u64;
+        mine[1] = here as u64;
+        mine[2..].copy_from_slice(&affinity_mask());
+        let mut gathered = vec![0u64; EACH * ranks];
         world.all_gather_into(&mine[..], &mut gathered[..]);
-        let sizes: Vec<u64> = gathered.iter().step_by(2).copied().collect();
+        let sizes: Vec<u64> = gathered.iter().step_by(EACH).copied().collect();
         if let Some(r) = sizes.iter().position(|&b| b != sizes[0]) {
             return Err(format!(
                 "every rank must use the same ring size (SKEIN_SHM_RING_BYTES): rank 0 uses {} \
@@ -647,7 +660,10 @@ impl RingLink<Shm> {
             ));
         }
         let threads: Vec<usize> =
-            (0..ranks).map(|r| if near(r) { gathered[2 * r + 1] as usize } else { 0 }).collect();
+            (0..ranks).map(|r| if near(r) { gathered[EACH * r + 1] as usize } else { 0 }).collect();
+        let node_cores = union_cores(
+            (0..ranks).filter(|&r| near(r)).map(|r| &gathered[EACH * r + 2..EACH * (r + 1)]),
+        );
         let stride = COUNTERS_BYTES + ring_bytes;
         let len = all_workers
             .checked_mul(workers)
@@ -708,6 +724,7 @@ impl RingLink<Shm> {
             workers,
             threads: Arc::new(threads),
             word_of: Arc::new(word_of),
+            node_cores,
         };
         let regions = &words.regions;
         let lo = rank * workers;

@@ -212,6 +212,46 @@ pub(crate) trait WakeWords: Send + Sync + std::fmt::Debug {
     fn word(&self, g: usize) -> Option<&WakeWord>;
     /// The threads that run rank `rank`'s workers (0 for a rank this process does not reach).
     fn threads_of(&self, rank: usize) -> usize;
+    /// The cores the ranks whose words these are may run on together: the union of their
+    /// CPU affinity masks ([`affinity_mask`], agreed at set-up); 0 when unknown.
+    fn node_cores(&self) -> usize;
+}
+
+/// Words of a CPU affinity mask ([`affinity_mask`]): the 1,024 CPUs of glibc's `cpu_set_t`.
+pub(crate) const AFFINITY_WORDS: usize = 16;
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`), bit `c` of the mask for CPU
+/// `c`; all zeros where that is not known (another OS, a failed call).
+pub(crate) fn affinity_mask() -> [u64; AFFINITY_WORDS] {
+    let mut mask = [0u64; AFFINITY_WORDS];
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `set` is a plain bit set on our stack, zero-initialised; sched_getaffinity
+        // writes at most `size_of::<cpu_set_t>()` bytes of it (on failure it is left empty),
+        // and CPU_ISSET reads a bit below CPU_SETSIZE.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+                for c in 0..(AFFINITY_WORDS * 64).min(libc::CPU_SETSIZE as usize) {
+                    if libc::CPU_ISSET(c, &set) {
+                        mask[c / 64] |= 1 << (c % 64);
+                    }
+                }
+            }
+        }
+    }
+    mask
+}
+
+/// The CPUs in the union of `masks` ([`affinity_mask`]s).
+pub(crate) fn union_cores<'a>(masks: impl IntoIterator<Item = &'a [u64]>) -> usize {
+    let mut union = [0u64; AFFINITY_WORDS];
+    for m in masks {
+        for (u, w) in union.iter_mut().zip(m) {
+            *u |= w;
+        }
+    }
+    union.iter().map(|w| w.count_ones() as usize).sum()
 }
 
 /// The workers (local indices of a rank of `workers`) that share a thread with worker `i`,

@@ -117,10 +117,10 @@ impl Worker {
         // In one process, or over the rings, every worker of the run is on this node; what
         // competes for its cores is the threads that run them.
         let one_node = matches!(policy, Policy::Local | Policy::Rings);
-        let threads = self.run_state.threads;
-        let crowded = one_node && self.run_state.cfg.crowded_waits.applies(threads);
+        let (threads, cores) = (self.run_state.threads, self.run_state.cores);
+        let crowded = one_node && self.run_state.cfg.crowded_waits.applies(threads, cores);
         // Whether the run's threads outnumber this node's cores.
-        let over = one_node && idle::oversubscribed(threads);
+        let over = one_node && idle::oversubscribed(threads, cores);
         // With more threads than cores, waits for due work spin SPIN_DUE_OVER passes at most
         // (`Spin::oversubscribed`), and waits with nothing due spin, yield twice and block
         // (`Spin::calm`).

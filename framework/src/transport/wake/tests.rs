@@ -134,3 +134,23 @@ fn thread_groups_tile_the_workers_in_blocks() {
         }
     }
 }
+
+#[test]
+fn the_node_cores_are_the_union_of_the_ranks_affinities() {
+    // Ranks bound to cores 0 and 1 (Open MPI's default for two ranks): two cores together,
+    // although each may run on one.
+    let (a, b) = ([0b01u64, 0], [0b10u64, 0]);
+    assert_eq!(union_cores([&a[..], &b[..]]), 2);
+    // Unbound ranks on 4 CPUs: 4, not 8.
+    let all = [0b1111u64];
+    assert_eq!(union_cores([&all[..], &all[..]]), 4);
+    // CPUs past the first word count; unknown masks (zeros) add nothing.
+    let high = [0u64, 1 << 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 << 63];
+    assert_eq!(union_cores([&high[..], &[0u64; AFFINITY_WORDS][..]]), 2);
+    assert_eq!(union_cores(std::iter::empty()), 0);
+    // This thread may run somewhere (where the OS tells).
+    let mine = affinity_mask();
+    if cfg!(target_os = "linux") {
+        assert!(union_cores([&mine[..]]) >= 1, "{mine:?}");
+    }
+}
