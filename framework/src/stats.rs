@@ -52,14 +52,17 @@ pub struct WorkerStats {
     /// preemption, and a `sched_yield` that found another runnable thread (counted as
     /// `switches_voluntary` where workers share a thread).
     pub switches_involuntary: u64,
-    /// Nanoseconds the worker's thread ran on a core while its loop ran, from
-    /// `/proc/thread-self/schedstat` (Linux with scheduler statistics; 0 elsewhere). Counted
-    /// as the switches are where workers share a thread. Against the loop's wall time
-    /// ([`Anatomy::total_ns`]) it tells a worker that had a core from one that waited for it.
+    /// Nanoseconds the worker's thread ran on a core while its loop ran, from its CPU-time
+    /// clock (`CLOCK_THREAD_CPUTIME_ID`; Linux, 0 elsewhere). Counted as the switches are
+    /// where workers share a thread. Against the loop's wall time ([`Anatomy::total_ns`]) it
+    /// tells a worker that had a core from one that waited for it (it is taken from the
+    /// loop's set-up to its end, so it may pass the anatomy's total by a little).
     pub on_core_ns: u64,
     /// Nanoseconds the worker's thread was runnable but waited for a core while its loop ran
-    /// (the scheduler's run queue; same source as `on_core_ns`): the time lost to other
-    /// threads when the runnable threads outnumber the cores.
+    /// (the scheduler's run queue, from `/proc/thread-self/schedstat`; read only when the
+    /// loop is timed, [`Anatomy`], and where the kernel keeps scheduler statistics: 0
+    /// otherwise): the time lost to other threads when the runnable threads outnumber the
+    /// cores.
     pub runnable_ns: u64,
     /// Request envelopes this worker sent to other ranks (each carries a batch, a segment,
     /// for one or several trustees of one rank).

@@ -98,24 +98,20 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
 }
 
 /// The thread's time on a core and waiting for one, as parts of the loop's time (`loop_ns`,
-/// when timed) or in ms; nothing where the kernel counted neither.
+/// when timed; the wait is read only then), or its time on a core in ms; nothing where the
+/// kernel counted neither.
 fn thread_times(w: &skein::WorkerStats, loop_ns: u64) -> String {
-    if w.on_core_ns == 0 && w.runnable_ns == 0 {
-        return String::new();
-    }
-    if loop_ns > 0 {
+    if loop_ns > 0 && w.on_core_ns + w.runnable_ns > 0 {
         let pc = |ns: u64| 100.0 * ns as f64 / loop_ns as f64;
         format!(
             "; on a core {:.1}% of the loop's time, waiting for a core {:.1}%",
             pc(w.on_core_ns),
             pc(w.runnable_ns)
         )
+    } else if w.on_core_ns > 0 {
+        format!("; on a core {:.1} ms", w.on_core_ns as f64 / 1e6)
     } else {
-        format!(
-            "; on a core {:.1} ms, waiting for a core {:.1} ms",
-            w.on_core_ns as f64 / 1e6,
-            w.runnable_ns as f64 / 1e6
-        )
+        String::new()
     }
 }
 

@@ -385,33 +385,44 @@ impl ThreadTimes {
 }
 
 /// The calling thread's [`ThreadTimes`]: the switches from `getrusage(RUSAGE_THREAD)`, the
-/// times from `/proc/thread-self/schedstat` (its first two fields: time on a core, time
-/// waiting on a run queue, in ns). Whatever is not available reads as 0: the switches off
-/// Linux, the times where the kernel has no scheduler statistics.
+/// time on a core from its CPU-time clock (`CLOCK_THREAD_CPUTIME_ID`, exact at the call),
+/// and, with `run_queue`, the time it waited on a run queue from `/proc/thread-self/schedstat`
+/// (its second field; complete up to the thread's last switch onto a core, so exact when the
+/// thread reads its own). Whatever is not available reads as 0: everything off Linux, the run
+/// queue where the kernel keeps no scheduler statistics. The run queue costs a file read (a
+/// few µs), so the loop asks for it only when it is timed.
 #[cfg(target_os = "linux")]
-pub(crate) fn thread_times() -> ThreadTimes {
-    // SAFETY: `ru` is a plain struct on our stack, zero-initialised; getrusage only writes it.
-    // On failure it is left zeroed, which reads as no switches.
-    let ru = unsafe {
+pub(crate) fn thread_times(run_queue: bool) -> ThreadTimes {
+    // SAFETY: `ru` and `ts` are plain structs on our stack, zero-initialised; getrusage and
+    // clock_gettime only write them. On failure they are left zeroed, which reads as nothing.
+    let (ru, ts) = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        ru
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        (ru, ts)
     };
-    let (on_core_ns, runnable_ns) = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| parse_schedstat(&s))
-        .unwrap_or((0, 0));
+    let runnable_ns = if run_queue {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| parse_schedstat(&s))
+            .map_or(0, |(_, waited)| waited)
+    } else {
+        0
+    };
     ThreadTimes {
         voluntary: ru.ru_nvcsw as u64,
         involuntary: ru.ru_nivcsw as u64,
-        on_core_ns,
+        on_core_ns: (ts.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as u64),
         runnable_ns,
     }
 }
 
 /// The calling thread's [`ThreadTimes`] (not available on this OS: zeros).
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn thread_times() -> ThreadTimes {
+pub(crate) fn thread_times(_run_queue: bool) -> ThreadTimes {
     ThreadTimes::default()
 }
 
@@ -608,21 +619,22 @@ mod tests {
         assert_eq!(parse_schedstat("12"), None);
         assert_eq!(parse_schedstat("x 1 2"), None);
         assert_eq!(parse_schedstat(""), None);
-        let start = thread_times();
+        let start = thread_times(true);
         // Some work on a core: the time counted on it cannot go back.
         let mut x = 1u64;
         for i in 0..2_000_000u64 {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
         }
-        let d = thread_times().since(start);
+        let d = thread_times(true).since(start);
         // A counter that went back (another thread's reading) is no time, not a wrap.
         let back = ThreadTimes { on_core_ns: 5, runnable_ns: 1, ..start };
         assert_eq!(back.since(ThreadTimes { on_core_ns: 7, ..start }).on_core_ns, 0);
-        // Where the kernel keeps scheduler statistics, that work shows as time on a core.
-        #[cfg(target_os = "linux")]
-        if std::path::Path::new("/proc/thread-self/schedstat").exists() && start.on_core_ns > 0 {
+        // On Linux that work shows as time on a core (the thread's CPU-time clock).
+        if cfg!(target_os = "linux") {
             assert!(d.on_core_ns > 0, "2 M multiplications took no time on a core: {d:?}");
         }
+        // Without the run queue asked for, none is read.
+        assert_eq!(thread_times(false).runnable_ns, 0);
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl Worker {
             crowded,
             spin,
             calm: (!crowded && over).then(idle::Spin::calm),
-            thread_start: first.then(idle::thread_times),
+            thread_start: first.then(|| idle::thread_times(self.clock.on())),
             waited_due: false,
             idle: 0,
             busy_passes: 0,
@@ -439,7 +439,7 @@ impl Worker {
         let st = &self.ctr().stats;
         self.clock.mark(st, s.tail);
         if let Some(start) = s.thread_start {
-            let d = idle::thread_times().since(start);
+            let d = idle::thread_times(self.clock.on()).since(start);
             bump(&st.switches_voluntary, d.voluntary);
             bump(&st.switches_involuntary, d.involuntary);
             bump(&st.on_core_ns, d.on_core_ns);
