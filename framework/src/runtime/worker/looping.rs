@@ -132,6 +132,14 @@ impl Worker {
             idle::Spin::default()
         };
         let first = shared.as_ref().is_none_or(|r| r.start == self.index);
+        // Over the rings a rank's first worker posts a round only once the rank's other
+        // workers are armed (`Worker::rank_idle_except`). Workers that share a thread arm
+        // after the thread's idle sweeps have run through their budget: with the full one
+        // (256 yields), every round's end waited for those sweeps (a rank bound to one core
+        // running 4 workers: 256 yields per verdict, SSSP at half the speed). So they wait
+        // calm, as on shared cores: spin, yield twice, arm.
+        let shares = shared.as_ref().is_some_and(|r| r.len() > 1);
+        let calm = !crowded && (over || (policy == Policy::Rings && shares));
         LoopState {
             policy,
             armed: false,
@@ -139,7 +147,7 @@ impl Worker {
             after_park: false,
             crowded,
             spin,
-            calm: (!crowded && over).then(idle::Spin::calm),
+            calm: calm.then(idle::Spin::calm),
             thread_start: first.then(|| idle::thread_times(self.clock.on())),
             waited_due: false,
             idle: 0,
