@@ -43,8 +43,8 @@
 //! `loom_shared_thread_without_every_recheck_loses_a_wakeup`). Over the rings each rank
 //! shares threads among its workers the same way, a thread's workers waiting on one futex
 //! word. What follows concerns the threads that still outnumber the cores: the ranks of a
-//! node together (each running as many threads as the cores it may use), or a run asked for
-//! more threads than cores.
+//! node together (by default each runs the node's cores divided among its ranks, or those it
+//! was bound to, `Config::rank_threads`), or a run asked for more threads than cores.
 //!
 //! Spinning and yielding pay only while the worker being waited for runs on another core.
 //! When the run's threads outnumber the cores they share ([`oversubscribed`]: the threads of
@@ -347,6 +347,37 @@ pub(crate) fn run_cores(node_union: Option<usize>) -> usize {
             }
         }
     }
+}
+
+/// The cores one of `ranks_here` ranks that share this node over the rings may take for its
+/// threads by default (`Config::rank_threads`): this process's [`cores`], divided among the
+/// node's ranks when the process may run on every CPU of the machine (no launcher bound it:
+/// `mpirun --bind-to none`, where every rank sees all the cores); at least 1. A rank that a
+/// launcher bound has its share already (Open MPI binds each of two ranks to a core).
+pub(crate) fn rank_cores(ranks_here: usize) -> usize {
+    let own = cores();
+    let affinity =
+        crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);
+    let unbound = affinity > 0 && affinity >= online_cpus();
+    if ranks_here > 1 && unbound {
+        (own / ranks_here).max(1)
+    } else {
+        own
+    }
+}
+
+/// The CPUs online on this machine (`sysconf(_SC_NPROCESSORS_ONLN)`; `usize::MAX` where that
+/// is not known, so that no mask counts as covering them all).
+fn online_cpus() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sysconf only reads a system setting.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        if n > 0 {
+            return n as usize;
+        }
+    }
+    usize::MAX
 }
 
 /// The cores this process may run on (`sched_getaffinity`, through

@@ -63,6 +63,21 @@ impl Config {
         let t = if self.worker_threads == 0 { super::idle::cores() } else { self.worker_threads };
         t.clamp(1, self.workers.max(1))
     }
+
+    /// The threads that run the workers of one of `ranks_here` ranks sharing a node over the
+    /// rings: `worker_threads` when set, else the node's cores divided among its ranks
+    /// ([`super::idle::rank_cores`]: unbound ranks each see every core), at least 1 and at
+    /// most one per worker. Unbound, two ranks of 4 workers on 2 cores ran 2 threads each
+    /// (4 threads on 2 cores); one each made BFS 1.3 to 2 times and SSSP 1.0 to 1.4 times
+    /// faster (`docs/performance.md`, "Where the cores go when ranks outnumber them").
+    pub(crate) fn rank_threads(&self, ranks_here: usize) -> usize {
+        let t = if self.worker_threads == 0 {
+            super::idle::rank_cores(ranks_here)
+        } else {
+            self.worker_threads
+        };
+        t.clamp(1, self.workers.max(1))
+    }
 }
 
 /// Counters one worker publishes to the others (single writer: that worker, with
