@@ -354,6 +354,7 @@ pub(crate) fn run_cores(node_union: Option<usize>) -> usize {
 /// node's ranks when the process may run on every CPU of the machine (no launcher bound it:
 /// `mpirun --bind-to none`, where every rank sees all the cores); at least 1. A rank that a
 /// launcher bound has its share already (Open MPI binds each of two ranks to a core).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) fn rank_cores(ranks_here: usize) -> usize {
     let own = cores();
     let affinity =
@@ -368,6 +369,7 @@ pub(crate) fn rank_cores(ranks_here: usize) -> usize {
 
 /// The CPUs online on this machine (`sysconf(_SC_NPROCESSORS_ONLN)`; `usize::MAX` where that
 /// is not known, so that no mask counts as covering them all).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 fn online_cpus() -> usize {
     #[cfg(target_os = "linux")]
     {
@@ -666,6 +668,23 @@ mod tests {
         }
         // Without the run queue asked for, none is read.
         assert_eq!(thread_times(false).runnable_ns, 0);
+    }
+
+    #[test]
+    fn a_rank_takes_its_share_of_the_cores_it_sees() {
+        assert_eq!(rank_cores(1), cores());
+        for k in [2, 3, 64] {
+            let c = rank_cores(k);
+            // Unbound: the cores divided among the ranks (at least 1); bound: its own.
+            assert!(c == cores() || c == (cores() / k).max(1), "{k} ranks: {c} of {}", cores());
+            assert!(c >= 1);
+        }
+        // This machine's CPUs are known on Linux, and cover this process's mask.
+        if cfg!(target_os = "linux") {
+            let mine =
+                crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);
+            assert!(online_cpus() >= mine && online_cpus() < usize::MAX);
+        }
     }
 
     #[test]

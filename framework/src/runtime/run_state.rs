@@ -70,6 +70,7 @@ impl Config {
     /// most one per worker. Unbound, two ranks of 4 workers on 2 cores ran 2 threads each
     /// (4 threads on 2 cores); one each made BFS 1.3 to 2 times and SSSP 1.0 to 1.4 times
     /// faster (`docs/performance.md`, "Where the cores go when ranks outnumber them").
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn rank_threads(&self, ranks_here: usize) -> usize {
         let t = if self.worker_threads == 0 {
             super::idle::rank_cores(ranks_here)
