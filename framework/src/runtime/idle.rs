@@ -50,9 +50,10 @@
 //! When the run's threads outnumber the cores they share ([`oversubscribed`]: the threads of
 //! one process against the cores it may use, or over the rings the threads of every rank of
 //! the node against the union of the ranks' `sched_getaffinity` masks, [`run_cores`]: ranks
-//! a launcher bound to a core each share no core), some worker with work is always waiting for a core, and a waiter
-//! that spins takes it for its whole budget, one that yields hands it to another waiter as
-//! often as not. A run may then wait *crowded* ([`Crowded`], `Builder::crowded_waits`,
+//! a launcher bound to a core each share no core), some worker with work is always waiting
+//! for a core, and a waiter that spins takes it for its whole budget, one that yields hands
+//! it to another waiter as often as not. A run may then wait *crowded* ([`Crowded`],
+//! `Builder::crowded_waits`,
 //! `SKEIN_OVERSUBSCRIBED=auto|1`; off by default, since on a quiet 2-core machine it measured
 //! slower than spinning and yielding first, and faster only while other processes loaded the
 //! cores: `docs/performance.md`). Its budget is nil ([`Spin::crowded`]): an idle worker arms at once,
