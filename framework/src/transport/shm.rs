@@ -58,10 +58,10 @@
 //!
 //! Where a rank runs its workers on fewer threads than workers (`Builder::worker_threads`:
 //! by default the node's cores divided among its ranks, `Config::rank_threads`), the
-//! workers of a thread
-//! wait on the word of its first worker (`transport::wake::thread_group`): every rank says
-//! its thread count in the set-up's all-gather, and [`ShmWords`] maps a worker to its
-//! thread's word, for the rings' writers (their `peer`) as for the rank's own threads.
+//! workers of a thread wait on the word of its first worker (`transport::wake::thread_group`):
+//! every rank says its thread count in the set-up's all-gather, and [`ShmWords`] maps a
+//! worker to its thread's word, for the rings' writers (their `peer`) as for the rank's own
+//! threads.
 //!
 //! # Layout of a region
 //!
