@@ -59,6 +59,12 @@ pub(crate) struct EchoArgs {
     /// Worker threads of the Skein side (every one is client and server).
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Threads that run a process's skein workers: the workers share them, consecutive
+    /// workers on one thread (at most one thread per worker; 0: as many as the cores when
+    /// the workers outnumber them). Default: `SKEIN_WORKER_THREADS`, else the runtime's
+    /// own choice (`skein::Builder::worker_threads`).
+    #[arg(long, value_name = "T")]
+    worker_threads: Option<usize>,
     /// Client fibers per worker.
     #[arg(long, default_value_t = 4)]
     fibers: usize,
@@ -502,21 +508,21 @@ fn print_echo_table(rows: &[EchoRow], reps: &[Vec<EchoRow>], sizes: &[usize]) {
 
 /// The Skein side of echo: one run over every rank of the job (or this process).
 fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRow>> {
-    let rt = transport(skein::Runtime::builder(), a.transport)
-        .workers(a.workers)
+    let rt = builder(a.transport, a.workers, a.worker_threads)?
         .fibers_per_worker(a.fibers + 1)
         .pin(a.pin)
         .build()
         .context("building the skein runtime")?;
-    let label = skein_label(rt.workers(), a.transport);
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let s =
             EchoSetup { size, seconds: a.seconds, requests: a.requests, remote_only, seed: a.seed };
         let (answered, secs) = with_size!(size, skein_echo(&rt, s, a.fibers, a.window))?;
-        let mut row = EchoRow::new(label.clone(), size, answered, secs);
-        // The counters of the run just made (every rank's workers).
-        let t = rt.stats().total();
+        // The counters of the run just made (every rank's workers), and its threads.
+        let stats = rt.stats();
+        let label = skein_label(rt.workers(), stats.threads() / skein::ranks().max(1), a.transport);
+        let mut row = EchoRow::new(label, size, answered, secs);
+        let t = stats.total();
         if t.envelopes_sent > 0 {
             row.requests_per_envelope =
                 Some(t.remote_requests_sent as f64 / t.envelopes_sent as f64);
@@ -526,14 +532,20 @@ fn skein_echo_rows(a: &EchoArgs, remote_only: bool) -> anyhow::Result<Vec<EchoRo
     Ok(rows)
 }
 
-/// The Skein rows' label: `skein (1 process, W workers)` or `skein (R ranks x W workers)`.
-/// Across ranks with `--transport`, the transport is named too: `skein (R ranks x W workers,
-/// shm)`.
-fn skein_label(workers: usize, transport: Option<skein::RackTransport>) -> String {
+/// The Skein rows' label: `skein (1 process, W workers)` or `skein (R ranks x W workers)`;
+/// where the workers of a process share `threads` threads (fewer than the workers; 0: not
+/// known), `W workers on T threads`. Across ranks with `--transport`, the transport is named
+/// too: `skein (R ranks x W workers, shm)`.
+fn skein_label(workers: usize, threads: usize, transport: Option<skein::RackTransport>) -> String {
+    let workers = match threads {
+        1 if workers > 1 => format!("{workers} workers on 1 thread"),
+        t if t > 1 && t < workers => format!("{workers} workers on {t} threads"),
+        _ => format!("{workers} workers"),
+    };
     match (skein::ranks(), transport) {
-        (1, _) => format!("skein (1 process, {workers} workers)"),
-        (r, None) => format!("skein ({r} ranks x {workers} workers)"),
-        (r, Some(t)) => format!("skein ({r} ranks x {workers} workers, {t})"),
+        (1, _) => format!("skein (1 process, {workers})"),
+        (r, None) => format!("skein ({r} ranks x {workers})"),
+        (r, Some(t)) => format!("skein ({r} ranks x {workers}, {t})"),
     }
 }
 
@@ -542,6 +554,25 @@ pub(crate) fn transport(b: skein::Builder, t: Option<skein::RackTransport>) -> s
     match t {
         Some(t) => b.rack_transport(t),
         None => b,
+    }
+}
+
+/// A runtime builder for `workers` workers with `--transport` and `--worker-threads` (at
+/// most one thread per worker; absent: the builder's default, `SKEIN_WORKER_THREADS` or the
+/// runtime's choice).
+pub(crate) fn builder(
+    t: Option<skein::RackTransport>,
+    workers: usize,
+    worker_threads: Option<usize>,
+) -> anyhow::Result<skein::Builder> {
+    let b = transport(skein::Runtime::builder(), t).workers(workers);
+    match worker_threads {
+        Some(t) if t > workers => anyhow::bail!(
+            "--worker-threads: {t} threads for {workers} workers: at most one thread per worker \
+             (0: as many as the cores when the workers outnumber them)"
+        ),
+        Some(t) => Ok(b.worker_threads(t)),
+        None => Ok(b),
     }
 }
 
@@ -896,7 +927,7 @@ fn skein_ping_rows(a: &PingArgs) -> anyhow::Result<Vec<PingRow>> {
     let mut rows = Vec::new();
     for &size in &a.sizes {
         let (each, total) = with_size!(size, skein_ping(&rt, a.iters))?;
-        rows.push(PingRow::from_samples(skein_label(workers, a.transport), size, each, total));
+        rows.push(PingRow::from_samples(skein_label(workers, 0, a.transport), size, each, total));
     }
     Ok(rows)
 }

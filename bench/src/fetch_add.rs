@@ -27,6 +27,12 @@ pub struct FetchAddArgs {
     /// Worker threads (also the number of lock-benchmark threads).
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Threads that run a process's skein workers: the workers share them, consecutive
+    /// workers on one thread (at most one thread per worker; 0: as many as the cores when
+    /// the workers outnumber them). Default: `SKEIN_WORKER_THREADS`, else the runtime's
+    /// own choice (`skein::Builder::worker_threads`).
+    #[arg(long, value_name = "T")]
+    worker_threads: Option<usize>,
     /// Comma-separated object counts K.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,1024,1000000")]
     objects: Vec<usize>,
@@ -206,8 +212,7 @@ pub(crate) fn fetch_add(a: FetchAddArgs, host: &dyn Host) -> anyhow::Result<()> 
         "both" => vec![Dist::Uniform, Dist::Zipf],
         d => bail!("--dist: expected uniform, zipf or both, got `{d}`"),
     };
-    let mut b = crate::echo::transport(skein::Runtime::builder(), a.transport)
-        .workers(a.workers)
+    let mut b = crate::echo::builder(a.transport, a.workers, a.worker_threads)?
         .fibers_per_worker(a.fibers + 1);
     if let Some(s) = a.slot_size {
         b = b.slot_size(s);

@@ -32,6 +32,12 @@ pub(crate) struct RoundsArgs {
     /// Workers per rank (per process).
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Threads that run a process's skein workers: the workers share them, consecutive
+    /// workers on one thread (at most one thread per worker; 0: as many as the cores when
+    /// the workers outnumber them). Default: `SKEIN_WORKER_THREADS`, else the runtime's
+    /// own choice (`skein::Builder::worker_threads`).
+    #[arg(long, value_name = "T")]
+    worker_threads: Option<usize>,
     /// Rounds per measurement.
     #[arg(long, default_value_t = 2000)]
     rounds: usize,
@@ -49,6 +55,9 @@ struct RoundsRow {
     shape: &'static str,
     ranks: usize,
     workers_per_rank: usize,
+    /// The worker threads of the job, over its ranks (`--worker-threads`, or the runtime's
+    /// default: workers share threads beyond a rank's share of the cores).
+    threads: usize,
     rounds: usize,
     us_per_round: f64,
     /// Fastest and slowest repetition, µs per round.
@@ -70,8 +79,7 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
     crate::echo::check_repeat(a.repeat, host)?;
     // A worker runs one fiber of a round at a time, and worker 0 `main` beside it.
     host.check_engine(a.workers, 2, *host.slot_size_range().start()).map_err(anyhow::Error::msg)?;
-    let rt = crate::echo::transport(skein::Runtime::builder(), a.transport)
-        .workers(a.workers)
+    let rt = crate::echo::builder(a.transport, a.workers, a.worker_threads)?
         .build()
         .context("building the skein runtime")?;
     let (ranks, n) = (skein::ranks(), a.rounds as u64);
@@ -97,6 +105,8 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
             samples[i].push((us, rt.stats().total()));
         }
     }
+    // Every run of the runtime has the same threads.
+    let threads = rt.stats().threads();
     let rows: Vec<RoundsRow> = shapes
         .iter()
         .zip(samples)
@@ -108,6 +118,7 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
                 shape,
                 ranks,
                 workers_per_rank: a.workers,
+                threads,
                 rounds: a.rounds,
                 us_per_round: *us,
                 us_min: s[0].0,
@@ -122,6 +133,7 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
     if !rank0 {
         return Ok(());
     }
+    println!("{} worker(s) on {threads} thread(s) in all", ranks * a.workers);
     println!(
         "{:<11} {:>12} {:>18} {:>12} {:>8} {:>8} {:>9}",
         "shape", "µs/round", "(min-max)", "all-reduces", "parks", "yields", "switches"

@@ -64,6 +64,11 @@ pub struct WorkerStats {
     /// otherwise): the time lost to other threads when the runnable threads outnumber the
     /// cores.
     pub runnable_ns: u64,
+    /// On the first worker of a thread: the workers that thread ran, itself included (1 on
+    /// a thread of its own); 0 on the thread's other workers (`Builder::worker_threads`).
+    /// [`Stats::threads`] counts the threads of a run from it. Summed over runs like the
+    /// other counters ([`Stats::accumulate`]).
+    pub thread_workers: u64,
     /// Request envelopes this worker sent to other ranks (each carries a batch, a segment,
     /// for one or several trustees of one rank).
     pub envelopes_sent: u64,
@@ -280,6 +285,19 @@ impl Stats {
         t
     }
 
+    /// The threads that ran the workers (over every rank of a split run): the workers that
+    /// were first on a thread ([`WorkerStats::thread_workers`]). 0 for stats not taken from
+    /// a run.
+    ///
+    /// ```
+    /// let rt = skein::Runtime::builder().workers(4).worker_threads(2).build().unwrap();
+    /// rt.run(|| {}).unwrap();
+    /// assert_eq!(rt.stats().threads(), 2);
+    /// ```
+    pub fn threads(&self) -> usize {
+        self.workers.iter().filter(|w| w.thread_workers > 0).count()
+    }
+
     /// Adds `other`'s counters worker by worker (for totals over several runs).
     ///
     /// ```
@@ -321,6 +339,7 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.switches_involuntary += w.switches_involuntary;
         self.on_core_ns += w.on_core_ns;
         self.runnable_ns += w.runnable_ns;
+        self.thread_workers += w.thread_workers;
         self.envelopes_sent += w.envelopes_sent;
         self.segments_sent += w.segments_sent;
         self.segments_forwarded += w.segments_forwarded;
@@ -364,6 +383,7 @@ pub(crate) struct LiveStats {
     pub(crate) switches_involuntary: AtomicU64,
     pub(crate) on_core_ns: AtomicU64,
     pub(crate) runnable_ns: AtomicU64,
+    pub(crate) thread_workers: AtomicU64,
     pub(crate) envelopes_sent: AtomicU64,
     pub(crate) segments_sent: AtomicU64,
     pub(crate) segments_forwarded: AtomicU64,
@@ -450,6 +470,7 @@ impl LiveStats {
             switches_involuntary: l(&self.switches_involuntary),
             on_core_ns: l(&self.on_core_ns),
             runnable_ns: l(&self.runnable_ns),
+            thread_workers: l(&self.thread_workers),
             envelopes_sent: l(&self.envelopes_sent),
             segments_sent: l(&self.segments_sent),
             segments_forwarded: l(&self.segments_forwarded),

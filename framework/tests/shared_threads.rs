@@ -48,6 +48,15 @@ fn workers_share_the_threads_asked_for() {
         let names = thread_of_each_worker(&rt);
         let distinct: BTreeSet<_> = names.iter().collect();
         assert_eq!(distinct.len(), threads.min(workers), "{workers} workers: {names:?}");
+        // The stats count the same threads: each thread's first worker counts its workers.
+        let st = rt.stats();
+        assert_eq!(st.threads(), threads.min(workers), "{workers} workers: {st:?}");
+        let counted: Vec<u64> = st.workers.iter().map(|w| w.thread_workers).collect();
+        assert_eq!(counted.iter().sum::<u64>(), workers as u64, "{counted:?}");
+        for (i, name) in names.iter().enumerate() {
+            let first = i == 0 || names[i - 1] != *name;
+            assert_eq!(counted[i] > 0, first, "worker {i}: {counted:?} {names:?}");
+        }
         // Consecutive workers share a thread, named after them.
         if threads < workers {
             assert!(names[0].starts_with("skein-workers-0-"), "{names:?}");

@@ -89,6 +89,7 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
         "switches_involuntary": w.switches_involuntary,
         "on_core_ns": w.on_core_ns,
         "runnable_ns": w.runnable_ns,
+        "thread_workers": w.thread_workers,
         "anatomy": anatomy,
     });
     match v {
@@ -124,7 +125,12 @@ pub(crate) fn print(
     what: &str,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    writeln!(out, "anatomy (per worker; times summed over {count} {what}):")?;
+    // The threads the runtime resolved (`--worker-threads`, or its default per rank).
+    let threads = match stats.threads() {
+        0 => String::new(),
+        t => format!("; {} workers on {t} threads", stats.workers.len()),
+    };
+    writeln!(out, "anatomy (per worker; times summed over {count} {what}{threads}):")?;
     for (i, w) in stats.workers.iter().enumerate() {
         let a = &w.anatomy;
         if a.passes > 0 {

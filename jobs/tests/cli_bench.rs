@@ -168,8 +168,30 @@ fn echo_with_a_request_budget_answers_exactly_that_many() {
     assert_eq!(rows.len(), 2, "{rows:?}");
     for r in &rows {
         assert_eq!(r["answered"], 3000, "3 workers x 1000 requests: {r}");
-        assert_eq!(r["impl"], "skein (1 process, 3 workers)", "{r}");
+        // On fewer cores than workers, the runtime shares threads and the label says so.
+        let label = r["impl"].as_str().unwrap();
+        assert!(label.starts_with("skein (1 process, 3 workers"), "{r}");
     }
+    // On one thread: the same answers, and the label says so.
+    let o = skein(&[
+        "bench",
+        "echo",
+        "--workers",
+        "3",
+        "--worker-threads",
+        "1",
+        "--requests",
+        "500",
+        "--sizes",
+        "8",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = json_rows(&json);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["answered"], 1500, "{rows:?}");
+    assert_eq!(rows[0]["impl"], "skein (1 process, 3 workers on 1 thread)", "{rows:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -208,6 +230,10 @@ fn echo_and_ping_refuse_bad_arguments() {
         (&["ping", "--iters", "0"][..], "--iters: must be at least 1"),
         (&["echo", "--repeat", "0"][..], "--repeat: must be at least 1"),
         (&["ping", "--repeat", "100000"][..], "--repeat: 100000 is more than 10000"),
+        (
+            &["echo", "--workers", "2", "--worker-threads", "3"][..],
+            "--worker-threads: 3 threads for 2 workers: at most one thread per worker",
+        ),
     ] {
         let mut a = vec!["bench"];
         a.extend_from_slice(args);
@@ -284,8 +310,18 @@ fn rounds_time_empty_rounds_in_one_process() {
         // One process: worker 0 detects quiescence from the counters, no all-reduce.
         assert_eq!(r["all_reduces"].as_f64(), Some(0.0), "{r}");
     }
+    // The workers on the threads asked for, counted by the runtime.
+    let o =
+        skein(&[&args[..], &["--worker-threads", "1", "--json", json.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("2 worker(s) on 1 thread(s) in all"), "{}", text(&o));
+    assert!(json_rows(&json).iter().all(|r| r["threads"] == 1), "{:?}", json_rows(&json));
     std::fs::remove_dir_all(&dir).unwrap();
     for (args, want) in [
+        (
+            &["--workers", "2", "--worker-threads", "3"][..],
+            "--worker-threads: 3 threads for 2 workers",
+        ),
         (&["--rounds", "0"][..], "--rounds: must be at least 1"),
         (&["--workers", "0"][..], "--workers: must be at least 1"),
         (&["--repeat", "0"][..], "--repeat: must be at least 1"),

@@ -49,7 +49,11 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
         let json = tmp(&format!("{kernel}.json"));
         let out = check(&loopback(kernel, true, &json), kernel);
         assert!(out.contains("validation:") && out.contains("passed"), "{out}");
-        assert!(out.contains("anatomy (per worker"), "{out}");
+        // Two fake ranks of one worker, each on a thread of its own.
+        assert!(
+            out.contains("anatomy (per worker") && out.contains("2 workers on 2 threads"),
+            "{out}"
+        );
         for part in ["serving", "issuing", "transport", "detector", "wait_response", "idle"] {
             assert!(out.contains(part), "{part} missing:\n{out}");
         }
@@ -66,9 +70,11 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
                 "switches_voluntary",
                 "on_core_ns",
                 "runnable_ns",
+                "thread_workers",
             ] {
                 assert!(w[k].as_u64().is_some(), "{k} missing: {w}");
             }
+            assert!(w["thread_workers"].as_u64().unwrap() >= 1, "{w}");
             // The thread's times are printed where the kernel counted them.
             if w["on_core_ns"].as_u64().unwrap() > 0 {
                 assert!(out.contains("% of the loop's time, waiting for a core"), "{out}");
@@ -107,7 +113,12 @@ fn stats_of_the_kernels_without_roots_sum_over_their_runs() {
             .expect("skein runs");
         let out = check(&out, kernel);
         assert!(out.contains("validation:") && out.contains("passed"), "{out}");
-        assert!(out.contains("anatomy (per worker; times summed over 2 run(s))"), "{out}");
+        assert!(
+            out.contains(
+                "anatomy (per worker; times summed over 2 run(s); 2 workers on 2 threads)"
+            ),
+            "{out}"
+        );
         assert!(out.contains("wait_quiescence") && out.contains("quiescent verdicts"), "{out}");
         let j: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

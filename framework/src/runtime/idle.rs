@@ -335,18 +335,17 @@ pub(crate) fn oversubscribed(threads: usize, cores: usize) -> bool {
 /// its affinity (a cgroup's, which [`cores`] honours) caps the node's cores too: its ranks
 /// run in the same cgroup.
 pub(crate) fn run_cores(node_union: Option<usize>) -> usize {
-    let own = cores();
+    node_cores(cores(), affinity_cores(), node_union)
+}
+
+/// [`run_cores`] from this process's `own` cores (its quota honoured), the CPUs of its
+/// affinity mask, and the node's union (`None` or 0: unknown).
+fn node_cores(own: usize, affinity: usize, node_union: Option<usize>) -> usize {
     match node_union {
         None | Some(0) => own,
-        Some(union) => {
-            let affinity =
-                crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);
-            if affinity > own {
-                union.min(own)
-            } else {
-                union
-            }
-        }
+        // A quota below the mask caps the node's ranks too (one cgroup).
+        Some(union) if affinity > own => union.min(own),
+        Some(union) => union,
     }
 }
 
@@ -357,15 +356,28 @@ pub(crate) fn run_cores(node_union: Option<usize>) -> usize {
 /// launcher bound has its share already (Open MPI binds each of two ranks to a core).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) fn rank_cores(ranks_here: usize) -> usize {
-    let own = cores();
-    let affinity =
-        crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);
-    let unbound = affinity > 0 && affinity >= online_cpus();
+    rank_share(cores(), affinity_cores(), online_cpus(), ranks_here)
+}
+
+/// [`rank_cores`] from this process's `own` cores, the CPUs of its affinity mask, the CPUs
+/// online and the ranks on the node.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn rank_share(own: usize, affinity: usize, online: usize, ranks_here: usize) -> usize {
+    let unbound = affinity > 0 && affinity >= online;
     if ranks_here > 1 && unbound {
         (own / ranks_here).max(1)
     } else {
         own
     }
+}
+
+/// The CPUs in this process's affinity mask ([`crate::transport::wake::affinity_mask`]; 0
+/// where it is not known), counted once per process like [`cores`], so the two agree.
+fn affinity_cores() -> usize {
+    static AFFINITY: OnceLock<usize> = OnceLock::new();
+    *AFFINITY.get_or_init(|| {
+        crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]])
+    })
 }
 
 /// The CPUs online on this machine (`sysconf(_SC_NPROCESSORS_ONLN)`; `usize::MAX` where that
@@ -440,7 +452,7 @@ pub(crate) fn thread_times(run_queue: bool) -> ThreadTimes {
         std::fs::read_to_string("/proc/thread-self/schedstat")
             .ok()
             .and_then(|s| parse_schedstat(&s))
-            .map_or(0, |(_, waited)| waited)
+            .unwrap_or(0)
     } else {
         0
     };
@@ -460,12 +472,14 @@ pub(crate) fn thread_times(_run_queue: bool) -> ThreadTimes {
     ThreadTimes::default()
 }
 
-/// `(on a core, waiting on a run queue)` in ns from a `schedstat` line
-/// (`"<on core> <run queue> <time slices>"`); `None` if it does not read so.
+/// The time waiting on a run queue, in ns, from a `schedstat` line (`"<on core> <run queue>
+/// <time slices>"`: the second field; the first is taken from the CPU-time clock instead);
+/// `None` if it does not read so.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn parse_schedstat(s: &str) -> Option<(u64, u64)> {
+fn parse_schedstat(s: &str) -> Option<u64> {
     let mut fields = s.split_ascii_whitespace().map(str::parse::<u64>);
-    Some((fields.next()?.ok()?, fields.next()?.ok()?))
+    fields.next()?.ok()?;
+    fields.next()?.ok()
 }
 
 impl Policy {
@@ -648,8 +662,8 @@ mod tests {
 
     #[test]
     fn schedstat_lines_parse_and_thread_times_move_forward() {
-        assert_eq!(parse_schedstat("375095437 1302668 77\n"), Some((375_095_437, 1_302_668)));
-        assert_eq!(parse_schedstat("12 34"), Some((12, 34)));
+        assert_eq!(parse_schedstat("375095437 1302668 77\n"), Some(1_302_668));
+        assert_eq!(parse_schedstat("12 34"), Some(34));
         assert_eq!(parse_schedstat("12"), None);
         assert_eq!(parse_schedstat("x 1 2"), None);
         assert_eq!(parse_schedstat(""), None);
@@ -673,31 +687,46 @@ mod tests {
 
     #[test]
     fn a_rank_takes_its_share_of_the_cores_it_sees() {
+        // Unbound (its mask covers every online CPU): the cores divided, at least one each.
+        assert_eq!(rank_share(8, 8, 8, 2), 4);
+        assert_eq!(rank_share(8, 8, 8, 3), 2);
+        assert_eq!(rank_share(2, 2, 2, 8), 1);
+        // A quota below the mask: the quota is what is divided.
+        assert_eq!(rank_share(4, 16, 16, 2), 2);
+        // Bound (a strict subset of the CPUs), alone, or the CPUs unknown: its own cores.
+        assert_eq!(rank_share(1, 1, 2, 2), 1);
+        assert_eq!(rank_share(4, 4, 16, 4), 4);
+        assert_eq!(rank_share(8, 8, 8, 1), 8);
+        assert_eq!(rank_share(8, 8, usize::MAX, 2), 8);
+        assert_eq!(rank_share(8, 0, 8, 2), 8);
+        // This process: one of the two, and its mask is counted as the wake words count it.
         assert_eq!(rank_cores(1), cores());
         for k in [2, 3, 64] {
             let c = rank_cores(k);
-            // Unbound: the cores divided among the ranks (at least 1); bound: its own.
             assert!(c == cores() || c == (cores() / k).max(1), "{k} ranks: {c} of {}", cores());
-            assert!(c >= 1);
         }
-        // This machine's CPUs are known on Linux, and cover this process's mask.
         if cfg!(target_os = "linux") {
             let mine =
                 crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);
+            assert_eq!(affinity_cores(), mine);
+            // This machine's CPUs are known on Linux, and cover this process's mask.
             assert!(online_cpus() >= mine && online_cpus() < usize::MAX);
         }
     }
 
     #[test]
     fn the_run_cores_are_the_nodes_where_the_ranks_told_them() {
-        use crate::transport::wake::{affinity_mask, union_cores};
-        assert_eq!(run_cores(None), cores());
-        assert_eq!(run_cores(Some(0)), cores());
+        // Unknown union: this process's cores.
+        assert_eq!(node_cores(2, 2, None), 2);
+        assert_eq!(node_cores(2, 2, Some(0)), 2);
         // Two ranks bound to a core each: 2 threads on 2 cores, not on this rank's one.
-        let capped = union_cores([&affinity_mask()[..]]) > cores();
-        assert_eq!(run_cores(Some(cores() + 3)), if capped { cores() } else { cores() + 3 });
-        assert!(!oversubscribed(2, run_cores(Some(2))) || capped);
+        assert_eq!(node_cores(1, 1, Some(2)), 2);
+        assert!(!oversubscribed(2, node_cores(1, 1, Some(2))));
+        // A quota below the mask caps the node too.
+        assert_eq!(node_cores(2, 8, Some(8)), 2);
         assert!(oversubscribed(3, 2) && !oversubscribed(2, 2));
+        assert_eq!(run_cores(None), cores());
+        assert_eq!(run_cores(Some(cores())), cores());
     }
 
     #[test]

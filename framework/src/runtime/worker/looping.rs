@@ -87,6 +87,8 @@ pub(crate) struct LoopState {
     /// The thread's context switches and times when the loop started (counted by the
     /// thread's first worker only: `None` for the others of a shared thread).
     thread_start: Option<idle::ThreadTimes>,
+    /// On the first worker of a thread, the workers it runs (`WorkerStats::thread_workers`).
+    thread_workers: u64,
     /// Whether the current idle stretch waited for due work (it then teaches `spin`).
     waited_due: bool,
     idle: u32,
@@ -149,6 +151,7 @@ impl Worker {
             spin,
             calm: calm.then(idle::Spin::calm),
             thread_start: first.then(|| idle::thread_times(self.clock.on())),
+            thread_workers: if first { shared.as_ref().map_or(1, |r| r.len() as u64) } else { 0 },
             waited_due: false,
             idle: 0,
             busy_passes: 0,
@@ -452,6 +455,7 @@ impl Worker {
             bump(&st.switches_involuntary, d.involuntary);
             bump(&st.on_core_ns, d.on_core_ns);
             bump(&st.runnable_ns, d.runnable_ns);
+            bump(&st.thread_workers, s.thread_workers);
         }
         // Shutdown is only decided at quiescence: every request has been served, so every
         // pending free is eligible now. No request of this run can arrive any more: the
