@@ -111,6 +111,110 @@ pub struct WorkerStats {
     /// Where the worker loop's time went; all zero unless timing was on
     /// ([`crate::Builder::anatomy`], `SKEIN_ANATOMY=1`).
     pub anatomy: Anatomy,
+    /// How long rounds took to end, on the worker that runs its rank's detector across
+    /// ranks; empty unless timing was on.
+    pub round_ends: RoundEnds,
+}
+
+/// How long a round's end took to reach a rank (issue 30, item 2): for each quiescent
+/// verdict the rank's detector acted on, the time from the job's last stretch of work (a
+/// request served, a fiber or continuation run, on any rank) to this rank's learning the
+/// verdict. Both ends are read on the machine's monotonic clock, so the figure is exact
+/// between the ranks of one node and meaningless across nodes (their clocks differ).
+/// Counted only while the loop is timed ([`crate::Builder::anatomy`], `--stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct RoundEnds {
+    /// Round ends counted.
+    pub count: u64,
+    /// Their sum, in ns.
+    pub sum_ns: u64,
+    /// The longest, in ns.
+    pub max_ns: u64,
+    /// How many fell in each of [`ROUND_END_BUCKETS`] buckets, four to a power of two from
+    /// 256 ns ([`RoundEnds::bucket`]); empty when `count` is 0.
+    pub buckets: Vec<u64>,
+}
+
+/// The buckets of [`RoundEnds::buckets`]: 256 ns to 2^36 ns (69 s), four to a power of two.
+pub const ROUND_END_BUCKETS: usize = 28 * 4;
+
+impl RoundEnds {
+    /// The bucket of a round end of `ns` nanoseconds: below 320 ns the first, from 2^36 ns
+    /// on the last, else its power of two and which quarter of it.
+    pub fn bucket(ns: u64) -> usize {
+        if ns < 256 {
+            return 0;
+        }
+        let octave = 63 - ns.leading_zeros() as usize; // 8 and up
+        let quarter = ((ns >> (octave - 2)) & 3) as usize;
+        ((octave - 8) * 4 + quarter).min(ROUND_END_BUCKETS - 1)
+    }
+
+    /// The smallest value of bucket `b` (0 for the first) and its width, in ns.
+    fn bucket_range(b: usize) -> (u64, u64) {
+        let (octave, quarter) = (b / 4 + 8, (b % 4) as u64);
+        let width = 1u64 << (octave - 2);
+        (if b == 0 { 0 } else { (4 + quarter) * width }, width)
+    }
+
+    /// The median round end, in ns, to within a bucket (the middle of the bucket that holds
+    /// it: within 12.5 %); `None` when none was counted.
+    ///
+    /// ```
+    /// let mut r = skein::RoundEnds::default();
+    /// for ns in [40_000, 50_000, 1_000_000] {
+    ///     r.record(ns);
+    /// }
+    /// let m = r.median_ns().unwrap();
+    /// assert!((44_000..=56_000).contains(&m), "{m}");
+    /// assert_eq!(r.max_ns, 1_000_000);
+    /// ```
+    pub fn median_ns(&self) -> Option<u64> {
+        let half = self.count.div_ceil(2);
+        let mut seen = 0;
+        for (b, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if n > 0 && seen >= half {
+                let (lo, width) = RoundEnds::bucket_range(b);
+                return Some(lo + width / 2);
+            }
+        }
+        None
+    }
+
+    /// The mean round end, in ns; `None` when none was counted.
+    pub fn mean_ns(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_ns as f64 / self.count as f64)
+    }
+
+    /// Counts a round end of `ns` nanoseconds.
+    pub fn record(&mut self, ns: u64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; ROUND_END_BUCKETS];
+        }
+        self.buckets[RoundEnds::bucket(ns)] += 1;
+        self.count += 1;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+        self.max_ns = self.max_ns.max(ns);
+    }
+}
+
+impl std::ops::AddAssign<&RoundEnds> for RoundEnds {
+    fn add_assign(&mut self, r: &RoundEnds) {
+        if r.count == 0 {
+            return;
+        }
+        if self.buckets.len() < r.buckets.len() {
+            self.buckets.resize(r.buckets.len(), 0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&r.buckets) {
+            *a += b;
+        }
+        self.count += r.count;
+        self.sum_ns = self.sum_ns.saturating_add(r.sum_ns);
+        self.max_ns = self.max_ns.max(r.max_ns);
+    }
 }
 
 /// Envelopes one worker sent to one rank.
@@ -361,6 +465,7 @@ impl std::ops::AddAssign<&WorkerStats> for WorkerStats {
         self.posts_held += w.posts_held;
         self.quiescent_verdicts += w.quiescent_verdicts;
         self.anatomy += &w.anatomy;
+        self.round_ends += &w.round_ends;
     }
 }
 
@@ -403,6 +508,12 @@ pub(crate) struct LiveStats {
     pub(crate) quiescent_verdicts: AtomicU64,
     /// [`Anatomy::passes`], then the parts in the order of [`Anatomy::parts`].
     pub(crate) anatomy: [AtomicU64; 8],
+    /// The machine's monotonic clock (`runtime::anatomy::mono_ns`) at the end of this
+    /// worker's last stretch of work (serving, issuing), stamped only while the loop is timed.
+    pub(crate) last_work_ns: AtomicU64,
+    /// [`RoundEnds`]: count, sum, max, then the buckets (those only in a split run).
+    pub(crate) round_ends: [AtomicU64; 3],
+    pub(crate) round_end_buckets: Box<[AtomicU64]>,
 }
 
 /// Counters per destination rank in [`LiveStats::to_ranks`].
@@ -412,9 +523,25 @@ impl LiveStats {
     /// The counters of a worker of a run over `ranks` ranks (none per rank when 1).
     pub(crate) fn new(ranks: usize) -> LiveStats {
         let per_rank = if ranks > 1 { ranks * TRAFFIC } else { 0 };
+        let buckets = if ranks > 1 { ROUND_END_BUCKETS } else { 0 };
         LiveStats {
             to_ranks: (0..per_rank).map(|_| AtomicU64::new(0)).collect(),
+            round_end_buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
             ..LiveStats::default()
+        }
+    }
+
+    /// Counts a round end of `ns` nanoseconds ([`RoundEnds`]; a run over ranks only).
+    pub(crate) fn round_end(&self, ns: u64) {
+        use crate::sync::bump;
+        if let Some(b) = self.round_end_buckets.get(RoundEnds::bucket(ns)) {
+            bump(b, 1);
+            bump(&self.round_ends[0], 1);
+            bump(&self.round_ends[1], ns);
+            let max = &self.round_ends[2];
+            if ns > max.load(Ordering::Relaxed) {
+                max.store(ns, Ordering::Release);
+            }
         }
     }
 
@@ -510,6 +637,71 @@ impl LiveStats {
                     idle_ns: a(7),
                 }
             },
+            round_ends: match l(&self.round_ends[0]) {
+                0 => RoundEnds::default(),
+                count => RoundEnds {
+                    count,
+                    sum_ns: l(&self.round_ends[1]),
+                    max_ns: l(&self.round_ends[2]),
+                    buckets: self.round_end_buckets.iter().map(l).collect(),
+                },
+            },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_ends_fall_in_quarter_octave_buckets() {
+        // Below 320 ns the first; then four to a power of two; from 2^36 ns the last.
+        assert_eq!(RoundEnds::bucket(0), 0);
+        assert_eq!(RoundEnds::bucket(319), 0);
+        assert_eq!(RoundEnds::bucket(320), 1);
+        assert_eq!(RoundEnds::bucket(511), 3);
+        assert_eq!(RoundEnds::bucket(512), 4);
+        assert_eq!(RoundEnds::bucket(u64::MAX), ROUND_END_BUCKETS - 1);
+        for b in 1..ROUND_END_BUCKETS - 1 {
+            let (lo, width) = RoundEnds::bucket_range(b);
+            assert_eq!(RoundEnds::bucket(lo), b, "{b}");
+            assert_eq!(RoundEnds::bucket(lo + width - 1), b, "{b}");
+            assert_eq!(RoundEnds::bucket(lo + width), b + 1, "{b}");
+        }
+    }
+
+    #[test]
+    fn round_ends_add_up_and_their_median_is_within_a_bucket() {
+        let (mut a, mut b) = (RoundEnds::default(), RoundEnds::default());
+        assert_eq!((a.median_ns(), a.mean_ns()), (None, None));
+        for ns in [10_000, 20_000, 30_000] {
+            a.record(ns);
+        }
+        b.record(5_000_000);
+        b.record(7_000);
+        let mut sum = RoundEnds::default();
+        sum += &a;
+        sum += &RoundEnds::default();
+        sum += &b;
+        assert_eq!((sum.count, sum.sum_ns, sum.max_ns), (5, 5_067_000, 5_000_000));
+        assert_eq!(sum.buckets.iter().sum::<u64>(), 5);
+        // The third of 7, 10, 20, 30 and 5,000 µs: 20 µs, to within 12.5 %.
+        let m = sum.median_ns().unwrap();
+        assert!((17_500..=22_500).contains(&m), "{m}");
+        assert_eq!(sum.mean_ns(), Some(1_013_400.0));
+    }
+
+    #[test]
+    fn live_round_ends_are_counted_in_split_runs_only() {
+        let st = LiveStats::new(2);
+        st.round_end(40_000);
+        st.round_end(60_000);
+        let r = st.snapshot().round_ends;
+        assert_eq!((r.count, r.sum_ns, r.max_ns), (2, 100_000, 60_000));
+        assert_eq!(r.buckets.len(), ROUND_END_BUCKETS);
+        let one = LiveStats::new(1);
+        one.round_end(40_000);
+        assert_eq!(one.snapshot().round_ends, RoundEnds::default());
     }
 }

@@ -90,11 +90,36 @@ pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, ser
         "on_core_ns": w.on_core_ns,
         "runnable_ns": w.runnable_ns,
         "thread_workers": w.thread_workers,
+        "round_ends": round_ends_json(&w.round_ends),
         "anatomy": anatomy,
     });
     match v {
         serde_json::Value::Object(m) => m,
         _ => unreachable!("a JSON object"),
+    }
+}
+
+/// A worker's round ends ([`skein::RoundEnds`]): how many, and their median, mean and
+/// longest in ns (null when none was counted).
+fn round_ends_json(r: &skein::RoundEnds) -> serde_json::Value {
+    serde_json::json!({
+        "count": r.count,
+        "median_ns": r.median_ns(),
+        "mean_ns": r.mean_ns(),
+        "max_ns": (r.count > 0).then_some(r.max_ns),
+    })
+}
+
+/// The round ends of a worker as printed ("" when none was counted).
+fn round_ends_text(r: &skein::RoundEnds) -> String {
+    match (r.median_ns(), r.mean_ns()) {
+        (Some(median), Some(mean)) => format!(
+            "; round ends (last work to verdict): median {:.1} µs, mean {:.1} µs, longest {:.1} µs",
+            median as f64 / 1e3,
+            mean / 1e3,
+            r.max_ns as f64 / 1e3
+        ),
+        _ => String::new(),
     }
 }
 
@@ -197,13 +222,14 @@ pub(crate) fn print(
             let passes = w.useful_polls + w.idle_polls;
             writeln!(
                 out,
-                "  worker {i}: detector {} steps ({:.1} loop passes apart), all-reduces {} posted, {} completed, {} quiescent verdicts; {} posts held (a task of the rank open)",
+                "  worker {i}: detector {} steps ({:.1} loop passes apart), all-reduces {} posted, {} completed, {} quiescent verdicts; {} posts held (a task of the rank open){}",
                 w.detector_steps,
                 passes as f64 / w.detector_steps as f64,
                 w.all_reduces_posted,
                 w.all_reduces_completed,
                 w.quiescent_verdicts,
-                w.posts_held
+                w.posts_held,
+                round_ends_text(&w.round_ends)
             )?;
         }
     }

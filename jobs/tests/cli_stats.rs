@@ -95,6 +95,18 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
         // Every request segment has its response (one envelope per segment and trustee).
         let sum = |k: &str| ws.iter().map(|w| w[k].as_u64().unwrap()).sum::<u64>();
         assert_eq!(sum("segments_sent"), sum("responses_sent"));
+        // Timed, each rank's detector counted how long its rounds took to end: at most once
+        // per quiescent verdict, with a median wherever it counted one.
+        for w in &ws {
+            let r = &w["round_ends"];
+            let count = r["count"].as_u64().expect("round_ends.count");
+            assert!(count <= w["quiescent_verdicts"].as_u64().unwrap(), "{w}");
+            assert_eq!(r["median_ns"].is_u64(), count > 0, "{w}");
+            assert_eq!(r["max_ns"].is_u64(), count > 0, "{w}");
+        }
+        let ends: u64 = ws.iter().map(|w| w["round_ends"]["count"].as_u64().unwrap()).sum();
+        assert!(ends > 0, "{ws:?}");
+        assert!(out.contains("round ends (last work to verdict): median"), "{out}");
     }
 }
 
@@ -144,6 +156,8 @@ fn without_stats_the_counters_are_there_and_the_loop_is_not_timed() {
     assert!(!out.contains("anatomy (per worker"), "{out}");
     for w in workers(&json) {
         assert_eq!(w["anatomy"]["passes"].as_u64(), Some(0), "{w}");
+        // Not timed: no round end counted.
+        assert_eq!(w["round_ends"]["count"].as_u64(), Some(0), "{w}");
         assert_eq!(parts_sum(&w), (0, 0));
         assert!(w["envelopes_sent"].as_u64().unwrap() > 0, "{w}");
     }

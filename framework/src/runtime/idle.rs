@@ -43,8 +43,8 @@
 //! `loom_shared_thread_without_every_recheck_loses_a_wakeup`). Over the rings each rank
 //! shares threads among its workers the same way, a thread's workers waiting on one futex
 //! word. What follows concerns the threads that still outnumber the cores: the ranks of a
-//! node together (by default each runs the node's cores divided among its ranks, or those it
-//! was bound to, `Config::rank_threads`), or a run asked for more threads than cores.
+//! node together (by default each runs its cores divided among the node's ranks with the
+//! same affinity mask, [`node_threads`]), or a run asked for more threads than cores.
 //!
 //! Spinning and yielding pay only while the worker being waited for runs on another core.
 //! When the run's threads outnumber the cores they share ([`oversubscribed`]: the threads of
@@ -349,26 +349,41 @@ fn node_cores(own: usize, affinity: usize, node_union: Option<usize>) -> usize {
     }
 }
 
-/// The cores one of `ranks_here` ranks that share this node over the rings may take for its
-/// threads by default (`Config::rank_threads`): this process's [`cores`], divided among the
-/// node's ranks when the process may run on every CPU of the machine (no launcher bound it:
-/// `mpirun --bind-to none`, where every rank sees all the cores); at least 1. A rank that a
-/// launcher bound has its share already (Open MPI binds each of two ranks to a core).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn rank_cores(ranks_here: usize) -> usize {
-    rank_share(cores(), affinity_cores(), online_cpus(), ranks_here)
+/// What a rank of a node said of itself at the rings' set-up (`transport::shm`), from which
+/// every rank computes every rank's threads alike ([`node_threads`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RankCores<'a> {
+    /// Its `worker_threads` setting (0: the default).
+    pub(crate) asked: usize,
+    /// Its [`cores`] (a CPU quota honoured).
+    pub(crate) cores: usize,
+    /// Its affinity mask ([`crate::transport::wake::affinity_mask`]; all zero: unknown).
+    pub(crate) mask: &'a [u64],
 }
 
-/// [`rank_cores`] from this process's `own` cores, the CPUs of its affinity mask, the CPUs
-/// online and the ranks on the node.
+/// The threads each rank of a node runs its `workers` workers on over the rings: what it
+/// asked for, else its cores divided among the node's ranks that have the same affinity mask
+/// (at least 1, at most one per worker). Ranks that nobody bound (`mpirun --bind-to none`)
+/// share the machine's cores, and ranks in a container limited to some CPUs share those;
+/// ranks bound to a core each keep theirs, and ranks bound several to a socket share its
+/// cores. A rank whose mask is unknown keeps its cores.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-fn rank_share(own: usize, affinity: usize, online: usize, ranks_here: usize) -> usize {
-    let unbound = affinity > 0 && affinity >= online;
-    if ranks_here > 1 && unbound {
-        (own / ranks_here).max(1)
-    } else {
-        own
-    }
+pub(crate) fn node_threads(ranks: &[RankCores<'_>], workers: usize) -> Vec<usize> {
+    let known = |m: &[u64]| m.iter().any(|&w| w != 0);
+    ranks
+        .iter()
+        .map(|r| {
+            let t = if r.asked > 0 {
+                r.asked
+            } else if known(r.mask) {
+                let peers = ranks.iter().filter(|q| q.mask == r.mask).count();
+                r.cores / peers.max(1)
+            } else {
+                r.cores
+            };
+            t.clamp(1, workers.max(1))
+        })
+        .collect()
 }
 
 /// The CPUs in this process's affinity mask ([`crate::transport::wake::affinity_mask`]; 0
@@ -378,21 +393,6 @@ fn affinity_cores() -> usize {
     *AFFINITY.get_or_init(|| {
         crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]])
     })
-}
-
-/// The CPUs online on this machine (`sysconf(_SC_NPROCESSORS_ONLN)`; `usize::MAX` where that
-/// is not known, so that no mask counts as covering them all).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-fn online_cpus() -> usize {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: sysconf only reads a system setting.
-        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-        if n > 0 {
-            return n as usize;
-        }
-    }
-    usize::MAX
 }
 
 /// The cores this process may run on (`sched_getaffinity`, through
@@ -687,30 +687,37 @@ mod tests {
 
     #[test]
     fn a_rank_takes_its_share_of_the_cores_it_sees() {
-        // Unbound (its mask covers every online CPU): the cores divided, at least one each.
-        assert_eq!(rank_share(8, 8, 8, 2), 4);
-        assert_eq!(rank_share(8, 8, 8, 3), 2);
-        assert_eq!(rank_share(2, 2, 2, 8), 1);
-        // A quota below the mask: the quota is what is divided.
-        assert_eq!(rank_share(4, 16, 16, 2), 2);
-        // Bound (a strict subset of the CPUs), alone, or the CPUs unknown: its own cores.
-        assert_eq!(rank_share(1, 1, 2, 2), 1);
-        assert_eq!(rank_share(4, 4, 16, 4), 4);
-        assert_eq!(rank_share(8, 8, 8, 1), 8);
-        assert_eq!(rank_share(8, 8, usize::MAX, 2), 8);
-        assert_eq!(rank_share(8, 0, 8, 2), 8);
-        // This process: one of the two, and its mask is counted as the wake words count it.
-        assert_eq!(rank_cores(1), cores());
-        for k in [2, 3, 64] {
-            let c = rank_cores(k);
-            assert!(c == cores() || c == (cores() / k).max(1), "{k} ranks: {c} of {}", cores());
+        let all = [0b1111u64, 0];
+        let (c0, c1, c2, c3) = ([0b0001u64, 0], [0b0010u64, 0], [0b0100u64, 0], [0b1000u64, 0]);
+        let (s0, s1) = ([0b0011u64, 0], [0b1100u64, 0]);
+        let none = [0u64, 0];
+        fn r(asked: usize, cores: usize, mask: &[u64]) -> RankCores<'_> {
+            RankCores { asked, cores, mask }
         }
+        // Unbound (the same mask): the cores divided, at least one each, at most a worker each.
+        assert_eq!(node_threads(&[r(0, 4, &all), r(0, 4, &all)], 8), [2, 2]);
+        assert_eq!(node_threads(&[r(0, 4, &all); 3], 8), [1, 1, 1]);
+        assert_eq!(node_threads(&[r(0, 4, &all); 8], 8), [1; 8]);
+        assert_eq!(node_threads(&[r(0, 4, &all), r(0, 4, &all)], 1), [1, 1]);
+        // A quota below the mask: the quota is what is divided.
+        assert_eq!(node_threads(&[r(0, 2, &all), r(0, 2, &all)], 8), [1, 1]);
+        // Bound to a core each: their own core; two to a socket each: the socket's cores shared.
+        let bound = [r(0, 1, &c0), r(0, 1, &c1), r(0, 1, &c2), r(0, 1, &c3)];
+        assert_eq!(node_threads(&bound, 4), [1, 1, 1, 1]);
+        let sockets = [r(0, 2, &s0), r(0, 2, &s0), r(0, 2, &s1), r(0, 2, &s1)];
+        assert_eq!(node_threads(&sockets, 4), [1, 1, 1, 1]);
+        assert_eq!(node_threads(&[r(0, 2, &s0), r(0, 2, &s1)], 4), [2, 2]);
+        // Alone on a mask, or the mask unknown: its own cores.
+        assert_eq!(node_threads(&[r(0, 4, &all)], 8), [4]);
+        assert_eq!(node_threads(&[r(0, 4, &none), r(0, 4, &none)], 8), [4, 4]);
+        // Asked for: as asked, at most one per worker, whatever the others do.
+        assert_eq!(node_threads(&[r(3, 4, &all), r(0, 4, &all)], 8), [3, 2]);
+        assert_eq!(node_threads(&[r(9, 4, &all), r(0, 4, &all)], 2), [2, 2]);
+        // This process's mask is counted as the wake words count it.
         if cfg!(target_os = "linux") {
             let mine =
                 crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);
-            assert_eq!(affinity_cores(), mine);
-            // This machine's CPUs are known on Linux, and cover this process's mask.
-            assert!(online_cpus() >= mine && online_cpus() < usize::MAX);
+            assert!(mine >= 1 && affinity_cores() == mine && cores() <= mine);
         }
     }
 

@@ -326,9 +326,9 @@ impl Builder {
     /// depend on it (the workers, their partitions and their trustees are the same); a fiber
     /// that blocks its thread (a busy loop that never yields, a lock held while waiting for
     /// another worker) blocks every worker of that thread. Over the shared-memory rings each
-    /// rank does the same with its own workers, by default on its share of the node's cores
-    /// (the cores divided among the node's ranks when they are not bound, else the cores it
-    /// was bound to), the workers of a thread waiting on one futex word, which the other
+    /// rank does the same with its own workers, by default on its share of its cores (divided
+    /// among the node's ranks with the same affinity mask: all of them when no launcher bound
+    /// them; none when each was bound to cores of its own), the workers of a thread waiting on one futex word, which the other
     /// ranks learn at set-up (`transport/shm.rs`); over MPI
     /// messages and in loopback splits every worker keeps a thread of its own.
     /// `SKEIN_WORKER_THREADS=t` in the environment sets the default of every runtime.
@@ -857,8 +857,6 @@ impl Runtime {
             Kind::Mpi | Kind::Verbs => Vec::new(),
         };
         let one_node = shm::other_node(&nodes).is_none();
-        // The ranks of this rank's node, which share its cores (1 without node keys).
-        let ranks_here = nodes.iter().filter(|&&n| Some(&n) == nodes.get(rank)).count().max(1);
         // The settings the rings were set up or taken with, to keep them at the end.
         let shm_config = std::cell::Cell::new(None);
         // Collective, and failing on every rank alike (agreed), so that `auto` falls back on
@@ -869,7 +867,7 @@ impl Runtime {
             let config = shm::Config::from_env(
                 MAX_ENVELOPE,
                 self.cfg.rack_batch_bytes,
-                self.cfg.rank_threads(ranks_here),
+                self.cfg.worker_threads,
             );
             let (config, kept) = shm::agree_and_reuse(w, config, &nodes)?;
             shm_config.set(Some(config));

@@ -28,11 +28,14 @@
 //! 3. read `F` = the rank's `finished` counters (Acquire): wave 1 of detection `d`; then
 //!    the gauges `parked`, `quiesce_waiters`, `main_done`, `aborted`, the lanes of
 //!    `skein::quiescent_add` and the minimum lanes of `skein::quiescent_min`;
-//! 4. post the all-reduce of `[C, F, parked, waiters, main_done, aborted, lanes, !mins]`
-//!    (every word summed but the complemented minima, maximized: [`fold`]). When it
-//!    completes, detection `d − 1` is positive iff `ΣF(d − 1) == ΣC(d − 1)` (`ΣF(d − 1)`
-//!    came with all-reduce `d − 1`), and every rank computes the same [`Verdict`] from the
-//!    same sums.
+//! 4. post the all-reduce of `[C, F, parked, waiters, main_done, aborted, lanes, !mins,
+//!    last_work]` (every word summed but the complemented minima and the rank's latest end
+//!    of a loop pass that worked, maximized: [`fold`]). When it completes, detection
+//!    `d − 1` is positive iff `ΣF(d − 1) == ΣC(d − 1)` (`ΣF(d − 1)` came with all-reduce
+//!    `d − 1`), and every rank computes the same [`Verdict`] from the same sums. The last
+//!    word is statistics only (`WorkerStats::round_ends`: a positive verdict's round was
+//!    read after the job's last work, so its maximum is where the round's end began); no
+//!    verdict depends on it.
 //!
 //! A rank with work keeps taking part: the all-reduce is non-blocking, and a busy rank only
 //! makes every rank's detection lag, never wait.
@@ -239,8 +242,9 @@ pub(crate) trait AllReduce: std::fmt::Debug {
 
 /// Where the words of an all-reduced vector stop being summed and start being maximized:
 /// the detector's vector holds the minimum lanes there, as complements (`!min`), whose
-/// maximum is the complement of the minimum, and whose identity is 0 as the sum's is.
-pub(crate) const MAXIMA: usize = LEN - crate::QUIESCENT_MINS;
+/// maximum is the complement of the minimum, and whose identity is 0 as the sum's is; then
+/// the latest end of a stretch of work on any rank.
+pub(crate) const MAXIMA: usize = MINS;
 
 /// Folds `v` into `acc`, word by word: a wrapping sum below [`MAXIMA`], the maximum from
 /// there on. Every [`AllReduce`] combines its ranks' vectors with it.
@@ -442,6 +446,13 @@ pub(crate) trait RankCounters {
     fn waiters_each(&self, out: &mut Vec<u64>) {
         out.clear();
     }
+    /// The latest end of a stretch of work (a request served, a fiber or continuation run)
+    /// on the rank's workers, on the machine's monotonic clock (`LiveStats::last_work_ns`,
+    /// stamped only while the loop is timed; 0 otherwise). Statistics only: no verdict
+    /// depends on it.
+    fn last_work_ns(&self) -> u64 {
+        0
+    }
 }
 
 /// A rank's gauges (read after wave 1), or their all-reduced sums.
@@ -536,6 +547,14 @@ impl RankCounters for RankView<'_> {
         out.extend(self.workers().iter().map(|c| c.quiesce_waiters.load(Ordering::Acquire)));
     }
 
+    fn last_work_ns(&self) -> u64 {
+        self.workers()
+            .iter()
+            .map(|c| c.stats.last_work_ns.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+    }
+
     fn created(&self) -> u64 {
         self.workers().created()
     }
@@ -578,9 +597,11 @@ const ABORTED: usize = 5;
 /// The lanes of `skein::quiescent_add`, `LANES..MINS`.
 const LANES: usize = 6;
 /// The minimum lanes of `skein::quiescent_min`, complemented (`!min`: [`fold`] maximizes
-/// them), `MINS..LEN`.
+/// them), `MINS..LAST_WORK`.
 const MINS: usize = LANES + crate::QUIESCENT_LANES;
-const LEN: usize = MINS + crate::QUIESCENT_MINS;
+/// The rank's latest end of a stretch of work ([`RankCounters::last_work_ns`], maximized).
+const LAST_WORK: usize = MINS + crate::QUIESCENT_MINS;
+const LEN: usize = LAST_WORK + 1;
 
 /// The outcome of detection `detection`, the same on every rank (computed from the same
 /// sums).
@@ -596,6 +617,11 @@ pub(crate) struct Verdict {
     /// The gauges summed over every rank (`main_done`: on some rank), read in round
     /// `detection + 1`: exact when `quiescent`.
     pub(crate) gauges: Gauges,
+    /// The latest end of a stretch of work on any rank as read in round `detection + 1`
+    /// (the machine's monotonic clock, [`RankCounters::last_work_ns`]; 0 when the loops are
+    /// not timed). When `quiescent`, every rank read it after the job's last work, so it is
+    /// where the round's end began (statistics only: `WorkerStats::round_ends`).
+    pub(crate) last_work_ns: u64,
 }
 
 /// What a rank does on a verdict: the same on every rank.
@@ -791,6 +817,7 @@ impl<A: AllReduce> Detector<A> {
                     mins: std::array::from_fn(|i| !sums[MINS + i]),
                 },
             },
+            last_work_ns: sums[LAST_WORK],
         }
     }
 
@@ -820,9 +847,10 @@ impl<A: AllReduce> Detector<A> {
         v[MAIN_DONE] = u64::from(g.main_done);
         v[ABORTED] = u64::from(g.aborted);
         v[LANES..MINS].copy_from_slice(&g.totals.sums);
-        for (w, m) in v[MINS..].iter_mut().zip(g.totals.mins) {
+        for (w, m) in v[MINS..LAST_WORK].iter_mut().zip(g.totals.mins) {
             *w = !m;
         }
+        v[LAST_WORK] = counters.last_work_ns();
         // A task of this rank open now (read after wave 1, so `created >= finished`): both
         // detections this round would take part in are negative. Its own abort always goes.
         if post == Post::UnlessWasted && !g.aborted && counters.created() != v[F] {

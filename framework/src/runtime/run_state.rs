@@ -49,34 +49,19 @@ pub(crate) struct Config {
     pub(crate) stall_secs: u64,
     /// Threads that run the workers of a process (a run in one process, or a rank over the
     /// rings: `Builder::worker_threads`, `SKEIN_WORKER_THREADS`): 0 for as many as the cores
-    /// when the workers outnumber them.
+    /// when the workers outnumber them (over the rings, the rank's share of them:
+    /// [`super::idle::node_threads`]).
     pub(crate) worker_threads: usize,
 }
 
 impl Config {
-    /// The threads that run this configuration's workers in one process (unsplit, or a rank
-    /// over the rings: `super::worker::looping`): `worker_threads` (0: the cores this
-    /// process may use, [`super::idle::cores`]), at least 1 and at most one per worker. (Over
-    /// the rings, dividing a node's cores among its ranks instead measured slower for SSSP:
-    /// `docs/performance.md`, "Workers that share threads".)
+    /// The threads that run this configuration's workers in one process unsplit
+    /// (`super::worker::looping`): `worker_threads` (0: the cores this process may use,
+    /// [`super::idle::cores`]), at least 1 and at most one per worker. Over the rings each
+    /// rank's threads are resolved at set-up from what every rank of its node tells
+    /// ([`super::idle::node_threads`]).
     pub(crate) fn threads(&self) -> usize {
         let t = if self.worker_threads == 0 { super::idle::cores() } else { self.worker_threads };
-        t.clamp(1, self.workers.max(1))
-    }
-
-    /// The threads that run the workers of one of `ranks_here` ranks sharing a node over the
-    /// rings: `worker_threads` when set, else the node's cores divided among its ranks
-    /// ([`super::idle::rank_cores`]: unbound ranks each see every core), at least 1 and at
-    /// most one per worker. Unbound, two ranks of 4 workers on 2 cores ran 2 threads each
-    /// (4 threads on 2 cores); one each made BFS 1.3 to 2 times and SSSP 1.0 to 1.4 times
-    /// faster (`docs/performance.md`, "Where the cores go when ranks outnumber them").
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn rank_threads(&self, ranks_here: usize) -> usize {
-        let t = if self.worker_threads == 0 {
-            super::idle::rank_cores(ranks_here)
-        } else {
-            self.worker_threads
-        };
         t.clamp(1, self.workers.max(1))
     }
 }

@@ -744,6 +744,10 @@ impl Worker {
         let Some(v) = v else { return false };
         if v.quiescent {
             bump(&st.quiescent_verdicts, 1);
+            if self.clock.on() && v.last_work_ns > 0 {
+                // From the job's last work to this rank's knowing the round is over.
+                st.round_end(super::anatomy::mono_ns().saturating_sub(v.last_work_ns));
+            }
         }
         self.run_state.stall.note_round(v.detection + 1, v.finished, v.created);
         match v.action() {

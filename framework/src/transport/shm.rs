@@ -57,7 +57,8 @@
 //! the same words (`Sleepers`).
 //!
 //! Where a rank runs its workers on fewer threads than workers (`Builder::worker_threads`:
-//! by default the node's cores divided among its ranks, `Config::rank_threads`), the
+//! by default its cores divided among the node's ranks with the same affinity mask,
+//! `runtime::idle::node_threads`), the
 //! workers of a thread wait on the word of its first worker (`transport::wake::thread_group`):
 //! every rank says its thread count in the set-up's all-gather, and [`ShmWords`] maps a
 //! worker to its thread's word, for the rings' writers (their `peer`) as for the rank's own
@@ -114,10 +115,11 @@ pub(crate) struct Config {
     pub(crate) max_envelope_bytes: usize,
     /// The most wire bytes of a uniform batch to another rank (`Builder::rack_batch_bytes`).
     pub(crate) batch_bytes: usize,
-    /// The threads that run this rank's workers (the runtime's `Config::threads`: at least 1,
-    /// at most one per worker). Workers beyond that share threads
-    /// (`runtime/worker/looping.rs`), each group waiting on the futex word of its first
-    /// worker ([`ShmWords`]).
+    /// The threads this rank asked to run its workers on (`Builder::worker_threads`; 0: the
+    /// default, its cores divided among the node's ranks with its affinity mask, resolved at
+    /// set-up from what every rank tells: `runtime::idle::node_threads`). Workers beyond the
+    /// threads share them (`runtime/worker/looping.rs`), each group waiting on the futex word
+    /// of its first worker ([`ShmWords`]).
     pub(crate) threads: usize,
 }
 
@@ -641,15 +643,17 @@ impl RingLink<Shm> {
         let ring_bytes = config.ring_bytes(all_workers * workers);
         // Every rank must lay its rings out alike (`SKEIN_SHM_RING_BYTES` is read per rank):
         // a rank mapping another's file with another length would fault past its end.
-        // And every rank learns the threads each rank of its node runs its workers on, whose
-        // groups share a futex word (`ShmWords`), and the cores it may run on: their union
-        // over the node is what the node's threads share (`WakeWords::node_cores`).
-        let here = config.threads.clamp(1, workers);
-        const EACH: usize = 2 + AFFINITY_WORDS;
+        // And every rank learns, of each rank of its node, the threads it asked for, its cores
+        // and the CPUs it may run on, from which every rank computes alike the threads each
+        // runs its workers on (`idle::node_threads`), whose groups share a futex word
+        // (`ShmWords`); the union of the CPUs over the node is what the node's threads share
+        // (`WakeWords::node_cores`).
+        const EACH: usize = 3 + AFFINITY_WORDS;
         let mut mine = [0u64; EACH];
         mine[0] = ring_bytes as u64;
-        mine[1] = here as u64;
-        mine[2..].copy_from_slice(&affinity_mask());
+        mine[1] = config.threads as u64;
+        mine[2] = crate::runtime::idle::cores() as u64;
+        mine[3..].copy_from_slice(&affinity_mask());
         let mut gathered = vec![0u64; EACH * ranks];
         world.all_gather_into(&mine[..], &mut gathered[..]);
         let sizes: Vec<u64> = gathered.iter().step_by(EACH).copied().collect();
@@ -660,11 +664,20 @@ impl RingLink<Shm> {
                 sizes[0], sizes[r]
             ));
         }
-        let threads: Vec<usize> =
-            (0..ranks).map(|r| if near(r) { gathered[EACH * r + 1] as usize } else { 0 }).collect();
-        let node_cores = union_cores(
-            (0..ranks).filter(|&r| near(r)).map(|r| &gathered[EACH * r + 2..EACH * (r + 1)]),
-        );
+        let here: Vec<usize> = (0..ranks).filter(|&r| near(r)).collect();
+        let told: Vec<crate::runtime::idle::RankCores<'_>> = here
+            .iter()
+            .map(|&r| crate::runtime::idle::RankCores {
+                asked: usize::try_from(gathered[EACH * r + 1]).unwrap_or(usize::MAX),
+                cores: usize::try_from(gathered[EACH * r + 2]).unwrap_or(1),
+                mask: &gathered[EACH * r + 3..EACH * (r + 1)],
+            })
+            .collect();
+        let mut threads = vec![0; ranks];
+        for (&r, t) in here.iter().zip(crate::runtime::idle::node_threads(&told, workers)) {
+            threads[r] = t;
+        }
+        let node_cores = union_cores(told.iter().map(|t| t.mask));
         let stride = COUNTERS_BYTES + ring_bytes;
         let len = all_workers
             .checked_mul(workers)

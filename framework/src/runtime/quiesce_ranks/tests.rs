@@ -130,7 +130,14 @@ fn run_state_counters_are_summed_over_the_rank() {
 #[test]
 fn verdict_actions() {
     let g = Gauges { main_done: true, ..Gauges::default() };
-    let v = Verdict { detection: 4, quiescent: true, finished: 7, created: 7, gauges: g };
+    let v = Verdict {
+        detection: 4,
+        quiescent: true,
+        finished: 7,
+        created: 7,
+        gauges: g,
+        last_work_ns: 0,
+    };
     assert_eq!(v.action(), Action::Stop { deadlock: None });
     assert_eq!(Verdict { quiescent: false, ..v }.action(), Action::Continue);
     let waiters = Gauges { quiesce_waiters: 2, parked: 2, ..g };

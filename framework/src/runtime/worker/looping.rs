@@ -34,8 +34,9 @@
 //!
 //! # Over the shared-memory rings
 //!
-//! A rank shares threads among its workers in the same way (`RunState::rank_threads`: as
-//! many as the cores the process may use, `Config::threads`, told to `transport::shm`). There a
+//! A rank shares threads among its workers in the same way (`RunState::rank_threads`: by
+//! default its cores divided among the node's ranks with the same affinity mask, resolved
+//! at the set-up of `transport::shm` by `idle::node_threads`). There a
 //! blocked worker waits on a futex word in the memory the ranks share, which other processes
 //! wake; the workers of a thread all use the word of its first worker
 //! (`transport::wake::thread_group`, the same blocks as `start_workers`'), every rank
@@ -282,6 +283,7 @@ impl Worker {
             bump(&st.park_timeouts_useful, 1);
         }
         if useful {
+            clock.worked(st);
             if s.armed {
                 sleepers.disarm(self.index);
                 s.armed = false;
