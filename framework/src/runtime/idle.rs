@@ -219,11 +219,14 @@ pub(crate) struct Spin {
     max: u32,
     /// The run's workers outnumber the cores ([`oversubscribed`]): never spin nor yield.
     crowded: bool,
+    /// Passes spent spinning by a wait with nothing due: [`SPIN`], or its share on a thread
+    /// that runs several workers ([`Spin::calm_shared`]).
+    idle: u32,
 }
 
 impl Default for Spin {
     fn default() -> Self {
-        Spin { due: SPIN_DUE, max: SPIN_DUE, crowded: false }
+        Spin { due: SPIN_DUE, max: SPIN_DUE, crowded: false, idle: SPIN }
     }
 }
 
@@ -232,7 +235,7 @@ impl Spin {
     /// an idle worker arms at once and blocks after one re-check pass. Spinning or yielding
     /// there only takes the core from the worker it waits for (module docs).
     pub(crate) fn crowded() -> Spin {
-        Spin { due: 0, max: 0, crowded: true }
+        Spin { due: 0, max: 0, crowded: true, idle: SPIN }
     }
 
     /// The budget of a wait with nothing due (no response, no announced request: the end
@@ -242,7 +245,18 @@ impl Spin {
     /// a core, and a long yield stretch only passes the core around the other waiters.
     pub(crate) fn calm() -> Spin {
         let due = SPIN_DUE * CALM_YIELDS / YIELD;
-        Spin { due, max: due, crowded: false }
+        Spin { due, max: due, crowded: false, idle: SPIN }
+    }
+
+    /// [`Spin::calm`] for one of `workers` workers that share a thread: its workers spin in
+    /// turn, one pass each per sweep of the thread, so each spins its share of [`SPIN`] (at
+    /// least one pass) and the thread spins [`SPIN`] passes in all before it yields, as a
+    /// thread of one worker does. With [`SPIN`] passes each, a thread of 4 workers spun 256
+    /// passes at the end of every round, and its rank's round ended only once they had all
+    /// armed (`docs/performance.md`, "Round ends").
+    pub(crate) fn calm_shared(workers: usize) -> Spin {
+        let share = SPIN / u32::try_from(workers.max(1)).unwrap_or(SPIN);
+        Spin { idle: share.max(1), ..Spin::calm() }
     }
 
     /// The budget of a worker of a run whose workers outnumber the cores ([`oversubscribed`])
@@ -252,7 +266,7 @@ impl Spin {
     /// core from it until the scheduler's time slice ends (about a millisecond:
     /// `docs/performance.md`, "Short spins on shared cores").
     pub(crate) fn oversubscribed() -> Spin {
-        Spin { due: SPIN_DUE_OVER, max: SPIN_DUE_OVER, crowded: false }
+        Spin { due: SPIN_DUE_OVER, max: SPIN_DUE_OVER, crowded: false, idle: SPIN }
     }
 
     /// True for [`Spin::crowded`].
@@ -495,7 +509,7 @@ impl Policy {
         } else if due {
             spin.due()
         } else {
-            SPIN
+            spin.idle
         };
         if idle < spin {
             return Step::Spin;
@@ -734,6 +748,20 @@ mod tests {
         assert!(oversubscribed(3, 2) && !oversubscribed(2, 2));
         assert_eq!(run_cores(None), cores());
         assert_eq!(run_cores(Some(cores())), cores());
+    }
+
+    #[test]
+    fn a_shared_threads_calm_wait_spins_its_share_then_yields_twice_then_blocks() {
+        let (p, c) = (Policy::Rings, Spin::calm_shared(4));
+        assert_eq!(p.step(SPIN / 4 - 1, false, &c), Step::Spin);
+        assert_eq!(p.step(SPIN / 4, false, &c), Step::Yield);
+        assert_eq!(p.step(SPIN / 4 + CALM_YIELDS, false, &c), Step::Park);
+        // At least one pass each, and a due wait keeps the calm budget.
+        let many = Spin::calm_shared(1000);
+        assert_eq!(p.step(0, false, &many), Step::Spin);
+        assert_eq!(p.step(1, false, &many), Step::Yield);
+        assert_eq!(many.due(), Spin::calm().due());
+        assert_eq!(p.step(SPIN, true, &c), p.step(SPIN, true, &Spin::calm()));
     }
 
     #[test]

@@ -140,7 +140,10 @@ impl Worker {
         // after the thread's idle sweeps have run through their budget: with the full one
         // (256 yields), every round's end waited for those sweeps (a rank bound to one core
         // running 4 workers: 256 yields per verdict, SSSP at half the speed). So they wait
-        // calm, as on shared cores: spin, yield twice, arm.
+        // calm, as on shared cores: spin, yield twice, arm; and they spin SPIN passes in all,
+        // not each (`Spin::calm_shared`: with SPIN each, a thread of 4 workers took 256
+        // passes to arm them, and 2 ranks of 4 workers ended a round in 120 to 150 µs; with
+        // the share, 45 to 75, `docs/performance.md`, "Round ends").
         let shares = shared.as_ref().is_some_and(|r| r.len() > 1);
         let calm = !crowded && (over || (policy == Policy::Rings && shares));
         LoopState {
@@ -150,7 +153,10 @@ impl Worker {
             after_park: false,
             crowded,
             spin,
-            calm: calm.then(idle::Spin::calm),
+            calm: calm.then(|| match shared.as_ref().map_or(1, |r| r.len()) {
+                1 => idle::Spin::calm(),
+                k => idle::Spin::calm_shared(k),
+            }),
             thread_start: first.then(|| idle::thread_times(self.clock.on())),
             thread_workers: if first { shared.as_ref().map_or(1, |r| r.len() as u64) } else { 0 },
             waited_due: false,
