@@ -44,6 +44,11 @@ pub(crate) struct RoundsArgs {
     /// Measure each shape this many times, interleaved, and report the median.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Also time each round's end across ranks, from the job's last work to each rank's
+    /// verdict (`skein::Builder::round_ends`: a clock read per loop pass that worked;
+    /// `SKEIN_ROUND_ENDS=1` and `SKEIN_ANATOMY=1` turn it on too).
+    #[arg(long)]
+    round_ends: bool,
     /// Write the rows as JSON to this file (rank 0).
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -68,6 +73,9 @@ struct RoundsRow {
     parks: f64,
     yields: f64,
     switches: f64,
+    /// The median round end over every rank's counts, µs (timed runs across ranks only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    round_end_us: Option<f64>,
 }
 
 /// `skein bench rounds`.
@@ -79,9 +87,11 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
     crate::echo::check_repeat(a.repeat, host)?;
     // A worker runs one fiber of a round at a time, and worker 0 `main` beside it.
     host.check_engine(a.workers, 2, *host.slot_size_range().start()).map_err(anyhow::Error::msg)?;
-    let rt = crate::echo::builder(a.transport, a.workers, a.worker_threads)?
-        .build()
-        .context("building the skein runtime")?;
+    let mut b = crate::echo::builder(a.transport, a.workers, a.worker_threads)?;
+    if a.round_ends {
+        b = b.round_ends(true);
+    }
+    let rt = b.build().context("building the skein runtime")?;
     let (ranks, n) = (skein::ranks(), a.rounds as u64);
     let rank0 = skein::rank() == 0;
     if rank0 {
@@ -127,6 +137,7 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
                 parks: per(t.parks),
                 yields: per(t.yields),
                 switches: per(t.switches_voluntary + t.switches_involuntary),
+                round_end_us: t.round_ends.median_ns().map(|ns| ns as f64 / 1e3),
             }
         })
         .collect();
@@ -135,19 +146,20 @@ pub(crate) fn rounds(a: RoundsArgs, host: &dyn Host) -> anyhow::Result<()> {
     }
     println!("{} worker(s) on {threads} thread(s) in all", ranks * a.workers);
     println!(
-        "{:<11} {:>12} {:>18} {:>12} {:>8} {:>8} {:>9}",
-        "shape", "µs/round", "(min-max)", "all-reduces", "parks", "yields", "switches"
+        "{:<11} {:>12} {:>18} {:>12} {:>8} {:>8} {:>9} {:>12}",
+        "shape", "µs/round", "(min-max)", "all-reduces", "parks", "yields", "switches", "end µs"
     );
     for r in &rows {
         println!(
-            "{:<11} {:>12.1} {:>18} {:>12.2} {:>8.1} {:>8.1} {:>9.1}",
+            "{:<11} {:>12.1} {:>18} {:>12.2} {:>8.1} {:>8.1} {:>9.1} {:>12}",
             r.shape,
             r.us_per_round,
             format!("({:.1}-{:.1})", r.us_min, r.us_max),
             r.all_reduces,
             r.parks,
             r.yields,
-            r.switches
+            r.switches,
+            r.round_end_us.map_or("-".to_string(), |us| format!("{us:.1}"))
         );
     }
     if let Some(path) = &a.json {

@@ -136,15 +136,18 @@ fn rank_side(case: &str, dir: &Path) {
         }
         "stats" => {
             // main starts one fiber on every global worker; afterwards `Runtime::stats` shows
-            // every rank's workers (gathered at the end of the run), the same on every rank.
-            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            // every rank's workers (gathered at the end of the run), the same on every rank,
+            // and each rank's detector counted the round ends it acted on (at least the last).
+            let rt = skein::Runtime::builder().workers(2).round_ends(true).build().expect("build");
             let r = rt.run(|| {
                 let n = skein::num_workers();
                 let hs: Vec<_> = (0..n).map(|g| skein::spawn_on(g, g as u64, |g| g + 1)).collect();
                 hs.into_iter().map(|h| h.join()).sum::<u64>()
             });
-            let spawned: Vec<u64> = rt.stats().workers.iter().map(|w| w.fibers_spawned).collect();
-            report_run(rank, r.map(|sum| (sum, spawned)));
+            let st = rt.stats();
+            let spawned: Vec<u64> = st.workers.iter().map(|w| w.fibers_spawned).collect();
+            let ends = st.workers.iter().step_by(2).all(|w| w.round_ends.count >= 1);
+            report_run(rank, r.map(|sum| (sum, spawned, ends)));
         }
         "stall" => {
             // A fiber on rank 1 waits for a latch that another holds until both ranks have
@@ -1578,8 +1581,8 @@ fn stats_case(dir: &Path) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "stats", 3)?;
     // Six workers; main is a fiber of worker 0 besides the one spawned there.
     check(
-        out == ["ok (21, [2, 1, 1, 1, 1, 1])"],
-        "every rank's workers counted, the same on every rank",
+        out == ["ok (21, [2, 1, 1, 1, 1, 1], true)"],
+        "every rank's workers counted, the same on every rank, with their round ends",
         &l,
     )
 }

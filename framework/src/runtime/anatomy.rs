@@ -32,12 +32,24 @@ pub(crate) enum Part {
 #[derive(Debug)]
 pub(crate) struct Clock {
     on: bool,
+    /// Stamp the passes that worked ([`Clock::worked`]): timing on, or round ends asked for
+    /// alone (`Builder::round_ends`), which costs one clock read per such pass where the
+    /// anatomy reads the clock at every phase of every pass.
+    stamp: bool,
     last: Cell<Option<Instant>>,
 }
 
 impl Clock {
-    pub(crate) fn new(on: bool) -> Clock {
-        Clock { on, last: Cell::new(None) }
+    /// A clock that times the loop's phases when `on`, and stamps its passes that worked
+    /// when `on` or `round_ends`.
+    pub(crate) fn new(on: bool, round_ends: bool) -> Clock {
+        Clock { on, stamp: on || round_ends, last: Cell::new(None) }
+    }
+
+    /// Whether passes that worked are stamped, and round ends counted.
+    #[inline(always)]
+    pub(crate) fn stamps(&self) -> bool {
+        self.stamp
     }
 
     /// Whether timing is on.
@@ -65,10 +77,10 @@ impl Clock {
     }
 
     /// Stamps the end of a loop pass that did something (`LiveStats::last_work_ns`: where a
-    /// round's end begins, `WorkerStats::round_ends`), when timing is on.
+    /// round's end begins, `WorkerStats::round_ends`), when [`Clock::stamps`].
     #[inline(always)]
     pub(crate) fn worked(&self, st: &LiveStats) {
-        if self.on {
+        if self.stamp {
             st.last_work_ns.store(mono_ns(), std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -110,7 +122,7 @@ mod tests {
     #[test]
     fn marks_tile_the_time_and_off_counts_nothing() {
         let st = LiveStats::new(1);
-        let c = Clock::new(true);
+        let c = Clock::new(true, false);
         c.mark(&st, Part::Idle); // starts the clock
         c.pass(&st);
         std::thread::sleep(std::time::Duration::from_millis(1));
@@ -121,7 +133,7 @@ mod tests {
         assert_eq!(a.idle_ns, 0);
         assert!(a.serving_ns > 0);
         assert_eq!(a.total_ns(), a.serving_ns + a.transport_ns);
-        let off = Clock::new(false);
+        let off = Clock::new(false, false);
         let st = LiveStats::new(1);
         off.mark(&st, Part::Idle);
         off.pass(&st);
@@ -133,7 +145,7 @@ mod tests {
     #[test]
     fn a_pass_that_worked_is_stamped_on_the_machine_clock_when_timed() {
         let st = LiveStats::new(1);
-        let c = Clock::new(true);
+        let c = Clock::new(true, false);
         c.mark(&st, Part::Serving);
         assert_eq!(st.last_work_ns.load(std::sync::atomic::Ordering::Relaxed), 0);
         let before = mono_ns();
@@ -143,7 +155,17 @@ mod tests {
             assert!(stamp >= before && stamp <= mono_ns() && before > 0, "{before} {stamp}");
         }
         let st = LiveStats::new(1);
-        Clock::new(false).worked(&st);
+        Clock::new(false, false).worked(&st);
         assert_eq!(st.last_work_ns.load(std::sync::atomic::Ordering::Relaxed), 0);
+        // Round ends alone: stamped, not timed.
+        let (st, c) = (LiveStats::new(1), Clock::new(false, true));
+        c.mark(&st, Part::Idle);
+        c.mark(&st, Part::Serving);
+        c.worked(&st);
+        assert!(c.stamps() && !c.on());
+        assert_eq!(st.snapshot().anatomy, crate::stats::Anatomy::default());
+        if cfg!(unix) {
+            assert!(st.last_work_ns.load(std::sync::atomic::Ordering::Relaxed) > 0);
+        }
     }
 }

@@ -31,6 +31,9 @@ pub(crate) struct Config {
     pub(crate) rack_transport: crate::transport::RackTransport,
     /// Time the worker loop's phases (`Builder::anatomy`, `SKEIN_ANATOMY`).
     pub(crate) anatomy: bool,
+    /// Time rounds' ends across ranks without the phases (`Builder::round_ends`,
+    /// `SKEIN_ROUND_ENDS`; the anatomy times them too).
+    pub(crate) round_ends: bool,
     /// Hold batches to other ranks until full or idle (`SKEIN_AGGREGATE=0` turns it off:
     /// every pass sends what is staged, as before per-pair aggregation).
     pub(crate) aggregate: bool,

@@ -163,7 +163,7 @@ impl Worker {
         stacks: Option<StackPool>,
     ) -> std::io::Result<Worker> {
         let n = run_state.n;
-        let anatomy = run_state.cfg.anatomy;
+        let (anatomy, round_ends) = (run_state.cfg.anatomy, run_state.cfg.round_ends);
         let size = run_state.cfg.stack_size;
         let pool = match stacks {
             Some(kept) if kept.size() == size => kept,
@@ -205,7 +205,7 @@ impl Worker {
             post_owed: Cell::new(false),
             held_since: Cell::new(None),
             next_spawn: Cell::new(index),
-            clock: Clock::new(anatomy),
+            clock: Clock::new(anatomy, round_ends),
             dump: dump::WorkerDump::default(),
         })
     }
@@ -744,7 +744,7 @@ impl Worker {
         let Some(v) = v else { return false };
         if v.quiescent {
             bump(&st.quiescent_verdicts, 1);
-            if self.clock.on() && v.last_work_ns > 0 {
+            if self.clock.stamps() && v.last_work_ns > 0 {
                 // From the job's last work to this rank's knowing the round is over.
                 st.round_end(super::anatomy::mono_ns().saturating_sub(v.last_work_ns));
             }

@@ -101,6 +101,7 @@ fn run_state_counters_are_summed_over_the_rank() {
         loopback_corrupt: None,
         rack_transport: crate::transport::RackTransport::Auto,
         anatomy: false,
+        round_ends: false,
         aggregate: true,
         envelope_batches: 4,
         rack_batch_bytes: 4032,
