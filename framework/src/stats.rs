@@ -112,16 +112,18 @@ pub struct WorkerStats {
     /// ([`crate::Builder::anatomy`], `SKEIN_ANATOMY=1`).
     pub anatomy: Anatomy,
     /// How long rounds took to end, on the worker that runs its rank's detector across
-    /// ranks; empty unless timing was on.
+    /// ranks; empty unless they were timed ([`crate::Builder::round_ends`], or the anatomy).
     pub round_ends: RoundEnds,
 }
 
 /// How long a round's end took to reach a rank (issue 30, item 2): for each quiescent
-/// verdict the rank's detector acted on, the time from the job's last stretch of work (a
-/// request served, a fiber or continuation run, on any rank) to this rank's learning the
-/// verdict. Both ends are read on the machine's monotonic clock, so the figure is exact
-/// between the ranks of one node and meaningless across nodes (their clocks differ).
-/// Counted only while the loop is timed ([`crate::Builder::anatomy`], `--stats`).
+/// verdict the rank's detector acted on, the time from the end of the job's last loop pass
+/// that did something (served requests, ran a fiber or a continuation, moved envelopes, on
+/// any rank) to this rank's learning the verdict. Both ends are read on the machine's
+/// monotonic clock, so the figure is exact between the ranks of one node and meaningless
+/// across nodes (their clocks differ). Counted in runs over ranks, when asked for
+/// ([`crate::Builder::round_ends`], `SKEIN_ROUND_ENDS=1`) or while the loop is timed
+/// ([`crate::Builder::anatomy`], `--stats`, whose clock reads make rounds slower).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct RoundEnds {
@@ -394,7 +396,9 @@ impl Stats {
     /// a run.
     ///
     /// ```
-    /// let rt = skein::Runtime::builder().workers(4).worker_threads(2).build().unwrap();
+    /// // One process (unsplit even under `SKEIN_LOOPBACK_RANKS`), 4 workers on 2 threads.
+    /// let rt = skein::Runtime::builder().workers(4).worker_threads(2).loopback_ranks(1);
+    /// let rt = rt.build().unwrap();
     /// rt.run(|| {}).unwrap();
     /// assert_eq!(rt.stats().threads(), 2);
     /// ```
@@ -509,7 +513,8 @@ pub(crate) struct LiveStats {
     /// [`Anatomy::passes`], then the parts in the order of [`Anatomy::parts`].
     pub(crate) anatomy: [AtomicU64; 8],
     /// The machine's monotonic clock (`runtime::anatomy::mono_ns`) at the end of this
-    /// worker's last stretch of work (serving, issuing), stamped only while the loop is timed.
+    /// worker's last loop pass that did something, stamped only while the loop is timed or
+    /// round ends are asked for (`Builder::round_ends`).
     pub(crate) last_work_ns: AtomicU64,
     /// [`RoundEnds`]: count, sum, max, then the buckets (those only in a split run).
     pub(crate) round_ends: [AtomicU64; 3],

@@ -342,9 +342,9 @@ impl Builder {
     /// another worker) blocks every worker of that thread. Over the shared-memory rings each
     /// rank does the same with its own workers, by default on its share of its cores (divided
     /// among the node's ranks with the same affinity mask: all of them when no launcher bound
-    /// them; none when each was bound to cores of its own), the workers of a thread waiting on one futex word, which the other
-    /// ranks learn at set-up (`transport/shm.rs`); over MPI
-    /// messages and in loopback splits every worker keeps a thread of its own.
+    /// them; none when each was bound to cores of its own), the workers of a thread waiting
+    /// on one futex word, which the other ranks learn at set-up (`transport/shm.rs`); over
+    /// MPI messages and in loopback splits every worker keeps a thread of its own.
     /// `SKEIN_WORKER_THREADS=t` in the environment sets the default of every runtime.
     ///
     /// ```

@@ -243,7 +243,7 @@ pub(crate) trait AllReduce: std::fmt::Debug {
 /// Where the words of an all-reduced vector stop being summed and start being maximized:
 /// the detector's vector holds the minimum lanes there, as complements (`!min`), whose
 /// maximum is the complement of the minimum, and whose identity is 0 as the sum's is; then
-/// the latest end of a stretch of work on any rank.
+/// the latest end of a loop pass that worked on any rank.
 pub(crate) const MAXIMA: usize = MINS;
 
 /// Folds `v` into `acc`, word by word: a wrapping sum below [`MAXIMA`], the maximum from
@@ -446,9 +446,10 @@ pub(crate) trait RankCounters {
     fn waiters_each(&self, out: &mut Vec<u64>) {
         out.clear();
     }
-    /// The latest end of a stretch of work (a request served, a fiber or continuation run)
-    /// on the rank's workers, on the machine's monotonic clock (`LiveStats::last_work_ns`,
-    /// stamped only while the loop is timed; 0 otherwise). Statistics only: no verdict
+    /// The latest end of a loop pass that did something (served requests, ran a fiber or a
+    /// continuation, moved envelopes) on the rank's workers, on the machine's monotonic
+    /// clock (`LiveStats::last_work_ns`, stamped only while the loop is timed or round ends
+    /// are asked for, `Builder::round_ends`; 0 otherwise). Statistics only: no verdict
     /// depends on it.
     fn last_work_ns(&self) -> u64 {
         0
@@ -599,7 +600,8 @@ const LANES: usize = 6;
 /// The minimum lanes of `skein::quiescent_min`, complemented (`!min`: [`fold`] maximizes
 /// them), `MINS..LAST_WORK`.
 const MINS: usize = LANES + crate::QUIESCENT_LANES;
-/// The rank's latest end of a stretch of work ([`RankCounters::last_work_ns`], maximized).
+/// The rank's latest end of a loop pass that worked ([`RankCounters::last_work_ns`],
+/// maximized).
 const LAST_WORK: usize = MINS + crate::QUIESCENT_MINS;
 const LEN: usize = LAST_WORK + 1;
 
@@ -617,9 +619,9 @@ pub(crate) struct Verdict {
     /// The gauges summed over every rank (`main_done`: on some rank), read in round
     /// `detection + 1`: exact when `quiescent`.
     pub(crate) gauges: Gauges,
-    /// The latest end of a stretch of work on any rank as read in round `detection + 1`
-    /// (the machine's monotonic clock, [`RankCounters::last_work_ns`]; 0 when the loops are
-    /// not timed). When `quiescent`, every rank read it after the job's last work, so it is
+    /// The latest end of a loop pass that worked on any rank as read in round
+    /// `detection + 1` (the machine's monotonic clock, [`RankCounters::last_work_ns`]; 0 when
+    /// no rank stamps its passes). When `quiescent`, every rank read it after the job's last work, so it is
     /// where the round's end began (statistics only: `WorkerStats::round_ends`).
     pub(crate) last_work_ns: u64,
 }

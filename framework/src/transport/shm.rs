@@ -58,11 +58,11 @@
 //!
 //! Where a rank runs its workers on fewer threads than workers (`Builder::worker_threads`:
 //! by default its cores divided among the node's ranks with the same affinity mask,
-//! `runtime::idle::node_threads`), the
-//! workers of a thread wait on the word of its first worker (`transport::wake::thread_group`):
-//! every rank says its thread count in the set-up's all-gather, and [`ShmWords`] maps a
-//! worker to its thread's word, for the rings' writers (their `peer`) as for the rank's own
-//! threads.
+//! `runtime::idle::node_threads`), the workers of a thread wait on the word of its first
+//! worker (`transport::wake::thread_group`): every rank says the threads it asked for, its
+//! cores and its affinity mask in the set-up's all-gather, every rank computes every rank's
+//! threads from them alike, and [`ShmWords`] maps a worker to its thread's word, for the
+//! rings' writers (their `peer`) as for the rank's own threads.
 //!
 //! # Layout of a region
 //!
