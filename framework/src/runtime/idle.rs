@@ -44,7 +44,8 @@
 //! shares threads among its workers the same way, a thread's workers waiting on one futex
 //! word. What follows concerns the threads that still outnumber the cores: the ranks of a
 //! node together (by default each runs its cores divided among the node's ranks with the
-//! same affinity mask, [`node_threads`]), or a run asked for more threads than cores.
+//! same affinity mask, `transport::wake::node_threads`), or a run asked for more threads than
+//! cores.
 //!
 //! Spinning and yielding pay only while the worker being waited for runs on another core.
 //! When the run's threads outnumber the cores they share ([`oversubscribed`]: the threads of
@@ -363,43 +364,6 @@ fn node_cores(own: usize, affinity: usize, node_union: Option<usize>) -> usize {
     }
 }
 
-/// What a rank of a node said of itself at the rings' set-up (`transport::shm`), from which
-/// every rank computes every rank's threads alike ([`node_threads`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RankCores<'a> {
-    /// Its `worker_threads` setting (0: the default).
-    pub(crate) asked: usize,
-    /// Its [`cores`] (a CPU quota honoured).
-    pub(crate) cores: usize,
-    /// Its affinity mask ([`crate::transport::wake::affinity_mask`]; all zero: unknown).
-    pub(crate) mask: &'a [u64],
-}
-
-/// The threads each rank of a node runs its `workers` workers on over the rings: what it
-/// asked for, else its cores divided among the node's ranks that have the same affinity mask
-/// (at least 1, at most one per worker). Ranks that nobody bound (`mpirun --bind-to none`)
-/// share the machine's cores, and ranks in a container limited to some CPUs share those;
-/// ranks bound to a core each keep theirs, and ranks bound several to a socket share its
-/// cores. A rank whose mask is unknown keeps its cores.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) fn node_threads(ranks: &[RankCores<'_>], workers: usize) -> Vec<usize> {
-    let known = |m: &[u64]| m.iter().any(|&w| w != 0);
-    ranks
-        .iter()
-        .map(|r| {
-            let t = if r.asked > 0 {
-                r.asked
-            } else if known(r.mask) {
-                let peers = ranks.iter().filter(|q| q.mask == r.mask).count();
-                r.cores / peers.max(1)
-            } else {
-                r.cores
-            };
-            t.clamp(1, workers.max(1))
-        })
-        .collect()
-}
-
 /// The CPUs in this process's affinity mask ([`crate::transport::wake::affinity_mask`]; 0
 /// where it is not known), counted once per process like [`cores`], so the two agree.
 fn affinity_cores() -> usize {
@@ -700,34 +664,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rank_takes_its_share_of_the_cores_it_sees() {
-        let all = [0b1111u64, 0];
-        let (c0, c1, c2, c3) = ([0b0001u64, 0], [0b0010u64, 0], [0b0100u64, 0], [0b1000u64, 0]);
-        let (s0, s1) = ([0b0011u64, 0], [0b1100u64, 0]);
-        let none = [0u64, 0];
-        fn r(asked: usize, cores: usize, mask: &[u64]) -> RankCores<'_> {
-            RankCores { asked, cores, mask }
-        }
-        // Unbound (the same mask): the cores divided, at least one each, at most a worker each.
-        assert_eq!(node_threads(&[r(0, 4, &all), r(0, 4, &all)], 8), [2, 2]);
-        assert_eq!(node_threads(&[r(0, 4, &all); 3], 8), [1, 1, 1]);
-        assert_eq!(node_threads(&[r(0, 4, &all); 8], 8), [1; 8]);
-        assert_eq!(node_threads(&[r(0, 4, &all), r(0, 4, &all)], 1), [1, 1]);
-        // A quota below the mask: the quota is what is divided.
-        assert_eq!(node_threads(&[r(0, 2, &all), r(0, 2, &all)], 8), [1, 1]);
-        // Bound to a core each: their own core; two to a socket each: the socket's cores shared.
-        let bound = [r(0, 1, &c0), r(0, 1, &c1), r(0, 1, &c2), r(0, 1, &c3)];
-        assert_eq!(node_threads(&bound, 4), [1, 1, 1, 1]);
-        let sockets = [r(0, 2, &s0), r(0, 2, &s0), r(0, 2, &s1), r(0, 2, &s1)];
-        assert_eq!(node_threads(&sockets, 4), [1, 1, 1, 1]);
-        assert_eq!(node_threads(&[r(0, 2, &s0), r(0, 2, &s1)], 4), [2, 2]);
-        // Alone on a mask, or the mask unknown: its own cores.
-        assert_eq!(node_threads(&[r(0, 4, &all)], 8), [4]);
-        assert_eq!(node_threads(&[r(0, 4, &none), r(0, 4, &none)], 8), [4, 4]);
-        // Asked for: as asked, at most one per worker, whatever the others do.
-        assert_eq!(node_threads(&[r(3, 4, &all), r(0, 4, &all)], 8), [3, 2]);
-        assert_eq!(node_threads(&[r(9, 4, &all), r(0, 4, &all)], 2), [2, 2]);
-        // This process's mask is counted as the wake words count it.
+    fn the_affinity_is_counted_as_the_wake_words_count_it() {
         if cfg!(target_os = "linux") {
             let mine =
                 crate::transport::wake::union_cores([&crate::transport::wake::affinity_mask()[..]]);

@@ -882,6 +882,7 @@ impl Runtime {
                 MAX_ENVELOPE,
                 self.cfg.rack_batch_bytes,
                 self.cfg.worker_threads,
+                idle::cores(),
             );
             let (config, kept) = shm::agree_and_reuse(w, config, &nodes)?;
             shm_config.set(Some(config));

@@ -53,7 +53,7 @@ pub(crate) struct Config {
     /// Threads that run the workers of a process (a run in one process, or a rank over the
     /// rings: `Builder::worker_threads`, `SKEIN_WORKER_THREADS`): 0 for as many as the cores
     /// when the workers outnumber them (over the rings, the rank's share of them:
-    /// [`super::idle::node_threads`]).
+    /// `transport::wake::node_threads`).
     pub(crate) worker_threads: usize,
 }
 
@@ -62,7 +62,7 @@ impl Config {
     /// (`super::worker::looping`): `worker_threads` (0: the cores this process may use,
     /// [`super::idle::cores`]), at least 1 and at most one per worker. Over the rings each
     /// rank's threads are resolved at set-up from what every rank of its node tells
-    /// ([`super::idle::node_threads`]).
+    /// (`transport::wake::node_threads`).
     pub(crate) fn threads(&self) -> usize {
         let t = if self.worker_threads == 0 { super::idle::cores() } else { self.worker_threads };
         t.clamp(1, self.workers.max(1))

@@ -58,7 +58,7 @@
 //!
 //! Where a rank runs its workers on fewer threads than workers (`Builder::worker_threads`:
 //! by default its cores divided among the node's ranks with the same affinity mask,
-//! `runtime::idle::node_threads`), the workers of a thread wait on the word of its first
+//! [`super::wake::node_threads`]), the workers of a thread wait on the word of its first
 //! worker (`transport::wake::thread_group`): every rank says the threads it asked for, its
 //! cores and its affinity mask in the set-up's all-gather, every rank computes every rank's
 //! threads from them alike, and [`ShmWords`] maps a worker to its thread's word, for the
@@ -85,7 +85,8 @@ use super::board::{BoardMem, BOARD_VALUES};
 use super::ring::{Counters, RingMem, COUNTERS_BYTES};
 use super::ring_link::{End, Medium, RingLink};
 use super::wake::{
-    affinity_mask, thread_group, union_cores, WakeWord, WakeWords, AFFINITY_WORDS, WAKE_WORD_BYTES,
+    affinity_mask, node_threads, thread_group, union_cores, RankCores, WakeWord, WakeWords,
+    AFFINITY_WORDS, WAKE_WORD_BYTES,
 };
 use super::IdlePolicy;
 use std::ffi::CString;
@@ -117,10 +118,13 @@ pub(crate) struct Config {
     pub(crate) batch_bytes: usize,
     /// The threads this rank asked to run its workers on (`Builder::worker_threads`; 0: the
     /// default, its cores divided among the node's ranks with its affinity mask, resolved at
-    /// set-up from what every rank tells: `runtime::idle::node_threads`). Workers beyond the
+    /// set-up from what every rank tells: [`super::wake::node_threads`]). Workers beyond the
     /// threads share them (`runtime/worker/looping.rs`), each group waiting on the futex word
     /// of its first worker ([`ShmWords`]).
     pub(crate) threads: usize,
+    /// The cores this rank may use (the runtime's `idle::cores`: its affinity, a CPU quota
+    /// honoured), told to the node's other ranks at set-up.
+    pub(crate) cores: usize,
 }
 
 impl Config {
@@ -130,6 +134,7 @@ impl Config {
         max_envelope_bytes: usize,
         batch_bytes: usize,
         threads: usize,
+        cores: usize,
     ) -> Result<Config, String> {
         let ring_bytes = match std::env::var("SKEIN_SHM_RING_BYTES") {
             Err(_) => None,
@@ -144,7 +149,7 @@ impl Config {
                 }
             },
         };
-        Ok(Config { ring_bytes, max_envelope_bytes, batch_bytes, threads })
+        Ok(Config { ring_bytes, max_envelope_bytes, batch_bytes, threads, cores })
     }
 
     /// The data bytes of each of `rings` rings per rank: the setting, or the default for that
@@ -645,14 +650,14 @@ impl RingLink<Shm> {
         // a rank mapping another's file with another length would fault past its end.
         // And every rank learns, of each rank of its node, the threads it asked for, its cores
         // and the CPUs it may run on, from which every rank computes alike the threads each
-        // runs its workers on (`idle::node_threads`), whose groups share a futex word
+        // runs its workers on (`wake::node_threads`), whose groups share a futex word
         // (`ShmWords`); the union of the CPUs over the node is what the node's threads share
         // (`WakeWords::node_cores`).
         const EACH: usize = 3 + AFFINITY_WORDS;
         let mut mine = [0u64; EACH];
         mine[0] = ring_bytes as u64;
         mine[1] = config.threads as u64;
-        mine[2] = crate::runtime::idle::cores() as u64;
+        mine[2] = config.cores as u64;
         mine[3..].copy_from_slice(&affinity_mask());
         let mut gathered = vec![0u64; EACH * ranks];
         world.all_gather_into(&mine[..], &mut gathered[..]);
@@ -665,16 +670,16 @@ impl RingLink<Shm> {
             ));
         }
         let here: Vec<usize> = (0..ranks).filter(|&r| near(r)).collect();
-        let told: Vec<crate::runtime::idle::RankCores<'_>> = here
+        let told: Vec<RankCores<'_>> = here
             .iter()
-            .map(|&r| crate::runtime::idle::RankCores {
+            .map(|&r| RankCores {
                 asked: usize::try_from(gathered[EACH * r + 1]).unwrap_or(usize::MAX),
                 cores: usize::try_from(gathered[EACH * r + 2]).unwrap_or(1),
                 mask: &gathered[EACH * r + 3..EACH * (r + 1)],
             })
             .collect();
         let mut threads = vec![0; ranks];
-        for (&r, t) in here.iter().zip(crate::runtime::idle::node_threads(&told, workers)) {
+        for (&r, t) in here.iter().zip(node_threads(&told, workers)) {
             threads[r] = t;
         }
         let node_cores = union_cores(told.iter().map(|t| t.mask));

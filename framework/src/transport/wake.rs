@@ -254,6 +254,43 @@ pub(crate) fn union_cores<'a>(masks: impl IntoIterator<Item = &'a [u64]>) -> usi
     union.iter().map(|w| w.count_ones() as usize).sum()
 }
 
+/// What a rank of a node said of itself at the rings' set-up ([`super::shm`]), from which
+/// every rank computes every rank's threads alike ([`node_threads`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RankCores<'a> {
+    /// Its `worker_threads` setting (0: the default).
+    pub(crate) asked: usize,
+    /// Its cores (`runtime::idle::cores`: a CPU quota honoured).
+    pub(crate) cores: usize,
+    /// Its affinity mask ([`affinity_mask`]; all zero: unknown).
+    pub(crate) mask: &'a [u64],
+}
+
+/// The threads each rank of a node runs its `workers` workers on over the rings: what it
+/// asked for, else its cores divided among the node's ranks that have the same affinity mask
+/// (at least 1, at most one per worker). Ranks that nobody bound (`mpirun --bind-to none`)
+/// share the machine's cores, and ranks in a container limited to some CPUs share those;
+/// ranks bound to a core each keep theirs, and ranks bound several to a socket share its
+/// cores. A rank whose mask is unknown keeps its cores.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn node_threads(ranks: &[RankCores<'_>], workers: usize) -> Vec<usize> {
+    let known = |m: &[u64]| m.iter().any(|&w| w != 0);
+    ranks
+        .iter()
+        .map(|r| {
+            let t = if r.asked > 0 {
+                r.asked
+            } else if known(r.mask) {
+                let peers = ranks.iter().filter(|q| q.mask == r.mask).count();
+                r.cores / peers.max(1)
+            } else {
+                r.cores
+            };
+            t.clamp(1, workers.max(1))
+        })
+        .collect()
+}
+
 /// The workers (local indices of a rank of `workers`) that share a thread with worker `i`,
 /// when the rank runs them on `threads` threads: thread `t` runs `t·W/T .. (t+1)·W/T`
 /// (`runtime/worker/looping.rs`). Every waker of every rank computes the same groups from the

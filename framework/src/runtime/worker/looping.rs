@@ -36,7 +36,7 @@
 //!
 //! A rank shares threads among its workers in the same way (`RunState::rank_threads`: by
 //! default its cores divided among the node's ranks with the same affinity mask, resolved
-//! at the set-up of `transport::shm` by `idle::node_threads`). There a
+//! at the set-up of `transport::shm` by `transport::wake::node_threads`). There a
 //! blocked worker waits on a futex word in the memory the ranks share, which other processes
 //! wake; the workers of a thread all use the word of its first worker
 //! (`transport::wake::thread_group`, the same blocks as `start_workers`'), every rank

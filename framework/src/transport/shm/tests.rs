@@ -5,7 +5,13 @@ use super::*;
 
 #[test]
 fn default_rings_shrink_with_many_workers_and_a_setting_wins() {
-    let c = Config { ring_bytes: None, max_envelope_bytes: 1 << 30, batch_bytes: 4032, threads: 1 };
+    let c = Config {
+        ring_bytes: None,
+        max_envelope_bytes: 1 << 30,
+        batch_bytes: 4032,
+        threads: 1,
+        cores: 2,
+    };
     assert_eq!(c.ring_bytes(16), 256 << 10, "16 ranks of 1 worker");
     assert_eq!(c.ring_bytes(16 * 8), 256 << 10, "2 ranks of 8 workers: 128 rings");
     assert_eq!(c.ring_bytes(512), 128 << 10);
@@ -16,6 +22,7 @@ fn default_rings_shrink_with_many_workers_and_a_setting_wins() {
         max_envelope_bytes: 1 << 30,
         batch_bytes: 4032,
         threads: 0,
+        cores: 2,
     };
     assert_eq!(set.ring_bytes(16), 4 << 10);
 }

@@ -154,3 +154,33 @@ fn the_node_cores_are_the_union_of_the_ranks_affinities() {
         assert!(union_cores([&mine[..]]) >= 1, "{mine:?}");
     }
 }
+
+#[test]
+fn a_rank_takes_its_share_of_the_cores_of_its_mask() {
+    let all = [0b1111u64, 0];
+    let (c0, c1, c2, c3) = ([0b0001u64, 0], [0b0010u64, 0], [0b0100u64, 0], [0b1000u64, 0]);
+    let (s0, s1) = ([0b0011u64, 0], [0b1100u64, 0]);
+    let none = [0u64, 0];
+    fn r(asked: usize, cores: usize, mask: &[u64]) -> RankCores<'_> {
+        RankCores { asked, cores, mask }
+    }
+    // Unbound (the same mask): the cores divided, at least one each, at most a worker each.
+    assert_eq!(node_threads(&[r(0, 4, &all), r(0, 4, &all)], 8), [2, 2]);
+    assert_eq!(node_threads(&[r(0, 4, &all); 3], 8), [1, 1, 1]);
+    assert_eq!(node_threads(&[r(0, 4, &all); 8], 8), [1; 8]);
+    assert_eq!(node_threads(&[r(0, 4, &all), r(0, 4, &all)], 1), [1, 1]);
+    // A quota below the mask: the quota is what is divided.
+    assert_eq!(node_threads(&[r(0, 2, &all), r(0, 2, &all)], 8), [1, 1]);
+    // Bound to a core each: their own core; two to a socket each: the socket's cores shared.
+    let bound = [r(0, 1, &c0), r(0, 1, &c1), r(0, 1, &c2), r(0, 1, &c3)];
+    assert_eq!(node_threads(&bound, 4), [1, 1, 1, 1]);
+    let sockets = [r(0, 2, &s0), r(0, 2, &s0), r(0, 2, &s1), r(0, 2, &s1)];
+    assert_eq!(node_threads(&sockets, 4), [1, 1, 1, 1]);
+    assert_eq!(node_threads(&[r(0, 2, &s0), r(0, 2, &s1)], 4), [2, 2]);
+    // Alone on a mask, or the mask unknown: its own cores.
+    assert_eq!(node_threads(&[r(0, 4, &all)], 8), [4]);
+    assert_eq!(node_threads(&[r(0, 4, &none), r(0, 4, &none)], 8), [4, 4]);
+    // Asked for: as asked, at most one per worker, whatever the others do.
+    assert_eq!(node_threads(&[r(3, 4, &all), r(0, 4, &all)], 8), [3, 2]);
+    assert_eq!(node_threads(&[r(9, 4, &all), r(0, 4, &all)], 2), [2, 2]);
+}
