@@ -921,10 +921,12 @@ impl Runtime {
             Arc<crate::transport::verbs::VerbsLink>,
             String,
         > {
+            // (The verbs rings share no threads: the threads and cores are not used there.)
             let config = crate::rack::agree_ok(shm::Config::from_env(
                 MAX_ENVELOPE,
                 self.cfg.rack_batch_bytes,
                 self.cfg.threads(),
+                idle::cores(),
             ))?;
             crate::transport::verbs::VerbsLink::open(w, token, config, links).map(Arc::new)
         };
