@@ -513,8 +513,9 @@ pub(crate) struct LiveStats {
     /// [`Anatomy::passes`], then the parts in the order of [`Anatomy::parts`].
     pub(crate) anatomy: [AtomicU64; 8],
     /// The machine's monotonic clock (`runtime::anatomy::mono_ns`) at the end of this
-    /// worker's last loop pass that did something, stamped only while the loop is timed or
-    /// round ends are asked for (`Builder::round_ends`).
+    /// worker's last loop pass that did the job's work (a pass that only processed frees or
+    /// releases does not count), stamped only while the loop is timed or round ends are
+    /// asked for (`Builder::round_ends`).
     pub(crate) last_work_ns: AtomicU64,
     /// [`RoundEnds`]: count, sum, max, then the buckets (those only in a split run).
     pub(crate) round_ends: [AtomicU64; 3],
@@ -525,10 +526,12 @@ pub(crate) struct LiveStats {
 pub(crate) const TRAFFIC: usize = 6;
 
 impl LiveStats {
-    /// The counters of a worker of a run over `ranks` ranks (none per rank when 1).
-    pub(crate) fn new(ranks: usize) -> LiveStats {
+    /// The counters of a worker of a run over `ranks` ranks (none per rank when 1);
+    /// `detects`: the worker runs its rank's detector (the rank's first), the only one that
+    /// counts round ends.
+    pub(crate) fn new(ranks: usize, detects: bool) -> LiveStats {
         let per_rank = if ranks > 1 { ranks * TRAFFIC } else { 0 };
-        let buckets = if ranks > 1 { ROUND_END_BUCKETS } else { 0 };
+        let buckets = if ranks > 1 && detects { ROUND_END_BUCKETS } else { 0 };
         LiveStats {
             to_ranks: (0..per_rank).map(|_| AtomicU64::new(0)).collect(),
             round_end_buckets: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
@@ -536,7 +539,8 @@ impl LiveStats {
         }
     }
 
-    /// Counts a round end of `ns` nanoseconds ([`RoundEnds`]; a run over ranks only).
+    /// Counts a round end of `ns` nanoseconds ([`RoundEnds`]; a run over ranks only, on a
+    /// rank's first worker).
     pub(crate) fn round_end(&self, ns: u64) {
         use crate::sync::bump;
         if let Some(b) = self.round_end_buckets.get(RoundEnds::bucket(ns)) {
@@ -698,15 +702,18 @@ mod tests {
     }
 
     #[test]
-    fn live_round_ends_are_counted_in_split_runs_only() {
-        let st = LiveStats::new(2);
+    fn live_round_ends_are_counted_in_split_runs_only_by_the_detector() {
+        let st = LiveStats::new(2, true);
         st.round_end(40_000);
         st.round_end(60_000);
         let r = st.snapshot().round_ends;
         assert_eq!((r.count, r.sum_ns, r.max_ns), (2, 100_000, 60_000));
         assert_eq!(r.buckets.len(), ROUND_END_BUCKETS);
-        let one = LiveStats::new(1);
+        let one = LiveStats::new(1, true);
         one.round_end(40_000);
         assert_eq!(one.snapshot().round_ends, RoundEnds::default());
+        let other = LiveStats::new(2, false);
+        other.round_end(40_000);
+        assert_eq!(other.snapshot().round_ends, RoundEnds::default());
     }
 }

@@ -76,8 +76,9 @@ impl Clock {
         }
     }
 
-    /// Stamps the end of a loop pass that did something (`LiveStats::last_work_ns`: where a
-    /// round's end begins, `WorkerStats::round_ends`), when [`Clock::stamps`].
+    /// Stamps the end of a loop pass that did the job's work, not only frees or releases
+    /// (`LiveStats::last_work_ns`: where a round's end begins, `WorkerStats::round_ends`),
+    /// when [`Clock::stamps`].
     #[inline(always)]
     pub(crate) fn worked(&self, st: &LiveStats) {
         if self.stamp {
@@ -121,7 +122,7 @@ mod tests {
 
     #[test]
     fn marks_tile_the_time_and_off_counts_nothing() {
-        let st = LiveStats::new(1);
+        let st = LiveStats::new(1, false);
         let c = Clock::new(true, false);
         c.mark(&st, Part::Idle); // starts the clock
         c.pass(&st);
@@ -134,7 +135,7 @@ mod tests {
         assert!(a.serving_ns > 0);
         assert_eq!(a.total_ns(), a.serving_ns + a.transport_ns);
         let off = Clock::new(false, false);
-        let st = LiveStats::new(1);
+        let st = LiveStats::new(1, false);
         off.mark(&st, Part::Idle);
         off.pass(&st);
         off.mark(&st, Part::Serving);
@@ -144,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_pass_that_worked_is_stamped_on_the_machine_clock_when_timed() {
-        let st = LiveStats::new(1);
+        let st = LiveStats::new(1, false);
         let c = Clock::new(true, false);
         c.mark(&st, Part::Serving);
         assert_eq!(st.last_work_ns.load(std::sync::atomic::Ordering::Relaxed), 0);
@@ -154,11 +155,11 @@ mod tests {
         if cfg!(unix) {
             assert!(stamp >= before && stamp <= mono_ns() && before > 0, "{before} {stamp}");
         }
-        let st = LiveStats::new(1);
+        let st = LiveStats::new(1, false);
         Clock::new(false, false).worked(&st);
         assert_eq!(st.last_work_ns.load(std::sync::atomic::Ordering::Relaxed), 0);
         // Round ends alone: stamped, not timed.
-        let (st, c) = (LiveStats::new(1), Clock::new(false, true));
+        let (st, c) = (LiveStats::new(1, false), Clock::new(false, true));
         c.mark(&st, Part::Idle);
         c.mark(&st, Part::Serving);
         c.worked(&st);

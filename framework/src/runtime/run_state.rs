@@ -101,12 +101,13 @@ impl WorkerCounters {
     /// The counters of a worker of a run of `n` workers, all zero.
     #[cfg_attr(not(test), allow(dead_code))] // the tests' and models' constructor
     pub(crate) fn new(n: usize) -> WorkerCounters {
-        WorkerCounters::with_ranks(n, 1)
+        WorkerCounters::with_ranks(n, 1, false)
     }
 
     /// The counters of a worker of a run of `n` workers over `ranks` ranks (per destination
-    /// rank statistics when more than 1), all zero.
-    pub(crate) fn with_ranks(n: usize, ranks: usize) -> WorkerCounters {
+    /// rank statistics when more than 1; round ends when `detects`, the rank's first
+    /// worker's), all zero.
+    pub(crate) fn with_ranks(n: usize, ranks: usize, detects: bool) -> WorkerCounters {
         WorkerCounters {
             created: AtomicU64::new(0),
             finished: AtomicU64::new(0),
@@ -115,7 +116,7 @@ impl WorkerCounters {
             lanes: std::array::from_fn(|_| AtomicU64::new(0)),
             mins: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
             issued: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            stats: LiveStats::new(ranks),
+            stats: LiveStats::new(ranks, detects),
         }
     }
 }
@@ -336,7 +337,9 @@ impl RunState {
             run_id,
             job_run,
             pairs,
-            counters: (0..n).map(|_| WorkerCounters::with_ranks(n, ranks)).collect(),
+            counters: (0..n)
+                .map(|g| WorkerCounters::with_ranks(n, ranks, g % local_n.max(1) == 0))
+                .collect(),
             cfg,
             shutdown: AtomicBool::new(false),
             sleepers,

@@ -26,6 +26,10 @@
 //!   reads `head` in the shared ring), an RDMA write of `head` into the writer's mirror over
 //!   verbs.
 //! * [`Medium::progress`] runs on every pass (verbs: retiring completed writes).
+//! * [`Medium::news`] says whether a pass must read the inbound rings: over shared memory
+//!   every writer rings the reader's doorbell after publishing, and a pass with no ring
+//!   since the last reads no ring (one load where it would load `(R − 1) · W` tails:
+//!   `transport::wake`, "The doorbell"); over verbs every pass reads them all.
 //!
 //! A torn or forged ring (impossible counters, a length above the reader's limit) ends the
 //! job naming the sending worker and rank, as a forged envelope does; envelopes read whole
@@ -61,6 +65,14 @@ pub(crate) trait Medium: Debug + Send {
     fn published(&mut self, to: usize, ring: &Self::Out, tail: u64) -> Result<(), String>;
     /// `ring` (from global worker `from`) was read up to `head`: give the credit back.
     fn consumed(&mut self, from: usize, ring: &Self::In, head: u64) -> Result<(), String>;
+    /// Whether an inbound ring may hold bytes not read yet: false only when no writer
+    /// published into one since the last call that said true (the shared-memory doorbell,
+    /// `transport::wake`), and then the pass skips the rings. After a true, the caller reads
+    /// every inbound ring until each is empty or part-way through an envelope. A medium
+    /// without a doorbell says true.
+    fn news(&mut self) -> bool {
+        true
+    }
     /// Runs on every progress pass and while draining.
     fn progress(&mut self) -> Result<(), String> {
         Ok(())
@@ -162,6 +174,9 @@ impl<M: Medium> End<M> {
     /// Reads every inbound ring, giving credit back for what it read; true if an envelope
     /// was read whole.
     fn read(&mut self) -> Result<bool, String> {
+        if !self.medium.news() {
+            return Ok(false);
+        }
         let mut got = false;
         let End { medium, inbound, ready, pool, workers, .. } = self;
         for (s, ring, r) in inbound.iter_mut() {

@@ -51,7 +51,9 @@
 //! the worker's single wait point: a worker with nothing to do arms its word, looks at every
 //! ring once more, and blocks on it (`runtime/idle.rs`, `Policy::Rings`). Every writer wakes
 //! whom it made work for, after a `SeqCst` fence: a worker that published bytes into a ring
-//! (`tail`) wakes the ring's reader; a worker that read bytes out of a ring (`head`: credit)
+//! (`tail`) rings the reader's doorbell (before the fence: a word beside the reader's futex
+//! word, which the reader's passes look at instead of every ring's `tail`, `transport::wake`,
+//! "The doorbell") and wakes the ring's reader; a worker that read bytes out of a ring (`head`: credit)
 //! wakes the ring's writer, which may wait for room; a rank that posted a round on the board
 //! wakes every other rank's first worker (`transport::board`). The threads of the rank wake
 //! the same words (`Sleepers`).
@@ -66,8 +68,8 @@
 //!
 //! # Layout of a region
 //!
-//! The board's slot ([`BOARD_BYTES`]), then the `W` futex words of the rank's workers
-//! ([`WAKE_WORD_BYTES`] each), then the rings.
+//! The board's slot ([`BOARD_BYTES`]), then the `W` futex words of the rank's workers, each
+//! with the worker's doorbell ([`WAKE_WORD_BYTES`] each), then the rings.
 //!
 //! # Invariants (the `unsafe` blocks rely on them)
 //!
@@ -284,6 +286,8 @@ pub(crate) struct ShmRing {
     data: *mut u8,
     cap: usize,
     peer: Peer,
+    /// The reader's own slot, whose doorbell a writer rings (`transport::wake`).
+    reader: Peer,
 }
 
 // SAFETY: `counters` and `data` point into a live mapping (invariants 1 and 2), shared by the
@@ -327,18 +331,31 @@ struct Peer(*const WakeWord);
 unsafe impl Send for Peer {}
 
 impl Peer {
+    /// The word (invariant 2).
+    #[inline]
+    fn word(&self) -> &WakeWord {
+        // SAFETY: invariant 2: a `WakeWord` (atomics) at a 64-aligned place of a live mapping,
+        // which outlives every `Peer` (invariant 1).
+        unsafe { &*self.0 }
+    }
+
     /// Wakes the worker if it is armed (after the caller's `SeqCst` fence).
     #[inline]
     fn wake_after_fence(self) {
-        // SAFETY: invariant 2: a `WakeWord` (an atomic) at a 64-aligned place of a live mapping.
-        unsafe { (*self.0).wake_after_fence() };
+        self.word().wake_after_fence();
     }
 }
 
 /// The shared-memory medium of a worker's [`End`]: the bytes are in the reader's memory as
-/// soon as they are written; each side wakes the other after publishing (module docs).
+/// soon as they are written; each side wakes the other after publishing, and a writer rings
+/// the reader's doorbell (module docs).
 #[derive(Debug)]
-pub(crate) struct Shm;
+pub(crate) struct Shm {
+    /// This worker's own slot: its doorbell.
+    bell: Peer,
+    /// No pass read the rings yet: the first reads them whatever the bell says.
+    fresh: bool,
+}
 
 impl Medium for Shm {
     type Out = ShmRing;
@@ -354,11 +371,20 @@ impl Medium for Shm {
         Some(Arc::new(words.clone()))
     }
 
-    /// After the Release store of `tail`: a `SeqCst` fence, then wakes the reader if armed.
+    /// After the Release store of `tail`: rings the reader's doorbell, a `SeqCst` fence, then
+    /// wakes the reader if armed.
     fn published(&mut self, _to: usize, ring: &ShmRing, _tail: u64) -> Result<(), String> {
+        ring.reader.word().ring_bell();
         fence(Ordering::SeqCst);
         ring.peer.wake_after_fence();
         Ok(())
+    }
+
+    /// This worker's doorbell rang since it last answered (or no pass read the rings yet).
+    #[inline]
+    fn news(&mut self) -> bool {
+        let rang = self.bell.word().answer_bell();
+        rang || std::mem::take(&mut self.fresh)
     }
 
     /// After the Release store of `head` (credit): the writer may wait for room.
@@ -427,6 +453,15 @@ impl ShmWords {
     /// Global worker `g`'s word (a rank of this node), as a pointer for an [`End`].
     fn peer(&self, g: usize) -> Peer {
         Peer(self.at(g).expect("a worker of a rank on this node"))
+    }
+
+    /// Global worker `g`'s own slot (a rank of this node), whatever word its thread waits
+    /// on: its doorbell.
+    fn own(&self, g: usize) -> Peer {
+        let reg = self.regions[g / self.workers].as_ref().expect("a worker of a rank on this node");
+        let at = BOARD_BYTES + (g % self.workers) * WAKE_WORD_BYTES;
+        debug_assert!(at + WAKE_WORD_BYTES <= reg.len);
+        Peer(reg.base.wrapping_add(at).cast::<WakeWord>())
     }
 }
 
@@ -723,7 +758,7 @@ impl RingLink<Shm> {
         // SAFETY: the path names the file this rank created.
         unsafe { libc::unlink(path_of(token, job_run, rank).as_ptr()) };
         agreed?;
-        let ring = |reg: &Region, i: usize, peer: Peer| {
+        let ring = |reg: &Region, i: usize, peer: Peer, reader: Peer| {
             // SAFETY (in the closure's use below): invariant 2: ring `i < all_workers ·
             // workers` lies inside the mapping of `len` bytes.
             let at = BOARD_BYTES + workers * WAKE_WORD_BYTES + i * stride;
@@ -733,6 +768,7 @@ impl RingLink<Shm> {
                 data: reg.base.wrapping_add(at + COUNTERS_BYTES),
                 cap: ring_bytes,
                 peer,
+                reader,
             }
         };
         let word_of = (0..all_workers)
@@ -754,15 +790,16 @@ impl RingLink<Shm> {
                     .map(|to| {
                         let r = to / workers;
                         let reg = regions[r].as_ref().filter(|_| r != rank)?;
-                        Some(ring(reg, g * workers + to % workers, words.peer(to)))
+                        Some(ring(reg, g * workers + to % workers, words.peer(to), words.own(to)))
                     })
                     .collect();
                 let mine = regions[rank].as_ref().expect("this rank's own region");
                 let inbound = (0..all_workers)
                     .filter(|s| s / workers != rank && near(s / workers))
-                    .map(|s| (s, ring(mine, s * workers + t, words.peer(s))))
+                    .map(|s| (s, ring(mine, s * workers + t, words.peer(s), words.own(g))))
                     .collect();
-                End::new(Shm, out, inbound, config.max_envelope_bytes, workers)
+                let shm = Shm { bell: words.own(g), fresh: true };
+                End::new(shm, out, inbound, config.max_envelope_bytes, workers)
             })
             .collect();
         world.barrier();

@@ -36,6 +36,30 @@
 //! fence is a release fence before its swap). Several wakers: one swap takes the `ARMED`,
 //! the others see `AWAKE` and do nothing (the sleeper looks at everything anyway).
 //!
+//! # The doorbell
+//!
+//! A worker reads every ring another rank's worker writes to it: with `R` ranks of `W` workers
+//! that is `(R − 1) · W` rings, each `tail` on a cache line of its own, and an idle pass would
+//! load them all. So every writer, after its Release store of a ring's `tail` (and before its
+//! `SeqCst` fence and the wake-up), also rings the reader's *doorbell*, a word beside the
+//! reader's own futex word ([`WakeWord::ring_bell`]: a Release swap to 1), and a pass reads the
+//! rings only when the bell rang ([`WakeWord::answer_bell`]: a load, and when it is 1, an
+//! Acquire swap to 0, then every ring until each is empty). Nothing is stranded:
+//!
+//! * A publication after the reader's swap rings again, and the next pass reads it.
+//! * A publication before the swap: the swap reads the value of the last ring, whose
+//!   `AcqRel` swap read the ring before it, and so on: every earlier writer's `tail` happens
+//!   before the reader's Acquire swap, and the reads that follow see it.
+//! * The sleeper's re-check pass (after `arm` and its fence) loads the bell: a writer's ring
+//!   precedes the writer's fence, so either that load sees it, or the writer's load of the
+//!   futex word (after its fence) sees `ARMED` and wakes the sleeper: the same store-buffering
+//!   argument as for the `tail` itself. (A value later than the ring in the bell's order is
+//!   the sleeper's own earlier swap, which then read the ring and was followed by a read of
+//!   every ring.)
+//!
+//! A thread whose workers share a futex word (`thread_group`) still has a bell per worker: each
+//! worker's pass answers its own.
+//!
 //! `FUTEX_WAIT` has a timeout ([`BLOCK_LIMIT`]) only as a safety net: it is never needed for
 //! progress. [`WakeWord::block`] says whether anybody woke the worker; the worker loop counts
 //! waits that ended without a wake-up and whose next pass found work
@@ -47,7 +71,12 @@
 //! variable, compared under the lock as the kernel does) between a ring's writer and its
 //! reader, both of which may block (the reader for bytes, the writer for credit), and between
 //! two ranks of the board's all-reduce; loom reports a sleeper nobody wakes as a deadlock.
-//! Without the waker's fence it finds one.
+//! Without the waker's fence it finds one. The readers there read their ring only when the
+//! doorbell rang, as the transport does; a bell rung after the fence loses a wake-up
+//! (`loom_wake_bell_rung_after_the_fence_loses_a_wakeup`). Not modelled: several writers
+//! ringing one bell (a model of two writers to one reader deadlocks under loom 0.7 with the
+//! bell and without it, reading a futex word older than a `SeqCst` fence allows: it is not
+//! kept); the argument above covers them.
 
 use crate::sync::proto::{fence, AtomicU32};
 use crate::sync::Ordering;
@@ -62,11 +91,16 @@ pub(crate) const ARMED: u32 = 1;
 /// (module docs).
 pub(crate) const BLOCK_LIMIT: Duration = Duration::from_millis(50);
 
-/// One worker's futex word, alone on its cache line (every waker of every rank reads it).
+/// One worker's futex word, alone on its cache line (every waker of every rank reads it),
+/// and the worker's doorbell beside it (module docs, "The doorbell").
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct WakeWord {
     word: AtomicU32,
+    /// 1 once a writer published into one of this worker's rings since the worker last
+    /// answered ([`WakeWord::ring_bell`], [`WakeWord::answer_bell`]); the worker's own slot,
+    /// whichever word its thread waits on.
+    bell: AtomicU32,
     /// Under loom: the kernel's wait queue of this futex.
     #[cfg(all(test, fw_loom))]
     kernel: (crate::sync::proto::Mutex<()>, crate::sync::proto::Condvar),
@@ -80,6 +114,7 @@ impl Default for WakeWord {
     fn default() -> Self {
         WakeWord {
             word: AtomicU32::new(AWAKE),
+            bell: AtomicU32::new(0),
             #[cfg(all(test, fw_loom))]
             kernel: Default::default(),
         }
@@ -140,6 +175,34 @@ impl WakeWord {
             return true;
         }
         false
+    }
+
+    /// The writer's side of the doorbell: after its Release store of a ring's `tail`, and
+    /// before the `SeqCst` fence that precedes [`WakeWord::wake_after_fence`] (module docs,
+    /// "The doorbell"). An `AcqRel` swap: it reads the previous writer's ring, so the reader's
+    /// Acquire swap, whichever writer's value it reads, brings every earlier writer's `tail`
+    /// with it, by a chain of synchronisations that does not lean on release sequences
+    /// (which the loom models do not follow through read-modify-writes).
+    #[inline]
+    // The shared-memory transport (feature `mpi`) and the loom models use it.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn ring_bell(&self) {
+        self.bell.swap(1, Ordering::AcqRel);
+    }
+
+    /// The reader's side of the doorbell: true if a writer rang since the last call that
+    /// returned true; the caller must then read every one of its rings until each is empty
+    /// (or part-way through an envelope whose rest a later publication brings, ringing
+    /// again). False: no ring got a byte since (module docs).
+    #[inline]
+    // The shared-memory transport (feature `mpi`) and the loom models use it.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn answer_bell(&self) -> bool {
+        self.bell.load(Ordering::Relaxed) != 0 && {
+            // Acquire: the writers' `tail`s, stored before their rings of this value.
+            self.bell.swap(0, Ordering::Acquire);
+            true
+        }
     }
 
     /// [`WakeWord::wake_after_fence`] with its fence.

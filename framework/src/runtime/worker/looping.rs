@@ -262,15 +262,20 @@ impl Worker {
         // this pass's MPI progress call, not after it (a round trip across ranks waits
         // for one call less), and a fiber woken by a response here runs at the top of
         // the next pass, whose flushes send what it issues.
+        // Releases and frees are the runtime's housekeeping, not the job's work: a pass that
+        // did only those is useful but stamps no round's end (`Clock::worked`).
+        let mut chores = false;
         if self.remote.is_some() {
             useful |= self.poll_transport();
             // Served counts of remote clients change only above: the `Release`s they
             // complete are applied here (an owner exists exactly in a split run).
             if let Some(o) = &self.owner {
-                useful |= self.process_releases(o);
+                chores |= self.process_releases(o);
             }
         }
-        useful |= self.frees.process(self);
+        chores |= self.frees.process(self);
+        let mut worked = useful;
+        useful |= chores;
         clock.mark(st, Part::Serving);
         // About to go idle: what is staged for other ranks leaves now (aggregation per
         // destination rank, `Worker::poll_remote`). Not needed when step 3 sent
@@ -279,6 +284,7 @@ impl Worker {
             for rank in (0..self.run_state.ranks).filter(|&r| r != self.rank) {
                 useful |= self.poll_remote(rank, Flush::Now);
             }
+            worked |= useful;
             s.held = 0;
             clock.mark(st, Part::Issuing);
         }
@@ -289,7 +295,9 @@ impl Worker {
             bump(&st.park_timeouts_useful, 1);
         }
         if useful {
-            clock.worked(st);
+            if worked {
+                clock.worked(st);
+            }
             if s.armed {
                 sleepers.disarm(self.index);
                 s.armed = false;

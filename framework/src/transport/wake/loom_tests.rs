@@ -13,9 +13,10 @@ use loom::sync::Arc;
 
 /// A ring of 16 bytes between a writer and a reader on two threads; each blocks on its own
 /// word when it has nothing to do: the reader for bytes, the writer for credit (the second
-/// frame fits only once the first was read). After a publication (`tail`) the writer wakes the
-/// reader; after a credit (`head`) the reader wakes the writer, each after a `SeqCst` fence,
-/// as `transport::shm` does (the broken variant is `one_shot` below).
+/// frame fits only once the first was read). After a publication (`tail`) the writer rings the
+/// reader's doorbell and wakes the reader; after a credit (`head`) the reader wakes the
+/// writer, each after a `SeqCst` fence, as `transport::shm` does; the reader reads its ring
+/// only when the bell rang (the broken variants are `one_shot` below).
 fn ring_model() {
     loom::model(move || {
         let ring = Arc::new(HeapRing::new(16));
@@ -32,6 +33,7 @@ fn ring_model() {
                     let before = w.written();
                     let done = w.push(&*wr, m);
                     if w.written() != before {
+                        ww[0].ring_bell();
                         wake(&ww[0]);
                     }
                     if done {
@@ -44,6 +46,7 @@ fn ring_model() {
                     if w.written() != before || done {
                         ww[1].disarm();
                         if w.written() != before {
+                            ww[0].ring_bell();
                             wake(&ww[0]);
                         }
                         if done {
@@ -58,8 +61,11 @@ fn ring_model() {
         let mut r = Reader::new(64);
         let mut got = Vec::new();
         let pull = |r: &mut Reader, got: &mut Vec<Vec<u8>>| {
+            if !words[0].answer_bell() {
+                return false;
+            }
             let before = r.consumed();
-            if let Some(v) = r.pull(&*ring, Vec::new).expect("a valid frame") {
+            while let Some(v) = r.pull(&*ring, Vec::new).expect("a valid frame") {
                 got.push(v);
             }
             if r.consumed() != before {
@@ -90,12 +96,24 @@ fn loom_wake_ring_no_lost_wakeup() {
     ring_model();
 }
 
+/// How the writer of [`one_shot`] announces its publication.
+#[derive(Clone, Copy)]
+enum Announce {
+    /// As `transport::shm`: the bell, a `SeqCst` fence, the wake-up.
+    Right,
+    /// No fence between the publication and the wake-up.
+    NoFence,
+    /// The bell rung after the fence and the wake-up.
+    BellLate,
+}
+
 /// One publication against one sleeper, without blocking (loom cannot unwind a model whose
-/// threads are blocked for good, so the broken variant is written this way, as in
-/// `runtime/idle.rs`): the reader arms and re-checks its ring; if it found nothing it would
-/// block, and then the writer's wake must have taken its `ARMED` (the word is `AWAKE`:
-/// `FUTEX_WAIT` returns at once, or the `FUTEX_WAKE` that follows the swap ends it).
-fn one_shot(fence: bool) {
+/// threads are blocked for good, so the broken variants are written this way, as in
+/// `runtime/idle.rs`): the reader arms and re-checks its bell and then its ring; if it found
+/// nothing it would block, and then the writer's wake must have taken its `ARMED` (the word
+/// is `AWAKE`: `FUTEX_WAIT` returns at once, or the `FUTEX_WAKE` that follows the swap ends
+/// it).
+fn one_shot(announce: Announce) {
     loom::model(move || {
         let ring = Arc::new(HeapRing::new(16));
         let word = Arc::new(WakeWord::default());
@@ -103,14 +121,23 @@ fn one_shot(fence: bool) {
         let reader = loom::thread::spawn(move || {
             let mut r = Reader::new(64);
             w2.arm();
-            r.pull(&*r2, Vec::new).expect("a valid frame").is_some()
+            w2.answer_bell() && r.pull(&*r2, Vec::new).expect("a valid frame").is_some()
         });
         let mut w = Writer::default();
         assert!(w.push(&*ring, &[1, 2, 3]));
-        if fence {
-            word.wake();
-        } else {
-            word.wake_after_fence();
+        match announce {
+            Announce::Right => {
+                word.ring_bell();
+                word.wake();
+            }
+            Announce::NoFence => {
+                word.ring_bell();
+                word.wake_after_fence();
+            }
+            Announce::BellLate => {
+                word.wake();
+                word.ring_bell();
+            }
         }
         let saw = reader.join().unwrap();
         assert!(saw || !word.is_armed(), "lost wake-up: the reader blocks and nobody wakes it");
@@ -119,13 +146,19 @@ fn one_shot(fence: bool) {
 
 #[test]
 fn loom_wake_one_publication_one_sleeper() {
-    one_shot(true);
+    one_shot(Announce::Right);
 }
 
 #[test]
 #[should_panic(expected = "lost wake-up")]
 fn loom_wake_ring_waker_without_fence_loses_a_wakeup() {
-    one_shot(false);
+    one_shot(Announce::NoFence);
+}
+
+#[test]
+#[should_panic(expected = "lost wake-up")]
+fn loom_wake_bell_rung_after_the_fence_loses_a_wakeup() {
+    one_shot(Announce::BellLate);
 }
 
 /// The board's all-reduce (`runtime/quiesce_ranks/shm.rs`) on two ranks for two rounds; a
