@@ -119,6 +119,11 @@ pub(crate) struct Worker {
     pub(super) trustees: Box<[TrusteeSide]>,
     /// Requests this worker has served for itself.
     local_served: Cell<u64>,
+    /// Requests this worker queued for other trustees and has not completed (staged, in a
+    /// slot or an envelope, or answered and not yet completed): while 0, a loop pass skips
+    /// the client role, which has nothing to send and nothing to complete
+    /// (`Worker::client_busy`).
+    open_requests: Cell<u64>,
     ready: RefCell<VecDeque<u32>>,
     fibers: RefCell<Vec<Option<Fiber>>>,
     free_ids: RefCell<Vec<u32>>,
@@ -192,6 +197,7 @@ impl Worker {
             trustees: (0..n).map(|_| TrusteeSide::default()).collect(),
             run_state,
             local_served: Cell::new(0),
+            open_requests: Cell::new(0),
             ready: RefCell::default(),
             fibers: RefCell::default(),
             free_ids: RefCell::default(),
@@ -503,6 +509,9 @@ impl Worker {
         // The one counter a request bumps: it is the request's creation for quiescence
         // detection, the count that frees wait for, and the `requests_sent` statistic.
         proto::bump(issued, 1);
+        if trustee != self.index {
+            self.open_requests.set(self.open_requests.get() + 1);
+        }
         over
     }
 
@@ -585,6 +594,22 @@ impl Worker {
 
     // ----- client role: responses and flushing ------------------------------------------
 
+    /// Whether the client role has anything to do: a request queued for another trustee and
+    /// not completed (every request goes through [`Worker::request`], which counts it; its
+    /// completion, from a slot or an envelope, counts it off).
+    #[inline]
+    pub(super) fn client_busy(&self) -> bool {
+        self.open_requests.get() != 0
+    }
+
+    /// `n` requests to other trustees completed.
+    #[inline]
+    pub(super) fn completed_requests(&self, n: usize) {
+        let open = self.open_requests.get();
+        debug_assert!(open >= n as u64, "{n} requests completed of {open} open");
+        self.open_requests.set(open.saturating_sub(n as u64));
+    }
+
     /// Publishes the requests staged towards every other trustee while a lane is free (and
     /// runs the completions of answered batches on the way).
     pub(super) fn flush_requests(&self) {
@@ -625,6 +650,7 @@ impl Worker {
             cs.put_back(q);
             cs.acked.set(seq);
             proto::bump(&self.ctr().finished, n as u64);
+            self.completed_requests(n);
             useful = true;
         }
         while cs.sent.get() - cs.acked.get() < PIPELINE as u64 && cs.out(|q| q.has_staged()) {

@@ -420,6 +420,7 @@ impl Worker {
             cs.put_back(q);
             cs.acked.set(a.seq);
             proto::bump(&self.ctr().finished, a.n as u64);
+            self.completed_requests(a.n);
             side.results.borrow_mut().push(a.results);
         }
         *side.answered.borrow_mut() = answered;

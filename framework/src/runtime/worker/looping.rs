@@ -250,10 +250,14 @@ impl Worker {
         // workers than cores (a trustee then often waits blocked, and every publication
         // wakes it); else they leave at once.
         let flush_local = if s.crowded { flush_remote } else { Flush::Now };
-        for trustee in 0..self.n {
-            if trustee != self.index {
-                let flush = if self.is_remote(trustee) { flush_remote } else { flush_local };
-                useful |= self.poll_client(trustee, flush);
+        // Nothing queued for another trustee and nothing awaited from one: the client role
+        // has nothing to do (an idle pass at 16 workers skips 15 looks).
+        if self.client_busy() {
+            for trustee in 0..self.n {
+                if trustee != self.index {
+                    let flush = if self.is_remote(trustee) { flush_remote } else { flush_local };
+                    useful |= self.poll_client(trustee, flush);
+                }
             }
         }
         clock.mark(st, Part::Issuing);
@@ -280,7 +284,7 @@ impl Worker {
         // About to go idle: what is staged for other ranks leaves now (aggregation per
         // destination rank, `Worker::poll_remote`). Not needed when step 3 sent
         // everything: a pass that did nothing useful staged nothing after it.
-        if !useful && flush_remote != Flush::Now && self.remote.is_some() {
+        if !useful && flush_remote != Flush::Now && self.remote.is_some() && self.client_busy() {
             for rank in (0..self.run_state.ranks).filter(|&r| r != self.rank) {
                 useful |= self.poll_remote(rank, Flush::Now);
             }
