@@ -52,11 +52,11 @@
 //! ring once more, and blocks on it (`runtime/idle.rs`, `Policy::Rings`). Every writer wakes
 //! whom it made work for, after a `SeqCst` fence: a worker that published bytes into a ring
 //! (`tail`) rings the reader's doorbell (before the fence: a word beside the reader's futex
-//! word, which the reader's passes look at instead of every ring's `tail`, `transport::wake`,
-//! "The doorbell") and wakes the ring's reader; a worker that read bytes out of a ring (`head`: credit)
-//! wakes the ring's writer, which may wait for room; a rank that posted a round on the board
-//! wakes every other rank's first worker (`transport::board`). The threads of the rank wake
-//! the same words (`Sleepers`).
+//! word, which the reader's passes look at instead of every ring's `tail`,
+//! `transport::wake`, "The doorbell") and wakes the ring's reader; a worker that read bytes
+//! out of a ring (`head`: credit) wakes the ring's writer, which may wait for room; a rank
+//! that posted a round on the board wakes every other rank's first worker
+//! (`transport::board`). The threads of the rank wake the same words (`Sleepers`).
 //!
 //! Where a rank runs its workers on fewer threads than workers (`Builder::worker_threads`:
 //! by default its cores divided among the node's ranks with the same affinity mask,

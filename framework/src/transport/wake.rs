@@ -42,7 +42,7 @@
 //! that is `(R − 1) · W` rings, each `tail` on a cache line of its own, and an idle pass would
 //! load them all. So every writer, after its Release store of a ring's `tail` (and before its
 //! `SeqCst` fence and the wake-up), also rings the reader's *doorbell*, a word beside the
-//! reader's own futex word ([`WakeWord::ring_bell`]: a Release swap to 1), and a pass reads the
+//! reader's own futex word ([`WakeWord::ring_bell`]: an `AcqRel` swap to 1), and a pass reads the
 //! rings only when the bell rang ([`WakeWord::answer_bell`]: a load, and when it is 1, an
 //! Acquire swap to 0, then every ring until each is empty). Nothing is stranded:
 //!
@@ -74,9 +74,12 @@
 //! Without the waker's fence it finds one. The readers there read their ring only when the
 //! doorbell rang, as the transport does; a bell rung after the fence loses a wake-up
 //! (`loom_wake_bell_rung_after_the_fence_loses_a_wakeup`). Not modelled: several writers
-//! ringing one bell (a model of two writers to one reader deadlocks under loom 0.7 with the
-//! bell and without it, reading a futex word older than a `SeqCst` fence allows: it is not
-//! kept); the argument above covers them.
+//! to one reader. A model of two writers, each with a ring to one reader that re-arms,
+//! deadlocks under loom 0.7 with the bell and without it (the protocol before the bell):
+//! in its trace a writer's load of the futex word, after the writer's `SeqCst` fence, reads
+//! a value older than the reader's `arm` before the reader's fence that came first, which
+//! the fence rules forbid. It is not kept, and not explained further than that; the
+//! argument above covers several writers.
 
 use crate::sync::proto::{fence, AtomicU32};
 use crate::sync::Ordering;
@@ -181,8 +184,7 @@ impl WakeWord {
     /// before the `SeqCst` fence that precedes [`WakeWord::wake_after_fence`] (module docs,
     /// "The doorbell"). An `AcqRel` swap: it reads the previous writer's ring, so the reader's
     /// Acquire swap, whichever writer's value it reads, brings every earlier writer's `tail`
-    /// with it, by a chain of synchronisations that does not lean on release sequences
-    /// (which the loom models do not follow through read-modify-writes).
+    /// with it, by a chain of synchronisations (without leaning on release sequences).
     #[inline]
     // The shared-memory transport (feature `mpi`) and the loom models use it.
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
