@@ -351,10 +351,10 @@ impl Peer {
 /// the reader's doorbell (module docs).
 #[derive(Debug)]
 pub(crate) struct Shm {
-    /// This worker's own slot: its doorbell.
+    /// This worker's own slot: its doorbell. Nothing is read before it rang: a region starts
+    /// zero-filled (not rung, every ring empty), every publication rings, and kept rings are
+    /// kept with their ends and bells, empty (module docs, "Kept between runs").
     bell: Peer,
-    /// No pass read the rings yet: the first reads them whatever the bell says.
-    fresh: bool,
 }
 
 impl Medium for Shm {
@@ -380,11 +380,10 @@ impl Medium for Shm {
         Ok(())
     }
 
-    /// This worker's doorbell rang since it last answered (or no pass read the rings yet).
+    /// This worker's doorbell rang since it last answered.
     #[inline]
     fn news(&mut self) -> bool {
-        let rang = self.bell.word().answer_bell();
-        rang || std::mem::take(&mut self.fresh)
+        self.bell.word().answer_bell()
     }
 
     /// After the Release store of `head` (credit): the writer may wait for room.
@@ -442,11 +441,17 @@ impl ShmWords {
     /// Global worker `g`'s word (the first of its thread's workers'), if `g` is on a rank of
     /// this node.
     fn at(&self, g: usize) -> Option<&WakeWord> {
-        let reg = self.regions.get(g / self.workers)?.as_ref()?;
-        let at = BOARD_BYTES + self.word_of[g] * WAKE_WORD_BYTES;
+        self.slot(g / self.workers, self.word_of[g])
+    }
+
+    /// The slot of local worker `local` of rank `rank` (its futex word and its doorbell), if
+    /// that rank is on this node.
+    fn slot(&self, rank: usize, local: usize) -> Option<&WakeWord> {
+        let reg = self.regions.get(rank)?.as_ref()?;
+        let at = BOARD_BYTES + local * WAKE_WORD_BYTES;
         debug_assert!(at + WAKE_WORD_BYTES <= reg.len);
-        // SAFETY: invariant 2: a `WakeWord` (an atomic, zero-filled: awake) at a 64-aligned
-        // place of a live mapping, alive as long as `self` (the `Arc`).
+        // SAFETY: invariant 2: a `WakeWord` (atomics, zero-filled: awake, not rung) at a
+        // 64-aligned place of a live mapping, alive as long as `self` (the `Arc`).
         Some(unsafe { &*reg.base.add(at).cast::<WakeWord>() })
     }
 
@@ -458,10 +463,9 @@ impl ShmWords {
     /// Global worker `g`'s own slot (a rank of this node), whatever word its thread waits
     /// on: its doorbell.
     fn own(&self, g: usize) -> Peer {
-        let reg = self.regions[g / self.workers].as_ref().expect("a worker of a rank on this node");
-        let at = BOARD_BYTES + (g % self.workers) * WAKE_WORD_BYTES;
-        debug_assert!(at + WAKE_WORD_BYTES <= reg.len);
-        Peer(reg.base.wrapping_add(at).cast::<WakeWord>())
+        Peer(
+            self.slot(g / self.workers, g % self.workers).expect("a worker of a rank on this node"),
+        )
     }
 }
 
@@ -798,7 +802,7 @@ impl RingLink<Shm> {
                     .filter(|s| s / workers != rank && near(s / workers))
                     .map(|s| (s, ring(mine, s * workers + t, words.peer(s), words.own(g))))
                     .collect();
-                let shm = Shm { bell: words.own(g), fresh: true };
+                let shm = Shm { bell: words.own(g) };
                 End::new(shm, out, inbound, config.max_envelope_bytes, workers)
             })
             .collect();
