@@ -101,19 +101,25 @@ impl Clock {
 pub(crate) fn mono_ns() -> u64 {
     #[cfg(unix)]
     {
-        // SAFETY: `ts` is a plain struct on our stack; clock_gettime only writes it, and on
-        // failure it stays zeroed, which reads as 0.
-        let ts = unsafe {
-            let mut ts: libc::timespec = std::mem::zeroed();
-            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-            ts
-        };
-        (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+        clock_ns(libc::CLOCK_MONOTONIC)
     }
     #[cfg(not(unix))]
     {
         0
     }
+}
+
+/// Nanoseconds of clock `id` (`clock_gettime`); 0 where the call fails.
+#[cfg(unix)]
+pub(crate) fn clock_ns(id: libc::clockid_t) -> u64 {
+    // SAFETY: `ts` is a plain struct on our stack; clock_gettime only writes it, and on
+    // failure it stays zeroed, which reads as 0.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(id, &mut ts);
+        ts
+    };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 #[cfg(test)]

@@ -417,15 +417,14 @@ impl ThreadTimes {
 /// few µs), so the loop asks for it only when it is timed.
 #[cfg(target_os = "linux")]
 pub(crate) fn thread_times(run_queue: bool) -> ThreadTimes {
-    // SAFETY: `ru` and `ts` are plain structs on our stack, zero-initialised; getrusage and
-    // clock_gettime only write them. On failure they are left zeroed, which reads as nothing.
-    let (ru, ts) = unsafe {
+    // SAFETY: `ru` is a plain struct on our stack, zero-initialised; getrusage only writes
+    // it. On failure it is left zeroed, which reads as nothing.
+    let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
-        let mut ts: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-        (ru, ts)
+        ru
     };
+    let on_core_ns = super::anatomy::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
     let runnable_ns = if run_queue {
         std::fs::read_to_string("/proc/thread-self/schedstat")
             .ok()
@@ -437,9 +436,7 @@ pub(crate) fn thread_times(run_queue: bool) -> ThreadTimes {
     ThreadTimes {
         voluntary: ru.ru_nvcsw as u64,
         involuntary: ru.ru_nivcsw as u64,
-        on_core_ns: (ts.tv_sec as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec as u64),
+        on_core_ns,
         runnable_ns,
     }
 }

@@ -88,7 +88,11 @@ impl Default for Builder {
     /// The default settings. `SKEIN_LOOPBACK_RANKS=r` in the environment splits every runtime
     /// whose worker count `r` divides into `r` fake ranks ([`Builder::loopback_ranks`]; the
     /// others run unsplit), so that a whole test suite can run split; a value that is not a
-    /// number of ranks is reported by [`Builder::build`]. `SKEIN_ANATOMY=1` turns the loop
+    /// number of ranks is reported by [`Builder::build`]. Split, the calls that stay within
+    /// one process (`entrust`, `apply_local`, `spawn_local_on`) refuse a worker of another
+    /// fake rank as they do one of another MPI rank: the crate's doc examples, written for one
+    /// process, fail under the variable, so `.ci/run` splits the test targets only
+    /// (`cargo test --tests`). `SKEIN_ANATOMY=1` turns the loop
     /// timing on ([`Builder::anatomy`]), `SKEIN_ROUND_ENDS=1` the timing of rounds' ends
     /// alone ([`Builder::round_ends`]); `SKEIN_AGGREGATE=0` sends the requests staged for
     /// another rank on every loop pass instead of holding them until a batch is full or the
