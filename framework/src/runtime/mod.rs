@@ -92,9 +92,9 @@ impl Default for Builder {
     /// one process (`entrust`, `apply_local`, `spawn_local_on`) refuse a worker of another
     /// fake rank as they do one of another MPI rank: the crate's doc examples, written for one
     /// process, fail under the variable, so `.ci/run` splits the test targets only
-    /// (`cargo test --tests`). `SKEIN_ANATOMY=1` turns the loop
-    /// timing on ([`Builder::anatomy`]), `SKEIN_ROUND_ENDS=1` the timing of rounds' ends
-    /// alone ([`Builder::round_ends`]); `SKEIN_AGGREGATE=0` sends the requests staged for
+    /// (`cargo test --tests`). `SKEIN_ANATOMY=1` turns the loop timing on
+    /// ([`Builder::anatomy`]), `SKEIN_ROUND_ENDS=1` the timing of rounds' ends alone
+    /// ([`Builder::round_ends`]); `SKEIN_AGGREGATE=0` sends the requests staged for
     /// another rank on every loop pass instead of holding them until a batch is full or the
     /// worker goes idle (for measuring the aggregation). `SKEIN_WORKER_THREADS=t` sets
     /// [`Builder::worker_threads`].
