@@ -201,7 +201,7 @@ pub use runtime::{
     QUIESCENT_LANES, QUIESCENT_MINS,
 };
 pub use runtime::{rack_transport_used, rack_transports, rank, ranks};
-pub use stats::{Anatomy, RankTraffic, RoundEnds, Stats, WorkerStats, ROUND_END_BUCKETS};
+pub use stats::{Anatomy, RankTraffic, RoundEnds, RunTimes, Stats, WorkerStats, ROUND_END_BUCKETS};
 pub use transport::RackTransport;
 pub use trust::{local_trustee, trustee, Latch, LatchGuard, Trust, TrustArray, TrusteeRef};
 

@@ -369,6 +369,62 @@ fn ratio(a: u64, b: u64) -> f64 {
 pub struct Stats {
     /// One entry per worker.
     pub workers: Vec<WorkerStats>,
+    /// What the run cost this rank (this process) around its workers' loops.
+    pub run: RunTimes,
+}
+
+/// What runs cost the calling rank around their workers' loops, in nanoseconds of its clock
+/// (summed over runs by [`Stats::accumulate`]). Across the ranks of an `mpirun` this is
+/// where the run's collectives go: its set-up agrees on the run's shape and sets the transport
+/// up (or takes the last run's rings), its close exchanges every rank's outcome and
+/// statistics; a rank that reaches a collective first also waits there for the others.
+///
+/// ```
+/// let rt = skein::Runtime::builder().workers(2).build().unwrap();
+/// rt.run(|| ()).unwrap();
+/// let run = rt.stats().run;
+/// assert_eq!(run.runs, 1);
+/// assert!(run.workers_ns > 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunTimes {
+    /// Runs counted.
+    pub runs: u64,
+    /// From the call of `Runtime::run` to its workers' start (across ranks: the agreement on
+    /// the run's shape and the transport's set-up).
+    pub setup_ns: u64,
+    /// From the workers' start to the end of the last one.
+    pub workers_ns: u64,
+    /// From the workers' end to the outcome (across ranks: the transport's close and the
+    /// exchange of every rank's outcome and statistics).
+    pub close_ns: u64,
+}
+
+impl RunTimes {
+    /// One run's times from its instants: called, workers started, workers ended, and now.
+    pub(crate) fn of(
+        called: std::time::Instant,
+        started: std::time::Instant,
+        ended: std::time::Instant,
+    ) -> RunTimes {
+        let ns = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        RunTimes {
+            runs: 1,
+            setup_ns: ns(started.saturating_duration_since(called)),
+            workers_ns: ns(ended.saturating_duration_since(started)),
+            close_ns: ns(ended.elapsed()),
+        }
+    }
+}
+
+impl std::ops::AddAssign<&RunTimes> for RunTimes {
+    fn add_assign(&mut self, r: &RunTimes) {
+        self.runs += r.runs;
+        self.setup_ns += r.setup_ns;
+        self.workers_ns += r.workers_ns;
+        self.close_ns += r.close_ns;
+    }
 }
 
 impl Stats {
@@ -406,7 +462,8 @@ impl Stats {
         self.workers.iter().filter(|w| w.thread_workers > 0).count()
     }
 
-    /// Adds `other`'s counters worker by worker (for totals over several runs).
+    /// Adds `other`'s counters worker by worker, and its run times (for totals over several
+    /// runs).
     ///
     /// ```
     /// let rt = skein::Runtime::builder().workers(2).build().unwrap();
@@ -425,6 +482,7 @@ impl Stats {
         for (t, w) in self.workers.iter_mut().zip(&other.workers) {
             *t += w;
         }
+        self.run += &other.run;
     }
 }
 

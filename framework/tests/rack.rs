@@ -147,7 +147,9 @@ fn rank_side(case: &str, dir: &Path) {
             let st = rt.stats();
             let spawned: Vec<u64> = st.workers.iter().map(|w| w.fibers_spawned).collect();
             let ends = st.workers.iter().step_by(2).all(|w| w.round_ends.count >= 1);
-            report_run(rank, r.map(|sum| (sum, spawned, ends)));
+            // This rank's own times around the run: one run, its workers timed.
+            let timed = st.run.runs == 1 && st.run.workers_ns > 0;
+            report_run(rank, r.map(|sum| (sum, spawned, ends, timed)));
         }
         "stall" => {
             // A fiber on rank 1 waits for a latch that another holds until both ranks have
@@ -1581,8 +1583,9 @@ fn stats_case(dir: &Path) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "stats", 3)?;
     // Six workers; main is a fiber of worker 0 besides the one spawned there.
     check(
-        out == ["ok (21, [2, 1, 1, 1, 1, 1], true)"],
-        "every rank's workers counted, the same on every rank, with their round ends",
+        out == ["ok (21, [2, 1, 1, 1, 1, 1], true, true)"],
+        "every rank's workers counted, the same on every rank, with their round ends and the \
+         rank's time around the run",
         &l,
     )
 }

@@ -171,6 +171,7 @@ impl SkeinTotals {
             "arcs_relaxed": self.arcs,
             "workers": workers,
             "rank_peak_rss_bytes": self.rank_peaks,
+            "run": run_json(&self.runtime.run),
         });
         if !self.rank_build_peaks.is_empty() {
             json["rank_build_peak_rss_bytes"] = self.rank_build_peaks.clone().into();
@@ -196,6 +197,20 @@ impl SkeinTotals {
             let per = |x: u64| x as f64 / self.searches as f64;
             writeln!(out, "{:<32}{:.1}", "skein rounds per search:", per(self.rounds))?;
             writeln!(out, "{:<32}{:.0}", "skein arcs per search:", per(self.arcs))?;
+            let run = &self.runtime.run;
+            if run.runs > 0 {
+                // This rank's (rank 0's) time around the workers: across ranks, the run's
+                // collectives (`skein::RunTimes`).
+                let ms = |ns: u64| ns as f64 / run.runs as f64 / 1e6;
+                writeln!(
+                    out,
+                    "{:<32}set-up {:.3} ms, workers {:.3} ms, close {:.3} ms (this rank's clock)",
+                    "skein run per search:",
+                    ms(run.setup_ns),
+                    ms(run.workers_ns),
+                    ms(run.close_ns)
+                )?;
+            }
             if let Some(s) = &self.spread {
                 writeln!(
                     out,
@@ -241,6 +256,17 @@ impl SkeinTotals {
         }
         Ok(())
     }
+}
+
+/// A report's `run` object: what the runs cost the reporting rank around their workers
+/// (`skein::RunTimes`), in nanoseconds summed over the runs.
+pub(crate) fn run_json(run: &skein::RunTimes) -> serde_json::Value {
+    serde_json::json!({
+        "runs": run.runs,
+        "setup_ns": run.setup_ns,
+        "workers_ns": run.workers_ns,
+        "close_ns": run.close_ns,
+    })
 }
 
 /// The Skein engine's options for `spec`, with `threads` workers (per rank under mpirun).

@@ -60,6 +60,12 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
         assert!(out.contains("to rank 1:") && out.contains("to rank 0:"), "{out}");
         assert!(out.contains("all-reduces"), "{out}");
         assert!(out.contains(" parks (") && out.contains("context switches"), "{out}");
+        assert!(out.contains("skein run per search:           set-up "), "{out}");
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        // One run per search (2 roots), its workers timed on the reporting rank.
+        assert_eq!(j["trustees"]["run"]["runs"].as_u64(), Some(2), "{j}");
+        assert!(j["trustees"]["run"]["workers_ns"].as_u64().unwrap() > 0, "{j}");
         let ws = workers(&json);
         assert_eq!(ws.len(), 2);
         for w in &ws {

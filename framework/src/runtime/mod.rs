@@ -37,7 +37,7 @@ mod kept_tests;
 pub use spawn::{spawn, spawn_local_on, spawn_on, JoinHandle};
 
 use crate::error::{panic_message, Error, Result};
-use crate::stats::Stats;
+use crate::stats::{RunTimes, Stats};
 use crate::sync::{Arc, Mutex, Ordering};
 use crate::transport::RackTransport;
 use run_state::{Config, RunState, Split};
@@ -726,8 +726,10 @@ impl Runtime {
     /// foreign threads handed over after the workers stopped.
     fn join_workers(&self, run_state: &Arc<RunState>, started: Vec<pool::Pending>) -> Vec<Error> {
         let internal: Vec<Error> = started.into_iter().filter_map(|p| p.wait().err()).collect();
-        *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
-            Stats { workers: (0..run_state.n).map(|w| run_state.stats_of(w)).collect() };
+        *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) = Stats {
+            workers: (0..run_state.n).map(|w| run_state.stats_of(w)).collect(),
+            run: RunTimes::default(),
+        };
         // Frees that arrived from foreign threads after the workers stopped.
         free::free_leftovers(run_state);
         internal
@@ -761,13 +763,16 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
+        let called = std::time::Instant::now();
         let run_state = RunState::start(self.cfg.clone(), Split::InProcess, self.take_pairs())
             .ok_or(Error::TooManyRuns)?;
         let (main, result) = Self::wrap_main(&run_state, main);
         let mut lease = self.pool.lease();
         let watchdog = stall::Watchdog::start(&run_state, &mut lease, self.cfg.workers);
+        let start = std::time::Instant::now();
         let (started, spawn_err) = self.start_workers(&run_state, &mut lease, 0, Some(main));
         let internal = self.join_workers(&run_state, started);
+        let ended = std::time::Instant::now();
         drop(watchdog);
         let main_result = result.lock().unwrap_or_else(|e| e.into_inner()).take();
         let mut errors =
@@ -776,6 +781,8 @@ impl Runtime {
         let deadlock = *run_state.deadlock.lock().unwrap_or_else(|e| e.into_inner());
         // Ends the run (its workers have stopped).
         self.keep_pairs(run_state);
+        self.last_stats.lock().unwrap_or_else(|e| e.into_inner()).run =
+            RunTimes::of(called, start, ended);
         if let Some(e) = spawn_err {
             return Err(e);
         }
@@ -838,6 +845,7 @@ impl Runtime {
             #[cfg(feature = "rdma")]
             MixedVerbs(Arc<crate::transport::verbs::VerbsLink>, Arc<ShmLink>),
         }
+        let called = std::time::Instant::now();
         let (rank, ranks) = (crate::rack::rank(), crate::rack::ranks());
         let rack_err = |message: String| Error::Rack { rank, message };
         let w = self.cfg.workers;
@@ -1071,12 +1079,14 @@ impl Runtime {
         let (main, result) = Self::wrap_main(&run_state, main);
         let mut lease = self.pool.lease();
         let watchdog = stall::Watchdog::start(&run_state, &mut lease, w);
+        let start = std::time::Instant::now();
         let (started, spawn_err) = self.start_workers(&run_state, &mut lease, rank * w, Some(main));
         if let Some(e) = spawn_err {
             // The other ranks would wait for this one's workers forever: fate sharing.
             crate::rack::abort(1, &e.to_string());
         }
         let internal = self.join_workers(&run_state, started);
+        let ended = std::time::Instant::now();
         drop(watchdog);
         let mut report = RankReport {
             errors: std::mem::take(
@@ -1171,7 +1181,7 @@ impl Runtime {
         }
         // Every rank's workers, as `Runtime::stats` shows them in one process.
         *self.last_stats.lock().unwrap_or_else(|e| e.into_inner()) =
-            Stats { workers: decision.stats };
+            Stats { workers: decision.stats, run: RunTimes::of(called, start, ended) };
         let bytes = decision.outcome.into_result()?;
         crate::wire::codec::decode::<R>(&bytes).map_err(|e| {
             Error::Internal(format!("rank {rank}: the value of main does not decode: {e}"))
@@ -1546,5 +1556,8 @@ pub fn in_delegated_context() -> bool {
 /// Outside a runtime; use [`Runtime::stats`] after a run.
 pub fn stats() -> Stats {
     let w = context::expect("stats");
-    Stats { workers: (0..w.run_state.n).map(|i| w.run_state.stats_of(i)).collect() }
+    Stats {
+        workers: (0..w.run_state.n).map(|i| w.run_state.stats_of(i)).collect(),
+        run: RunTimes::default(),
+    }
 }
