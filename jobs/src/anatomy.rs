@@ -37,6 +37,17 @@ pub(crate) fn workers_json(stats: &skein::Stats) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A report's `run` object: what the runs cost the reporting rank around their workers
+/// (`skein::RunTimes`), in nanoseconds summed over the runs.
+pub(crate) fn run_json(run: &skein::RunTimes) -> serde_json::Value {
+    serde_json::json!({
+        "runs": run.runs,
+        "setup_ns": run.setup_ns,
+        "workers_ns": run.workers_ns,
+        "close_ns": run.close_ns,
+    })
+}
+
 /// The transport, detector and timing counters of one worker, for its JSON object.
 pub(crate) fn worker_json(w: &skein::WorkerStats) -> serde_json::Map<String, serde_json::Value> {
     let to_ranks: Vec<serde_json::Value> = w

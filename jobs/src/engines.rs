@@ -171,7 +171,7 @@ impl SkeinTotals {
             "arcs_relaxed": self.arcs,
             "workers": workers,
             "rank_peak_rss_bytes": self.rank_peaks,
-            "run": run_json(&self.runtime.run),
+            "run": crate::anatomy::run_json(&self.runtime.run),
         });
         if !self.rank_build_peaks.is_empty() {
             json["rank_build_peak_rss_bytes"] = self.rank_build_peaks.clone().into();
@@ -256,17 +256,6 @@ impl SkeinTotals {
         }
         Ok(())
     }
-}
-
-/// A report's `run` object: what the runs cost the reporting rank around their workers
-/// (`skein::RunTimes`), in nanoseconds summed over the runs.
-pub(crate) fn run_json(run: &skein::RunTimes) -> serde_json::Value {
-    serde_json::json!({
-        "runs": run.runs,
-        "setup_ns": run.setup_ns,
-        "workers_ns": run.workers_ns,
-        "close_ns": run.close_ns,
-    })
 }
 
 /// The Skein engine's options for `spec`, with `threads` workers (per rank under mpirun).

@@ -253,7 +253,7 @@ impl Measured {
                 json[format!("skein_{}", name.replace(' ', "_"))] = (*n).into();
             }
             json["skein_workers"] = crate::anatomy::workers_json(&k.runtime).into();
-            json["skein_run"] = crate::engines::run_json(&k.runtime.run);
+            json["skein_run"] = crate::anatomy::run_json(&k.runtime.run);
         }
         json
     }
