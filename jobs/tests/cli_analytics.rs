@@ -5,15 +5,11 @@
 
 mod common;
 
-use common::{ok_env as ok, skein_env as skein, text};
-use std::path::PathBuf;
-
-fn tmp(name: &str) -> PathBuf {
-    common::tmp_in("cli-analytics", name)
-}
+use common::{ok_env as ok, skein_env as skein, text, Scratch};
 
 #[test]
 fn every_engine_validates_and_dumps_the_same_result() {
+    let dir = Scratch::new("engines");
     for kernel in ["pagerank", "cc"] {
         let mut dumps = Vec::new();
         let runs: [(&str, &[(&str, &str)]); 4] = [
@@ -23,8 +19,8 @@ fn every_engine_validates_and_dumps_the_same_result() {
             ("skein", &[("SKEIN_LOOPBACK_RANKS", "2")]),
         ];
         for (i, (engine, env)) in runs.iter().enumerate() {
-            let dump = tmp(&format!("{kernel}-{i}.txt"));
-            let json = tmp(&format!("{kernel}-{i}.json"));
+            let dump = dir.path(&format!("{kernel}-{i}.txt"));
+            let json = dir.path(&format!("{kernel}-{i}.json"));
             let out = ok(
                 &[
                     kernel,
@@ -57,7 +53,8 @@ fn every_engine_validates_and_dumps_the_same_result() {
 
 #[test]
 fn job_files_run_the_kernels() {
-    let job = tmp("pagerank.toml");
+    let dir = Scratch::new("job-files");
+    let job = dir.path("pagerank.toml");
     std::fs::write(
         &job,
         "[graph]\ngenerator = \"kronecker\"\nscale = 9\n[job]\nkernel = \"pagerank\"\nengine = \"skein\"\niterations = 5\n\
@@ -77,8 +74,9 @@ fn job_files_run_the_kernels() {
 
 #[test]
 fn compare_runs_the_kernels_with_every_one_process_engine() {
-    let job = tmp("compare.toml");
-    let json = tmp("compare.json");
+    let dir = Scratch::new("compare");
+    let job = dir.path("compare.toml");
+    let json = dir.path("compare.json");
     std::fs::write(
         &job,
         format!(
@@ -89,7 +87,7 @@ fn compare_runs_the_kernels_with_every_one_process_engine() {
     )
     .unwrap();
     for kernel in ["pagerank", "cc"] {
-        let chart = tmp(&format!("compare-{kernel}.png"));
+        let chart = dir.path(&format!("compare-{kernel}.png"));
         let out = ok(
             &[
                 "compare",

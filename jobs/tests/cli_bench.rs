@@ -1,5 +1,8 @@
 //! `skein bench`, run as a user would run it (tiny sizes: these check behaviour, not speed).
 
+mod common;
+
+use common::Scratch;
 use std::process::{Command, Output};
 
 fn skein(args: &[&str]) -> Output {
@@ -12,9 +15,8 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn fetch_add_writes_one_row_per_measurement() {
-    let dir = std::env::temp_dir().join(format!("skein-cli-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("fa.json");
+    let dir = Scratch::new("fetch-add");
+    let json = dir.path("fa.json");
     let o = skein(&[
         "bench",
         "fetch-add",
@@ -44,7 +46,6 @@ fn fetch_add_writes_one_row_per_measurement() {
         assert!(r["mops"].as_f64().unwrap() > 0.0, "{r}");
         assert!(["uniform", "zipf"].contains(&r["dist"].as_str().unwrap()), "{r}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -94,16 +95,10 @@ fn json_rows(path: &std::path::Path) -> Vec<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("skein-cli-echo-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn echo_answers_requests_for_a_time() {
-    let dir = scratch("time");
-    let json = dir.join("echo.json");
+    let dir = Scratch::new("time");
+    let json = dir.path("echo.json");
     let o = skein(&[
         "bench",
         "echo",
@@ -134,13 +129,12 @@ fn echo_answers_requests_for_a_time() {
         );
         assert!(out.contains(&line), "{line:?} not in {out}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn echo_with_a_request_budget_answers_exactly_that_many() {
-    let dir = scratch("budget");
-    let json = dir.join("echo.json");
+    let dir = Scratch::new("budget");
+    let json = dir.path("echo.json");
     let o = skein(&[
         "bench",
         "echo",
@@ -192,13 +186,12 @@ fn echo_with_a_request_budget_answers_exactly_that_many() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["answered"], 1500, "{rows:?}");
     assert_eq!(rows[0]["impl"], "skein (1 process, 3 workers on 1 thread)", "{rows:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn ping_times_round_trips() {
-    let dir = scratch("ping");
-    let json = dir.join("ping.json");
+    let dir = Scratch::new("ping");
+    let json = dir.path("ping.json");
     let o = skein(&["bench", "ping", "--iters", "300", "--json", json.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
@@ -211,7 +204,6 @@ fn ping_times_round_trips() {
         assert!(r["median_us"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["mean_us"].as_f64().unwrap() > 0.0, "{r}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -261,8 +253,8 @@ fn echo_and_ping_refuse_bad_arguments() {
 
 #[test]
 fn repeated_fetch_add_prints_every_ratio_with_its_spread() {
-    let dir = scratch("spread");
-    let json = dir.join("fa.json");
+    let dir = Scratch::new("spread");
+    let json = dir.path("fa.json");
     let o = skein(&[
         "bench",
         "fetch-add",
@@ -290,13 +282,12 @@ fn repeated_fetch_add_prints_every_ratio_with_its_spread() {
         let (min, med, max) = (min.unwrap(), med.unwrap(), max.unwrap());
         assert!(0.0 < min && min <= med && med <= max, "{r}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn rounds_time_empty_rounds_in_one_process() {
-    let dir = scratch("rounds");
-    let json = dir.join("rounds.json");
+    let dir = Scratch::new("rounds");
+    let json = dir.path("rounds.json");
     let args = ["bench", "rounds", "--workers", "2", "--rounds", "50", "--repeat", "1"];
     let o = skein(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", text(&o));
@@ -316,7 +307,6 @@ fn rounds_time_empty_rounds_in_one_process() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("2 worker(s) on 1 thread(s) in all"), "{}", text(&o));
     assert!(json_rows(&json).iter().all(|r| r["threads"] == 1), "{:?}", json_rows(&json));
-    std::fs::remove_dir_all(&dir).unwrap();
     for (args, want) in [
         (
             &["--workers", "2", "--worker-threads", "3"][..],
@@ -334,8 +324,8 @@ fn rounds_time_empty_rounds_in_one_process() {
 
 #[test]
 fn micro_reports_switches_round_trips_and_empty_runs() {
-    let dir = scratch("micro");
-    let json = dir.join("micro.json");
+    let dir = Scratch::new("micro");
+    let json = dir.path("micro.json");
     let o = skein(&["bench", "micro", "--iters", "2000", "--json", json.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("empty run, 2 workers:"), "{}", text(&o));
@@ -351,7 +341,6 @@ fn micro_reports_switches_round_trips_and_empty_runs() {
         let v = r[key].as_f64().unwrap_or_else(|| panic!("{key} missing: {r}"));
         assert!(v.is_finite() && v > 0.0, "{key}: {v}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

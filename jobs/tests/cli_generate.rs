@@ -2,8 +2,9 @@
 
 mod common;
 
+use common::Scratch;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use skein_generators::formats::{read_edges, Format};
@@ -13,27 +14,6 @@ use skein_generators::kronecker::{self, KroneckerParams};
 const S8_FNV: &str = "c11f498169319a6b";
 const S8_SELFLOOPS: &str = "85";
 const S8_NONISOLATED: &str = "241";
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("skein-cli-test-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 fn skein(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skein"))
@@ -174,8 +154,8 @@ fn unwritable_output_is_an_error() {
     let e = fails(&["generate", "--scale", "3", "-o", p(&out)]);
     assert!(e.contains(&format!("cannot create {}", out.display())), "{e}");
     assert!(e.contains("No such file or directory"), "{e}");
-    let e = fails(&["generate", "--scale", "3", "-o", p(&dir.0)]);
-    assert!(e.contains(p(&dir.0)), "{e}");
+    let e = fails(&["generate", "--scale", "3", "-o", p(dir.dir())]);
+    assert!(e.contains(p(dir.dir())), "{e}");
     if Path::new("/dev/full").exists() {
         let e = fails(&["generate", "--scale", "3", "--format", "wel", "-o", "/dev/full"]);
         assert!(e.contains("/dev/full: cannot write"), "{e}");
@@ -257,7 +237,7 @@ fn an_existing_graph_is_replaced_whole_or_not_at_all() {
     // A new graph replaces it whole, and nothing else is left in the folder.
     ok(&["generate", "--scale", "7", "-o", p(&good)]);
     assert_eq!(read_edges(&good).unwrap().num_vertices, 128);
-    assert_eq!(fs::read_dir(&dir.0).unwrap().count(), 1);
+    assert_eq!(fs::read_dir(dir.dir()).unwrap().count(), 1);
 }
 
 #[cfg(unix)]
@@ -279,7 +259,7 @@ fn an_interrupted_generate_keeps_the_old_graph_and_leaves_no_temporary() {
             .spawn()
             .unwrap();
         let start = std::time::Instant::now();
-        while !fs::read_dir(&dir.0).unwrap().any(|e| {
+        while !fs::read_dir(dir.dir()).unwrap().any(|e| {
             let e = e.unwrap();
             e.file_name().to_string_lossy().contains(".tmp") && e.metadata().unwrap().len() > 4096
         }) {
@@ -292,7 +272,7 @@ fn an_interrupted_generate_keeps_the_old_graph_and_leaves_no_temporary() {
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(signal), "{status:?}");
         assert_eq!(fs::read(&good).unwrap(), before, "the old graph is intact");
-        assert!(temporaries(&dir.0).is_empty(), "{:?}", temporaries(&dir.0));
+        assert!(temporaries(dir.dir()).is_empty(), "{:?}", temporaries(dir.dir()));
     }
 }
 
@@ -336,7 +316,7 @@ fn a_write_that_fails_midway_keeps_the_old_graph() {
         assert!(!out.status.success() && out.status.code().is_some(), "{format}: {e}");
         assert!(e.contains("writing the graph failed") && e.contains(p(&good)), "{format}: {e}");
         assert_eq!(fs::read(&good).unwrap(), before, "{format}: the old graph is intact");
-        assert!(temporaries(&dir.0).is_empty(), "{:?}", temporaries(&dir.0));
+        assert!(temporaries(dir.dir()).is_empty(), "{:?}", temporaries(dir.dir()));
     }
 }
 
@@ -392,5 +372,5 @@ fn convert_keeps_edges_order_and_weights_and_refuses_what_it_cannot_write() {
     assert!(e.contains("contradicts"), "{e}");
     let e = fails(&["convert", p(&wel), "-"]);
     assert!(e.contains("not standard output"), "{e}");
-    assert_eq!(temporaries(&dir.0), Vec::<String>::new());
+    assert_eq!(temporaries(dir.dir()), Vec::<String>::new());
 }

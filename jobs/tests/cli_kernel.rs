@@ -2,13 +2,9 @@
 
 mod common;
 
-use common::{fails, ok, s, text};
-use std::path::{Path, PathBuf};
+use common::{fails, ok, s, text, Scratch};
+use std::path::Path;
 use std::process::Command;
-
-fn tmp(name: &str) -> PathBuf {
-    common::tmp_in("cli-kernel", name)
-}
 
 /// `(value, parent)` columns of a dump, checking the vertex column.
 fn read_dump(path: &Path) -> Vec<(String, i64)> {
@@ -41,10 +37,11 @@ fn reference_s10() -> Vec<(String, String)> {
 
 #[test]
 fn sssp_reports_json_and_dumps_the_reference_distances() {
+    let dir = Scratch::new("sssp");
     let want = reference_s10();
     for (engine, threads) in [("seq", "1"), ("rayon", "2"), ("skein", "3")] {
-        let json = tmp(&format!("sssp-{engine}.json"));
-        let dump = tmp(&format!("sssp-{engine}.dump"));
+        let json = dir.path(&format!("sssp-{engine}.json"));
+        let dump = dir.path(&format!("sssp-{engine}.dump"));
         let stdout = ok(&[
             "sssp",
             "--engine",
@@ -108,9 +105,10 @@ fn sssp_reports_json_and_dumps_the_reference_distances() {
 
 #[test]
 fn bfs_dumps_the_reference_levels() {
+    let dir = Scratch::new("bfs");
     let want = reference_s10();
     for engine in ["seq", "rayon", "skein"] {
-        let dump = tmp(&format!("bfs-{engine}.dump"));
+        let dump = dir.path(&format!("bfs-{engine}.dump"));
         let stdout =
             ok(&["bfs", "--engine", engine, "--roots", "2", "--dump", s(&dump), "kron:10:16:2:3"]);
         assert!(stdout.contains("bfs  harmonic_mean_TEPS:"), "{stdout}");
@@ -124,7 +122,8 @@ fn bfs_dumps_the_reference_levels() {
 
 #[test]
 fn no_validate_and_explicit_roots() {
-    let json = tmp("novalidate.json");
+    let dir = Scratch::new("no-validate");
+    let json = dir.path("novalidate.json");
     let stdout = ok(&[
         "bfs",
         "--engine",
@@ -149,9 +148,10 @@ fn no_validate_and_explicit_roots() {
 
 #[test]
 fn file_graphs_work() {
-    let g = tmp("path.wel");
+    let dir = Scratch::new("file-graphs");
+    let g = dir.path("path.wel");
     std::fs::write(&g, "# vertices 5\n0 1 0.5\n1 2 0.25\n2 3 1.5\n3 3 0.1\n").unwrap();
-    let dump = tmp("path.dump");
+    let dump = dir.path("path.dump");
     ok(&["sssp", "--engine", "seq", "--root", "0", "--dump", s(&dump), s(&g)]);
     let got = read_dump(&dump);
     let bits = |x: f32| format!("{:08x}", x.to_bits());
@@ -165,21 +165,22 @@ fn file_graphs_work() {
 
 #[test]
 fn bad_input_is_a_clear_error() {
+    let dir = Scratch::new("bad-input");
     let e = fails(&["sssp", "--engine", "seq", "--root", "5000", "kron:10"]);
     assert!(e.contains("root 5000 is not a vertex"), "{e}");
     let e = fails(&["bfs", "kron:abc"]);
     assert!(e.contains("SCALE `abc`"), "{e}");
     let e = fails(&["bfs", "--roots", "0", "kron:6"]);
     assert!(e.contains("--roots"), "{e}");
-    let loops = tmp("loops.el");
+    let loops = dir.path("loops.el");
     std::fs::write(&loops, "# vertices 3\n1 1\n2 2\n").unwrap();
     let e = fails(&["bfs", "--engine", "seq", s(&loops)]);
     assert!(e.contains("no edges"), "{e}");
-    let empty = tmp("empty.el");
+    let empty = dir.path("empty.el");
     std::fs::write(&empty, "").unwrap();
     let e = fails(&["sssp", s(&empty)]);
     assert!(e.contains("empty"), "{e}");
-    let negative = tmp("negative.wel");
+    let negative = dir.path("negative.wel");
     std::fs::write(&negative, "0 1 0.5\n1 2 -1\n").unwrap();
     let e = fails(&["sssp", s(&negative)]);
     assert!(e.contains("negative.wel"), "{e}");
@@ -254,7 +255,8 @@ fn zero_counts_and_contradicting_roots_are_refused() {
 /// the setting for another engine, are refused by name.
 #[test]
 fn worker_threads_run_the_workers_and_are_checked() {
-    let json = tmp("bfs-worker-threads.json");
+    let dir = Scratch::new("worker-threads");
+    let json = dir.path("bfs-worker-threads.json");
     let out = ok(&[
         "bfs",
         "--engine",
@@ -322,8 +324,8 @@ fn temporaries(dir: &Path) -> Vec<String> {
 
 #[test]
 fn concurrent_runs_with_one_report_path_leave_whole_files() {
-    let dir = tmp("concurrent");
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch::new("concurrent");
+    let dir = scratch.dir();
     let (json, dump) = (dir.join("same.json"), dir.join("same.dump"));
     for _ in 0..3 {
         let runs: Vec<_> = (0..4)
@@ -344,7 +346,7 @@ fn concurrent_runs_with_one_report_path_leave_whole_files() {
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(j["runs"].as_array().unwrap().len(), 1);
         assert_eq!(read_dump(&dump).len(), 512);
-        assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+        assert!(temporaries(dir).is_empty(), "{:?}", temporaries(dir));
     }
 }
 
@@ -352,8 +354,8 @@ fn concurrent_runs_with_one_report_path_leave_whole_files() {
 #[test]
 fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
     use std::os::unix::process::ExitStatusExt;
-    let dir = tmp("interrupted");
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch::new("interrupted");
+    let dir = scratch.dir();
     let dump = dir.join("keep.dump");
     std::fs::write(&dump, "old dump\n").unwrap();
     for signal in [libc::SIGINT, libc::SIGTERM] {
@@ -368,7 +370,7 @@ fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
             .unwrap();
         let start = std::time::Instant::now();
         loop {
-            let written = std::fs::read_dir(&dir).unwrap().any(|e| {
+            let written = std::fs::read_dir(dir).unwrap().any(|e| {
                 let e = e.unwrap();
                 e.file_name().to_string_lossy().contains(".tmp")
                     && e.metadata().unwrap().len() > 1000
@@ -385,7 +387,7 @@ fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(signal), "{status:?}");
         assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old dump\n");
-        assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+        assert!(temporaries(dir).is_empty(), "{:?}", temporaries(dir));
     }
 }
 
@@ -394,12 +396,13 @@ fn an_interrupted_run_keeps_the_old_report_and_leaves_no_temporary() {
 fn an_interrupt_between_the_dump_and_the_report_says_so() {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
-    let dir = tmp("interrupted-after-dump");
+    let scratch = Scratch::new("interrupted-after-dump");
+    let dir = scratch.dir();
     // Every commit waits `hold` ms with its temporary file complete: the dump's, then the
     // report's, where the run is interrupted. A longer hold if the run got past it first.
     for hold in ["2000", "10000", "30000"] {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
         let (dump, json) = (dir.join("first.dump"), dir.join("report.json"));
         let mut child = common::skein_with_default_signal(libc::SIGTERM)
             .args(["sssp", "--engine", "seq", "--roots", "1", "--dump", s(&dump)])
@@ -419,7 +422,7 @@ fn an_interrupt_between_the_dump_and_the_report_says_so() {
         let start = std::time::Instant::now();
         let mut exited = false;
         loop {
-            if dump.exists() && !temporaries(&dir).is_empty() {
+            if dump.exists() && !temporaries(dir).is_empty() {
                 break;
             }
             if child.try_wait().unwrap().is_some() {
@@ -456,8 +459,8 @@ fn an_interrupt_between_the_dump_and_the_report_says_so() {
 #[test]
 fn a_report_that_cannot_be_written_whole_keeps_the_old_one() {
     use std::os::unix::process::CommandExt;
-    let dir = tmp("full");
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch::new("full");
+    let dir = scratch.dir();
     let (json, dump) = (dir.join("r.json"), dir.join("r.dump"));
     std::fs::write(&json, "{}\n").unwrap();
     std::fs::write(&dump, "old\n").unwrap();
@@ -484,7 +487,7 @@ fn a_report_that_cannot_be_written_whole_keeps_the_old_one() {
         assert!(e.contains("cannot write the ") && e.contains(s(path)), "{flag}: {e}");
         assert_eq!(std::fs::read_to_string(&json).unwrap(), "{}\n");
         assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old\n");
-        assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+        assert!(temporaries(dir).is_empty(), "{:?}", temporaries(dir));
     }
     // Where SIGXFSZ keeps its default action, the write kills the process: still nothing
     // partial, and no temporary file.
@@ -506,5 +509,5 @@ fn a_report_that_cannot_be_written_whole_keeps_the_old_one() {
     let out = cmd.output().unwrap();
     assert_eq!(out.status.signal(), Some(libc::SIGXFSZ), "{:?}", out.status);
     assert_eq!(std::fs::read_to_string(&dump).unwrap(), "old\n");
-    assert!(temporaries(&dir).is_empty(), "{:?}", temporaries(&dir));
+    assert!(temporaries(dir).is_empty(), "{:?}", temporaries(dir));
 }

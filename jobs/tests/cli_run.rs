@@ -2,23 +2,22 @@
 
 mod common;
 
-use common::{s, skein};
+use common::{s, skein, Scratch};
 use std::path::{Path, PathBuf};
 
-fn tmp(name: &str) -> PathBuf {
-    common::tmp_in("cli-run", name)
-}
-
-fn job(name: &str, text: &str) -> PathBuf {
-    let p = tmp(name);
+/// A job file `name` in `dir` holding `text`.
+fn job(dir: &Scratch, name: &str, text: &str) -> PathBuf {
+    let p = dir.path(name);
     std::fs::write(&p, text).unwrap();
     p
 }
 
 #[test]
 fn run_writes_a_validated_report_with_trustee_stats() {
-    let report = tmp("r.json");
+    let dir = Scratch::new("run");
+    let report = dir.path("r.json");
     let j = job(
+        &dir,
         "run.toml",
         &format!(
             "[graph]\ngenerator = \"kronecker\"\nscale = 9\n[job]\nkernel = \"sssp\"\nroots = 3\n\
@@ -42,8 +41,12 @@ fn run_writes_a_validated_report_with_trustee_stats() {
 
 #[test]
 fn set_overrides_and_bfs_with_every_engine() {
-    let j =
-        job("bfs.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[job]\nkernel = \"bfs\"\n");
+    let dir = Scratch::new("set");
+    let j = job(
+        &dir,
+        "bfs.toml",
+        "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[job]\nkernel = \"bfs\"\n",
+    );
     for engine in ["seq", "rayon", "skein"] {
         let out = skein(&[
             "run",
@@ -62,8 +65,10 @@ fn set_overrides_and_bfs_with_every_engine() {
 
 #[test]
 fn compare_prints_one_table_and_draws_a_chart() {
-    let chart = tmp("c.png");
-    let j = job("cmp.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[job]\nroots = 2\n");
+    let dir = Scratch::new("compare");
+    let chart = dir.path("c.png");
+    let j =
+        job(&dir, "cmp.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[job]\nroots = 2\n");
     let out = skein(&["compare", s(&j), "--chart", s(&chart)]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -76,21 +81,28 @@ fn compare_prints_one_table_and_draws_a_chart() {
 
 #[test]
 fn bad_job_files_name_file_key_and_line() {
-    let j =
-        job("bad.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[runtime]\nworkers = 0\n");
+    let dir = Scratch::new("bad");
+    let j = job(
+        &dir,
+        "bad.toml",
+        "[graph]\ngenerator = \"kronecker\"\nscale = 8\n[runtime]\nworkers = 0\n",
+    );
     let out = skein(&["run", s(&j)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("bad.toml:line 5") && err.contains("runtime.workers"), "{err}");
-    let out = skein(&["run", s(&tmp("missing.toml"))]);
+    let out = skein(&["run", s(&dir.path("missing.toml"))]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the job file"));
-    let j =
-        job("badroot.toml", "[graph]\ngenerator = \"kronecker\"\nscale = 4\n[job]\nroots = [99]\n");
+    let j = job(
+        &dir,
+        "badroot.toml",
+        "[graph]\ngenerator = \"kronecker\"\nscale = 4\n[job]\nroots = [99]\n",
+    );
     let out = skein(&["run", s(&j)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("job.roots") && err.contains("99"), "{err}");
-    let j = job("nofile.toml", "[graph]\nfile = \"does-not-exist.wel\"\n");
+    let j = job(&dir, "nofile.toml", "[graph]\nfile = \"does-not-exist.wel\"\n");
     let out = skein(&["run", s(&j)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("does-not-exist.wel"), "{err}");
@@ -145,15 +157,16 @@ fn job_files_are_bounded_and_checked_whole() {
         // Refused after reading 1 MiB, instead of reading forever.
         fails(&["run", "/dev/zero"], "larger than 1024 KiB");
     }
+    let dir = Scratch::new("bounded");
     let base = "[graph]\ngenerator = \"kronecker\"\nscale = 8\n";
-    let j = job("seeds.toml", &format!("{base}seeds = [7, 8, 9, 10, 11]\n"));
+    let j = job(&dir, "seeds.toml", &format!("{base}seeds = [7, 8, 9, 10, 11]\n"));
     fails(&["run", s(&j)], "seeds.toml:line 4: key `graph.seeds`: expected two seeds");
-    let j = job("seeds-x.toml", &format!("{base}seeds = [7, 8, \"x\"]\n"));
+    let j = job(&dir, "seeds-x.toml", &format!("{base}seeds = [7, 8, \"x\"]\n"));
     fails(&["run", s(&j)], "seeds-x.toml:line 4: key `graph.seeds`: invalid type");
-    let j = job("workers.toml", &format!("{base}[runtime]\nworkers = 2000\n"));
+    let j = job(&dir, "workers.toml", &format!("{base}[runtime]\nworkers = 2000\n"));
     fails(&["run", s(&j)], "workers.toml:line 5: key `runtime.workers`");
     fails(&["run", s(&j)], "GiB, but only");
-    let j = job("fibers.toml", base);
+    let j = job(&dir, "fibers.toml", base);
     fails(&["run", s(&j), "--set", "runtime.fibers=2000000"], "--set runtime.fibers");
     fails(&["compare", s(&j), "--set", "runtime.workers=5000"], "more than 4096");
     // `compare` runs skein too: its limits apply whatever engine the job names.

@@ -4,12 +4,8 @@
 
 mod common;
 
-use common::check;
+use common::{check, Scratch};
 use std::process::{Command, Output};
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    common::tmp_in("cli-stats", name)
-}
 
 fn workers(json: &std::path::Path) -> Vec<serde_json::Value> {
     let j: serde_json::Value =
@@ -45,8 +41,9 @@ fn loopback(kernel: &str, stats: bool, json: &std::path::Path) -> Output {
 
 #[test]
 fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
+    let dir = Scratch::new("anatomy");
     for kernel in ["sssp", "bfs"] {
-        let json = tmp(&format!("{kernel}.json"));
+        let json = dir.path(&format!("{kernel}.json"));
         let out = check(&loopback(kernel, true, &json), kernel);
         assert!(out.contains("validation:") && out.contains("passed"), "{out}");
         // Two fake ranks of one worker, each on a thread of its own.
@@ -118,8 +115,9 @@ fn stats_prints_the_anatomy_and_the_json_has_its_counters() {
 
 #[test]
 fn stats_of_the_kernels_without_roots_sum_over_their_runs() {
+    let dir = Scratch::new("no-roots");
     for (kernel, messages) in [("pagerank", true), ("cc", false)] {
-        let json = tmp(&format!("{kernel}.json"));
+        let json = dir.path(&format!("{kernel}.json"));
         let out = Command::new(env!("CARGO_BIN_EXE_skein"))
             .args([kernel, "--engine", "skein", "-t", "2", "--repeat", "2", "--stats", "--json"])
             .arg(&json)
@@ -157,7 +155,8 @@ fn stats_of_the_kernels_without_roots_sum_over_their_runs() {
 
 #[test]
 fn without_stats_the_counters_are_there_and_the_loop_is_not_timed() {
-    let json = tmp("plain.json");
+    let dir = Scratch::new("plain");
+    let json = dir.path("plain.json");
     let out = check(&loopback("sssp", false, &json), "sssp");
     assert!(!out.contains("anatomy (per worker"), "{out}");
     for w in workers(&json) {
@@ -172,7 +171,8 @@ fn without_stats_the_counters_are_there_and_the_loop_is_not_timed() {
 #[cfg(feature = "mpi")]
 #[test]
 fn stats_across_two_mpi_ranks_counts_envelopes_per_rank() {
-    let json = tmp("rack.json");
+    let dir = Scratch::new("rack");
+    let json = dir.path("rack.json");
     let out = Command::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2"])
         .arg(env!("CARGO_BIN_EXE_skein"))

@@ -4,8 +4,10 @@
 
 #![cfg(feature = "mpi")]
 
+mod common;
 mod launch;
 
+use common::Scratch;
 use launch::mpirun;
 use std::process::{Command, Output};
 
@@ -36,8 +38,8 @@ fn check(out: &Output, ranks: usize, got: &std::path::Path, want: &std::path::Pa
 
 #[test]
 fn pagerank_and_components_on_2_and_3_ranks_dump_the_sequential_results() {
-    let dir = std::env::temp_dir().join(format!("skein-rack-analytics-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch::new("pagerank-cc");
+    let dir = scratch.dir();
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let skg = path("g.skg");
     one_process(&["generate", "--scale", "9", "--output", &skg]);
@@ -84,7 +86,6 @@ fn pagerank_and_components_on_2_and_3_ranks_dump_the_sequential_results() {
         assert_eq!(report["validated"], true, "{report}");
         assert_eq!(report["vertices"], 1024, "{report}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -3,8 +3,10 @@
 
 #![cfg(feature = "mpi")]
 
+mod common;
 mod launch;
 
+use common::Scratch;
 use launch::mpirun;
 use std::process::{Command, Output};
 
@@ -74,7 +76,8 @@ fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
     // One worker per rank: 2 workers in all, each sending to the other rank's (the
     // one-process refusal of a single worker is in `cli_bench.rs`). 4096 bytes travel as
     // `apply_with` arguments (a `skein::codec::Raw` byte string), the others inline.
-    let dir = temp_dir("echo");
+    let scratch = Scratch::new("echo");
+    let dir = scratch.dir();
     let json = dir.join("echo.json");
     let args = ["bench", "echo", "--workers", "1", "--dest", "remote", "--sizes", "8,32,4096"];
     let r = mpirun(
@@ -94,7 +97,6 @@ fn echo_to_remote_workers_counts_the_workers_of_every_rank() {
         let per = row["requests_per_envelope"].as_f64();
         assert!(per.is_some_and(|p| (1.0..=40_000.0).contains(&p)), "{row}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -102,7 +104,8 @@ fn rounds_across_3_ranks_take_two_all_reduces_each_at_least() {
     // Between two quiescent verdicts the detector completes at least two all-reduces (the
     // waves of one detection; the one after a wake-up cannot be quiescent): a round across
     // ranks that took fewer would have skipped a wave.
-    let dir = temp_dir("rounds");
+    let scratch = Scratch::new("rounds");
+    let dir = scratch.dir();
     let json = dir.join("rounds.json");
     let args = ["bench", "rounds", "--rounds", "40", "--repeat", "2"];
     let r = mpirun(3, &[&args[..], &["--json", json.to_str().unwrap()]].concat());
@@ -115,7 +118,6 @@ fn rounds_across_3_ranks_take_two_all_reduces_each_at_least() {
         assert!(row["us_per_round"].as_f64().is_some_and(|v| v > 0.0), "{row}");
         assert!(row["all_reduces"].as_f64().is_some_and(|a| a >= 2.0), "{row}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -126,7 +128,8 @@ fn fetch_add_baselines_check_themselves_on_3_ranks() {
     // Skein's forms their counters' sum (`array` hands its TrustArray to every worker of every
     // rank). The echo and ping baselines run in
     // `the_rack_bench_script_runs_every_benchmark_beside_mpi`.
-    let dir = temp_dir("fetch-add-mpi");
+    let scratch = Scratch::new("fetch-add-mpi");
+    let dir = scratch.dir();
     let json = dir.join("rows.json");
     let r = mpirun(
         3,
@@ -157,14 +160,14 @@ fn fetch_add_baselines_check_themselves_on_3_ranks() {
         assert_eq!(of.len(), 4, "{imp}: {rows:?}");
         assert!(of.iter().all(|r| r["mops"].as_f64().is_some_and(|m| m > 0.0)), "{rows:?}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// `jobs/scripts/rack-bench.sh`, as its header says, with tiny sizes (`QUICK=1`) and this
 /// build's binary: every benchmark runs and writes its rows.
 #[test]
 fn the_rack_bench_script_runs_every_benchmark_beside_mpi() {
-    let dir = temp_dir("rack-bench-script");
+    let scratch = Scratch::new("rack-bench-script");
+    let dir = scratch.dir();
     let r = std::process::Command::new("bash")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/rack-bench.sh"))
         .args(["2", dir.to_str().unwrap()])
@@ -196,7 +199,6 @@ fn the_rack_bench_script_runs_every_benchmark_beside_mpi() {
     let rounds = read_json(&dir.join("rounds.json"));
     let shapes: Vec<_> = rounds.as_array().expect("rows").iter().map(|r| &r["shape"]).collect();
     assert_eq!(shapes, ["superstep", "quiescence"], "{rounds}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -212,8 +214,8 @@ fn other_engines_are_refused_across_ranks() {
 
 #[test]
 fn compare_puts_skein_rack_beside_the_one_process_engines() {
-    let dir = std::env::temp_dir().join(format!("skein-rack-compare-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = Scratch::new("compare");
+    let dir = scratch.dir();
     let job = dir.join("job.toml");
     std::fs::write(
         &job,
@@ -241,15 +243,6 @@ fn compare_puts_skein_rack_beside_the_one_process_engines() {
         let rate = if kernel == "bfs" { "harmonic_mean_teps" } else { "arcs_per_second_hmean" };
         assert!(json.contains("\"skein-rack\"") && json.contains(rate), "{kernel}: {json}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A fresh folder for one test's files.
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("skein-rack-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// What must not depend on how the ranks split the graph: the graph's size, the roots, each
@@ -276,7 +269,8 @@ fn read_json(path: &std::path::Path) -> serde_json::Value {
 
 #[test]
 fn run_on_2_and_3_ranks_gives_the_one_process_roots_nedge_validation_and_dump() {
-    let dir = temp_dir("split");
+    let scratch = Scratch::new("split");
+    let dir = scratch.dir();
     for kernel in ["sssp", "bfs"] {
         let job = dir.join(format!("{kernel}.toml"));
         std::fs::write(
@@ -358,7 +352,6 @@ fn run_on_2_and_3_ranks_gives_the_one_process_roots_nedge_validation_and_dump() 
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -400,7 +393,8 @@ fn explicit_roots_and_bad_dump_paths_are_clear_errors_on_every_rank() {
 
 #[test]
 fn graph_files_are_split_across_2_and_3_ranks_with_the_one_process_dump() {
-    let dir = temp_dir("file");
+    let scratch = Scratch::new("file");
+    let dir = scratch.dir();
     let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     for name in ["g.skg", "g.el", "g.wel"] {
         let made = one_process(&["generate", "--scale", "9", "--output", &path(name)]);
@@ -459,7 +453,6 @@ fn graph_files_are_split_across_2_and_3_ranks_with_the_one_process_dump() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{err}");
     assert!(err.contains("across 2 ranks"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `vertex value` of every line of a dump (its parents left out).
@@ -472,7 +465,8 @@ fn levels(dump: &[u8]) -> Vec<String> {
 
 #[test]
 fn corrupt_and_bad_graph_files_are_errors_on_every_rank() {
-    let dir = temp_dir("badfile");
+    let scratch = Scratch::new("badfile");
+    let dir = scratch.dir();
     let skg = dir.join("g.skg");
     let made = one_process(&["generate", "--scale", "8", "--output", skg.to_str().unwrap()]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
@@ -497,7 +491,6 @@ fn corrupt_and_bad_graph_files_are_errors_on_every_rank() {
             assert!(String::from_utf8_lossy(&one.stderr).contains(what));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -548,7 +541,8 @@ fn mpmd(apps: &[(&std::path::Path, Vec<&str>)]) -> Output {
 /// mixed graph (or hanging in collectives that do not match).
 #[test]
 fn ranks_that_disagree_on_their_job_refuse_it_naming_the_field() {
-    let dir = temp_dir("mpmd");
+    let scratch = Scratch::new("mpmd");
+    let dir = scratch.dir();
     let (a, b) = (dir.join("a"), dir.join("b"));
     let sssp = |graph| vec!["sssp", "--engine", "skein", "-t", "1", "--roots", "2", graph];
     let err_of = |r: &Output| {
@@ -556,7 +550,7 @@ fn ranks_that_disagree_on_their_job_refuse_it_naming_the_field() {
         String::from_utf8_lossy(&r.stderr).into_owned()
     };
     // Another edge factor on rank 1.
-    let r = mpmd(&[(&dir, sssp("kron:8:16")), (&dir, sssp("kron:8:8"))]);
+    let r = mpmd(&[(dir, sssp("kron:8:16")), (dir, sssp("kron:8:8"))]);
     let err = err_of(&r);
     assert_eq!(err.matches("the 2 ranks do not agree on their job").count(), 2, "{err}");
     assert!(err.contains(r#"`graph`: rank 0 has "kron:8:16", rank 1 has "kron:8:8""#), "{err}");
@@ -564,19 +558,19 @@ fn ranks_that_disagree_on_their_job_refuse_it_naming_the_field() {
     let mut other = sssp("kron:8");
     other[6] = "3";
     other.extend(["--warmup", "1", "--dump", "/dev/null"]);
-    let err = err_of(&mpmd(&[(&dir, sssp("kron:8")), (&dir, other)]));
+    let err = err_of(&mpmd(&[(dir, sssp("kron:8")), (dir, other)]));
     for f in ["`--roots`", "`--warmup`", "`--dump`"] {
         assert!(err.contains(f), "{f}: {err}");
     }
     // Another command on rank 1.
     let mut bfs = sssp("kron:8");
     bfs[0] = "bfs";
-    let err = err_of(&mpmd(&[(&dir, sssp("kron:8")), (&dir, bfs)]));
+    let err = err_of(&mpmd(&[(dir, sssp("kron:8")), (dir, bfs)]));
     assert!(err.contains(r#"`command`: rank 0 has "sssp", rank 1 has "bfs""#), "{err}");
     // A job file with another override on rank 1: the loaded job's keys differ.
     let job = concat!(env!("CARGO_MANIFEST_DIR"), "/sssp-s20-rack.toml");
     let run = |scale| vec!["run", job, "--set", scale, "--set", "report.json=/dev/null"];
-    let err = err_of(&mpmd(&[(&dir, run("graph.scale=8")), (&dir, run("graph.scale=9"))]));
+    let err = err_of(&mpmd(&[(dir, run("graph.scale=8")), (dir, run("graph.scale=9"))]));
     assert!(err.contains("`job.graph`: rank 0 has"), "{err}");
     // One path, two files of the same size (node-local copies that differ): each rank
     // reads `g.skg` in its own working directory.
@@ -594,7 +588,6 @@ fn ranks_that_disagree_on_their_job_refuse_it_naming_the_field() {
     // The same file on both ranks runs.
     let r = mpmd(&[(&a, sssp("g.skg")), (&a, sssp("g.skg"))]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The JSON report names the transport the ranks used: the job file's `[runtime] transport`
@@ -602,7 +595,8 @@ fn ranks_that_disagree_on_their_job_refuse_it_naming_the_field() {
 /// `SKEIN_TRANSPORT` asks otherwise).
 #[test]
 fn the_report_names_the_transport_the_ranks_used() {
-    let dir = temp_dir("transport");
+    let scratch = Scratch::new("transport");
+    let dir = scratch.dir();
     let default = match std::env::var("SKEIN_TRANSPORT").as_deref().map(str::trim) {
         Err(_) | Ok("") | Ok("auto") => "shm".to_string(),
         Ok(other) => other.to_string(),
@@ -629,7 +623,6 @@ fn the_report_names_the_transport_the_ranks_used() {
         let asked = if key.is_empty() { serde_json::Value::Null } else { want.into() };
         assert_eq!(json["job"]["transport"], asked, "{key:?}: {json}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Ranks on several nodes, some sharing one (made here by `SKEIN_RANKS_PER_NODE=2`: ranks 0
@@ -640,7 +633,8 @@ fn auto_mixes_the_rings_within_a_node_and_mpi_between_nodes() {
     if std::env::var("SKEIN_TRANSPORT").is_ok_and(|t| !matches!(t.trim(), "" | "auto")) {
         return; // A transport asked for by name does not mix.
     }
-    let dir = temp_dir("mixed");
+    let scratch = Scratch::new("mixed");
+    let dir = scratch.dir();
     let job = dir.join("job.toml");
     std::fs::write(
         &job,
@@ -663,5 +657,4 @@ fn auto_mixes_the_rings_within_a_node_and_mpi_between_nodes() {
     assert_eq!(json["transport"], "shm+mpi", "{json}");
     assert_eq!(json["transport_per_rank"], serde_json::json!(["shm", "shm", "mpi"]), "{json}");
     assert_eq!(json["validated"], true, "{json}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

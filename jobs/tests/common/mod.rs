@@ -74,11 +74,37 @@ pub(crate) fn fails(args: &[&str]) -> String {
     e
 }
 
-/// `name` in this test binary's scratch folder (`<tmp>/skein-<test>-<pid>`, created).
-pub(crate) fn tmp_in(test: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("skein-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// One test's scratch folder, `<tmp>/skein-<test binary>-<pid>-<name>`: created empty (a
+/// stale one of the same name removed first) and removed with everything in it when dropped,
+/// also while a failing test unwinds. `name` must be unique within the test binary, whose
+/// tests run in parallel threads of one process.
+pub(crate) struct Scratch(PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(name: &str) -> Scratch {
+        let binary = env!("CARGO_CRATE_NAME").replace('_', "-");
+        let dir =
+            std::env::temp_dir().join(format!("skein-{binary}-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// The folder itself.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.0
+    }
+
+    /// `file` in the folder.
+    pub(crate) fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A path as `&str` (the tests' paths are UTF-8).
