@@ -1,9 +1,28 @@
 //! `--stats`: a round's anatomy as the runtime measured it (issue 30, item 1). The runtime's
 //! transport and detector counters are always on and go into the JSON report's
 //! `trustees.workers[i]` ([`worker_json`]); `--stats` also turns the runtime's loop timing on
-//! (`SKEIN_ANATOMY=1`, `skein::Builder::anatomy`) and prints the breakdown ([`print`]).
+//! (`SKEIN_ANATOMY=1`, `skein::Builder::anatomy`) and prints the breakdown ([`print`]): every
+//! worker's lines up to [`WORKERS_UP_TO`] workers, and beyond, min / median / max across the
+//! workers, the traffic between each pair of ranks and the detectors' rounds, so that the
+//! report of 16 ranks of 16 workers stays readable ([`Detail`]: `--stats=workers`,
+//! `--stats=summary`).
 
 use std::io::Write;
+
+/// How much of the anatomy `--stats` prints (`--stats[=auto|workers|summary]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Detail {
+    /// Every worker's lines up to [`WORKERS_UP_TO`] workers, the summary across the workers
+    /// beyond (16 ranks of 16 workers would print thousands of lines).
+    Auto,
+    /// Every worker's lines, however many.
+    Workers,
+    /// The summary across the workers only.
+    Summary,
+}
+
+/// Workers up to which `--stats` (auto) prints every worker's lines.
+pub(crate) const WORKERS_UP_TO: usize = 8;
 
 /// Turns the runtime's loop timing on for every runtime this process builds (call before
 /// building one; under mpirun every rank parses the same arguments and calls it).
@@ -152,13 +171,50 @@ fn thread_times(w: &skein::WorkerStats, loop_ns: u64) -> String {
     }
 }
 
-/// The breakdown, per worker: the loop's time by part (when timed), envelopes and bytes per
-/// destination rank, requests per batch and per envelope, the detector's rounds.
-/// `what` names the `count` units the times are summed over: `search(es)`, `run(s)`.
+/// `min / median / max` of `xs` (the lower middle of an even count), each written by `f`;
+/// `-` for none.
+pub(crate) fn spread(mut xs: Vec<f64>, f: impl Fn(f64) -> String) -> String {
+    xs.sort_by(f64::total_cmp);
+    match xs.len() {
+        0 => "-".to_string(),
+        n => format!("{} / {} / {}", f(xs[0]), f(xs[(n - 1) / 2]), f(xs[n - 1])),
+    }
+}
+
+/// A count with no decimals, a share with one (for [`spread`]).
+fn whole(x: f64) -> String {
+    format!("{x:.0}")
+}
+fn one(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+/// What a worker (or the sum of all, [`skein::Stats::total`]) sent across ranks: request
+/// envelopes, their fill, forwarded segments, responses.
+fn envelopes_text(w: &skein::WorkerStats) -> String {
+    format!(
+        "{} request envelopes ({} full, {} aged; {} bytes, {:.1} requests and {:.2} segments each, {:.1} requests per segment), {} segments forwarded, {} responses ({} bytes)",
+        w.envelopes_sent,
+        w.envelopes_full,
+        w.envelopes_aged,
+        w.envelope_bytes_sent,
+        w.mean_envelope(),
+        w.segments_per_envelope(),
+        w.requests_per_remote_batch(),
+        w.segments_forwarded,
+        w.responses_sent,
+        w.response_bytes_sent
+    )
+}
+
+/// The breakdown `--stats` prints: every worker's lines ([`print_workers`]), or the summary
+/// across the workers ([`print_summary`]), as `detail` says. `what` names the `count` units
+/// the times are summed over: `search(es)`, `run(s)`.
 pub(crate) fn print(
     stats: &skein::Stats,
     count: u64,
     what: &str,
+    detail: Detail,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     // The threads the runtime resolved (`--worker-threads`, or its default per rank).
@@ -166,6 +222,179 @@ pub(crate) fn print(
         0 => String::new(),
         t => format!("; {} workers on {t} threads", stats.workers.len()),
     };
+    let many = stats.workers.len() > WORKERS_UP_TO;
+    match detail {
+        Detail::Workers => print_workers(stats, count, what, &threads, out),
+        Detail::Auto if !many => print_workers(stats, count, what, &threads, out),
+        Detail::Auto | Detail::Summary => {
+            print_summary(stats, count, what, &threads, out)?;
+            if many {
+                writeln!(
+                    out,
+                    "  (every worker's lines: --stats=workers; every counter: the JSON report, --json)"
+                )?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The summary across the workers: `min / median / max` over the workers of each figure the
+/// per-worker lines show, the totals of what they sent, the traffic between each pair of
+/// ranks and the detectors' rounds (the first worker of each rank).
+fn print_summary(
+    stats: &skein::Stats,
+    count: u64,
+    what: &str,
+    threads: &str,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let ws = &stats.workers;
+    let ranks = ws.iter().map(|w| w.to_ranks.len()).max().unwrap_or(0).max(1);
+    writeln!(out, "anatomy (across workers; times summed over {count} {what}{threads}):")?;
+    let of_ranks = if ranks > 1 { format!(" of {ranks} ranks") } else { String::new() };
+    writeln!(out, "  min / median / max over the {} workers{of_ranks}:", ws.len())?;
+    let over = |f: &dyn Fn(&skein::WorkerStats) -> f64| ws.iter().map(f).collect::<Vec<f64>>();
+    let timed: Vec<&skein::WorkerStats> = ws.iter().filter(|w| w.anatomy.passes > 0).collect();
+    if timed.is_empty() {
+        writeln!(out, "    loop not timed")?;
+    } else {
+        let ms = timed.iter().map(|w| w.anatomy.total_ns() as f64 / 1e6).collect();
+        let passes = timed.iter().map(|w| w.anatomy.passes as f64).collect();
+        writeln!(out, "    loop: {} ms in {} passes", spread(ms, one), spread(passes, whole))?;
+        let names = skein::Anatomy::default().parts().map(|(n, _)| n);
+        let parts: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| {
+                let pc = timed
+                    .iter()
+                    .map(|w| {
+                        let a = &w.anatomy;
+                        100.0 * a.parts()[k].1 as f64 / a.total_ns().max(1) as f64
+                    })
+                    .collect();
+                format!("{n} {} %", spread(pc, one))
+            })
+            .collect();
+        writeln!(out, "    {}", parts.join(", "))?;
+    }
+    writeln!(
+        out,
+        "    {} batches sent, {} requests served per batch",
+        spread(over(&|w| w.batches_sent as f64), whole),
+        spread(over(&|w| w.mean_batch()), one)
+    )?;
+    writeln!(
+        out,
+        "    {} parks, {} yields",
+        spread(over(&|w| w.parks as f64), whole),
+        spread(over(&|w| w.yields as f64), whole)
+    )?;
+    // The kernel counts a thread's switches and times once, on its first worker.
+    let leaders: Vec<&skein::WorkerStats> = ws.iter().filter(|w| w.thread_workers > 0).collect();
+    if !leaders.is_empty() {
+        let of = |f: fn(&skein::WorkerStats) -> u64| {
+            spread(leaders.iter().map(|w| f(w) as f64).collect(), whole)
+        };
+        let timed = leaders.iter().all(|w| w.anatomy.passes > 0);
+        let times = if timed && leaders.iter().any(|w| w.on_core_ns + w.runnable_ns > 0) {
+            let pc = |f: fn(&skein::WorkerStats) -> u64| {
+                let v = leaders
+                    .iter()
+                    .map(|w| 100.0 * f(w) as f64 / w.anatomy.total_ns().max(1) as f64)
+                    .collect();
+                spread(v, one)
+            };
+            format!(
+                "; on a core {} % of the loop's time, waiting for a core {} %",
+                pc(|w| w.on_core_ns),
+                pc(|w| w.runnable_ns)
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "  min / median / max over the {} threads: context switches {} voluntary, {} involuntary{times}",
+            leaders.len(),
+            of(|w| w.switches_voluntary),
+            of(|w| w.switches_involuntary)
+        )?;
+    }
+    let total = stats.total();
+    if total.envelopes_sent + total.responses_sent > 0 {
+        writeln!(out, "  all workers: {}", envelopes_text(&total))?;
+    }
+    if ranks > 1 && ws.len() % ranks == 0 {
+        // Each (sending rank, receiving rank) pair's traffic, its workers summed.
+        let per_rank = ws.len() / ranks;
+        let mut pairs = vec![skein::RankTraffic::default(); ranks * ranks];
+        for (i, w) in ws.iter().enumerate() {
+            for (to, t) in w.to_ranks.iter().enumerate() {
+                pairs[i / per_rank * ranks + to] += t;
+            }
+        }
+        let pairs: Vec<&skein::RankTraffic> = pairs
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| k / ranks != k % ranks)
+            .map(|(_, t)| t)
+            .collect();
+        let of = |f: fn(&skein::RankTraffic) -> u64| {
+            spread(pairs.iter().map(|t| f(t) as f64).collect(), whole)
+        };
+        writeln!(
+            out,
+            "  from one rank to another ({} pairs, min / median / max): {} envelopes, {} bytes, {} requests; {} responses",
+            pairs.len(),
+            of(|t| t.envelopes),
+            of(|t| t.bytes),
+            of(|t| t.requests),
+            of(|t| t.responses)
+        )?;
+    }
+    let detectors: Vec<&skein::WorkerStats> = ws.iter().filter(|w| w.detector_steps > 0).collect();
+    if !detectors.is_empty() {
+        let of = |f: fn(&skein::WorkerStats) -> u64| {
+            spread(detectors.iter().map(|w| f(w) as f64).collect(), whole)
+        };
+        let ends: Vec<&&skein::WorkerStats> =
+            detectors.iter().filter(|w| w.round_ends.count > 0).collect();
+        let ends = if ends.is_empty() {
+            String::new()
+        } else {
+            let us = |ns: u64| ns as f64 / 1e3;
+            let medians = ends.iter().filter_map(|w| w.round_ends.median_ns()).map(us).collect();
+            let longest = ends.iter().map(|w| w.round_ends.max_ns).max().unwrap_or(0);
+            format!(
+                "; round ends (last work to verdict): median {} µs, longest {:.1} µs",
+                spread(medians, one),
+                us(longest)
+            )
+        };
+        writeln!(
+            out,
+            "  detectors ({}, min / median / max): {} steps, all-reduces {} posted, {} quiescent verdicts; {} posts held{ends}",
+            detectors.len(),
+            of(|w| w.detector_steps),
+            of(|w| w.all_reduces_posted),
+            of(|w| w.quiescent_verdicts),
+            of(|w| w.posts_held)
+        )?;
+    }
+    Ok(())
+}
+
+/// Every worker's lines: the loop's time by part (when timed), envelopes and bytes per
+/// destination rank, requests per batch and per envelope, the detector's rounds.
+fn print_workers(
+    stats: &skein::Stats,
+    count: u64,
+    what: &str,
+    threads: &str,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     writeln!(out, "anatomy (per worker; times summed over {count} {what}{threads}):")?;
     for (i, w) in stats.workers.iter().enumerate() {
         let a = &w.anatomy;
@@ -205,20 +434,7 @@ pub(crate) fn print(
             thread_times(w, a.total_ns())
         )?;
         if w.envelopes_sent + w.responses_sent > 0 {
-            writeln!(
-                out,
-                "  worker {i}: {} request envelopes ({} full, {} aged; {} bytes, {:.1} requests and {:.2} segments each, {:.1} requests per segment), {} segments forwarded, {} responses ({} bytes)",
-                w.envelopes_sent,
-                w.envelopes_full,
-                w.envelopes_aged,
-                w.envelope_bytes_sent,
-                w.mean_envelope(),
-                w.segments_per_envelope(),
-                w.requests_per_remote_batch(),
-                w.segments_forwarded,
-                w.responses_sent,
-                w.response_bytes_sent
-            )?;
+            writeln!(out, "  worker {i}: {}", envelopes_text(w))?;
             for (r, t) in
                 w.to_ranks.iter().enumerate().filter(|(_, t)| t.envelopes + t.responses > 0)
             {
@@ -245,4 +461,67 @@ pub(crate) fn print(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_min_lower_median_max() {
+        let f = |x: f64| format!("{x:.0}");
+        assert_eq!(spread(vec![], f), "-");
+        assert_eq!(spread(vec![7.0], f), "7 / 7 / 7");
+        assert_eq!(spread(vec![4.0, 1.0, 3.0, 2.0], f), "1 / 2 / 4");
+        assert_eq!(spread(vec![5.0, 1.0, 9.0], f), "1 / 5 / 9");
+    }
+
+    /// Stats of `ranks` ranks of `per_rank` workers, each worker of rank `r` sending
+    /// `r + 1` envelopes to every other rank; the first worker of each rank detects.
+    fn split(ranks: usize, per_rank: usize) -> skein::Stats {
+        let mut stats = skein::Stats::default();
+        for i in 0..ranks * per_rank {
+            let r = i / per_rank;
+            let mut w = skein::WorkerStats::default();
+            w.to_ranks = vec![skein::RankTraffic::default(); ranks];
+            for (to, t) in w.to_ranks.iter_mut().enumerate().filter(|(to, _)| *to != r) {
+                t.envelopes = r as u64 + 1;
+                t.requests = 10 * (to as u64 + 1);
+            }
+            w.envelopes_sent = (ranks as u64 - 1) * (r as u64 + 1);
+            w.thread_workers = 1;
+            w.detector_steps = u64::from(i % per_rank == 0);
+            stats.workers.push(w);
+        }
+        stats
+    }
+
+    fn printed(stats: &skein::Stats, detail: Detail) -> String {
+        let mut out = Vec::new();
+        print(stats, 1, "run(s)", detail, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_summary_sums_each_pair_of_ranks_over_its_workers() {
+        // 3 ranks of 3 workers: rank r sends 3 (r + 1) envelopes to each other rank.
+        let out = printed(&split(3, 3), Detail::Auto);
+        assert!(out.contains("over the 9 workers of 3 ranks"), "{out}");
+        assert!(
+            out.contains(
+                "from one rank to another (6 pairs, min / median / max): 3 / 6 / 9 envelopes"
+            ),
+            "{out}"
+        );
+        // Requests to rank `to`: 3 workers x 10 (to + 1), from the two other ranks.
+        assert!(out.contains("30 / 60 / 90 requests"), "{out}");
+        assert!(out.contains("detectors (3, min / median / max): 1 / 1 / 1 steps"), "{out}");
+        assert!(out.contains("    loop not timed"), "{out}");
+        assert!(out.contains("(every worker's lines: --stats=workers"), "{out}");
+        // Up to 8 workers: a line per worker; asked for, the summary of few.
+        let few = split(2, 2);
+        assert!(printed(&few, Detail::Auto).contains("  worker 3: loop not timed"));
+        assert!(printed(&few, Detail::Summary).contains("over the 4 workers of 2 ranks"));
+        assert!(!printed(&few, Detail::Summary).contains("every worker's lines"));
+    }
 }

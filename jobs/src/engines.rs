@@ -129,6 +129,10 @@ impl EngineSpec {
     }
 }
 
+/// Workers up to which the kernels' report prints a line per worker ("skein worker i:");
+/// beyond, one line of min / median / max across them.
+const WORKER_LINES_UP_TO: usize = 16;
+
 /// What the Skein engine did besides its results, summed over roots.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SkeinTotals {
@@ -243,7 +247,26 @@ impl SkeinTotals {
                 *b as f64 / 1048576.0
             )?;
         }
-        for (i, w) in self.runtime.workers.iter().enumerate() {
+        let workers = &self.runtime.workers;
+        if workers.len() > WORKER_LINES_UP_TO {
+            // A line per worker would not be read at 16 ranks of 16 workers.
+            let over = |f: &dyn Fn(&skein::WorkerStats) -> f64| {
+                workers.iter().map(f).collect::<Vec<f64>>()
+            };
+            use crate::anatomy::spread;
+            writeln!(
+                out,
+                "{:<32}busy {} % of loop passes, served {} requests in {} batches (mean {}) \
+                 (min / median / max)",
+                format!("skein workers ({}):", workers.len()),
+                spread(over(&|w| 100.0 * w.busy_fraction()), |x| format!("{x:.1}")),
+                spread(over(&|w| w.requests_served as f64), |x| format!("{x:.0}")),
+                spread(over(&|w| w.batches_served as f64), |x| format!("{x:.0}")),
+                spread(over(&|w| w.mean_batch()), |x| format!("{x:.1}"))
+            )?;
+            return Ok(());
+        }
+        for (i, w) in workers.iter().enumerate() {
             writeln!(
                 out,
                 "{:<32}busy {:.1}% of loop passes, served {} requests in {} batches (mean {:.1})",

@@ -89,10 +89,13 @@ pub(crate) struct Args {
     /// Print the runtime's round anatomy (skein engine), summed over the runs: the worker
     /// loop's time by part (serving, issuing, transport, detector, waiting for a response or
     /// for quiescence, idle), envelopes and bytes per destination rank, requests per batch,
-    /// the detector's rounds. Turns the loop timing on (`SKEIN_ANATOMY=1`); the JSON report
-    /// has the counters either way (`skein_workers`).
-    #[arg(long)]
-    stats: bool,
+    /// the detector's rounds. Every worker's lines up to 8 workers, min / median / max across
+    /// the workers beyond (`--stats=workers`: every worker's, `--stats=summary`: the
+    /// summary). Turns the loop timing on (`SKEIN_ANATOMY=1`); the JSON report has the
+    /// counters either way (`skein_workers`).
+    #[arg(long, value_enum, value_name = "DETAIL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "auto")]
+    stats: Option<crate::anatomy::Detail>,
     /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
     #[arg(value_name = "GRAPH")]
     graph: String,
@@ -108,15 +111,15 @@ struct Setup {
     validate: bool,
     json: Option<PathBuf>,
     dump: Option<PathBuf>,
-    /// Print the runtime's anatomy (`--stats`).
-    stats: bool,
+    /// Print the runtime's anatomy, this much of it (`--stats`).
+    stats: Option<crate::anatomy::Detail>,
 }
 
 /// `skein pagerank` / `skein cc`.
 pub(crate) fn run_cli(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     use crate::agree::field;
     crate::agree::agree(&[field("command", kernel), field("arguments", format!("{args:?}"))])?;
-    if args.stats {
+    if args.stats.is_some() {
         crate::anatomy::enable();
     }
     let mut spec = EngineSpec::new(args.engine, args.threads.unwrap_or(0));
@@ -359,7 +362,7 @@ fn job_setup(job: &Job, engine: EngineName) -> Setup {
         validate: job.validate,
         json: job.json.clone(),
         dump: job.dump.clone(),
-        stats: false,
+        stats: None,
     }
 }
 
@@ -531,8 +534,8 @@ fn finish(setup: &Setup, m: Measured, job: Option<serde_json::Value>) -> anyhow:
         let mut out = std::io::stdout().lock();
         m.print(&mut out)?;
         let runs = m.skein.kernel_seconds.len() as u64;
-        if setup.stats && runs > 0 {
-            crate::anatomy::print(&m.skein.runtime, runs, "run(s)", &mut out)?;
+        if let Some(detail) = setup.stats.filter(|_| runs > 0) {
+            crate::anatomy::print(&m.skein.runtime, runs, "run(s)", detail, &mut out)?;
         }
         out.flush()?;
     }

@@ -153,6 +153,69 @@ fn stats_of_the_kernels_without_roots_sum_over_their_runs() {
     }
 }
 
+/// `skein sssp` on `kron:9`, 2 roots, `workers` workers split into two fake ranks, with
+/// `stats` (`--stats` or `--stats=...`): its stdout.
+fn split_stats(workers: &str, stats: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["sssp", "--engine", "skein", "-t", workers, "--roots", "2", stats, "kron:9"])
+        .env("SKEIN_LOOPBACK_RANKS", "2")
+        .env("SKEIN_PROGRESS", "0")
+        .env_remove("SKEIN_ANATOMY")
+        .output()
+        .expect("skein runs");
+    check(&out, &format!("sssp -t {workers} {stats}"))
+}
+
+#[test]
+fn stats_beyond_eight_workers_summarize_them_unless_asked_for_every_worker() {
+    // 10 workers (2 fake ranks of 5): min / median / max across them, no line per worker.
+    let out = split_stats("10", "--stats");
+    for line in [
+        "anatomy (across workers; times summed over 2 search(es)",
+        "  min / median / max over the 10 workers of 2 ranks:",
+        "    loop: ",
+        "wait_quiescence ",
+        " requests served per batch",
+        " parks, ",
+        "  all workers: ",
+        "  from one rank to another (2 pairs, min / median / max): ",
+        "  detectors (2, min / median / max): ",
+        "  (every worker's lines: --stats=workers; every counter: the JSON report, --json)",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+    assert!(!out.contains("anatomy (per worker") && !out.contains("  worker 0:"), "{out}");
+    // The kernels' report still has a line per worker up to 16 of them.
+    assert!(out.contains("skein worker 9:"), "{out}");
+    // Asked for: every worker's lines, and no summary.
+    let out = split_stats("10", "--stats=workers");
+    assert!(out.contains("anatomy (per worker") && out.contains("  worker 9: "), "{out}");
+    assert!(!out.contains("anatomy (across workers"), "{out}");
+    // The summary of a few workers, when asked for, without the hint.
+    let out = split_stats("2", "--stats=summary");
+    assert!(out.contains("min / median / max over the 2 workers of 2 ranks:"), "{out}");
+    assert!(!out.contains("(every worker's lines"), "{out}");
+}
+
+#[test]
+fn the_kernels_report_summarizes_more_than_sixteen_workers() {
+    let out = split_stats("18", "--stats");
+    let line = "skein workers (18):             busy ";
+    assert!(out.contains(line) && out.contains("(min / median / max)"), "{out}");
+    assert!(!out.contains("skein worker 0:"), "{out}");
+}
+
+#[test]
+fn a_stats_detail_that_does_not_exist_is_refused_with_the_ones_that_do() {
+    let out = Command::new(env!("CARGO_BIN_EXE_skein"))
+        .args(["bfs", "--engine", "skein", "--stats=every", "kron:9"])
+        .output()
+        .expect("skein runs");
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--stats") && e.contains("auto, workers, summary"), "{e}");
+}
+
 #[test]
 fn without_stats_the_counters_are_there_and_the_loop_is_not_timed() {
     let dir = Scratch::new("plain");

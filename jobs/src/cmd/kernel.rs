@@ -67,10 +67,12 @@ pub(crate) struct Args {
     /// Print the runtime's round anatomy (skein engines): the worker loop's time by part
     /// (serving, issuing, transport, detector, waiting for a response or for quiescence,
     /// idle), envelopes and bytes per destination rank, requests per batch, the detector's
-    /// rounds. Turns the loop timing on (`SKEIN_ANATOMY=1`); the JSON report has the counters
-    /// either way.
-    #[arg(long)]
-    pub(crate) stats: bool,
+    /// rounds. Every worker's lines up to 8 workers, min / median / max across the workers
+    /// beyond (`--stats=workers`: every worker's, `--stats=summary`: the summary). Turns the
+    /// loop timing on (`SKEIN_ANATOMY=1`); the JSON report has the counters either way.
+    #[arg(long, value_enum, value_name = "DETAIL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "auto")]
+    pub(crate) stats: Option<crate::anatomy::Detail>,
     /// The graph: a file, or kron:SCALE[:EDGEFACTOR[:SEED1:SEED2]] (defaults 16, 2, 3).
     #[arg(value_name = "GRAPH")]
     pub(crate) graph: String,
@@ -110,7 +112,7 @@ fn digest(kernel: Kernel, args: &Args) -> Vec<crate::agree::Field> {
         field("--delta", format!("{:?}", args.delta)),
         field("--alpha", args.alpha),
         field("--beta", args.beta),
-        field("--stats", args.stats),
+        field("--stats", format!("{:?}", args.stats)),
         field("graph", &args.graph),
     ];
     if let Ok(GraphSpec::File(path)) = args.graph.parse::<GraphSpec>() {
@@ -122,7 +124,7 @@ fn digest(kernel: Kernel, args: &Args) -> Vec<crate::agree::Field> {
 pub(crate) fn run(kernel: Kernel, args: Args) -> anyhow::Result<()> {
     // The first collective under mpirun: before anything can fail on one rank only.
     crate::agree::agree(&digest(kernel, &args))?;
-    if args.stats {
+    if args.stats.is_some() {
         crate::anatomy::enable();
     }
     limits::check_count(args.warmup.max(1), limits::MAX_REPEAT, "more only add run time")
@@ -186,8 +188,14 @@ fn finish(
     report.print(&mut out)?;
     if let Some(totals) = totals {
         totals.print(&mut out)?;
-        if args.stats {
-            crate::anatomy::print(&totals.runtime, totals.searches, "search(es)", &mut out)?;
+        if let Some(detail) = args.stats {
+            crate::anatomy::print(
+                &totals.runtime,
+                totals.searches,
+                "search(es)",
+                detail,
+                &mut out,
+            )?;
         }
     }
     out.flush()?;
