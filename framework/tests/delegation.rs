@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 /// Fibers spawned on other workers, and closures sent to other trustees, capture nothing
-/// (they may run on another rank), and a handle cannot travel between ranks yet
-/// (`docs/rack-mode.md` §8 step 6): a test publishes the handles they need in a static of its
-/// own, which the fake ranks of a loopback split share (one process).
+/// (they may run on another rank), and a handle reaches another rank only inside a serialized
+/// message (`skein::codec`, `docs/rack-mode.md` §5.2 item 6): a test publishes the handles
+/// they need in a static of its own, which the fake ranks of a loopback split share (one
+/// process).
 fn take<T: Clone>(board: &Mutex<Option<T>>) -> T {
     board.lock().unwrap().clone().expect("handles published before use")
 }

@@ -33,9 +33,9 @@ impl Drop for Probe {
 }
 
 /// Fibers spawned on other workers, and closures sent to other trustees, capture nothing (they
-/// may run on another rank), and a handle cannot travel between ranks yet
-/// (`docs/rack-mode.md` §8 step 6): a test hands them handles through a static of its own,
-/// which the fake ranks of a loopback split share (one process).
+/// may run on another rank), and a handle reaches another rank only inside a serialized
+/// message (`skein::codec`, `docs/rack-mode.md` §5.2 item 6): a test hands them handles
+/// through a static of its own, which the fake ranks of a loopback split share (one process).
 fn take<T>(board: &Mutex<Option<T>>) -> T {
     board.lock().unwrap().take().expect("a handle was put there first")
 }

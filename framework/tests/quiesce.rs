@@ -6,10 +6,11 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 /// The vertices of the running `fan_out_trees_finish_exactly` round. A closure sent to a
-/// trustee captures nothing (its trustee may be on another rank), and a handle cannot travel
-/// between ranks yet (`docs/rack-mode.md` §8 step 6), so the delegated fan-out and the fibers
-/// spawned on other workers find the handles here: the fake ranks of a loopback split share
-/// the process, and with one rank this is just a shared table.
+/// trustee captures nothing (its trustee may be on another rank), and a handle reaches
+/// another rank only inside a serialized message (`skein::codec`, `docs/rack-mode.md` §5.2
+/// item 6), so the delegated fan-out and the fibers spawned on other workers find the
+/// handles here: the fake ranks of a loopback split share the process, and with one rank
+/// this is just a shared table.
 static VERTICES: Mutex<Option<Arc<Vec<Trust<u64>>>>> = Mutex::new(None);
 
 fn vertices() -> Arc<Vec<Trust<u64>>> {

@@ -61,10 +61,11 @@
 //!   client's completion runs after the response is received, then `finished[v]` is bumped,
 //!   then read in wave 1. **Transport condition T2**: a response's receipt happens after its
 //!   send, and a trustee sends a response only after the records' closures returned (so
-//!   their creations are counted, Release-bumped, before the send). With a landing worker
-//!   and an atomic countdown (`docs/rack-mode.md`, section 4.2) the chain is: the trustee's
-//!   bump → Release countdown → Acquire countdown by the last trustee → `MPI_Isend` →
-//!   receipt on the client → completion → `finished` bump: a chain of happens-before.
+//!   their creations are counted, Release-bumped, before the send). Each trustee answers
+//!   its own segment of an envelope in a response of its own (a forwarded segment too,
+//!   `super::remote`, invariant 4), so the chain is: the trustee's bump → its send (the
+//!   transport's publication: a ring's Release `tail`, `MPI_Isend`) → receipt on the
+//!   client → completion → `finished` bump: a chain of happens-before.
 //! * Equal sums then give `C[w] == F[w]` on every worker of every rank, and the argument of
 //!   `quiesce.rs` (take a task `Z` created beyond the count whose parent was counted; its
 //!   creation would have been counted) goes through word for word. Messages in flight need no

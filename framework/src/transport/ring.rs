@@ -30,9 +30,9 @@
 //!
 //! The ring logic is written once, over [`RingMem`]: how bytes and counters reach the
 //! ring's memory. The shared-memory backend (`transport::shm`) maps the receiver's rings in
-//! every writer's address space and writes with plain stores; an RDMA backend would write the
-//! data and `tail` with one-sided writes (write-with-immediate for `tail`) and read the
-//! credit `head` from a copy the reader writes back the same way.
+//! every writer's address space and writes with plain stores; the RDMA verbs backend
+//! (`transport::verbs`) writes the data and then `tail` with one-sided RDMA writes on one
+//! queue pair, and reads the credit `head` from a copy the reader writes back the same way.
 //!
 //! # Faults
 //!

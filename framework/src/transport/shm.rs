@@ -1,7 +1,7 @@
 //! The shared-memory transport: ranks on one node write envelopes straight into each other's
 //! rings ([`super::ring`]), with plain stores; no MPI call on the data path (feature `mpi`:
-//! MPI starts the ranks, and still carries the quiescence detector's all-reduce and the end
-//! of the run).
+//! MPI starts the ranks and carries a run's set-up and end; the quiescence detector's
+//! all-reduce goes over the rings' board, `super::board`).
 //!
 //! # Rings and where they live
 //!

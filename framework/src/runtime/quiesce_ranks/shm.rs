@@ -8,7 +8,7 @@
 //! Transport condition T1 of the module docs holds: a round completes on a rank only once
 //! every other rank has posted it, after that rank's reads (its `start`), and the Acquire
 //! load of the other rank's published round orders its reads before this rank's later ones.
-//! The board's own argument (`transport/shm.rs`) shows that two vectors per rank suffice.
+//! The board's own argument (`transport/board.rs`) shows that two vectors per rank suffice.
 
 use super::AllReduce;
 use crate::transport::board::{Board, BoardMem, BOARD_VALUES};
