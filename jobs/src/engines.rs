@@ -129,8 +129,8 @@ impl EngineSpec {
     }
 }
 
-/// Workers up to which the kernels' report prints a line per worker ("skein worker i:");
-/// beyond, one line of min / median / max across them.
+/// Workers (and ranks) up to which the kernels' report prints a line per worker ("skein
+/// worker i:") and per rank (its peak memory); beyond, one line of min / median / max.
 const WORKER_LINES_UP_TO: usize = 16;
 
 /// What the Skein engine did besides its results, summed over roots.
@@ -231,21 +231,26 @@ impl SkeinTotals {
                 )?;
             }
         }
-        for (r, b) in self.rank_peaks.iter().enumerate() {
-            writeln!(
-                out,
-                "{:<32}{:.1} MiB",
-                format!("skein rank {r} peak memory:"),
-                *b as f64 / 1048576.0
-            )?;
-        }
-        for (r, b) in self.rank_build_peaks.iter().enumerate() {
-            writeln!(
-                out,
-                "{:<32}{:.1} MiB",
-                format!("skein rank {r} build peak:"),
-                *b as f64 / 1048576.0
-            )?;
+        for (peaks, what) in
+            [(&self.rank_peaks, "peak memory"), (&self.rank_build_peaks, "build peak")]
+        {
+            let mib = |b: u64| b as f64 / 1048576.0;
+            if peaks.len() > WORKER_LINES_UP_TO {
+                // One line for many ranks, naming the largest.
+                let (top, _) = peaks.iter().enumerate().max_by_key(|(_, b)| **b).unwrap_or((0, &0));
+                writeln!(
+                    out,
+                    "{:<32}{} MiB (min / median / max; the largest on rank {top})",
+                    format!("skein ranks' {what} ({}):", peaks.len()),
+                    crate::anatomy::spread(peaks.iter().map(|&b| mib(b)).collect(), |x| {
+                        format!("{x:.1}")
+                    })
+                )?;
+                continue;
+            }
+            for (r, &b) in peaks.iter().enumerate() {
+                writeln!(out, "{:<32}{:.1} MiB", format!("skein rank {r} {what}:"), mib(b))?;
+            }
         }
         let workers = &self.runtime.workers;
         if workers.len() > WORKER_LINES_UP_TO {
@@ -484,5 +489,43 @@ impl<'g> Runner<'g> {
             Inner::Skein(_, t) => Some(t),
             Inner::Baseline(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn printed(t: &SkeinTotals) -> String {
+        let mut out = Vec::new();
+        t.print(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn many_ranks_and_workers_print_one_line_each_kind() {
+        let mut t = SkeinTotals {
+            rank_peaks: (1..=17u64).map(|r| r << 20).collect(),
+            rank_build_peaks: vec![1 << 20; 17],
+            ..SkeinTotals::default()
+        };
+        t.rank_build_peaks[5] = 3 << 20;
+        t.runtime.workers = vec![skein::WorkerStats::default(); 17];
+        let out = printed(&t);
+        let peak = "skein ranks' peak memory (17):  1.0 / 9.0 / 17.0 MiB (min / median / max; \
+                    the largest on rank 16)";
+        assert!(out.contains(peak), "{out}");
+        assert!(
+            out.contains("(17):   1.0 / 1.0 / 3.0 MiB (min / median / max; the largest on rank 5)"),
+            "{out}"
+        );
+        assert!(out.contains("skein workers (17):             busy "), "{out}");
+        assert!(!out.contains("skein rank 0 ") && !out.contains("skein worker 0:"), "{out}");
+        // Up to 16: a line each.
+        t.rank_peaks.truncate(16);
+        t.runtime.workers.truncate(16);
+        let out = printed(&t);
+        assert!(out.contains("skein rank 15 peak memory:      16.0 MiB"), "{out}");
+        assert!(out.contains("skein worker 15:"), "{out}");
     }
 }
