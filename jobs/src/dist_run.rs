@@ -228,7 +228,7 @@ pub(crate) fn build_rows(
     let g = Arc::new(g);
     if rank == 0 {
         output::eline(format_args!(
-            "graph {description}: {n} vertices, {} edges across {ranks} ranks; generated in \
+            "graph {description}: {n} vertices, {} edges across {ranks} ranks; generated/read in \
              {generation_seconds:.3} s, rows built in {construction_seconds:.3} s (slowest rank)",
             arcs / 2,
         ));

@@ -541,10 +541,15 @@ fn finish(setup: &Setup, m: Measured, job: Option<serde_json::Value>) -> anyhow:
     }
     if let Some(path) = &setup.json {
         let mut json = m.to_json(&setup.params);
+        let from_job = job.is_some();
         if let Some(job) = job {
             json["job"] = job;
         }
         crate::report::write_json_value(path, &json)?;
+        // As `skein run` says for the searches' reports (`cmd/run.rs`).
+        if from_job && crate::output::writes() {
+            eprintln!("report written to {}", path.display());
+        }
     }
     match m.validation {
         Some(Err(e)) => Err(e),

@@ -63,6 +63,14 @@ fn job_files_run_the_kernels() {
     .unwrap();
     let out = ok(&["run", job.to_str().unwrap()], &[]);
     assert!(out.contains("iterations:") && out.contains("5 (last"), "{out}");
+    // With a JSON report, `skein run` says where it went, as for the searches' jobs.
+    let json = dir.path("pagerank.json");
+    let report = format!("--set=report.json={}", json.to_str().unwrap());
+    let o = skein(&["run", job.to_str().unwrap(), &report], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let e = text(&o.stderr);
+    assert!(e.contains(&format!("report written to {}", json.display())), "{e}");
+    assert!(json.exists());
     let out = ok(&["run", job.to_str().unwrap(), "--set", "job.kernel=cc"], &[]);
     assert!(out.contains("passed"), "{out}");
     std::fs::write(&job, "[graph]\ngenerator = \"kronecker\"\nscale = 9\n[job]\nkernel = \"pagerank\"\niterations = 0\n")
