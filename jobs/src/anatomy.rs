@@ -181,6 +181,11 @@ pub(crate) fn spread(mut xs: Vec<f64>, f: impl Fn(f64) -> String) -> String {
     }
 }
 
+/// [`spread`] of the counts `f` reads from each of `items`.
+fn counts<T>(items: &[&T], f: impl Fn(&T) -> u64) -> String {
+    spread(items.iter().map(|t| f(t) as f64).collect(), whole)
+}
+
 /// A count with no decimals, a share with one (for [`spread`]).
 fn whole(x: f64) -> String {
     format!("{x:.0}")
@@ -294,9 +299,6 @@ fn print_summary(
     // The kernel counts a thread's switches and times once, on its first worker.
     let leaders: Vec<&skein::WorkerStats> = ws.iter().filter(|w| w.thread_workers > 0).collect();
     if !leaders.is_empty() {
-        let of = |f: fn(&skein::WorkerStats) -> u64| {
-            spread(leaders.iter().map(|w| f(w) as f64).collect(), whole)
-        };
         let timed = leaders.iter().all(|w| w.anatomy.passes > 0);
         let times = if timed && leaders.iter().any(|w| w.on_core_ns + w.runnable_ns > 0) {
             let pc = |f: fn(&skein::WorkerStats) -> u64| {
@@ -318,8 +320,8 @@ fn print_summary(
             out,
             "  min / median / max over the {} threads: context switches {} voluntary, {} involuntary{times}",
             leaders.len(),
-            of(|w| w.switches_voluntary),
-            of(|w| w.switches_involuntary)
+            counts(&leaders, |w| w.switches_voluntary),
+            counts(&leaders, |w| w.switches_involuntary)
         )?;
     }
     let total = stats.total();
@@ -341,24 +343,18 @@ fn print_summary(
             .filter(|(k, _)| k / ranks != k % ranks)
             .map(|(_, t)| t)
             .collect();
-        let of = |f: fn(&skein::RankTraffic) -> u64| {
-            spread(pairs.iter().map(|t| f(t) as f64).collect(), whole)
-        };
         writeln!(
             out,
             "  from one rank to another ({} pairs, min / median / max): {} envelopes, {} bytes, {} requests; {} responses",
             pairs.len(),
-            of(|t| t.envelopes),
-            of(|t| t.bytes),
-            of(|t| t.requests),
-            of(|t| t.responses)
+            counts(&pairs, |t| t.envelopes),
+            counts(&pairs, |t| t.bytes),
+            counts(&pairs, |t| t.requests),
+            counts(&pairs, |t| t.responses)
         )?;
     }
     let detectors: Vec<&skein::WorkerStats> = ws.iter().filter(|w| w.detector_steps > 0).collect();
     if !detectors.is_empty() {
-        let of = |f: fn(&skein::WorkerStats) -> u64| {
-            spread(detectors.iter().map(|w| f(w) as f64).collect(), whole)
-        };
         let ends: Vec<&&skein::WorkerStats> =
             detectors.iter().filter(|w| w.round_ends.count > 0).collect();
         let ends = if ends.is_empty() {
@@ -377,10 +373,10 @@ fn print_summary(
             out,
             "  detectors ({}, min / median / max): {} steps, all-reduces {} posted, {} quiescent verdicts; {} posts held{ends}",
             detectors.len(),
-            of(|w| w.detector_steps),
-            of(|w| w.all_reduces_posted),
-            of(|w| w.quiescent_verdicts),
-            of(|w| w.posts_held)
+            counts(&detectors, |w| w.detector_steps),
+            counts(&detectors, |w| w.all_reduces_posted),
+            counts(&detectors, |w| w.quiescent_verdicts),
+            counts(&detectors, |w| w.posts_held)
         )?;
     }
     Ok(())
