@@ -299,8 +299,8 @@ fn print_summary(
     // The kernel counts a thread's switches and times once, on its first worker.
     let leaders: Vec<&skein::WorkerStats> = ws.iter().filter(|w| w.thread_workers > 0).collect();
     if !leaders.is_empty() {
-        let timed = leaders.iter().all(|w| w.anatomy.passes > 0);
-        let times = if timed && leaders.iter().any(|w| w.on_core_ns + w.runnable_ns > 0) {
+        let loops_timed = leaders.iter().all(|w| w.anatomy.passes > 0);
+        let times = if loops_timed && leaders.iter().any(|w| w.on_core_ns + w.runnable_ns > 0) {
             let pc = |f: fn(&skein::WorkerStats) -> u64| {
                 let v = leaders
                     .iter()
