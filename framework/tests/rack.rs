@@ -420,6 +420,68 @@ fn rank_side(case: &str, dir: &Path) {
             let big = rt.run(|| (0..5_000u64).collect::<Vec<u64>>());
             report_run(rank, big.map(|v| (v.len(), v.iter().sum::<u64>())));
         }
+        "faults" => {
+            // On 3 ranks of 2 workers, the faults are on the last worker (rank 2): a panic in
+            // a remote `apply` resumes in its caller and the trustee goes on serving; a panic
+            // in an `apply_then` fails the run; `apply_with_then` from main reaches every
+            // trustee; a fiber blocked forever on rank 2 is a deadlock.
+            let rt = skein::Runtime::builder().workers(2).build().expect("build");
+            let last = || skein::num_workers() - 1;
+            report_run(
+                rank,
+                rt.run(move || {
+                    let t = skein::trustee(last()).entrust_new(0u64, |x| x);
+                    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        t.apply(7u64, |_, k| -> u64 { panic!("deliberate panic in apply {k}") })
+                    }));
+                    let text = caught.err().and_then(|p| p.downcast_ref::<String>().cloned());
+                    (text, t.apply(1u64, |c, k| *c + k))
+                }),
+            );
+            report_run(
+                rank,
+                rt.run(move || {
+                    let t = skein::trustee(last()).entrust_new(0u64, |x| x);
+                    t.apply_then(
+                        (),
+                        |_, ()| -> u8 { panic!("deliberate panic in apply_then") },
+                        |_| {},
+                    );
+                    skein::wait_quiescent();
+                }),
+            );
+            report_run(
+                rank,
+                rt.run(|| {
+                    // Each answer: the trustee's value, its rank, and the sum of the argument.
+                    let got = std::rc::Rc::new(std::cell::Cell::new(0u64));
+                    for g in 0..skein::num_workers() {
+                        let t = skein::trustee(g).entrust_new(g as u64, |x| x);
+                        let got = got.clone();
+                        t.apply_with_then(
+                            vec![g as u64; 3],
+                            |c, v: Vec<u64>| (*c, skein::rank() as u64, v.iter().sum::<u64>()),
+                            move |(value, at, sum): (u64, u64, u64)| {
+                                got.set(got.get() + value * 1000 + at * 100 + sum)
+                            },
+                        );
+                    }
+                    skein::wait_quiescent();
+                    got.get()
+                }),
+            );
+            report_run(
+                rank,
+                rt.run(move || {
+                    skein::spawn_on(last(), (), |()| {
+                        let latch = skein::Latch::new(());
+                        let _held = latch.lock();
+                        let _again = latch.lock(); // waits for itself
+                    })
+                    .join();
+                }),
+            );
+        }
         "property" => {
             // Properties on every worker of every rank: made by main (rank 0) and by a driver
             // fiber on every worker, used with every call kind, dropped; each is dropped
@@ -951,7 +1013,7 @@ type Case = (&'static str, fn(&Path) -> Result<(), String>);
 
 fn harness(args: &[String]) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let cases: [Case; 47] = [
+    let cases: [Case; 48] = [
         ("rank_and_ranks_on_2_ranks", |d| info_case(d, 2)),
         ("rank_and_ranks_on_3_ranks", |d| info_case(d, 3)),
         ("foreign_binary_is_refused_on_every_rank", foreign_case),
@@ -980,6 +1042,7 @@ fn harness(args: &[String]) {
         ("a_stuck_run_explains_itself_on_every_rank", stall_case),
         ("a_stopped_rank_is_named_silent", silent_case),
         ("remote_panics_are_named_on_every_rank", remote_panic_case),
+        ("remote_apply_panics_and_deadlocks_are_reported_on_every_rank_of_3", faults_case),
         ("properties_on_every_worker_of_2_ranks", |d| property_case(d, 2)),
         ("properties_on_every_worker_of_3_ranks", |d| property_case(d, 3)),
         ("handles_travel_inside_messages_between_ranks", handles_case),
@@ -1720,6 +1783,30 @@ fn remote_panic_case(dir: &Path) -> Result<(), String> {
         &l,
     )?;
     check(out[3] == "ok (5000, 12497500)", "a long value of main reaches every rank", &l)
+}
+
+fn faults_case(dir: &Path) -> Result<(), String> {
+    let (l, out) = same_on_every_rank(dir, "faults", 3)?;
+    check(out.len() == 4, "four runs", &l)?;
+    check(
+        out[0] == "ok (Some(\"rank 2 worker 5: deliberate panic in apply 7\"), 1)",
+        "a remote apply's panic resumes in the caller, naming rank and worker; the trustee serves on",
+        &l,
+    )?;
+    check(
+        out[1].starts_with("err 1 panic during the skein job; first: ")
+            && out[1].contains("rank 2 worker 5: deliberate panic in apply_then"),
+        "a panic in a remote apply_then fails the run on every rank, naming rank and worker",
+        &l,
+    )?;
+    // Trustee g holds g and is on rank g / 2: the sum of g·1000 + (g / 2)·100 + 3g, g < 6.
+    check(out[2] == "ok 15645", "apply_with_then reaches every trustee of every rank", &l)?;
+    check(
+        out[3].starts_with("err skein deadlock: 2 fibers blocked forever")
+            && out[3].contains("main fiber finished: false"),
+        "a fiber blocked forever on rank 2 is a deadlock on every rank",
+        &l,
+    )
 }
 
 fn property_case(dir: &Path, ranks: usize) -> Result<(), String> {
