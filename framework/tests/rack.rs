@@ -481,6 +481,26 @@ fn rank_side(case: &str, dir: &Path) {
                     .join();
                 }),
             );
+            // The last handle of a property on rank 2 dropped on rank 0 with 20,000
+            // `apply_then` still on their way: it is dropped once, on its owner, after every
+            // request (DROPS, DROPPED_AT); and where every worker is (`rank_of`).
+            report_run(
+                rank,
+                rt.run(move || {
+                    let t = skein::trustee(last()).entrust_new(0u64, Counted::new);
+                    for _ in 0..20_000 {
+                        t.apply_then(1u64, |c, d| c.add(d), |_| {});
+                    }
+                    drop(t);
+                    skein::wait_quiescent();
+                    (0..skein::num_workers()).map(skein::rank_of).collect::<Vec<_>>()
+                }),
+            );
+            println!(
+                "DROPS rank={rank} n={} at={}",
+                DROPS.load(std::sync::atomic::Ordering::SeqCst),
+                DROPPED_AT.load(std::sync::atomic::Ordering::SeqCst)
+            );
         }
         "property" => {
             // Properties on every worker of every rank: made by main (rank 0) and by a driver
@@ -895,7 +915,10 @@ fn forgery_of(i: u8) -> skein::Forgery {
 /// Properties dropped in this process.
 static DROPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A property that counts its drops in [`DROPS`].
+/// The value of the property dropped last in this process.
+static DROPPED_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A property that counts its drops in [`DROPS`] (and leaves its value in [`DROPPED_AT`]).
 struct Counted(u64);
 
 impl Counted {
@@ -910,6 +933,7 @@ impl Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
+        DROPPED_AT.store(self.0, std::sync::atomic::Ordering::SeqCst);
         DROPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
@@ -1787,7 +1811,7 @@ fn remote_panic_case(dir: &Path) -> Result<(), String> {
 
 fn faults_case(dir: &Path) -> Result<(), String> {
     let (l, out) = same_on_every_rank(dir, "faults", 3)?;
-    check(out.len() == 4, "four runs", &l)?;
+    check(out.len() == 5, "five runs", &l)?;
     check(
         out[0] == "ok (Some(\"rank 2 worker 5: deliberate panic in apply 7\"), 1)",
         "a remote apply's panic resumes in the caller, naming rank and worker; the trustee serves on",
@@ -1806,7 +1830,16 @@ fn faults_case(dir: &Path) -> Result<(), String> {
             && out[3].contains("main fiber finished: false"),
         "a fiber blocked forever on rank 2 is a deadlock on every rank",
         &l,
-    )
+    )?;
+    check(out[4] == "ok [0, 0, 1, 1, 2, 2]", "rank_of every worker", &l)?;
+    // The property on rank 2 is the only one this case counts (the others hold no Counted).
+    for (r, line) in ["DROPS rank=0 n=0 at=0", "DROPS rank=1 n=0 at=0", "DROPS rank=2 n=1 at=20000"]
+        .iter()
+        .enumerate()
+    {
+        check(l.lines(line).len() == 1, &format!("rank {r}: {line}"), &l)?;
+    }
+    Ok(())
 }
 
 fn property_case(dir: &Path, ranks: usize) -> Result<(), String> {
