@@ -16,8 +16,8 @@
 //!    foreign path.
 //!
 //! Fiber switching uses inline assembly, which Miri cannot run: under Miri only the tests that
-//! never resume a fiber can pass (those of `channel`, e.g. `cargo miri test -p skein --lib
-//! channel::`). Nothing is gated on `cfg(miri)`; one slot test only runs fewer rounds there.
+//! never resume a fiber can pass (`scripts/miri.sh` runs the unsafe modules' ones, e.g. those
+//! of `channel`). Nothing is gated on `cfg(miri)`; one slot test only runs fewer rounds there.
 
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};

@@ -61,7 +61,9 @@ fn round_trips(q: &mut RecordQueue, max_words: usize) -> (usize, usize) {
 fn staging_limit_and_uniformity() {
     let mut q = RecordQueue::default();
     let mut cell = 0u64;
-    let tg = &mut cell as *mut u64 as *mut u8;
+    // One raw pointer for every record, so that none invalidates another's (Miri).
+    let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
+    let tg = cell as *mut u8;
     for i in 1..=600usize {
         let over = q.push::<NoResult, _, _>(tg, |_, _| None, |_| {});
         assert_eq!(over, i >= STAGING_YIELD, "push {i}");
@@ -86,16 +88,14 @@ fn staging_limit_and_uniformity() {
 fn a_queue_that_never_drains_is_uniform_again_once_an_odd_record_has_left() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
+    // One raw pointer for every record, so that none invalidates another's (Miri).
+    let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     // An odd record (another type) ahead of a stream of like ones.
     let k = 7u64;
-    q.push::<NoResult, _, _>(
-        &mut cell as *mut u64 as *mut u8,
-        move |_, _| (k == 0).then(|| unreachable!()),
-        |_| {},
-    );
+    q.push::<NoResult, _, _>(cell as *mut u8, move |_, _| (k == 0).then(|| unreachable!()), |_| {});
     for i in 0..30u64 {
-        add(&mut q, &mut cell, i, &log);
+        add(&mut q, cell, i, &log);
     }
     assert!(q.uniform().is_null(), "mixed while the odd record is staged");
     let mut slot = vec![0u64; 200];
@@ -110,18 +110,18 @@ fn a_queue_that_never_drains_is_uniform_again_once_an_odd_record_has_left() {
         let panics = unsafe { serve_batch(slot.as_ptr(), n, uni, resp.as_mut_ptr() as *mut u8) };
         q.complete_front(n, uni, resp.as_ptr() as *const u8, panics);
         assert!(!q.uniform().is_null(), "like records only are staged after round {round}");
-        add(&mut q, &mut cell, 100 + round, &log);
+        add(&mut q, cell, 100 + round, &log);
     }
     // Another odd record at the tail: mixed again, and the run starts over behind it.
-    q.push::<NoResult, _, _>(&mut cell as *mut u64 as *mut u8, |_, _| None, |_| {});
+    q.push::<NoResult, _, _>(cell as *mut u8, |_, _| None, |_| {});
     assert!(q.uniform().is_null());
     q.run_local(q.staged());
     assert!(q.is_empty());
     // Appending a uniform queue of the same type to an empty one keeps it uniform.
     let mut other = RecordQueue::default();
     for i in 0..3u64 {
-        add(&mut other, &mut cell, i, &log);
-        add(&mut q, &mut cell, i, &log);
+        add(&mut other, cell, i, &log);
+        add(&mut q, cell, i, &log);
     }
     q.run_local(2);
     q.append(&mut other);
@@ -134,9 +134,11 @@ fn a_queue_that_never_drains_is_uniform_again_once_an_odd_record_has_left() {
 fn remote_round_trip_in_order() {
     let log: Log = Rc::default();
     let mut cells = vec![0u64; 10];
+    let base = cells.as_mut_ptr();
     let mut q = RecordQueue::default();
     for i in 0..100u64 {
-        let t = &mut cells[(i % 10) as usize] as *mut u64;
+        // SAFETY: `i % 10` is within the 10 cells.
+        let t = unsafe { base.add((i % 10) as usize) };
         assert_eq!(add(&mut q, t, i, &log), i + 1 >= 512);
     }
     // 5-word records (header, target, i; i and the log), 20 per batch of 100 words: the
@@ -158,11 +160,13 @@ fn remote_round_trip_in_order() {
 fn mixed_and_boxed_records_walk() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
+    // One raw pointer for every record, so that none invalidates another's (Miri).
+    let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     for i in 0..60u64 {
         match i % 3 {
             0 => {
-                add(&mut q, &mut cell, i, &log);
+                add(&mut q, cell, i, &log);
             }
             1 => {
                 // A request too big to store inline, with a small completion.
@@ -199,18 +203,21 @@ fn mixed_and_boxed_records_walk() {
             assert_eq!(*v, k as u64);
         }
     }
-    assert_eq!(cell, (0..60).filter(|i| i % 3 == 0).sum::<u64>());
+    // SAFETY: every record that pointed to the cell has been consumed.
+    assert_eq!(unsafe { *cell }, (0..60).filter(|i| i % 3 == 0).sum::<u64>());
 }
 
 #[test]
 fn local_runs_both_halves_and_append_keeps_order() {
     let log: Log = Rc::default();
     let mut cell = 5u64;
+    // One raw pointer for every record, so that none invalidates another's (Miri).
+    let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     let mut newer = RecordQueue::default();
     for i in 1..=4u64 {
-        add(&mut q, &mut cell, i, &log);
-        add(&mut newer, &mut cell, 10 * i, &log);
+        add(&mut q, cell, i, &log);
+        add(&mut newer, cell, 10 * i, &log);
     }
     q.run_local(2);
     assert_eq!(q.staged(), 2);
@@ -226,15 +233,17 @@ fn local_runs_both_halves_and_append_keeps_order() {
 fn a_panicking_request_is_reported_to_its_completion() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
+    // One raw pointer for every record, so that none invalidates another's (Miri).
+    let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
-    add(&mut q, &mut cell, 1, &log);
+    add(&mut q, cell, 1, &log);
     let l = log.clone();
     q.push::<NoResult, _, _>(
         std::ptr::null_mut(),
         |_, _| std::panic::catch_unwind(|| panic!("request fails")).err(),
         move |o| l.borrow_mut().push(if o.panic.is_some() { 7 } else { 0 }),
     );
-    add(&mut q, &mut cell, 2, &log);
+    add(&mut q, cell, 2, &log);
     round_trips(&mut q, 64);
     assert_eq!(*log.borrow(), vec![1001, 7, 2003]);
 }
@@ -308,10 +317,12 @@ fn unwinding_completion_consumes_each_record_once() {
 fn mixed_local_requests_run_in_order() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
+    // One raw pointer for every record, so that none invalidates another's (Miri).
+    let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     for i in 1..=6u64 {
         if i % 2 == 0 {
-            add(&mut q, &mut cell, i, &log);
+            add(&mut q, cell, i, &log);
         } else {
             let l = log.clone();
             q.push::<NoResult, _, _>(
