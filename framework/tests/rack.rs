@@ -424,7 +424,8 @@ fn rank_side(case: &str, dir: &Path) {
             // On 3 ranks of 2 workers, the faults are on the last worker (rank 2): a panic in
             // a remote `apply` resumes in its caller and the trustee goes on serving; a panic
             // in an `apply_then` fails the run; `apply_with_then` from main reaches every
-            // trustee; a fiber blocked forever on rank 2 is a deadlock.
+            // trustee; a fiber blocked forever on rank 2 is a deadlock; the last handle of a
+            // property on rank 2, dropped with requests in flight, drops it after them.
             let rt = skein::Runtime::builder().workers(2).build().expect("build");
             let last = || skein::num_workers() - 1;
             report_run(
