@@ -13,7 +13,9 @@ impl ResultSize for Eight {
 type Log = Rc<RefCell<Vec<u64>>>;
 
 /// A request that adds `i` to the target's `u64` and answers the new value; its completion
-/// logs `i * 1000 + answer` (or `u64::MAX` for a panic).
+/// logs `i * 1000 + answer` (or `u64::MAX` for a panic). The tests take one raw pointer to
+/// their cell (`addr_of_mut!`, once) and give it to every record: a second `&mut cell` would
+/// invalidate the pointer of a record still queued (Miri, Stacked Borrows).
 fn add(q: &mut RecordQueue, target: *mut u64, i: u64, log: &Log) -> bool {
     let log = log.clone();
     q.push::<Eight, _, _>(
@@ -61,7 +63,6 @@ fn round_trips(q: &mut RecordQueue, max_words: usize) -> (usize, usize) {
 fn staging_limit_and_uniformity() {
     let mut q = RecordQueue::default();
     let mut cell = 0u64;
-    // One raw pointer for every record, so that none invalidates another's (Miri).
     let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let tg = cell as *mut u8;
     for i in 1..=600usize {
@@ -88,7 +89,6 @@ fn staging_limit_and_uniformity() {
 fn a_queue_that_never_drains_is_uniform_again_once_an_odd_record_has_left() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
-    // One raw pointer for every record, so that none invalidates another's (Miri).
     let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     // An odd record (another type) ahead of a stream of like ones.
@@ -160,7 +160,6 @@ fn remote_round_trip_in_order() {
 fn mixed_and_boxed_records_walk() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
-    // One raw pointer for every record, so that none invalidates another's (Miri).
     let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     for i in 0..60u64 {
@@ -211,7 +210,6 @@ fn mixed_and_boxed_records_walk() {
 fn local_runs_both_halves_and_append_keeps_order() {
     let log: Log = Rc::default();
     let mut cell = 5u64;
-    // One raw pointer for every record, so that none invalidates another's (Miri).
     let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     let mut newer = RecordQueue::default();
@@ -233,7 +231,6 @@ fn local_runs_both_halves_and_append_keeps_order() {
 fn a_panicking_request_is_reported_to_its_completion() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
-    // One raw pointer for every record, so that none invalidates another's (Miri).
     let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     add(&mut q, cell, 1, &log);
@@ -317,7 +314,6 @@ fn unwinding_completion_consumes_each_record_once() {
 fn mixed_local_requests_run_in_order() {
     let log: Log = Rc::default();
     let mut cell = 0u64;
-    // One raw pointer for every record, so that none invalidates another's (Miri).
     let cell: *mut u64 = std::ptr::addr_of_mut!(cell);
     let mut q = RecordQueue::default();
     for i in 1..=6u64 {
