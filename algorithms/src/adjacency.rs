@@ -35,7 +35,7 @@
 //! The copies ask for transparent huge pages, as the CSR's arrays do: every vertex's
 //! arcs start at a random place, and 4 KiB pages would make that a TLB miss too.
 //!
-//! # Invariants (the unsafe code of [`InArcs::build`] relies on them)
+//! # Invariants (the unsafe code of `InArcs::build` relies on them)
 //!
 //! 1. Its last pass writes each in-arc at an index taken with a `fetch_add` on its
 //!    source's cursor, which starts at the group's first index; the group holds exactly as
@@ -134,10 +134,10 @@ impl Layout for Arc32 {
 }
 
 /// One arc of a partition: its target's tag and its weight; or, in a copy that summarizes
-/// the arcs to other ranks ([`build`] with `far`), one of the two entries of such a
+/// the arcs to other ranks (`build` with `far`), one of the two entries of such a
 /// summary: the owner's tag of local index 0, and in the weight's bits
 /// ([`Arc32::count`]) the number of arcs to that owner, then their address in the
-/// owner's in-arcs ([`PartArcs::far_group`]).
+/// owner's in-arcs (`PartArcs::far_group`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C)]
 pub struct Arc32 {

@@ -6,7 +6,7 @@
 //! # Rows, own parts and ranks
 //!
 //! The partitioning and the tags are global (all `R × W` parts of the job). A process holds
-//! the rows of some vertices ([`Rows`]: a whole [`Csr`], or a [`LocalCsr`] with the rows of
+//! the rows of some vertices (`Rows`: a whole [`Csr`], or a [`LocalCsr`] with the rows of
 //! its rank's range) and makes arc copies for its *own* parts only: under `mpirun` the
 //! parts `r·W .. (r+1)·W` of its rank `r`, in one process (also a loopback split, whose
 //! fake ranks share the process) every part.
@@ -17,7 +17,7 @@
 //! cross-rank path in one process.
 //!
 //! When the job has more than one rank, each own part also gets its **in-arcs**
-//! ([`crate::adjacency::InArcs`]): the arcs from vertices of other ranks' parts into it,
+//! (`crate::adjacency::InArcs`): the arcs from vertices of other ranks' parts into it,
 //! grouped by source, built from its own rows (the graph is symmetric: see
 //! [`crate::adjacency`]). An SSSP scan from a partition of another rank is relaxed over
 //! them instead of the sender's arc copy, which this process need not hold.
@@ -148,7 +148,7 @@ impl std::ops::Deref for OwnView {
 /// this process's own parts in the layouts the kernels read (each copied on first use).
 ///
 /// Trustees only read it; each one touches the arcs of its own vertices, and an SSSP
-/// trustee also the arcs into its partition that a [`crate::sssp::Scan`] names.
+/// trustee also the arcs into its partition that a `crate::sssp::Scan` names.
 ///
 /// A kernel reaches its rank's view from any trustee by the graph's id
 /// ([`crate::registry::graph`], the id from [`crate::Engine::graph_id`]): a partition reads

@@ -534,8 +534,8 @@ const GATHER_CHUNK: usize = 1 << 16;
 
 /// Every partition's values and parents as vectors indexed by global id, with the
 /// partitions' counters summed. The partitions of this rank write their ranges in
-/// parallel, in place ([`output::fill`]); those of other ranks send theirs in chunks of
-/// [`GATHER_CHUNK`] vertices (`apply_with`).
+/// parallel, in place (`output::fill`); those of other ranks send theirs in chunks of
+/// `GATHER_CHUNK` vertices (`apply_with`).
 pub fn gather<P: Part>(
     parts: &[Trust<P>],
     partitioning: &Partitioning,

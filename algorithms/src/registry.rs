@@ -11,21 +11,21 @@
 //!   fiber started there by `spawn_on` (whose argument must be `Plain`) finds the partition
 //!   it drives ([`part`]).
 //!
-//! - **results kept on rank 0** ([`stash`], [`take`]): `main` runs on rank 0, in the
+//! - **results kept on rank 0** (`stash`, `take`): `main` runs on rank 0, in the
 //!   process of rank 0's caller, so a search can leave its result vectors there and return
 //!   only its counters from the run (which every rank receives as bytes).
 //!
-//! - **result slices** ([`stash_slice`], [`take_slices`]): a search that leaves each rank's
+//! - **result slices** (`stash_slice`, `take_slices`): a search that leaves each rank's
 //!   slice of its result on that rank (`Engine::sssp_local`) has a fiber on every rank file
 //!   the rank's slice under a key that every rank's caller drew in the same order
-//!   ([`new_slices`]); the caller takes the slices filed in its process (one, or every fake
+//!   (`new_slices`); the caller takes the slices filed in its process (one, or every fake
 //!   rank's in a loopback split).
 //! - **kept buffers** ([`keep_buffers`], [`take_buffers`]): a partition's large arrays,
 //!   left on its rank when a search ends, by graph, worker and type, so that the next
 //!   search's partition of the same graph and worker reuses them instead of faulting fresh
 //!   pages; and what a rank's partitions share ([`shared`]: BFS's frontier bitmaps).
 //!   Dropped with the graph.
-//! - **probes** ([`file_probe`], [`probe`]): what each rank's caller found about its rows
+//! - **probes** (`file_probe`, `probe`): what each rank's caller found about its rows
 //!   when it built an engine, read by a fiber on that rank during the engine's first run.
 
 use std::any::{Any, TypeId};
