@@ -1210,6 +1210,10 @@ fn launch(
     }
     // A loopback split cannot run under mpirun (the run refuses it): the cases run unsplit.
     cmd.env_remove("SKEIN_LOOPBACK_RANKS");
+    // When a rank exits non-zero, Open MPI ends the job's other processes and then waits
+    // this many seconds (default 1) before it exits itself, even when they have all ended:
+    // a second per failing case. No case runs a signal handler that the wait would let finish.
+    cmd.env("OMPI_MCA_odls_base_sigkill_timeout", "0");
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // Its own process group, so a launch that outlives the deadline is killed whole.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
