@@ -10,7 +10,7 @@
 //!   and its proof.
 //! * [`free`]: the reference count and the property-free path, with their proof.
 //! * [`export`]: reference counting across ranks, the owner side (export slots, returns).
-//! * [`transport`]: the seam between the worker loop and a transport for pairs across ranks,
+//! * [`transport`](crate::transport): the seam between the worker loop and a transport for pairs across ranks,
 //!   and the loopback transport of a split run ([`Builder::loopback_ranks`]).
 
 pub(crate) mod anatomy;

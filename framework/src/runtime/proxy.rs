@@ -34,9 +34,10 @@
 //!
 //! # Invariants
 //!
-//! 1. A proxy is made by [`Proxy::receive`] (local count 1, the message's weight ≥ 1) and
-//!    freed exactly once, by [`Proxy::drop_handle`] on the drop that takes its local count to
-//!    zero. It counts towards its run's id ([`crate::run_ids`]) like a property.
+//! 1. A proxy is made by [`Proxy::receive_on`] (local count 1, the message's weight ≥ 1) and
+//!    freed exactly once, by [`Proxy::last_dropped`] after the drop that takes its local
+//!    count to zero (the tests' `Proxy::drop_handle` does that drop and then frees). It
+//!    counts towards its run's id ([`crate::run_ids`]) like a property.
 //! 2. `weight ≥ 1` while the proxy exists: [`Proxy::export`] moves weight out with a
 //!    compare-and-swap that never leaves less than 1 (two exports racing on one proxy cannot
 //!    both take the last units, as a plain `fetch_sub` of a value read before could), and at
@@ -177,7 +178,8 @@ impl Proxy {
         Proxy::receive_on(u32::MAX, owner, slot, gen, weight, run, workers)
     }
 
-    /// [`Proxy::receive`] on rank `home` (the runtime's: the proxy's handles issue only there).
+    /// The tests' `Proxy::receive` on rank `home` (the runtime's: the proxy's handles issue
+    /// only there).
     pub(crate) fn receive_on(
         home: u32,
         owner: usize,
@@ -338,12 +340,13 @@ impl Proxy {
         Some(unsafe { Proxy::last_dropped(p, counters) })
     }
 
-    /// The rest of [`Proxy::drop_handle`] once [`drop_ref`](crate::runtime::free::drop_ref) has returned true for the proxy at
-    /// `p` (a `Trust`'s drop does the `drop_ref` itself): the [`Release`] with the snapshot of
-    /// `issued` over `counters`; the proxy is freed.
+    /// The end of a handle's drop once [`drop_ref`](crate::runtime::free::drop_ref) has
+    /// returned true for the proxy at `p` (a `Trust`'s drop does the `drop_ref` itself; the
+    /// tests' `Proxy::drop_handle` does both): the [`Release`] with the snapshot of `issued`
+    /// over `counters`; the proxy is freed.
     ///
     /// # Safety
-    /// `p` was made by [`Proxy::receive`], and [`drop_ref`](crate::runtime::free::drop_ref) on its head has just returned true
+    /// `p` was made by [`Proxy::receive_on`], and [`drop_ref`](crate::runtime::free::drop_ref) on its head has just returned true
     /// to the caller (its count is zero and the Acquire fence has run); nothing uses `p`
     /// afterwards.
     pub(crate) unsafe fn last_dropped(p: NonNull<Proxy>, counters: &[WorkerCounters]) -> Release {

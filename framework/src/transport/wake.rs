@@ -319,7 +319,7 @@ pub(crate) fn union_cores<'a>(masks: impl IntoIterator<Item = &'a [u64]>) -> usi
     union.iter().map(|w| w.count_ones() as usize).sum()
 }
 
-/// What a rank of a node said of itself at the rings' set-up ([`super::shm`]), from which
+/// What a rank of a node said of itself at the rings' set-up (`transport::shm`), from which
 /// every rank computes every rank's threads alike ([`node_threads`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RankCores<'a> {

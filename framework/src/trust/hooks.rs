@@ -5,7 +5,7 @@
 use super::*;
 
 /// Where a remote-capable request finds its value: the target word names a property
-/// ([`OnProp`]) or one value of a [`TrustArray`] part ([`array`]'s `OnElem`).
+/// ([`OnProp`]) or one value of a [`TrustArray`] part ([`array`](mod@array)'s `OnElem`).
 pub(crate) trait Place {
     /// The value's type.
     type Value;

@@ -23,7 +23,7 @@
 //! with [`crate::codec`], even in-process.
 //!
 //! The *local* calls (`apply_local`, `apply_then_local`, `TrusteeRef::entrust`, and
-//! `spawn_local_on` and `spawn` in [`crate::runtime::spawn`]) keep capturing closures and
+//! `spawn_local_on` and `spawn` in [`crate::runtime::spawn`](mod@crate::runtime::spawn)) keep capturing closures and
 //! values built here, and refuse, at run time, an id of another rank (`crate::rank_of`; in a
 //! loopback run, `crate::Builder::loopback_ranks`, another fake rank). Their records hold the
 //! request closure.

@@ -68,7 +68,7 @@
 //!
 //! # Validation (what an accepted envelope guarantees)
 //!
-//! [`validate`] and [`validate_response`] are pure functions of the bytes and of what the
+//! [`validate`](fn@validate) and [`validate_response`] are pure functions of the bytes and of what the
 //! caller expects ([`Expect`], [`ExpectResponse`]: the job, this worker, and the per-pair
 //! state that stays outside), so they can be fuzzed. They accept an envelope only if every
 //! rule below holds, and look at every byte at most a constant number of times (O(bytes),

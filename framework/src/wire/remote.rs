@@ -3,20 +3,21 @@
 //! A request that may travel (`docs/rack-mode.md` §2) is a closure `F` that captures nothing,
 //! an argument `A: Plain` (or a serialized value, for `apply_with`) and a result `U: Plain` (or
 //! serialized). Of these only the argument's bytes travel; the closure is named by the *code
-//! id* of a `RemoteVTable` (`super::code_id`), one constant per `(T, A, U, F)` made by
-//! [`RemoteVTable::of`] and its siblings. The serving process finds the same constant from the
-//! code id (one binary, §3.2), and its [`run`](RemoteVTable::run) entry reads the argument,
-//! recreates `F` (zero-sized: there is nothing to read) and runs it.
+//! id* of a `RemoteVTable` (`super::code_id`), one constant per `(T, A, U, F)`: the `VT` of
+//! [`Of`]`<T, A, U, F, K>`, whose marker `K` picks the kind (the table below). The serving
+//! process finds the same constant from the code id (one binary, §3.2), and its
+//! [`run`](RemoteVTable::run) entry reads the argument, recreates `F` (zero-sized: there is
+//! nothing to read) and runs it.
 //!
 //! # Kinds
 //!
-//! | kind | constructor | closure | target | argument bytes |
+//! | kind | table | closure | target | argument bytes |
 //! | --- | --- | --- | --- | --- |
-//! | [`KIND_PROPERTY`] | [`RemoteVTable::of`] | `FnOnce(&mut T, A) -> U` | `*mut T` | `A`, rounded up to 8 |
-//! | [`KIND_PROPERTY`] | [`RemoteVTable::of_with`] | `FnOnce(&mut T, V) -> U`, bincode | `*mut T` | length-prefixed ([`LEN_PREFIXED`]) |
-//! | [`KIND_ELEMENT`] | [`RemoteVTable::of_element`] | `FnOnce(&mut T, A) -> U` on element `i` of a `TrustArray` part | `*mut Vec<T>` | `i: u64`, then `A` rounded up to 8 |
-//! | [`KIND_SPAWN`] | [`RemoteVTable::of_spawn`] | `FnOnce(A) -> R` | none (null) | `A`, rounded up to 8 |
-//! | [`KIND_LAUNCH`] | [`RemoteVTable::of_launch`] | `FnOnce(&mut T, A) -> U` on a `Latch<T>`, in a fiber | `*const Latch<T>` | `A`, rounded up to 8 |
+//! | [`KIND_PROPERTY`] | `Of<T, A, U, F, `[`Property`]`>` | `FnOnce(&mut T, A) -> U` | `*mut T` | `A`, rounded up to 8 |
+//! | [`KIND_PROPERTY`] | `Of<T, V, U, F, `[`Serialized`]`<H>>` | `FnOnce(&mut T, V) -> U`, bincode | `*mut T` | length-prefixed ([`LEN_PREFIXED`]) |
+//! | [`KIND_ELEMENT`] | `Of<T, A, U, F, `[`Element`]`>` | `FnOnce(&mut T, A) -> U` on element `i` of a `TrustArray` part | `*mut Vec<T>` | `i: u64`, then `A` rounded up to 8 |
+//! | [`KIND_SPAWN`] | [`RemoteVTable::of_spawn`] (`Of<(), A, R, F, `[`Spawn`]`>`) | `FnOnce(A) -> R` | none (null) | `A`, rounded up to 8 |
+//! | [`KIND_LAUNCH`] | [`RemoteVTable::of_launch`] (`Of<L, A, U, F, `[`Launch`]`>`) | `FnOnce(&mut T, A) -> U` on a `Latch<T>`, in a fiber | `*const Latch<T>` | `A`, rounded up to 8 |
 //!
 //! Results: a `Plain` result takes `size_of::<U>()` rounded up to 8 bytes; a serialized one is
 //! length-prefixed (`len: u32 | 0u32 | len bytes | zeros to a multiple of 8`).
@@ -175,12 +176,15 @@ pub(crate) struct Of<T, A, U, F, K>(PhantomData<OfTypes<T, A, U, F, K>>);
 /// The types an [`Of`] is instantiated with (a function type: no auto-trait or drop effects).
 type OfTypes<T, A, U, F, K> = fn() -> (*const T, A, U, F, K);
 
-/// Marker for [`RemoteVTable::of`].
+/// Marker of a request `f(&mut property, arg)` with a `Plain` argument and result (the
+/// requests' hooks in `crate::trust`; the tests' `RemoteVTable::of`).
 pub(crate) struct Property;
-/// Marker for [`RemoteVTable::of_with`]: argument and result serialized by
-/// [`codec::encode_with`], their handles moved by `H`.
+/// Marker of a request `f(&mut property, value)` whose argument and result are serialized by
+/// [`codec::encode_with`], their handles moved by `H` (`apply_with`; the tests'
+/// `RemoteVTable::of_with`).
 pub(crate) struct Serialized<H>(PhantomData<H>);
-/// Marker for [`RemoteVTable::of_element`].
+/// Marker of a request on one element of a `TrustArray` part (the tests'
+/// `RemoteVTable::of_element`).
 pub(crate) struct Element;
 /// Marker for [`RemoteVTable::of_spawn`].
 pub(crate) struct Spawn;
@@ -577,7 +581,7 @@ where
     })
 }
 
-/// `run` of [`RemoteVTable::of`].
+/// `run` of a [`Property`] table.
 ///
 /// # Safety
 /// As [`RemoteVTable::run`] for [`KIND_PROPERTY`].
@@ -597,7 +601,7 @@ where
     run_caught(out, move || f(t, a))
 }
 
-/// `run_uniform` of [`RemoteVTable::of`]: the records of a uniform segment in one loop.
+/// `run_uniform` of a [`Property`] table: the records of a uniform segment in one loop.
 ///
 /// # Safety
 /// As [`RemoteVTable::run_uniform`] for a [`KIND_PROPERTY`] table of `(T, A, U, F)`.
@@ -623,7 +627,7 @@ where
     }
 }
 
-/// `run_uniform` of [`RemoteVTable::of_element`]: as [`run_property_uniform`], each record's
+/// `run_uniform` of an [`Element`] table: as [`run_property_uniform`], each record's
 /// argument its element index then `A`; an index outside the part refuses the segment there,
 /// as [`run_element`] refuses its record.
 ///
@@ -727,7 +731,7 @@ unsafe fn uniform_loop<U: Plain>(
     Ok(())
 }
 
-/// `run` of [`RemoteVTable::of_element`].
+/// `run` of an [`Element`] table.
 ///
 /// # Safety
 /// As [`RemoteVTable::run`] for [`KIND_ELEMENT`].
@@ -771,7 +775,7 @@ where
     run_caught(out, move || f(a))
 }
 
-/// `run` of [`RemoteVTable::of_with`].
+/// `run` of a [`Serialized`] table.
 ///
 /// # Safety
 /// As [`RemoteVTable::run`] for [`KIND_PROPERTY`].

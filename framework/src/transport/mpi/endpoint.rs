@@ -12,9 +12,10 @@
 //!   posts every endpoint's receives, and returns a [`Endpoints`] and one [`Endpoint`] per local
 //!   worker, in worker order.
 //! * Each [`Endpoint`] is handed to its worker thread and used only there: it **sends** on the
-//!   communicator of the receiving worker ([`Endpoint::claim`] + [`Endpoint::publish`], or
-//!   [`Endpoint::send`]), **receives** on its own ([`Endpoint::poll_recv`] +
-//!   [`Endpoint::release`]), and moves bytes in [`Endpoint::progress`]. None of them blocks.
+//!   communicator of the receiving worker ([`Endpoint::claim`] + [`Endpoint::publish`]),
+//!   **receives** on its own ([`Endpoint::take_ready`], then the buffer back with
+//!   [`Endpoint::give_back`]), and moves bytes in [`Endpoint::progress`]. None of them
+//!   blocks. (The tests' `send`, `poll_recv` and `release` are shorthands of these.)
 //! * [`Endpoints::close`] (collective, on the thread that called [`open`], with every endpoint
 //!   handed back) frees the communicators, in worker order on every rank.
 //!
@@ -23,9 +24,9 @@
 //! A send is *claim a pooled buffer, fill it, publish it*, not `send(&[u8])` with a copy:
 //! the client keeps one envelope being filled per remote rank and writes its batches straight
 //! into it (as into a slot), so the bytes are written once, by the encoder, and handed to
-//! `MPI_Isend` as they are. ([`Endpoint::send`] is claim + copy + publish, for callers that
-//! have the bytes already.) The claim reserves a place in the window, so a publish cannot
-//! fail for want of one, and a caller that could not claim has not yet built anything.
+//! `MPI_Isend` as they are. (The tests' `Endpoint::send` is claim + copy + publish.) The
+//! claim reserves a place in the window, so a publish cannot fail for want of one, and a
+//! caller that could not claim has not yet built anything.
 //!
 //! # Windows and credits
 //!
@@ -42,7 +43,7 @@
 //! layer's count.
 //!
 //! Every send eventually completes locally as long as its receiving endpoint calls
-//! [`Endpoint::progress`] or [`Endpoint::poll_recv`]: receiving is never gated by a window or
+//! [`Endpoint::progress`]: receiving is never gated by a window or
 //! by the pool (a buffer is allocated when the pool is empty), so two endpoints with full
 //! windows towards each other cannot wait for each other.
 //!
@@ -480,7 +481,8 @@ impl std::ops::DerefMut for SendBuf {
 }
 
 /// An envelope received whole: its bytes and the rank MPI says sent it. Give it back with
-/// [`Endpoint::release`] so its buffer is reused (dropping it only frees the buffer).
+/// [`Endpoint::give_back`] (its [`Received::into_bytes`]) so its buffer is reused (dropping it
+/// only frees the buffer).
 #[derive(Debug)]
 pub(crate) struct Received {
     from_rank: usize,
@@ -905,8 +907,8 @@ impl Endpoint {
         self.take_ready()
     }
 
-    /// The next envelope received whole by an earlier [`Endpoint::progress`] or
-    /// [`Endpoint::poll_recv`], without touching MPI (for a caller that calls `progress` on
+    /// The next envelope received whole by an earlier [`Endpoint::progress`] (or the tests'
+    /// `poll_recv`), without touching MPI (for a caller that calls `progress` on
     /// every pass anyway: one receive test per pass instead of two).
     pub(crate) fn take_ready(&mut self) -> Option<Received> {
         let r = self.stream.pop_ready()?;

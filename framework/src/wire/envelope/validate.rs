@@ -1,5 +1,5 @@
 //! Validation of a request envelope before anything runs (the guarantees are in the module
-//! docs of [`super`]): the checked reader, targets, records, segment headers, [`validate`].
+//! docs of [`super`]): the checked reader, targets, records, segment headers, [`validate`](fn@validate).
 
 use super::*;
 
@@ -204,7 +204,7 @@ pub(super) fn rank_of(g: u32, job: &Job) -> Option<usize> {
     (r < job.ranks).then_some(r as usize)
 }
 
-/// An accepted request envelope ([`validate`]).
+/// An accepted request envelope ([`validate`](fn@validate)).
 #[derive(Debug, Clone)]
 pub(crate) struct Envelope<'b> {
     /// Its header.

@@ -9,7 +9,8 @@ pub(super) fn start(kind: u8, head: &Head) -> Vec<u8> {
     start_in(Vec::with_capacity(4096), kind, head)
 }
 
-/// [`start`] in the buffer `buf` (its contents are dropped, its capacity kept).
+/// Starts an envelope in the buffer `buf` (its contents are dropped, its capacity kept):
+/// writes the header with placeholders for the counts.
 pub(super) fn start_in(mut buf: Vec<u8>, kind: u8, head: &Head) -> Vec<u8> {
     buf.clear();
     buf.extend_from_slice(&head.token.to_le_bytes());
@@ -72,8 +73,8 @@ impl RequestWriter {
         RequestWriter { buf: start(KIND_REQUESTS, head), segments: 0, open: None }
     }
 
-    /// [`RequestWriter::new`] writing into `buf` (a transport's buffer; its contents are
-    /// dropped, its capacity kept).
+    /// An empty request envelope with this header, written into `buf` (a transport's buffer;
+    /// its contents are dropped, its capacity kept).
     pub(crate) fn new_in(buf: Vec<u8>, head: &Head) -> Self {
         RequestWriter { buf: start_in(buf, KIND_REQUESTS, head), segments: 0, open: None }
     }
@@ -289,8 +290,8 @@ impl ResponseWriter {
         Self::new_in(Vec::with_capacity(4096), head)
     }
 
-    /// [`ResponseWriter::new`] writing into `buf` (a transport's buffer; its contents are
-    /// dropped, its capacity kept).
+    /// An empty response envelope with this header, written into `buf` (a transport's
+    /// buffer; its contents are dropped, its capacity kept).
     pub(crate) fn new_in(buf: Vec<u8>, head: &Head) -> Self {
         ResponseWriter {
             buf: start_in(buf, KIND_RESPONSES, head),
